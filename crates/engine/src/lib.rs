@@ -1,0 +1,1 @@
+//! agentd-engine (to be written).

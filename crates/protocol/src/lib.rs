@@ -1,0 +1,15 @@
+//! agentd's wire vocabulary: conversation [`Message`]s and their [`ContentBlock`]s,
+//! token [`Usage`], and the session [`Event`]s of DESIGN §8 with their stored and
+//! streamed form, [`EventEnvelope`]. Serde types only: no I/O, no runtime.
+
+mod event;
+mod message;
+
+pub use event::{
+    CompactionTrigger, DeltaKind, ErrorInfo, Event, EventEnvelope, OutputStream, TurnFinished,
+    TurnStatus,
+};
+pub use message::{ContentBlock, Message, Role, ToolUse, Usage};
+
+#[cfg(test)]
+mod tests;

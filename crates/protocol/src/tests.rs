@@ -1,0 +1,195 @@
+use chrono::TimeZone;
+use serde_json::{Value, json};
+
+use super::*;
+
+fn round_trip<T>(value: &T) -> Value
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let text = serde_json::to_string(value).unwrap();
+    let back: T = serde_json::from_str(&text).unwrap();
+    assert_eq!(&back, value);
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn message_with_every_block_kind_round_trips() {
+    let message = Message {
+        role: Role::Assistant,
+        content: vec![
+            ContentBlock::Thinking {
+                thinking: "hmm".into(),
+                signature: Some("sig".into()),
+            },
+            ContentBlock::Text { text: "héllo ✓".into() },
+            ContentBlock::ToolUse {
+                id: "toolu_1".into(),
+                name: "Bash".into(),
+                input: json!({"command": "ls"}),
+            },
+            ContentBlock::ToolResult {
+                tool_use_id: "toolu_1".into(),
+                content: "a\nb".into(),
+                is_error: true,
+            },
+            ContentBlock::Image {
+                source: json!({"type": "base64", "media_type": "image/png", "data": "AA=="}),
+            },
+        ],
+    };
+    let json = round_trip(&message);
+    assert_eq!(json["role"], "assistant");
+    assert_eq!(json["content"][2]["type"], "tool_use");
+    assert_eq!(json["content"][3]["is_error"], true);
+}
+
+#[test]
+fn envelope_is_flat_with_type_tag() {
+    let envelope = EventEnvelope {
+        seq: 7,
+        session_id: "s1".into(),
+        at: Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap(),
+        event: Event::ToolOutput {
+            call_id: "c1".into(),
+            stream: OutputStream::Stderr,
+            text: "oops".into(),
+        },
+    };
+    let json = round_trip(&envelope);
+    assert_eq!(
+        json,
+        json!({"seq": 7, "session_id": "s1", "at": "2026-01-02T03:04:05Z",
+               "type": "tool.output", "call_id": "c1", "stream": "stderr", "text": "oops"})
+    );
+}
+
+use chrono::Utc;
+
+#[test]
+fn every_event_type_round_trips_with_its_wire_name() {
+    let usage = Usage {
+        input_tokens: 10,
+        output_tokens: 5,
+        cache_read_tokens: 2,
+        cache_write_tokens: 1,
+    };
+    let events = vec![
+        Event::TurnStarted {
+            turn_id: "t".into(),
+            message: Message::user_text("hi"),
+        },
+        Event::MessageDelta {
+            turn_id: "t".into(),
+            index: 0,
+            kind: DeltaKind::Thinking,
+            text: "x".into(),
+        },
+        Event::MessageCompleted {
+            turn_id: "t".into(),
+            message: Message::assistant(vec![]),
+        },
+        Event::ToolStarted {
+            turn_id: "t".into(),
+            call_id: "c".into(),
+            name: "Read".into(),
+            input: json!({"file_path": "a"}),
+        },
+        Event::ToolFinished {
+            call_id: "c".into(),
+            is_error: false,
+            output: "ok".into(),
+            duration_ms: 3,
+        },
+        Event::PermissionRequested {
+            request_id: "r".into(),
+            call_id: "c".into(),
+            tool: "Bash".into(),
+            input: json!({}),
+            reason: "ask".into(),
+        },
+        Event::PermissionResolved {
+            request_id: "r".into(),
+            decision: "allow".into(),
+            by: "user".into(),
+        },
+        Event::QuestionAsked {
+            request_id: "q".into(),
+            questions: json!([]),
+        },
+        Event::QuestionAnswered {
+            request_id: "q".into(),
+            answers: json!({}),
+        },
+        Event::Usage {
+            usage,
+            cost_usd: 0.5,
+            context_tokens: 13,
+        },
+        Event::Compaction {
+            trigger: CompactionTrigger::Auto,
+            tokens_before: 100,
+            tokens_after: 10,
+        },
+        Event::CheckpointCreated {
+            checkpoint_id: "k".into(),
+            files: vec!["a.txt".into()],
+        },
+        Event::TurnFinished(TurnFinished {
+            turn_id: "t".into(),
+            status: TurnStatus::BudgetExceeded,
+            result: Some("done".into()),
+            usage,
+            cost_usd: 1.25,
+            num_model_calls: 2,
+            duration_ms: 9,
+            error: None,
+        }),
+        Event::SessionUpdated {
+            title: Some("T".into()),
+            status: "idle".into(),
+        },
+        Event::Error(ErrorInfo {
+            code: "model_overloaded".into(),
+            message: "try later".into(),
+            retryable: true,
+        }),
+    ];
+    for event in events {
+        let json = round_trip(&event);
+        assert_eq!(json["type"], event.type_name());
+    }
+}
+
+#[test]
+fn usage_event_fields_are_flat() {
+    let event = Event::Usage {
+        usage: Usage {
+            input_tokens: 1,
+            output_tokens: 2,
+            cache_read_tokens: 3,
+            cache_write_tokens: 4,
+        },
+        cost_usd: 0.0,
+        context_tokens: 8,
+    };
+    let json = serde_json::to_value(&event).unwrap();
+    assert_eq!(json["cache_write_tokens"], 4);
+    assert_eq!(json["context_tokens"], 8);
+}
+
+#[test]
+fn turn_status_strings_match_serde() {
+    for status in [
+        TurnStatus::Completed,
+        TurnStatus::Interrupted,
+        TurnStatus::Failed,
+        TurnStatus::MaxTurns,
+        TurnStatus::Timeout,
+        TurnStatus::BudgetExceeded,
+        TurnStatus::CircuitBreaker,
+    ] {
+        assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        assert_eq!(TurnStatus::parse(status.as_str()), Some(status));
+    }
+}

@@ -1,0 +1,1 @@
+//! agentd-server (to be written).

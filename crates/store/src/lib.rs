@@ -1,0 +1,74 @@
+//! Durable state behind one trait, [`Store`]: sessions, the lossless transcript
+//! (messages), the event log with a gapless per-session `seq`, and turns.
+//!
+//! Backends: [`sqlite::SqliteStore`] (embedded, WAL; the default). Each backend
+//! has its own migration set and must behave identically.
+
+mod error;
+mod types;
+
+pub mod sqlite;
+
+pub use error::StoreError;
+pub use types::{
+    NewSession, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TurnRecord, TurnStart,
+};
+
+use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
+use async_trait::async_trait;
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Everything agentd persists. Implementations are cheap to clone and safe to
+/// share across tasks.
+#[async_trait]
+pub trait Store: Send + Sync {
+    async fn create_session(&self, new: NewSession) -> StoreResult<SessionRecord>;
+    /// `None` when no such session exists.
+    async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>>;
+    /// The owner's sessions, newest first. `before` is a cursor: the id of the
+    /// last session of the previous page.
+    async fn list_sessions(
+        &self,
+        owner: &str,
+        before: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<SessionRecord>>;
+    /// Apply the fields that are set; returns the updated session.
+    async fn update_session(&self, id: &str, update: SessionUpdate) -> StoreResult<SessionRecord>;
+    /// Remove the session and everything of it. `false` when it did not exist.
+    async fn delete_session(&self, id: &str) -> StoreResult<bool>;
+
+    /// Append a message to the transcript (position assigned in order).
+    async fn append_message(
+        &self,
+        session_id: &str,
+        turn_id: Option<&str>,
+        message: &Message,
+    ) -> StoreResult<StoredMessage>;
+    /// The whole transcript in order.
+    async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>>;
+
+    /// Store an event with the next `seq` of its session (1, 2, 3, … no gaps,
+    /// atomic under concurrent appends).
+    async fn append_event(&self, session_id: &str, event: &Event) -> StoreResult<EventEnvelope>;
+    /// Events with `seq > after`, in order, at most `limit`.
+    async fn events_after(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<EventEnvelope>>;
+
+    /// Record a turn as running. With a `client_request_id` already used in this
+    /// session, nothing is written and the existing turn is returned.
+    async fn start_turn(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        client_request_id: Option<&str>,
+    ) -> StoreResult<TurnStart>;
+    async fn finish_turn(&self, turn_id: &str, status: TurnStatus) -> StoreResult<()>;
+    /// Turns recorded as running (after a crash: the ones to finish as interrupted).
+    async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>>;
+}

@@ -1,0 +1,90 @@
+use agentd_protocol::{Message, TurnStatus, Usage};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Idle,
+    Running,
+    Waiting,
+}
+
+impl SessionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Idle => "idle",
+            SessionStatus::Running => "running",
+            SessionStatus::Waiting => "waiting",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: String,
+    pub owner: String,
+    pub title: Option<String>,
+    pub workspace: String,
+    pub model: String,
+    pub profile: String,
+    pub status: SessionStatus,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Totals over all turns.
+    pub usage: Usage,
+    pub cost_usd: f64,
+    pub turns: u64,
+    /// The highest event `seq` so far (0 when none).
+    pub last_seq: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    /// Chosen by the store (UUID v7) when `None`.
+    pub id: Option<String>,
+    pub owner: String,
+    pub title: Option<String>,
+    pub workspace: String,
+    pub model: String,
+    pub profile: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionUpdate {
+    pub title: Option<String>,
+    pub status: Option<SessionStatus>,
+    /// Added to the totals.
+    pub add_usage: Option<Usage>,
+    pub add_cost_usd: Option<f64>,
+    pub add_turns: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredMessage {
+    pub id: String,
+    pub session_id: String,
+    pub turn_id: Option<String>,
+    /// 1, 2, 3, … within the session.
+    pub position: u64,
+    pub message: Message,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnRecord {
+    pub id: String,
+    pub session_id: String,
+    /// `None` while running.
+    pub status: Option<TurnStatus>,
+    pub client_request_id: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnStart {
+    Started(TurnRecord),
+    /// The `client_request_id` was seen before; this is that turn.
+    Duplicate(TurnRecord),
+}

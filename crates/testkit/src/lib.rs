@@ -1,0 +1,1 @@
+//! agentd-testkit (to be written).

@@ -1,0 +1,30 @@
+//! The agent's tools: the [`Tool`] trait, the [`ToolContext`] a call runs in,
+//! and the built-in set with Claude Code's names and input schemas
+//! (`Bash`, `Read`, `Write`, `Edit`, `MultiEdit`, `Glob`, `Grep`, `LS`).
+//!
+//! Every path a tool receives goes through the context's `PathGuard`; `Bash`
+//! runs in the context's sandbox. Results are capped before they reach the model.
+
+mod context;
+mod registry;
+
+pub use context::{ToolContext, ToolOutput, ToolResult};
+pub use registry::{ToolRegistry, builtin_tools};
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+/// A tool the model can call.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by, e.g. `Bash`.
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    /// JSON Schema of the input object.
+    fn input_schema(&self) -> Value;
+    /// Read-only tools may run in parallel and never need approval in `default` mode.
+    fn is_read_only(&self) -> bool;
+    /// Run the call. Failures the model should see (bad input, missing file,
+    /// refused path) are `ToolResult::error`, never a panic.
+    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult;
+}
