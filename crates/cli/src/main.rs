@@ -1,1 +1,163 @@
-fn main() {}
+//! `agentd`: the command-line entry point. Argument parsing and wiring only; the
+//! work happens in the library crates.
+
+mod exit;
+mod output;
+mod run;
+mod sessions;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agentd_server::config::Config;
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "agentd", version, about = "A self-hosted server for tool-using LLM agents")]
+struct Cli {
+    /// Where sessions, the database and workspaces live (never inside a workspace).
+    #[arg(long, global = true, env = "AGENTD_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Configuration file (agentd.toml).
+    #[arg(long, global = true, env = "AGENTD_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one task headlessly in a directory and exit (like `claude -p`).
+    Run(RunArgs),
+    /// List, inspect or delete stored sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Serve the scripted model of agentd-testkit (Anthropic and OpenAI wire formats).
+    ModelServer {
+        /// JSON script of replies (see the testkit docs); the demo script if omitted.
+        #[arg(long)]
+        script: Option<PathBuf>,
+        #[arg(long, default_value = "127.0.0.1:0")]
+        bind: SocketAddr,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// The task, as the user's message.
+    prompt: String,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    output_format: OutputFormat,
+    /// Continue an earlier session (its workspace and history).
+    #[arg(long, value_name = "SESSION_ID")]
+    resume: Option<String>,
+    /// A configured model name, `demo`, `anthropic:NAME`, `openai:NAME`, or a model
+    /// name for the default provider.
+    #[arg(long, env = "AGENTD_MODEL")]
+    model: Option<String>,
+    #[arg(long, env = "AGENTD_PROFILE", default_value = "default")]
+    profile: String,
+    /// Most model calls in this turn.
+    #[arg(long)]
+    max_turns: Option<u32>,
+    /// Most US dollars this turn may spend.
+    #[arg(long)]
+    max_budget_usd: Option<f64>,
+    /// The workspace (default: the current directory).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OutputFormat {
+    /// Assistant text on stdout, tool activity on stderr.
+    Text,
+    /// One JSON object with the outcome at the end.
+    Json,
+    /// Every event as a JSON line, as it happens.
+    StreamJson,
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionsCommand {
+    /// List sessions, newest first.
+    Ls {
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a session and its transcript.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("agentd: cannot start the async runtime: {err}");
+            return ExitCode::from(exit::FAILED);
+        }
+    };
+    let code = runtime.block_on(dispatch(cli));
+    // Don't wait for blocking tasks (e.g. a stdin reader) at exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    ExitCode::from(code)
+}
+
+async fn dispatch(cli: Cli) -> u8 {
+    let config = match &cli.config {
+        Some(path) => match Config::load(path) {
+            Ok(config) => config,
+            Err(err) => {
+                eprintln!("agentd: {err}");
+                return exit::USAGE;
+            }
+        },
+        None => Config::default(),
+    };
+    let env = |key: &str| std::env::var(key).ok();
+    let data_dir = agentd_server::paths::data_dir(cli.data_dir.as_deref(), &config, &env);
+    match cli.command {
+        Command::Run(args) => run::run(args, config, data_dir).await,
+        Command::Sessions(command) => sessions::run(command, config, data_dir).await,
+        Command::ModelServer { script, bind } => {
+            let script = match script {
+                Some(path) => match agentd_server::models::read_script(&path) {
+                    Ok(script) => script,
+                    Err(err) => {
+                        eprintln!("agentd: {err}");
+                        return exit::USAGE;
+                    }
+                },
+                None => agentd_model::scripted::demo_script(),
+            };
+            match agentd_testkit::serve_forever(bind, script).await {
+                Ok(()) => exit::OK,
+                Err(err) => {
+                    eprintln!("agentd model-server: {err:#}");
+                    exit::FAILED
+                }
+            }
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,1 +1,19 @@
-//! agentd-engine (to be written).
+//! The native agent loop (DESIGN §3).
+//!
+//! [`Agent::run_turn`] takes a session's history and a user message, calls the
+//! model, runs the tools it asks for, and loops until the model stops asking or a
+//! limit ends the turn. Everything that happens goes out through a [`TurnSink`] as
+//! `protocol::Event`s and transcript messages; every exit path ends with exactly
+//! one `turn.finished`. The engine knows no HTTP and no SQL: the sink decides
+//! where events and messages go.
+
+mod coalesce;
+mod history;
+mod prompt;
+mod sink;
+mod tool_exec;
+mod turn;
+
+pub use prompt::default_system_prompt;
+pub use sink::{SinkError, TurnSink};
+pub use turn::{Agent, AgentConfig, TurnInput, TurnLimits};

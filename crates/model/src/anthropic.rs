@@ -1,1 +1,125 @@
-//! (to be implemented)
+//! The Anthropic Messages API (`POST /v1/messages`, streamed as SSE).
+//!
+//! The initial request is retried per [`RetryPolicy`] until response headers
+//! arrive; failures after that (an `error` event, a cut connection) end the
+//! stream with an error and are not retried, since deltas may have been shown.
+
+mod api_error;
+mod request;
+mod stream;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::retry::{RetryPolicy, send_with_retries, transport_error};
+use crate::{ModelClient, ModelError, ModelRequest, ModelStream, sse};
+
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The `anthropic-version` header sent with every request.
+pub const API_VERSION: &str = "2023-06-01";
+
+#[derive(Clone)]
+pub struct AnthropicConfig {
+    /// Scheme and host, e.g. `https://api.anthropic.com`; a trailing `/` or
+    /// `/v1` is tolerated.
+    pub base_url: String,
+    pub api_key: String,
+    pub retry: RetryPolicy,
+    /// Time allowed to open a connection.
+    pub connect_timeout: Duration,
+    /// Longest silence allowed while waiting for response headers or between
+    /// streamed chunks. The API sends pings, so this trips only on a dead peer.
+    pub idle_timeout: Duration,
+    /// Mark cache breakpoints (last tool, end of the conversation) so repeated
+    /// calls of a turn read their shared prefix from the prompt cache.
+    pub prompt_caching: bool,
+}
+
+impl AnthropicConfig {
+    /// Defaults for the public API with this key.
+    pub fn new(api_key: impl Into<String>) -> Self {
+        Self {
+            base_url: DEFAULT_BASE_URL.into(),
+            api_key: api_key.into(),
+            retry: RetryPolicy::default(),
+            connect_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(300),
+            prompt_caching: true,
+        }
+    }
+}
+
+// Hand-written so the key never lands in logs.
+impl fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &"<redacted>")
+            .field("retry", &self.retry)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("prompt_caching", &self.prompt_caching)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AnthropicClient {
+    http: reqwest::Client,
+    url: String,
+    config: AnthropicConfig,
+}
+
+impl AnthropicClient {
+    /// Fails only if the HTTP client cannot be built (e.g. no TLS roots).
+    pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(config.connect_timeout)
+            .read_timeout(config.idle_timeout)
+            .build()
+            .map_err(|err| transport_error(&err))?;
+        let base = config.base_url.trim_end_matches('/');
+        let base = base.strip_suffix("/v1").unwrap_or(base);
+        Ok(Self {
+            http,
+            url: format!("{base}/v1/messages"),
+            config,
+        })
+    }
+}
+
+#[async_trait]
+impl ModelClient for AnthropicClient {
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let body = request::body(&request, self.config.prompt_caching);
+        let body = Bytes::from(serde_json::to_vec(&body).map_err(|err| {
+            ModelError::BadRequest {
+                status: 0,
+                message: format!("request not serializable: {err}"),
+            }
+        })?);
+        tracing::debug!(model = %request.model, url = %self.url, "anthropic messages request");
+        let response = send_with_retries(
+            &self.config.retry,
+            || {
+                self.http
+                    .post(&self.url)
+                    .header("x-api-key", &self.config.api_key)
+                    .header("anthropic-version", API_VERSION)
+                    .header("content-type", "application/json")
+                    .header("accept", "text/event-stream")
+                    .body(body.clone())
+            },
+            api_error::from_response,
+        )
+        .await?;
+        Ok(sse::drive(
+            Box::pin(response.bytes_stream()),
+            stream::Parser::new(),
+        ))
+    }
+}

@@ -14,11 +14,18 @@
 //! ]}
 //! ```
 
-use agentd_protocol::Usage;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use std::sync::Mutex;
+use std::time::Duration;
 
-use crate::StopReason;
+use agentd_protocol::{ContentBlock, Message, Role, Usage};
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::{
+    ModelClient, ModelError, ModelEvent, ModelRequest, ModelResponse, ModelStream, StopReason,
+};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,6 +64,9 @@ pub struct Matcher {
     pub last_tool_result_contains: Option<String>,
     /// Anywhere in the request's messages or system prompt.
     pub any_contains: Option<String>,
+    /// The last message holds a result of a call to the tool with this name.
+    #[serde(default)]
+    pub last_tool_name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,6 +117,8 @@ pub enum Fault {
 pub struct RequestView {
     pub last_user_text: Option<String>,
     pub last_tool_result: Option<String>,
+    /// Names of the tools whose results the last message holds.
+    pub last_tool_names: Vec<String>,
     pub all_text: String,
 }
 
@@ -124,6 +136,10 @@ impl Matcher {
                 view.last_tool_result.as_deref(),
             )
             && holds(&self.any_contains, Some(view.all_text.as_str()))
+            && self
+                .last_tool_name
+                .as_ref()
+                .is_none_or(|name| view.last_tool_names.iter().any(|n| n == name))
     }
 }
 
@@ -153,5 +169,725 @@ impl ScriptState {
             self.used[index] = true;
         }
         Some(reply.clone())
+    }
+}
+
+impl ScriptReply {
+    /// The stop reason to report: the scripted one, else derived from the content.
+    pub fn effective_stop_reason(&self) -> StopReason {
+        self.stop_reason.unwrap_or_else(|| {
+            let calls_tool = self.content.iter().any(|b| {
+                matches!(
+                    b,
+                    ScriptBlock::ToolUse { .. } | ScriptBlock::RawToolUse { .. }
+                )
+            });
+            if calls_tool {
+                StopReason::ToolUse
+            } else {
+                StopReason::EndTurn
+            }
+        })
+    }
+
+    /// The scripted usage, else an estimate from the request's size in characters.
+    pub fn effective_usage(&self, request_chars: usize) -> Usage {
+        self.usage.unwrap_or_else(|| {
+            let reply_chars: usize = self.content.iter().map(ScriptBlock::char_len).sum();
+            Usage {
+                input_tokens: estimate_tokens(request_chars),
+                output_tokens: estimate_tokens(reply_chars),
+                ..Usage::default()
+            }
+        })
+    }
+}
+
+impl ScriptBlock {
+    fn char_len(&self) -> usize {
+        match self {
+            ScriptBlock::Text { text } => text.len(),
+            ScriptBlock::Thinking { thinking } => thinking.len(),
+            ScriptBlock::ToolUse { name, input, .. } => name.len() + input.to_string().len(),
+            ScriptBlock::RawToolUse {
+                name, raw_input, ..
+            } => name.len() + raw_input.len(),
+        }
+    }
+}
+
+/// Rough token count: four characters a token, at least one.
+pub fn estimate_tokens(chars: usize) -> u64 {
+    (chars as u64).div_ceil(4).max(1)
+}
+
+/// Splits text into the pieces streamed as deltas: a few words each, so that even
+/// short replies arrive in several chunks.
+pub fn text_chunks(text: &str) -> Vec<String> {
+    const WORDS_PER_CHUNK: usize = 3;
+    let words: Vec<&str> = text.split_inclusive(char::is_whitespace).collect();
+    if words.len() <= 1 {
+        // One word: split it in two so consumers still see more than one delta.
+        let mid = text
+            .char_indices()
+            .map(|(i, _)| i)
+            .nth(text.chars().count() / 2);
+        return match mid {
+            Some(mid) if mid > 0 => vec![text[..mid].to_string(), text[mid..].to_string()],
+            _ if text.is_empty() => Vec::new(),
+            _ => vec![text.to_string()],
+        };
+    }
+    words.chunks(WORDS_PER_CHUNK).map(|c| c.concat()).collect()
+}
+
+/// Splits serialized tool input into several pieces (on char boundaries), as
+/// providers stream it.
+pub fn json_chunks(json: &str) -> Vec<String> {
+    const PIECES: usize = 3;
+    let chars: Vec<char> = json.chars().collect();
+    if chars.is_empty() {
+        return Vec::new();
+    }
+    let size = chars.len().div_ceil(PIECES).max(1);
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+/// The provider-neutral view of a request that matchers look at.
+pub fn request_view(req: &ModelRequest) -> RequestView {
+    let mut all_text = req.system.clone().unwrap_or_default();
+    let mut tool_names: Vec<(&str, &str)> = Vec::new();
+    for message in &req.messages {
+        for block in &message.content {
+            match block {
+                ContentBlock::Text { text } => push_text(&mut all_text, text),
+                ContentBlock::ToolResult { content, .. } => push_text(&mut all_text, content),
+                ContentBlock::ToolUse { id, name, input } => {
+                    push_text(&mut all_text, &input.to_string());
+                    tool_names.push((id, name));
+                }
+                ContentBlock::Thinking { .. } | ContentBlock::Image { .. } => {}
+            }
+        }
+    }
+    let mut view = RequestView {
+        all_text,
+        ..RequestView::default()
+    };
+    if let Some(last) = req.messages.last().filter(|m| m.role == Role::User) {
+        let mut user_text: Option<String> = None;
+        let mut results: Option<String> = None;
+        for block in &last.content {
+            match block {
+                ContentBlock::Text { text } => append(&mut user_text, text),
+                ContentBlock::ToolResult {
+                    tool_use_id,
+                    content,
+                    ..
+                } => {
+                    append(&mut results, content);
+                    if let Some((_, name)) =
+                        tool_names.iter().rev().find(|(id, _)| id == tool_use_id)
+                    {
+                        view.last_tool_names.push((*name).to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+        view.last_user_text = user_text;
+        view.last_tool_result = results;
+    }
+    view
+}
+
+fn push_text(all: &mut String, text: &str) {
+    if !all.is_empty() {
+        all.push('\n');
+    }
+    all.push_str(text);
+}
+
+fn append(slot: &mut Option<String>, text: &str) {
+    match slot {
+        Some(s) => push_text(s, text),
+        None => *slot = Some(text.to_string()),
+    }
+}
+
+/// Maps a scripted HTTP fault to the error a real provider client would return.
+pub fn http_fault_error(
+    status: u16,
+    retry_after_s: Option<u64>,
+    message: Option<&str>,
+) -> ModelError {
+    let message = message.map_or_else(|| format!("scripted fault: HTTP {status}"), str::to_string);
+    let retry_after = retry_after_s.map(Duration::from_secs);
+    match status {
+        429 => ModelError::RateLimited {
+            message,
+            retry_after,
+        },
+        503 | 529 => ModelError::Overloaded {
+            message,
+            retry_after,
+        },
+        401 | 403 => ModelError::Auth { status, message },
+        500..=599 => ModelError::Server {
+            status,
+            message,
+            retry_after,
+        },
+        _ => ModelError::BadRequest { status, message },
+    }
+}
+
+/// A deterministic in-process model that plays a [`Script`]. Shared by
+/// concurrent callers: each request takes the next matching reply.
+pub struct ScriptedClient {
+    state: Mutex<ScriptState>,
+}
+
+impl ScriptedClient {
+    pub fn new(script: Script) -> Self {
+        Self {
+            state: Mutex::new(ScriptState::new(script)),
+        }
+    }
+
+    /// The offline demo model, see [`demo_script`].
+    pub fn demo() -> Self {
+        Self::new(demo_script())
+    }
+
+    fn next_reply(&self, view: &RequestView) -> Option<ScriptReply> {
+        // A poisoned lock only means another caller panicked mid-pick; the state is still usable.
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.next_reply(view)
+    }
+}
+
+#[async_trait]
+impl ModelClient for ScriptedClient {
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let view = request_view(&request);
+        let reply = self.next_reply(&view).ok_or_else(|| {
+            ModelError::Protocol("scripted model has no reply for this request".to_string())
+        })?;
+        let cut_after = match &reply.fault {
+            Some(Fault::Http {
+                status,
+                retry_after_s,
+                message,
+            }) => {
+                return Err(http_fault_error(
+                    *status,
+                    *retry_after_s,
+                    message.as_deref(),
+                ));
+            }
+            Some(Fault::Garbage) => {
+                return Err(ModelError::Protocol(
+                    "scripted model answered with garbage".to_string(),
+                ));
+            }
+            Some(Fault::CutStream { after_chunks }) => Some(*after_chunks),
+            None => None,
+        };
+
+        let tools_chars: usize = request
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
+            .sum();
+        let usage = reply.effective_usage(view.all_text.len() + tools_chars);
+        let first_id = count_tool_uses(&request.messages) + 1;
+        let (deltas, content) = play(&reply, first_id);
+
+        let mut items: Vec<Result<ModelEvent, ModelError>> = Vec::new();
+        match cut_after {
+            Some(n) => {
+                items.extend(deltas.into_iter().take(n).map(Ok));
+                items.push(Err(ModelError::Stream(format!(
+                    "scripted stream cut after {n} chunks"
+                ))));
+            }
+            None => {
+                items.extend(deltas.into_iter().map(Ok));
+                items.push(Ok(ModelEvent::Completed(ModelResponse {
+                    content,
+                    stop_reason: reply.effective_stop_reason(),
+                    usage,
+                })));
+            }
+        }
+        let delay = Duration::from_millis(reply.delay_ms);
+        let stream = futures::stream::iter(items).then(move |item| async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            item
+        });
+        Ok(Box::pin(stream))
+    }
+}
+
+/// Tool calls already in the conversation; numbering new ones after them keeps
+/// ids unique within a conversation and independent of the client's lifetime.
+fn count_tool_uses(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter(|b| matches!(b, ContentBlock::ToolUse { .. }))
+        .count()
+}
+
+/// The deltas and the final content blocks of a reply.
+fn play(reply: &ScriptReply, first_tool_id: usize) -> (Vec<ModelEvent>, Vec<ContentBlock>) {
+    let mut deltas = Vec::new();
+    let mut content = Vec::new();
+    let mut next_id = first_tool_id;
+    let mut tool_id = |id: &Option<String>| {
+        id.clone().unwrap_or_else(|| {
+            let id = format!("toolu_{next_id}");
+            next_id += 1;
+            id
+        })
+    };
+    for (index, block) in reply.content.iter().enumerate() {
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        match block {
+            ScriptBlock::Text { text } => {
+                deltas.extend(
+                    text_chunks(text)
+                        .into_iter()
+                        .map(|text| ModelEvent::TextDelta { index, text }),
+                );
+                content.push(ContentBlock::Text { text: text.clone() });
+            }
+            ScriptBlock::Thinking { thinking } => {
+                deltas.extend(
+                    text_chunks(thinking)
+                        .into_iter()
+                        .map(|text| ModelEvent::ThinkingDelta { index, text }),
+                );
+                content.push(ContentBlock::Thinking {
+                    thinking: thinking.clone(),
+                    signature: None,
+                });
+            }
+            ScriptBlock::ToolUse { id, name, input } => content.push(ContentBlock::ToolUse {
+                id: tool_id(id),
+                name: name.clone(),
+                input: input.clone(),
+            }),
+            ScriptBlock::RawToolUse {
+                id,
+                name,
+                raw_input,
+            } => content.push(ContentBlock::ToolUse {
+                id: tool_id(id),
+                name: name.clone(),
+                input: Value::String(raw_input.clone()),
+            }),
+        }
+    }
+    (deltas, content)
+}
+
+/// What the offline demo model says once it has looked around.
+pub const DEMO_SUMMARY: &str = "This is agentd's offline demo model: no real language model was \
+called, and these replies are scripted. To show how a session works, I looked around the \
+workspace: I listed it with the LS tool and ran `ls -la` and `git status` with the Bash tool \
+(their output is above). To work with a real model, set ANTHROPIC_API_KEY or OPENAI_API_KEY in \
+the environment, or add a [models] section to agentd.toml, and start agentd again.";
+
+/// The built-in `demo` model's script: for any user message it lists the workspace
+/// with `LS`, then runs a read-only `Bash` command, then explains that it is a demo
+/// and how to switch to a real model. Every reply repeats, so later turns work too.
+pub fn demo_script() -> Script {
+    let reply = |when: Option<Matcher>, content: Vec<ScriptBlock>| ScriptReply {
+        when,
+        repeat: true,
+        content,
+        delay_ms: 8,
+        ..ScriptReply::default()
+    };
+    let after = |tool: &str| {
+        Some(Matcher {
+            last_tool_name: Some(tool.to_string()),
+            ..Matcher::default()
+        })
+    };
+    Script {
+        replies: vec![
+            reply(
+                after("LS"),
+                vec![
+                    ScriptBlock::Text {
+                        text: "Now a quick look with the shell.".to_string(),
+                    },
+                    ScriptBlock::ToolUse {
+                        id: None,
+                        name: "Bash".to_string(),
+                        input: json!({
+                            "command": "ls -la | head -20 && (git status --short 2>/dev/null | head -5 || true)",
+                            "description": "Look around the workspace",
+                        }),
+                    },
+                ],
+            ),
+            reply(
+                after("Bash"),
+                vec![ScriptBlock::Text {
+                    text: DEMO_SUMMARY.to_string(),
+                }],
+            ),
+            // Any other request (a new user message): start looking around.
+            reply(
+                None,
+                vec![
+                    ScriptBlock::Thinking {
+                        thinking: "I am the offline demo model. I will look around the workspace \
+                                   and then explain how to connect a real model."
+                            .to_string(),
+                    },
+                    ScriptBlock::Text {
+                        text: "Hello! I'm agentd's offline demo model. Let me look around the workspace."
+                            .to_string(),
+                    },
+                    ScriptBlock::ToolUse {
+                        id: None,
+                        name: "LS".to_string(),
+                        input: json!({"path": "."}),
+                    },
+                ],
+            ),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    fn request(messages: Vec<Message>) -> ModelRequest {
+        ModelRequest {
+            model: "demo".to_string(),
+            system: Some("You are a test.".to_string()),
+            messages,
+            tools: Vec::new(),
+            max_tokens: 1000,
+        }
+    }
+
+    fn text_reply(when: Option<Matcher>, text: &str) -> ScriptReply {
+        ScriptReply {
+            when,
+            content: vec![ScriptBlock::Text {
+                text: text.to_string(),
+            }],
+            ..ScriptReply::default()
+        }
+    }
+
+    async fn collect(
+        client: &ScriptedClient,
+        req: ModelRequest,
+    ) -> Vec<Result<ModelEvent, ModelError>> {
+        client.stream(req).await.unwrap().collect().await
+    }
+
+    fn completed(events: &[Result<ModelEvent, ModelError>]) -> ModelResponse {
+        match events.last() {
+            Some(Ok(ModelEvent::Completed(r))) => r.clone(),
+            other => panic!("expected Completed last, got {other:?}"),
+        }
+    }
+
+    fn tool_turn(id: &str, name: &str, result: &str) -> Vec<Message> {
+        vec![
+            Message::user_text("hi"),
+            Message::assistant(vec![ContentBlock::ToolUse {
+                id: id.to_string(),
+                name: name.to_string(),
+                input: json!({}),
+            }]),
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: id.to_string(),
+                    content: result.to_string(),
+                    is_error: false,
+                }],
+            },
+        ]
+    }
+
+    #[test]
+    fn view_of_user_text_and_tool_results() {
+        let view = request_view(&request(vec![Message::user_text("hello there")]));
+        assert_eq!(view.last_user_text.as_deref(), Some("hello there"));
+        assert_eq!(view.last_tool_result, None);
+        assert!(view.all_text.contains("You are a test."));
+
+        let view = request_view(&request(tool_turn("t1", "Read", "file body")));
+        assert_eq!(view.last_user_text, None);
+        assert_eq!(view.last_tool_result.as_deref(), Some("file body"));
+        assert_eq!(view.last_tool_names, vec!["Read".to_string()]);
+        assert!(view.all_text.contains("hi") && view.all_text.contains("file body"));
+    }
+
+    #[test]
+    fn chunks_split_and_reassemble() {
+        let text = "one two three four five six seven";
+        let chunks = text_chunks(text);
+        assert!(chunks.len() >= 3);
+        assert_eq!(chunks.concat(), text);
+        assert_eq!(text_chunks("word").len(), 2);
+        assert_eq!(text_chunks("word").concat(), "word");
+        assert!(text_chunks("").is_empty());
+        let json = r#"{"command":"ls -la","é":"ü"}"#;
+        let pieces = json_chunks(json);
+        assert!(pieces.len() >= 2);
+        assert_eq!(pieces.concat(), json);
+    }
+
+    #[tokio::test]
+    async fn streams_text_in_chunks_then_completes() {
+        let client = ScriptedClient::new(Script {
+            replies: vec![text_reply(None, "Hello from the scripted model, friend.")],
+        });
+        let events = collect(&client, request(vec![Message::user_text("hi")])).await;
+        let deltas: Vec<String> = events
+            .iter()
+            .filter_map(|e| match e {
+                Ok(ModelEvent::TextDelta { index: 0, text }) => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(deltas.len() > 1, "{deltas:?}");
+        assert_eq!(deltas.concat(), "Hello from the scripted model, friend.");
+        let response = completed(&events);
+        assert_eq!(response.stop_reason, StopReason::EndTurn);
+        assert!(response.usage.input_tokens > 0 && response.usage.output_tokens > 0);
+    }
+
+    #[tokio::test]
+    async fn tool_use_ids_raw_input_and_scripted_usage() {
+        let usage = Usage {
+            input_tokens: 7,
+            output_tokens: 3,
+            ..Usage::default()
+        };
+        let client = ScriptedClient::new(Script {
+            replies: vec![ScriptReply {
+                content: vec![
+                    ScriptBlock::Thinking {
+                        thinking: "let me think".to_string(),
+                    },
+                    ScriptBlock::ToolUse {
+                        id: None,
+                        name: "Bash".to_string(),
+                        input: json!({"command": "ls"}),
+                    },
+                    ScriptBlock::RawToolUse {
+                        id: None,
+                        name: "Write".to_string(),
+                        raw_input: "{not json".to_string(),
+                    },
+                    ScriptBlock::ToolUse {
+                        id: Some("mine".to_string()),
+                        name: "LS".to_string(),
+                        input: json!({}),
+                    },
+                ],
+                usage: Some(usage),
+                ..ScriptReply::default()
+            }],
+        });
+        // One tool call already in history, so new ids continue from 2.
+        let events = collect(&client, request(tool_turn("toolu_1", "Read", "x"))).await;
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Ok(ModelEvent::ThinkingDelta { index: 0, .. })))
+        );
+        let response = completed(&events);
+        assert_eq!(response.stop_reason, StopReason::ToolUse);
+        assert_eq!(response.usage, usage);
+        let ids: Vec<(&str, &Value)> = response
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::ToolUse { id, input, .. } => Some((id.as_str(), input)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids[0], ("toolu_2", &json!({"command": "ls"})));
+        assert_eq!(ids[1], ("toolu_3", &Value::String("{not json".to_string())));
+        assert_eq!(ids[2].0, "mine");
+    }
+
+    #[tokio::test]
+    async fn matchers_pick_replies_and_script_runs_out() {
+        let client = ScriptedClient::new(Script {
+            replies: vec![
+                text_reply(
+                    Some(Matcher {
+                        last_tool_result_contains: Some("README".to_string()),
+                        ..Matcher::default()
+                    }),
+                    "There is a README.",
+                ),
+                text_reply(
+                    Some(Matcher {
+                        last_user_contains: Some("hello".to_string()),
+                        ..Matcher::default()
+                    }),
+                    "Hi!",
+                ),
+            ],
+        });
+        let events = collect(&client, request(tool_turn("a", "LS", "README.md src"))).await;
+        assert_eq!(
+            completed(&events).content,
+            vec![ContentBlock::Text {
+                text: "There is a README.".to_string()
+            }]
+        );
+        // The README reply is used up; a user message picks the second one.
+        let events = collect(&client, request(vec![Message::user_text("hello")])).await;
+        assert_eq!(
+            completed(&events).content,
+            vec![ContentBlock::Text {
+                text: "Hi!".to_string()
+            }]
+        );
+        match client
+            .stream(request(vec![Message::user_text("hello")]))
+            .await
+        {
+            Err(ModelError::Protocol(m)) => assert!(m.contains("no reply")),
+            Err(other) => panic!("unexpected error {other:?}"),
+            Ok(_) => panic!("expected the script to be exhausted"),
+        }
+    }
+
+    #[tokio::test]
+    async fn http_faults_map_to_errors() {
+        let cases: [(u16, &str); 7] = [
+            (429, "model_rate_limited"),
+            (529, "model_overloaded"),
+            (503, "model_overloaded"),
+            (500, "model_server_error"),
+            (401, "model_auth"),
+            (403, "model_auth"),
+            (400, "model_bad_request"),
+        ];
+        for (status, code) in cases {
+            let client = ScriptedClient::new(Script {
+                replies: vec![ScriptReply {
+                    fault: Some(Fault::Http {
+                        status,
+                        retry_after_s: Some(2),
+                        message: None,
+                    }),
+                    ..ScriptReply::default()
+                }],
+            });
+            let Err(err) = client.stream(request(vec![Message::user_text("x")])).await else {
+                panic!("expected an error for {status}");
+            };
+            assert_eq!(err.code(), code, "status {status}");
+            if status == 429 {
+                assert_eq!(err.retry_after(), Some(Duration::from_secs(2)));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn cut_stream_ends_with_stream_error() {
+        let client = ScriptedClient::new(Script {
+            replies: vec![ScriptReply {
+                fault: Some(Fault::CutStream { after_chunks: 2 }),
+                ..text_reply(None, "a b c d e f g h i j k l")
+            }],
+        });
+        let events = collect(&client, request(vec![Message::user_text("x")])).await;
+        assert_eq!(events.len(), 3);
+        assert!(matches!(events[0], Ok(ModelEvent::TextDelta { .. })));
+        assert!(matches!(events[1], Ok(ModelEvent::TextDelta { .. })));
+        assert!(matches!(events[2], Err(ModelError::Stream(_))));
+    }
+
+    #[tokio::test]
+    async fn demo_script_looks_around_then_explains_and_repeats() {
+        let client = ScriptedClient::demo();
+        for _turn in 0..2 {
+            let mut messages = vec![Message::user_text("what is here?")];
+            let first = completed(&collect(&client, request(messages.clone())).await);
+            let Some(ContentBlock::ToolUse { id, name, input }) = first.content.last().cloned()
+            else {
+                panic!("expected a tool call, got {first:?}");
+            };
+            assert_eq!(name, "LS");
+            assert_eq!(input, json!({"path": "."}));
+            messages.push(Message::assistant(first.content.clone()));
+            messages.push(Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: id,
+                    content: "Cargo.toml\nsrc/".to_string(),
+                    is_error: false,
+                }],
+            });
+
+            let second = completed(&collect(&client, request(messages.clone())).await);
+            let Some(ContentBlock::ToolUse { id, name, input }) = second.content.last().cloned()
+            else {
+                panic!("expected a tool call, got {second:?}");
+            };
+            assert_eq!(name, "Bash");
+            assert_eq!(id, "toolu_2");
+            assert!(input["command"].as_str().unwrap().starts_with("ls -la"));
+            messages.push(Message::assistant(second.content.clone()));
+            messages.push(Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: id,
+                    content: "total 0".to_string(),
+                    is_error: true,
+                }],
+            });
+
+            let last = completed(&collect(&client, request(messages)).await);
+            assert_eq!(last.stop_reason, StopReason::EndTurn);
+            let ContentBlock::Text { text } = &last.content[0] else {
+                panic!("expected text");
+            };
+            assert!(text.contains("offline demo model"));
+            assert!(text.contains("ANTHROPIC_API_KEY") && text.contains("OPENAI_API_KEY"));
+            assert!(text.contains("[models]"));
+        }
+    }
+
+    #[test]
+    fn script_json_round_trips() {
+        let script: Script = serde_json::from_value(json!({"replies": [
+            {"when": {"last_tool_name": "LS", "any_contains": "x"}, "repeat": true,
+             "content": [{"type": "raw_tool_use", "name": "Bash", "raw_input": "{"}]},
+            {"fault": {"kind": "cut_stream", "after_chunks": 3}, "delay_ms": 5}
+        ]}))
+        .unwrap();
+        assert_eq!(script.replies.len(), 2);
+        let again: Script = serde_json::from_value(serde_json::to_value(&script).unwrap()).unwrap();
+        assert_eq!(again, script);
+        let demo = serde_json::to_value(demo_script()).unwrap();
+        assert_eq!(
+            serde_json::from_value::<Script>(demo).unwrap(),
+            demo_script()
+        );
     }
 }

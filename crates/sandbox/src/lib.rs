@@ -7,8 +7,12 @@
 //!   environment, a wall-clock timeout, and the whole process group killed on
 //!   timeout or cancel. Missing bubblewrap fails closed.
 
+mod capture;
+mod command;
 mod path_guard;
 mod run;
 
 pub use path_guard::{PathError, PathGuard};
-pub use run::{ExecOutcome, ExecRequest, OutputChunk, Policy, Sandbox, SandboxError};
+pub use run::{
+    ExecOutcome, ExecRequest, OutputChunk, Policy, Sandbox, SandboxError, bwrap_available,
+};

@@ -1,5 +1,18 @@
-//! INTERFACE (to be implemented): see lib.rs.
-use std::path::{Path, PathBuf};
+//! Resolution of agent-given paths against the allowed roots.
+//!
+//! Resolution walks the path one component at a time, like the kernel does:
+//! symlinks are read and their targets spliced in (so a link anywhere — parent
+//! or final component, absolute or relative target, chained — is followed),
+//! and `..` pops the already-resolved prefix rather than the text. Components
+//! that do not exist yet form a tail that cannot contain links, so it is joined
+//! as is. Only the fully resolved result is checked against the roots.
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::io::ErrorKind;
+use std::path::{Component, Path, PathBuf};
+
+/// Linux gives up after 40 links (ELOOP); so do we.
+const MAX_SYMLINK_FOLLOWS: usize = 40;
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum PathError {
@@ -20,25 +33,138 @@ impl PathGuard {
     /// `workspace` must exist; it is canonicalized. `extra_roots` are further
     /// allowed directories (canonicalized; missing ones ignored).
     pub fn new(workspace: &Path, extra_roots: &[PathBuf]) -> std::io::Result<Self> {
-        let _ = extra_roots;
-        Ok(Self { workspace: workspace.canonicalize()?, roots: Vec::new() })
+        let workspace = workspace.canonicalize()?;
+        let roots = extra_roots.iter().filter_map(|root| root.canonicalize().ok()).collect();
+        Ok(Self { workspace, roots })
     }
 
+    /// The canonical workspace directory.
     pub fn workspace(&self) -> &Path {
         &self.workspace
+    }
+
+    /// The canonical extra roots that exist.
+    pub fn extra_roots(&self) -> &[PathBuf] {
+        &self.roots
     }
 
     /// Resolve `path` (absolute, relative to the workspace, or `~`-prefixed) to an
     /// absolute path inside an allowed root. The target need not exist (for
     /// writes), but every existing component, including a symlink at the final
     /// component, is resolved and must stay inside. Never rewrites silently.
+    ///
+    /// The returned path contains no symlinks in its existing part, no `.` or
+    /// `..`, and starts with the workspace or an extra root.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, PathError> {
-        let _ = &self.roots;
-        Err(PathError::Invalid { path: path.into(), reason: "unimplemented".into() })
+        let invalid = |reason: &str| PathError::Invalid { path: path.into(), reason: reason.into() };
+        if path.is_empty() {
+            return Err(invalid("the path is empty"));
+        }
+        if path.contains('\0') {
+            return Err(invalid("the path contains a NUL byte"));
+        }
+        let absolute = self.absolutize(path).map_err(|reason| invalid(&reason))?;
+        let resolved = resolve_links(&absolute).map_err(|reason| invalid(&reason))?;
+        if self.is_allowed(&resolved) {
+            Ok(resolved)
+        } else {
+            Err(PathError::Outside { path: path.into() })
+        }
+    }
+
+    /// True when `path` (already resolved) lies in the workspace or an extra root.
+    pub fn is_allowed(&self, path: &Path) -> bool {
+        path.starts_with(&self.workspace) || self.roots.iter().any(|root| path.starts_with(root))
     }
 
     /// The path relative to the workspace, for display (falls back to the full path).
     pub fn display(&self, path: &Path) -> String {
-        path.strip_prefix(&self.workspace).unwrap_or(path).display().to_string()
+        match path.strip_prefix(&self.workspace) {
+            Ok(relative) if relative.as_os_str().is_empty() => ".".to_string(),
+            Ok(relative) => relative.display().to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+
+    /// Expand `~` and anchor relative paths at the workspace.
+    fn absolutize(&self, path: &str) -> Result<PathBuf, String> {
+        if path == "~" || path.starts_with("~/") {
+            let home = std::env::var_os("HOME")
+                .filter(|home| !home.is_empty())
+                .ok_or_else(|| "`~` cannot be expanded because HOME is not set".to_string())?;
+            let rest = path.trim_start_matches('~').trim_start_matches('/');
+            return Ok(PathBuf::from(home).join(rest));
+        }
+        if path.starts_with('~') {
+            // `~user` would silently mean "a file named ~user" here; refuse instead.
+            return Err("`~user` paths are not supported; use an absolute path".into());
+        }
+        let path = Path::new(path);
+        Ok(if path.is_absolute() { path.to_path_buf() } else { self.workspace.join(path) })
     }
 }
+
+/// Resolve every symlink and `..` in an absolute path. The existing prefix is
+/// resolved against the file system; a missing tail is kept as written.
+fn resolve_links(absolute: &Path) -> Result<PathBuf, String> {
+    let mut pending: VecDeque<OsString> = VecDeque::new();
+    push_components(&mut pending, absolute);
+    let mut resolved = PathBuf::from("/");
+    // Components below `resolved` that do not exist (so cannot be links).
+    let mut missing_tail: Vec<OsString> = Vec::new();
+    let mut follows = 0;
+
+    while let Some(component) = pending.pop_front() {
+        if component == ".." {
+            if missing_tail.pop().is_none() {
+                resolved.pop();
+            }
+            continue;
+        }
+        if !missing_tail.is_empty() {
+            missing_tail.push(component);
+            continue;
+        }
+        let candidate = resolved.join(&component);
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                follows += 1;
+                if follows > MAX_SYMLINK_FOLLOWS {
+                    return Err("too many levels of symbolic links".into());
+                }
+                let target = std::fs::read_link(&candidate)
+                    .map_err(|err| format!("cannot read symlink {}: {err}", candidate.display()))?;
+                if target.is_absolute() {
+                    resolved = PathBuf::from("/");
+                }
+                let mut spliced = VecDeque::new();
+                push_components(&mut spliced, &target);
+                spliced.extend(pending.drain(..));
+                pending = spliced;
+            }
+            Ok(_) => resolved = candidate,
+            Err(err) if err.kind() == ErrorKind::NotFound => missing_tail.push(component),
+            Err(err) if err.kind() == ErrorKind::NotADirectory => {
+                return Err(format!("{} is not a directory", resolved.display()));
+            }
+            Err(err) => return Err(format!("cannot inspect {}: {err}", candidate.display())),
+        }
+    }
+    resolved.extend(missing_tail);
+    Ok(resolved)
+}
+
+/// Append the normal and `..` components of `path` (roots and `.` carry no step).
+fn push_components(out: &mut VecDeque<OsString>, path: &Path) {
+    for component in path.components() {
+        match component {
+            Component::Normal(name) => out.push_back(name.to_os_string()),
+            Component::ParentDir => out.push_back(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "path_guard_tests.rs"]
+mod tests;

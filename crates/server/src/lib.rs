@@ -1,1 +1,12 @@
-//! agentd-server (to be written).
+//! The agentd service layer: configuration ([`config::Config`]), model choice
+//! ([`models::resolve_model`]), and the [`runtime::Runtime`] that runs turns of
+//! stored sessions through the engine, recording every event and message in the
+//! store. `agentd run` uses it in-process; `agentd serve` puts HTTP in front.
+
+pub mod config;
+pub mod models;
+pub mod paths;
+pub mod runtime;
+mod sink;
+
+pub use sink::StoreSink;

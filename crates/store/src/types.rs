@@ -18,6 +18,15 @@ impl SessionStatus {
             SessionStatus::Waiting => "waiting",
         }
     }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "idle" => SessionStatus::Idle,
+            "running" => SessionStatus::Running,
+            "waiting" => SessionStatus::Waiting,
+            _ => return None,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,24 @@
+# The two commands of the README. Both install what is missing first.
+CARGO ?= cargo
+BIND ?= 127.0.0.1:7878
+
+.PHONY: run test deps build check bench
+
+deps:
+	@AGENTD_SKIP_CLAUDE=$(if $(filter run,$(MAKECMDGOALS)),1,0) ./scripts/install-deps.sh
+
+build:
+	$(CARGO) build --release -p agentd-cli
+
+run: deps build
+	./target/release/agentd serve --bind $(BIND)
+
+check:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test: deps check
+	$(CARGO) test --workspace
+
+bench: deps build
+	./bench/turns.sh

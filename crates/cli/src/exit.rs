@@ -1,0 +1,24 @@
+//! Exit codes of `agentd run` (documented in the README).
+
+use agentd_protocol::TurnStatus;
+
+pub const OK: u8 = 0;
+pub const FAILED: u8 = 1;
+pub const USAGE: u8 = 2;
+pub const MAX_TURNS: u8 = 3;
+pub const TIMEOUT: u8 = 4;
+pub const BUDGET_EXCEEDED: u8 = 5;
+pub const CIRCUIT_BREAKER: u8 = 6;
+pub const INTERRUPTED: u8 = 130;
+
+pub fn for_status(status: TurnStatus) -> u8 {
+    match status {
+        TurnStatus::Completed => OK,
+        TurnStatus::Failed => FAILED,
+        TurnStatus::Interrupted => INTERRUPTED,
+        TurnStatus::MaxTurns => MAX_TURNS,
+        TurnStatus::Timeout => TIMEOUT,
+        TurnStatus::BudgetExceeded => BUDGET_EXCEEDED,
+        TurnStatus::CircuitBreaker => CIRCUIT_BREAKER,
+    }
+}

@@ -1,0 +1,154 @@
+//! How `agentd run` shows a turn: text, one JSON object, or JSON lines.
+
+use std::collections::HashSet;
+use std::io::Write;
+
+use agentd_protocol::{DeltaKind, Event, EventEnvelope, TurnFinished, TurnStatus};
+use serde_json::{Value, json};
+
+use crate::OutputFormat;
+
+pub struct Printer {
+    format: OutputFormat,
+    /// Content-block indexes of the current message whose text was streamed.
+    streamed: HashSet<u32>,
+    /// Whether stdout's last byte was a newline, so output ends tidily.
+    at_line_start: bool,
+}
+
+impl Printer {
+    pub fn new(format: OutputFormat) -> Self {
+        Self {
+            format,
+            streamed: HashSet::new(),
+            at_line_start: true,
+        }
+    }
+
+    pub fn event(&mut self, envelope: &EventEnvelope) {
+        match self.format {
+            OutputFormat::StreamJson => {
+                if let Ok(line) = serde_json::to_string(envelope) {
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "{line}");
+                    let _ = out.flush();
+                }
+            }
+            OutputFormat::Text => self.text_event(&envelope.event),
+            OutputFormat::Json => {}
+        }
+    }
+
+    fn text_event(&mut self, event: &Event) {
+        match event {
+            Event::MessageDelta {
+                index,
+                kind: DeltaKind::Text,
+                text,
+                ..
+            } => {
+                self.streamed.insert(*index);
+                self.stdout(text);
+            }
+            Event::MessageCompleted { message, .. } => {
+                // Providers that do not stream still get their text shown.
+                let unstreamed: Vec<String> = message
+                    .content
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !self.streamed.contains(&(*i as u32)))
+                    .filter_map(|(_, block)| match block {
+                        agentd_protocol::ContentBlock::Text { text } => Some(text.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                for text in unstreamed {
+                    self.stdout(&text);
+                }
+                self.streamed.clear();
+                self.end_line();
+            }
+            Event::ToolStarted { name, input, .. } => {
+                self.end_line();
+                eprintln!("● {name}({})", summarize_input(input));
+            }
+            Event::ToolFinished {
+                is_error,
+                output,
+                duration_ms,
+                ..
+            } => {
+                let first = output.lines().next().unwrap_or("").chars().take(120).collect::<String>();
+                let mark = if *is_error { "error: " } else { "" };
+                eprintln!("  ⎿ {mark}{first} ({duration_ms} ms)");
+            }
+            _ => {}
+        }
+    }
+
+    fn stdout(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+        self.at_line_start = text.ends_with('\n');
+    }
+
+    fn end_line(&mut self) {
+        if !self.at_line_start {
+            self.stdout("\n");
+        }
+    }
+
+    /// Print the outcome: the JSON object, or a status line when not completed.
+    pub fn finish(mut self, session_id: &str, finished: &TurnFinished) {
+        match self.format {
+            OutputFormat::Json => {
+                println!("{}", result_json(session_id, finished));
+            }
+            OutputFormat::Text => {
+                self.end_line();
+                if finished.status != TurnStatus::Completed {
+                    let detail = finished.error.as_ref().map(|e| e.message.as_str()).unwrap_or("");
+                    eprintln!("agentd: turn {}: {detail}", finished.status.as_str());
+                }
+                eprintln!("agentd: session {session_id} (resume with --resume {session_id})");
+            }
+            OutputFormat::StreamJson => {}
+        }
+    }
+}
+
+/// The `--output-format json` object (DESIGN §8).
+pub fn result_json(session_id: &str, finished: &TurnFinished) -> Value {
+    json!({
+        "session_id": session_id,
+        "turn_id": finished.turn_id,
+        "status": finished.status,
+        "result": finished.result,
+        "usage": finished.usage,
+        "cost_usd": finished.cost_usd,
+        "duration_ms": finished.duration_ms,
+        "num_model_calls": finished.num_model_calls,
+        "error": finished.error,
+    })
+}
+
+/// A one-line view of a tool's input for the terminal.
+fn summarize_input(input: &Value) -> String {
+    let main = ["command", "file_path", "pattern", "path", "url"]
+        .iter()
+        .find_map(|key| input.get(key).and_then(Value::as_str));
+    let text = match main {
+        Some(text) => text.to_string(),
+        None => input.to_string(),
+    };
+    let line: String = text.lines().next().unwrap_or("").chars().take(100).collect();
+    if line.len() < text.len() {
+        format!("{line}…")
+    } else {
+        line
+    }
+}

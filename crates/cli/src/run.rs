@@ -1,0 +1,109 @@
+//! `agentd run`: one headless turn in a workspace.
+
+use std::path::PathBuf;
+
+use agentd_server::config::Config;
+use agentd_server::models::resolve_model;
+use agentd_server::paths::open_store;
+use agentd_server::runtime::{Runtime, TurnOptions, check_workspace};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::output::Printer;
+use crate::{RunArgs, exit};
+
+/// The owner of sessions created from the command line.
+pub const LOCAL_USER: &str = "local";
+
+pub async fn run(args: RunArgs, config: Config, data_dir: PathBuf) -> u8 {
+    match run_inner(args, config, data_dir).await {
+        Ok(code) => code,
+        Err(Failure(code, message)) => {
+            eprintln!("agentd: {message}");
+            code
+        }
+    }
+}
+
+struct Failure(u8, String);
+
+fn usage(err: impl std::fmt::Display) -> Failure {
+    Failure(exit::USAGE, err.to_string())
+}
+
+async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u8, Failure> {
+    let env = |key: &str| std::env::var(key).ok();
+    let workspace = match (&args.resume, &args.cwd) {
+        (Some(_), _) => None,
+        (None, Some(dir)) => Some(dir.clone()),
+        (None, None) => Some(std::env::current_dir().map_err(usage)?),
+    };
+    if let Some(workspace) = &workspace {
+        check_workspace(workspace, &data_dir).map_err(usage)?;
+    }
+    let store = open_store(&data_dir, &config, &env).await.map_err(usage)?;
+    let runtime = Runtime::new(store, config, data_dir);
+    let session = match &args.resume {
+        Some(id) => {
+            let session = runtime
+                .store
+                .get_session(id)
+                .await
+                .map_err(|err| Failure(exit::FAILED, err.to_string()))?
+                .filter(|s| s.owner == LOCAL_USER)
+                .ok_or_else(|| usage(format!("no session with id {id}")))?;
+            runtime.recover(Some(id)).await.map_err(|err| Failure(exit::FAILED, err.to_string()))?;
+            session
+        }
+        None => {
+            let workspace = workspace.unwrap_or_default();
+            let model = resolve_model(&runtime.config, args.model.as_deref(), &env).map_err(usage)?;
+            if let Some(notice) = model.notice {
+                eprintln!("agentd: {notice}");
+            }
+            runtime
+                .create_session(LOCAL_USER, &workspace, &model.spec, &args.profile)
+                .await
+                .map_err(usage)?
+        }
+    };
+
+    let cancel = CancellationToken::new();
+    let interrupt = tokio::spawn({
+        let cancel = cancel.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\nagentd: interrupting…");
+                cancel.cancel();
+            }
+        }
+    });
+    let (sender, mut receiver) = mpsc::unbounded_channel();
+    let mut printer = Printer::new(args.output_format);
+    let printing = tokio::spawn(async move {
+        while let Some(envelope) = receiver.recv().await {
+            printer.event(&envelope);
+        }
+        printer
+    });
+    let options = TurnOptions {
+        model: args.model.clone(),
+        max_turns: args.max_turns,
+        max_budget_usd: args.max_budget_usd,
+        client_request_id: None,
+    };
+    let outcome = runtime
+        .run_turn(&session, &args.prompt, options, &env, Some(sender), cancel)
+        .await;
+    interrupt.abort();
+    let printer = printing
+        .await
+        .map_err(|err| Failure(exit::FAILED, format!("output task failed: {err}")))?;
+    let finished = match outcome {
+        Ok(Some(finished)) => finished,
+        Ok(None) => return Err(Failure(exit::FAILED, "the turn was not started".into())),
+        Err(err) => return Err(Failure(exit::FAILED, err.to_string())),
+    };
+    printer.finish(&session.id, &finished);
+    Ok(exit::for_status(finished.status))
+}

@@ -1,0 +1,99 @@
+//! The command line's behaviour without a model server: the demo model, config
+//! and usage errors, and the sessions commands.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use tempfile::TempDir;
+
+fn agentd(data_dir: &Path, cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentd"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap())
+        .env("HOME", data_dir)
+        .env("AGENTD_DATA_DIR", data_dir)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn first_run_without_a_model_uses_the_labelled_demo() {
+    let (data, ws) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    std::fs::write(ws.path().join("hello.txt"), "hi").unwrap();
+    let out = agentd(data.path(), ws.path(), &["run", "what is here?"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("offline demo model"), "{stderr}");
+    assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
+    assert!(stderr.contains("● LS"), "tool activity is shown: {stderr}");
+    assert!(stderr.contains("hello.txt"), "the demo really looked: {stderr}");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("demo"), "{stdout}");
+
+    let ls = agentd(data.path(), ws.path(), &["sessions", "ls"]);
+    assert_eq!(ls.status.code(), Some(0));
+    assert!(text(&ls.stdout).contains("what is here?"), "title from the prompt");
+}
+
+#[test]
+fn sessions_show_prints_the_transcript_and_unknown_ids_are_errors() {
+    let (data, ws) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    let out = agentd(data.path(), ws.path(), &["run", "--output-format", "json", "look"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = result["session_id"].as_str().unwrap();
+
+    let show = agentd(data.path(), ws.path(), &["sessions", "show", id]);
+    let shown = text(&show.stdout);
+    assert!(shown.contains("[user] look"), "{shown}");
+    assert!(shown.contains("→ LS"), "{shown}");
+    assert!(shown.contains("1 turns"), "{shown}");
+
+    let json = agentd(data.path(), ws.path(), &["sessions", "show", "--json", id]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(value["messages"].as_array().unwrap().len() >= 4);
+
+    let missing = agentd(data.path(), ws.path(), &["sessions", "show", "nope"]);
+    assert_eq!(missing.status.code(), Some(2));
+    let resume = agentd(data.path(), ws.path(), &["run", "--resume", "nope", "x"]);
+    assert_eq!(resume.status.code(), Some(2));
+    assert!(text(&resume.stderr).contains("no session with id nope"));
+}
+
+#[test]
+fn bad_config_names_the_file_line_and_key() {
+    let (data, ws) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    let config = data.path().join("agentd.toml");
+    std::fs::write(&config, "[profiles.default]\nmax_turns = 3\nnetwrk = true\n").unwrap();
+    let out = agentd(data.path(), ws.path(), &["--config", config.to_str().unwrap(), "run", "x"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("agentd.toml"), "{stderr}");
+    assert!(stderr.contains("line 3"), "{stderr}");
+    assert!(stderr.contains("netwrk"), "{stderr}");
+}
+
+#[test]
+fn data_dir_inside_the_workspace_is_refused() {
+    let ws = TempDir::new().unwrap();
+    let data = ws.path().join(".agentd");
+    let out = agentd(&data, ws.path(), &["run", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("data dir"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn unknown_model_is_a_usage_error() {
+    let (data, ws) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    let out = agentd(data.path(), ws.path(), &["run", "--model", "gpt-9", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("gpt-9"));
+}

@@ -1,0 +1,155 @@
+//! Running the real `agentd` binary against the testkit model server.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use agentd_model::scripted::Script;
+use agentd_protocol::{Event, EventEnvelope, TurnFinished};
+use agentd_testkit::{ModelServer, RecordedRequest};
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// Which wire format the run speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    Anthropic,
+    OpenAi,
+}
+
+pub struct Harness {
+    pub server: ModelServer,
+    pub workspace: TempDir,
+    pub data_dir: TempDir,
+    pub wire: Wire,
+    pub config: Option<PathBuf>,
+}
+
+impl Harness {
+    pub async fn new(wire: Wire, script: Value) -> Self {
+        let script: Script = serde_json::from_value(script).unwrap();
+        Self {
+            server: ModelServer::start(script).await.unwrap(),
+            workspace: TempDir::new().unwrap(),
+            data_dir: TempDir::new().unwrap(),
+            wire,
+            config: None,
+        }
+    }
+
+    pub fn ws(&self) -> &Path {
+        self.workspace.path()
+    }
+
+    /// Write an agentd.toml into the data dir's sibling and use it.
+    pub fn with_config(mut self, toml: &str) -> Self {
+        let path = self.data_dir.path().join("agentd.toml");
+        std::fs::write(&path, toml.replace("{URL}", &self.server.url())).unwrap();
+        self.config = Some(path);
+        self
+    }
+
+    /// `agentd` with a clean environment pointing at the model server.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap())
+            .env("HOME", self.data_dir.path())
+            .env("AGENTD_DATA_DIR", self.data_dir.path())
+            .current_dir(self.ws())
+            .stdin(Stdio::null());
+        match self.wire {
+            Wire::Anthropic => cmd
+                .env("ANTHROPIC_API_KEY", "test-key")
+                .env("ANTHROPIC_BASE_URL", self.server.url()),
+            Wire::OpenAi => cmd
+                .env("OPENAI_API_KEY", "test-key")
+                .env("OPENAI_BASE_URL", self.server.openai_base_url()),
+        };
+        if let Some(config) = &self.config {
+            cmd.env("AGENTD_CONFIG", config);
+        }
+        cmd.args(args);
+        cmd
+    }
+
+    /// `agentd run --output-format stream-json PROMPT EXTRA…`, run to its end.
+    pub async fn run(&self, prompt: &str, extra: &[&str]) -> Run {
+        let mut args = vec!["run", "--output-format", "stream-json"];
+        args.extend_from_slice(extra);
+        args.push(prompt);
+        let mut cmd = self.command(&args);
+        let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        Run::from_output(output)
+    }
+
+    pub fn model_requests(&self) -> Vec<RecordedRequest> {
+        self.server
+            .requests()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/messages") || r.path.ends_with("/chat/completions"))
+            .collect()
+    }
+
+    pub async fn store(&self) -> agentd_store::sqlite::SqliteStore {
+        agentd_store::sqlite::SqliteStore::open(&self.data_dir.path().join("agentd.db"))
+            .await
+            .unwrap()
+    }
+}
+
+pub struct Run {
+    pub code: i32,
+    pub events: Vec<EventEnvelope>,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn from_output(output: Output) -> Self {
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        let events = stdout
+            .lines()
+            .map(|line| {
+                serde_json::from_str(line)
+                    .unwrap_or_else(|err| panic!("not an event line ({err}): {line}"))
+            })
+            .collect();
+        Self {
+            code: output.status.code().unwrap_or(-1),
+            events,
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    pub fn session_id(&self) -> String {
+        self.events.first().expect("no events").session_id.clone()
+    }
+
+    pub fn types(&self) -> Vec<&'static str> {
+        self.events.iter().map(|e| e.event.type_name()).collect()
+    }
+
+    pub fn finished(&self) -> &TurnFinished {
+        self.events
+            .iter()
+            .find_map(|e| match &e.event {
+                Event::TurnFinished(f) => Some(f),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no turn.finished; stderr: {}", self.stderr))
+    }
+
+    /// Seqs are consecutive from `first`.
+    pub fn assert_gapless_from(&self, first: u64) {
+        let seqs: Vec<u64> = self.events.iter().map(|e| e.seq).collect();
+        let expected: Vec<u64> = (first..first + seqs.len() as u64).collect();
+        assert_eq!(seqs, expected);
+    }
+}
+
+/// The request body's messages, whatever the wire format.
+pub fn request_text(request: &RecordedRequest) -> String {
+    request.body.to_string()
+}

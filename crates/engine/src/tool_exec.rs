@@ -1,0 +1,171 @@
+//! Running the tool calls of one assistant message.
+
+use std::time::Instant;
+
+use agentd_protocol::{ContentBlock, Event};
+use agentd_tools::{ToolContext, ToolOutput, ToolResult};
+use futures::future::join_all;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::sleep_until;
+
+use crate::coalesce::Coalescer;
+use crate::sink::SinkError;
+use crate::turn::{Exit, TurnRun};
+
+/// A tool call as the model asked for it.
+struct Call {
+    id: String,
+    name: String,
+    input: Value,
+}
+
+impl TurnRun<'_> {
+    /// Run the calls and return one `tool_result` block per call, in call order.
+    /// Consecutive read-only calls run in parallel; others one at a time. Calls
+    /// not reached because the turn was cancelled are answered as not run.
+    pub(crate) async fn run_tools(&self, calls: Vec<ContentBlock>) -> Result<Vec<ContentBlock>, Exit> {
+        let calls: Vec<Call> = calls
+            .into_iter()
+            .filter_map(|block| match block {
+                ContentBlock::ToolUse { id, name, input } => Some(Call { id, name, input }),
+                _ => None,
+            })
+            .collect();
+        let mut results = Vec::with_capacity(calls.len());
+        let mut rest = calls.as_slice();
+        while !rest.is_empty() {
+            let batch_len = match rest.iter().position(|c| !self.is_read_only(&c.name)) {
+                Some(0) => 1,
+                Some(n) => n,
+                None => rest.len(),
+            };
+            let (batch, tail) = rest.split_at(batch_len);
+            rest = tail;
+            for result in join_all(batch.iter().map(|call| self.run_call(call))).await {
+                results.push(result?);
+            }
+        }
+        Ok(results)
+    }
+
+    fn is_read_only(&self, name: &str) -> bool {
+        self.tools().get(name).is_some_and(|tool| tool.is_read_only())
+    }
+
+    async fn run_call(&self, call: &Call) -> Result<ContentBlock, SinkError> {
+        let answer = |result: ToolResult| ContentBlock::ToolResult {
+            tool_use_id: call.id.clone(),
+            content: result.content,
+            is_error: result.is_error,
+        };
+        if self.cancel.is_cancelled() {
+            return Ok(answer(ToolResult::error(crate::history::NOT_RUN)));
+        }
+        self.sink
+            .emit(Event::ToolStarted {
+                turn_id: self.turn_id.clone(),
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                input: call.input.clone(),
+            })
+            .await?;
+        let started = Instant::now();
+        let result = self.execute(call).await?;
+        let result = cap(result, self.tool_context().result_cap);
+        self.sink
+            .emit(Event::ToolFinished {
+                call_id: call.id.clone(),
+                is_error: result.is_error,
+                output: result.content.clone(),
+                duration_ms: started.elapsed().as_millis() as u64,
+            })
+            .await?;
+        Ok(answer(result))
+    }
+
+    async fn execute(&self, call: &Call) -> Result<ToolResult, SinkError> {
+        let Some(tool) = self.tools().get(&call.name) else {
+            let known: Vec<&str> = self.tools().iter().map(|t| t.name()).collect();
+            return Ok(ToolResult::error(format!(
+                "There is no tool named {:?}. Available tools: {}.",
+                call.name,
+                known.join(", ")
+            )));
+        };
+        if let Value::String(raw) = &call.input {
+            return Ok(ToolResult::error(format!(
+                "The input for {} was not valid JSON, so the call did not run. Received: {raw}",
+                call.name
+            )));
+        }
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let ctx = ToolContext {
+            output: Some(sender),
+            cancel: self.cancel.clone(),
+            ..self.tool_context().clone()
+        };
+        let run = async move {
+            let result = tool.call(call.input.clone(), &ctx).await;
+            drop(ctx); // closes the output channel so forwarding ends
+            result
+        };
+        let (result, forwarded) = tokio::join!(run, self.forward_output(&call.id, receiver));
+        forwarded?;
+        Ok(result)
+    }
+
+    /// Live tool output to `tool.output` events, coalesced like model deltas.
+    async fn forward_output(
+        &self,
+        call_id: &str,
+        mut receiver: mpsc::UnboundedReceiver<ToolOutput>,
+    ) -> Result<(), SinkError> {
+        let mut coalescer = Coalescer::new();
+        loop {
+            let deadline = coalescer.deadline();
+            let due = tokio::select! {
+                _ = sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                    coalescer.take().into_iter().collect()
+                }
+                chunk = receiver.recv() => match chunk {
+                    Some(chunk) => coalescer.push(chunk.stream, &chunk.text),
+                    None => break,
+                },
+            };
+            self.emit_output(call_id, due).await?;
+        }
+        self.emit_output(call_id, coalescer.take()).await
+    }
+
+    async fn emit_output(
+        &self,
+        call_id: &str,
+        due: impl IntoIterator<Item = (agentd_protocol::OutputStream, String)>,
+    ) -> Result<(), SinkError> {
+        for (stream, text) in due {
+            self.sink
+                .emit(Event::ToolOutput {
+                    call_id: call_id.to_string(),
+                    stream,
+                    text,
+                })
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Keep what goes into the model's context under `limit` characters, saying what
+/// was cut.
+fn cap(mut result: ToolResult, limit: usize) -> ToolResult {
+    let total = result.content.chars().count();
+    if total > limit {
+        let keep: String = result.content.chars().take(limit).collect();
+        result.content = format!(
+            "{keep}\n\n[output truncated: {} of {total} characters not shown]",
+            total - limit
+        );
+    }
+    result
+}

@@ -1,0 +1,394 @@
+//! The turn state machine: model → tools → model … → `turn.finished`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use agentd_model::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelResponse, ToolSpec};
+use agentd_protocol::{
+    ContentBlock, DeltaKind, ErrorInfo, Event, Message, Role, TurnFinished, TurnStatus, Usage,
+};
+use agentd_tools::{ToolContext, ToolRegistry};
+use futures::StreamExt;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+use crate::coalesce::Coalescer;
+use crate::history;
+use crate::sink::{SinkError, TurnSink};
+
+/// Limits that end a turn early, each with its own status.
+#[derive(Debug, Clone)]
+pub struct TurnLimits {
+    /// Model calls per turn.
+    pub max_turns: u32,
+    /// Wall-clock time for the whole turn.
+    pub turn_timeout: Duration,
+    /// Spend per turn, in USD.
+    pub max_budget_usd: Option<f64>,
+    /// `max_tokens` of each model call.
+    pub max_output_tokens: u32,
+}
+
+impl Default for TurnLimits {
+    fn default() -> Self {
+        Self {
+            max_turns: 100,
+            turn_timeout: Duration::from_secs(1800),
+            max_budget_usd: None,
+            max_output_tokens: 8192,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The provider's model name, sent in requests and used for pricing.
+    pub model_name: String,
+    pub system_prompt: String,
+    pub limits: TurnLimits,
+}
+
+/// One agent: a model, its tools, and where they run.
+pub struct Agent {
+    model: Arc<dyn ModelClient>,
+    tools: ToolRegistry,
+    /// The template each tool call's context is cloned from.
+    tool_context: ToolContext,
+    config: AgentConfig,
+}
+
+/// What a turn starts from.
+#[derive(Debug, Clone)]
+pub struct TurnInput {
+    pub turn_id: String,
+    /// The session's transcript before this turn.
+    pub history: Vec<Message>,
+    /// The user's new message.
+    pub message: Message,
+}
+
+/// Why the loop stopped, before it becomes a `turn.finished`.
+pub(crate) struct Exit {
+    pub status: TurnStatus,
+    pub error: Option<ErrorInfo>,
+}
+
+impl Exit {
+    fn with(status: TurnStatus) -> Self {
+        Self {
+            status,
+            error: None,
+        }
+    }
+
+    fn failed(code: &str, message: String, retryable: bool) -> Self {
+        Self {
+            status: TurnStatus::Failed,
+            error: Some(ErrorInfo {
+                code: code.into(),
+                message,
+                retryable,
+            }),
+        }
+    }
+}
+
+impl From<SinkError> for Exit {
+    fn from(err: SinkError) -> Self {
+        Exit::failed("store_error", err.to_string(), true)
+    }
+}
+
+impl Agent {
+    pub fn new(
+        model: Arc<dyn ModelClient>,
+        tools: ToolRegistry,
+        tool_context: ToolContext,
+        config: AgentConfig,
+    ) -> Self {
+        Self {
+            model,
+            tools,
+            tool_context,
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// Run one turn to its end. Cancelling `cancel` interrupts it: the model
+    /// stream stops and running tools are killed. Always emits exactly one
+    /// `turn.finished`, which is also returned.
+    pub async fn run_turn(
+        &self,
+        input: TurnInput,
+        sink: &dyn TurnSink,
+        cancel: CancellationToken,
+    ) -> TurnFinished {
+        let started = Instant::now();
+        let cancel = cancel.child_token();
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let timer = tokio::spawn({
+            let (cancel, timed_out) = (cancel.clone(), timed_out.clone());
+            let timeout = self.config.limits.turn_timeout;
+            async move {
+                tokio::time::sleep(timeout).await;
+                timed_out.store(true, Ordering::SeqCst);
+                cancel.cancel();
+            }
+        });
+        let mut run = TurnRun {
+            agent: self,
+            sink,
+            turn_id: input.turn_id,
+            messages: input.history,
+            cancel,
+            timed_out,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            model_calls: 0,
+            result: None,
+        };
+        let exit = match run.drive(input.message).await {
+            Ok(exit) | Err(exit) => exit,
+        };
+        timer.abort();
+        let finished = TurnFinished {
+            turn_id: run.turn_id.clone(),
+            status: exit.status,
+            result: run.result.take(),
+            usage: run.usage,
+            cost_usd: run.cost_usd,
+            num_model_calls: run.model_calls,
+            duration_ms: started.elapsed().as_millis() as u64,
+            error: exit.error,
+        };
+        if let Some(error) = &finished.error
+            && let Err(err) = sink.emit(Event::Error(error.clone())).await
+        {
+            tracing::error!(%err, "could not record the turn's error event");
+        }
+        if let Err(err) = sink.emit(Event::TurnFinished(finished.clone())).await {
+            tracing::error!(%err, turn_id = %finished.turn_id, "could not record turn.finished");
+        }
+        finished
+    }
+
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .map(|tool| ToolSpec {
+                name: tool.name().to_string(),
+                description: tool.description().to_string(),
+                input_schema: tool.input_schema(),
+            })
+            .collect()
+    }
+}
+
+/// The state of one running turn.
+pub(crate) struct TurnRun<'a> {
+    pub agent: &'a Agent,
+    pub sink: &'a dyn TurnSink,
+    pub turn_id: String,
+    /// The whole transcript so far, this turn's messages included.
+    pub messages: Vec<Message>,
+    pub cancel: CancellationToken,
+    timed_out: Arc<AtomicBool>,
+    usage: Usage,
+    cost_usd: f64,
+    model_calls: u32,
+    result: Option<String>,
+}
+
+impl TurnRun<'_> {
+    /// `Ok` and `Err` both carry how the turn ended; `Err` lets `?` end it early.
+    async fn drive(&mut self, user_message: Message) -> Result<Exit, Exit> {
+        self.sink
+            .emit(Event::TurnStarted {
+                turn_id: self.turn_id.clone(),
+                message: user_message.clone(),
+            })
+            .await?;
+        self.record(user_message).await?;
+        let limits = &self.agent.config.limits;
+        loop {
+            if self.model_calls >= limits.max_turns {
+                return Ok(Exit {
+                    status: TurnStatus::MaxTurns,
+                    error: Some(ErrorInfo {
+                        code: "max_turns".into(),
+                        message: format!(
+                            "The turn stopped after {} model calls (max_turns).",
+                            limits.max_turns
+                        ),
+                        retryable: false,
+                    }),
+                });
+            }
+            let response = self.call_model().await?;
+            let assistant = Message::assistant(response.content);
+            self.record(assistant.clone()).await?;
+            self.sink
+                .emit(Event::MessageCompleted {
+                    turn_id: self.turn_id.clone(),
+                    message: assistant.clone(),
+                })
+                .await?;
+            let text = assistant.text();
+            if !text.is_empty() {
+                self.result = Some(text);
+            }
+            if let Some(budget) = limits.max_budget_usd
+                && self.cost_usd >= budget
+            {
+                return Ok(Exit {
+                    status: TurnStatus::BudgetExceeded,
+                    error: Some(ErrorInfo {
+                        code: "budget_exceeded".into(),
+                        message: format!(
+                            "The turn spent ${:.4}, reaching its budget of ${budget:.4}.",
+                            self.cost_usd
+                        ),
+                        retryable: false,
+                    }),
+                });
+            }
+            let calls: Vec<ContentBlock> = assistant
+                .content
+                .into_iter()
+                .filter(|b| matches!(b, ContentBlock::ToolUse { .. }))
+                .collect();
+            if calls.is_empty() {
+                return Ok(Exit::with(TurnStatus::Completed));
+            }
+            let results = self.run_tools(calls).await?;
+            self.record(Message {
+                role: Role::User,
+                content: results,
+            })
+            .await?;
+            if self.cancel.is_cancelled() {
+                return Err(self.cancelled());
+            }
+        }
+    }
+
+    pub(crate) async fn record(&mut self, message: Message) -> Result<(), SinkError> {
+        self.sink.append_message(&self.turn_id, &message).await?;
+        self.messages.push(message);
+        Ok(())
+    }
+
+    /// How the turn ends when its token was cancelled: by the timer or by the user.
+    pub(crate) fn cancelled(&self) -> Exit {
+        if self.timed_out.load(Ordering::SeqCst) {
+            let limit = self.agent.config.limits.turn_timeout.as_secs();
+            Exit {
+                status: TurnStatus::Timeout,
+                error: Some(ErrorInfo {
+                    code: "timeout".into(),
+                    message: format!("The turn ran longer than its limit of {limit} s."),
+                    retryable: false,
+                }),
+            }
+        } else {
+            Exit::with(TurnStatus::Interrupted)
+        }
+    }
+
+    /// One streamed model call; deltas go out coalesced, usage is accounted.
+    async fn call_model(&mut self) -> Result<ModelResponse, Exit> {
+        let config = &self.agent.config;
+        let request = ModelRequest {
+            model: config.model_name.clone(),
+            system: Some(config.system_prompt.clone()),
+            messages: history::normalize(&self.messages),
+            tools: self.agent.tool_specs(),
+            max_tokens: config.limits.max_output_tokens,
+        };
+        let cancel = self.cancel.clone();
+        let mut stream = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(self.cancelled()),
+            stream = self.agent.model.stream(request) => stream.map_err(model_exit)?,
+        };
+        let mut coalescer: Coalescer<(u32, DeltaKind)> = Coalescer::new();
+        let outcome = loop {
+            let deadline = coalescer.deadline();
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => break Err(self.cancelled()),
+                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                    self.emit_deltas(coalescer.take()).await?;
+                }
+                item = stream.next() => match item {
+                    Some(Ok(ModelEvent::TextDelta { index, text })) => {
+                        self.emit_deltas(coalescer.push((index, DeltaKind::Text), &text)).await?;
+                    }
+                    Some(Ok(ModelEvent::ThinkingDelta { index, text })) => {
+                        self.emit_deltas(coalescer.push((index, DeltaKind::Thinking), &text)).await?;
+                    }
+                    Some(Ok(ModelEvent::Completed(response))) => break Ok(response),
+                    Some(Err(err)) => break Err(model_exit(err)),
+                    None => break Err(model_exit(ModelError::Stream(
+                        "the stream ended before the message was complete".into(),
+                    ))),
+                },
+            }
+        };
+        self.emit_deltas(coalescer.take()).await?;
+        let response = outcome?;
+        self.model_calls += 1;
+        self.account(&response.usage).await?;
+        Ok(response)
+    }
+
+    async fn emit_deltas(
+        &self,
+        due: impl IntoIterator<Item = ((u32, DeltaKind), String)>,
+    ) -> Result<(), SinkError> {
+        for ((index, kind), text) in due {
+            self.sink
+                .emit(Event::MessageDelta {
+                    turn_id: self.turn_id.clone(),
+                    index,
+                    kind,
+                    text,
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn account(&mut self, usage: &Usage) -> Result<(), SinkError> {
+        let cost = agentd_model::price::cost_usd(&self.agent.config.model_name, usage);
+        self.usage.add(usage);
+        self.cost_usd += cost;
+        self.sink
+            .emit(Event::Usage {
+                usage: *usage,
+                cost_usd: cost,
+                context_tokens: usage.context_tokens(),
+            })
+            .await
+    }
+
+    pub(crate) fn tools(&self) -> &ToolRegistry {
+        &self.agent.tools
+    }
+
+    pub(crate) fn tool_context(&self) -> &ToolContext {
+        &self.agent.tool_context
+    }
+}
+
+fn model_exit(err: ModelError) -> Exit {
+    if matches!(err, ModelError::Cancelled) {
+        return Exit::with(TurnStatus::Interrupted);
+    }
+    Exit::failed(err.code(), err.to_string(), err.is_retryable())
+}

@@ -1,0 +1,279 @@
+//! Choosing the model a session talks to: from `agentd.toml`, from the
+//! environment variables the official SDKs use, or the offline demo model.
+
+use std::sync::Arc;
+
+use agentd_model::ModelClient;
+use agentd_model::anthropic::{AnthropicClient, AnthropicConfig};
+use agentd_model::openai::{OpenAiClient, OpenAiConfig};
+use agentd_model::scripted::{Script, ScriptedClient, demo_script};
+
+use crate::config::{Config, ConfigError, ModelConfig, Provider, names};
+
+pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o";
+const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+
+/// Said once when no model is configured and the demo model stands in.
+pub const DEMO_NOTICE: &str = "No model configured: using agentd's offline demo model, which only \
+looks around the workspace. Set ANTHROPIC_API_KEY (or OPENAI_API_KEY), or add a [models.default] \
+section to agentd.toml, to use a real model.";
+
+/// A model ready to use.
+pub struct ResolvedModel {
+    /// What the session records so a resume picks the same model: a config key,
+    /// `demo`, or `provider:model`.
+    pub spec: String,
+    /// The provider's model name, sent in requests and used for pricing.
+    pub model_name: String,
+    pub client: Arc<dyn ModelClient>,
+    pub max_output_tokens: u32,
+    /// A message for the user about how the model was chosen.
+    pub notice: Option<&'static str>,
+}
+
+/// Reads an environment variable; a parameter so tests need not touch the
+/// process environment.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Resolve `requested` (a config key, `demo`, `anthropic:NAME`, `openai:NAME`, or
+/// a bare model name for the default provider) or, when `None`, the default.
+pub fn resolve_model(
+    config: &Config,
+    requested: Option<&str>,
+    env: EnvLookup<'_>,
+) -> Result<ResolvedModel, ConfigError> {
+    if let Some(spec) = requested {
+        if let Some(model) = config.models.get(spec) {
+            return build(spec.to_string(), model, env);
+        }
+        if spec == "demo" {
+            return Ok(demo(None));
+        }
+        if let Some((left, name)) = spec.split_once(':') {
+            if let Some(model) = config.models.get(left) {
+                return build_with_name(spec.to_string(), model, name, env);
+            }
+            if let Some(provider) = parse_provider(left) {
+                return build_from_env(provider, Some(name), env);
+            }
+        }
+        return match default_model(config, env)? {
+            Default::Config(key, model) => build_with_name(format!("{key}:{spec}"), model, spec, env),
+            Default::Env(provider) => build_from_env(provider, Some(spec), env),
+            Default::Demo => Err(ConfigError::Invalid(format!(
+                "unknown model {spec:?}: it is not a configured model ({}), and no API key is set \
+                 (ANTHROPIC_API_KEY or OPENAI_API_KEY) to use it with",
+                names(config.models.keys())
+            ))),
+        };
+    }
+    match default_model(config, env)? {
+        Default::Config(key, model) => build(key.to_string(), model, env),
+        Default::Env(provider) => build_from_env(provider, None, env),
+        Default::Demo => Ok(demo(Some(DEMO_NOTICE))),
+    }
+}
+
+enum Default<'a> {
+    Config(&'a str, &'a ModelConfig),
+    Env(Provider),
+    Demo,
+}
+
+fn default_model<'a>(config: &'a Config, env: EnvLookup<'_>) -> Result<Default<'a>, ConfigError> {
+    if let Some((key, model)) = config.models.get_key_value("default") {
+        return Ok(Default::Config(key, model));
+    }
+    if env("ANTHROPIC_API_KEY").is_some() {
+        return Ok(Default::Env(Provider::Anthropic));
+    }
+    if env("OPENAI_API_KEY").is_some() {
+        return Ok(Default::Env(Provider::Openai));
+    }
+    Ok(Default::Demo)
+}
+
+fn parse_provider(name: &str) -> Option<Provider> {
+    match name {
+        "anthropic" => Some(Provider::Anthropic),
+        "openai" => Some(Provider::Openai),
+        _ => None,
+    }
+}
+
+fn provider_spec(provider: Provider, model: &str) -> String {
+    match provider {
+        Provider::Anthropic => format!("anthropic:{model}"),
+        Provider::Openai => format!("openai:{model}"),
+        Provider::Scripted => "demo".to_string(),
+    }
+}
+
+fn demo(notice: Option<&'static str>) -> ResolvedModel {
+    ResolvedModel {
+        spec: "demo".into(),
+        model_name: "demo".into(),
+        client: Arc::new(ScriptedClient::new(demo_script())),
+        max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+        notice,
+    }
+}
+
+/// A provider configured only by the SDKs' environment variables.
+fn build_from_env(
+    provider: Provider,
+    name: Option<&str>,
+    env: EnvLookup<'_>,
+) -> Result<ResolvedModel, ConfigError> {
+    let model = ModelConfig {
+        provider,
+        model: name.map(str::to_string),
+        api_key_env: None,
+        base_url: None,
+        script: None,
+        max_output_tokens: None,
+        max_retries: None,
+    };
+    let mut resolved = build(String::new(), &model, env)?;
+    resolved.spec = provider_spec(provider, &resolved.model_name);
+    Ok(resolved)
+}
+
+/// A configured model entry with another model name.
+fn build_with_name(
+    spec: String,
+    model: &ModelConfig,
+    name: &str,
+    env: EnvLookup<'_>,
+) -> Result<ResolvedModel, ConfigError> {
+    let mut model = model.clone();
+    model.model = Some(name.to_string());
+    build(spec, &model, env)
+}
+
+fn build(spec: String, model: &ModelConfig, env: EnvLookup<'_>) -> Result<ResolvedModel, ConfigError> {
+    let max_output_tokens = model.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+    let (model_name, client): (String, Arc<dyn ModelClient>) = match model.provider {
+        Provider::Anthropic => {
+            let key_env = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
+            let config = AnthropicConfig {
+                base_url: model
+                    .base_url
+                    .clone()
+                    .or_else(|| env("ANTHROPIC_BASE_URL"))
+                    .unwrap_or_else(|| "https://api.anthropic.com".into()),
+                api_key: api_key(env, key_env, &spec)?,
+                ..AnthropicConfig::default()
+            };
+            let name = model.model.clone().unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into());
+            (name, Arc::new(AnthropicClient::new(config)))
+        }
+        Provider::Openai => {
+            let key_env = model.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY");
+            // Local servers (Ollama, llama.cpp) need no key.
+            let api_key = if model.base_url.is_some() {
+                env(key_env).unwrap_or_default()
+            } else {
+                api_key(env, key_env, &spec)?
+            };
+            let config = OpenAiConfig {
+                base_url: model
+                    .base_url
+                    .clone()
+                    .or_else(|| env("OPENAI_BASE_URL"))
+                    .unwrap_or_else(|| "https://api.openai.com/v1".into()),
+                api_key,
+                ..OpenAiConfig::default()
+            };
+            let name = model.model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into());
+            (name, Arc::new(OpenAiClient::new(config)))
+        }
+        Provider::Scripted => {
+            let script = match &model.script {
+                Some(path) => read_script(path)?,
+                None => demo_script(),
+            };
+            let name = model.model.clone().unwrap_or_else(|| "demo".into());
+            (name, Arc::new(ScriptedClient::new(script)))
+        }
+    };
+    Ok(ResolvedModel {
+        spec,
+        model_name,
+        client,
+        max_output_tokens,
+        notice: None,
+    })
+}
+
+fn api_key(env: EnvLookup<'_>, var: &str, model: &str) -> Result<String, ConfigError> {
+    env(var).filter(|key| !key.is_empty()).ok_or_else(|| {
+        ConfigError::Invalid(format!(
+            "model {model:?} needs an API key in the environment variable {var}, which is not set"
+        ))
+    })
+}
+
+pub fn read_script(path: &std::path::Path) -> Result<Script, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|err| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: err.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |key| map.get(key).cloned()
+    }
+
+    #[test]
+    fn nothing_configured_means_demo_with_a_notice() {
+        let model = resolve_model(&Config::default(), None, &env_of(&[])).unwrap();
+        assert_eq!(model.spec, "demo");
+        assert!(model.notice.unwrap().contains("ANTHROPIC_API_KEY"));
+    }
+
+    #[test]
+    fn sdk_environment_variables_pick_the_provider() {
+        let env = env_of(&[("ANTHROPIC_API_KEY", "k"), ("OPENAI_API_KEY", "o")]);
+        let model = resolve_model(&Config::default(), None, &env).unwrap();
+        assert_eq!(model.spec, "anthropic:claude-sonnet-4-5");
+        let env = env_of(&[("OPENAI_API_KEY", "o")]);
+        let model = resolve_model(&Config::default(), Some("gpt-4.1"), &env).unwrap();
+        assert_eq!(model.spec, "openai:gpt-4.1");
+        assert_eq!(model.model_name, "gpt-4.1");
+    }
+
+    #[test]
+    fn config_models_win_and_missing_keys_are_explained() {
+        let config = Config::parse(
+            "[models.default]\nprovider = \"anthropic\"\napi_key_env = \"MY_KEY\"\n",
+        )
+        .unwrap();
+        let err = resolve_model(&config, None, &env_of(&[])).err().unwrap().to_string();
+        assert!(err.contains("MY_KEY"), "{err}");
+        let model = resolve_model(&config, None, &env_of(&[("MY_KEY", "x")])).unwrap();
+        assert_eq!(model.spec, "default");
+    }
+
+    #[test]
+    fn unknown_model_without_any_provider_is_an_error() {
+        let err = resolve_model(&Config::default(), Some("gpt-9"), &env_of(&[]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("gpt-9"), "{err}");
+    }
+}

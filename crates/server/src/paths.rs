@@ -1,0 +1,55 @@
+//! Where agentd keeps its data, and opening the store there.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agentd_store::Store;
+use agentd_store::sqlite::SqliteStore;
+
+use crate::config::{Config, ConfigError};
+use crate::models::EnvLookup;
+
+/// `--data-dir`/`AGENTD_DATA_DIR` (given as `flag`), else `[server] data_dir`,
+/// else `$XDG_DATA_HOME/agentd`, else `~/.local/share/agentd`.
+pub fn data_dir(flag: Option<&Path>, config: &Config, env: EnvLookup<'_>) -> PathBuf {
+    if let Some(dir) = flag {
+        return dir.to_path_buf();
+    }
+    if let Some(dir) = &config.server.data_dir {
+        return expand_home(dir, env);
+    }
+    if let Some(xdg) = env("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(xdg).join("agentd");
+    }
+    let home = env("HOME").unwrap_or_else(|| "/".into());
+    PathBuf::from(home).join(".local/share/agentd")
+}
+
+fn expand_home(path: &Path, env: EnvLookup<'_>) -> PathBuf {
+    match path.strip_prefix("~") {
+        Ok(rest) => PathBuf::from(env("HOME").unwrap_or_else(|| "/".into())).join(rest),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+/// The store named by `[database] url` (`AGENTD_DATABASE_URL`), or SQLite at
+/// `<data_dir>/agentd.db`.
+pub async fn open_store(
+    data_dir: &Path,
+    config: &Config,
+    env: EnvLookup<'_>,
+) -> Result<Arc<dyn Store>, ConfigError> {
+    let url = env("AGENTD_DATABASE_URL").or_else(|| config.database.url.clone());
+    let store = match url {
+        None => SqliteStore::open(&data_dir.join("agentd.db")).await,
+        Some(url) if url.starts_with("sqlite:") => SqliteStore::open_url(&url).await,
+        Some(url) => {
+            return Err(ConfigError::Invalid(format!(
+                "unsupported database url {url:?}: this build supports sqlite:// URLs"
+            )));
+        }
+    };
+    store
+        .map(|s| Arc::new(s) as Arc<dyn Store>)
+        .map_err(|err| ConfigError::Invalid(format!("cannot open the database: {err}")))
+}

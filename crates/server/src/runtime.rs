@@ -1,0 +1,290 @@
+//! Running turns of stored sessions: the glue between the engine and the store,
+//! shared by `agentd run` and `agentd serve`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentd_engine::{Agent, AgentConfig, TurnInput, TurnLimits, default_system_prompt};
+use agentd_protocol::{Event, EventEnvelope, Message, TurnFinished, TurnStatus, Usage};
+use agentd_sandbox::{PathGuard, Policy, Sandbox};
+use agentd_store::{
+    NewSession, SessionRecord, SessionStatus, SessionUpdate, Store, StoreError, TurnStart,
+};
+use agentd_tools::{ToolContext, builtin_tools};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, ConfigError, SandboxMode};
+use crate::models::{EnvLookup, resolve_model};
+use crate::sink::StoreSink;
+
+/// Characters of one tool result put into the model's context.
+pub const TOOL_RESULT_CAP: usize = 30_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("workspace {path}: {message}")]
+    Workspace { path: PathBuf, message: String },
+    #[error("session {0} not found")]
+    SessionNotFound(String),
+}
+
+/// Per-turn overrides of the session's profile and model.
+#[derive(Debug, Clone, Default)]
+pub struct TurnOptions {
+    pub model: Option<String>,
+    pub max_turns: Option<u32>,
+    pub max_budget_usd: Option<f64>,
+    pub client_request_id: Option<String>,
+}
+
+/// What every turn needs: the store, the config and the sandbox.
+#[derive(Clone)]
+pub struct Runtime {
+    pub store: Arc<dyn Store>,
+    pub config: Config,
+    pub data_dir: PathBuf,
+    pub sandbox: Sandbox,
+}
+
+impl Runtime {
+    pub fn new(store: Arc<dyn Store>, config: Config, data_dir: PathBuf) -> Self {
+        Self {
+            store,
+            config,
+            data_dir,
+            sandbox: Sandbox,
+        }
+    }
+
+    pub async fn create_session(
+        &self,
+        owner: &str,
+        workspace: &Path,
+        model_spec: &str,
+        profile: &str,
+    ) -> Result<SessionRecord, RunError> {
+        let workspace = check_workspace(workspace, &self.data_dir)?;
+        self.config.profile(profile)?;
+        Ok(self
+            .store
+            .create_session(NewSession {
+                id: None,
+                owner: owner.to_string(),
+                title: None,
+                workspace: workspace.display().to_string(),
+                model: model_spec.to_string(),
+                profile: profile.to_string(),
+            })
+            .await?)
+    }
+
+    /// Finish turns that were running when a previous process died, as
+    /// `interrupted`, so the session can continue. Returns how many there were.
+    pub async fn recover(&self, session_id: Option<&str>) -> Result<usize, RunError> {
+        let stale = self.store.running_turns().await?;
+        let mut count = 0;
+        for turn in stale
+            .iter()
+            .filter(|t| session_id.is_none_or(|id| id == t.session_id))
+        {
+            let event = Event::TurnFinished(TurnFinished {
+                turn_id: turn.id.clone(),
+                status: TurnStatus::Interrupted,
+                result: None,
+                usage: Usage::default(),
+                cost_usd: 0.0,
+                num_model_calls: 0,
+                duration_ms: 0,
+                error: Some(agentd_protocol::ErrorInfo {
+                    code: "server_restarted".into(),
+                    message: "agentd stopped while this turn was running.".into(),
+                    retryable: true,
+                }),
+            });
+            self.store.append_event(&turn.session_id, &event).await?;
+            self.store
+                .finish_turn(&turn.id, TurnStatus::Interrupted)
+                .await?;
+            self.store
+                .update_session(
+                    &turn.session_id,
+                    SessionUpdate {
+                        status: Some(SessionStatus::Idle),
+                        ..SessionUpdate::default()
+                    },
+                )
+                .await?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    /// Run one turn of `session` to its end. Events go to the store and, as they
+    /// are stored, to `observer`. `Ok(None)` when `client_request_id` named a turn
+    /// that already exists (nothing was started).
+    pub async fn run_turn(
+        &self,
+        session: &SessionRecord,
+        text: &str,
+        options: TurnOptions,
+        env: EnvLookup<'_>,
+        observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+        cancel: CancellationToken,
+    ) -> Result<Option<TurnFinished>, RunError> {
+        let agent = self.agent_for(session, &options, env)?;
+        let turn_id = uuid::Uuid::now_v7().to_string();
+        let started = self
+            .store
+            .start_turn(&session.id, &turn_id, options.client_request_id.as_deref())
+            .await?;
+        if let TurnStart::Duplicate(_) = started {
+            return Ok(None);
+        }
+        self.set_status(session, SessionStatus::Running).await?;
+        let history = self
+            .store
+            .messages(&session.id)
+            .await?
+            .into_iter()
+            .map(|stored| stored.message)
+            .collect();
+        let sink = StoreSink::new(self.store.clone(), session.id.clone(), observer);
+        let input = TurnInput {
+            turn_id: turn_id.clone(),
+            history,
+            message: Message::user_text(text),
+        };
+        let finished = agent.run_turn(input, &sink, cancel).await;
+        self.store.finish_turn(&turn_id, finished.status).await?;
+        self.store
+            .update_session(
+                &session.id,
+                SessionUpdate {
+                    title: session.title.is_none().then(|| title_from(text)),
+                    status: Some(SessionStatus::Idle),
+                    add_usage: Some(finished.usage),
+                    add_cost_usd: Some(finished.cost_usd),
+                    add_turns: Some(1),
+                },
+            )
+            .await?;
+        Ok(Some(finished))
+    }
+
+    async fn set_status(
+        &self,
+        session: &SessionRecord,
+        status: SessionStatus,
+    ) -> Result<(), StoreError> {
+        self.store
+            .update_session(
+                &session.id,
+                SessionUpdate {
+                    status: Some(status),
+                    ..SessionUpdate::default()
+                },
+            )
+            .await
+            .map(|_| ())
+    }
+
+    fn agent_for(
+        &self,
+        session: &SessionRecord,
+        options: &TurnOptions,
+        env: EnvLookup<'_>,
+    ) -> Result<Agent, RunError> {
+        let profile = self.config.profile(&session.profile)?;
+        let spec = options.model.as_deref().unwrap_or(&session.model);
+        let model = resolve_model(&self.config, Some(spec), env)?;
+        let workspace = PathBuf::from(&session.workspace);
+        let guard = PathGuard::new(&workspace, &[]).map_err(|err| RunError::Workspace {
+            path: workspace.clone(),
+            message: format!("cannot be opened: {err}"),
+        })?;
+        let tools = builtin_tools();
+        let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+        let system_prompt = profile
+            .system_prompt
+            .clone()
+            .unwrap_or_else(|| default_system_prompt(guard.workspace(), &names));
+        let context = ToolContext {
+            policy: Policy {
+                workspace: guard.workspace().to_path_buf(),
+                read_only_paths: Vec::new(),
+                network: profile.network,
+                env: Default::default(),
+                unsandboxed: profile.sandbox == SandboxMode::Off,
+            },
+            guard,
+            sandbox: self.sandbox.clone(),
+            output: None,
+            cancel: CancellationToken::new(),
+            bash_timeout: Duration::from_secs(profile.bash_timeout_s),
+            bash_max_timeout: Duration::from_secs(profile.bash_max_timeout_s),
+            result_cap: TOOL_RESULT_CAP,
+        };
+        let config = AgentConfig {
+            model_name: model.model_name,
+            system_prompt,
+            limits: TurnLimits {
+                max_turns: options.max_turns.unwrap_or(profile.max_turns),
+                turn_timeout: Duration::from_secs(profile.turn_timeout_s),
+                max_budget_usd: options.max_budget_usd.or(profile.max_budget_usd),
+                max_output_tokens: model.max_output_tokens,
+            },
+        };
+        Ok(Agent::new(model.client, tools, context, config))
+    }
+}
+
+/// Check that `workspace` is a directory that does not contain the data dir
+/// (the agent must never be able to read its own database). Returns it
+/// canonicalized. Call it before creating anything in the data dir.
+pub fn check_workspace(workspace: &Path, data_dir: &Path) -> Result<PathBuf, RunError> {
+    let problem = |message: String| RunError::Workspace {
+        path: workspace.to_path_buf(),
+        message,
+    };
+    let workspace = workspace
+        .canonicalize()
+        .map_err(|err| problem(format!("cannot be used: {err}")))?;
+    if !workspace.is_dir() {
+        return Err(problem("is not a directory".into()));
+    }
+    if absolute(data_dir).starts_with(&workspace) {
+        return Err(problem(format!(
+            "contains agentd's data dir {}; the agent could read its own database. \
+             Choose another --data-dir (or AGENTD_DATA_DIR) outside the workspace",
+            data_dir.display()
+        )));
+    }
+    Ok(workspace)
+}
+
+/// `path` made absolute, its existing part with symlinks resolved.
+fn absolute(path: &Path) -> PathBuf {
+    if let Ok(real) = path.canonicalize() {
+        return real;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => absolute(parent).join(name),
+        _ => std::env::current_dir().map(|d| d.join(path)).unwrap_or(path.to_path_buf()),
+    }
+}
+
+/// A session title from its first message: one line, at most 80 characters.
+fn title_from(text: &str) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let mut title: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        title.push('…');
+    }
+    title
+}

@@ -1,1 +1,0 @@
-//! SQLite backend (to be implemented).

@@ -1,0 +1,267 @@
+//! SQLite backend: one database file in WAL mode, a small connection pool for
+//! readers, and writes serialized in-process so `seq` and `position`
+//! assignment never race (SQLite allows one writer anyway).
+
+mod events;
+mod messages;
+mod sessions;
+mod turns;
+mod util;
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
+use async_trait::async_trait;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use tokio::sync::{Mutex, MutexGuard};
+
+use crate::{
+    NewSession, SessionRecord, SessionUpdate, Store, StoreError, StoreResult, StoredMessage,
+    TurnRecord, TurnStart,
+};
+
+/// Connections for a file database: readers run in parallel under WAL.
+const FILE_POOL_SIZE: u32 = 8;
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The migration set, embedded at build time. Append new files here; applied
+/// migrations must never change (sqlx checks their checksums).
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "init",
+    include_str!("../../migrations/sqlite/0001_init.sql"),
+)];
+
+fn migrator() -> Migrator {
+    let migrations = MIGRATIONS
+        .iter()
+        .map(|(version, description, sql)| {
+            Migration::new(
+                *version,
+                Cow::Borrowed(*description),
+                MigrationType::Simple,
+                Cow::Borrowed(*sql),
+                false,
+            )
+        })
+        .collect::<Vec<_>>();
+    Migrator {
+        migrations: Cow::Owned(migrations),
+        ..Migrator::DEFAULT
+    }
+}
+
+/// The embedded SQLite store. Cheap to clone; clones share the pool.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    /// Held for the whole of every write transaction.
+    write_lock: Arc<Mutex<()>>,
+}
+
+impl SqliteStore {
+    /// Open (creating if missing) the database file at `path` and migrate it.
+    /// Missing parent directories are created private to the user (0700).
+    pub async fn open(path: &Path) -> StoreResult<Self> {
+        let options = SqliteConnectOptions::new().filename(path);
+        Self::open_with(options, false).await
+    }
+
+    /// Open from a URL: `sqlite://path/to.db`, `sqlite:relative.db`, or
+    /// `sqlite::memory:` (a private in-memory database, for tests).
+    pub async fn open_url(url: &str) -> StoreResult<Self> {
+        // sqlx would take any other string as a file name.
+        if !url.starts_with("sqlite:") {
+            return Err(StoreError::Database(format!(
+                "not a sqlite url: {url:?} (expected sqlite://path or sqlite::memory:)"
+            )));
+        }
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Database(format!("invalid sqlite url {url:?}: {e}")))?;
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        Self::open_with(options, in_memory).await
+    }
+
+    async fn open_with(options: SqliteConnectOptions, in_memory: bool) -> StoreResult<Self> {
+        let options = options
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+
+        let pool_options = if in_memory {
+            // Each connection to `:memory:` would be its own database (or, with
+            // sqlx's shared cache, one that fails with SQLITE_LOCKED under
+            // contention): use exactly one connection and never let it go.
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+        } else {
+            prepare_file(options.get_filename())?;
+            SqlitePoolOptions::new().max_connections(FILE_POOL_SIZE)
+        };
+        // A local file connection does not go stale; skip the ping per acquire.
+        let pool = pool_options
+            .test_before_acquire(false)
+            .connect_with(options)
+            .await
+            .map_err(|e| StoreError::Database(format!("opening sqlite database: {e}")))?;
+
+        migrator()
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Database(format!("migrating sqlite database: {e}")))?;
+
+        Ok(Self {
+            pool,
+            write_lock: Arc::new(Mutex::new(())),
+        })
+    }
+
+    /// The underlying pool, for modules that add tables of their own.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// Close all connections (waits for checked-out ones to come back).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Taken around every write transaction so that writers queue fairly here
+    /// instead of spinning on SQLITE_BUSY.
+    async fn write_guard(&self) -> MutexGuard<'_, ()> {
+        self.write_lock.lock().await
+    }
+}
+
+/// Create the database file's directory (0700) and the file itself (0600) so
+/// that transcripts are private from the start; SQLite gives the WAL and SHM
+/// files the same permissions as the database file.
+fn prepare_file(path: &Path) -> StoreResult<()> {
+    let io = |what: &str, e: std::io::Error| {
+        StoreError::Database(format!("{what} {}: {e}", path.display()))
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if !parent.exists() {
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            builder
+                .create(parent)
+                .map_err(|e| io("creating the directory of", e))?;
+        }
+    }
+    let mut file = std::fs::OpenOptions::new();
+    file.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+    file.open(path).map_err(|e| io("creating", e))?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_session(&self, new: NewSession) -> StoreResult<SessionRecord> {
+        self.create_session_impl(new).await
+    }
+
+    async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
+        self.get_session_impl(id).await
+    }
+
+    async fn list_sessions(
+        &self,
+        owner: &str,
+        before: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        self.list_sessions_impl(owner, before, limit).await
+    }
+
+    async fn update_session(&self, id: &str, update: SessionUpdate) -> StoreResult<SessionRecord> {
+        self.update_session_impl(id, update).await
+    }
+
+    async fn delete_session(&self, id: &str) -> StoreResult<bool> {
+        self.delete_session_impl(id).await
+    }
+
+    async fn append_message(
+        &self,
+        session_id: &str,
+        turn_id: Option<&str>,
+        message: &Message,
+    ) -> StoreResult<StoredMessage> {
+        self.append_message_impl(session_id, turn_id, message).await
+    }
+
+    async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
+        self.messages_impl(session_id).await
+    }
+
+    async fn append_event(&self, session_id: &str, event: &Event) -> StoreResult<EventEnvelope> {
+        self.append_event_impl(session_id, event).await
+    }
+
+    async fn events_after(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<EventEnvelope>> {
+        self.events_after_impl(session_id, after, limit).await
+    }
+
+    async fn start_turn(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        client_request_id: Option<&str>,
+    ) -> StoreResult<TurnStart> {
+        self.start_turn_impl(session_id, turn_id, client_request_id)
+            .await
+    }
+
+    async fn finish_turn(&self, turn_id: &str, status: TurnStatus) -> StoreResult<()> {
+        self.finish_turn_impl(turn_id, status).await
+    }
+
+    async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>> {
+        self.running_turns_impl().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MIGRATIONS;
+
+    /// A file dropped into the migrations folder but not listed would be
+    /// silently skipped; catch that here.
+    #[test]
+    fn every_migration_file_is_embedded() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let listed: Vec<String> = MIGRATIONS
+            .iter()
+            .map(|(v, d, _)| format!("{v:04}_{d}.sql"))
+            .collect();
+        assert_eq!(files, listed);
+    }
+}

@@ -1,0 +1,177 @@
+use agentd_protocol::{Message, TurnStatus};
+use agentd_store::sqlite::SqliteStore;
+use agentd_store::{SessionStatus, SessionUpdate, Store, StoreError, TurnStart};
+
+use crate::{delta, new_session, session};
+
+#[tokio::test]
+async fn data_survives_reopening_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested/deeper/agentd.db");
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    let s = session(&store, "alice").await;
+    let events = vec![
+        store.append_event(&s.id, &delta("one")).await.unwrap(),
+        store.append_event(&s.id, &delta("two")).await.unwrap(),
+    ];
+    let message = store
+        .append_message(&s.id, Some("t1"), &Message::user_text("hi"))
+        .await
+        .unwrap();
+    store.start_turn(&s.id, "t1", Some("r1")).await.unwrap();
+    let s = store
+        .update_session(
+            &s.id,
+            SessionUpdate {
+                status: Some(SessionStatus::Running),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    store.close().await;
+    drop(store);
+
+    // Reopening migrates again (a no-op) and finds everything.
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(store.get_session(&s.id).await.unwrap().unwrap(), s);
+    assert_eq!(store.events_after(&s.id, 0, 10).await.unwrap(), events);
+    assert_eq!(store.messages(&s.id).await.unwrap(), vec![message]);
+    let running = store.running_turns().await.unwrap();
+    assert_eq!(running.len(), 1);
+    // After a restart: interrupt what was running, and carry on.
+    store.finish_turn("t1", TurnStatus::Interrupted).await.unwrap();
+    assert_eq!(store.append_event(&s.id, &delta("three")).await.unwrap().seq, 3);
+}
+
+#[tokio::test]
+async fn two_stores_on_one_file_share_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentd.db");
+    let first = SqliteStore::open(&path).await.unwrap();
+    let second = SqliteStore::open(&path).await.unwrap();
+    let s = session(&first, "alice").await;
+    assert_eq!(second.append_event(&s.id, &delta("a")).await.unwrap().seq, 1);
+    assert_eq!(first.append_event(&s.id, &delta("b")).await.unwrap().seq, 2);
+    assert_eq!(second.events_after(&s.id, 0, 10).await.unwrap().len(), 2);
+    // Same client_request_id through two stores (no shared in-process lock).
+    assert!(matches!(
+        first.start_turn(&s.id, "t1", Some("r")).await.unwrap(),
+        TurnStart::Started(_)
+    ));
+    assert!(matches!(
+        second.start_turn(&s.id, "t2", Some("r")).await.unwrap(),
+        TurnStart::Duplicate(_)
+    ));
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn created_dirs_and_file_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let parent = dir.path().join("data");
+    let path = parent.join("agentd.db");
+    let _store = SqliteStore::open(&path).await.unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&parent), 0o700);
+    assert_eq!(mode(&path), 0o600);
+}
+
+#[tokio::test]
+async fn wal_and_foreign_keys_are_on() {
+    let (_dir, store) = crate::store().await;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(fk, 1);
+    for table in ["users", "api_tokens", "pending_requests", "checkpoints", "blobs"] {
+        let n: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(n, 0, "{table}");
+    }
+}
+
+#[tokio::test]
+async fn open_url_accepts_files_and_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("u/agentd.db").display());
+    let store = SqliteStore::open_url(&url).await.unwrap();
+    let s = session(&store, "alice").await;
+    store.close().await;
+    let store = SqliteStore::open_url(&url).await.unwrap();
+    assert!(store.get_session(&s.id).await.unwrap().is_some());
+
+    let err = SqliteStore::open_url("postgres://x").await.unwrap_err();
+    assert!(matches!(err, StoreError::Database(_)), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_store_works_and_is_private() {
+    let store = SqliteStore::open_url("sqlite::memory:").await.unwrap();
+    let other = SqliteStore::open_url("sqlite::memory:").await.unwrap();
+    let s = store.create_session(new_session("alice")).await.unwrap();
+    assert!(other.get_session(&s.id).await.unwrap().is_none());
+
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = store.clone();
+        let id = s.id.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..25 {
+                store.append_event(&id, &delta("x")).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let seqs: Vec<_> = store
+        .events_after(&s.id, 0, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn undecodable_rows_are_corrupt() {
+    let (_dir, store) = crate::store().await;
+    let s = session(&store, "alice").await;
+    store.append_event(&s.id, &delta("x")).await.unwrap();
+    store
+        .append_message(&s.id, None, &Message::user_text("x"))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE events SET data = '{\"type\":\"nope\"}'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    sqlx::query("UPDATE messages SET content = 'not json'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let err = store.events_after(&s.id, 0, 10).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+    let err = store.messages(&s.id).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+
+    sqlx::query("UPDATE sessions SET status = 'weird'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let err = store.get_session(&s.id).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+}

@@ -1,0 +1,120 @@
+use agentd_protocol::{ContentBlock, Message, Role};
+use agentd_store::{Store, StoreError};
+use serde_json::json;
+
+use crate::{session, store};
+
+fn every_block_kind() -> Message {
+    Message {
+        role: Role::Assistant,
+        content: vec![
+            ContentBlock::Thinking {
+                thinking: "let me think… 🤔".into(),
+                signature: Some("sig==".into()),
+            },
+            ContentBlock::Thinking {
+                thinking: "unsigned".into(),
+                signature: None,
+            },
+            ContentBlock::Text {
+                text: "héllo\n\t\"quoted\" \u{0} nul".into(),
+            },
+            ContentBlock::ToolUse {
+                id: "toolu_1".into(),
+                name: "Bash".into(),
+                input: json!({"command": "ls", "n": 1.5e300, "deep": {"a": [1, null, true]}}),
+            },
+            ContentBlock::ToolUse {
+                id: "toolu_2".into(),
+                name: "Edit".into(),
+                // Invalid JSON from the model is kept as a string.
+                input: json!("{not json"),
+            },
+            ContentBlock::ToolResult {
+                tool_use_id: "toolu_1".into(),
+                content: "a\nb".into(),
+                is_error: true,
+            },
+            ContentBlock::Image {
+                source: json!({"type": "base64", "media_type": "image/png", "data": "AA=="}),
+            },
+        ],
+    }
+}
+
+#[tokio::test]
+async fn transcript_round_trips_losslessly_in_order() {
+    let (_dir, store) = store().await;
+    let s = session(&store, "alice").await;
+    let sent = [
+        Message::user_text("first"),
+        every_block_kind(),
+        Message::user_text("third"),
+    ];
+    let mut stored = Vec::new();
+    for (i, m) in sent.iter().enumerate() {
+        let turn = (i != 2).then_some("turn-1");
+        stored.push(store.append_message(&s.id, turn, m).await.unwrap());
+    }
+    let positions: Vec<_> = stored.iter().map(|m| m.position).collect();
+    assert_eq!(positions, [1, 2, 3]);
+    assert_eq!(stored[0].turn_id.as_deref(), Some("turn-1"));
+    assert_eq!(stored[2].turn_id, None);
+
+    let read = store.messages(&s.id).await.unwrap();
+    assert_eq!(read, stored);
+    assert_eq!(read[1].message, sent[1]);
+
+    let session = store.get_session(&s.id).await.unwrap().unwrap();
+    assert!(session.updated_at >= stored[2].created_at);
+}
+
+#[tokio::test]
+async fn transcripts_are_per_session() {
+    let (_dir, store) = store().await;
+    let a = session(&store, "alice").await;
+    let b = session(&store, "alice").await;
+    store.append_message(&a.id, None, &Message::user_text("a1")).await.unwrap();
+    let b1 = store.append_message(&b.id, None, &Message::user_text("b1")).await.unwrap();
+    assert_eq!(b1.position, 1);
+    assert_eq!(store.messages(&a.id).await.unwrap().len(), 1);
+    assert!(store.messages("unknown").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn append_to_unknown_session_is_not_found() {
+    let (_dir, store) = store().await;
+    let err = store
+        .append_message("nope", None, &Message::user_text("x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound(_)), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appends_get_distinct_positions() {
+    let (_dir, store) = store().await;
+    let s = session(&store, "alice").await;
+    let mut tasks = Vec::new();
+    for t in 0..10 {
+        let store = store.clone();
+        let id = s.id.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..20 {
+                let m = Message::user_text(format!("{t}-{i}"));
+                store.append_message(&id, None, &m).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let positions: Vec<_> = store
+        .messages(&s.id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.position)
+        .collect();
+    assert_eq!(positions, (1..=200).collect::<Vec<_>>());
+}
