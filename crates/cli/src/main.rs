@@ -14,7 +14,11 @@ use agentd_server::config::Config;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "agentd", version, about = "A self-hosted server for tool-using LLM agents")]
+#[command(
+    name = "agentd",
+    version,
+    about = "A self-hosted server for tool-using LLM agents"
+)]
 struct Cli {
     /// Where sessions, the database and workspaces live (never inside a workspace).
     #[arg(long, global = true, env = "AGENTD_DATA_DIR")]

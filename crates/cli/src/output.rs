@@ -78,7 +78,13 @@ impl Printer {
                 duration_ms,
                 ..
             } => {
-                let first = output.lines().next().unwrap_or("").chars().take(120).collect::<String>();
+                let first = output
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(120)
+                    .collect::<String>();
                 let mark = if *is_error { "error: " } else { "" };
                 eprintln!("  ⎿ {mark}{first} ({duration_ms} ms)");
             }
@@ -111,7 +117,11 @@ impl Printer {
             OutputFormat::Text => {
                 self.end_line();
                 if finished.status != TurnStatus::Completed {
-                    let detail = finished.error.as_ref().map(|e| e.message.as_str()).unwrap_or("");
+                    let detail = finished
+                        .error
+                        .as_ref()
+                        .map(|e| e.message.as_str())
+                        .unwrap_or("");
                     eprintln!("agentd: turn {}: {detail}", finished.status.as_str());
                 }
                 eprintln!("agentd: session {session_id} (resume with --resume {session_id})");
@@ -145,7 +155,13 @@ fn summarize_input(input: &Value) -> String {
         Some(text) => text.to_string(),
         None => input.to_string(),
     };
-    let line: String = text.lines().next().unwrap_or("").chars().take(100).collect();
+    let line: String = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(100)
+        .collect();
     if line.len() < text.len() {
         format!("{line}…")
     } else {

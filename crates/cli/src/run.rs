@@ -52,12 +52,16 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
                 .map_err(|err| Failure(exit::FAILED, err.to_string()))?
                 .filter(|s| s.owner == LOCAL_USER)
                 .ok_or_else(|| usage(format!("no session with id {id}")))?;
-            runtime.recover(Some(id)).await.map_err(|err| Failure(exit::FAILED, err.to_string()))?;
+            runtime
+                .recover(Some(id))
+                .await
+                .map_err(|err| Failure(exit::FAILED, err.to_string()))?;
             session
         }
         None => {
             let workspace = workspace.unwrap_or_default();
-            let model = resolve_model(&runtime.config, args.model.as_deref(), &env).map_err(usage)?;
+            let model =
+                resolve_model(&runtime.config, args.model.as_deref(), &env).map_err(usage)?;
             if let Some(notice) = model.notice {
                 eprintln!("agentd: {notice}");
             }

@@ -32,17 +32,27 @@ pub async fn run(command: SessionsCommand, config: Config, data_dir: PathBuf) ->
     }
 }
 
-async fn ls(store: &dyn agentd_store::Store, limit: u32, as_json: bool) -> Result<u8, agentd_store::StoreError> {
+async fn ls(
+    store: &dyn agentd_store::Store,
+    limit: u32,
+    as_json: bool,
+) -> Result<u8, agentd_store::StoreError> {
     let sessions = store.list_sessions(LOCAL_USER, None, limit).await?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&sessions).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&sessions).unwrap_or_default()
+        );
         return Ok(exit::OK);
     }
     if sessions.is_empty() {
         eprintln!("no sessions yet; start one with `agentd run \"…\"`");
         return Ok(exit::OK);
     }
-    println!("{:<36}  {:<8}  {:>5}  {:>9}  {:<20}  TITLE", "ID", "STATUS", "TURNS", "COST", "UPDATED");
+    println!(
+        "{:<36}  {:<8}  {:>5}  {:>9}  {:<20}  TITLE",
+        "ID", "STATUS", "TURNS", "COST", "UPDATED"
+    );
     for s in sessions {
         println!(
             "{:<36}  {:<8}  {:>5}  {:>9}  {:<20}  {}",
@@ -57,15 +67,26 @@ async fn ls(store: &dyn agentd_store::Store, limit: u32, as_json: bool) -> Resul
     Ok(exit::OK)
 }
 
-async fn show(store: &dyn agentd_store::Store, id: &str, as_json: bool) -> Result<u8, agentd_store::StoreError> {
-    let Some(session) = store.get_session(id).await?.filter(|s| s.owner == LOCAL_USER) else {
+async fn show(
+    store: &dyn agentd_store::Store,
+    id: &str,
+    as_json: bool,
+) -> Result<u8, agentd_store::StoreError> {
+    let Some(session) = store
+        .get_session(id)
+        .await?
+        .filter(|s| s.owner == LOCAL_USER)
+    else {
         eprintln!("agentd: no session with id {id}");
         return Ok(exit::USAGE);
     };
     let messages = store.messages(id).await?;
     if as_json {
         let value = json!({"session": session, "messages": messages});
-        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
         return Ok(exit::OK);
     }
     println!("session   {}", session.id);
@@ -87,9 +108,17 @@ async fn show(store: &dyn agentd_store::Store, id: &str, as_json: bool) -> Resul
                 ContentBlock::Text { text } => text.clone(),
                 ContentBlock::Thinking { thinking, .. } => format!("(thinking) {thinking}"),
                 ContentBlock::ToolUse { name, input, .. } => format!("→ {name} {input}"),
-                ContentBlock::ToolResult { content, is_error, .. } => {
+                ContentBlock::ToolResult {
+                    content, is_error, ..
+                } => {
                     let mark = if *is_error { "✗" } else { "←" };
-                    let first: String = content.lines().next().unwrap_or("").chars().take(100).collect();
+                    let first: String = content
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                        .chars()
+                        .take(100)
+                        .collect();
                     format!("{mark} {first}")
                 }
                 ContentBlock::Image { .. } => "(image)".to_string(),

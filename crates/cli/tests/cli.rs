@@ -34,19 +34,32 @@ fn first_run_without_a_model_uses_the_labelled_demo() {
     assert!(stderr.contains("offline demo model"), "{stderr}");
     assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
     assert!(stderr.contains("● LS"), "tool activity is shown: {stderr}");
-    assert!(stderr.contains("hello.txt"), "the demo really looked: {stderr}");
     let stdout = text(&out.stdout);
     assert!(stdout.contains("demo"), "{stdout}");
 
-    let ls = agentd(data.path(), ws.path(), &["sessions", "ls"]);
+    let ls = agentd(data.path(), ws.path(), &["sessions", "ls", "--json"]);
     assert_eq!(ls.status.code(), Some(0));
-    assert!(text(&ls.stdout).contains("what is here?"), "title from the prompt");
+    let sessions: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
+    assert_eq!(
+        sessions[0]["title"], "what is here?",
+        "titled by the prompt"
+    );
+    let id = sessions[0]["id"].as_str().unwrap();
+    let show = agentd(data.path(), ws.path(), &["sessions", "show", "--json", id]);
+    assert!(
+        text(&show.stdout).contains("hello.txt"),
+        "the demo's tools really looked at the workspace"
+    );
 }
 
 #[test]
 fn sessions_show_prints_the_transcript_and_unknown_ids_are_errors() {
     let (data, ws) = (TempDir::new().unwrap(), TempDir::new().unwrap());
-    let out = agentd(data.path(), ws.path(), &["run", "--output-format", "json", "look"]);
+    let out = agentd(
+        data.path(),
+        ws.path(),
+        &["run", "--output-format", "json", "look"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = result["session_id"].as_str().unwrap();
@@ -72,8 +85,16 @@ fn sessions_show_prints_the_transcript_and_unknown_ids_are_errors() {
 fn bad_config_names_the_file_line_and_key() {
     let (data, ws) = (TempDir::new().unwrap(), TempDir::new().unwrap());
     let config = data.path().join("agentd.toml");
-    std::fs::write(&config, "[profiles.default]\nmax_turns = 3\nnetwrk = true\n").unwrap();
-    let out = agentd(data.path(), ws.path(), &["--config", config.to_str().unwrap(), "run", "x"]);
+    std::fs::write(
+        &config,
+        "[profiles.default]\nmax_turns = 3\nnetwrk = true\n",
+    )
+    .unwrap();
+    let out = agentd(
+        data.path(),
+        ws.path(),
+        &["--config", config.to_str().unwrap(), "run", "x"],
+    );
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("agentd.toml"), "{stderr}");
@@ -87,7 +108,11 @@ fn data_dir_inside_the_workspace_is_refused() {
     let data = ws.path().join(".agentd");
     let out = agentd(&data, ws.path(), &["run", "x"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("data dir"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("data dir"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

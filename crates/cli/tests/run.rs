@@ -35,7 +35,10 @@ async fn multi_step_turn(wire: Wire) {
     run.assert_gapless_from(1);
     let finished = run.finished();
     assert_eq!(finished.status, TurnStatus::Completed);
-    assert_eq!(finished.result.as_deref(), Some("All done: notes.txt now says goodbye."));
+    assert_eq!(
+        finished.result.as_deref(),
+        Some("All done: notes.txt now says goodbye.")
+    );
     assert_eq!(finished.num_model_calls, 3);
 
     // The important events in order (deltas and usage interleave).
@@ -86,7 +89,10 @@ async fn multi_step_turn(wire: Wire) {
 
     // What was streamed is what was stored.
     let store = h.store().await;
-    let stored = store.events_after(&run.session_id(), 0, 10_000).await.unwrap();
+    let stored = store
+        .events_after(&run.session_id(), 0, 10_000)
+        .await
+        .unwrap();
     assert_eq!(stored, run.events);
 }
 
@@ -125,7 +131,10 @@ async fn resume_across_processes(wire: Wire) {
     assert_eq!(second.code, 0, "{}", second.stderr);
     assert_eq!(second.session_id(), id);
     second.assert_gapless_from(last_seq + 1);
-    assert_eq!(second.finished().result.as_deref(), Some("It was PINEAPPLE-42."));
+    assert_eq!(
+        second.finished().result.as_deref(),
+        Some("It was PINEAPPLE-42.")
+    );
 
     // The resumed process sent the whole earlier conversation, tools included.
     let requests = h.model_requests();
@@ -136,7 +145,10 @@ async fn resume_across_processes(wire: Wire) {
         "The keyword is PINEAPPLE-42.",
         "what was the keyword?",
     ] {
-        assert!(body.contains(needle), "resumed request lacks {needle:?}: {body}");
+        assert!(
+            body.contains(needle),
+            "resumed request lacks {needle:?}: {body}"
+        );
     }
     let tool_result_marker = match wire {
         Wire::Anthropic => "\"tool_result\"",
@@ -191,8 +203,15 @@ async fn cut_stream_fails_the_turn_and_the_session_resumes() {
     assert!(run.types().contains(&"error"));
 
     let store = h.store().await;
-    let stored = store.events_after(&run.session_id(), 0, 1000).await.unwrap();
-    assert!(stored.iter().any(|e| matches!(&e.event, Event::TurnFinished(f) if f.status == TurnStatus::Failed)));
+    let stored = store
+        .events_after(&run.session_id(), 0, 1000)
+        .await
+        .unwrap();
+    assert!(
+        stored
+            .iter()
+            .any(|e| matches!(&e.event, Event::TurnFinished(f) if f.status == TurnStatus::Failed))
+    );
 
     let again = h.run("try again", &["--resume", &run.session_id()]).await;
     assert_eq!(again.code, 0, "{}", again.stderr);
@@ -232,9 +251,16 @@ async fn invalid_tool_json_is_a_tool_error_for_the_model() {
     .await;
     let run = h.run("write x", &[]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.finished().result.as_deref(), Some("sorry, my input was broken"));
+    assert_eq!(
+        run.finished().result.as_deref(),
+        Some("sorry, my input was broken")
+    );
     assert!(!h.ws().join("x.txt").exists());
-    assert!(run.events.iter().any(|e| matches!(&e.event, Event::ToolFinished { is_error: true, .. })));
+    assert!(
+        run.events
+            .iter()
+            .any(|e| matches!(&e.event, Event::ToolFinished { is_error: true, .. }))
+    );
 }
 
 #[tokio::test]
@@ -256,13 +282,23 @@ async fn paths_outside_the_workspace_are_refused_end_to_end() {
         .events
         .iter()
         .filter_map(|e| match &e.event {
-            Event::ToolFinished { is_error: true, output, .. } => Some(output.as_str()),
+            Event::ToolFinished {
+                is_error: true,
+                output,
+                ..
+            } => Some(output.as_str()),
             _ => None,
         })
         .collect();
     assert_eq!(errors.len(), 2, "{errors:?}");
-    assert!(errors.iter().all(|e| e.contains("outside the workspace")), "{errors:?}");
-    assert!(!errors.iter().any(|e| e.contains("root:")), "no file content leaked");
+    assert!(
+        errors.iter().all(|e| e.contains("outside the workspace")),
+        "{errors:?}"
+    );
+    assert!(
+        !errors.iter().any(|e| e.contains("root:")),
+        "no file content leaked"
+    );
     assert!(!h.ws().parent().unwrap().join("escaped.txt").exists());
 }
 
@@ -309,7 +345,8 @@ async fn ctrl_c_interrupts_the_turn_and_exits_130() {
     )
     .await;
     let mut cmd = h.command(&["run", "--output-format", "stream-json", "wait"]);
-    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
     let pid = child.id() as i32;
     let output = tokio::task::spawn_blocking(move || {
@@ -321,7 +358,9 @@ async fn ctrl_c_interrupts_the_turn_and_exits_130() {
         for line in BufReader::new(stdout).lines() {
             let line = line.unwrap();
             if !sent && line.contains("\"tool.output\"") {
-                let _ = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status();
+                let _ = std::process::Command::new("kill")
+                    .args(["-INT", &pid.to_string()])
+                    .status();
                 sent = true;
             }
             lines.push(line);
@@ -333,12 +372,18 @@ async fn ctrl_c_interrupts_the_turn_and_exits_130() {
     .unwrap();
     let (status, lines) = output;
     assert_eq!(status.code(), Some(130));
-    let finished = lines.iter().rev().find(|l| l.contains("\"turn.finished\"")).unwrap();
+    let finished = lines
+        .iter()
+        .rev()
+        .find(|l| l.contains("\"turn.finished\""))
+        .unwrap();
     assert!(finished.contains("\"interrupted\""), "{finished}");
 
     // The session continues: the unanswered tool call is answered for the model.
     let id: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
-    let run = h.run("go on", &["--resume", id["session_id"].as_str().unwrap()]).await;
+    let run = h
+        .run("go on", &["--resume", id["session_id"].as_str().unwrap()])
+        .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.finished().result.as_deref(), Some("resumed fine"));
 }
@@ -351,8 +396,17 @@ async fn json_output_is_one_object_with_the_outcome() {
                             "usage": {"input_tokens": 1000, "output_tokens": 100}}]}),
     )
     .await;
-    let output = h.command(&["run", "--output-format", "json", "--model", "anthropic:claude-sonnet-4-5", "q"])
-        .output()
+    let mut cmd = h.command(&[
+        "run",
+        "--output-format",
+        "json",
+        "--model",
+        "anthropic:claude-sonnet-4-5",
+        "q",
+    ]);
+    // The model server runs on this test's runtime: don't block it.
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
         .unwrap();
     assert_eq!(output.status.code(), Some(0));
     let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -360,6 +414,9 @@ async fn json_output_is_one_object_with_the_outcome() {
     assert_eq!(value["result"], "forty-two");
     assert_eq!(value["num_model_calls"], 1);
     assert_eq!(value["usage"]["input_tokens"], 1000);
-    assert!(value["cost_usd"].as_f64().unwrap() > 0.0, "priced from the table");
+    assert!(
+        value["cost_usd"].as_f64().unwrap() > 0.0,
+        "priced from the table"
+    );
     assert!(value["session_id"].is_string() && value["turn_id"].is_string());
 }

@@ -131,7 +131,9 @@ mod tests {
                 role: Role::User,
                 content: vec![result("a")],
             },
-            Message::assistant(vec![ContentBlock::Text { text: "done".into() }]),
+            Message::assistant(vec![ContentBlock::Text {
+                text: "done".into(),
+            }]),
         ];
         assert_eq!(normalize(&history), history);
     }

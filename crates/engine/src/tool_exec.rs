@@ -24,7 +24,10 @@ impl TurnRun<'_> {
     /// Run the calls and return one `tool_result` block per call, in call order.
     /// Consecutive read-only calls run in parallel; others one at a time. Calls
     /// not reached because the turn was cancelled are answered as not run.
-    pub(crate) async fn run_tools(&self, calls: Vec<ContentBlock>) -> Result<Vec<ContentBlock>, Exit> {
+    pub(crate) async fn run_tools(
+        &self,
+        calls: Vec<ContentBlock>,
+    ) -> Result<Vec<ContentBlock>, Exit> {
         let calls: Vec<Call> = calls
             .into_iter()
             .filter_map(|block| match block {
@@ -50,7 +53,9 @@ impl TurnRun<'_> {
     }
 
     fn is_read_only(&self, name: &str) -> bool {
-        self.tools().get(name).is_some_and(|tool| tool.is_read_only())
+        self.tools()
+            .get(name)
+            .is_some_and(|tool| tool.is_read_only())
     }
 
     async fn run_call(&self, call: &Call) -> Result<ContentBlock, SinkError> {

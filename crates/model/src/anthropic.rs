@@ -14,7 +14,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::retry::{RetryPolicy, send_with_retries, transport_error};
+use reqwest::header::{HeaderMap, HeaderValue};
+
+use crate::retry::{RetryPolicy, header_value, send_with_retries, transport_error};
 use crate::{ModelClient, ModelError, ModelRequest, ModelStream, sse};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -36,6 +38,13 @@ pub struct AnthropicConfig {
     /// Mark cache breakpoints (last tool, end of the conversation) so repeated
     /// calls of a turn read their shared prefix from the prompt cache.
     pub prompt_caching: bool,
+}
+
+/// The public API with no key: set `api_key`.
+impl Default for AnthropicConfig {
+    fn default() -> Self {
+        Self::new("")
+    }
 }
 
 impl AnthropicConfig {
@@ -68,48 +77,66 @@ impl fmt::Debug for AnthropicConfig {
 
 #[derive(Debug, Clone)]
 pub struct AnthropicClient {
-    http: reqwest::Client,
+    /// A configuration that cannot work fails every call with this error.
+    http: Result<reqwest::Client, ModelError>,
     url: String,
     config: AnthropicConfig,
 }
 
 impl AnthropicClient {
-    /// Fails only if the HTTP client cannot be built (e.g. no TLS roots).
-    pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(config.connect_timeout)
-            .read_timeout(config.idle_timeout)
-            .build()
-            .map_err(|err| transport_error(&err))?;
+    /// A client for `config`. If the configuration cannot work (the key is not
+    /// a valid header value, no TLS roots), every call fails with that error;
+    /// use [`AnthropicClient::try_new`] to find out up front.
+    pub fn new(config: AnthropicConfig) -> Self {
         let base = config.base_url.trim_end_matches('/');
         let base = base.strip_suffix("/v1").unwrap_or(base);
-        Ok(Self {
-            http,
+        Self {
+            http: http_client(&config),
             url: format!("{base}/v1/messages"),
             config,
-        })
+        }
     }
+
+    /// Like [`AnthropicClient::new`], but fails on a configuration that cannot work.
+    pub fn try_new(config: AnthropicConfig) -> Result<Self, ModelError> {
+        let client = Self::new(config);
+        client.http.as_ref().map_err(Clone::clone)?;
+        Ok(client)
+    }
+}
+
+fn http_client(config: &AnthropicConfig) -> Result<reqwest::Client, ModelError> {
+    let mut key = header_value(&config.api_key)?;
+    key.set_sensitive(true);
+    let mut headers = HeaderMap::new();
+    headers.insert("x-api-key", key);
+    headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .user_agent(concat!("agentd/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(config.connect_timeout)
+        .read_timeout(config.idle_timeout)
+        .build()
+        .map_err(|err| transport_error(&err))
 }
 
 #[async_trait]
 impl ModelClient for AnthropicClient {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let http = self.http.as_ref().map_err(Clone::clone)?;
         let body = request::body(&request, self.config.prompt_caching);
-        let body = Bytes::from(serde_json::to_vec(&body).map_err(|err| {
-            ModelError::BadRequest {
-                status: 0,
-                message: format!("request not serializable: {err}"),
-            }
-        })?);
+        let body =
+            Bytes::from(
+                serde_json::to_vec(&body).map_err(|err| ModelError::BadRequest {
+                    status: 0,
+                    message: format!("request not serializable: {err}"),
+                })?,
+            );
         tracing::debug!(model = %request.model, url = %self.url, "anthropic messages request");
         let response = send_with_retries(
             &self.config.retry,
             || {
-                self.http
-                    .post(&self.url)
-                    .header("x-api-key", &self.config.api_key)
-                    .header("anthropic-version", API_VERSION)
+                http.post(&self.url)
                     .header("content-type", "application/json")
                     .header("accept", "text/event-stream")
                     .body(body.clone())

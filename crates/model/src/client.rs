@@ -53,8 +53,14 @@ pub struct ModelResponse {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
     /// `index` is the content block index the delta belongs to.
-    TextDelta { index: u32, text: String },
-    ThinkingDelta { index: u32, text: String },
+    TextDelta {
+        index: u32,
+        text: String,
+    },
+    ThinkingDelta {
+        index: u32,
+        text: String,
+    },
     Completed(ModelResponse),
 }
 

@@ -19,5 +19,7 @@ pub mod retry;
 pub mod scripted;
 mod sse;
 
-pub use client::{ModelClient, ModelEvent, ModelRequest, ModelResponse, ModelStream, StopReason, ToolSpec};
+pub use client::{
+    ModelClient, ModelEvent, ModelRequest, ModelResponse, ModelStream, StopReason, ToolSpec,
+};
 pub use error::ModelError;

@@ -101,10 +101,7 @@ where
     M: Fn(u16, Option<Duration>, &str) -> ModelError,
 {
     with_retries(policy, || async {
-        let response = build()
-            .send()
-            .await
-            .map_err(|err| transport_error(&err))?;
+        let response = build().send().await.map_err(|err| transport_error(&err))?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -181,6 +178,39 @@ pub(crate) fn error_for_status(
         },
         (400..=499, _) => ModelError::BadRequest { status, message },
         _ => ModelError::Protocol(format!("unexpected HTTP status {status}: {message}")),
+    }
+}
+
+/// A message for an error body that is not the documented JSON (e.g. an HTML
+/// page from a proxy).
+pub(crate) fn fallback_message(status: u16, body: &str) -> String {
+    let body = body.trim();
+    if body.is_empty() {
+        let reason = reqwest::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("error");
+        return format!("HTTP {status} {reason}");
+    }
+    let mut cut: String = body.chars().take(300).collect();
+    if cut.len() < body.len() {
+        cut.push('…');
+    }
+    cut
+}
+
+/// A configuration value as a header value.
+pub(crate) fn header_value(value: &str) -> Result<reqwest::header::HeaderValue, ModelError> {
+    reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+        invalid_config("a key or header value has characters not allowed in HTTP headers".into())
+    })
+}
+
+/// A client configuration that cannot work; reported as a bad request.
+pub(crate) fn invalid_config(message: String) -> ModelError {
+    ModelError::BadRequest {
+        status: 0,
+        message: format!("invalid model configuration: {message}"),
     }
 }
 
@@ -304,7 +334,10 @@ mod tests {
             }
         })
         .await;
-        assert!(matches!(result, Err(ModelError::Server { status: 500, .. })));
+        assert!(matches!(
+            result,
+            Err(ModelError::Server { status: 500, .. })
+        ));
         assert_eq!(calls.load(Ordering::SeqCst), 4);
     }
 
@@ -339,8 +372,14 @@ mod tests {
         headers.insert(RETRY_AFTER, HeaderValue::from_static("3"));
         assert_eq!(parse_retry_after(&headers), Some(Duration::from_secs(3)));
         headers.insert(RETRY_AFTER, HeaderValue::from_static("0.5"));
-        assert_eq!(parse_retry_after(&headers), Some(Duration::from_millis(500)));
-        headers.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+        assert_eq!(
+            parse_retry_after(&headers),
+            Some(Duration::from_millis(500))
+        );
+        headers.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
         assert_eq!(parse_retry_after(&headers), Some(Duration::ZERO));
         let future = SystemTime::now() + Duration::from_secs(120);
         let value = HeaderValue::from_str(&httpdate::fmt_http_date(future)).ok();
@@ -356,21 +395,42 @@ mod tests {
     #[test]
     fn maps_statuses() {
         let map = |status, hint| error_for_status(status, "m".into(), hint, None);
-        assert!(matches!(map(401, ErrorHint::None), ModelError::Auth { status: 401, .. }));
-        assert!(matches!(map(403, ErrorHint::None), ModelError::Auth { status: 403, .. }));
-        assert!(matches!(map(400, ErrorHint::None), ModelError::BadRequest { .. }));
+        assert!(matches!(
+            map(401, ErrorHint::None),
+            ModelError::Auth { status: 401, .. }
+        ));
+        assert!(matches!(
+            map(403, ErrorHint::None),
+            ModelError::Auth { status: 403, .. }
+        ));
+        assert!(matches!(
+            map(400, ErrorHint::None),
+            ModelError::BadRequest { .. }
+        ));
         assert!(matches!(
             map(400, ErrorHint::ContextOverflow),
             ModelError::ContextOverflow { .. }
         ));
-        assert!(matches!(map(429, ErrorHint::None), ModelError::RateLimited { .. }));
+        assert!(matches!(
+            map(429, ErrorHint::None),
+            ModelError::RateLimited { .. }
+        ));
         assert!(matches!(
             map(429, ErrorHint::QuotaExhausted),
             ModelError::BadRequest { status: 429, .. }
         ));
-        assert!(matches!(map(529, ErrorHint::None), ModelError::Overloaded { .. }));
-        assert!(matches!(map(503, ErrorHint::None), ModelError::Server { status: 503, .. }));
-        assert!(matches!(map(404, ErrorHint::None), ModelError::BadRequest { .. }));
+        assert!(matches!(
+            map(529, ErrorHint::None),
+            ModelError::Overloaded { .. }
+        ));
+        assert!(matches!(
+            map(503, ErrorHint::None),
+            ModelError::Server { status: 503, .. }
+        ));
+        assert!(matches!(
+            map(404, ErrorHint::None),
+            ModelError::BadRequest { .. }
+        ));
         assert!(matches!(map(302, ErrorHint::None), ModelError::Protocol(_)));
     }
 

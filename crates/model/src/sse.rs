@@ -21,6 +21,9 @@ pub(crate) struct SseEvent {
     pub data: String,
 }
 
+/// Cap on one event's size, so a broken peer cannot grow memory without bound.
+const MAX_EVENT_LEN: usize = 16 * 1024 * 1024;
+
 /// How much of the body's start is kept for error messages.
 const SNIPPET_LEN: usize = 200;
 
@@ -28,6 +31,8 @@ const SNIPPET_LEN: usize = 200;
 pub(crate) struct SseDecoder {
     /// Bytes not yet split into lines.
     buf: Vec<u8>,
+    /// How much of `buf` is known to hold no line end.
+    scanned: usize,
     event: Option<String>,
     data: String,
     has_data: bool,
@@ -51,28 +56,40 @@ impl SseDecoder {
         self.buf.extend_from_slice(chunk);
         let mut events = Vec::new();
         let mut start = 0;
-        while let Some(rel) = self.buf[start..]
-            .iter()
-            .position(|&b| b == b'\n' || b == b'\r')
-        {
-            let end = start + rel;
+        // Bytes already searched are not searched again, so a long line arriving
+        // in many chunks costs linear time.
+        let mut scan = self.scanned;
+        loop {
+            let Some(rel) = self.buf[scan..]
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+            else {
+                scan = self.buf.len();
+                break;
+            };
+            let end = scan + rel;
             let next = if self.buf[end] == b'\r' {
                 match self.buf.get(end + 1) {
                     Some(b'\n') => end + 2,
                     Some(_) => end + 1,
                     // A CR at the end may be the first half of a CRLF.
-                    None => break,
+                    None => {
+                        scan = end;
+                        break;
+                    }
                 }
             } else {
                 end + 1
             };
             let line = String::from_utf8_lossy(&self.buf[start..end]).into_owned();
             start = next;
+            scan = next;
             if let Some(event) = self.line(&line) {
                 events.push(event);
             }
         }
         self.buf.drain(..start);
+        self.scanned = scan - start;
         events
     }
 
@@ -80,6 +97,7 @@ impl SseDecoder {
     /// the closing blank line is still dispatched; a cut-off last line is not.
     pub fn finish(&mut self) -> Option<SseEvent> {
         let rest = std::mem::take(&mut self.buf);
+        self.scanned = 0;
         match rest.strip_suffix(b"\r") {
             Some(line) => {
                 let line = String::from_utf8_lossy(line).into_owned();
@@ -91,7 +109,10 @@ impl SseDecoder {
                 // A cut-off line; if it cannot be the start of a field, the body
                 // was never an event stream (e.g. one JSON document).
                 let known = [&b"data"[..], b"event", b"id", b"retry", b":"];
-                if !known.iter().any(|k| rest.starts_with(k) || k.starts_with(&rest)) {
+                if !known
+                    .iter()
+                    .any(|k| rest.starts_with(k) || k.starts_with(&rest))
+                {
                     self.unknown_lines += 1;
                 }
                 return None;
@@ -99,6 +120,11 @@ impl SseDecoder {
             None => {}
         }
         self.line("")
+    }
+
+    /// Bytes held for an event not yet complete.
+    pub fn pending_len(&self) -> usize {
+        self.buf.len() + self.data.len()
     }
 
     /// Whether the body so far looks like something other than an event stream.
@@ -155,8 +181,7 @@ pub(crate) enum Step {
 /// A provider's wire format: turns SSE events into [`ModelEvent`]s.
 pub(crate) trait EventParser: Send + 'static {
     /// Handles one event, pushing what it produced to `out`.
-    fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>)
-    -> Result<Step, ModelError>;
+    fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<Step, ModelError>;
 
     /// The body ended before the parser said [`Step::Done`]. Returns the final
     /// event if the response is complete enough, else the error to report.
@@ -244,6 +269,12 @@ where
                 Some(Ok(chunk)) => {
                     let events = d.decoder.push(&chunk);
                     d.feed(events);
+                    if !d.done && d.decoder.pending_len() > MAX_EVENT_LEN {
+                        d.pending.push_back(Err(ModelError::Protocol(format!(
+                            "an event larger than {MAX_EVENT_LEN} bytes"
+                        ))));
+                        d.done = true;
+                    }
                 }
                 Some(Err(err)) => {
                     d.pending
@@ -321,8 +352,9 @@ mod tests {
 
     #[test]
     fn every_split_point_gives_the_same_events() {
-        let body = "event: content_block_delta\r\ndata: {\"text\":\"héllo 🌍\"}\r\n\r\n: c\ndata: é\n\n"
-            .as_bytes();
+        let body =
+            "event: content_block_delta\r\ndata: {\"text\":\"héllo 🌍\"}\r\n\r\n: c\ndata: é\n\n"
+                .as_bytes();
         let whole = decode_chunks(&[body]);
         assert_eq!(whole.len(), 2);
         for i in 0..=body.len() {
@@ -342,9 +374,63 @@ mod tests {
 
     #[test]
     fn finish_dispatches_complete_lines_only() {
-        assert_eq!(decode_chunks(&[b"data: [DONE]\n"]), vec![ev(None, "[DONE]")]);
+        assert_eq!(
+            decode_chunks(&[b"data: [DONE]\n"]),
+            vec![ev(None, "[DONE]")]
+        );
         assert_eq!(decode_chunks(&[b"data: {\"a\":"]), vec![]);
         assert_eq!(decode_chunks(&[b"data: x\r"]), vec![ev(None, "x")]);
+    }
+
+    /// Counts events; complete at `[DONE]`.
+    struct Counter(usize);
+
+    impl EventParser for Counter {
+        fn on_event(
+            &mut self,
+            event: SseEvent,
+            _out: &mut Vec<ModelEvent>,
+        ) -> Result<Step, ModelError> {
+            self.0 += 1;
+            Ok(if event.data == "[DONE]" {
+                Step::Done
+            } else {
+                Step::Continue
+            })
+        }
+
+        fn on_eof(&mut self) -> Result<ModelEvent, ModelError> {
+            Err(ModelError::Stream(format!("eof after {}", self.0)))
+        }
+    }
+
+    async fn drive_chunks(chunks: Vec<Vec<u8>>) -> Vec<Result<ModelEvent, ModelError>> {
+        let body = futures::stream::iter(
+            chunks
+                .into_iter()
+                .map(|c| Ok::<_, std::io::Error>(Bytes::from(c))),
+        );
+        drive(body, Counter(0)).collect().await
+    }
+
+    #[tokio::test]
+    async fn driver_reports_eof_oversize_and_body_errors() {
+        let got = drive_chunks(vec![b"data: 1\n\ndata: 2\n\n".to_vec()]).await;
+        assert!(matches!(&got[..], [Err(ModelError::Stream(m))] if m == "eof after 2"));
+        let got = drive_chunks(vec![b"data: [DONE]\n\ndata: x\n\n".to_vec()]).await;
+        assert!(got.is_empty());
+        let big = vec![b'x'; MAX_EVENT_LEN / 4];
+        let mut chunks = vec![b"data: ".to_vec()];
+        chunks.extend(std::iter::repeat_n(big, 5));
+        let got = drive_chunks(chunks).await;
+        assert!(matches!(&got[..], [Err(ModelError::Protocol(_))]));
+
+        let body = futures::stream::iter(vec![
+            Ok(Bytes::from_static(b"data: 1\n\n")),
+            Err(std::io::Error::other("reset")),
+        ]);
+        let got: Vec<_> = drive(body, Counter(0)).collect().await;
+        assert!(matches!(&got[..], [Err(ModelError::Stream(m))] if m.contains("reset")));
     }
 
     #[test]

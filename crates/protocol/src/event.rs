@@ -127,7 +127,10 @@ pub enum Event {
         by: String,
     },
     #[serde(rename = "question.asked")]
-    QuestionAsked { request_id: String, questions: Value },
+    QuestionAsked {
+        request_id: String,
+        questions: Value,
+    },
     #[serde(rename = "question.answered")]
     QuestionAnswered { request_id: String, answers: Value },
     #[serde(rename = "usage")]

@@ -22,7 +22,9 @@ fn message_with_every_block_kind_round_trips() {
                 thinking: "hmm".into(),
                 signature: Some("sig".into()),
             },
-            ContentBlock::Text { text: "héllo ✓".into() },
+            ContentBlock::Text {
+                text: "héllo ✓".into(),
+            },
             ContentBlock::ToolUse {
                 id: "toolu_1".into(),
                 name: "Bash".into(),

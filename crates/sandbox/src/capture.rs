@@ -26,11 +26,16 @@ pub(crate) struct Capture {
 
 impl Capture {
     pub(crate) fn new(cap: usize) -> Self {
-        Self { cap, ..Self::default() }
+        Self {
+            cap,
+            ..Self::default()
+        }
     }
 
     fn push(&mut self, stream: Stream, bytes: &[u8]) {
-        let room = self.cap.saturating_sub(self.stdout.len() + self.stderr.len());
+        let room = self
+            .cap
+            .saturating_sub(self.stdout.len() + self.stderr.len());
         let kept = bytes.len().min(room);
         let target = match stream {
             Stream::Stdout => &mut self.stdout,
@@ -125,7 +130,11 @@ fn incomplete_suffix_start(bytes: &[u8]) -> usize {
                 0xF0..=0xF7 => 4,
                 _ => 1,
             };
-            return if bytes.len() - start < needed { start } else { bytes.len() };
+            return if bytes.len() - start < needed {
+                start
+            } else {
+                bytes.len()
+            };
         }
     }
     bytes.len()

@@ -43,13 +43,16 @@ fn find_bwrap_in(path_var: Option<&std::ffi::OsStr>, fallback_dirs: &[&Path]) ->
         .unwrap_or_default()
         .into_iter()
         .chain(fallbacks)
+        // An empty or relative PATH entry would pick up a `bwrap` from the current directory.
+        .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join("bwrap"))
         .find(|candidate| is_executable(candidate))
 }
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    std::fs::metadata(path)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
 /// The fixed variables plus the policy's own; later entries win.
@@ -63,7 +66,10 @@ fn environment(policy: &Policy) -> Vec<(String, String)> {
     for (key, value) in &policy.env {
         // A key with `=` or NUL cannot be a variable; skipping it beats a confusing spawn error.
         if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {
-            tracing::warn!(key, "ignoring invalid environment variable name in sandbox policy");
+            tracing::warn!(
+                key,
+                "ignoring invalid environment variable name in sandbox policy"
+            );
             continue;
         }
         vars.retain(|(existing, _)| existing != key);
@@ -97,7 +103,13 @@ pub(crate) fn plain_command(policy: &Policy, shell_command: &str) -> Command {
 /// under /tmp must stay visible).
 pub(crate) fn bwrap_args(policy: &Policy) -> Vec<OsString> {
     let mut args = Args::default();
-    args.flags(&["--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]);
+    args.flags(&[
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-all",
+        "--cap-drop",
+        "ALL",
+    ]);
     if policy.network {
         args.flags(&["--share-net"]);
     }
@@ -120,20 +132,35 @@ pub(crate) fn bwrap_args(policy: &Policy) -> Vec<OsString> {
         }
     }
     args.flags(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
-    for path in &policy.read_only_paths {
-        if path.exists() {
-            args.pair("--ro-bind", path, path);
-        } else {
-            tracing::warn!(path = %path.display(), "read-only sandbox path does not exist; skipped");
-        }
-    }
+    // A read-only parent of the workspace must come before the workspace bind
+    // (or it would hide it); one inside the workspace must come after (to
+    // protect e.g. `.git` there).
+    let (parents, others): (Vec<&PathBuf>, Vec<&PathBuf>) = policy
+        .read_only_paths
+        .iter()
+        .partition(|path| policy.workspace.starts_with(path));
+    bind_read_only(&mut args, &parents);
     args.pair("--bind", &policy.workspace, &policy.workspace);
+    bind_read_only(&mut args, &others);
+    // The root bwrap builds is a writable tmpfs; without this, writes to /etc
+    // or / would "succeed" in a throwaway layer and confuse the agent.
+    args.flag_value("--remount-ro", "/");
     args.flag_value("--chdir", &policy.workspace);
     args.flags(&["--clearenv"]);
     for (key, value) in environment(policy) {
         args.pair("--setenv", key, value);
     }
     args.0
+}
+
+fn bind_read_only(args: &mut Args, paths: &[&PathBuf]) {
+    for path in paths {
+        if path.exists() {
+            args.pair("--ro-bind", path, path);
+        } else {
+            tracing::warn!(path = %path.display(), "read-only sandbox path does not exist; skipped");
+        }
+    }
 }
 
 #[derive(Default)]
@@ -176,7 +203,10 @@ mod tests {
         std::fs::write(&fake, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path_var = std::ffi::OsString::from(dir.path());
-        assert_eq!(find_bwrap_in(Some(&path_var), &[Path::new("/usr/bin")]), Some(fake));
+        assert_eq!(
+            find_bwrap_in(Some(&path_var), &[Path::new("/usr/bin")]),
+            Some(fake)
+        );
     }
 
     #[test]
@@ -191,6 +221,24 @@ mod tests {
         assert!(vars.contains(&("EXTRA".into(), "1".into())));
         assert!(!vars.iter().any(|(key, _)| key.contains('=')));
         assert_eq!(vars.iter().filter(|(key, _)| key == "TERM").count(), 1);
+    }
+
+    #[test]
+    fn read_only_paths_are_ordered_around_the_workspace_bind() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().join("ws");
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        let mut policy = Policy::new(&ws);
+        policy.read_only_paths = vec![ws.join(".git"), root.path().to_path_buf()];
+        let args = bwrap_args(&policy);
+        let position = |value: &Path| {
+            args.iter()
+                .position(|arg| arg == value.as_os_str())
+                .unwrap()
+        };
+        let workspace_bind = args.iter().position(|arg| arg == "--bind").unwrap();
+        assert!(position(root.path()) < workspace_bind);
+        assert!(position(&ws.join(".git")) > workspace_bind);
     }
 
     #[test]

@@ -34,7 +34,10 @@ impl PathGuard {
     /// allowed directories (canonicalized; missing ones ignored).
     pub fn new(workspace: &Path, extra_roots: &[PathBuf]) -> std::io::Result<Self> {
         let workspace = workspace.canonicalize()?;
-        let roots = extra_roots.iter().filter_map(|root| root.canonicalize().ok()).collect();
+        let roots = extra_roots
+            .iter()
+            .filter_map(|root| root.canonicalize().ok())
+            .collect();
         Ok(Self { workspace, roots })
     }
 
@@ -56,7 +59,10 @@ impl PathGuard {
     /// The returned path contains no symlinks in its existing part, no `.` or
     /// `..`, and starts with the workspace or an extra root.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, PathError> {
-        let invalid = |reason: &str| PathError::Invalid { path: path.into(), reason: reason.into() };
+        let invalid = |reason: &str| PathError::Invalid {
+            path: path.into(),
+            reason: reason.into(),
+        };
         if path.is_empty() {
             return Err(invalid("the path is empty"));
         }
@@ -100,7 +106,11 @@ impl PathGuard {
             return Err("`~user` paths are not supported; use an absolute path".into());
         }
         let path = Path::new(path);
-        Ok(if path.is_absolute() { path.to_path_buf() } else { self.workspace.join(path) })
+        Ok(if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.workspace.join(path)
+        })
     }
 }
 

@@ -21,7 +21,12 @@ fn fixture() -> Fixture {
     let guard = PathGuard::new(&ws, &[]).unwrap();
     let ws = ws.canonicalize().unwrap();
     let outside = outside.canonicalize().unwrap();
-    Fixture { _root: root, ws, outside, guard }
+    Fixture {
+        _root: root,
+        ws,
+        outside,
+        guard,
+    }
 }
 
 fn assert_outside(guard: &PathGuard, path: &str) {
@@ -34,15 +39,24 @@ fn assert_outside(guard: &PathGuard, path: &str) {
 #[test]
 fn relative_paths_join_the_workspace() {
     let f = fixture();
-    assert_eq!(f.guard.resolve("src/main.rs").unwrap(), f.ws.join("src/main.rs"));
-    assert_eq!(f.guard.resolve("./src/../src/main.rs").unwrap(), f.ws.join("src/main.rs"));
+    assert_eq!(
+        f.guard.resolve("src/main.rs").unwrap(),
+        f.ws.join("src/main.rs")
+    );
+    assert_eq!(
+        f.guard.resolve("./src/../src/main.rs").unwrap(),
+        f.ws.join("src/main.rs")
+    );
 }
 
 #[test]
 fn absolute_paths_inside_are_allowed() {
     let f = fixture();
     let absolute = f.ws.join("src/main.rs");
-    assert_eq!(f.guard.resolve(absolute.to_str().unwrap()).unwrap(), absolute);
+    assert_eq!(
+        f.guard.resolve(absolute.to_str().unwrap()).unwrap(),
+        absolute
+    );
 }
 
 #[test]
@@ -77,14 +91,20 @@ fn system_and_home_paths_are_refused() {
 fn error_message_names_the_path() {
     let f = fixture();
     let message = f.guard.resolve("/etc/passwd").unwrap_err().to_string();
-    assert!(message.contains("/etc/passwd") && message.contains("outside the workspace"), "{message}");
+    assert!(
+        message.contains("/etc/passwd") && message.contains("outside the workspace"),
+        "{message}"
+    );
 }
 
 #[test]
 fn empty_nul_and_tilde_user_are_invalid() {
     let f = fixture();
     for path in ["", "a\0b", "~root/.bashrc"] {
-        assert!(matches!(f.guard.resolve(path), Err(PathError::Invalid { .. })), "{path:?}");
+        assert!(
+            matches!(f.guard.resolve(path), Err(PathError::Invalid { .. })),
+            "{path:?}"
+        );
     }
 }
 
@@ -110,7 +130,10 @@ fn relative_symlink_pointing_out_is_refused() {
     let f = fixture();
     symlink("../outside/secret", f.ws.join("src/rel")).unwrap();
     // ws/src/../outside does not exist, so this one resolves inside.
-    assert_eq!(f.guard.resolve("src/rel").unwrap(), f.ws.join("outside/secret"));
+    assert_eq!(
+        f.guard.resolve("src/rel").unwrap(),
+        f.ws.join("outside/secret")
+    );
     symlink("../../outside/secret", f.ws.join("src/rel2")).unwrap();
     assert_outside(&f.guard, "src/rel2");
 }
@@ -131,7 +154,10 @@ fn symlink_chains_are_followed() {
 
     symlink("src", f.ws.join("inner2")).unwrap();
     symlink("inner2", f.ws.join("inner1")).unwrap();
-    assert_eq!(f.guard.resolve("inner1/main.rs").unwrap(), f.ws.join("src/main.rs"));
+    assert_eq!(
+        f.guard.resolve("inner1/main.rs").unwrap(),
+        f.ws.join("src/main.rs")
+    );
 }
 
 #[test]
@@ -139,7 +165,10 @@ fn symlink_loops_are_invalid() {
     let f = fixture();
     symlink("loop-b", f.ws.join("loop-a")).unwrap();
     symlink("loop-a", f.ws.join("loop-b")).unwrap();
-    assert!(matches!(f.guard.resolve("loop-a"), Err(PathError::Invalid { .. })));
+    assert!(matches!(
+        f.guard.resolve("loop-a"),
+        Err(PathError::Invalid { .. })
+    ));
 }
 
 #[test]
@@ -154,22 +183,36 @@ fn dotdot_after_symlink_uses_the_link_target() {
 #[test]
 fn missing_nested_path_is_allowed() {
     let f = fixture();
-    assert_eq!(f.guard.resolve("a/b/c/new.txt").unwrap(), f.ws.join("a/b/c/new.txt"));
-    assert_eq!(f.guard.resolve("a/b/../c.txt").unwrap(), f.ws.join("a/c.txt"));
+    assert_eq!(
+        f.guard.resolve("a/b/c/new.txt").unwrap(),
+        f.ws.join("a/b/c/new.txt")
+    );
+    assert_eq!(
+        f.guard.resolve("a/b/../c.txt").unwrap(),
+        f.ws.join("a/c.txt")
+    );
 }
 
 #[test]
 fn path_through_a_file_is_invalid() {
     let f = fixture();
-    assert!(matches!(f.guard.resolve("src/main.rs/x"), Err(PathError::Invalid { .. })));
+    assert!(matches!(
+        f.guard.resolve("src/main.rs/x"),
+        Err(PathError::Invalid { .. })
+    ));
 }
 
 #[test]
 fn extra_roots_are_allowed_and_missing_ones_ignored() {
     let f = fixture();
     let guard = PathGuard::new(&f.ws, &[f.outside.clone(), f.ws.join("does-not-exist")]).unwrap();
-    assert_eq!(guard.resolve(f.outside.join("secret").to_str().unwrap()).unwrap(), f.outside.join("secret"));
-    assert_eq!(guard.extra_roots(), &[f.outside.clone()]);
+    assert_eq!(
+        guard
+            .resolve(f.outside.join("secret").to_str().unwrap())
+            .unwrap(),
+        f.outside.join("secret")
+    );
+    assert_eq!(guard.extra_roots(), std::slice::from_ref(&f.outside));
     assert_outside(&guard, "/etc/passwd");
 }
 
@@ -180,5 +223,10 @@ fn workspace_reached_through_a_symlink_is_canonicalized() {
     symlink(&f.ws, &alias).unwrap();
     let guard = PathGuard::new(&alias, &[]).unwrap();
     assert_eq!(guard.workspace(), f.ws);
-    assert_eq!(guard.resolve(alias.join("src/main.rs").to_str().unwrap()).unwrap(), f.ws.join("src/main.rs"));
+    assert_eq!(
+        guard
+            .resolve(alias.join("src/main.rs").to_str().unwrap())
+            .unwrap(),
+        f.ws.join("src/main.rs")
+    );
 }

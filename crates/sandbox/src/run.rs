@@ -120,6 +120,19 @@ impl Sandbox {
     ) -> Result<ExecOutcome, SandboxError> {
         let started = Instant::now();
         let mut command = build_command(policy, &request.command)?;
+        if cancel.is_cancelled() {
+            // Interrupted before it started: run nothing.
+            return Ok(ExecOutcome {
+                exit_code: None,
+                stdout: String::new(),
+                stderr: String::new(),
+                truncated: false,
+                dropped_bytes: 0,
+                timed_out: false,
+                cancelled: true,
+                duration: started.elapsed(),
+            });
+        }
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -128,7 +141,9 @@ impl Sandbox {
             .kill_on_drop(true);
         apply_resource_limits(&mut command, policy);
 
-        let mut child = command.spawn().map_err(|err| SandboxError::Spawn(err.to_string()))?;
+        let mut child = command
+            .spawn()
+            .map_err(|err| SandboxError::Spawn(err.to_string()))?;
         let group = GroupKiller::new(&child);
         let capture: SharedCapture = Arc::new(Mutex::new(Capture::new(request.output_cap)));
         let pumps = start_pumps(&mut child, &capture, output);
@@ -138,8 +153,10 @@ impl Sandbox {
             () = tokio::time::sleep(request.timeout) => Ending::TimedOut,
             () = cancel.cancelled() => Ending::Cancelled,
         };
-        let (timed_out, cancelled) =
-            (matches!(ending, Ending::TimedOut), matches!(ending, Ending::Cancelled));
+        let (timed_out, cancelled) = (
+            matches!(ending, Ending::TimedOut),
+            matches!(ending, Ending::Cancelled),
+        );
         let status = match ending {
             Ending::Exited(status) => status,
             Ending::TimedOut | Ending::Cancelled => {
@@ -192,10 +209,20 @@ fn start_pumps(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut pumps = Vec::with_capacity(2);
     if let Some(stdout) = child.stdout.take() {
-        pumps.push(tokio::spawn(pump(stdout, Stream::Stdout, capture.clone(), output.clone())));
+        pumps.push(tokio::spawn(pump(
+            stdout,
+            Stream::Stdout,
+            capture.clone(),
+            output.clone(),
+        )));
     }
     if let Some(stderr) = child.stderr.take() {
-        pumps.push(tokio::spawn(pump(stderr, Stream::Stderr, capture.clone(), output)));
+        pumps.push(tokio::spawn(pump(
+            stderr,
+            Stream::Stderr,
+            capture.clone(),
+            output,
+        )));
     }
     pumps
 }
@@ -209,7 +236,9 @@ async fn drain(pumps: Vec<tokio::task::JoinHandle<()>>) {
         }
     };
     if tokio::time::timeout(DRAIN_GRACE, all_closed).await.is_err() {
-        tracing::debug!("output pipes still open after the process group was killed; abandoning them");
+        tracing::debug!(
+            "output pipes still open after the process group was killed; abandoning them"
+        );
         aborts.iter().for_each(|abort| abort.abort());
     }
 }
@@ -222,7 +251,9 @@ struct GroupKiller {
 
 impl GroupKiller {
     fn new(child: &Child) -> Self {
-        let group = child.id().and_then(|pid| rustix::process::Pid::from_raw(pid as i32));
+        let group = child
+            .id()
+            .and_then(|pid| rustix::process::Pid::from_raw(pid as i32));
         Self { group }
     }
 

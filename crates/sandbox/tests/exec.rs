@@ -23,15 +23,26 @@ fn fixture() -> Fixture {
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret"), "s3cret").unwrap();
-    Fixture { ws: ws.canonicalize().unwrap(), outside: outside.canonicalize().unwrap(), _root: root }
+    Fixture {
+        ws: ws.canonicalize().unwrap(),
+        outside: outside.canonicalize().unwrap(),
+        _root: root,
+    }
 }
 
 fn request(command: &str) -> ExecRequest {
-    ExecRequest { command: command.into(), timeout: Duration::from_secs(20), output_cap: 1 << 20 }
+    ExecRequest {
+        command: command.into(),
+        timeout: Duration::from_secs(20),
+        output_cap: 1 << 20,
+    }
 }
 
 async fn run(policy: &Policy, command: &str) -> ExecOutcome {
-    Sandbox.exec(policy, &request(command), None, CancellationToken::new()).await.unwrap()
+    Sandbox
+        .exec(policy, &request(command), None, CancellationToken::new())
+        .await
+        .unwrap()
 }
 
 /// A unique argument to find leftover processes by.
@@ -40,15 +51,23 @@ fn marker() -> String {
 }
 
 fn rand_suffix() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
         % 1_000_000
 }
 
 fn processes_with_arg(arg: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let args: Vec<_> = cmdline.split(|b| *b == 0).map(String::from_utf8_lossy).collect();
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<_> = cmdline
+            .split(|b| *b == 0)
+            .map(String::from_utf8_lossy)
+            .collect();
         if args.iter().any(|a| a == arg) {
             found.push(format!("{:?}: {}", entry.file_name(), args.join(" ")));
         }
@@ -73,7 +92,12 @@ async fn echo_works_and_output_streams() {
     let (sender, mut receiver) = mpsc::unbounded_channel();
     let command = "echo hello; echo oops >&2; sleep 0.2; echo world";
     let outcome = Sandbox
-        .exec(&Policy::new(&f.ws), &request(command), Some(sender), CancellationToken::new())
+        .exec(
+            &Policy::new(&f.ws),
+            &request(command),
+            Some(sender),
+            CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert_eq!(outcome.exit_code, Some(0));
@@ -87,7 +111,10 @@ async fn echo_works_and_output_streams() {
     }
     assert_eq!(chunks.first(), Some(&OutputChunk::Stdout("hello\n".into())));
     assert!(chunks.contains(&OutputChunk::Stderr("oops\n".into())));
-    assert!(chunks.contains(&OutputChunk::Stdout("world\n".into())), "{chunks:?}");
+    assert!(
+        chunks.contains(&OutputChunk::Stdout("world\n".into())),
+        "{chunks:?}"
+    );
 }
 
 #[tokio::test]
@@ -96,7 +123,12 @@ async fn closed_receiver_is_fine() {
     let (sender, receiver) = mpsc::unbounded_channel();
     drop(receiver);
     let outcome = Sandbox
-        .exec(&Policy::new(&f.ws), &request("echo hi"), Some(sender), CancellationToken::new())
+        .exec(
+            &Policy::new(&f.ws),
+            &request("echo hi"),
+            Some(sender),
+            CancellationToken::new(),
+        )
         .await
         .unwrap();
     assert_eq!(outcome.stdout, "hi\n");
@@ -105,17 +137,29 @@ async fn closed_receiver_is_fine() {
 #[tokio::test]
 async fn workspace_is_writable_cwd_and_home() {
     let f = fixture();
-    let outcome = run(&Policy::new(&f.ws), "echo data > made.txt && pwd && echo $HOME").await;
+    let outcome = run(
+        &Policy::new(&f.ws),
+        "echo data > made.txt && pwd && echo $HOME",
+    )
+    .await;
     assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
     let ws = f.ws.display();
     assert_eq!(outcome.stdout, format!("{ws}\n{ws}\n"));
-    assert_eq!(std::fs::read_to_string(f.ws.join("made.txt")).unwrap(), "data\n");
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("made.txt")).unwrap(),
+        "data\n"
+    );
 }
 
 #[tokio::test]
 async fn system_directories_are_read_only() {
     let f = fixture();
-    for target in ["/etc/agentd-test", "/usr/agentd-test", "/usr/bin/agentd-test"] {
+    for target in [
+        "/etc/agentd-test",
+        "/usr/agentd-test",
+        "/usr/bin/agentd-test",
+        "/agentd-test",
+    ] {
         let outcome = run(&Policy::new(&f.ws), &format!("echo x > {target}")).await;
         assert_ne!(outcome.exit_code, Some(0), "{target}: {outcome:?}");
         assert!(!Path::new(target).exists());
@@ -141,10 +185,36 @@ async fn read_only_paths_are_visible_but_not_writable() {
     let mut policy = Policy::new(&f.ws);
     policy.read_only_paths.push(f.outside.clone());
     let secret = f.outside.join("secret");
-    let outcome = run(&policy, &format!("cat {0}; echo x >> {0}", secret.display())).await;
+    let outcome = run(
+        &policy,
+        &format!("cat {0}; echo x >> {0}", secret.display()),
+    )
+    .await;
     assert_eq!(outcome.stdout, "s3cret");
     assert_ne!(outcome.exit_code, Some(0));
     assert_eq!(std::fs::read_to_string(secret).unwrap(), "s3cret");
+}
+
+#[tokio::test]
+async fn read_only_path_inside_the_workspace_is_protected() {
+    let f = fixture();
+    std::fs::create_dir_all(f.ws.join(".git")).unwrap();
+    std::fs::write(f.ws.join(".git/config"), "orig").unwrap();
+    let mut policy = Policy::new(&f.ws);
+    policy.read_only_paths.push(f.ws.join(".git"));
+    let outcome = run(&policy, "echo x > .git/config; echo y > other.txt").await;
+    assert!(
+        outcome.stderr.contains("Read-only file system"),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join(".git/config")).unwrap(),
+        "orig"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("other.txt")).unwrap(),
+        "y\n"
+    );
 }
 
 async fn local_listener() -> (tokio::net::TcpListener, u16) {
@@ -157,7 +227,11 @@ async fn local_listener() -> (tokio::net::TcpListener, u16) {
 async fn network_is_off_by_default() {
     let f = fixture();
     let (_listener, port) = local_listener().await;
-    let outcome = run(&Policy::new(&f.ws), &format!("echo hi > /dev/tcp/127.0.0.1/{port}")).await;
+    let outcome = run(
+        &Policy::new(&f.ws),
+        &format!("echo hi > /dev/tcp/127.0.0.1/{port}"),
+    )
+    .await;
     assert_ne!(outcome.exit_code, Some(0), "{outcome:?}");
 }
 
@@ -177,19 +251,32 @@ async fn network_is_shared_when_allowed() {
 async fn environment_is_only_the_allowlist() {
     let f = fixture();
     let parent_only: Vec<String> = std::env::vars().map(|(key, _)| key).collect();
-    assert!(parent_only.iter().any(|key| key.starts_with("CARGO")), "cargo sets CARGO_* vars");
+    assert!(
+        parent_only.iter().any(|key| key.starts_with("CARGO")),
+        "cargo sets CARGO_* vars"
+    );
     let mut policy = Policy::new(&f.ws);
     policy.env.insert("AGENTD_ALLOWED".into(), "yes".into());
     let outcome = run(&policy, "env").await;
-    let inside: Vec<&str> =
-        outcome.stdout.lines().filter_map(|line| line.split('=').next()).collect();
+    let inside: Vec<&str> = outcome
+        .stdout
+        .lines()
+        .filter_map(|line| line.split('=').next())
+        .collect();
     let shell_own = ["PWD", "SHLVL", "_", "OLDPWD"];
     for key in &inside {
         let allowed = ["PATH", "HOME", "LANG", "TERM", "AGENTD_ALLOWED"].contains(key);
-        assert!(allowed || shell_own.contains(key), "unexpected variable {key} inside");
+        assert!(
+            allowed || shell_own.contains(key),
+            "unexpected variable {key} inside"
+        );
     }
     assert!(outcome.stdout.contains("AGENTD_ALLOWED=yes\n"));
-    assert!(outcome.stdout.contains("PATH=/usr/local/bin:/usr/bin:/bin\n"));
+    assert!(
+        outcome
+            .stdout
+            .contains("PATH=/usr/local/bin:/usr/bin:/bin\n")
+    );
     assert!(outcome.stdout.contains("LANG=C.UTF-8\n") && outcome.stdout.contains("TERM=dumb\n"));
 }
 
@@ -206,8 +293,15 @@ async fn output_cap_truncates() {
     let f = fixture();
     let mut request = request("head -c 100000 /dev/zero | tr '\\0' a");
     request.output_cap = 1000;
-    let outcome =
-        Sandbox.exec(&Policy::new(&f.ws), &request, None, CancellationToken::new()).await.unwrap();
+    let outcome = Sandbox
+        .exec(
+            &Policy::new(&f.ws),
+            &request,
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(outcome.stdout.len(), 1000);
     assert!(outcome.truncated);
     assert_eq!(outcome.dropped_bytes, 99_000);
@@ -221,9 +315,20 @@ async fn timeout_kills_the_command_and_its_background_children() {
     let mut request = request(&format!("sleep {marker} & sleep {marker}"));
     request.timeout = Duration::from_millis(500);
     let started = Instant::now();
-    let outcome =
-        Sandbox.exec(&Policy::new(&f.ws), &request, None, CancellationToken::new()).await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    let outcome = Sandbox
+        .exec(
+            &Policy::new(&f.ws),
+            &request,
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
     assert!(outcome.timed_out && !outcome.cancelled);
     assert_ne!(outcome.exit_code, Some(0));
     assert_gone(&marker).await;
@@ -234,7 +339,11 @@ async fn background_children_do_not_outlive_a_finished_command() {
     let f = fixture();
     let marker = marker();
     let started = Instant::now();
-    let outcome = run(&Policy::new(&f.ws), &format!("sleep {marker} & echo started")).await;
+    let outcome = run(
+        &Policy::new(&f.ws),
+        &format!("sleep {marker} & echo started"),
+    )
+    .await;
     assert_eq!(outcome.stdout, "started\n");
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_gone(&marker).await;
@@ -258,7 +367,10 @@ async fn cancel_returns_within_a_second() {
     let outcome = exec.await.unwrap();
     let returned_at = Instant::now();
     let latency = returned_at - cancelled_at.await.unwrap();
-    assert!(latency < Duration::from_secs(1), "returned {latency:?} after cancel");
+    assert!(
+        latency < Duration::from_secs(1),
+        "returned {latency:?} after cancel"
+    );
     assert!(outcome.cancelled && !outcome.timed_out);
     assert_gone(&marker).await;
 }
@@ -287,5 +399,46 @@ async fn escaped_grandchild_holding_the_pipe_does_not_hang() {
     let started = Instant::now();
     let outcome = run(&policy, "setsid sleep 3 & echo started").await;
     assert_eq!(outcome.stdout, "started\n");
-    assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn already_cancelled_runs_nothing() {
+    let f = fixture();
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let outcome = Sandbox
+        .exec(&Policy::new(&f.ws), &request("touch ran.txt"), None, cancel)
+        .await
+        .unwrap();
+    assert!(outcome.cancelled);
+    assert!(!f.ws.join("ran.txt").exists());
+}
+
+#[tokio::test]
+async fn dropping_the_call_kills_the_command() {
+    for unsandboxed in [false, true] {
+        let f = fixture();
+        let marker = marker();
+        let mut policy = Policy::new(&f.ws);
+        policy.unsandboxed = unsandboxed;
+        let command = format!("sleep {marker} & sleep {marker}");
+        let task = tokio::spawn(async move {
+            Sandbox
+                .exec(&policy, &request(&command), None, CancellationToken::new())
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !processes_with_arg(&marker).is_empty(),
+            "the command never started"
+        );
+        task.abort();
+        let _ = task.await;
+        assert_gone(&marker).await;
+    }
 }

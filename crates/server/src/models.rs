@@ -6,6 +6,7 @@ use std::sync::Arc;
 use agentd_model::ModelClient;
 use agentd_model::anthropic::{AnthropicClient, AnthropicConfig};
 use agentd_model::openai::{OpenAiClient, OpenAiConfig};
+use agentd_model::retry::RetryPolicy;
 use agentd_model::scripted::{Script, ScriptedClient, demo_script};
 
 use crate::config::{Config, ConfigError, ModelConfig, Provider, names};
@@ -59,7 +60,9 @@ pub fn resolve_model(
             }
         }
         return match default_model(config, env)? {
-            Default::Config(key, model) => build_with_name(format!("{key}:{spec}"), model, spec, env),
+            Default::Config(key, model) => {
+                build_with_name(format!("{key}:{spec}"), model, spec, env)
+            }
             Default::Env(provider) => build_from_env(provider, Some(spec), env),
             Default::Demo => Err(ConfigError::Invalid(format!(
                 "unknown model {spec:?}: it is not a configured model ({}), and no API key is set \
@@ -152,8 +155,16 @@ fn build_with_name(
     build(spec, &model, env)
 }
 
-fn build(spec: String, model: &ModelConfig, env: EnvLookup<'_>) -> Result<ResolvedModel, ConfigError> {
+fn build(
+    spec: String,
+    model: &ModelConfig,
+    env: EnvLookup<'_>,
+) -> Result<ResolvedModel, ConfigError> {
     let max_output_tokens = model.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+    let mut retry = RetryPolicy::default();
+    if let Some(max_retries) = model.max_retries {
+        retry.max_retries = max_retries;
+    }
     let (model_name, client): (String, Arc<dyn ModelClient>) = match model.provider {
         Provider::Anthropic => {
             let key_env = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
@@ -164,9 +175,13 @@ fn build(spec: String, model: &ModelConfig, env: EnvLookup<'_>) -> Result<Resolv
                     .or_else(|| env("ANTHROPIC_BASE_URL"))
                     .unwrap_or_else(|| "https://api.anthropic.com".into()),
                 api_key: api_key(env, key_env, &spec)?,
+                retry: retry.clone(),
                 ..AnthropicConfig::default()
             };
-            let name = model.model.clone().unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into());
+            let name = model
+                .model
+                .clone()
+                .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into());
             (name, Arc::new(AnthropicClient::new(config)))
         }
         Provider::Openai => {
@@ -184,9 +199,13 @@ fn build(spec: String, model: &ModelConfig, env: EnvLookup<'_>) -> Result<Resolv
                     .or_else(|| env("OPENAI_BASE_URL"))
                     .unwrap_or_else(|| "https://api.openai.com/v1".into()),
                 api_key,
+                retry,
                 ..OpenAiConfig::default()
             };
-            let name = model.model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into());
+            let name = model
+                .model
+                .clone()
+                .unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into());
             (name, Arc::new(OpenAiClient::new(config)))
         }
         Provider::Scripted => {
@@ -233,8 +252,10 @@ mod tests {
     use super::*;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |key| map.get(key).cloned()
     }
 
@@ -258,11 +279,13 @@ mod tests {
 
     #[test]
     fn config_models_win_and_missing_keys_are_explained() {
-        let config = Config::parse(
-            "[models.default]\nprovider = \"anthropic\"\napi_key_env = \"MY_KEY\"\n",
-        )
-        .unwrap();
-        let err = resolve_model(&config, None, &env_of(&[])).err().unwrap().to_string();
+        let config =
+            Config::parse("[models.default]\nprovider = \"anthropic\"\napi_key_env = \"MY_KEY\"\n")
+                .unwrap();
+        let err = resolve_model(&config, None, &env_of(&[]))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("MY_KEY"), "{err}");
         let model = resolve_model(&config, None, &env_of(&[("MY_KEY", "x")])).unwrap();
         assert_eq!(model.spec, "default");

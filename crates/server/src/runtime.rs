@@ -275,13 +275,19 @@ fn absolute(path: &Path) -> PathBuf {
     }
     match (path.parent(), path.file_name()) {
         (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => absolute(parent).join(name),
-        _ => std::env::current_dir().map(|d| d.join(path)).unwrap_or(path.to_path_buf()),
+        _ => std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or(path.to_path_buf()),
     }
 }
 
 /// A session title from its first message: one line, at most 80 characters.
 fn title_from(text: &str) -> String {
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
     let mut title: String = line.chars().take(80).collect();
     if line.chars().count() > 80 {
         title.push('…');

@@ -26,33 +26,37 @@ pub trait Store: Send + Sync {
     async fn create_session(&self, new: NewSession) -> StoreResult<SessionRecord>;
     /// `None` when no such session exists.
     async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>>;
-    /// The owner's sessions, newest first. `before` is a cursor: the id of the
-    /// last session of the previous page.
+    /// The owner's sessions, newest first by `(created_at, id)`. `before` is a
+    /// cursor: the id of the last session of the previous page; an id that is
+    /// not one of the owner's sessions is `NotFound`.
     async fn list_sessions(
         &self,
         owner: &str,
         before: Option<&str>,
         limit: u32,
     ) -> StoreResult<Vec<SessionRecord>>;
-    /// Apply the fields that are set; returns the updated session.
+    /// Apply the fields that are set (totals are added); bumps `updated_at`;
+    /// returns the updated session. `NotFound` for an unknown id.
     async fn update_session(&self, id: &str, update: SessionUpdate) -> StoreResult<SessionRecord>;
     /// Remove the session and everything of it. `false` when it did not exist.
     async fn delete_session(&self, id: &str) -> StoreResult<bool>;
 
     /// Append a message to the transcript (position assigned in order).
+    /// `NotFound` for an unknown session.
     async fn append_message(
         &self,
         session_id: &str,
         turn_id: Option<&str>,
         message: &Message,
     ) -> StoreResult<StoredMessage>;
-    /// The whole transcript in order.
+    /// The whole transcript in order (empty for an unknown session).
     async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>>;
 
     /// Store an event with the next `seq` of its session (1, 2, 3, … no gaps,
-    /// atomic under concurrent appends).
+    /// atomic under concurrent appends). `NotFound` for an unknown session.
     async fn append_event(&self, session_id: &str, event: &Event) -> StoreResult<EventEnvelope>;
-    /// Events with `seq > after`, in order, at most `limit`.
+    /// Events with `seq > after`, in order, at most `limit` (empty for an
+    /// unknown session).
     async fn events_after(
         &self,
         session_id: &str,
@@ -68,6 +72,8 @@ pub trait Store: Send + Sync {
         turn_id: &str,
         client_request_id: Option<&str>,
     ) -> StoreResult<TurnStart>;
+    /// Set the turn's status and `finished_at`. The first finish wins: a
+    /// finished turn is left as it is. `NotFound` for an unknown turn.
     async fn finish_turn(&self, turn_id: &str, status: TurnStatus) -> StoreResult<()>;
     /// Turns recorded as running (after a crash: the ones to finish as interrupted).
     async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>>;

@@ -38,7 +38,13 @@ pub(crate) fn request_view(body: &Value) -> (RequestView, usize) {
             }
         }
     }
-    let last = messages.last().filter(|m| m.get("role").and_then(Value::as_str) == Some("user"));
+    // Mid-conversation `system` messages (a beta the claude CLI uses) may follow
+    // the user's message; matching looks at the last user or assistant message.
+    let last = messages
+        .iter()
+        .rev()
+        .find(|m| str_field(m, "role") != "system")
+        .filter(|m| str_field(m, "role") == "user");
     if let Some(last) = last {
         for block in blocks(last) {
             match block.get("type").and_then(Value::as_str) {

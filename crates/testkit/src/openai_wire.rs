@@ -32,6 +32,12 @@ pub(crate) fn request_view(body: &Value) -> (RequestView, usize) {
             ));
         }
     }
+    // Trailing system/developer messages are instructions, not the conversation's last turn.
+    let end = messages
+        .iter()
+        .rposition(|m| !matches!(str_field(m, "role"), "system" | "developer"))
+        .map_or(0, |i| i + 1);
+    let messages = &messages[..end];
     match messages.last().map(|m| str_field(m, "role")) {
         Some("user") => {
             if let Some(last) = messages.last() {

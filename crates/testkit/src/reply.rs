@@ -26,7 +26,12 @@ pub(crate) struct Plan {
 impl Plan {
     /// `first_tool_id` numbers generated ids after the tool calls already in the
     /// conversation, so they are unique within it and deterministic.
-    pub fn new(reply: &ScriptReply, request_chars: usize, first_tool_id: usize, id_prefix: &str) -> Plan {
+    pub fn new(
+        reply: &ScriptReply,
+        request_chars: usize,
+        first_tool_id: usize,
+        id_prefix: &str,
+    ) -> Plan {
         let mut next_id = first_tool_id;
         let mut tool_id = |id: &Option<String>| {
             id.clone().unwrap_or_else(|| {

@@ -4,7 +4,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentd_model::scripted::{Fault, RequestView, Script, ScriptReply, ScriptState, estimate_tokens};
+use agentd_model::scripted::{
+    Fault, RequestView, Script, ScriptReply, ScriptState, estimate_tokens,
+};
 use anyhow::Context;
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -20,7 +22,8 @@ use crate::recording::RecordedRequest;
 use crate::reply::Plan;
 use crate::{anthropic_wire, openai_wire};
 
-const EXHAUSTED: &str = "the scripted model server has no reply left for this request (script exhausted)";
+const EXHAUSTED: &str =
+    "the scripted model server has no reply left for this request (script exhausted)";
 
 /// A scripted model server on a local port. Dropping it stops serving.
 pub struct ModelServer {
@@ -127,10 +130,12 @@ impl ModelServer {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(mut task) = self.task.take() {
-            if tokio::time::timeout(Duration::from_secs(2), &mut task).await.is_err() {
-                task.abort();
-            }
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(Duration::from_secs(2), &mut task)
+                .await
+                .is_err()
+        {
+            task.abort();
         }
     }
 }
@@ -203,6 +208,8 @@ async fn handle(
         (&Method::POST, "/v1/chat/completions" | "/chat/completions") => {
             model_call(&shared, Wire::OpenAi, &json_body, body.len())
         }
+        // Connectivity probes (the claude CLI sends `HEAD /`).
+        (&Method::HEAD | &Method::GET, "") => StatusCode::OK.into_response(),
         (&Method::GET, "/v1/models") => axum::Json(json!({
             "object": "list",
             "data": [{"id": "scripted", "object": "model", "type": "model",
@@ -224,7 +231,12 @@ async fn handle(
 
 fn model_call(shared: &Shared, wire: Wire, body: &Value, request_chars: usize) -> Response {
     if !body.get("messages").is_some_and(Value::is_array) {
-        return error_response(wire, 400, "messages: an array of messages is required", None);
+        return error_response(
+            wire,
+            400,
+            "messages: an array of messages is required",
+            None,
+        );
     }
     let (view, tool_count): (RequestView, usize) = match wire {
         Wire::Anthropic => anthropic_wire::request_view(body),
@@ -261,16 +273,25 @@ fn model_call(shared: &Shared, wire: Wire, body: &Value, request_chars: usize) -
         None => None,
     };
 
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("scripted");
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("scripted");
     let streaming = body.get("stream").and_then(Value::as_bool) == Some(true);
     let (chunks, content_type) = match wire {
         Wire::Anthropic => {
             let plan = Plan::new(&reply, request_chars, tool_count + 1, "toolu_");
             let id = format!("msg_scripted{serial:06}");
             if streaming {
-                (anthropic_wire::stream_events(&plan, model, &id), "text/event-stream")
+                (
+                    anthropic_wire::stream_events(&plan, model, &id),
+                    "text/event-stream",
+                )
             } else {
-                (halves(anthropic_wire::message(&plan, model, &id)), "application/json")
+                (
+                    halves(anthropic_wire::message(&plan, model, &id)),
+                    "application/json",
+                )
             }
         }
         Wire::OpenAi => {
@@ -280,9 +301,15 @@ fn model_call(shared: &Shared, wire: Wire, body: &Value, request_chars: usize) -
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs());
             if streaming {
-                (openai_wire::stream_chunks(&plan, model, &id, created), "text/event-stream")
+                (
+                    openai_wire::stream_chunks(&plan, model, &id, created),
+                    "text/event-stream",
+                )
             } else {
-                (halves(openai_wire::completion(&plan, model, &id, created)), "application/json")
+                (
+                    halves(openai_wire::completion(&plan, model, &id, created)),
+                    "application/json",
+                )
             }
         }
     };
@@ -295,7 +322,9 @@ fn halves(value: Value) -> Vec<Bytes> {
     let text = value.to_string();
     let mid = text.len() / 2;
     // JSON text from serde_json may hold multi-byte chars; split on a boundary.
-    let mid = (mid..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
+    let mid = (mid..text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len());
     vec![
         Bytes::from(text[..mid].to_string()),
         Bytes::from(text[mid..].to_string()),
@@ -327,6 +356,11 @@ fn stream_body(
         .then(move |(i, item)| async move {
             if i > 0 && !delay.is_zero() {
                 tokio::time::sleep(delay).await;
+            }
+            if item.is_err() {
+                // Hyper flushes buffered chunks only when the body is pending; without
+                // a pause the cut would also swallow the chunks meant to get through.
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
             item
         });

@@ -21,7 +21,11 @@ fn full_script() -> agentd_testkit::Script {
 #[tokio::test]
 async fn streams_events_in_order_with_split_json() {
     let server = ModelServer::start(full_script()).await.unwrap();
-    let response = post(&format!("{}/v1/messages", server.url()), &anthropic_request("hi", true)).await;
+    let response = post(
+        &format!("{}/v1/messages", server.url()),
+        &anthropic_request("hi", true),
+    )
+    .await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let events = parse_sse(&response.text().await.unwrap());
@@ -31,7 +35,10 @@ async fn streams_events_in_order_with_split_json() {
         assert_eq!(e.event.as_deref(), e.json()["type"].as_str(), "{e:?}");
     }
     let names: Vec<&str> = events.iter().map(|e| e.event.as_deref().unwrap()).collect();
-    assert_eq!(&names[..3], ["message_start", "ping", "content_block_start"]);
+    assert_eq!(
+        &names[..3],
+        ["message_start", "ping", "content_block_start"]
+    );
     assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
 
     let start = events[0].json();
@@ -70,15 +77,25 @@ async fn streams_events_in_order_with_split_json() {
                 let block = &mut blocks[index];
                 match delta["type"].as_str().unwrap() {
                     "text_delta" => {
-                        let t = format!("{}{}", block["text"].as_str().unwrap(), delta["text"].as_str().unwrap());
+                        let t = format!(
+                            "{}{}",
+                            block["text"].as_str().unwrap(),
+                            delta["text"].as_str().unwrap()
+                        );
                         block["text"] = json!(t);
                     }
                     "thinking_delta" => {
-                        let t = format!("{}{}", block["thinking"].as_str().unwrap(), delta["thinking"].as_str().unwrap());
+                        let t = format!(
+                            "{}{}",
+                            block["thinking"].as_str().unwrap(),
+                            delta["thinking"].as_str().unwrap()
+                        );
                         block["thinking"] = json!(t);
                     }
                     "signature_delta" => block["signature"] = delta["signature"].clone(),
-                    "input_json_delta" => partial_json[index].push_str(delta["partial_json"].as_str().unwrap()),
+                    "input_json_delta" => {
+                        partial_json[index].push_str(delta["partial_json"].as_str().unwrap())
+                    }
                     other => panic!("unexpected delta {other}"),
                 }
             }
@@ -91,9 +108,16 @@ async fn streams_events_in_order_with_split_json() {
     assert_eq!(blocks.len(), 3);
     assert_eq!(blocks[0]["type"], "thinking");
     assert_eq!(blocks[0]["thinking"], "I should list the files first.");
-    assert!(blocks[0]["signature"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(
+        blocks[0]["signature"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
+    );
     assert_eq!(blocks[1]["type"], "text");
-    assert_eq!(blocks[1]["text"], "Let me look at the files in this directory.");
+    assert_eq!(
+        blocks[1]["text"],
+        "Let me look at the files in this directory."
+    );
     assert!(delta_counts[1] > 1, "text should arrive in several deltas");
     assert_eq!(blocks[2]["type"], "tool_use");
     assert_eq!(blocks[2]["id"], "toolu_1");
@@ -101,7 +125,10 @@ async fn streams_events_in_order_with_split_json() {
     assert_eq!(blocks[2]["input"], json!({}));
     assert!(delta_counts[2] > 1, "tool input should be split");
     let input: Value = serde_json::from_str(&partial_json[2]).unwrap();
-    assert_eq!(input, json!({"command": "ls -la", "description": "List files"}));
+    assert_eq!(
+        input,
+        json!({"command": "ls -la", "description": "List files"})
+    );
 
     let delta = events[events.len() - 2].json();
     assert_eq!(delta["delta"]["stop_reason"], "tool_use");
@@ -112,12 +139,19 @@ async fn streams_events_in_order_with_split_json() {
 #[tokio::test]
 async fn non_streaming_message_object() {
     let server = ModelServer::start(full_script()).await.unwrap();
-    let response = post(&format!("{}/v1/messages", server.url()), &anthropic_request("hi", false)).await;
+    let response = post(
+        &format!("{}/v1/messages", server.url()),
+        &anthropic_request("hi", false),
+    )
+    .await;
     assert_eq!(response.status(), 200);
     let message: Value = response.json().await.unwrap();
     assert_eq!(message["type"], "message");
     assert_eq!(message["stop_reason"], "tool_use");
-    assert_eq!(message["content"][1], json!({"type": "text", "text": "Let me look at the files in this directory."}));
+    assert_eq!(
+        message["content"][1],
+        json!({"type": "text", "text": "Let me look at the files in this directory."})
+    );
     assert_eq!(message["content"][2]["input"]["command"], "ls -la");
     assert_eq!(message["usage"]["output_tokens"], 17);
 }
@@ -137,16 +171,29 @@ async fn estimates_usage_and_numbers_tools_after_history() {
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
         ]
     });
-    let text = post(&format!("{}/v1/messages", server.url()), &body).await.text().await.unwrap();
+    let text = post(&format!("{}/v1/messages", server.url()), &body)
+        .await
+        .text()
+        .await
+        .unwrap();
     let events = parse_sse(&text);
     let start = events[0].json();
     assert!(start["message"]["usage"]["input_tokens"].as_u64().unwrap() > 10);
-    let tool = events.iter().find(|e| e.event.as_deref() == Some("content_block_start")).unwrap().json();
+    let tool = events
+        .iter()
+        .find(|e| e.event.as_deref() == Some("content_block_start"))
+        .unwrap()
+        .json();
     assert_eq!(tool["content_block"]["id"], "toolu_2");
     let raw: String = events
         .iter()
         .filter(|e| e.event.as_deref() == Some("content_block_delta"))
-        .map(|e| e.json()["delta"]["partial_json"].as_str().unwrap().to_string())
+        .map(|e| {
+            e.json()["delta"]["partial_json"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(raw, "{\"path\": \"a\", broken");
 }

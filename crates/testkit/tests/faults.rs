@@ -33,10 +33,17 @@ async fn http_fault_has_status_retry_after_and_error_body() {
     assert_eq!(response.status(), 529);
     assert!(response.headers().get("retry-after").is_none());
     let body: Value = response.json().await.unwrap();
-    assert_eq!(body["error"], json!({"type": "overloaded_error", "message": "busy"}));
+    assert_eq!(
+        body["error"],
+        json!({"type": "overloaded_error", "message": "busy"})
+    );
 
     // The OpenAI wire answers the same faults in its own error format.
-    let response = post(&format!("{}/chat/completions", server.openai_base_url()), &openai_request("hi", true)).await;
+    let response = post(
+        &format!("{}/chat/completions", server.openai_base_url()),
+        &openai_request("hi", true),
+    )
+    .await;
     assert_eq!(response.status(), 401);
     let body: Value = response.json().await.unwrap();
     assert!(body["error"]["message"].is_string());
@@ -57,7 +64,11 @@ async fn cut_stream_truncates_and_breaks_the_connection() {
     ]})))
     .await
     .unwrap();
-    let response = post(&format!("{}/v1/messages", server.url()), &anthropic_request("hi", true)).await;
+    let response = post(
+        &format!("{}/v1/messages", server.url()),
+        &anthropic_request("hi", true),
+    )
+    .await;
     assert_eq!(response.status(), 200);
     let mut body = response.bytes_stream();
     let mut received = Vec::new();
@@ -77,9 +88,16 @@ async fn cut_stream_truncates_and_breaks_the_connection() {
     assert_eq!(events.len(), 4);
     assert!(!text.contains("message_stop"));
 
-    let response = post(&format!("{}/chat/completions", server.openai_base_url()), &openai_request("hi", true)).await;
+    let response = post(
+        &format!("{}/chat/completions", server.openai_base_url()),
+        &openai_request("hi", true),
+    )
+    .await;
     let result = response.text().await;
-    assert!(result.is_err(), "cut OpenAI stream must error, got {result:?}");
+    assert!(
+        result.is_err(),
+        "cut OpenAI stream must error, got {result:?}"
+    );
 }
 
 #[tokio::test]
@@ -98,14 +116,25 @@ async fn garbage_delay_and_exhaustion() {
     assert!(!text.contains("data:"));
 
     let started = Instant::now();
-    let events = parse_sse(&post(&url, &anthropic_request("hi", true)).await.text().await.unwrap());
+    let events = parse_sse(
+        &post(&url, &anthropic_request("hi", true))
+            .await
+            .text()
+            .await
+            .unwrap(),
+    );
     // Chunks are paced: at least one delay between each pair.
     assert!(started.elapsed() >= Duration::from_millis(30 * (events.len() as u64 - 1)));
 
     let response = post(&url, &anthropic_request("hi", true)).await;
     assert_eq!(response.status(), 500);
     let body: Value = response.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().unwrap().contains("exhausted"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exhausted")
+    );
     assert_eq!(server.requests().len(), 3);
 }
 
@@ -122,7 +151,11 @@ async fn matchers_pick_replies_by_user_text_and_tool_result() {
     let text_of = |v: Value| v["content"][0]["text"].as_str().unwrap().to_string();
 
     for _ in 0..2 {
-        let v: Value = post(&url, &anthropic_request("how is the weather?", false)).await.json().await.unwrap();
+        let v: Value = post(&url, &anthropic_request("how is the weather?", false))
+            .await
+            .json()
+            .await
+            .unwrap();
         assert_eq!(text_of(v), "sunny");
     }
     let with_result = json!({
@@ -143,7 +176,9 @@ async fn matchers_pick_replies_by_user_text_and_tool_result() {
     // Used up: the same request now finds nothing.
     assert_eq!(post(&url, &req).await.status(), 500);
 
-    server.set_script(script(json!({"replies": [{"content": [{"type": "text", "text": "new script"}]}]})));
+    server.set_script(script(
+        json!({"replies": [{"content": [{"type": "text", "text": "new script"}]}]}),
+    ));
     let v: Value = post(&url, &req).await.json().await.unwrap();
     assert_eq!(text_of(v), "new script");
 }
@@ -177,7 +212,11 @@ async fn records_requests_and_serves_side_endpoints() {
         .unwrap();
     assert!(count["input_tokens"].as_u64().unwrap() > 0);
 
-    let missing = client.get(format!("{}/nope", server.url())).send().await.unwrap();
+    let missing = client
+        .get(format!("{}/nope", server.url()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(missing.status(), 404);
     let body: Value = missing.json().await.unwrap();
     assert_eq!(body["error"]["type"], "not_found_error");
@@ -192,7 +231,15 @@ async fn records_requests_and_serves_side_endpoints() {
 
     let requests = server.requests();
     let paths: Vec<&str> = requests.iter().map(|r| r.path.as_str()).collect();
-    assert_eq!(paths, ["/v1/messages", "/v1/messages/count_tokens", "/nope", "/v1/messages"]);
+    assert_eq!(
+        paths,
+        [
+            "/v1/messages",
+            "/v1/messages/count_tokens",
+            "/nope",
+            "/v1/messages"
+        ]
+    );
     assert_eq!(requests[0].headers["x-api-key"], "sk-test");
     assert_eq!(requests[0].headers["anthropic-version"], "2023-06-01");
     assert_eq!(requests[0].body["messages"][0]["content"], "record me");
@@ -246,5 +293,8 @@ async fn demo_script_plays_over_both_wires() {
     .json()
     .await
     .unwrap();
-    assert_eq!(openai["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "LS");
+    assert_eq!(
+        openai["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+        "LS"
+    );
 }

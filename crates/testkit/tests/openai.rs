@@ -32,7 +32,10 @@ async fn streams_chunks_with_split_tool_arguments_and_usage() {
     let events = parse_sse(&response.text().await.unwrap());
     assert!(events.iter().all(|e| e.event.is_none()));
     assert_eq!(events.last().unwrap().data, "[DONE]");
-    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| e.json()).collect();
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| e.json())
+        .collect();
     for c in &chunks {
         assert_eq!(c["object"], "chat.completion.chunk");
         assert_eq!(c["model"], "gpt-test");
@@ -77,7 +80,10 @@ async fn streams_chunks_with_split_tool_arguments_and_usage() {
                     0,
                 ));
             }
-            if let Some(args) = call["function"]["arguments"].as_str().filter(|a| !a.is_empty()) {
+            if let Some(args) = call["function"]["arguments"]
+                .as_str()
+                .filter(|a| !a.is_empty())
+            {
                 calls[index].2.push_str(args);
                 calls[index].3 += 1;
             }
@@ -87,11 +93,17 @@ async fn streams_chunks_with_split_tool_arguments_and_usage() {
     assert!(content_chunks > 1);
     assert_eq!(reasoning, "Reading the file will tell.");
     assert_eq!(calls.len(), 2);
-    assert_eq!((calls[0].0.as_str(), calls[0].1.as_str()), ("call_1", "Read"));
+    assert_eq!(
+        (calls[0].0.as_str(), calls[0].1.as_str()),
+        ("call_1", "Read")
+    );
     assert!(calls[0].3 > 1, "arguments should be split across chunks");
     let args: Value = serde_json::from_str(&calls[0].2).unwrap();
     assert_eq!(args, json!({"path": "README.md", "limit": 20}));
-    assert_eq!((calls[1].0.as_str(), calls[1].1.as_str()), ("call_custom", "LS"));
+    assert_eq!(
+        (calls[1].0.as_str(), calls[1].1.as_str()),
+        ("call_custom", "LS")
+    );
     assert_eq!(finish.as_deref(), Some("tool_calls"));
     let usage = usage.expect("usage chunk");
     assert_eq!(usage["prompt_tokens"], 30);
@@ -113,7 +125,10 @@ async fn non_streaming_completion() {
     let completion: Value = response.json().await.unwrap();
     assert_eq!(completion["object"], "chat.completion");
     assert_eq!(completion["choices"][0]["message"]["role"], "assistant");
-    assert_eq!(completion["choices"][0]["message"]["content"], "Plain answer.");
+    assert_eq!(
+        completion["choices"][0]["message"]["content"],
+        "Plain answer."
+    );
     assert_eq!(completion["choices"][0]["finish_reason"], "length");
     assert!(completion["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
 }
@@ -139,10 +154,16 @@ async fn tool_messages_are_seen_as_tool_results() {
             {"role": "tool", "tool_call_id": "call_2", "content": "[package]"}
         ]
     });
-    let completion: Value = post(&format!("{}/chat/completions", server.openai_base_url()), &body)
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(completion["choices"][0]["message"]["content"], "A Rust project.");
+    let completion: Value = post(
+        &format!("{}/chat/completions", server.openai_base_url()),
+        &body,
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(
+        completion["choices"][0]["message"]["content"],
+        "A Rust project."
+    );
 }

@@ -1,10 +1,18 @@
-//! INTERFACE (to be implemented).
+//! What a tool call runs in, and what it returns.
+use std::path::Path;
 use std::time::Duration;
 
 use agentd_protocol::OutputStream;
 use agentd_sandbox::{PathGuard, Policy, Sandbox};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// Default cap, in characters, on a result put into the model's context.
+pub const DEFAULT_RESULT_CAP: usize = 30_000;
+/// Default `Bash` timeout when the model gives none.
+pub const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest `Bash` timeout a model may ask for.
+pub const DEFAULT_BASH_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Live output of a running tool call, for `tool.output` events.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +37,26 @@ pub struct ToolContext {
     pub result_cap: usize,
 }
 
+impl ToolContext {
+    /// A context for `workspace` (which must exist) with the strictest sandbox
+    /// policy (no network, no extra roots), no output listener, and the default
+    /// timeouts and result cap.
+    pub fn for_workspace(workspace: &Path) -> std::io::Result<Self> {
+        let guard = PathGuard::new(workspace, &[])?;
+        let policy = Policy::new(guard.workspace());
+        Ok(Self {
+            guard,
+            sandbox: Sandbox,
+            policy,
+            output: None,
+            cancel: CancellationToken::new(),
+            bash_timeout: DEFAULT_BASH_TIMEOUT,
+            bash_max_timeout: DEFAULT_BASH_MAX_TIMEOUT,
+            result_cap: DEFAULT_RESULT_CAP,
+        })
+    }
+}
+
 /// The result of a tool call as the model will see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolResult {
@@ -38,10 +66,16 @@ pub struct ToolResult {
 
 impl ToolResult {
     pub fn ok(content: impl Into<String>) -> Self {
-        Self { content: content.into(), is_error: false }
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
     }
 
     pub fn error(content: impl Into<String>) -> Self {
-        Self { content: content.into(), is_error: true }
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
     }
 }

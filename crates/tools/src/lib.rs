@@ -4,12 +4,38 @@
 //!
 //! Every path a tool receives goes through the context's `PathGuard`; `Bash`
 //! runs in the context's sandbox. Results are capped before they reach the model.
+//! Bad input (missing, unknown or mistyped fields, or a string where an object
+//! belongs) is a `ToolResult::error` naming the field, never a panic.
 
+mod bash;
+mod common;
 mod context;
+mod edit;
+mod edit_core;
+mod glob;
+mod grep;
+mod grep_search;
+mod input;
+mod ls;
+mod multi_edit;
+mod read;
 mod registry;
+mod walk;
+mod write;
 
-pub use context::{ToolContext, ToolOutput, ToolResult};
+pub use bash::BashTool;
+pub use context::{
+    DEFAULT_BASH_MAX_TIMEOUT, DEFAULT_BASH_TIMEOUT, DEFAULT_RESULT_CAP, ToolContext, ToolOutput,
+    ToolResult,
+};
+pub use edit::EditTool;
+pub use glob::GlobTool;
+pub use grep::GrepTool;
+pub use ls::LsTool;
+pub use multi_edit::MultiEditTool;
+pub use read::ReadTool;
 pub use registry::{ToolRegistry, builtin_tools};
+pub use write::WriteTool;
 
 use async_trait::async_trait;
 use serde_json::Value;

@@ -1,8 +1,16 @@
-//! INTERFACE (to be implemented).
+//! The set of tools a session can call.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::Tool;
+use crate::bash::BashTool;
+use crate::edit::EditTool;
+use crate::glob::GlobTool;
+use crate::grep::GrepTool;
+use crate::ls::LsTool;
+use crate::multi_edit::MultiEditTool;
+use crate::read::ReadTool;
+use crate::write::WriteTool;
 
 /// The tools available to a session, by name.
 #[derive(Clone, Default)]
@@ -12,7 +20,12 @@ pub struct ToolRegistry {
 
 impl ToolRegistry {
     pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
-        Self { tools: tools.into_iter().map(|t| (t.name().to_string(), t)).collect() }
+        Self {
+            tools: tools
+                .into_iter()
+                .map(|t| (t.name().to_string(), t))
+                .collect(),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
@@ -26,5 +39,14 @@ impl ToolRegistry {
 
 /// Bash, Read, Write, Edit, MultiEdit, Glob, Grep, LS.
 pub fn builtin_tools() -> ToolRegistry {
-    ToolRegistry::new(Vec::new())
+    ToolRegistry::new(vec![
+        Arc::new(BashTool),
+        Arc::new(ReadTool),
+        Arc::new(WriteTool),
+        Arc::new(EditTool),
+        Arc::new(MultiEditTool),
+        Arc::new(GlobTool),
+        Arc::new(GrepTool),
+        Arc::new(LsTool),
+    ])
 }

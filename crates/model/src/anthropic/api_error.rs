@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::ModelError;
-use crate::retry::{ErrorHint, error_for_status, looks_like_context_overflow};
+use crate::retry::{ErrorHint, error_for_status, fallback_message, looks_like_context_overflow};
 
 /// `(type, message)` of an error body, if it has that shape.
 fn parts(body: &Value) -> (Option<&str>, Option<&str>) {
@@ -51,24 +51,6 @@ pub(crate) fn from_stream_error(data: &Value) -> ModelError {
     error_for_status(status, message.clone(), hint(&message), None)
 }
 
-/// A message for an error body that is not the documented JSON (e.g. an HTML
-/// page from a proxy).
-pub(crate) fn fallback_message(status: u16, body: &str) -> String {
-    let body = body.trim();
-    if body.is_empty() {
-        let reason = reqwest::StatusCode::from_u16(status)
-            .ok()
-            .and_then(|s| s.canonical_reason())
-            .unwrap_or("error");
-        return format!("HTTP {status} {reason}");
-    }
-    let mut cut: String = body.chars().take(300).collect();
-    if cut.len() < body.len() {
-        cut.push('…');
-    }
-    cut
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -80,13 +62,20 @@ mod tests {
         let body = |kind: &str, message: &str| {
             json!({"type": "error", "error": {"type": kind, "message": message}}).to_string()
         };
-        let err = from_response(401, None, &body("authentication_error", "invalid x-api-key"));
+        let err = from_response(
+            401,
+            None,
+            &body("authentication_error", "invalid x-api-key"),
+        );
         assert!(matches!(err, ModelError::Auth { status: 401, ref message }
             if message == "invalid x-api-key"));
         let err = from_response(
             400,
             None,
-            &body("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"),
+            &body(
+                "invalid_request_error",
+                "prompt is too long: 210000 tokens > 200000 maximum",
+            ),
         );
         assert!(matches!(err, ModelError::ContextOverflow { .. }));
         let err = from_response(400, None, &body("invalid_request_error", "max_tokens: bad"));
@@ -98,8 +87,10 @@ mod tests {
         let err = from_response(529, None, &body("overloaded_error", "Overloaded"));
         assert!(matches!(err, ModelError::Overloaded { .. }));
         let err = from_response(502, None, "<html>Bad Gateway</html>");
-        assert!(matches!(err, ModelError::Server { status: 502, ref message, .. }
-            if message == "<html>Bad Gateway</html>"));
+        assert!(
+            matches!(err, ModelError::Server { status: 502, ref message, .. }
+            if message == "<html>Bad Gateway</html>")
+        );
         let err = from_response(503, None, "");
         assert!(matches!(err, ModelError::Server { ref message, .. }
             if message == "HTTP 503 Service Unavailable"));

@@ -210,8 +210,16 @@ mod tests {
         let cached = json!({"type": "ephemeral"});
         assert_eq!(body["tools"][0]["cache_control"], cached);
         assert_eq!(body["messages"][2]["content"][1]["cache_control"], cached);
-        assert!(body["messages"][2]["content"][0].get("cache_control").is_none());
-        assert!(body["messages"][0]["content"][0].get("cache_control").is_none());
+        assert!(
+            body["messages"][2]["content"][0]
+                .get("cache_control")
+                .is_none()
+        );
+        assert!(
+            body["messages"][0]["content"][0]
+                .get("cache_control")
+                .is_none()
+        );
     }
 
     #[test]

@@ -139,8 +139,10 @@ impl Parser {
                 json.push_str(piece("partial_json"));
             }
             (
-                Some(kind @ ("text_delta" | "thinking_delta" | "signature_delta"
-                | "input_json_delta")),
+                Some(
+                    kind @ ("text_delta" | "thinking_delta" | "signature_delta"
+                    | "input_json_delta"),
+                ),
                 block,
             ) => {
                 return Err(ModelError::Protocol(format!(
@@ -220,11 +222,7 @@ pub(crate) fn stop_reason(reason: &str) -> StopReason {
 }
 
 impl EventParser for Parser {
-    fn on_event(
-        &mut self,
-        event: SseEvent,
-        out: &mut Vec<ModelEvent>,
-    ) -> Result<Step, ModelError> {
+    fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<Step, ModelError> {
         let data: Value = serde_json::from_str(&event.data).map_err(|err| {
             ModelError::Protocol(format!("event data is not JSON ({err}): {:?}", event.data))
         })?;

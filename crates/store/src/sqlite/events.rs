@@ -1,11 +1,15 @@
 //! The event log: per-session `seq` 1, 2, 3, … assigned in the append
-//! transaction, so it has no gaps and no duplicates under concurrency.
+//! transaction (see `writer`), so it has no gaps and no duplicates under
+//! concurrency.
 
 use agentd_protocol::{Event, EventEnvelope};
 use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
-use super::util::{col, col_time, col_u64, db, from_json, now, to_json, to_ms, to_u64};
+use tokio::sync::oneshot;
+
+use super::util::{col, col_time, col_u64, db, from_json, to_json};
+use super::writer::AppendJob;
 use crate::{StoreError, StoreResult};
 
 fn envelope_from_row(session_id: &str, row: &SqliteRow) -> StoreResult<EventEnvelope> {
@@ -25,37 +29,20 @@ impl SqliteStore {
         session_id: &str,
         event: &Event,
     ) -> StoreResult<EventEnvelope> {
-        // Encode before taking the lock: the critical section is only SQL.
         let data = to_json(event, "event")?;
-        let at = now();
-
-        let _write = self.write_guard().await;
-        let mut tx = self.pool.begin().await.map_err(db("appending event"))?;
-        let seq: Option<i64> = sqlx::query_scalar(
-            "UPDATE sessions SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq",
-        )
-        .bind(session_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db("appending event"))?;
-        let Some(seq) = seq else {
-            return Err(StoreError::NotFound(format!("session {session_id}")));
+        let (reply, result) = oneshot::channel();
+        let job = AppendJob {
+            session_id: session_id.to_owned(),
+            type_name: event.type_name(),
+            data,
+            reply,
         };
-        sqlx::query(
-            "INSERT INTO events (session_id, seq, type, data, created_at) VALUES (?, ?, ?, ?, ?)",
-        )
-        .bind(session_id)
-        .bind(seq)
-        .bind(event.type_name())
-        .bind(&data)
-        .bind(to_ms(at))
-        .execute(&mut *tx)
-        .await
-        .map_err(db("appending event"))?;
-        tx.commit().await.map_err(db("appending event"))?;
-
+        let stopped =
+            || StoreError::Database("appending event: the event writer has stopped".into());
+        self.appends.send(job).await.map_err(|_| stopped())?;
+        let (seq, at) = result.await.map_err(|_| stopped())??;
         Ok(EventEnvelope {
-            seq: to_u64(seq, "seq")?,
+            seq,
             session_id: session_id.to_owned(),
             at,
             event: event.clone(),

@@ -40,7 +40,11 @@ impl SqliteStore {
         let at = now();
 
         let _write = self.write_guard().await;
-        let mut tx = self.pool.begin().await.map_err(db("appending message"))?;
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db("appending message"))?;
         // Touching the session first both checks it exists and takes the write
         // lock before we read MAX(position).
         let touched = sqlx::query("UPDATE sessions SET updated_at = ? WHERE id = ?")

@@ -1,12 +1,14 @@
 //! SQLite backend: one database file in WAL mode, a small connection pool for
 //! readers, and writes serialized in-process so `seq` and `position`
-//! assignment never race (SQLite allows one writer anyway).
+//! assignment never race (SQLite allows one writer anyway). Event appends go
+//! through a group-commit writer task (`writer`).
 
 mod events;
 mod messages;
 mod sessions;
 mod turns;
 mod util;
+mod writer;
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -20,7 +22,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use tokio::sync::{Mutex, MutexGuard};
+use tokio::sync::{Mutex, MutexGuard, mpsc};
 
 use crate::{
     NewSession, SessionRecord, SessionUpdate, Store, StoreError, StoreResult, StoredMessage,
@@ -58,12 +60,15 @@ fn migrator() -> Migrator {
     }
 }
 
-/// The embedded SQLite store. Cheap to clone; clones share the pool.
+/// The embedded SQLite store. Cheap to clone; clones share the pool and the
+/// event writer task, which runs on the Tokio runtime that opened the store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
     /// Held for the whole of every write transaction.
     write_lock: Arc<Mutex<()>>,
+    /// Event appends, committed in groups by the writer task.
+    appends: mpsc::Sender<writer::AppendJob>,
 }
 
 impl SqliteStore {
@@ -122,9 +127,12 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Database(format!("migrating sqlite database: {e}")))?;
 
+        let write_lock = Arc::new(Mutex::new(()));
+        let appends = writer::spawn(pool.clone(), write_lock.clone());
         Ok(Self {
             pool,
-            write_lock: Arc::new(Mutex::new(())),
+            write_lock,
+            appends,
         })
     }
 
@@ -152,16 +160,18 @@ fn prepare_file(path: &Path) -> StoreResult<()> {
     let io = |what: &str, e: std::io::Error| {
         StoreError::Database(format!("{what} {}: {e}", path.display()))
     };
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        if !parent.exists() {
-            let mut builder = std::fs::DirBuilder::new();
-            builder.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-            builder
-                .create(parent)
-                .map_err(|e| io("creating the directory of", e))?;
-        }
+    // Only directories we create get 0700; an existing one is the user's.
+    if let Some(parent) = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && !p.exists())
+    {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(parent)
+            .map_err(|e| io("creating the directory of", e))?;
     }
     let mut file = std::fs::OpenOptions::new();
     file.write(true).create(true).truncate(false);

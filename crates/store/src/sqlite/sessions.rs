@@ -38,9 +38,7 @@ fn session_from_row(row: &SqliteRow) -> StoreResult<SessionRecord> {
 
 impl SqliteStore {
     pub(super) async fn create_session_impl(&self, new: NewSession) -> StoreResult<SessionRecord> {
-        let id = new
-            .id
-            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let id = new.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let at = now();
         let record = SessionRecord {
             id,
@@ -116,13 +114,14 @@ impl SqliteStore {
                     .await
             }
             Some(cursor) => {
-                let cursor_at: Option<i64> =
-                    sqlx::query_scalar("SELECT created_at FROM sessions WHERE id = ? AND owner = ?")
-                        .bind(cursor)
-                        .bind(owner)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(db("reading session cursor"))?;
+                let cursor_at: Option<i64> = sqlx::query_scalar(
+                    "SELECT created_at FROM sessions WHERE id = ? AND owner = ?",
+                )
+                .bind(cursor)
+                .bind(owner)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db("reading session cursor"))?;
                 let Some(cursor_at) = cursor_at else {
                     return Err(StoreError::NotFound(format!("session {cursor}")));
                 };

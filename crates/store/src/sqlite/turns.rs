@@ -37,7 +37,11 @@ impl SqliteStore {
     ) -> StoreResult<TurnStart> {
         let at = now();
         let _write = self.write_guard().await;
-        let mut tx = self.pool.begin().await.map_err(db("starting turn"))?;
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db("starting turn"))?;
 
         let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM sessions WHERE id = ?")
             .bind(session_id)

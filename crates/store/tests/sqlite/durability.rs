@@ -41,8 +41,18 @@ async fn data_survives_reopening_the_file() {
     let running = store.running_turns().await.unwrap();
     assert_eq!(running.len(), 1);
     // After a restart: interrupt what was running, and carry on.
-    store.finish_turn("t1", TurnStatus::Interrupted).await.unwrap();
-    assert_eq!(store.append_event(&s.id, &delta("three")).await.unwrap().seq, 3);
+    store
+        .finish_turn("t1", TurnStatus::Interrupted)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .append_event(&s.id, &delta("three"))
+            .await
+            .unwrap()
+            .seq,
+        3
+    );
 }
 
 #[tokio::test]
@@ -52,7 +62,10 @@ async fn two_stores_on_one_file_share_data() {
     let first = SqliteStore::open(&path).await.unwrap();
     let second = SqliteStore::open(&path).await.unwrap();
     let s = session(&first, "alice").await;
-    assert_eq!(second.append_event(&s.id, &delta("a")).await.unwrap().seq, 1);
+    assert_eq!(
+        second.append_event(&s.id, &delta("a")).await.unwrap().seq,
+        1
+    );
     assert_eq!(first.append_event(&s.id, &delta("b")).await.unwrap().seq, 2);
     assert_eq!(second.events_after(&s.id, 0, 10).await.unwrap().len(), 2);
     // Same client_request_id through two stores (no shared in-process lock).
@@ -93,7 +106,13 @@ async fn wal_and_foreign_keys_are_on() {
         .await
         .unwrap();
     assert_eq!(fk, 1);
-    for table in ["users", "api_tokens", "pending_requests", "checkpoints", "blobs"] {
+    for table in [
+        "users",
+        "api_tokens",
+        "pending_requests",
+        "checkpoints",
+        "blobs",
+    ] {
         let n: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
             .fetch_one(store.pool())
             .await

@@ -140,15 +140,36 @@ async fn events_after_pages_by_seq() {
     let (_dir, store) = store().await;
     let s = session(&store, "alice").await;
     for i in 0..10 {
-        store.append_event(&s.id, &delta(&i.to_string())).await.unwrap();
+        store
+            .append_event(&s.id, &delta(&i.to_string()))
+            .await
+            .unwrap();
     }
     let seqs = |v: Vec<EventEnvelope>| v.into_iter().map(|e| e.seq).collect::<Vec<_>>();
-    assert_eq!(seqs(store.events_after(&s.id, 3, 4).await.unwrap()), [4, 5, 6, 7]);
-    assert_eq!(seqs(store.events_after(&s.id, 7, 100).await.unwrap()), [8, 9, 10]);
+    assert_eq!(
+        seqs(store.events_after(&s.id, 3, 4).await.unwrap()),
+        [4, 5, 6, 7]
+    );
+    assert_eq!(
+        seqs(store.events_after(&s.id, 7, 100).await.unwrap()),
+        [8, 9, 10]
+    );
     assert!(store.events_after(&s.id, 10, 100).await.unwrap().is_empty());
-    assert!(store.events_after(&s.id, u64::MAX, 100).await.unwrap().is_empty());
+    assert!(
+        store
+            .events_after(&s.id, u64::MAX, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(store.events_after(&s.id, 0, 0).await.unwrap().is_empty());
-    assert!(store.events_after("unknown", 0, 100).await.unwrap().is_empty());
+    assert!(
+        store
+            .events_after("unknown", 0, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -186,7 +207,10 @@ async fn concurrent_appends_to_one_session_are_gapless() {
         tasks.push(tokio::spawn(async move {
             let mut seqs = Vec::new();
             for i in 0..50 {
-                let e = store.append_event(&id, &delta(&format!("{t}-{i}"))).await.unwrap();
+                let e = store
+                    .append_event(&id, &delta(&format!("{t}-{i}")))
+                    .await
+                    .unwrap();
                 seqs.push(e.seq);
             }
             seqs
@@ -210,7 +234,10 @@ async fn concurrent_appends_to_one_session_are_gapless() {
         .map(|e| e.seq)
         .collect();
     assert_eq!(stored, (1..=1000).collect::<Vec<_>>());
-    assert_eq!(store.get_session(&s.id).await.unwrap().unwrap().last_seq, 1000);
+    assert_eq!(
+        store.get_session(&s.id).await.unwrap().unwrap().last_seq,
+        1000
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
@@ -250,45 +277,104 @@ async fn many_sessions_append_at_once() {
             };
             let mut parts = text.split('/');
             assert_eq!(parts.next().unwrap(), n.to_string());
-            *per_writer.entry(parts.next().unwrap().to_owned()).or_default() += 1;
+            *per_writer
+                .entry(parts.next().unwrap().to_owned())
+                .or_default() += 1;
         }
         assert_eq!(per_writer.len(), 2);
         assert!(per_writer.values().all(|&c| c == 25));
     }
 }
 
-/// Not an assertion on speed: prints a rough figure (run with --nocapture).
-#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
-async fn append_throughput_printout() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn abandoned_appends_leave_no_gap() {
     let (_dir, store) = store().await;
     let s = session(&store, "alice").await;
-    let event = delta("a typical coalesced text delta of some tens of bytes");
-
-    let n = 5_000;
-    let start = Instant::now();
-    for _ in 0..n {
-        store.append_event(&s.id, &event).await.unwrap();
-    }
-    let sequential = n as f64 / start.elapsed().as_secs_f64();
-
-    let start = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..16 {
+    for t in 0..20 {
         let store = store.clone();
         let id = s.id.clone();
-        let event = event.clone();
         tasks.push(tokio::spawn(async move {
-            for _ in 0..n / 16 {
-                store.append_event(&id, &event).await.unwrap();
+            for i in 0..50 {
+                store
+                    .append_event(&id, &delta(&format!("{t}-{i}")))
+                    .await
+                    .unwrap();
             }
         }));
     }
-    for t in tasks {
-        t.await.unwrap();
+    // Callers that stop waiting mid-append (a client that went away).
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    for t in tasks.iter().step_by(3) {
+        t.abort();
     }
-    let concurrent = (n / 16 * 16) as f64 / start.elapsed().as_secs_f64();
+    for t in tasks {
+        let _ = t.await;
+    }
+    let last = store.get_session(&s.id).await.unwrap().unwrap().last_seq;
+    let seqs: Vec<_> = store
+        .events_after(&s.id, 0, 5000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, (1..=last).collect::<Vec<_>>());
+    assert_eq!(
+        store
+            .append_event(&s.id, &delta("after"))
+            .await
+            .unwrap()
+            .seq,
+        last + 1
+    );
+}
+
+/// Not an assertion on speed: prints rough figures (run with --nocapture).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_throughput_printout() {
+    let (_dir, store) = store().await;
+    let event = delta("a typical coalesced text delta of some tens of bytes");
+    let one = session(&store, "alice").await.id;
+
+    let n = 3_000;
+    let start = Instant::now();
+    for _ in 0..n {
+        store.append_event(&one, &event).await.unwrap();
+    }
+    let sequential = n as f64 / start.elapsed().as_secs_f64();
+
+    let mut rates = Vec::new();
+    for sessions in [1, 100] {
+        let mut ids = Vec::new();
+        for _ in 0..sessions {
+            ids.push(session(&store, "alice").await.id);
+        }
+        let tasks_per_session = if sessions == 1 { 16 } else { 1 };
+        let per_task = 20_000 / (sessions * tasks_per_session);
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for id in &ids {
+            for _ in 0..tasks_per_session {
+                let store = store.clone();
+                let id = id.clone();
+                let event = event.clone();
+                tasks.push(tokio::spawn(async move {
+                    for _ in 0..per_task {
+                        store.append_event(&id, &event).await.unwrap();
+                    }
+                }));
+            }
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let total = per_task * sessions * tasks_per_session;
+        rates.push(total as f64 / start.elapsed().as_secs_f64());
+    }
     eprintln!(
-        "sqlite append_event, one session: {sequential:.0}/s sequential, \
-         {concurrent:.0}/s with 16 tasks"
+        "sqlite append_event: {sequential:.0}/s one caller; {:.0}/s 16 tasks on one session; \
+         {:.0}/s 100 sessions at once",
+        rates[0], rates[1]
     );
 }

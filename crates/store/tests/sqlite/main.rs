@@ -1,4 +1,5 @@
 //! Behaviour of `SqliteStore` through the `Store` trait.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod durability;
 mod events;
@@ -14,7 +15,9 @@ use tempfile::TempDir;
 /// A fresh store in its own temp dir (kept alive by the returned guard).
 pub async fn store() -> (TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("agentd.db")).await.unwrap();
+    let store = SqliteStore::open(&dir.path().join("agentd.db"))
+        .await
+        .unwrap();
     (dir, store)
 }
 
@@ -44,9 +47,11 @@ pub fn delta(text: &str) -> Event {
 
 /// Rows of `table` belonging to `session_id`, counted behind the trait's back.
 pub async fn count_rows(store: &SqliteStore, table: &str, session_id: &str) -> i64 {
-    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table} WHERE session_id = ?"))
-        .bind(session_id)
-        .fetch_one(store.pool())
-        .await
-        .unwrap()
+    sqlx::query_scalar(&format!(
+        "SELECT COUNT(*) FROM {table} WHERE session_id = ?"
+    ))
+    .bind(session_id)
+    .fetch_one(store.pool())
+    .await
+    .unwrap()
 }

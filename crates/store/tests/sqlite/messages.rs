@@ -74,8 +74,14 @@ async fn transcripts_are_per_session() {
     let (_dir, store) = store().await;
     let a = session(&store, "alice").await;
     let b = session(&store, "alice").await;
-    store.append_message(&a.id, None, &Message::user_text("a1")).await.unwrap();
-    let b1 = store.append_message(&b.id, None, &Message::user_text("b1")).await.unwrap();
+    store
+        .append_message(&a.id, None, &Message::user_text("a1"))
+        .await
+        .unwrap();
+    let b1 = store
+        .append_message(&b.id, None, &Message::user_text("b1"))
+        .await
+        .unwrap();
     assert_eq!(b1.position, 1);
     assert_eq!(store.messages(&a.id).await.unwrap().len(), 1);
     assert!(store.messages("unknown").await.unwrap().is_empty());

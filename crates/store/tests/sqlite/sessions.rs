@@ -10,9 +10,17 @@ async fn create_then_get_returns_the_same_record() {
     assert_eq!(created.owner, "alice");
     assert_eq!(created.status, SessionStatus::Idle);
     assert_eq!(created.usage, Usage::default());
-    assert_eq!((created.turns, created.last_seq, created.cost_usd), (0, 0, 0.0));
+    assert_eq!(
+        (created.turns, created.last_seq, created.cost_usd),
+        (0, 0, 0.0)
+    );
     assert_eq!(created.created_at, created.updated_at);
-    assert_eq!(uuid::Uuid::parse_str(&created.id).unwrap().get_version_num(), 7);
+    assert_eq!(
+        uuid::Uuid::parse_str(&created.id)
+            .unwrap()
+            .get_version_num(),
+        7
+    );
 
     let read = store.get_session(&created.id).await.unwrap().unwrap();
     assert_eq!(read, created);
@@ -31,7 +39,10 @@ async fn caller_chosen_id_is_kept_and_must_be_unique() {
     assert_eq!(created.id, "my-id");
     assert_eq!(created.title, None);
     let err = store.create_session(new).await.unwrap_err();
-    assert!(matches!(err, StoreError::Database(ref m) if m.contains("already exists")), "{err}");
+    assert!(
+        matches!(err, StoreError::Database(ref m) if m.contains("already exists")),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -64,7 +75,13 @@ async fn list_is_newest_first_with_cursor_pages() {
     for pair in all.windows(2) {
         assert!((pair[0].created_at, &pair[0].id) > (pair[1].created_at, &pair[1].id));
     }
-    assert!(store.list_sessions("alice", None, 0).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_sessions("alice", None, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -106,12 +123,24 @@ async fn owners_see_only_their_own_sessions() {
     assert_eq!(alice, vec![a.clone()]);
     let bob = store.list_sessions("bob", None, 10).await.unwrap();
     assert_eq!(bob, vec![b.clone()]);
-    assert!(store.list_sessions("carol", None, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_sessions("carol", None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // Someone else's id, or an unknown one, is not a valid cursor.
-    let err = store.list_sessions("alice", Some(&b.id), 10).await.unwrap_err();
+    let err = store
+        .list_sessions("alice", Some(&b.id), 10)
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::NotFound(_)), "{err}");
-    let err = store.list_sessions("alice", Some("gone"), 10).await.unwrap_err();
+    let err = store
+        .list_sessions("alice", Some("gone"), 10)
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::NotFound(_)), "{err}");
 }
 
@@ -134,7 +163,10 @@ async fn update_adds_totals_and_sets_fields() {
         add_cost_usd: Some(0.25),
         add_turns: Some(1),
     };
-    let once = store.update_session(&created.id, update.clone()).await.unwrap();
+    let once = store
+        .update_session(&created.id, update.clone())
+        .await
+        .unwrap();
     assert_eq!(once.title.as_deref(), Some("renamed ✓"));
     assert_eq!(once.status, SessionStatus::Running);
     assert_eq!(once.usage, usage);
@@ -160,7 +192,10 @@ async fn update_adds_totals_and_sets_fields() {
     assert_eq!(twice.usage.cache_write_tokens, 14);
     assert_eq!(twice.cost_usd, 0.5);
     assert_eq!(twice.turns, 2);
-    assert_eq!(store.get_session(&created.id).await.unwrap().unwrap(), twice);
+    assert_eq!(
+        store.get_session(&created.id).await.unwrap().unwrap(),
+        twice
+    );
 
     // An empty update only bumps updated_at.
     let same = store
@@ -190,16 +225,33 @@ async fn delete_removes_the_session_and_all_its_rows() {
             .append_message(&s.id, Some("t1"), &Message::user_text("hi"))
             .await
             .unwrap();
-        store.start_turn(&s.id, &format!("turn-{}", s.id), None).await.unwrap();
+        store
+            .start_turn(&s.id, &format!("turn-{}", s.id), None)
+            .await
+            .unwrap();
     }
 
     assert!(store.delete_session(&doomed.id).await.unwrap());
     assert!(store.get_session(&doomed.id).await.unwrap().is_none());
     for table in ["events", "messages", "turns"] {
-        assert_eq!(crate::count_rows(&store, table, &doomed.id).await, 0, "{table}");
-        assert_eq!(crate::count_rows(&store, table, &kept.id).await, 1, "{table}");
+        assert_eq!(
+            crate::count_rows(&store, table, &doomed.id).await,
+            0,
+            "{table}"
+        );
+        assert_eq!(
+            crate::count_rows(&store, table, &kept.id).await,
+            1,
+            "{table}"
+        );
     }
-    assert!(store.events_after(&doomed.id, 0, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .events_after(&doomed.id, 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(store.messages(&doomed.id).await.unwrap().is_empty());
     assert_eq!(store.running_turns().await.unwrap().len(), 1);
 

@@ -7,8 +7,7 @@ use crate::{session, store};
 async fn start_finish_and_running_turns() {
     let (_dir, store) = store().await;
     let s = session(&store, "alice").await;
-    let TurnStart::Started(t1) = store.start_turn(&s.id, "t1", Some("req-1")).await.unwrap()
-    else {
+    let TurnStart::Started(t1) = store.start_turn(&s.id, "t1", Some("req-1")).await.unwrap() else {
         panic!("expected Started");
     };
     assert_eq!(t1.id, "t1");
@@ -20,13 +19,22 @@ async fn start_finish_and_running_turns() {
         panic!("expected Started");
     };
 
-    assert_eq!(store.running_turns().await.unwrap(), vec![t1.clone(), t2.clone()]);
+    assert_eq!(
+        store.running_turns().await.unwrap(),
+        vec![t1.clone(), t2.clone()]
+    );
 
-    store.finish_turn("t1", TurnStatus::Completed).await.unwrap();
+    store
+        .finish_turn("t1", TurnStatus::Completed)
+        .await
+        .unwrap();
     assert_eq!(store.running_turns().await.unwrap(), vec![t2]);
 
     // The first finish wins; a second one changes nothing.
-    store.finish_turn("t1", TurnStatus::Interrupted).await.unwrap();
+    store
+        .finish_turn("t1", TurnStatus::Interrupted)
+        .await
+        .unwrap();
     let TurnStart::Duplicate(done) = store.start_turn(&s.id, "t9", Some("req-1")).await.unwrap()
     else {
         panic!("expected Duplicate");
@@ -37,7 +45,10 @@ async fn start_finish_and_running_turns() {
     assert!(finished_at >= done.started_at);
     assert_eq!(done.started_at, t1.started_at);
 
-    store.finish_turn("t2", TurnStatus::BudgetExceeded).await.unwrap();
+    store
+        .finish_turn("t2", TurnStatus::BudgetExceeded)
+        .await
+        .unwrap();
     assert!(store.running_turns().await.unwrap().is_empty());
 }
 
@@ -73,13 +84,19 @@ async fn client_request_ids_are_scoped_per_session() {
     let a = session(&store, "alice").await;
     let b = session(&store, "alice").await;
     let started = |r: TurnStart| matches!(r, TurnStart::Started(_));
-    assert!(started(store.start_turn(&a.id, "a1", Some("same")).await.unwrap()));
-    assert!(started(store.start_turn(&b.id, "b1", Some("same")).await.unwrap()));
+    assert!(started(
+        store.start_turn(&a.id, "a1", Some("same")).await.unwrap()
+    ));
+    assert!(started(
+        store.start_turn(&b.id, "b1", Some("same")).await.unwrap()
+    ));
     // Without a client_request_id turns never collide.
     assert!(started(store.start_turn(&a.id, "a2", None).await.unwrap()));
     assert!(started(store.start_turn(&a.id, "a3", None).await.unwrap()));
     // A duplicate writes nothing.
-    assert!(!started(store.start_turn(&a.id, "a4", Some("same")).await.unwrap()));
+    assert!(!started(
+        store.start_turn(&a.id, "a4", Some("same")).await.unwrap()
+    ));
     assert_eq!(crate::count_rows(&store, "turns", &a.id).await, 3);
 }
 

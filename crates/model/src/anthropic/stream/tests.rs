@@ -242,15 +242,27 @@ async fn a_cut_stream_is_a_stream_error() {
 #[tokio::test]
 async fn non_sse_bodies_are_protocol_errors() {
     let events = run("<html><body>502 Bad Gateway</body></html>\n", 8).await;
-    assert!(matches!(events[..], [Err(ModelError::Protocol(_))]), "{events:?}");
+    assert!(
+        matches!(events[..], [Err(ModelError::Protocol(_))]),
+        "{events:?}"
+    );
     let events = run("{\"id\": \"msg_1\", \"content\": []}", 8).await;
-    assert!(matches!(events[..], [Err(ModelError::Protocol(_))]), "{events:?}");
+    assert!(
+        matches!(events[..], [Err(ModelError::Protocol(_))]),
+        "{events:?}"
+    );
     let events = run("data: not json\n\n", 8).await;
-    assert!(matches!(events[..], [Err(ModelError::Protocol(_))]), "{events:?}");
+    assert!(
+        matches!(events[..], [Err(ModelError::Protocol(_))]),
+        "{events:?}"
+    );
     let body = sse(&[json!({"type": "content_block_start", "index": 0,
                             "content_block": {"type": "text", "text": ""}})]);
     let events = run(&body, 8).await;
-    assert!(matches!(events[..], [Err(ModelError::Protocol(_))]), "{events:?}");
+    assert!(
+        matches!(events[..], [Err(ModelError::Protocol(_))]),
+        "{events:?}"
+    );
 }
 
 #[tokio::test]

@@ -1,0 +1,192 @@
+//! `Bash`: a shell command in the session's sandbox, with live output.
+use std::time::Duration;
+
+use agentd_protocol::OutputStream;
+use agentd_sandbox::{ExecOutcome, ExecRequest, OutputChunk};
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::common::finish;
+use crate::input::parse_input;
+use crate::{Tool, ToolContext, ToolOutput, ToolResult};
+
+const DESCRIPTION: &str = "Run a shell command with `bash -c` in the workspace (the \
+working directory and $HOME). The command runs in a sandbox: only the workspace is \
+writable, /tmp is private and empty, the environment is minimal, and there is no network \
+unless the session allows it. Output (stdout, then stderr) is returned together with the \
+exit code; long output is cut. Use it for builds, tests, git and other programs; prefer \
+Read, Edit, Write, Glob, Grep and LS for looking at and changing files. `timeout` is in \
+milliseconds; the command and everything it started are killed when it expires. \
+Background processes do not outlive the command.";
+
+#[derive(Debug, Deserialize)]
+struct BashInput {
+    command: String,
+    timeout: Option<f64>,
+    #[allow(dead_code)] // Shown to the user by the engine, not used here.
+    description: Option<String>,
+}
+
+/// The `Bash` tool.
+#[derive(Debug, Default)]
+pub struct BashTool;
+
+#[async_trait]
+impl Tool for BashTool {
+    fn name(&self) -> &str {
+        "Bash"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command to run."},
+                "timeout": {
+                    "type": "number",
+                    "description": "Optional timeout in milliseconds; the server caps it (default 120000)."
+                },
+                "description": {
+                    "type": "string",
+                    "description": "What the command does, in 5-10 words, e.g. \"Run the unit tests\"."
+                }
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
+        let input: BashInput = match parse_input(self.name(), &self.input_schema(), input) {
+            Ok(input) => input,
+            Err(error) => return error,
+        };
+        if input.command.trim().is_empty() {
+            return ToolResult::error("`command` is empty");
+        }
+        let timeout = match timeout_for(input.timeout, ctx) {
+            Ok(timeout) => timeout,
+            Err(message) => return ToolResult::error(message),
+        };
+        let request = ExecRequest {
+            command: input.command,
+            timeout,
+            output_cap: ctx.result_cap,
+        };
+        let outcome = run_with_live_output(&request, ctx).await;
+        match outcome {
+            Ok(outcome) => finish(describe(&outcome, timeout), ctx),
+            Err(message) => ToolResult::error(message),
+        }
+    }
+}
+
+fn timeout_for(requested_ms: Option<f64>, ctx: &ToolContext) -> Result<Duration, String> {
+    let ceiling = ctx.bash_max_timeout;
+    match requested_ms {
+        None => Ok(ctx.bash_timeout.min(ceiling)),
+        Some(ms) if ms.is_finite() && ms > 0.0 => Ok(Duration::from_secs_f64(
+            (ms / 1000.0).min(ceiling.as_secs_f64()),
+        )),
+        Some(ms) => Err(format!(
+            "`timeout` must be a positive number of milliseconds, got {ms}"
+        )),
+    }
+}
+
+/// Run the request, forwarding output chunks to the context's listener as they come.
+async fn run_with_live_output(
+    request: &ExecRequest,
+    ctx: &ToolContext,
+) -> Result<ExecOutcome, String> {
+    let Some(listener) = ctx.output.clone() else {
+        return ctx
+            .sandbox
+            .exec(&ctx.policy, request, None, ctx.cancel.clone())
+            .await
+            .map_err(|err| err.to_string());
+    };
+    let (sender, mut receiver) = mpsc::unbounded_channel();
+    let exec = ctx
+        .sandbox
+        .exec(&ctx.policy, request, Some(sender), ctx.cancel.clone());
+    // Ends when `exec` drops its sender, i.e. when the command is done.
+    let forward = async move {
+        while let Some(chunk) = receiver.recv().await {
+            let (stream, text) = match chunk {
+                OutputChunk::Stdout(text) => (OutputStream::Stdout, text),
+                OutputChunk::Stderr(text) => (OutputStream::Stderr, text),
+            };
+            let _ = listener.send(ToolOutput { stream, text });
+        }
+    };
+    let (outcome, ()) = tokio::join!(exec, forward);
+    outcome.map_err(|err| err.to_string())
+}
+
+/// The text the model sees: stdout, stderr, then how the command ended.
+fn describe(outcome: &ExecOutcome, timeout: Duration) -> ToolResult {
+    let mut parts: Vec<String> = Vec::new();
+    for stream in [&outcome.stdout, &outcome.stderr] {
+        let trimmed = stream.trim_end_matches('\n');
+        if !trimmed.is_empty() {
+            parts.push(trimmed.to_string());
+        }
+    }
+    if outcome.truncated {
+        parts.push(format!(
+            "[output truncated: {} more bytes were not kept]",
+            outcome.dropped_bytes
+        ));
+    }
+    let failed = if outcome.cancelled {
+        parts.push("[command interrupted by the user and killed]".to_string());
+        true
+    } else if outcome.timed_out {
+        parts.push(format!(
+            "[command timed out after {} and was killed]",
+            human(timeout)
+        ));
+        true
+    } else {
+        match outcome.exit_code {
+            Some(0) => false,
+            Some(code) => {
+                parts.push(format!("[exit code {code}]"));
+                true
+            }
+            None => {
+                parts.push("[command killed by a signal]".to_string());
+                true
+            }
+        }
+    };
+    if parts.is_empty() {
+        parts.push("(no output)".to_string());
+    }
+    let content = parts.join("\n");
+    if failed {
+        ToolResult::error(content)
+    } else {
+        ToolResult::ok(content)
+    }
+}
+
+fn human(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
+}

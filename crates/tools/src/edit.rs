@@ -1,0 +1,96 @@
+//! `Edit`: replace an exact string in a file.
+use std::path::Path;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::common::{resolve_path, to_result};
+use crate::edit_core::{EditSpec, apply_edit, load_text, save_text, snippet};
+use crate::input::parse_input;
+use crate::{Tool, ToolContext, ToolResult};
+
+const DESCRIPTION: &str = "Replace text in a file. `old_string` must match the file \
+exactly (whitespace and indentation included) and exactly once, unless `replace_all` is \
+true; include enough surrounding lines to make it unique. Copy the text from Read output \
+without the line-number prefix. An empty `old_string` creates a new file with \
+`new_string` as its content. Relative paths are resolved against the workspace.";
+
+#[derive(Debug, Deserialize)]
+struct EditInput {
+    file_path: String,
+    #[serde(flatten)]
+    edit: EditSpec,
+}
+
+/// The `Edit` tool.
+#[derive(Debug, Default)]
+pub struct EditTool;
+
+/// The schema of one replacement, shared with `MultiEdit`.
+pub(crate) fn edit_properties() -> Value {
+    json!({
+        "old_string": {"type": "string", "description": "The exact text to replace."},
+        "new_string": {"type": "string", "description": "The text to put in its place (must differ from old_string)."},
+        "replace_all": {"type": "boolean", "default": false, "description": "Replace every occurrence instead of exactly one."}
+    })
+}
+
+#[async_trait]
+impl Tool for EditTool {
+    fn name(&self) -> &str {
+        "Edit"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        let mut properties = edit_properties();
+        properties["file_path"] = json!({
+            "type": "string",
+            "description": "The file to change (absolute, or relative to the workspace)."
+        });
+        json!({
+            "type": "object",
+            "properties": properties,
+            "required": ["file_path", "old_string", "new_string"],
+            "additionalProperties": false
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
+        let input: EditInput = match parse_input(self.name(), &self.input_schema(), input) {
+            Ok(input) => input,
+            Err(error) => return error,
+        };
+        let path = match resolve_path(ctx, "file_path", &input.file_path) {
+            Ok(path) => path,
+            Err(message) => return ToolResult::error(message),
+        };
+        let shown = ctx.guard.display(&path);
+        let outcome = tokio::task::spawn_blocking(move || edit_file(&path, &shown, &input.edit))
+            .await
+            .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
+        to_result(outcome, ctx)
+    }
+}
+
+fn edit_file(path: &Path, shown: &str, edit: &EditSpec) -> Result<String, String> {
+    let original = load_text(path, shown, edit.old_string.is_empty())?;
+    let applied = apply_edit(&original, edit)?;
+    save_text(path, shown, &applied.text)?;
+    let what = match applied.replacements {
+        1 => "1 replacement".to_string(),
+        count => format!("{count} replacements"),
+    };
+    Ok(format!(
+        "Edited {shown} ({what}). The changed region now reads:\n{}",
+        snippet(&applied.text, applied.first_at, &edit.new_string)
+    ))
+}

@@ -1,0 +1,197 @@
+//! `Grep`: regex search over file contents with ripgrep's libraries.
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use ignore::overrides::OverrideBuilder;
+use ignore::types::TypesBuilder;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::common::{NOTE_RESERVE, resolve_path, run_blocking, to_result};
+use crate::grep_search::{OutputMode, SearchOptions, search};
+use crate::input::parse_input;
+use crate::walk::walker;
+use crate::{Tool, ToolContext, ToolResult};
+
+const DESCRIPTION: &str = "Search file contents with a regular expression (ripgrep \
+syntax, e.g. `fn\\s+main` or `TODO|FIXME`; escape literal braces and dots). Searches the \
+workspace, or `path` (a directory or one file); .gitignore'd and binary files are \
+skipped. Narrow the files with `glob` (e.g. \"*.{ts,tsx}\") or `type` (e.g. \"rust\", \
+\"py\", \"js\"). `output_mode`: \"files_with_matches\" (default; paths, newest first), \
+\"content\" (matching lines as path:line:text, with -A/-B/-C context and -n line \
+numbers), or \"count\" (matches per file). `-i` ignores case; `multiline` lets a pattern \
+span lines and `.` match newlines; `head_limit` keeps only the first N lines or entries.";
+
+#[derive(Debug, Deserialize)]
+struct GrepInput {
+    pattern: String,
+    path: Option<String>,
+    glob: Option<String>,
+    #[serde(rename = "type")]
+    file_type: Option<String>,
+    output_mode: Option<OutputMode>,
+    #[serde(rename = "-i")]
+    case_insensitive: Option<bool>,
+    #[serde(rename = "-n")]
+    line_numbers: Option<bool>,
+    #[serde(rename = "-A")]
+    after: Option<usize>,
+    #[serde(rename = "-B")]
+    before: Option<usize>,
+    #[serde(rename = "-C")]
+    context: Option<usize>,
+    head_limit: Option<usize>,
+    multiline: Option<bool>,
+}
+
+/// The `Grep` tool.
+#[derive(Debug, Default)]
+pub struct GrepTool;
+
+#[async_trait]
+impl Tool for GrepTool {
+    fn name(&self) -> &str {
+        "Grep"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        let context_lines = |what: &str| json!({"type": "integer", "minimum": 0, "description": format!("Lines of context {what} each match (content mode).")});
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "The regular expression to search for."},
+                "path": {"type": "string", "description": "File or directory to search (default: the workspace)."},
+                "glob": {"type": "string", "description": "Only search files matching this glob, e.g. \"*.js\" or \"src/**/*.rs\"."},
+                "type": {"type": "string", "description": "Only search files of this type, e.g. \"rust\", \"py\", \"js\", \"go\"."},
+                "output_mode": {
+                    "type": "string",
+                    "enum": ["content", "files_with_matches", "count"],
+                    "description": "What to return (default \"files_with_matches\")."
+                },
+                "-i": {"type": "boolean", "description": "Case-insensitive search."},
+                "-n": {"type": "boolean", "description": "Show line numbers (content mode; default true)."},
+                "-A": context_lines("after"),
+                "-B": context_lines("before"),
+                "-C": context_lines("before and after"),
+                "head_limit": {"type": "integer", "minimum": 1, "description": "Return only the first N lines or entries."},
+                "multiline": {"type": "boolean", "description": "Let the pattern span lines; `.` also matches newlines."}
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
+        let input: GrepInput = match parse_input(self.name(), &self.input_schema(), input) {
+            Ok(input) => input,
+            Err(error) => return error,
+        };
+        let prepared = match prepare(input, ctx) {
+            Ok(prepared) => prepared,
+            Err(message) => return ToolResult::error(message),
+        };
+        let (options, matcher, walk) = prepared;
+        let guard = ctx.guard.clone();
+        let cancel = ctx.cancel.clone();
+        let outcome = run_blocking(ctx, move || {
+            search(&options, &matcher, walk, &guard, &cancel)
+        })
+        .await;
+        to_result(outcome, ctx)
+    }
+}
+
+/// Check the input and build the search: options, compiled regex, file walk.
+fn prepare(
+    input: GrepInput,
+    ctx: &ToolContext,
+) -> Result<(SearchOptions, RegexMatcher, ignore::Walk), String> {
+    let base = match &input.path {
+        Some(path) => resolve_path(ctx, "path", path)?,
+        None => ctx.guard.workspace().to_path_buf(),
+    };
+    if !base.exists() {
+        return Err(format!("path does not exist: {}", ctx.guard.display(&base)));
+    }
+    let multiline = input.multiline.unwrap_or(false);
+    let matcher = build_matcher(
+        &input.pattern,
+        input.case_insensitive.unwrap_or(false),
+        multiline,
+    )?;
+    let walk = build_walk(&base, input.glob.as_deref(), input.file_type.as_deref())?;
+    let options = SearchOptions {
+        mode: input.output_mode.unwrap_or(OutputMode::FilesWithMatches),
+        line_numbers: input.line_numbers.unwrap_or(true),
+        before: input.before.or(input.context).unwrap_or(0),
+        after: input.after.or(input.context).unwrap_or(0),
+        multiline,
+        head_limit: input.head_limit,
+        char_budget: ctx.result_cap.saturating_sub(NOTE_RESERVE),
+    };
+    Ok((options, matcher, walk))
+}
+
+fn build_matcher(
+    pattern: &str,
+    case_insensitive: bool,
+    multiline: bool,
+) -> Result<RegexMatcher, String> {
+    if pattern.is_empty() {
+        return Err("`pattern` is empty".into());
+    }
+    let mut builder = RegexMatcherBuilder::new();
+    builder.case_insensitive(case_insensitive).multi_line(true);
+    if multiline {
+        builder.dot_matches_new_line(true);
+    } else {
+        // Lets the searcher work line by line (and keeps `\s` from eating newlines).
+        builder.line_terminator(Some(b'\n'));
+    }
+    builder
+        .build(pattern)
+        .map_err(|err| format!("invalid regular expression {pattern:?}: {err}"))
+}
+
+fn build_walk(
+    base: &Path,
+    glob: Option<&str>,
+    file_type: Option<&str>,
+) -> Result<ignore::Walk, String> {
+    let mut builder = walker(base);
+    builder.sort_by_file_path(|a, b| a.cmp(b));
+    let root: PathBuf = if base.is_dir() {
+        base.to_path_buf()
+    } else {
+        base.parent().unwrap_or(base).to_path_buf()
+    };
+    if let Some(glob) = glob.filter(|glob| !glob.is_empty()) {
+        let mut overrides = OverrideBuilder::new(&root);
+        overrides
+            .add(glob)
+            .map_err(|err| format!("invalid `glob` {glob:?}: {err}"))?;
+        let overrides = overrides
+            .build()
+            .map_err(|err| format!("invalid `glob` {glob:?}: {err}"))?;
+        builder.overrides(overrides);
+    }
+    if let Some(file_type) = file_type.filter(|file_type| !file_type.is_empty()) {
+        let mut types = TypesBuilder::new();
+        types.add_defaults();
+        types.select(file_type);
+        let types = types
+            .build()
+            .map_err(|err| format!("invalid `type` {file_type:?}: {err}"))?;
+        builder.types(types);
+    }
+    Ok(builder.build())
+}

@@ -1,0 +1,199 @@
+//! `Read`: a text file's lines, numbered like `cat -n`.
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read as _};
+use std::path::Path;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::common::{
+    MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, resolve_path, run_blocking, to_result,
+    truncate_line,
+};
+use crate::input::parse_input;
+use crate::{Tool, ToolContext, ToolResult};
+
+const DEFAULT_LINE_LIMIT: usize = 2000;
+/// Bytes inspected for NUL bytes to decide a file is binary.
+const BINARY_SNIFF_BYTES: usize = 8192;
+/// Bytes kept of one line; enough for `MAX_LINE_CHARS` characters of any UTF-8.
+const MAX_LINE_BYTES: usize = MAX_LINE_CHARS * 4;
+
+const DESCRIPTION: &str = "Read a text file. Lines are returned numbered like `cat -n` \
+(number, tab, text); the numbers are not part of the file. By default up to 2000 lines \
+from the start; for longer files pass `offset` (the 1-based line to start at) and `limit` \
+(how many lines). Lines longer than 2000 characters are cut. Relative paths are resolved \
+against the workspace. Directories (use LS) and binary files are refused.";
+
+#[derive(Debug, Deserialize)]
+struct ReadInput {
+    file_path: String,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+/// The `Read` tool.
+#[derive(Debug, Default)]
+pub struct ReadTool;
+
+#[async_trait]
+impl Tool for ReadTool {
+    fn name(&self) -> &str {
+        "Read"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string", "description": "The file to read (absolute, or relative to the workspace)."},
+                "offset": {"type": "integer", "minimum": 0, "description": "Line number to start at (1-based). Only for files too long to read at once."},
+                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to read (default 2000)."}
+            },
+            "required": ["file_path"],
+            "additionalProperties": false
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
+        let input: ReadInput = match parse_input(self.name(), &self.input_schema(), input) {
+            Ok(input) => input,
+            Err(error) => return error,
+        };
+        let path = match resolve_path(ctx, "file_path", &input.file_path) {
+            Ok(path) => path,
+            Err(message) => return ToolResult::error(message),
+        };
+        let window = LineWindow {
+            first: input.offset.unwrap_or(1).max(1),
+            limit: input.limit.unwrap_or(DEFAULT_LINE_LIMIT),
+            char_budget: ctx.result_cap.saturating_sub(NOTE_RESERVE),
+        };
+        let shown = ctx.guard.display(&path);
+        let outcome = run_blocking(ctx, move || read_numbered(&path, &shown, window)).await;
+        to_result(outcome, ctx)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct LineWindow {
+    /// 1-based number of the first line to show.
+    first: usize,
+    limit: usize,
+    /// Stop before the output passes this many characters.
+    char_budget: usize,
+}
+
+fn read_numbered(path: &Path, shown: &str, window: LineWindow) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|err| describe_open_error(shown, &err))?;
+    if meta.is_dir() {
+        return Err(format!(
+            "{shown} is a directory, not a file; use LS to list it"
+        ));
+    }
+    let mut file = File::open(path).map_err(|err| describe_open_error(shown, &err))?;
+    let mut head = Vec::with_capacity(BINARY_SNIFF_BYTES);
+    (&mut file)
+        .take(BINARY_SNIFF_BYTES as u64)
+        .read_to_end(&mut head)
+        .map_err(|err| format!("cannot read {shown}: {err}"))?;
+    if head.contains(&0) {
+        return Err(format!(
+            "{shown} is a binary file, {} bytes; Read only shows text",
+            meta.len()
+        ));
+    }
+    if meta.len() == 0 {
+        return Ok(format!("(the file {shown} is empty)"));
+    }
+    let mut reader = BufReader::new(head.as_slice().chain(file));
+
+    let mut output = String::new();
+    let mut line = Vec::new();
+    let mut number = 0;
+    let mut shown_lines = 0;
+    loop {
+        let more = read_line_capped(&mut reader, &mut line)
+            .map_err(|err| format!("cannot read {shown}: {err}"))?;
+        if !more {
+            break;
+        }
+        number += 1;
+        if number < window.first {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let formatted = numbered_line(
+            number,
+            &truncate_line(text.trim_end_matches('\n').trim_end_matches('\r')),
+        );
+        // At least one line is always shown, whatever the budget.
+        let stop_reason = if shown_lines == window.limit {
+            Some("the line limit")
+        } else if shown_lines > 0 && output.len() + 1 + formatted.len() > window.char_budget {
+            Some("the size limit")
+        } else {
+            None
+        };
+        if let Some(reason) = stop_reason {
+            output.push_str(&format!(
+                "\n[stopped at {reason}: showed lines {}-{}; the file continues — read more with offset={number}]",
+                window.first,
+                number - 1
+            ));
+            return Ok(output);
+        }
+        if shown_lines > 0 {
+            output.push('\n');
+        }
+        output.push_str(&formatted);
+        shown_lines += 1;
+    }
+    if shown_lines == 0 {
+        return Ok(format!(
+            "(the file {shown} has {number} lines; offset {} is past the end)",
+            window.first
+        ));
+    }
+    Ok(output)
+}
+
+/// Read one line (including its `\n`) into `line`, keeping at most
+/// `MAX_LINE_BYTES` bytes of it so a huge single-line file cannot exhaust
+/// memory. Returns false at end of file.
+fn read_line_capped(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<bool> {
+    line.clear();
+    let mut saw_any = false;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(saw_any);
+        }
+        saw_any = true;
+        let newline = buffer.iter().position(|byte| *byte == b'\n');
+        let take = newline.map_or(buffer.len(), |index| index + 1);
+        let room = MAX_LINE_BYTES.saturating_sub(line.len());
+        line.extend_from_slice(&buffer[..take.min(room)]);
+        reader.consume(take);
+        if newline.is_some() {
+            return Ok(true);
+        }
+    }
+}
+
+fn describe_open_error(shown: &str, err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => format!("file does not exist: {shown}"),
+        std::io::ErrorKind::PermissionDenied => format!("permission denied: {shown}"),
+        _ => format!("cannot read {shown}: {err}"),
+    }
+}

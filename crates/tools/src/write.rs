@@ -1,0 +1,89 @@
+//! `Write`: create or overwrite a file.
+use std::path::Path;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::common::{resolve_path, to_result};
+use crate::input::parse_input;
+use crate::{Tool, ToolContext, ToolResult};
+
+const DESCRIPTION: &str = "Write a file, replacing it completely if it exists. Missing \
+parent directories are created. Use it for new files or full rewrites; for changing part \
+of an existing file prefer Edit or MultiEdit, which send only the change. Relative paths \
+are resolved against the workspace.";
+
+#[derive(Debug, Deserialize)]
+struct WriteInput {
+    file_path: String,
+    content: String,
+}
+
+/// The `Write` tool.
+#[derive(Debug, Default)]
+pub struct WriteTool;
+
+#[async_trait]
+impl Tool for WriteTool {
+    fn name(&self) -> &str {
+        "Write"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string", "description": "The file to write (absolute, or relative to the workspace)."},
+                "content": {"type": "string", "description": "The complete new content of the file."}
+            },
+            "required": ["file_path", "content"],
+            "additionalProperties": false
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
+        let input: WriteInput = match parse_input(self.name(), &self.input_schema(), input) {
+            Ok(input) => input,
+            Err(error) => return error,
+        };
+        let path = match resolve_path(ctx, "file_path", &input.file_path) {
+            Ok(path) => path,
+            Err(message) => return ToolResult::error(message),
+        };
+        let shown = ctx.guard.display(&path);
+        // Not raced against cancel: a write is short and should not be left half-done.
+        let outcome =
+            tokio::task::spawn_blocking(move || write_file(&path, &shown, &input.content))
+                .await
+                .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
+        to_result(outcome, ctx)
+    }
+}
+
+fn write_file(path: &Path, shown: &str, content: &str) -> Result<String, String> {
+    let existed = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => return Err(format!("{shown} is a directory")),
+        Ok(_) => true,
+        Err(_) => false,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|err| format!("cannot create the directories for {shown}: {err}"))?;
+    }
+    std::fs::write(path, content).map_err(|err| format!("cannot write {shown}: {err}"))?;
+    let lines = content.lines().count();
+    let verb = if existed { "Overwrote" } else { "Created" };
+    Ok(format!(
+        "{verb} {shown} ({} bytes, {lines} lines)",
+        content.len()
+    ))
+}
