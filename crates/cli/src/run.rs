@@ -95,6 +95,7 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         max_turns: args.max_turns,
         max_budget_usd: args.max_budget_usd,
         client_request_id: None,
+        turn_id: None,
     };
     let outcome = runtime
         .run_turn(&session, &args.prompt, options, &env, Some(sender), cancel)

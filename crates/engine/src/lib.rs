@@ -9,6 +9,7 @@
 
 mod coalesce;
 mod history;
+pub mod hooks;
 mod prompt;
 mod sink;
 mod tool_exec;

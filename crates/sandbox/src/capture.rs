@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
 
-use crate::run::OutputChunk;
+use crate::policy::OutputChunk;
 
 const READ_BUFFER_BYTES: usize = 8192;
 

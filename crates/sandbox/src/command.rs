@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::process::Command;
 
-use crate::run::Policy;
+use crate::policy::Policy;
 
 /// Host directories the system needs; on merged-/usr hosts these are symlinks.
 const SYSTEM_DIRS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
@@ -141,6 +141,9 @@ pub(crate) fn bwrap_args(policy: &Policy) -> Vec<OsString> {
         .partition(|path| policy.workspace.starts_with(path));
     bind_read_only(&mut args, &parents);
     args.pair("--bind", &policy.workspace, &policy.workspace);
+    if !policy.allow_git_config {
+        protect_git(&mut args, &policy.workspace);
+    }
     bind_read_only(&mut args, &others);
     // The root bwrap builds is a writable tmpfs; without this, writes to /etc
     // or / would "succeed" in a throwaway layer and confuse the agent.
@@ -151,6 +154,72 @@ pub(crate) fn bwrap_args(policy: &Policy) -> Vec<OsString> {
         args.pair("--setenv", key, value);
     }
     args.0
+}
+
+/// Make `.git/hooks` and `.git/config` read-only (both run code the next time
+/// anyone uses git in the workspace) and pin `.git` itself with a bind onto
+/// itself: a mount point cannot be renamed or removed, so the directory cannot
+/// be swapped for a look-alike with a hostile config. Without `.git`, nothing.
+fn protect_git(args: &mut Args, workspace: &Path) {
+    let dot_git = workspace.join(".git");
+    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+        return;
+    };
+    if meta.is_file() {
+        // A gitfile (worktree, submodule) names the real git dir; keep it pointing there.
+        args.pair("--ro-bind", &dot_git, &dot_git);
+        return;
+    }
+    let git_dir = if meta.file_type().is_symlink() {
+        match inside_workspace(workspace, &dot_git) {
+            Some(real) if real.is_dir() => {
+                tracing::warn!(workspace = %workspace.display(), "`.git` is a symlink; its target is protected but the link can be replaced");
+                real
+            }
+            _ => return,
+        }
+    } else if meta.is_dir() {
+        dot_git
+    } else {
+        return;
+    };
+    // Binds need both to exist; an empty hooks dir or config changes nothing for git.
+    let hooks = git_dir.join("hooks");
+    let config = git_dir.join("config");
+    if let Err(err) = std::fs::create_dir(&hooks) {
+        log_unless_exists(&hooks, &err);
+    }
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&config);
+    if let Err(err) = created {
+        log_unless_exists(&config, &err);
+    }
+    args.pair("--bind", &git_dir, &git_dir);
+    for path in [hooks, config] {
+        let target = match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => inside_workspace(workspace, &path),
+            Ok(_) => Some(path),
+            Err(_) => None,
+        };
+        // A link pointing out of the workspace leads somewhere not writable anyway.
+        if let Some(target) = target {
+            args.pair("--ro-bind", &target, &target);
+        }
+    }
+}
+
+fn inside_workspace(workspace: &Path, path: &Path) -> Option<PathBuf> {
+    let real = path.canonicalize().ok()?;
+    let workspace = workspace.canonicalize().ok()?;
+    real.starts_with(&workspace).then_some(real)
+}
+
+fn log_unless_exists(path: &Path, err: &std::io::Error) {
+    if err.kind() != std::io::ErrorKind::AlreadyExists {
+        tracing::warn!(path = %path.display(), %err, "cannot prepare git protection");
+    }
 }
 
 fn bind_read_only(args: &mut Args, paths: &[&PathBuf]) {
@@ -239,6 +308,59 @@ mod tests {
         let workspace_bind = args.iter().position(|arg| arg == "--bind").unwrap();
         assert!(position(root.path()) < workspace_bind);
         assert!(position(&ws.join(".git")) > workspace_bind);
+    }
+
+    fn binds_of(args: &[OsString], flag: &str) -> Vec<PathBuf> {
+        args.windows(3)
+            .filter(|w| w[0] == flag)
+            .map(|w| PathBuf::from(&w[1]))
+            .collect()
+    }
+
+    #[test]
+    fn git_hooks_and_config_are_bound_read_only_after_the_workspace() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().canonicalize().unwrap();
+        std::fs::create_dir_all(ws.join(".git/objects")).unwrap();
+        let mut policy = Policy::new(&ws);
+        let args = bwrap_args(&policy);
+        // Missing pieces are created so they can be bound.
+        assert!(ws.join(".git/hooks").is_dir() && ws.join(".git/config").is_file());
+        let read_only = binds_of(&args, "--ro-bind");
+        assert!(read_only.contains(&ws.join(".git/hooks")));
+        assert!(read_only.contains(&ws.join(".git/config")));
+        assert_eq!(binds_of(&args, "--bind"), vec![ws.clone(), ws.join(".git")]);
+
+        policy.allow_git_config = true;
+        let args = bwrap_args(&policy);
+        assert_eq!(binds_of(&args, "--bind"), vec![ws.clone()]);
+        assert!(
+            !binds_of(&args, "--ro-bind")
+                .iter()
+                .any(|p| p.starts_with(&ws))
+        );
+    }
+
+    #[test]
+    fn no_git_dir_means_nothing_is_created_or_bound() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().canonicalize().unwrap();
+        let args = bwrap_args(&Policy::new(&ws));
+        assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0);
+        assert!(
+            !binds_of(&args, "--ro-bind")
+                .iter()
+                .any(|p| p.starts_with(&ws))
+        );
+    }
+
+    #[test]
+    fn a_gitfile_is_bound_read_only() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().canonicalize().unwrap();
+        std::fs::write(ws.join(".git"), "gitdir: /elsewhere\n").unwrap();
+        let args = bwrap_args(&Policy::new(&ws));
+        assert!(binds_of(&args, "--ro-bind").contains(&ws.join(".git")));
     }
 
     #[test]

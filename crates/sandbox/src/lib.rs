@@ -3,16 +3,47 @@
 //! - [`PathGuard`] resolves agent-given paths (relative, `~`, `..`, symlinks)
 //!   and refuses any that land outside the allowed roots.
 //! - [`Sandbox`] runs a shell command under bubblewrap with a [`Policy`]: the
-//!   workspace is the only writable place, no network unless allowed, a clean
-//!   environment, a wall-clock timeout, and the whole process group killed on
-//!   timeout or cancel. Missing bubblewrap fails closed.
+//!   workspace is the only writable place (its `.git/hooks` and `.git/config`
+//!   read-only unless allowed), no network unless allowed, a clean
+//!   environment, no capabilities, resource [`Limits`], a wall-clock timeout,
+//!   and everything it started killed on timeout, cancel or exit. Missing
+//!   bubblewrap fails closed.
+//! - [`create_workspace`] makes a session's private (0700) workspace.
+//!
+//! # How the limits are enforced
+//!
+//! Per-process rlimits (CPU, address space, file size, open files, and
+//! `RLIMIT_NPROC`) are set in the child between fork and exec, so they apply to
+//! bubblewrap and everything under it. That is not enough for processes: the
+//! kernel never applies `RLIMIT_NPROC` to uid 0 (`INIT_USER`), and a server run
+//! as root runs its sandboxes as uid 0 mapped through a user namespace, so a
+//! fork bomb would go unchecked. Each command therefore also gets its own
+//! cgroup, joined in the same pre-exec hook before anything can fork, with
+//! `pids.max` (and `memory.max` on cgroup v2), which binds root too. It also
+//! lets the sandbox kill processes that escaped the process group, and it is
+//! removed when the command ends.
+//!
+//! Running sandboxes as an unprivileged host uid was the alternative; it was
+//! rejected because the workspace (written by the server's own file tools as
+//! root) would no longer be writable inside, and it needs unprivileged user
+//! namespaces.
+//!
+//! Fail safe: when the server runs as root and no cgroup can be made (no
+//! `pids` controller, read-only `/sys/fs/cgroup` in a container), a command
+//! with a process limit is refused with [`SandboxError::Limits`]. A non-root
+//! server falls back to rlimits alone, which the kernel does enforce for it
+//! (note `RLIMIT_NPROC` then counts all of that user's processes).
 
 mod capture;
+mod cgroup;
 mod command;
 mod path_guard;
+mod policy;
+mod pre_exec;
 mod run;
+mod workspace;
 
 pub use path_guard::{PathError, PathGuard};
-pub use run::{
-    ExecOutcome, ExecRequest, OutputChunk, Policy, Sandbox, SandboxError, bwrap_available,
-};
+pub use policy::{ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SandboxError};
+pub use run::{Sandbox, bwrap_available};
+pub use workspace::create_workspace;

@@ -1,7 +1,5 @@
 //! Running one shell command under a [`Policy`], with live output, an output
 //! cap, a timeout, cancellation, and whole-process-group cleanup.
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,80 +9,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::{Capture, SharedCapture, Stream, pump};
+use crate::cgroup::CommandCgroup;
 use crate::command::{bwrap_command, find_bwrap, plain_command};
+use crate::policy::{ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SandboxError};
 
 /// How long pipes may stay open after the main process is gone and its group
 /// has been killed (something that left the group may still hold them).
 const DRAIN_GRACE: Duration = Duration::from_millis(300);
-
-/// What a sandboxed command may do.
-#[derive(Debug, Clone)]
-pub struct Policy {
-    /// The only writable directory; also the working directory and `HOME`.
-    pub workspace: PathBuf,
-    /// Further directories bound read-only.
-    pub read_only_paths: Vec<PathBuf>,
-    pub network: bool,
-    /// Variables passed in on top of the fixed allowlist (PATH, HOME, LANG, TERM).
-    pub env: BTreeMap<String, String>,
-    /// Run without bubblewrap. Only when a profile says `sandbox = "off"`.
-    pub unsandboxed: bool,
-}
-
-impl Policy {
-    /// The strictest policy for `workspace`: sandboxed, no network, no extra
-    /// paths or variables.
-    pub fn new(workspace: impl Into<PathBuf>) -> Self {
-        Self {
-            workspace: workspace.into(),
-            read_only_paths: Vec::new(),
-            network: false,
-            env: BTreeMap::new(),
-            unsandboxed: false,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct ExecRequest {
-    /// Run as `bash -c <command>`.
-    pub command: String,
-    pub timeout: Duration,
-    /// Bytes of combined output kept for the result; the rest is counted, not kept.
-    pub output_cap: usize,
-}
-
-/// A piece of live output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OutputChunk {
-    Stdout(String),
-    Stderr(String),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExecOutcome {
-    /// None when killed by a signal.
-    pub exit_code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-    /// True when output beyond `output_cap` was dropped.
-    pub truncated: bool,
-    /// How many bytes of output were dropped because of `output_cap`.
-    pub dropped_bytes: u64,
-    pub timed_out: bool,
-    pub cancelled: bool,
-    pub duration: Duration,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SandboxError {
-    #[error(
-        "bubblewrap (bwrap) is not installed, so sandboxed commands cannot run; install it with `apt-get install bubblewrap`"
-    )]
-    BwrapMissing,
-    #[error("could not start the command: {0}")]
-    Spawn(String),
-}
 
 /// True when a `bwrap` executable is installed (on PATH or in /usr/bin).
 pub fn bwrap_available() -> bool {
@@ -107,10 +38,12 @@ impl Sandbox {
     /// started have exited, been timed out, or been cancelled.
     ///
     /// Guarantees: without bubblewrap (and without `policy.unsandboxed`) nothing
-    /// runs and `BwrapMissing` is returned; when the main process ends, for any
-    /// reason, its whole process group is killed; the call returns within about
-    /// [`DRAIN_GRACE`] of the main process ending, of the timeout, or of `cancel`.
-    /// Dropping the returned future also kills the process group.
+    /// runs and `BwrapMissing` is returned; nothing runs without its
+    /// `policy.limits` (`Limits` when a process limit cannot be enforced); when
+    /// the main process ends, for any reason, its whole process group and
+    /// cgroup are killed; the call returns within about [`DRAIN_GRACE`] of the
+    /// main process ending, of the timeout, or of `cancel`. Dropping the
+    /// returned future also kills the process group and the cgroup.
     pub async fn exec(
         &self,
         policy: &Policy,
@@ -139,12 +72,17 @@ impl Sandbox {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        apply_resource_limits(&mut command, policy);
+        let cgroup = command_cgroup(&policy.limits, rustix::process::geteuid().is_root())?;
+        crate::pre_exec::install(
+            &mut command,
+            cgroup.as_ref().map(CommandCgroup::procs_file),
+            policy.limits.rlimits(),
+        );
 
         let mut child = command
             .spawn()
             .map_err(|err| SandboxError::Spawn(err.to_string()))?;
-        let group = GroupKiller::new(&child);
+        let group = GroupKiller::new(&child, cgroup);
         let capture: SharedCapture = Arc::new(Mutex::new(Capture::new(request.output_cap)));
         let pumps = start_pumps(&mut child, &capture, output);
 
@@ -167,7 +105,7 @@ impl Sandbox {
         // Background jobs in the group would keep the pipes (and us) waiting.
         group.kill();
         drain(pumps).await;
-        group.disarm();
+        group.finish().await;
 
         let status = status.map_err(|err| SandboxError::Spawn(format!("waiting failed: {err}")))?;
         let capture = std::mem::take(&mut *capture.lock().unwrap_or_else(|err| err.into_inner()));
@@ -197,10 +135,35 @@ fn build_command(policy: &Policy, shell_command: &str) -> Result<Command, Sandbo
     Ok(bwrap_command(&bwrap, policy, shell_command))
 }
 
-/// Hook for per-process resource limits (CPU, address space, file size,
-/// processes, open files), applied between fork and exec. Not yet enforced:
-/// it needs a `pre_exec` closure, i.e. a reviewed `unsafe` block.
-fn apply_resource_limits(_command: &mut Command, _policy: &Policy) {}
+/// The cgroup that carries the process and memory limits. Failing to make one
+/// is fatal only where nothing else enforces the process limit: for uid 0,
+/// which the kernel exempts from `RLIMIT_NPROC`.
+fn command_cgroup(limits: &Limits, is_root: bool) -> Result<Option<CommandCgroup>, SandboxError> {
+    if limits.processes.is_none() && limits.memory_bytes.is_none() {
+        return Ok(None);
+    }
+    cgroup_or_refusal(CommandCgroup::create(limits), limits, is_root)
+}
+
+fn cgroup_or_refusal<T>(
+    created: std::io::Result<T>,
+    limits: &Limits,
+    is_root: bool,
+) -> Result<Option<T>, SandboxError> {
+    match created {
+        Ok(cgroup) => Ok(Some(cgroup)),
+        Err(err) if is_root && limits.processes.is_some() => Err(SandboxError::Limits(format!(
+            "the process limit cannot be enforced: the server runs as root, which \
+             RLIMIT_NPROC does not bind, and no cgroup could be made ({err}); give it a \
+             writable cgroup hierarchy with the pids controller, run it as an \
+             unprivileged user, or remove the process limit"
+        ))),
+        Err(err) => {
+            tracing::debug!(%err, "no sandbox cgroup; relying on rlimits");
+            Ok(None)
+        }
+    }
+}
 
 fn start_pumps(
     child: &mut Child,
@@ -244,17 +207,19 @@ async fn drain(pumps: Vec<tokio::task::JoinHandle<()>>) {
 }
 
 /// Kills the child's process group (the child leads it, thanks to
-/// `process_group(0)`), and does so on drop unless disarmed.
+/// `process_group(0)`) and its cgroup (which also holds whatever left the
+/// group), and does so on drop unless finished.
 struct GroupKiller {
     group: Option<rustix::process::Pid>,
+    cgroup: Option<CommandCgroup>,
 }
 
 impl GroupKiller {
-    fn new(child: &Child) -> Self {
+    fn new(child: &Child, cgroup: Option<CommandCgroup>) -> Self {
         let group = child
             .id()
             .and_then(|pid| rustix::process::Pid::from_raw(pid as i32));
-        Self { group }
+        Self { group, cgroup }
     }
 
     fn kill(&self) {
@@ -262,15 +227,60 @@ impl GroupKiller {
             // ESRCH (group already empty) is the normal case.
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
         }
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.kill();
+        }
     }
 
-    fn disarm(mut self) {
+    /// Remove the cgroup once everything in it is gone.
+    async fn finish(mut self) {
         self.group = None;
+        if let Some(cgroup) = self.cgroup.take() {
+            cgroup.remove().await;
+        }
     }
 }
 
 impl Drop for GroupKiller {
     fn drop(&mut self) {
+        // The cgroup's own drop finishes the cleanup.
         self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed() -> std::io::Result<()> {
+        Err(std::io::Error::other("no cgroups here"))
+    }
+
+    #[test]
+    fn root_without_a_cgroup_is_refused_when_processes_are_limited() {
+        let limits = Limits::default();
+        let refused = cgroup_or_refusal(failed(), &limits, true).unwrap_err();
+        assert!(matches!(refused, SandboxError::Limits(_)), "{refused}");
+        assert!(refused.to_string().contains("no cgroups here"));
+    }
+
+    #[test]
+    fn without_a_cgroup_rlimits_suffice_for_others() {
+        let limits = Limits::default();
+        assert!(
+            cgroup_or_refusal(failed(), &limits, false)
+                .unwrap()
+                .is_none()
+        );
+        let no_process_limit = Limits {
+            processes: None,
+            ..Limits::default()
+        };
+        assert!(
+            cgroup_or_refusal(failed(), &no_process_limit, true)
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(cgroup_or_refusal(Ok(7), &limits, true).unwrap(), Some(7));
     }
 }

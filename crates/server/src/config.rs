@@ -37,6 +37,26 @@ pub struct Config {
 pub struct ServerConfig {
     pub bind: Option<String>,
     pub data_dir: Option<PathBuf>,
+    /// How `agentd serve` authenticates requests (`AGENTD_AUTH`).
+    #[serde(default)]
+    pub auth: AuthMode,
+    /// `auth = "header"`: the header a trusted proxy puts the user name in.
+    pub header_name: Option<String>,
+    /// `auth = "header"`: the shared secret the proxy sends in
+    /// `X-Agentd-Proxy-Secret` (`AGENTD_HEADER_SECRET`).
+    pub header_secret: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// `Authorization: Bearer <token>` from `agentd tokens create`.
+    #[default]
+    Token,
+    /// Everyone is the user `local`; refused unless bound to loopback.
+    None,
+    /// The user from a header set by a trusted proxy, with a shared secret.
+    Header,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -34,8 +34,8 @@ pub struct ResolvedModel {
 }
 
 /// Reads an environment variable; a parameter so tests need not touch the
-/// process environment.
-pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+/// process environment. `Sync` so a turn holding it can run in a spawned task.
+pub type EnvLookup<'a> = &'a (dyn Fn(&str) -> Option<String> + Sync);
 
 /// Resolve `requested` (a config key, `demo`, `anthropic:NAME`, `openai:NAME`, or
 /// a bare model name for the default provider) or, when `None`, the default.

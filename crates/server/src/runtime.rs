@@ -41,6 +41,9 @@ pub struct TurnOptions {
     pub max_turns: Option<u32>,
     pub max_budget_usd: Option<f64>,
     pub client_request_id: Option<String>,
+    /// The turn's id, when the caller has already handed it out (the server's
+    /// `202 {turn_id}`); a fresh UUID v7 otherwise.
+    pub turn_id: Option<String>,
 }
 
 /// What every turn needs: the store, the config and the sandbox.
@@ -138,7 +141,10 @@ impl Runtime {
         cancel: CancellationToken,
     ) -> Result<Option<TurnFinished>, RunError> {
         let agent = self.agent_for(session, &options, env)?;
-        let turn_id = uuid::Uuid::now_v7().to_string();
+        let turn_id = options
+            .turn_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let started = self
             .store
             .start_turn(&session.id, &turn_id, options.client_request_id.as_deref())
@@ -221,6 +227,8 @@ impl Runtime {
                 network: profile.network,
                 env: Default::default(),
                 unsandboxed: profile.sandbox == SandboxMode::Off,
+                limits: Default::default(),
+                allow_git_config: false,
             },
             guard,
             sandbox: self.sandbox.clone(),

@@ -1,5 +1,6 @@
 //! Durable state behind one trait, [`Store`]: sessions, the lossless transcript
-//! (messages), the event log with a gapless per-session `seq`, and turns.
+//! (messages), the event log with a gapless per-session `seq`, turns, and
+//! users with their API tokens (stored hashed).
 //!
 //! Backends: [`sqlite::SqliteStore`] (embedded, WAL; the default). Each backend
 //! has its own migration set and must behave identically.
@@ -11,7 +12,8 @@ pub mod sqlite;
 
 pub use error::StoreError;
 pub use types::{
-    NewSession, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TurnRecord, TurnStart,
+    NewSession, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TokenRecord,
+    TurnRecord, TurnStart, UserRecord,
 };
 
 use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
@@ -77,4 +79,32 @@ pub trait Store: Send + Sync {
     async fn finish_turn(&self, turn_id: &str, status: TurnStatus) -> StoreResult<()>;
     /// Turns recorded as running (after a crash: the ones to finish as interrupted).
     async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>>;
+
+    /// The turn of this session started with `client_request_id`, if any.
+    async fn find_turn(
+        &self,
+        session_id: &str,
+        client_request_id: &str,
+    ) -> StoreResult<Option<TurnRecord>>;
+    /// How many sessions exist (all owners).
+    async fn count_sessions(&self) -> StoreResult<u64>;
+
+    /// Create a user; a name already taken is a `Database` error naming it.
+    async fn create_user(&self, name: &str) -> StoreResult<UserRecord>;
+    async fn get_user_by_name(&self, name: &str) -> StoreResult<Option<UserRecord>>;
+    /// Store a token of `user_id` by its hash only. `NotFound` for an unknown user.
+    async fn create_token(
+        &self,
+        user_id: &str,
+        name: &str,
+        token_hash: &str,
+        prefix: &str,
+    ) -> StoreResult<TokenRecord>;
+    /// The token with this hash, usable or not (see [`TokenRecord::is_usable`]).
+    async fn token_by_hash(&self, token_hash: &str) -> StoreResult<Option<TokenRecord>>;
+    /// Tokens of one user, or of everyone with `None`; newest first.
+    async fn list_tokens(&self, user_id: Option<&str>) -> StoreResult<Vec<TokenRecord>>;
+    /// Revoke a token by id. `false` when there is no such token; revoking
+    /// again keeps the first time.
+    async fn revoke_token(&self, id: &str) -> StoreResult<bool>;
 }

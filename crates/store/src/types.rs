@@ -97,3 +97,43 @@ pub enum TurnStart {
     /// The `client_request_id` was seen before; this is that turn.
     Duplicate(TurnRecord),
 }
+
+/// A person or program that owns sessions. Sessions name their owner by
+/// `name`, so `auth = "none"` and `"header"` work without user rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserRecord {
+    pub id: String,
+    pub name: String,
+    pub is_admin: bool,
+    pub created_at: DateTime<Utc>,
+    pub disabled_at: Option<DateTime<Utc>>,
+}
+
+/// An API token as stored: only its SHA-256 (`token_hash`, hex) and a short
+/// non-secret `prefix` to recognise it by.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    pub id: String,
+    pub user_id: String,
+    /// The owner's name (joined from `users`).
+    pub user_name: String,
+    /// Set when the owner is disabled: the token no longer works.
+    pub user_disabled: bool,
+    /// A label chosen at creation.
+    pub name: String,
+    pub token_hash: String,
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl TokenRecord {
+    /// Whether the token may authenticate a request at `now`.
+    pub fn is_usable(&self, now: DateTime<Utc>) -> bool {
+        self.revoked_at.is_none()
+            && !self.user_disabled
+            && self.expires_at.is_none_or(|at| at > now)
+    }
+}

@@ -8,6 +8,7 @@ use agentd_model::scripted::{
     Fault, RequestView, Script, ScriptReply, ScriptState, estimate_tokens,
 };
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
@@ -75,6 +76,11 @@ impl ModelServer {
             .with_state(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
+            // Streamed replies are many small writes: without TCP_NODELAY, Nagle
+            // and delayed ACKs add ~40 ms per reply on loopback.
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let serve = axum::serve(listener, app).with_graceful_shutdown(async {
                 let _ = stopped.await;
             });

@@ -7,6 +7,7 @@ mod events;
 mod messages;
 mod sessions;
 mod turns;
+mod users;
 mod util;
 mod writer;
 
@@ -26,7 +27,7 @@ use tokio::sync::{Mutex, MutexGuard, mpsc};
 
 use crate::{
     NewSession, SessionRecord, SessionUpdate, Store, StoreError, StoreResult, StoredMessage,
-    TurnRecord, TurnStart,
+    TokenRecord, TurnRecord, TurnStart, UserRecord,
 };
 
 /// Connections for a file database: readers run in parallel under WAL.
@@ -250,6 +251,49 @@ impl Store for SqliteStore {
 
     async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>> {
         self.running_turns_impl().await
+    }
+
+    async fn find_turn(
+        &self,
+        session_id: &str,
+        client_request_id: &str,
+    ) -> StoreResult<Option<TurnRecord>> {
+        self.find_turn_impl(session_id, client_request_id).await
+    }
+
+    async fn count_sessions(&self) -> StoreResult<u64> {
+        self.count_sessions_impl().await
+    }
+
+    async fn create_user(&self, name: &str) -> StoreResult<UserRecord> {
+        self.create_user_impl(name).await
+    }
+
+    async fn get_user_by_name(&self, name: &str) -> StoreResult<Option<UserRecord>> {
+        self.get_user_by_name_impl(name).await
+    }
+
+    async fn create_token(
+        &self,
+        user_id: &str,
+        name: &str,
+        token_hash: &str,
+        prefix: &str,
+    ) -> StoreResult<TokenRecord> {
+        self.create_token_impl(user_id, name, token_hash, prefix)
+            .await
+    }
+
+    async fn token_by_hash(&self, token_hash: &str) -> StoreResult<Option<TokenRecord>> {
+        self.token_by_hash_impl(token_hash).await
+    }
+
+    async fn list_tokens(&self, user_id: Option<&str>) -> StoreResult<Vec<TokenRecord>> {
+        self.list_tokens_impl(user_id).await
+    }
+
+    async fn revoke_token(&self, id: &str) -> StoreResult<bool> {
+        self.revoke_token_impl(id).await
     }
 }
 

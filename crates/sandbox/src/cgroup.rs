@@ -1,0 +1,362 @@
+//! A cgroup per command, so the process and memory limits hold even for a
+//! server running as root (where `RLIMIT_NPROC` is not enforced), and so
+//! everything the command started can be found and killed.
+//!
+//! Where: on a host with a cgroup v1 `pids` hierarchy, under the server's own
+//! cgroup there (`…/agentd-sandbox/<pid>-<n>`); on a unified cgroup v2 host,
+//! `/sys/fs/cgroup/agentd-sandbox/<pid>-<n>` with `pids` (and `memory`, when
+//! available) enabled for its children. A v2 cgroup that holds processes cannot
+//! hand controllers to children, so the server's own cgroup is not used there.
+use std::fs;
+use std::io::{self, ErrorKind};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process};
+
+use crate::policy::Limits;
+
+const BASE_NAME: &str = "agentd-sandbox";
+/// How long `remove` waits for killed processes to leave before handing the
+/// empty-and-rmdir job to a background thread.
+const INLINE_WAIT: Duration = Duration::from_secs(2);
+const BACKGROUND_WAIT: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(5);
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V2,
+}
+
+/// The cgroup of one command; removed (after killing what is left in it) by
+/// [`CommandCgroup::remove`] or, failing that, on drop.
+#[derive(Debug)]
+pub(crate) struct CommandCgroup {
+    dir: PathBuf,
+    version: Version,
+    procs: Arc<OwnedFd>,
+    removed: bool,
+}
+
+impl CommandCgroup {
+    /// Make a cgroup carrying `limits.processes` (and `limits.memory_bytes`
+    /// where the memory controller is available).
+    pub(crate) fn create(limits: &Limits) -> io::Result<Self> {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+        let own = fs::read_to_string("/proc/self/cgroup")?;
+        let (version, base) = locate(&mountinfo, &own).ok_or_else(|| {
+            io::Error::new(
+                ErrorKind::Unsupported,
+                "no cgroup hierarchy with the pids controller is mounted",
+            )
+        })?;
+        let memory = match version {
+            Version::V2 => prepare_v2_base(&base)?,
+            Version::V1 => {
+                fs::create_dir_all(&base)?;
+                false
+            }
+        };
+        let name = format!(
+            "{}-{}",
+            std::process::id(),
+            NEXT_ID.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = base.join(name);
+        if let Err(err) = fs::create_dir(&dir) {
+            // Left by an earlier server with the same pid; empty ones can go.
+            if err.kind() != ErrorKind::AlreadyExists {
+                return Err(err);
+            }
+            fs::remove_dir(&dir)?;
+            fs::create_dir(&dir)?;
+        }
+        let cleanup = RemoveOnError(Some(&dir));
+        write_value(&dir, "pids.max", limits.processes)?;
+        if let (true, Some(bytes)) = (memory, limits.memory_bytes) {
+            write_value(&dir, "memory.max", Some(bytes))?;
+            // Best effort: no swapping past the limit, and an OOM kills the lot.
+            let _ = fs::write(dir.join("memory.swap.max"), "0");
+            let _ = fs::write(dir.join("memory.oom.group"), "1");
+        }
+        let procs: OwnedFd = fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))?
+            .into();
+        cleanup.disarm();
+        Ok(Self {
+            dir,
+            version,
+            procs: Arc::new(procs),
+            removed: false,
+        })
+    }
+
+    /// `cgroup.procs` opened for writing; the child writes `0` to it to join.
+    pub(crate) fn procs_file(&self) -> Arc<OwnedFd> {
+        self.procs.clone()
+    }
+
+    /// SIGKILL everything in the cgroup (including processes that left the
+    /// process group or session).
+    pub(crate) fn kill(&self) {
+        if self.version == Version::V2 && fs::write(self.dir.join("cgroup.kill"), "1").is_ok() {
+            return;
+        }
+        for pid in self.members() {
+            // ESRCH (already gone) is fine.
+            let _ = kill_process(pid, Signal::KILL);
+        }
+    }
+
+    fn members(&self) -> Vec<Pid> {
+        fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.trim().parse::<i32>().ok())
+            .filter_map(Pid::from_raw)
+            .collect()
+    }
+
+    /// Kill what is left and remove the cgroup, waiting up to [`INLINE_WAIT`]
+    /// for the processes to go; after that a background thread keeps trying.
+    pub(crate) async fn remove(mut self) {
+        let deadline = Instant::now() + INLINE_WAIT;
+        loop {
+            if self.try_rmdir() {
+                self.removed = true;
+                return;
+            }
+            if Instant::now() >= deadline {
+                return; // Drop takes over.
+            }
+            self.kill();
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// True once the directory is gone.
+    fn try_rmdir(&self) -> bool {
+        match fs::remove_dir(&self.dir) {
+            Ok(()) => true,
+            Err(err) if err.kind() == ErrorKind::NotFound => true,
+            Err(_) => false,
+        }
+    }
+}
+
+impl Drop for CommandCgroup {
+    fn drop(&mut self) {
+        if self.removed || self.try_rmdir() {
+            return;
+        }
+        self.kill();
+        let dir = self.dir.clone();
+        let version = self.version;
+        let procs = self.procs.clone();
+        let spawned = std::thread::Builder::new()
+            .name("agentd-cgroup-cleanup".into())
+            .spawn(move || {
+                let cgroup = CommandCgroup {
+                    dir,
+                    version,
+                    procs,
+                    removed: true,
+                };
+                let deadline = Instant::now() + BACKGROUND_WAIT;
+                while !cgroup.try_rmdir() {
+                    if Instant::now() >= deadline {
+                        tracing::warn!(cgroup = %cgroup.dir.display(), "sandbox cgroup still busy; left in place");
+                        return;
+                    }
+                    cgroup.kill();
+                    std::thread::sleep(POLL * 4);
+                }
+            });
+        if let Err(err) = spawned {
+            tracing::warn!(cgroup = %self.dir.display(), %err, "could not clean up a sandbox cgroup");
+        }
+    }
+}
+
+/// Removes a half-made cgroup directory when creation fails part way.
+struct RemoveOnError<'a>(Option<&'a Path>);
+
+impl RemoveOnError<'_> {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for RemoveOnError<'_> {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0 {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+}
+
+fn write_value(dir: &Path, file: &str, value: Option<u64>) -> io::Result<()> {
+    let text = value.map_or_else(|| "max".to_string(), |value| value.to_string());
+    fs::write(dir.join(file), text)
+        .map_err(|err| io::Error::new(err.kind(), format!("cannot set {file}: {err}")))
+}
+
+/// Make `base` (a child of the v2 root) able to give `pids`, and `memory` if
+/// present, to its children. Returns whether `memory` is available.
+fn prepare_v2_base(base: &Path) -> io::Result<bool> {
+    let root = base.parent().unwrap_or(Path::new("/"));
+    let available = read_words(&root.join("cgroup.controllers"))?;
+    if !available.iter().any(|c| c == "pids") {
+        return Err(io::Error::new(
+            ErrorKind::Unsupported,
+            "the cgroup v2 pids controller is not available",
+        ));
+    }
+    let memory = available.iter().any(|c| c == "memory");
+    enable(root, "pids")?;
+    if memory {
+        let _ = enable(root, "memory");
+    }
+    match fs::create_dir(base) {
+        Ok(()) => {}
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(err),
+    }
+    enable(base, "pids")?;
+    Ok(memory && enable(base, "memory").is_ok())
+}
+
+fn enable(cgroup: &Path, controller: &str) -> io::Result<()> {
+    let file = cgroup.join("cgroup.subtree_control");
+    if read_words(&file)?.iter().any(|c| c == controller) {
+        return Ok(());
+    }
+    fs::write(&file, format!("+{controller}")).map_err(|err| {
+        io::Error::new(
+            err.kind(),
+            format!("cannot enable {controller} in {}: {err}", file.display()),
+        )
+    })
+}
+
+fn read_words(file: &Path) -> io::Result<Vec<String>> {
+    Ok(fs::read_to_string(file)?
+        .split_whitespace()
+        .map(str::to_string)
+        .collect())
+}
+
+/// Which hierarchy to use and the base directory for command cgroups, from
+/// `/proc/self/mountinfo` and `/proc/self/cgroup`. A v1 `pids` hierarchy wins
+/// (on hybrid hosts the v2 mount has no controllers).
+fn locate(mountinfo: &str, own_cgroups: &str) -> Option<(Version, PathBuf)> {
+    let mounts: Vec<Mount> = mountinfo.lines().filter_map(Mount::parse).collect();
+    let v1 = mounts.iter().find(|mount| {
+        mount.fstype == "cgroup" && mount.super_options.split(',').any(|opt| opt == "pids")
+    });
+    if let Some(mount) = v1 {
+        let own = own_cgroups.lines().find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == "pids")
+                .then(|| path.to_string())
+        })?;
+        // Inside a container the mount shows only part of the hierarchy.
+        let relative = Path::new(&own).strip_prefix(&mount.root).ok()?;
+        return Some((Version::V1, mount.point.join(relative).join(BASE_NAME)));
+    }
+    let v2 = mounts.iter().find(|mount| mount.fstype == "cgroup2")?;
+    Some((Version::V2, v2.point.join(BASE_NAME)))
+}
+
+struct Mount {
+    root: PathBuf,
+    point: PathBuf,
+    fstype: String,
+    super_options: String,
+}
+
+impl Mount {
+    /// `id parent dev root point options [optional…] - fstype source super_options`
+    fn parse(line: &str) -> Option<Self> {
+        let (left, right) = line.split_once(" - ")?;
+        let left: Vec<&str> = left.split(' ').collect();
+        let mut right = right.split(' ');
+        let (root, point) = (*left.get(3)?, *left.get(4)?);
+        // Octal escapes mean spaces or the like in the path; not our hierarchies.
+        if root.contains('\\') || point.contains('\\') {
+            return None;
+        }
+        let fstype = right.next()?.to_string();
+        let _source = right.next()?;
+        Some(Self {
+            root: PathBuf::from(root),
+            point: PathBuf::from(point),
+            fstype,
+            super_options: right.next().unwrap_or_default().to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "\
+30 25 0:26 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+31 30 0:27 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+38 30 0:34 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+39 30 0:35 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+";
+
+    #[test]
+    fn v1_pids_hierarchy_wins_and_nests_under_our_cgroup() {
+        let own = "9:memory:/x\n8:pids:/system.slice/agentd.service\n0::/\n";
+        assert_eq!(
+            locate(HYBRID, own),
+            Some((
+                Version::V1,
+                PathBuf::from("/sys/fs/cgroup/pids/system.slice/agentd.service/agentd-sandbox")
+            ))
+        );
+    }
+
+    #[test]
+    fn v1_mount_of_a_subtree_is_relative_to_its_root() {
+        let info = "38 30 0:34 /docker/abc /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n";
+        let own = "8:pids:/docker/abc\n";
+        assert_eq!(
+            locate(info, own),
+            Some((
+                Version::V1,
+                PathBuf::from("/sys/fs/cgroup/pids/agentd-sandbox")
+            ))
+        );
+    }
+
+    #[test]
+    fn unified_hosts_use_the_v2_root() {
+        let info =
+            "35 24 0:30 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n";
+        let own = "0::/user.slice/user-0.slice/session-1.scope\n";
+        assert_eq!(
+            locate(info, own),
+            Some((Version::V2, PathBuf::from("/sys/fs/cgroup/agentd-sandbox")))
+        );
+    }
+
+    #[test]
+    fn no_cgroup_mounts_means_none() {
+        let info = "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n";
+        assert_eq!(locate(info, "0::/\n"), None);
+    }
+}

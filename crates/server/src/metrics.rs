@@ -1,0 +1,238 @@
+//! Counters behind `/metrics`, kept as atomics so recording one never waits,
+//! rendered in the Prometheus text format by hand (a dozen series need no
+//! metrics library).
+
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use agentd_protocol::{Event, EventEnvelope, TurnStatus};
+
+/// Statuses in a fixed order, for the per-status turn counter.
+const STATUSES: [TurnStatus; 7] = [
+    TurnStatus::Completed,
+    TurnStatus::Interrupted,
+    TurnStatus::Failed,
+    TurnStatus::MaxTurns,
+    TurnStatus::Timeout,
+    TurnStatus::BudgetExceeded,
+    TurnStatus::CircuitBreaker,
+];
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub http_requests: AtomicU64,
+    pub events: AtomicU64,
+    pub sse_clients: AtomicU64,
+    pub sse_lagged: AtomicU64,
+    pub turns_started: AtomicU64,
+    turns_finished: [AtomicU64; 7],
+    input_tokens: AtomicU64,
+    output_tokens: AtomicU64,
+    cost: Mutex<f64>,
+    model: Latency,
+    tool: Latency,
+}
+
+/// A Prometheus summary without quantiles: count and sum of seconds.
+#[derive(Debug, Default)]
+struct Latency {
+    count: AtomicU64,
+    micros: AtomicU64,
+}
+
+impl Latency {
+    fn observe(&self, micros: u64) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.micros.fetch_add(micros, Ordering::Relaxed);
+    }
+}
+
+/// What the live gauges are at the time of a scrape.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Gauges {
+    pub sessions_total: u64,
+    pub sessions_live: u64,
+    pub turns_running: u64,
+    pub turns_queued: u64,
+}
+
+/// Per-turn bookkeeping to time model calls from the events alone: a model
+/// call runs from `turn.started` (or the last `tool.finished`) to the next
+/// `message.completed`.
+#[derive(Debug, Default)]
+pub struct TurnClock {
+    since: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl Metrics {
+    /// Account for one stored event of a running turn.
+    pub fn event(&self, envelope: &EventEnvelope, clock: &mut TurnClock) {
+        self.events.fetch_add(1, Ordering::Relaxed);
+        match &envelope.event {
+            Event::TurnStarted { .. } => clock.since = Some(envelope.at),
+            Event::ToolFinished { duration_ms, .. } => {
+                self.tool.observe(duration_ms.saturating_mul(1000));
+                clock.since = Some(envelope.at);
+            }
+            Event::MessageCompleted { .. } => {
+                if let Some(since) = clock.since.take() {
+                    let micros = (envelope.at - since).num_microseconds().unwrap_or(0);
+                    self.model.observe(u64::try_from(micros).unwrap_or(0));
+                }
+            }
+            Event::Usage {
+                usage, cost_usd, ..
+            } => {
+                self.input_tokens
+                    .fetch_add(usage.input_tokens, Ordering::Relaxed);
+                self.output_tokens
+                    .fetch_add(usage.output_tokens, Ordering::Relaxed);
+                if let Ok(mut cost) = self.cost.lock() {
+                    *cost += cost_usd;
+                }
+            }
+            Event::TurnFinished(finished) => self.turn_finished(finished.status),
+            _ => {}
+        }
+    }
+
+    pub fn turn_finished(&self, status: TurnStatus) {
+        if let Some(i) = STATUSES.iter().position(|s| *s == status) {
+            self.turns_finished[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn render(&self, gauges: Gauges) -> String {
+        let mut out = String::with_capacity(4096);
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut metric = |name: &str, kind: &str, help: &str, lines: &[(String, f64)]| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (labels, value) in lines {
+                let _ = writeln!(out, "{name}{labels} {value}");
+            }
+        };
+        let one = |v: u64| vec![(String::new(), v as f64)];
+        metric(
+            "agentd_sessions",
+            "gauge",
+            "Stored sessions.",
+            &one(gauges.sessions_total),
+        );
+        metric(
+            "agentd_sessions_live",
+            "gauge",
+            "Sessions with a running turn or a subscriber.",
+            &one(gauges.sessions_live),
+        );
+        metric(
+            "agentd_turns_running",
+            "gauge",
+            "Turns running now.",
+            &one(gauges.turns_running),
+        );
+        metric(
+            "agentd_turns_queued",
+            "gauge",
+            "Turns waiting for the one before them.",
+            &one(gauges.turns_queued),
+        );
+        metric(
+            "agentd_turns_started_total",
+            "counter",
+            "Turns started by this process.",
+            &one(load(&self.turns_started)),
+        );
+        let finished: Vec<(String, f64)> = STATUSES
+            .iter()
+            .zip(&self.turns_finished)
+            .map(|(s, n)| (format!("{{status=\"{}\"}}", s.as_str()), load(n) as f64))
+            .collect();
+        metric(
+            "agentd_turns_finished_total",
+            "counter",
+            "Turns finished, by status.",
+            &finished,
+        );
+        metric(
+            "agentd_events_total",
+            "counter",
+            "Events stored and fanned out by this process.",
+            &one(load(&self.events)),
+        );
+        metric(
+            "agentd_sse_clients",
+            "gauge",
+            "Open event streams.",
+            &one(load(&self.sse_clients)),
+        );
+        metric(
+            "agentd_sse_lagged_total",
+            "counter",
+            "Event streams ended because the client fell behind.",
+            &one(load(&self.sse_lagged)),
+        );
+        metric(
+            "agentd_http_requests_total",
+            "counter",
+            "HTTP requests served.",
+            &one(load(&self.http_requests)),
+        );
+        let tokens = vec![
+            ("{kind=\"input\"}".to_string(), load(&self.input_tokens) as f64),
+            (
+                "{kind=\"output\"}".to_string(),
+                load(&self.output_tokens) as f64,
+            ),
+        ];
+        metric(
+            "agentd_tokens_total",
+            "counter",
+            "Model tokens used.",
+            &tokens,
+        );
+        let cost = self.cost.lock().map(|c| *c).unwrap_or(0.0);
+        metric(
+            "agentd_cost_usd_total",
+            "counter",
+            "Model cost in US dollars.",
+            &[(String::new(), cost)],
+        );
+        for (name, help, latency) in [
+            (
+                "agentd_model_call_seconds",
+                "Model call latency (request to completed message).",
+                &self.model,
+            ),
+            (
+                "agentd_tool_call_seconds",
+                "Tool call latency.",
+                &self.tool,
+            ),
+        ] {
+            let lines = [
+                ("_count".to_string(), load(&latency.count) as f64),
+                ("_sum".to_string(), load(&latency.micros) as f64 / 1e6),
+            ];
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} summary");
+            for (suffix, value) in lines {
+                let _ = writeln!(out, "{name}{suffix} {value}");
+            }
+        }
+        if let Some(rss) = resident_bytes() {
+            let _ = writeln!(
+                out,
+                "# HELP process_resident_memory_bytes Resident memory size in bytes.\n\
+                 # TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {rss}"
+            );
+        }
+        out
+    }
+}
+
+/// This process's resident set size, from `/proc/self/statm` (Linux).
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}

@@ -1,0 +1,416 @@
+//! The live side of sessions: one [`Entry`] per session that has a running
+//! turn or a subscriber, and nothing for any other session (an idle session
+//! is only rows in the store).
+//!
+//! An entry holds the session's event hub (a bounded broadcast channel: a
+//! slow subscriber lags and is dropped, it never slows the turn), the running
+//! turn's cancel token and the queue of turns waiting for it. Entries are
+//! reference counted by [`EntryHandle`]s (subscribers, the turn worker, a
+//! request in progress); the last handle to go removes the entry. Handles are
+//! only made and dropped under the map's lock, so a session never has two
+//! entries and so never two running turns.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use agentd_protocol::EventEnvelope;
+use agentd_store::SessionRecord;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::metrics::{Gauges, Metrics};
+use crate::runtime::Runtime;
+use crate::worker;
+
+/// Live events buffered per session; a subscriber further behind is dropped
+/// and reconnects from its last id.
+pub const HUB_CAPACITY: usize = 512;
+
+/// Process environment, read once at start-up (model API keys).
+pub type Env = Arc<HashMap<String, String>>;
+
+/// Cheap to clone; clones share the registry.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub runtime: Runtime,
+    pub env: Env,
+    pub metrics: Arc<Metrics>,
+    entries: Mutex<HashMap<String, Arc<Entry>>>,
+    /// Cancelled at shutdown: interrupts every turn.
+    stopping: CancellationToken,
+    tasks: TaskTracker,
+}
+
+pub struct Entry {
+    pub session_id: String,
+    events: broadcast::Sender<Arc<EventEnvelope>>,
+    /// Serializes submissions, so a `client_request_id` check and the
+    /// registration of the turn are one step.
+    submit: Arc<tokio::sync::Mutex<()>>,
+    turns: Mutex<TurnState>,
+    /// Cancelled when the session is deleted: its streams end.
+    pub closed: CancellationToken,
+}
+
+#[derive(Default)]
+struct TurnState {
+    running: Option<Running>,
+    queue: VecDeque<PendingTurn>,
+    /// `client_request_id` → turn id, for turns accepted but maybe not yet
+    /// recorded in the store.
+    request_ids: HashMap<String, String>,
+}
+
+struct Running {
+    turn_id: String,
+    cancel: CancellationToken,
+}
+
+/// A turn accepted by `POST …/messages`.
+#[derive(Debug, Clone)]
+pub struct PendingTurn {
+    pub turn_id: String,
+    pub text: String,
+    pub client_request_id: Option<String>,
+}
+
+/// What a submission asks for.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub text: String,
+    pub client_request_id: Option<String>,
+    /// Wait behind a running turn instead of being refused.
+    pub queue: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Accepted {
+    Started(String),
+    Queued(String),
+    /// The `client_request_id` was seen before: that turn's id.
+    Duplicate(String),
+}
+
+impl Accepted {
+    pub fn turn_id(&self) -> &str {
+        match self {
+            Accepted::Started(id) | Accepted::Queued(id) | Accepted::Duplicate(id) => id,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error("a turn is running in this session (send \"queue\": true to run after it)")]
+    Busy,
+    #[error("the server is shutting down")]
+    Stopping,
+    #[error(transparent)]
+    Store(#[from] agentd_store::StoreError),
+}
+
+/// The live state of one session, for `GET /v1/sessions/{id}`.
+#[derive(Debug, Clone, Default)]
+pub struct LiveState {
+    pub running_turn: Option<String>,
+    pub queued: usize,
+}
+
+/// Held while a session is deleted; `finish` ends the session's streams.
+pub struct DeleteGuard {
+    // Field order: the lock goes before the handle that owns the mutex.
+    _lock: tokio::sync::OwnedMutexGuard<()>,
+    handle: EntryHandle,
+}
+
+impl DeleteGuard {
+    pub fn finish(self) {
+        self.handle.closed.cancel();
+    }
+}
+
+/// Keeps an entry alive; the last one dropped removes it from the registry.
+pub struct EntryHandle {
+    registry: Arc<Inner>,
+    entry: Option<Arc<Entry>>,
+}
+
+impl Deref for EntryHandle {
+    type Target = Entry;
+    fn deref(&self) -> &Entry {
+        // Only `drop` takes the entry out.
+        match &self.entry {
+            Some(entry) => entry,
+            None => unreachable!("entry handle used after drop"),
+        }
+    }
+}
+
+impl Drop for EntryHandle {
+    fn drop(&mut self) {
+        let Some(entry) = self.entry.take() else {
+            return;
+        };
+        let mut entries = self.registry.lock_entries();
+        let id = entry.session_id.clone();
+        // Dropped under the lock, where handles are made: the count is exact.
+        drop(entry);
+        if entries.get(&id).is_some_and(|e| Arc::strong_count(e) == 1) {
+            entries.remove(&id);
+        }
+    }
+}
+
+impl Entry {
+    fn lock_turns(&self) -> MutexGuard<'_, TurnState> {
+        // The state stays consistent even if a holder panicked.
+        self.turns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<EventEnvelope>> {
+        self.events.subscribe()
+    }
+
+    /// Send a stored event to the live subscribers (none is fine).
+    pub fn publish(&self, envelope: Arc<EventEnvelope>) {
+        let _ = self.events.send(envelope);
+    }
+}
+
+impl Inner {
+    fn lock_entries(&self) -> MutexGuard<'_, HashMap<String, Arc<Entry>>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Registry {
+    pub fn new(runtime: Runtime, env: Env, metrics: Arc<Metrics>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                runtime,
+                env,
+                metrics,
+                entries: Mutex::new(HashMap::new()),
+                stopping: CancellationToken::new(),
+                tasks: TaskTracker::new(),
+            }),
+        }
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.inner.runtime
+    }
+
+    pub fn env(&self) -> &Env {
+        &self.inner.env
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The session's entry, made if it has none.
+    pub fn handle(&self, session_id: &str) -> EntryHandle {
+        let mut entries = self.inner.lock_entries();
+        let entry = entries
+            .entry(session_id.to_string())
+            .or_insert_with(|| {
+                Arc::new(Entry {
+                    session_id: session_id.to_string(),
+                    events: broadcast::channel(HUB_CAPACITY).0,
+                    submit: Arc::new(tokio::sync::Mutex::new(())),
+                    turns: Mutex::new(TurnState::default()),
+                    closed: CancellationToken::new(),
+                })
+            })
+            .clone();
+        EntryHandle {
+            registry: self.inner.clone(),
+            entry: Some(entry),
+        }
+    }
+
+    /// The running and queued turns of a session; default when it is not live.
+    pub fn live_state(&self, session_id: &str) -> LiveState {
+        // Under the map's lock: a loose `Arc` clone would defeat eviction.
+        let entries = self.inner.lock_entries();
+        match entries.get(session_id) {
+            Some(entry) => {
+                let turns = entry.lock_turns();
+                LiveState {
+                    running_turn: turns.running.as_ref().map(|r| r.turn_id.clone()),
+                    queued: turns.queue.len(),
+                }
+            }
+            None => LiveState::default(),
+        }
+    }
+
+    /// Accept a message for `session`: start its turn now, queue it, or
+    /// answer with the turn an earlier request with the same
+    /// `client_request_id` started.
+    pub async fn submit(
+        &self,
+        session: &SessionRecord,
+        submission: Submission,
+    ) -> Result<Accepted, SubmitError> {
+        let handle = self.handle(&session.id);
+        let _submitting = handle.submit.lock().await;
+        if let Some(request_id) = &submission.client_request_id {
+            if let Some(turn_id) = handle.lock_turns().request_ids.get(request_id) {
+                return Ok(Accepted::Duplicate(turn_id.clone()));
+            }
+            let store = &self.inner.runtime.store;
+            if let Some(turn) = store.find_turn(&session.id, request_id).await? {
+                return Ok(Accepted::Duplicate(turn.id));
+            }
+        }
+        if self.inner.stopping.is_cancelled() {
+            return Err(SubmitError::Stopping);
+        }
+        let pending = PendingTurn {
+            turn_id: uuid::Uuid::now_v7().to_string(),
+            text: submission.text,
+            client_request_id: submission.client_request_id,
+        };
+        let mut turns = handle.lock_turns();
+        if turns.running.is_some() && !submission.queue {
+            return Err(SubmitError::Busy);
+        }
+        if let Some(request_id) = &pending.client_request_id {
+            turns
+                .request_ids
+                .insert(request_id.clone(), pending.turn_id.clone());
+        }
+        let turn_id = pending.turn_id.clone();
+        if turns.running.is_some() {
+            turns.queue.push_back(pending);
+            return Ok(Accepted::Queued(turn_id));
+        }
+        let cancel = self.inner.stopping.child_token();
+        turns.running = Some(Running {
+            turn_id: turn_id.clone(),
+            cancel: cancel.clone(),
+        });
+        drop(turns);
+        let worker_handle = self.handle(&session.id);
+        let registry = self.clone();
+        self.inner.tasks.spawn(async move {
+            worker::drive(registry, worker_handle, pending, cancel).await;
+        });
+        Ok(Accepted::Started(turn_id))
+    }
+
+    /// After a turn: forget its request id and start the next queued turn, if
+    /// any (with its cancel token), or mark the session idle.
+    pub(crate) fn next_turn(
+        &self,
+        handle: &EntryHandle,
+        finished: &PendingTurn,
+    ) -> Option<(PendingTurn, CancellationToken)> {
+        let mut turns = handle.lock_turns();
+        if let Some(request_id) = &finished.client_request_id {
+            turns.request_ids.remove(request_id);
+        }
+        match turns.queue.pop_front() {
+            Some(next) if !self.inner.stopping.is_cancelled() => {
+                let cancel = self.inner.stopping.child_token();
+                turns.running = Some(Running {
+                    turn_id: next.turn_id.clone(),
+                    cancel: cancel.clone(),
+                });
+                Some((next, cancel))
+            }
+            Some(next) => {
+                // Shutting down: the worker records it as interrupted.
+                turns.running = None;
+                turns.queue.push_front(next);
+                None
+            }
+            None => {
+                turns.running = None;
+                None
+            }
+        }
+    }
+
+    /// Take the queued turns (at shutdown, to record them as interrupted).
+    pub(crate) fn drain_queue(&self, handle: &EntryHandle) -> Vec<PendingTurn> {
+        let mut turns = handle.lock_turns();
+        let drained: Vec<PendingTurn> = turns.queue.drain(..).collect();
+        for turn in &drained {
+            if let Some(request_id) = &turn.client_request_id {
+                turns.request_ids.remove(request_id);
+            }
+        }
+        drained
+    }
+
+    /// Interrupt the session's running turn; its id, or `None` if none runs.
+    pub fn interrupt(&self, session_id: &str) -> Option<String> {
+        let entries = self.inner.lock_entries();
+        let turns = entries.get(session_id)?.lock_turns();
+        let running = turns.running.as_ref()?;
+        running.cancel.cancel();
+        Some(running.turn_id.clone())
+    }
+
+    /// Hold off new turns of an idle session while it is deleted; `None`
+    /// when a turn is running or queued.
+    pub async fn begin_delete(&self, session_id: &str) -> Option<DeleteGuard> {
+        let handle = self.handle(session_id);
+        let lock = handle.submit.clone().lock_owned().await;
+        {
+            let turns = handle.lock_turns();
+            if turns.running.is_some() || !turns.queue.is_empty() {
+                return None;
+            }
+        }
+        Some(DeleteGuard {
+            _lock: lock,
+            handle,
+        })
+    }
+
+    pub fn gauges(&self) -> Gauges {
+        let entries = self.inner.lock_entries();
+        let mut gauges = Gauges {
+            sessions_live: entries.len() as u64,
+            ..Gauges::default()
+        };
+        for entry in entries.values() {
+            let turns = entry.lock_turns();
+            gauges.turns_running += u64::from(turns.running.is_some());
+            gauges.turns_queued += turns.queue.len() as u64;
+        }
+        gauges
+    }
+
+    /// Stop: interrupt every running turn, record queued ones as
+    /// interrupted, and wait (at most `grace`) for the turns to be recorded.
+    pub async fn shutdown(&self, grace: std::time::Duration) {
+        self.inner.stopping.cancel();
+        self.inner.tasks.close();
+        if tokio::time::timeout(grace, self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("turns did not finish within {grace:?} of shutdown");
+        }
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.inner.stopping.is_cancelled()
+    }
+
+    /// Resolves when shutdown begins.
+    pub async fn stopping(&self) {
+        self.inner.stopping.cancelled().await
+    }
+}
