@@ -1,15 +1,19 @@
 //! `agentd`: the command-line entry point. Argument parsing and wiring only; the
 //! work happens in the library crates.
 
+mod approve;
 mod exit;
 mod output;
 mod run;
+mod serve;
 mod sessions;
+mod tokens;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use agentd_engine::permissions::PermissionMode;
 use agentd_server::config::Config;
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -37,6 +41,11 @@ enum Command {
     /// List, inspect or delete stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
+    /// Serve the HTTP API (sessions, SSE events, workspace files).
+    Serve(serve::ServeArgs),
+    /// Create, list or revoke API tokens.
+    #[command(subcommand)]
+    Tokens(tokens::TokensCommand),
     /// Serve the scripted model of agentd-testkit (Anthropic and OpenAI wire formats).
     ModelServer {
         /// JSON script of replies (see the testkit docs); the demo script if omitted.
@@ -71,6 +80,28 @@ struct RunArgs {
     /// The workspace (default: the current directory).
     #[arg(long)]
     cwd: Option<PathBuf>,
+    /// Permission mode for this run: default (ask before anything that is not
+    /// read-only), accept_edits, read_only, bypass. Overrides the profile's.
+    #[arg(long, value_parser = parse_mode)]
+    permission_mode: Option<PermissionMode>,
+    /// Allow a tool call pattern without asking, e.g. `Bash(cargo test)` or `Edit`.
+    /// Repeatable; added to the profile's allow rules.
+    #[arg(long = "allow", value_name = "RULE")]
+    allow: Vec<String>,
+}
+
+fn parse_mode(text: &str) -> Result<PermissionMode, String> {
+    Ok(match text {
+        "default" => PermissionMode::Default,
+        "accept_edits" | "acceptEdits" => PermissionMode::AcceptEdits,
+        "read_only" | "plan" => PermissionMode::ReadOnly,
+        "bypass" | "bypassPermissions" => PermissionMode::Bypass,
+        other => {
+            return Err(format!(
+                "unknown permission mode {other:?}; use default, accept_edits, read_only or bypass"
+            ));
+        }
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -135,6 +166,8 @@ async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(args) => run::run(args, config, data_dir).await,
         Command::Sessions(command) => sessions::run(command, config, data_dir).await,
+        Command::Serve(args) => serve::run(args, config, data_dir).await,
+        Command::Tokens(command) => tokens::run(command, config, data_dir).await,
         Command::ModelServer { script, bind } => {
             let script = match script {
                 Some(path) => match agentd_server::models::read_script(&path) {

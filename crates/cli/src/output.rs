@@ -147,7 +147,7 @@ pub fn result_json(session_id: &str, finished: &TurnFinished) -> Value {
 }
 
 /// A one-line view of a tool's input for the terminal.
-fn summarize_input(input: &Value) -> String {
+pub fn summarize_input(input: &Value) -> String {
     let main = ["command", "file_path", "pattern", "path", "url"]
         .iter()
         .find_map(|key| input.get(key).and_then(Value::as_str));

@@ -1,6 +1,7 @@
 //! `agentd run`: one headless turn in a workspace.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use agentd_server::config::Config;
 use agentd_server::models::resolve_model;
@@ -9,6 +10,7 @@ use agentd_server::runtime::{Runtime, TurnOptions, check_workspace};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::approve::TerminalAnswers;
 use crate::output::Printer;
 use crate::{RunArgs, exit};
 
@@ -90,7 +92,13 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         }
         printer
     });
+    let profile = runtime.config.profile(&session.profile).map_err(usage)?;
     let options = TurnOptions {
+        permission_mode: args.permission_mode,
+        allow: args.allow.clone(),
+        answers: Some(Arc::new(TerminalAnswers {
+            on_no_answer: profile.on_no_answer,
+        })),
         model: args.model.clone(),
         max_turns: args.max_turns,
         max_budget_usd: args.max_budget_usd,

@@ -344,7 +344,14 @@ async fn ctrl_c_interrupts_the_turn_and_exits_130() {
         ]}),
     )
     .await;
-    let mut cmd = h.command(&["run", "--output-format", "stream-json", "wait"]);
+    let mut cmd = h.command(&[
+        "run",
+        "--output-format",
+        "stream-json",
+        "--permission-mode",
+        "bypass",
+        "wait",
+    ]);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
@@ -419,4 +426,79 @@ async fn json_output_is_one_object_with_the_outcome() {
         "priced from the table"
     );
     assert!(value["session_id"].is_string() && value["turn_id"].is_string());
+}
+
+fn touch_script() -> serde_json::Value {
+    json!({"replies": [
+        {"when": {"last_user_contains": "touch"}, "content": [
+            {"type": "tool_use", "name": "Bash", "input": {"command": "touch made-by-bash"}}
+        ]},
+        {"content": [{"type": "text", "text": "ok"}]}
+    ]})
+}
+
+#[tokio::test]
+async fn without_a_terminal_calls_that_need_asking_are_denied() {
+    let h = Harness::new(Wire::Anthropic, touch_script()).await;
+    let run = h.run_as_is("touch it", &[]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!h.ws().join("made-by-bash").exists());
+    assert!(run.events.iter().any(|e| matches!(&e.event,
+        Event::PermissionResolved { decision, by, .. } if decision == "deny" && by == "no_terminal")));
+
+    let allowed = Harness::new(Wire::Anthropic, touch_script()).await;
+    let run = allowed
+        .run_as_is("touch it", &["--allow", "Bash(touch *)"])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        allowed.ws().join("made-by-bash").exists(),
+        "--allow lets it run unasked"
+    );
+    assert!(!run.types().contains(&"permission.requested"));
+}
+
+#[tokio::test]
+async fn the_terminal_asks_and_the_answer_decides() {
+    for (answer, expect_file) in [("y", true), ("n", false)] {
+        let h = Harness::new(Wire::Anthropic, touch_script()).await;
+        let agentd = env!("CARGO_BIN_EXE_agentd");
+        // `script` gives agentd a pseudo-terminal, as a person at a shell would.
+        let mut cmd = std::process::Command::new("script");
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap())
+            .env("HOME", h.data_dir.path())
+            .env("AGENTD_DATA_DIR", h.data_dir.path())
+            .env("ANTHROPIC_API_KEY", "test")
+            .env("ANTHROPIC_BASE_URL", h.server.url())
+            .current_dir(h.ws())
+            .args([
+                "-qec",
+                &format!("{agentd} run --output-format stream-json 'touch it'"),
+                "/dev/null",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{answer}\n").as_bytes())
+            .unwrap();
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(text.contains("allow? [y]es"), "prompted: {text}");
+        assert_eq!(h.ws().join("made-by-bash").exists(), expect_file, "{text}");
+        let decision = if expect_file { "\"allow\"" } else { "\"deny\"" };
+        assert!(
+            text.lines().any(|l| l.contains("permission.resolved")
+                && l.contains(decision)
+                && l.contains("\"user\"")),
+            "{text}"
+        );
+    }
 }

@@ -7,14 +7,18 @@
 //! one `turn.finished`. The engine knows no HTTP and no SQL: the sink decides
 //! where events and messages go.
 
+pub mod approval;
 mod coalesce;
+mod gate;
 mod history;
 pub mod hooks;
+pub mod permissions;
 mod prompt;
 mod sink;
 mod tool_exec;
 mod turn;
 
+pub use approval::{Answer, ApprovalRequest, Approver, Decision, FixedApprover};
 pub use prompt::default_system_prompt;
 pub use sink::{SinkError, TurnSink};
 pub use turn::{Agent, AgentConfig, TurnInput, TurnLimits};

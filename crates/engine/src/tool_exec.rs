@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tokio::time::sleep_until;
 
 use crate::coalesce::Coalescer;
+use crate::gate::Gate;
 use crate::sink::SinkError;
 use crate::turn::{Exit, TurnRun};
 
@@ -76,7 +77,20 @@ impl TurnRun<'_> {
             })
             .await?;
         let started = Instant::now();
-        let result = self.execute(call).await?;
+        let read_only = self.is_read_only(&call.name);
+        let result = match self.precheck(call) {
+            Some(refusal) => refusal,
+            None => match self
+                .gate(&call.id, &call.name, read_only, &call.input)
+                .await?
+            {
+                Gate::Run(input) => {
+                    let result = self.execute(call, input.clone()).await?;
+                    self.after_tool(call, &input, result).await
+                }
+                Gate::Refuse(message) => ToolResult::error(message),
+            },
+        };
         let result = cap(result, self.tool_context().result_cap);
         self.sink
             .emit(Event::ToolFinished {
@@ -89,21 +103,53 @@ impl TurnRun<'_> {
         Ok(answer(result))
     }
 
-    async fn execute(&self, call: &Call) -> Result<ToolResult, SinkError> {
-        let Some(tool) = self.tools().get(&call.name) else {
+    /// `PostToolUse` hooks: extra context for the model, or a block note.
+    async fn after_tool(&self, call: &Call, input: &Value, mut result: ToolResult) -> ToolResult {
+        let Some((hooks, context)) = self.agent.hooks() else {
+            return result;
+        };
+        let feedback = hooks
+            .post_tool_use(context, &call.name, input, &result.content, result.is_error)
+            .await;
+        if feedback.block {
+            let reason = feedback.reason.as_deref().unwrap_or("no reason given");
+            result
+                .content
+                .push_str(&format!("\n\n[PostToolUse hook] {reason}"));
+        }
+        for extra in feedback.additional_context {
+            result.content.push_str(&format!("\n\n{extra}"));
+        }
+        result
+    }
+
+    /// Calls that cannot run whatever anyone decides: unknown tools, input that
+    /// was not valid JSON.
+    fn precheck(&self, call: &Call) -> Option<ToolResult> {
+        if self.tools().get(&call.name).is_none() {
             let known: Vec<&str> = self.tools().iter().map(|t| t.name()).collect();
-            return Ok(ToolResult::error(format!(
+            return Some(ToolResult::error(format!(
                 "There is no tool named {:?}. Available tools: {}.",
                 call.name,
                 known.join(", ")
             )));
-        };
+        }
         if let Value::String(raw) = &call.input {
-            return Ok(ToolResult::error(format!(
+            return Some(ToolResult::error(format!(
                 "The input for {} was not valid JSON, so the call did not run. Received: {raw}",
                 call.name
             )));
         }
+        None
+    }
+
+    async fn execute(&self, call: &Call, input: Value) -> Result<ToolResult, SinkError> {
+        let Some(tool) = self.tools().get(&call.name) else {
+            return Ok(ToolResult::error(format!(
+                "There is no tool named {:?}.",
+                call.name
+            )));
+        };
         let (sender, receiver) = mpsc::unbounded_channel();
         let ctx = ToolContext {
             output: Some(sender),
@@ -111,7 +157,7 @@ impl TurnRun<'_> {
             ..self.tool_context().clone()
         };
         let run = async move {
-            let result = tool.call(call.input.clone(), &ctx).await;
+            let result = tool.call(input, &ctx).await;
             drop(ctx); // closes the output channel so forwarding ends
             result
         };

@@ -1,7 +1,7 @@
 //! The turn state machine: model → tools → model … → `turn.finished`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentd_model::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelResponse, ToolSpec};
@@ -13,8 +13,11 @@ use futures::StreamExt;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{Answer, Approver, Decision, FixedApprover};
 use crate::coalesce::Coalescer;
 use crate::history;
+use crate::hooks::{HookContext, Hooks};
+use crate::permissions::PermissionPolicy;
 use crate::sink::{SinkError, TurnSink};
 
 /// Limits that end a turn early, each with its own status.
@@ -49,13 +52,17 @@ pub struct AgentConfig {
     pub limits: TurnLimits,
 }
 
-/// One agent: a model, its tools, and where they run.
+/// One agent: a model, its tools, where they run, and who may allow them.
 pub struct Agent {
     model: Arc<dyn ModelClient>,
     tools: ToolRegistry,
     /// The template each tool call's context is cloned from.
     tool_context: ToolContext,
     config: AgentConfig,
+    /// `None`: every call is allowed (hooks may still block).
+    permissions: Option<Mutex<PermissionPolicy>>,
+    hooks: Option<(Hooks, HookContext)>,
+    approver: Arc<dyn Approver>,
 }
 
 /// What a turn starts from.
@@ -112,11 +119,44 @@ impl Agent {
             tools,
             tool_context,
             config,
+            permissions: None,
+            hooks: None,
+            approver: Arc::new(FixedApprover(Answer::new(Decision::Deny, "no_approver"))),
         }
+    }
+
+    /// Check every call against `policy`; calls it says to ask about go to `approver`.
+    pub fn with_permissions(
+        mut self,
+        policy: PermissionPolicy,
+        approver: Arc<dyn Approver>,
+    ) -> Self {
+        self.permissions = Some(Mutex::new(policy));
+        self.approver = approver;
+        self
+    }
+
+    pub fn with_hooks(mut self, hooks: Hooks, context: HookContext) -> Self {
+        if !hooks.is_empty() {
+            self.hooks = Some((hooks, context));
+        }
+        self
     }
 
     pub fn config(&self) -> &AgentConfig {
         &self.config
+    }
+
+    pub(crate) fn permissions(&self) -> Option<&Mutex<PermissionPolicy>> {
+        self.permissions.as_ref()
+    }
+
+    pub(crate) fn hooks(&self) -> Option<(&Hooks, &HookContext)> {
+        self.hooks.as_ref().map(|(hooks, context)| (hooks, context))
+    }
+
+    pub(crate) fn approver(&self) -> &dyn Approver {
+        self.approver.as_ref()
     }
 
     /// Run one turn to its end. Cancelling `cancel` interrupts it: the model
@@ -213,8 +253,30 @@ impl TurnRun<'_> {
                 message: user_message.clone(),
             })
             .await?;
+        let mut user_message = user_message;
+        if let Some((hooks, context)) = self.agent.hooks() {
+            let feedback = hooks
+                .user_prompt_submit(context, &user_message.text())
+                .await;
+            if feedback.block {
+                return Err(Exit::failed(
+                    "prompt_blocked",
+                    format!(
+                        "A UserPromptSubmit hook blocked this message: {}",
+                        feedback.reason.as_deref().unwrap_or("no reason given")
+                    ),
+                    false,
+                ));
+            }
+            for context in feedback.additional_context {
+                user_message
+                    .content
+                    .push(ContentBlock::Text { text: context });
+            }
+        }
         self.record(user_message).await?;
         let limits = &self.agent.config.limits;
+        let mut stop_hook_continued = false;
         loop {
             if self.model_calls >= limits.max_turns {
                 return Ok(Exit {
@@ -263,6 +325,21 @@ impl TurnRun<'_> {
                 .filter(|b| matches!(b, ContentBlock::ToolUse { .. }))
                 .collect();
             if calls.is_empty() {
+                // A Stop hook may send the agent back to work, once per turn.
+                if let Some((hooks, context)) = self.agent.hooks()
+                    && !stop_hook_continued
+                {
+                    let feedback = hooks
+                        .stop(context, self.result.as_deref().unwrap_or(""))
+                        .await;
+                    if feedback.block {
+                        stop_hook_continued = true;
+                        let reason = feedback.reason.unwrap_or_else(|| "keep going".into());
+                        self.record(Message::user_text(format!("Stop hook: {reason}")))
+                            .await?;
+                        continue;
+                    }
+                }
                 return Ok(Exit::with(TurnStatus::Completed));
             }
             let results = self.run_tools(calls).await?;

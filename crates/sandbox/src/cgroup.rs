@@ -12,7 +12,7 @@ use std::io::{self, ErrorKind};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
@@ -24,9 +24,14 @@ const BASE_NAME: &str = "agentd-sandbox";
 /// empty-and-rmdir job to a background thread.
 const INLINE_WAIT: Duration = Duration::from_secs(2);
 const BACKGROUND_WAIT: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(5);
+/// Polling for the cgroup to empty: usually it already is, or nearly, so a few
+/// bare yields first, then sleeps backing off to `MAX_POLL`.
+const QUICK_POLLS: u32 = 10;
+const FIRST_POLL: Duration = Duration::from_millis(1);
+const MAX_POLL: Duration = Duration::from_millis(5);
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+static SWEPT: AtomicBool = AtomicBool::new(false);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Version {
@@ -40,7 +45,7 @@ enum Version {
 pub(crate) struct CommandCgroup {
     dir: PathBuf,
     version: Version,
-    procs: Arc<OwnedFd>,
+    join: Arc<OwnedFd>,
     removed: bool,
 }
 
@@ -63,6 +68,9 @@ impl CommandCgroup {
                 false
             }
         };
+        if !SWEPT.swap(true, Ordering::Relaxed) {
+            sweep_stale(&base);
+        }
         let name = format!(
             "{}-{}",
             std::process::id(),
@@ -85,22 +93,30 @@ impl CommandCgroup {
             let _ = fs::write(dir.join("memory.swap.max"), "0");
             let _ = fs::write(dir.join("memory.oom.group"), "1");
         }
-        let procs: OwnedFd = fs::OpenOptions::new()
+        // v1: the single-threaded child moves itself through `tasks`, which
+        // skips the global threadgroup lock (and its RCU grace period, up to
+        // tens of milliseconds) that `cgroup.procs` takes. v2 has no such
+        // file for ordinary cgroups.
+        let join_file = match version {
+            Version::V1 => "tasks",
+            Version::V2 => "cgroup.procs",
+        };
+        let join: OwnedFd = fs::OpenOptions::new()
             .write(true)
-            .open(dir.join("cgroup.procs"))?
+            .open(dir.join(join_file))?
             .into();
         cleanup.disarm();
         Ok(Self {
             dir,
             version,
-            procs: Arc::new(procs),
+            join: Arc::new(join),
             removed: false,
         })
     }
 
-    /// `cgroup.procs` opened for writing; the child writes `0` to it to join.
-    pub(crate) fn procs_file(&self) -> Arc<OwnedFd> {
-        self.procs.clone()
+    /// The file the child writes `0` to, to join (`tasks` or `cgroup.procs`).
+    pub(crate) fn join_file(&self) -> Arc<OwnedFd> {
+        self.join.clone()
     }
 
     /// SIGKILL everything in the cgroup (including processes that left the
@@ -124,20 +140,27 @@ impl CommandCgroup {
             .collect()
     }
 
-    /// Kill what is left and remove the cgroup, waiting up to [`INLINE_WAIT`]
-    /// for the processes to go; after that a background thread keeps trying.
+    /// Kill what is left and remove the cgroup. Waits up to [`INLINE_WAIT`] for
+    /// live members to go, but not for zombies (a reparented bwrap may wait a
+    /// while for its reaper): the rmdir then continues on a background thread.
     pub(crate) async fn remove(mut self) {
         let deadline = Instant::now() + INLINE_WAIT;
-        loop {
+        let mut poll = FIRST_POLL;
+        for attempt in 0u32.. {
             if self.try_rmdir() {
                 self.removed = true;
                 return;
             }
-            if Instant::now() >= deadline {
+            if self.members().is_empty() || Instant::now() >= deadline {
                 return; // Drop takes over.
             }
             self.kill();
-            tokio::time::sleep(POLL).await;
+            if attempt < QUICK_POLLS {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(poll).await;
+                poll = (poll * 2).min(MAX_POLL);
+            }
         }
     }
 
@@ -159,14 +182,14 @@ impl Drop for CommandCgroup {
         self.kill();
         let dir = self.dir.clone();
         let version = self.version;
-        let procs = self.procs.clone();
+        let join = self.join.clone();
         let spawned = std::thread::Builder::new()
             .name("agentd-cgroup-cleanup".into())
             .spawn(move || {
                 let cgroup = CommandCgroup {
                     dir,
                     version,
-                    procs,
+                    join,
                     removed: true,
                 };
                 let deadline = Instant::now() + BACKGROUND_WAIT;
@@ -176,11 +199,29 @@ impl Drop for CommandCgroup {
                         return;
                     }
                     cgroup.kill();
-                    std::thread::sleep(POLL * 4);
+                    std::thread::sleep(MAX_POLL * 4);
                 }
             });
         if let Err(err) = spawned {
             tracing::warn!(cgroup = %self.dir.display(), %err, "could not clean up a sandbox cgroup");
+        }
+    }
+}
+
+/// Remove empty cgroups left by servers that died (named `<pid>-<n>`, with no
+/// such process any more). Busy ones stay: their rmdir fails.
+fn sweep_stale(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let owner = name.to_str().and_then(|name| name.split_once('-'));
+        if let Some((pid, _)) = owner
+            && pid.parse::<u32>().is_ok()
+            && !Path::new("/proc").join(pid).exists()
+        {
+            let _ = fs::remove_dir(entry.path());
         }
     }
 }
@@ -352,6 +393,32 @@ mod tests {
             locate(info, own),
             Some((Version::V2, PathBuf::from("/sys/fs/cgroup/agentd-sandbox")))
         );
+    }
+
+    /// Regular files stand in for cgroupfs: enough to follow the v2 steps.
+    #[test]
+    fn v2_base_gets_pids_and_memory_enabled() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().join(BASE_NAME);
+        fs::write(root.path().join("cgroup.controllers"), "cpu memory pids\n").unwrap();
+        fs::write(root.path().join("cgroup.subtree_control"), "cpu\n").unwrap();
+        fs::create_dir(&base).unwrap();
+        fs::write(base.join("cgroup.subtree_control"), "").unwrap();
+        assert!(prepare_v2_base(&base).unwrap());
+        // Each missing controller was asked for (the fake keeps only the last write).
+        assert_eq!(
+            fs::read_to_string(base.join("cgroup.subtree_control")).unwrap(),
+            "+memory"
+        );
+    }
+
+    #[test]
+    fn v2_without_the_pids_controller_is_an_error() {
+        let root = tempfile::tempdir().unwrap();
+        fs::write(root.path().join("cgroup.controllers"), "cpu memory\n").unwrap();
+        let err = prepare_v2_base(&root.path().join(BASE_NAME)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+        assert!(!root.path().join(BASE_NAME).exists());
     }
 
     #[test]

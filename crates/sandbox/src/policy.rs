@@ -20,7 +20,8 @@ pub struct Policy {
     pub env: BTreeMap<String, String>,
     /// Run without bubblewrap. Only when a profile says `sandbox = "off"`.
     pub unsandboxed: bool,
-    /// Resource limits for the command and everything it starts.
+    /// Resource limits for the command and everything it starts (applied
+    /// with or without bubblewrap).
     pub limits: Limits,
     /// Let the command write `<workspace>/.git/hooks` and `<workspace>/.git/config`
     /// (both run code the next time anyone uses git there). Off by default.

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use rustix::process::{Resource, Rlimit};
 use tokio::process::Command;
 
-/// Arrange for the child to write `0` (itself) to `cgroup_procs` and then set
+/// Arrange for the child to write `0` (itself) to `cgroup_join` and then set
 /// `rlimits`, before it execs. Any failure aborts the spawn: nothing runs
 /// without its limits.
 pub(crate) fn install(
     command: &mut Command,
-    cgroup_procs: Option<Arc<OwnedFd>>,
+    cgroup_join: Option<Arc<OwnedFd>>,
     rlimits: Vec<(Resource, Rlimit)>,
 ) {
     // SAFETY: the closure runs in the forked child of a multi-threaded parent,
@@ -22,15 +22,17 @@ pub(crate) fn install(
     // before the fork (no allocation, no locks) and makes two kinds of raw
     // syscalls through rustix's linux_raw backend: write(2) and prlimit64(2).
     // Errors become `io::Error` from a raw errno, which does not allocate.
+    // The child has a single thread, so moving "0" (itself) through a v1
+    // `tasks` file moves the whole process.
     unsafe {
-        command.pre_exec(move || enter(cgroup_procs.as_deref(), &rlimits));
+        command.pre_exec(move || enter(cgroup_join.as_deref(), &rlimits));
     }
 }
 
-fn enter(cgroup_procs: Option<&OwnedFd>, rlimits: &[(Resource, Rlimit)]) -> io::Result<()> {
-    if let Some(procs) = cgroup_procs {
+fn enter(cgroup_join: Option<&OwnedFd>, rlimits: &[(Resource, Rlimit)]) -> io::Result<()> {
+    if let Some(join) = cgroup_join {
         // First, so every process the command ever starts is counted.
-        rustix::io::write(procs, b"0")?;
+        rustix::io::write(join, b"0")?;
     }
     for (resource, limit) in rlimits {
         rustix::process::setrlimit(*resource, *limit)?;

@@ -42,7 +42,8 @@ impl Sandbox {
     /// `policy.limits` (`Limits` when a process limit cannot be enforced); when
     /// the main process ends, for any reason, its whole process group and
     /// cgroup are killed; the call returns within about [`DRAIN_GRACE`] of the
-    /// main process ending, of the timeout, or of `cancel`. Dropping the
+    /// main process ending, of the timeout, or of `cancel` (plus, at worst, two
+    /// seconds waiting for killed processes to leave the cgroup). Dropping the
     /// returned future also kills the process group and the cgroup.
     pub async fn exec(
         &self,
@@ -75,7 +76,7 @@ impl Sandbox {
         let cgroup = command_cgroup(&policy.limits, rustix::process::geteuid().is_root())?;
         crate::pre_exec::install(
             &mut command,
-            cgroup.as_ref().map(CommandCgroup::procs_file),
+            cgroup.as_ref().map(CommandCgroup::join_file),
             policy.limits.rlimits(),
         );
 

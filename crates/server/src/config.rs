@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use agentd_engine::hooks::{HookConfig, Hooks};
+use agentd_engine::permissions::{PermissionMode, PermissionPolicy, RuleError};
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -99,9 +101,41 @@ pub enum SandboxMode {
     Off,
 }
 
+/// What happens to a permission request nobody answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoAnswer {
+    #[default]
+    Deny,
+    Allow,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileConfig {
+    /// `default` (ask before anything that is not read-only), `accept_edits`,
+    /// `read_only`, `bypass`.
+    #[serde(default)]
+    pub mode: PermissionMode,
+    /// Permission rules (`Bash(git status)`, `Read(src/**)`, `WebFetch(domain:x)`, …);
+    /// deny beats allow beats ask.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+    #[serde(default)]
+    pub ask: Vec<String>,
+    #[serde(default)]
+    pub hooks: Vec<HookConfig>,
+    /// Applied when a request is not answered within `approval_timeout_s`, or
+    /// when nobody can be asked (`agentd run` without a terminal).
+    #[serde(default)]
+    pub on_no_answer: NoAnswer,
+    #[serde(default = "default_approval_timeout_s")]
+    pub approval_timeout_s: u64,
+    /// Let sandboxed commands write `.git/hooks` and `.git/config`.
+    #[serde(default)]
+    pub allow_git_config: bool,
     /// Let sandboxed commands reach the network.
     #[serde(default)]
     pub network: bool,
@@ -122,6 +156,9 @@ pub struct ProfileConfig {
     pub bash_max_timeout_s: u64,
 }
 
+fn default_approval_timeout_s() -> u64 {
+    300
+}
 fn default_max_turns() -> u32 {
     100
 }
@@ -138,6 +175,14 @@ fn default_bash_max_timeout_s() -> u64 {
 impl Default for ProfileConfig {
     fn default() -> Self {
         Self {
+            mode: PermissionMode::Default,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            ask: Vec::new(),
+            hooks: Vec::new(),
+            on_no_answer: NoAnswer::Deny,
+            approval_timeout_s: default_approval_timeout_s(),
+            allow_git_config: false,
             network: false,
             sandbox: SandboxMode::On,
             max_turns: default_max_turns(),
@@ -164,20 +209,44 @@ impl Config {
         })
     }
 
+    /// Parse and check a config: rules and hook matchers must be valid too.
     pub fn parse(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|err| err.to_string().trim_end().to_string())
+        let config: Config =
+            toml::from_str(text).map_err(|err| err.to_string().trim_end().to_string())?;
+        for (name, profile) in &config.profiles {
+            profile
+                .permission_policy()
+                .map_err(|err| format!("profile {name:?}: {err}"))?;
+            Hooks::new(profile.hooks.clone()).map_err(|err| format!("profile {name:?}: {err}"))?;
+        }
+        Ok(config)
     }
 
-    /// The profile by name; `default` exists even when the file has none.
+    /// The profile by name. `default` and the `read_only` preset (the read-only
+    /// assistant: Read, Glob, Grep, LS, WebFetch) exist even when the file has none.
     pub fn profile(&self, name: &str) -> Result<ProfileConfig, ConfigError> {
         match self.profiles.get(name) {
             Some(profile) => Ok(profile.clone()),
             None if name == "default" => Ok(ProfileConfig::default()),
+            None if name == READ_ONLY_PROFILE => Ok(ProfileConfig {
+                mode: PermissionMode::ReadOnly,
+                ..ProfileConfig::default()
+            }),
             None => Err(ConfigError::Invalid(format!(
                 "no profile named {name:?}; configured profiles: {}",
                 names(self.profiles.keys())
             ))),
         }
+    }
+}
+
+/// The name of the built-in read-only assistant profile.
+pub const READ_ONLY_PROFILE: &str = "read_only";
+
+impl ProfileConfig {
+    /// The profile's mode and rules, parsed.
+    pub fn permission_policy(&self) -> Result<PermissionPolicy, RuleError> {
+        PermissionPolicy::new(self.mode, &self.allow, &self.deny, &self.ask)
     }
 }
 
@@ -233,6 +302,43 @@ mod tests {
         assert!(Config::parse("[profiles.default]\nmax_turns = \"x\"\n").is_err());
         let err = Config::parse("[models.m]\nprovider = \"nope\"\n").unwrap_err();
         assert!(err.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn rules_hooks_and_presets() {
+        let config = Config::parse(
+            r#"
+            [profiles.default]
+            mode = "accept_edits"
+            allow = ["Bash(git status)", "Read(src/**)"]
+            deny = ["Read(.env)"]
+            on_no_answer = "allow"
+            [[profiles.default.hooks]]
+            event = "PreToolUse"
+            matcher = "Bash"
+            command = "true"
+            "#,
+        )
+        .unwrap();
+        let profile = config.profile("default").unwrap();
+        assert_eq!(profile.mode, PermissionMode::AcceptEdits);
+        assert_eq!(profile.on_no_answer, NoAnswer::Allow);
+        assert_eq!(profile.hooks.len(), 1);
+        let preset = config.profile(READ_ONLY_PROFILE).unwrap();
+        assert_eq!(preset.mode, PermissionMode::ReadOnly);
+    }
+
+    #[test]
+    fn bad_rules_and_hook_matchers_are_startup_errors() {
+        let err = Config::parse("[profiles.p]\nallow = [\"Bash(git status\"]\n").unwrap_err();
+        assert!(err.contains("profile \"p\""), "{err}");
+        let err = Config::parse(
+            "[profiles.p]\n[[profiles.p.hooks]]\nevent = \"PreToolUse\"\nmatcher = \"(\"\ncommand = \"true\"\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("profile \"p\""), "{err}");
+        let err = Config::parse("[profiles.p]\nmode = \"yolo\"\n").unwrap_err();
+        assert!(err.contains("yolo"), "{err}");
     }
 
     #[test]

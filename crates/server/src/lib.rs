@@ -3,10 +3,15 @@
 //! stored sessions through the engine, recording every event and message in the
 //! store. `agentd run` uses it in-process; `agentd serve` puts HTTP in front.
 
+pub mod approvals;
 pub mod config;
+pub mod http;
+pub mod metrics;
 pub mod models;
 pub mod paths;
+pub mod registry;
 pub mod runtime;
 mod sink;
+mod worker;
 
 pub use sink::StoreSink;

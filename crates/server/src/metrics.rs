@@ -179,7 +179,10 @@ impl Metrics {
             &one(load(&self.http_requests)),
         );
         let tokens = vec![
-            ("{kind=\"input\"}".to_string(), load(&self.input_tokens) as f64),
+            (
+                "{kind=\"input\"}".to_string(),
+                load(&self.input_tokens) as f64,
+            ),
             (
                 "{kind=\"output\"}".to_string(),
                 load(&self.output_tokens) as f64,
@@ -204,11 +207,7 @@ impl Metrics {
                 "Model call latency (request to completed message).",
                 &self.model,
             ),
-            (
-                "agentd_tool_call_seconds",
-                "Tool call latency.",
-                &self.tool,
-            ),
+            ("agentd_tool_call_seconds", "Tool call latency.", &self.tool),
         ] {
             let lines = [
                 ("_count".to_string(), load(&latency.count) as f64),

@@ -28,6 +28,15 @@ use crate::worker;
 /// and reconnects from its last id.
 pub const HUB_CAPACITY: usize = 512;
 
+/// A stored event as live subscribers get it: its envelope's JSON.
+#[derive(Debug)]
+pub struct LiveEvent {
+    pub seq: u64,
+    /// The event's type, for the SSE `event:` line.
+    pub kind: &'static str,
+    pub json: String,
+}
+
 /// Process environment, read once at start-up (model API keys).
 pub type Env = Arc<HashMap<String, String>>;
 
@@ -49,7 +58,7 @@ pub(crate) struct Inner {
 
 pub struct Entry {
     pub session_id: String,
-    events: broadcast::Sender<Arc<EventEnvelope>>,
+    events: broadcast::Sender<Arc<LiveEvent>>,
     /// Serializes submissions, so a `client_request_id` check and the
     /// registration of the turn are one step.
     submit: Arc<tokio::sync::Mutex<()>>,
@@ -173,13 +182,27 @@ impl Entry {
         self.turns.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<EventEnvelope>> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
         self.events.subscribe()
     }
 
-    /// Send a stored event to the live subscribers (none is fine).
-    pub fn publish(&self, envelope: Arc<EventEnvelope>) {
-        let _ = self.events.send(envelope);
+    /// Send a stored event to the live subscribers, serialized once for all
+    /// of them. With none, nothing is done: whoever subscribes later reads
+    /// this event from the store, where it already is.
+    pub fn publish(&self, envelope: &EventEnvelope) {
+        if self.events.receiver_count() == 0 {
+            return;
+        }
+        match serde_json::to_string(envelope) {
+            Ok(json) => {
+                let _ = self.events.send(Arc::new(LiveEvent {
+                    seq: envelope.seq,
+                    kind: envelope.event.type_name(),
+                    json,
+                }));
+            }
+            Err(err) => tracing::error!(%err, seq = envelope.seq, "cannot encode an event"),
+        }
     }
 }
 

@@ -11,10 +11,14 @@ use agentd_sandbox::{PathGuard, Policy, Sandbox};
 use agentd_store::{
     NewSession, SessionRecord, SessionStatus, SessionUpdate, Store, StoreError, TurnStart,
 };
-use agentd_tools::{ToolContext, builtin_tools};
+use agentd_tools::{HiddenPaths, ToolContext, builtin_tools};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use agentd_engine::hooks::{HookContext, Hooks};
+use agentd_engine::permissions::{PermissionMode, PermissionPolicy};
+
+use crate::approvals::{AnswerSource, Approvals, NoAnswerPolicy, StoredApprover};
 use crate::config::{Config, ConfigError, SandboxMode};
 use crate::models::{EnvLookup, resolve_model};
 use crate::sink::StoreSink;
@@ -35,8 +39,14 @@ pub enum RunError {
 }
 
 /// Per-turn overrides of the session's profile and model.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct TurnOptions {
+    /// Overrides the profile's permission mode for this turn.
+    pub permission_mode: Option<PermissionMode>,
+    /// Allow rules added to the profile's for this turn.
+    pub allow: Vec<String>,
+    /// Someone to ask about tool calls besides the API (e.g. the terminal).
+    pub answers: Option<Arc<dyn AnswerSource>>,
     pub model: Option<String>,
     pub max_turns: Option<u32>,
     pub max_budget_usd: Option<f64>,
@@ -53,6 +63,8 @@ pub struct Runtime {
     pub config: Config,
     pub data_dir: PathBuf,
     pub sandbox: Sandbox,
+    /// Permission requests waiting in this process.
+    pub approvals: Approvals,
 }
 
 impl Runtime {
@@ -62,6 +74,7 @@ impl Runtime {
             config,
             data_dir,
             sandbox: Sandbox,
+            approvals: Approvals::default(),
         }
     }
 
@@ -96,6 +109,21 @@ impl Runtime {
             .iter()
             .filter(|t| session_id.is_none_or(|id| id == t.session_id))
         {
+            // Requests the dead turn waited on can no longer be answered.
+            for pending in self.store.open_pending(Some(&turn.session_id)).await? {
+                if pending.turn_id.as_deref() != Some(turn.id.as_str()) {
+                    continue;
+                }
+                let resolution = serde_json::json!({"decision": "deny", "by": "restart"});
+                if self.store.resolve_pending(&pending.id, &resolution).await? {
+                    let event = Event::PermissionResolved {
+                        request_id: pending.id.clone(),
+                        decision: "deny".into(),
+                        by: "restart".into(),
+                    };
+                    self.store.append_event(&turn.session_id, &event).await?;
+                }
+            }
             let event = Event::TurnFinished(TurnFinished {
                 turn_id: turn.id.clone(),
                 status: TurnStatus::Interrupted,
@@ -140,7 +168,7 @@ impl Runtime {
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
         cancel: CancellationToken,
     ) -> Result<Option<TurnFinished>, RunError> {
-        let agent = self.agent_for(session, &options, env)?;
+        let agent = self.agent_for(session, &options, env).await?;
         let turn_id = options
             .turn_id
             .clone()
@@ -200,7 +228,7 @@ impl Runtime {
             .map(|_| ())
     }
 
-    fn agent_for(
+    async fn agent_for(
         &self,
         session: &SessionRecord,
         options: &TurnOptions,
@@ -220,16 +248,24 @@ impl Runtime {
             .system_prompt
             .clone()
             .unwrap_or_else(|| default_system_prompt(guard.workspace(), &names));
+        let mut policy = Policy::new(guard.workspace());
+        policy.network = profile.network;
+        policy.unsandboxed = profile.sandbox == SandboxMode::Off;
+        policy.allow_git_config = profile.allow_git_config;
+        let mut allow = profile.allow.clone();
+        allow.extend(options.allow.iter().cloned());
+        allow.extend(self.store.session_rules(&session.id).await?);
+        let mode = options.permission_mode.unwrap_or(profile.mode);
+        let permissions = PermissionPolicy::new(mode, &allow, &profile.deny, &profile.ask)
+            .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
+        // Searches must not reveal what a Read deny rule protects.
+        let hidden = {
+            let (rules, root) = (permissions.clone(), guard.workspace().to_path_buf());
+            HiddenPaths::new(move |path| rules.read_denied_by(path, &root).is_some())
+        };
         let context = ToolContext {
-            policy: Policy {
-                workspace: guard.workspace().to_path_buf(),
-                read_only_paths: Vec::new(),
-                network: profile.network,
-                env: Default::default(),
-                unsandboxed: profile.sandbox == SandboxMode::Off,
-                limits: Default::default(),
-                allow_git_config: false,
-            },
+            hidden,
+            policy,
             guard,
             sandbox: self.sandbox.clone(),
             output: None,
@@ -248,7 +284,27 @@ impl Runtime {
                 max_output_tokens: model.max_output_tokens,
             },
         };
-        Ok(Agent::new(model.client, tools, context, config))
+        let approver = StoredApprover {
+            store: self.store.clone(),
+            session_id: session.id.clone(),
+            approvals: self.approvals.clone(),
+            no_answer: NoAnswerPolicy {
+                decision: profile.on_no_answer,
+                after: Duration::from_secs(profile.approval_timeout_s),
+            },
+            source: options.answers.clone(),
+        };
+        let hooks = Hooks::new(profile.hooks.clone())
+            .map_err(|err| ConfigError::Invalid(format!("hooks: {err}")))?;
+        let hook_context = HookContext {
+            session_id: session.id.clone(),
+            cwd: workspace,
+            transcript_path: None,
+            env: Default::default(),
+        };
+        Ok(Agent::new(model.client, tools, context, config)
+            .with_permissions(permissions, Arc::new(approver))
+            .with_hooks(hooks, hook_context))
     }
 }
 

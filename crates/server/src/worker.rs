@@ -2,8 +2,6 @@
 //! the server (not by the request that submitted them): each turn's events go
 //! to the store and, once stored, to the session's live hub.
 
-use std::sync::Arc;
-
 use agentd_protocol::{ErrorInfo, Event, TurnFinished, TurnStatus, Usage};
 use agentd_store::{SessionStatus, SessionUpdate, TurnStart};
 use tokio::sync::mpsc;
@@ -24,7 +22,8 @@ pub(crate) async fn drive(
 ) {
     let mut next = Some((first, cancel));
     while let Some((turn, cancel)) = next {
-        let span = tracing::info_span!("turn", session_id = %handle.session_id, turn_id = %turn.turn_id);
+        let span =
+            tracing::info_span!("turn", session_id = %handle.session_id, turn_id = %turn.turn_id);
         run_one(&registry, &handle, &turn, cancel)
             .instrument(span)
             .await;
@@ -69,7 +68,7 @@ async fn run_one(
         let mut clock = TurnClock::default();
         while let Some(envelope) = events.recv().await {
             registry.metrics().event(&envelope, &mut clock);
-            handle.publish(Arc::new(envelope));
+            handle.publish(&envelope);
         }
     };
     let options = TurnOptions {
@@ -147,8 +146,10 @@ async fn record_unrun(
     for event in [Event::Error(error), Event::TurnFinished(finished)] {
         match store.append_event(&handle.session_id, &event).await {
             Ok(envelope) => {
-                registry.metrics().event(&envelope, &mut TurnClock::default());
-                handle.publish(Arc::new(envelope));
+                registry
+                    .metrics()
+                    .event(&envelope, &mut TurnClock::default());
+                handle.publish(&envelope);
             }
             Err(err) => tracing::error!(%err, "cannot record why the turn did not run"),
         }

@@ -12,8 +12,8 @@ pub mod sqlite;
 
 pub use error::StoreError;
 pub use types::{
-    NewSession, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TokenRecord,
-    TurnRecord, TurnStart, UserRecord,
+    NewSession, PendingRecord, SessionRecord, SessionStatus, SessionUpdate, StoredMessage,
+    TokenRecord, TurnRecord, TurnStart, UserRecord,
 };
 
 use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
@@ -107,4 +107,17 @@ pub trait Store: Send + Sync {
     /// Revoke a token by id. `false` when there is no such token; revoking
     /// again keeps the first time.
     async fn revoke_token(&self, id: &str) -> StoreResult<bool>;
+
+    /// Record an open permission request or question.
+    async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()>;
+    /// Resolve an open request. `false` when it is unknown or already resolved
+    /// (the first answer wins).
+    async fn resolve_pending(&self, id: &str, resolution: &serde_json::Value) -> StoreResult<bool>;
+    async fn get_pending(&self, id: &str) -> StoreResult<Option<PendingRecord>>;
+    /// Open requests of one session, or of all with `None`, oldest first.
+    async fn open_pending(&self, session_id: Option<&str>) -> StoreResult<Vec<PendingRecord>>;
+
+    /// Remember a permission rule allowed for the rest of a session.
+    async fn add_session_rule(&self, session_id: &str, rule: &str) -> StoreResult<()>;
+    async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>>;
 }

@@ -137,3 +137,20 @@ impl TokenRecord {
             && self.expires_at.is_none_or(|at| at > now)
     }
 }
+
+/// An open or answered permission request or question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingRecord {
+    pub id: String,
+    pub session_id: String,
+    pub turn_id: Option<String>,
+    /// `permission` or `question`.
+    pub kind: String,
+    pub call_id: Option<String>,
+    /// The request as clients see it.
+    pub data: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+    pub resolved_at: Option<DateTime<Utc>>,
+    /// The decision or answers; `None` while open.
+    pub resolution: Option<serde_json::Value>,
+}

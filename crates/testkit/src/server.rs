@@ -8,12 +8,12 @@ use agentd_model::scripted::{
     Fault, RequestView, Script, ScriptReply, ScriptState, estimate_tokens,
 };
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;

@@ -1,5 +1,6 @@
 //! What a tool call runs in, and what it returns.
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentd_protocol::OutputStream;
@@ -35,6 +36,33 @@ pub struct ToolContext {
     pub bash_max_timeout: Duration,
     /// Cap, in characters, on a result put into the model's context.
     pub result_cap: usize,
+    /// Paths that searches (Glob, Grep) must not reveal, e.g. those a
+    /// `Read(.env)` deny rule covers.
+    pub hidden: HiddenPaths,
+}
+
+/// A predicate over paths that directory walks skip. Empty by default.
+#[derive(Clone, Default)]
+pub struct HiddenPaths(Option<Arc<dyn Fn(&Path) -> bool + Send + Sync>>);
+
+impl HiddenPaths {
+    pub fn new(is_hidden: impl Fn(&Path) -> bool + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(is_hidden)))
+    }
+
+    pub fn is_hidden(&self, path: &Path) -> bool {
+        self.0.as_ref().is_some_and(|is_hidden| is_hidden(path))
+    }
+}
+
+impl std::fmt::Debug for HiddenPaths {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "HiddenPaths(..)"
+        } else {
+            "HiddenPaths(none)"
+        })
+    }
 }
 
 impl ToolContext {
@@ -53,6 +81,7 @@ impl ToolContext {
             bash_timeout: DEFAULT_BASH_TIMEOUT,
             bash_max_timeout: DEFAULT_BASH_MAX_TIMEOUT,
             result_cap: DEFAULT_RESULT_CAP,
+            hidden: HiddenPaths::default(),
         })
     }
 }

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{resolve_path, run_blocking, to_result};
+use crate::context::HiddenPaths;
 use crate::input::parse_input;
 use crate::walk::{split_literal_prefix, walker};
 use crate::{Tool, ToolContext, ToolResult};
@@ -68,7 +69,8 @@ impl Tool for GlobTool {
             Err(message) => return ToolResult::error(message),
         };
         let cancel = ctx.cancel.clone();
-        let outcome = run_blocking(ctx, move || find_files(&root, &rest, &cancel)).await;
+        let hidden = ctx.hidden.clone();
+        let outcome = run_blocking(ctx, move || find_files(&root, &rest, &hidden, &cancel)).await;
         to_result(outcome, ctx)
     }
 }
@@ -96,7 +98,12 @@ fn search_root(input: &GlobInput, ctx: &ToolContext) -> Result<(PathBuf, String)
     Ok((resolve_path(ctx, "pattern", &joined)?, rest))
 }
 
-fn find_files(root: &Path, glob: &str, cancel: &CancellationToken) -> Result<String, String> {
+fn find_files(
+    root: &Path,
+    glob: &str,
+    hidden: &HiddenPaths,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
     if glob.is_empty() {
         // A plain path: report whether it exists.
         return Ok(if root.exists() {
@@ -118,7 +125,7 @@ fn find_files(root: &Path, glob: &str, cancel: &CancellationToken) -> Result<Str
         .map_err(|err| format!("invalid glob pattern {glob:?}: {err}"))?
         .compile_matcher();
     let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
-    for entry in walker(root).build().flatten() {
+    for entry in walker(root, hidden).build().flatten() {
         if cancel.is_cancelled() {
             return Err("interrupted".into());
         }

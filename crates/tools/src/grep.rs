@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::common::{NOTE_RESERVE, resolve_path, run_blocking, to_result};
+use crate::context::HiddenPaths;
 use crate::grep_search::{OutputMode, SearchOptions, search};
 use crate::input::parse_input;
 use crate::walk::walker;
@@ -128,7 +129,12 @@ fn prepare(
         input.case_insensitive.unwrap_or(false),
         multiline,
     )?;
-    let walk = build_walk(&base, input.glob.as_deref(), input.file_type.as_deref())?;
+    let walk = build_walk(
+        &base,
+        &ctx.hidden,
+        input.glob.as_deref(),
+        input.file_type.as_deref(),
+    )?;
     let options = SearchOptions {
         mode: input.output_mode.unwrap_or(OutputMode::FilesWithMatches),
         line_numbers: input.line_numbers.unwrap_or(true),
@@ -164,10 +170,11 @@ fn build_matcher(
 
 fn build_walk(
     base: &Path,
+    hidden: &HiddenPaths,
     glob: Option<&str>,
     file_type: Option<&str>,
 ) -> Result<ignore::Walk, String> {
-    let mut builder = walker(base);
+    let mut builder = walker(base, hidden);
     builder.sort_by_file_path(|a, b| a.cmp(b));
     let root: PathBuf = if base.is_dir() {
         base.to_path_buf()

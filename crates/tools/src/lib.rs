@@ -25,8 +25,8 @@ mod write;
 
 pub use bash::BashTool;
 pub use context::{
-    DEFAULT_BASH_MAX_TIMEOUT, DEFAULT_BASH_TIMEOUT, DEFAULT_RESULT_CAP, ToolContext, ToolOutput,
-    ToolResult,
+    DEFAULT_BASH_MAX_TIMEOUT, DEFAULT_BASH_TIMEOUT, DEFAULT_RESULT_CAP, HiddenPaths, ToolContext,
+    ToolOutput, ToolResult,
 };
 pub use edit::EditTool;
 pub use glob::GlobTool;

@@ -6,10 +6,14 @@ use std::path::Path;
 
 use ignore::WalkBuilder;
 
+use crate::context::HiddenPaths;
+
 /// Characters that make a path component a glob rather than a literal name.
 const GLOB_META: &[char] = &['*', '?', '[', ']', '{', '}'];
 
-pub(crate) fn walker(base: &Path) -> WalkBuilder {
+/// `hidden` paths (and everything below a hidden directory) are skipped.
+pub(crate) fn walker(base: &Path, hidden: &HiddenPaths) -> WalkBuilder {
+    let hidden = hidden.clone();
     let mut builder = WalkBuilder::new(base);
     builder
         .hidden(false)
@@ -19,7 +23,9 @@ pub(crate) fn walker(base: &Path) -> WalkBuilder {
         .require_git(false)
         .ignore(true)
         .follow_links(false)
-        .filter_entry(|entry| entry.file_name() != ".git");
+        .filter_entry(move |entry| {
+            entry.file_name() != ".git" && (entry.depth() == 0 || !hidden.is_hidden(entry.path()))
+        });
     builder
 }
 

@@ -73,8 +73,16 @@ impl Harness {
         cmd
     }
 
-    /// `agentd run --output-format stream-json PROMPT EXTRA…`, run to its end.
+    /// `agentd run --output-format stream-json --permission-mode bypass PROMPT
+    /// EXTRA…`, run to its end (tests of permissions use [`Harness::run_as_is`]).
     pub async fn run(&self, prompt: &str, extra: &[&str]) -> Run {
+        let mut args = vec!["--permission-mode", "bypass"];
+        args.extend_from_slice(extra);
+        self.run_as_is(prompt, &args).await
+    }
+
+    /// `agentd run --output-format stream-json EXTRA… PROMPT`.
+    pub async fn run_as_is(&self, prompt: &str, extra: &[&str]) -> Run {
         let mut args = vec!["run", "--output-format", "stream-json"];
         args.extend_from_slice(extra);
         args.push(prompt);

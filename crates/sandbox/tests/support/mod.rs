@@ -62,7 +62,12 @@ pub async fn run(policy: &Policy, command: &str) -> ExecOutcome {
 
 pub async fn run_for(policy: &Policy, command: &str, timeout: Duration) -> ExecOutcome {
     Sandbox
-        .exec(policy, &request(command, timeout), None, CancellationToken::new())
+        .exec(
+            policy,
+            &request(command, timeout),
+            None,
+            CancellationToken::new(),
+        )
         .await
         .unwrap()
 }

@@ -63,7 +63,9 @@ impl Auth {
             AuthMode::Header => {
                 let name = server.header_name.as_deref().unwrap_or(DEFAULT_USER_HEADER);
                 let user_header = HeaderName::try_from(name).map_err(|_| {
-                    AuthConfigError(format!("[server] header_name {name:?} is not a header name"))
+                    AuthConfigError(format!(
+                        "[server] header_name {name:?} is not a header name"
+                    ))
                 })?;
                 let secret = header_secret
                     .or_else(|| server.header_secret.clone())
@@ -153,9 +155,7 @@ impl FromRequestParts<AppState> for User {
 
 fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 fn looks_like_token(token: &str) -> bool {

@@ -5,6 +5,7 @@
 
 mod events;
 mod messages;
+mod pending;
 mod sessions;
 mod turns;
 mod users;
@@ -26,8 +27,8 @@ use sqlx::sqlite::{
 use tokio::sync::{Mutex, MutexGuard, mpsc};
 
 use crate::{
-    NewSession, SessionRecord, SessionUpdate, Store, StoreError, StoreResult, StoredMessage,
-    TokenRecord, TurnRecord, TurnStart, UserRecord,
+    NewSession, PendingRecord, SessionRecord, SessionUpdate, Store, StoreError, StoreResult,
+    StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
 };
 
 /// Connections for a file database: readers run in parallel under WAL.
@@ -36,11 +37,18 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migration set, embedded at build time. Append new files here; applied
 /// migrations must never change (sqlx checks their checksums).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "init",
-    include_str!("../../migrations/sqlite/0001_init.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "init",
+        include_str!("../../migrations/sqlite/0001_init.sql"),
+    ),
+    (
+        2,
+        "session_rules",
+        include_str!("../../migrations/sqlite/0002_session_rules.sql"),
+    ),
+];
 
 fn migrator() -> Migrator {
     let migrations = MIGRATIONS
@@ -294,6 +302,30 @@ impl Store for SqliteStore {
 
     async fn revoke_token(&self, id: &str) -> StoreResult<bool> {
         self.revoke_token_impl(id).await
+    }
+
+    async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()> {
+        self.create_pending_impl(record).await
+    }
+
+    async fn resolve_pending(&self, id: &str, resolution: &serde_json::Value) -> StoreResult<bool> {
+        self.resolve_pending_impl(id, resolution).await
+    }
+
+    async fn get_pending(&self, id: &str) -> StoreResult<Option<PendingRecord>> {
+        self.get_pending_impl(id).await
+    }
+
+    async fn open_pending(&self, session_id: Option<&str>) -> StoreResult<Vec<PendingRecord>> {
+        self.open_pending_impl(session_id).await
+    }
+
+    async fn add_session_rule(&self, session_id: &str, rule: &str) -> StoreResult<()> {
+        self.add_session_rule_impl(session_id, rule).await
+    }
+
+    async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>> {
+        self.session_rules_impl(session_id).await
     }
 }
 

@@ -4,6 +4,7 @@
 mod durability;
 mod events;
 mod messages;
+mod pending;
 mod sessions;
 mod turns;
 

@@ -1,0 +1,120 @@
+//! `agentd serve`: wiring for the HTTP server of `agentd_server::http`.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentd_server::config::{AuthMode, Config};
+use agentd_server::http::auth::Auth;
+use agentd_server::paths::open_store;
+use agentd_server::runtime::Runtime;
+use clap::ValueEnum;
+
+use crate::exit;
+
+const DEFAULT_BIND: &str = "127.0.0.1:7878";
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on [default: [server] bind, else 127.0.0.1:7878].
+    #[arg(long, env = "AGENTD_BIND")]
+    bind: Option<String>,
+    /// How requests authenticate [default: [server] auth, else token].
+    #[arg(long, value_enum, env = "AGENTD_AUTH")]
+    auth: Option<AuthArg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum AuthArg {
+    /// `Authorization: Bearer` tokens from `agentd tokens create`.
+    Token,
+    /// No authentication; only on a loopback address.
+    None,
+    /// A trusted proxy's user header plus a shared secret header.
+    Header,
+}
+
+pub async fn run(args: ServeArgs, config: Config, data_dir: PathBuf) -> u8 {
+    match serve(args, config, data_dir).await {
+        Ok(()) => exit::OK,
+        Err((code, message)) => {
+            eprintln!("agentd serve: {message}");
+            code
+        }
+    }
+}
+
+async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(), (u8, String)> {
+    let usage = |message: String| (exit::USAGE, message);
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let lookup = |key: &str| env.get(key).cloned();
+    let bind = args
+        .bind
+        .or_else(|| config.server.bind.clone())
+        .unwrap_or_else(|| DEFAULT_BIND.into());
+    let addr = resolve(&bind).await.map_err(usage)?;
+    let mode = match args.auth {
+        Some(AuthArg::Token) => AuthMode::Token,
+        Some(AuthArg::None) => AuthMode::None,
+        Some(AuthArg::Header) => AuthMode::Header,
+        None => config.server.auth,
+    };
+    let auth = Auth::from_config(&config.server, mode, lookup("AGENTD_HEADER_SECRET"), addr)
+        .map_err(|err| usage(err.to_string()))?;
+    let store = open_store(&data_dir, &config, &lookup)
+        .await
+        .map_err(|err| usage(err.to_string()))?;
+    if mode == AuthMode::Token {
+        match store.list_tokens(None).await {
+            Ok(tokens) if tokens.iter().all(|t| t.revoked_at.is_some()) => eprintln!(
+                "agentd serve: no API tokens yet; create one with `agentd tokens create --user NAME`"
+            ),
+            _ => {}
+        }
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|err| (exit::FAILED, format!("cannot listen on {addr}: {err}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|err| (exit::FAILED, err.to_string()))?;
+    let runtime = Runtime::new(store, config, data_dir);
+    // The first line of stdout: scripts (and tests binding port 0) read it.
+    println!("agentd listening on http://{local}");
+    let _ = std::io::stdout().flush();
+    agentd_server::http::serve(listener, runtime, Arc::new(env), auth, shutdown_signal())
+        .await
+        .map_err(|err| (exit::FAILED, err.to_string()))
+}
+
+/// `host:port` to one address; a name (say `localhost:7878`) is looked up.
+async fn resolve(bind: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = bind.parse() {
+        return Ok(addr);
+    }
+    tokio::net::lookup_host(bind)
+        .await
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| {
+            format!("cannot listen on {bind:?}: expected HOST:PORT such as {DEFAULT_BIND}")
+        })
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! Asking someone whether a tool call may run.
+//!
+//! The engine decides with rules and hooks first; only a call that still needs
+//! asking reaches an [`Approver`]. The server answers from the API (waiting for a
+//! person), `agentd run` from the terminal, and both fall back to the profile's
+//! `on_no_answer` when nobody can or does answer.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// A call waiting for a decision; `request_id` is what clients answer to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    pub request_id: String,
+    pub turn_id: String,
+    pub call_id: String,
+    pub tool: String,
+    pub input: Value,
+    pub reason: String,
+    /// The rule "allow for this session" adds, e.g. `Bash(git status)`.
+    pub session_rule: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    /// Allow, and allow the same call for the rest of the session.
+    AllowSession,
+    Deny,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::AllowSession => "allow_session",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+/// A decision and who made it (`user`, `timeout`, `no_terminal`, `shutdown`, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub decision: Decision,
+    pub by: String,
+}
+
+impl Answer {
+    pub fn new(decision: Decision, by: impl Into<String>) -> Self {
+        Self {
+            decision,
+            by: by.into(),
+        }
+    }
+}
+
+/// Whoever answers permission requests for a session.
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// Called after `permission.requested` was recorded. Returns when someone
+    /// answered, the approver gave up (its `on_no_answer` policy), or `cancel`
+    /// fired (then the answer is ignored and the call does not run).
+    async fn decide(&self, request: &ApprovalRequest, cancel: &CancellationToken) -> Answer;
+}
+
+/// Answers every request the same way, e.g. `deny` when nobody can be asked.
+pub struct FixedApprover(pub Answer);
+
+#[async_trait]
+impl Approver for FixedApprover {
+    async fn decide(&self, _request: &ApprovalRequest, _cancel: &CancellationToken) -> Answer {
+        self.0.clone()
+    }
+}

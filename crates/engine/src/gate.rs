@@ -1,0 +1,149 @@
+//! Whether a tool call may run: `PreToolUse` hooks, then the permission rules,
+//! then, when still undecided, asking through the [`Approver`].
+//!
+//! Precedence: a deny rule always wins (a hook cannot allow what the operator
+//! denied, and `read_only` mode denies every writing tool); then a hook's
+//! decision; then the rules and the mode's default.
+
+use agentd_protocol::Event;
+use serde_json::Value;
+
+use crate::approval::{ApprovalRequest, Decision};
+use crate::hooks::HookDecision;
+use crate::permissions::{PermissionPolicy, ToolCallView, Verdict};
+use crate::sink::SinkError;
+use crate::turn::TurnRun;
+
+/// The outcome of gating one call.
+pub(crate) enum Gate {
+    /// Run with this input (a hook may have rewritten it).
+    Run(Value),
+    /// Do not run; tell the model this.
+    Refuse(String),
+}
+
+impl TurnRun<'_> {
+    pub(crate) async fn gate(
+        &self,
+        call_id: &str,
+        tool: &str,
+        read_only: bool,
+        input: &Value,
+    ) -> Result<Gate, SinkError> {
+        let mut input = input.clone();
+        let mut hook = None;
+        if let Some((hooks, context)) = self.agent.hooks() {
+            let outcome = hooks.pre_tool_use(context, tool, &input).await;
+            if let Some(updated) = outcome.updated_input {
+                input = updated;
+            }
+            hook = outcome.decision.map(|decision| (decision, outcome.reason));
+        }
+        let Some(policy) = self.agent.permissions() else {
+            // No policy configured: only hooks can stop a call.
+            return Ok(match hook {
+                Some((HookDecision::Deny, reason)) => Gate::Refuse(hook_denied(reason)),
+                _ => Gate::Run(input),
+            });
+        };
+        let workspace = self.tool_context().guard.workspace().to_path_buf();
+        let view = ToolCallView {
+            tool,
+            input: &input,
+            read_only,
+            workspace: &workspace,
+        };
+        let verdict = match policy.lock() {
+            Ok(policy) => policy.evaluate(&view),
+            Err(_) => Verdict::Deny {
+                reason: "the permission policy is unavailable".into(),
+            },
+        };
+        let ask_reason = match (verdict, hook) {
+            (Verdict::Deny { reason }, _) => {
+                return Ok(Gate::Refuse(format!("Permission denied: {reason}.")));
+            }
+            (_, Some((HookDecision::Deny, reason))) => {
+                return Ok(Gate::Refuse(hook_denied(reason)));
+            }
+            (_, Some((HookDecision::Allow, _))) | (Verdict::Allow, None) => {
+                return Ok(Gate::Run(input));
+            }
+            (_, Some((HookDecision::Ask, reason))) => {
+                reason.unwrap_or_else(|| "a PreToolUse hook asked for approval".into())
+            }
+            (Verdict::Ask { reason }, None) => reason,
+        };
+        let rule = PermissionPolicy::session_rule_for(&view);
+        self.ask(call_id, tool, input, ask_reason, policy, rule)
+            .await
+    }
+
+    async fn ask(
+        &self,
+        call_id: &str,
+        tool: &str,
+        input: Value,
+        reason: String,
+        policy: &std::sync::Mutex<PermissionPolicy>,
+        session_rule: String,
+    ) -> Result<Gate, SinkError> {
+        let request = ApprovalRequest {
+            request_id: uuid::Uuid::now_v7().to_string(),
+            turn_id: self.turn_id.clone(),
+            call_id: call_id.to_string(),
+            tool: tool.to_string(),
+            input,
+            reason,
+            session_rule: session_rule.clone(),
+        };
+        self.sink
+            .emit(Event::PermissionRequested {
+                request_id: request.request_id.clone(),
+                call_id: request.call_id.clone(),
+                tool: request.tool.clone(),
+                input: request.input.clone(),
+                reason: request.reason.clone(),
+            })
+            .await?;
+        let approver = self.agent.approver();
+        let answer = tokio::select! {
+            answer = approver.decide(&request, &self.cancel) => Some(answer),
+            _ = self.cancel.cancelled() => None,
+        };
+        let (decision, by) = match &answer {
+            Some(answer) => (answer.decision, answer.by.as_str()),
+            None => (Decision::Deny, "interrupted"),
+        };
+        self.sink
+            .emit(Event::PermissionResolved {
+                request_id: request.request_id.clone(),
+                decision: decision.as_str().to_string(),
+                by: by.to_string(),
+            })
+            .await?;
+        Ok(match decision {
+            _ if answer.is_none() => Gate::Refuse(crate::history::NOT_RUN.to_string()),
+            Decision::Allow => Gate::Run(request.input),
+            Decision::AllowSession => {
+                if let Ok(mut policy) = policy.lock()
+                    && let Err(err) = policy.allow(&session_rule)
+                {
+                    tracing::warn!(%err, rule = %session_rule, "could not remember a session allow");
+                }
+                Gate::Run(request.input)
+            }
+            Decision::Deny => Gate::Refuse(format!(
+                "Permission to use {tool} was denied ({by}). Do not retry the same call; \
+                 ask the user or take another approach."
+            )),
+        })
+    }
+}
+
+fn hook_denied(reason: Option<String>) -> String {
+    match reason {
+        Some(reason) => format!("Blocked by a PreToolUse hook: {reason}"),
+        None => "Blocked by a PreToolUse hook.".to_string(),
+    }
+}

@@ -1,0 +1,478 @@
+//! Permission rules and modes (DESIGN §5): decides whether a tool call is allowed, denied
+//! or needs a human's approval. Pure logic: no I/O, no filesystem access (`PathGuard`
+//! confines paths separately).
+//!
+//! # Rules
+//! Claude Code's shapes: `Tool` (every call), `Tool(pattern)`, `mcp__server__*` /
+//! `mcp__server` (every tool of an MCP server). `Tool(*)` is the same as `Tool`.
+//!
+//! * `Bash(pattern)`: the pattern is a command; `*` matches any run of characters
+//!   (`Bash(npm run *)`, which also matches a bare `npm run`); `Bash(npm run:*)` is the
+//!   legacy prefix form (`npm run` followed by nothing or more words); anything else must
+//!   match the whole command after quote removal and whitespace normalisation. A pattern
+//!   is read by the same shell parser, so quoting works as in the shell
+//!   (`Bash(git commit -m "fix bug")`), `\*` is the shell's own glob star and `'*'` a
+//!   literal asterisk. A pattern with several commands (`Bash(cd x && make)`) is the same
+//!   as one rule per command. A pattern that does not parse is a [`RuleError`].
+//! * `Read(glob)` covers `Read`, `Glob`, `Grep`, `LS`; `Edit(glob)` covers `Edit`,
+//!   `MultiEdit`, `Write`; `Glob(…)`, `Write(…)` etc. cover only that tool. See
+//!   `PathPattern::compile` for the glob forms; paths are resolved lexically against the
+//!   workspace (`./.env`, `a/../.env` and the absolute path are the same file).
+//! * `WebFetch(domain:example.com)` matches that host and its subdomains; a URL that does
+//!   not parse as `http(s)` never matches.
+//!
+//! # Precedence
+//! deny > allow > ask rules > the mode's default. Modes: `default` allows read-only tools
+//! and asks for the rest; `accept_edits` also allows `Write`/`Edit`/`MultiEdit`;
+//! `read_only` allows `Read`, `Glob`, `Grep`, `LS`, `WebFetch` and denies every other
+//! tool even when an allow rule names it; `bypass` allows everything no deny rule matches
+//! — except that an explicit ask rule still asks (an operator who writes one means it).
+//!
+//! # Shell commands
+//! The command is parsed with `brush-parser` (a bash parser) and split into every simple
+//! command it would run (see `bash.rs`). A call is allowed by rules only if every one of
+//! them is allowed by some allow rule, and denied if any one matches a deny rule. Choices:
+//! * Output redirections to a file (`>`, `>>`, `&>`, `>|`, `<>`, `>& file`; not to
+//!   `/dev/null`, `/dev/stdout`, `/dev/stderr`, nor fd duplications like `2>&1`) are part
+//!   of what a rule must match and a `*` never covers them: `Bash(echo *)` does not allow
+//!   `echo hi > notes.txt`, `Bash(echo * > *)` or `Bash(echo hi > notes.txt)` does. Deny
+//!   rules match with or without the redirections.
+//! * `FOO=1 rm x` is matched as `rm x`. Setting a variable that changes what runs (`PATH`,
+//!   `LD_*`, `BASH_ENV`, `ENV`, `IFS`, `GIT_*`, `PAGER`, … see `wrappers.rs`) before a
+//!   command, alone, via `env`, `export`/`declare`, or as a `for` variable makes the call
+//!   impossible to allow by rule: it is always asked (deny rules still apply).
+//! * Words are compared after quote removal (`git "status"` is `git status`). An
+//!   expansion (`$VAR`, `$(…)`, `~`, an unquoted glob or brace expansion) is only covered
+//!   by a `*` of the pattern or by the same expansion written in the pattern. A deny rule
+//!   that an expansion *might* match makes the call ask instead of being allowed.
+//! * Constructs that can run code we cannot see — arithmetic on variables (`(( x ))`,
+//!   `$((x))`, `${a[$i]}`), `${!x}`, `${x@P}`, `eval`/`sh -c` of an expansion, `env -S`,
+//!   parse errors — are never allowed by rules (ask); with deny rules present they ask
+//!   even in `bypass`. A parse failure asks in every mode except `bypass` without `Bash`
+//!   deny rules.
+//! * Transparent wrappers (`timeout`, `nice`, `nohup`, `stdbuf`, `time`, `env`, `exec`,
+//!   `command`, `builtin`) are looked through: `timeout 5 rm x` needs a rule for `rm x`.
+//!   `xargs`, `find -exec`, `sudo`/`doas` need a rule for themselves *and* for the command
+//!   they run; `sh -c '…'` and `eval …` need one for themselves and for every command in
+//!   the script. A rule trusts the options of a command it allows (`Bash(git *)` allows
+//!   `git -c core.pager=…`).
+//!   `trap '…'` and `watch …` count as scripts too. Other programs that run commands
+//!   (`ssh`, `parallel`, `su -c`, …) are not looked into: a deny rule is not a security
+//!   boundary, the sandbox is.
+//! * `[[ … ]]` tests without arithmetic and plain assignments run nothing and need no rule
+//!   of their own, but a command made only of such things is not "allowed by rules".
+//! * Commands nesting deeper than 200 levels are not parsed (ask); the parser runs on its
+//!   own thread with a large stack, so no command can overflow the caller's stack.
+//! * `Read`/`Edit` rules do not look inside shell commands (`cat .env` is a `Bash` call).
+//!
+//! # Sessions
+//! [`PermissionPolicy::session_rule_for`] gives `Bash(<the command, exactly>)`; for a
+//! compound command one exact pattern per simple command (`Bash(git status; cargo test)`),
+//! which allows those commands in any combination but nothing else. Unquoted globs in the
+//! command are rendered as `\*`, so "allow `rm *` for this session" does not allow
+//! `rm -rf /`. A command that no rule can allow (it sets `PATH`, say) stays asked.
+
+mod bash;
+mod parse;
+mod redirs;
+mod rule;
+mod syms;
+mod words;
+mod wrappers;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_bash;
+
+use std::path::{Path, PathBuf};
+
+pub use rule::RuleError;
+use rule::{EDIT_TOOLS, Facts, Hit, PathFact, READ_TOOLS, Rule, resolve_path, url_host};
+use syms::matches;
+
+/// How calls that no rule decides are treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionMode {
+    /// Read-only tools allowed, everything else asks.
+    #[default]
+    Default,
+    /// Also allows file edits (`Write`, `Edit`, `MultiEdit`).
+    AcceptEdits,
+    /// Only `Read`, `Glob`, `Grep`, `LS` and `WebFetch`; everything else is denied.
+    ReadOnly,
+    /// Everything is allowed unless a deny rule (or an explicit ask rule) matches.
+    Bypass,
+}
+
+impl PermissionMode {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::AcceptEdits => "accept_edits",
+            Self::ReadOnly => "read_only",
+            Self::Bypass => "bypass",
+        }
+    }
+}
+
+/// The only tools the `read_only` mode lets through.
+const READ_ONLY_MODE_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS", "WebFetch"];
+
+/// A tool call as the permission check sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCallView<'a> {
+    /// The tool name (`Bash`, `Read`, `mcp__github__create_issue`, …).
+    pub tool: &'a str,
+    /// The tool input as the model sent it (`{"command": …}`, `{"file_path": …}`, …).
+    pub input: &'a serde_json::Value,
+    /// The tool's own read-only flag.
+    pub read_only: bool,
+    /// The session workspace (relative paths in the input resolve against it).
+    pub workspace: &'a Path,
+}
+
+/// The decision for one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Deny { reason: String },
+    Ask { reason: String },
+}
+
+/// A profile's mode and rules, parsed.
+#[derive(Debug, Clone)]
+pub struct PermissionPolicy {
+    mode: PermissionMode,
+    allow: Vec<Rule>,
+    deny: Vec<Rule>,
+    ask: Vec<Rule>,
+    home: Option<PathBuf>,
+}
+
+fn parse_all(rules: &[String], home: Option<&Path>) -> Result<Vec<Rule>, RuleError> {
+    rules.iter().map(|r| Rule::parse(r, home)).collect()
+}
+
+fn ask(reason: impl Into<String>) -> Verdict {
+    Verdict::Ask {
+        reason: reason.into(),
+    }
+}
+
+fn deny(reason: impl Into<String>) -> Verdict {
+    Verdict::Deny {
+        reason: reason.into(),
+    }
+}
+
+impl PermissionPolicy {
+    /// Parses the rules. `~/` in path rules and inputs is the `HOME` of this process.
+    /// Errors name the bad rule and why.
+    pub fn new(
+        mode: PermissionMode,
+        allow: &[String],
+        deny: &[String],
+        ask: &[String],
+    ) -> Result<Self, RuleError> {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
+        Self::with_home(mode, allow, deny, ask, home)
+    }
+
+    /// Like [`PermissionPolicy::new`] with an explicit home directory for `~/`.
+    pub fn with_home(
+        mode: PermissionMode,
+        allow: &[String],
+        deny: &[String],
+        ask: &[String],
+        home: Option<PathBuf>,
+    ) -> Result<Self, RuleError> {
+        let h = home.as_deref();
+        Ok(Self {
+            mode,
+            allow: parse_all(allow, h)?,
+            deny: parse_all(deny, h)?,
+            ask: parse_all(ask, h)?,
+            home,
+        })
+    }
+
+    /// Adds an allow rule at runtime ("allow for this session").
+    pub fn allow(&mut self, rule: &str) -> Result<(), RuleError> {
+        let rule = Rule::parse(rule, self.home.as_deref())?;
+        self.allow.push(rule);
+        Ok(())
+    }
+
+    pub fn mode(&self) -> PermissionMode {
+        self.mode
+    }
+
+    /// Decides a call.
+    pub fn evaluate(&self, call: &ToolCallView<'_>) -> Verdict {
+        if call.tool == "Bash" {
+            return self.evaluate_bash(call);
+        }
+        let facts = self.facts(call);
+        let mut maybe_denied = None;
+        for r in &self.deny {
+            match r.hit(call.tool, &facts) {
+                Hit::Yes => return deny(format!("denied by rule {}", r.text)),
+                Hit::Maybe => {
+                    maybe_denied.get_or_insert(r);
+                }
+                Hit::No => {}
+            }
+        }
+        let allowed_by = self
+            .allow
+            .iter()
+            .find(|r| r.hit(call.tool, &facts) == Hit::Yes);
+        if let Some(v) = self.read_only_mode_denial(call.tool, allowed_by) {
+            return v;
+        }
+        if let Some(r) = maybe_denied {
+            return ask(format!(
+                "{} may match deny rule {} (its path cannot be resolved)",
+                describe(call),
+                r.text
+            ));
+        }
+        if allowed_by.is_some() {
+            return Verdict::Allow;
+        }
+        if let Some(r) = self
+            .ask
+            .iter()
+            .find(|r| r.hit(call.tool, &facts) == Hit::Yes)
+        {
+            return ask(format!(
+                "rule {} asks for approval of {}",
+                r.text,
+                describe(call)
+            ));
+        }
+        let by_mode = match self.mode {
+            PermissionMode::Bypass => true,
+            PermissionMode::ReadOnly => true, // only the read-only tools get here
+            PermissionMode::AcceptEdits => call.read_only || EDIT_TOOLS.contains(&call.tool),
+            PermissionMode::Default => call.read_only,
+        };
+        if by_mode {
+            Verdict::Allow
+        } else {
+            ask(format!("{} is not in the allow list", describe(call)))
+        }
+    }
+
+    /// The rule that "allow for this session" should add for this call: the exact shell
+    /// command(s) for `Bash` (never a prefix), `Edit` for file edits, the domain for
+    /// `WebFetch`, the tool name for others.
+    pub fn session_rule_for(call: &ToolCallView<'_>) -> String {
+        match call.tool {
+            "Bash" => bash_session_rule(input_str(call.input, "command").unwrap_or_default()),
+            t if EDIT_TOOLS.contains(&t) => "Edit".to_owned(),
+            "WebFetch" => match input_str(call.input, "url").and_then(url_host) {
+                Some(host) => format!("WebFetch(domain:{host})"),
+                None => "WebFetch".to_owned(),
+            },
+            t => t.to_owned(),
+        }
+    }
+
+    /// The deny rule that forbids reading `path` (for tools that walk directories, such as
+    /// `Grep` and `Glob`, to skip files a `Read(…)` deny rule protects).
+    pub fn read_denied_by(&self, path: &Path, workspace: &Path) -> Option<&str> {
+        let facts = Facts {
+            path: PathFact::At(rule::normalize(&workspace.join(path))),
+            host: None,
+            workspace: rule::normalize(workspace),
+        };
+        self.deny
+            .iter()
+            .find(|r| !matches!(r.matcher, rule::Matcher::Any) && r.hit("Read", &facts) == Hit::Yes)
+            .map(|r| r.text.as_str())
+    }
+
+    fn read_only_mode_denial(&self, tool: &str, allowed_by: Option<&Rule>) -> Option<Verdict> {
+        if self.mode != PermissionMode::ReadOnly || READ_ONLY_MODE_TOOLS.contains(&tool) {
+            return None;
+        }
+        let note = allowed_by
+            .map(|r| format!(" (allow rule {} does not apply in this mode)", r.text))
+            .unwrap_or_default();
+        Some(deny(format!(
+            "mode {} allows only Read, Glob, Grep, LS and WebFetch; {tool} is not allowed{note}",
+            self.mode.name()
+        )))
+    }
+
+    fn facts(&self, call: &ToolCallView<'_>) -> Facts {
+        let workspace = rule::normalize(call.workspace);
+        let raw = if READ_TOOLS.contains(&call.tool) && call.tool != "Read" {
+            Some(input_str(call.input, "path").unwrap_or("."))
+        } else if call.tool == "Read" || EDIT_TOOLS.contains(&call.tool) {
+            input_str(call.input, "file_path")
+        } else {
+            None
+        };
+        let path = match raw {
+            None => PathFact::Absent,
+            Some(p) => match resolve_path(p, &workspace, self.home.as_deref()) {
+                Some(abs) => PathFact::At(abs),
+                None => PathFact::Unresolvable,
+            },
+        };
+        let host = (call.tool == "WebFetch")
+            .then(|| input_str(call.input, "url").and_then(url_host))
+            .flatten();
+        Facts {
+            path,
+            host,
+            workspace,
+        }
+    }
+
+    fn evaluate_bash(&self, call: &ToolCallView<'_>) -> Verdict {
+        if let Some(r) = self.deny.iter().find(|r| r.whole_tool("Bash")) {
+            return deny(format!("denied by rule {}", r.text));
+        }
+        let command = input_str(call.input, "command").unwrap_or_default();
+        let deny_patterns: Vec<&Rule> = self
+            .deny
+            .iter()
+            .filter(|r| r.bash_pattern().is_some())
+            .collect();
+        let whole_allow = self.allow.iter().find(|r| r.whole_tool("Bash"));
+        let analysis = bash::analyze(command, false);
+        let parts: Vec<&bash::Part> = match &analysis {
+            Ok(parts) => parts.iter().filter(|p| p.needs_rule).collect(),
+            Err(_) => Vec::new(),
+        };
+        // 1. deny rules
+        let mut maybe: Option<String> = None;
+        for part in &parts {
+            for r in &deny_patterns {
+                let alts = r.bash_pattern().unwrap_or_default();
+                let hit = |possible| {
+                    alts.iter()
+                        .any(|a| part.deny_seqs.iter().any(|s| matches(a, s, possible)))
+                };
+                if hit(false) {
+                    return deny(format!("denied by rule {}: `{}`", r.text, part.display));
+                }
+                if maybe.is_none() && hit(true) {
+                    maybe = Some(format!(
+                        "`{}` may match deny rule {} once expanded",
+                        part.display, r.text
+                    ));
+                }
+            }
+        }
+        if let Some(v) = self.read_only_mode_denial("Bash", whole_allow) {
+            return v;
+        }
+        let hidden = match &analysis {
+            Err(e) => Some(format!("could not parse the command ({e})")),
+            Ok(_) => parts.iter().find_map(|p| {
+                p.blocker
+                    .as_ref()
+                    .map(|why| format!("`{}`: {why}", p.display))
+            }),
+        };
+        if let (Some(first), Some(why)) = (deny_patterns.first(), &hidden) {
+            maybe.get_or_insert(format!(
+                "{why}, so deny rules such as {} cannot be checked",
+                first.text
+            ));
+        }
+        if let Some(why) = maybe {
+            return ask(why);
+        }
+        // 2. allow rules
+        if whole_allow.is_some() {
+            return Verdict::Allow;
+        }
+        let allowed = |p: &bash::Part| {
+            p.blocker.is_none()
+                && self.allow.iter().any(|r| {
+                    r.bash_pattern()
+                        .is_some_and(|alts| alts.iter().any(|a| matches(a, &p.allow_seq, false)))
+                })
+        };
+        if hidden.is_none() && !parts.is_empty() && parts.iter().all(|p| allowed(p)) {
+            return Verdict::Allow;
+        }
+        // 3. ask rules
+        let asked = self.ask.iter().find(|r| {
+            r.whole_tool("Bash")
+                || r.bash_pattern().is_some_and(|alts| {
+                    parts.iter().any(|p| {
+                        alts.iter()
+                            .any(|a| p.deny_seqs.iter().any(|s| matches(a, s, false)))
+                    })
+                })
+        });
+        if let Some(r) = asked {
+            return ask(format!(
+                "rule {} asks for approval of `{}`",
+                r.text,
+                command.trim()
+            ));
+        }
+        // 4. the mode
+        if self.mode == PermissionMode::Bypass || call.read_only {
+            return Verdict::Allow;
+        }
+        let compound = if parts.len() > 1 {
+            " (every command of a compound command must be allowed)"
+        } else {
+            ""
+        };
+        let reason = match (hidden, parts.iter().find(|p| !allowed(p))) {
+            (Some(why), _) => format!("{why}; it needs approval"),
+            (None, Some(p)) => format!("Bash({}) is not in the allow list{compound}", p.display),
+            (None, None) => format!("Bash({}) is not in the allow list", command.trim()),
+        };
+        ask(reason)
+    }
+}
+
+fn input_str<'a>(input: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+    input.get(key).and_then(serde_json::Value::as_str)
+}
+
+/// `Tool(detail)` for messages.
+fn describe(call: &ToolCallView<'_>) -> String {
+    let detail = ["file_path", "path", "url"]
+        .iter()
+        .find_map(|k| input_str(call.input, k));
+    match detail {
+        Some(d) => format!("{}({d})", call.tool),
+        None => call.tool.to_owned(),
+    }
+}
+
+/// `Bash(<each command, exactly>)`, joined with `;` for compound commands.
+fn bash_session_rule(command: &str) -> String {
+    let mut rendered: Vec<String> = Vec::new();
+    if let Ok(parts) = bash::analyze(command, false) {
+        for p in parts
+            .iter()
+            .filter(|p| p.top && p.needs_rule && p.blocker.is_none())
+        {
+            let text = syms::render(&p.allow_seq);
+            if !rendered.contains(&text) {
+                rendered.push(text);
+            }
+        }
+    }
+    if rendered.is_empty() {
+        format!("Bash({})", command.trim())
+    } else {
+        format!("Bash({})", rendered.join("; "))
+    }
+}

@@ -1,0 +1,91 @@
+//! Runs the shell parser safely: bounded nesting, a thread with a large stack (the parser
+//! recurses), and panics caught. Every failure is an error, which the policy treats as Ask.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use brush_parser::ast;
+
+use super::bash::{Part, analyze_here};
+
+/// Commands nesting deeper than this (counted roughly) are not parsed: the parser recurses
+/// and a hostile command must not overflow the stack.
+const MAX_NESTING: usize = 200;
+/// Stack for the parser thread (virtual; only what is used is committed).
+const PARSER_STACK: usize = 64 << 20;
+
+/// Parses `src` and returns its simple commands, or why it could not be parsed.
+pub(crate) fn analyze(src: &str, pattern: bool) -> Result<Vec<Part>, String> {
+    if nesting_depth(src) > MAX_NESTING {
+        return Err("the command nests too deeply to check".to_owned());
+    }
+    let src = src.to_owned();
+    let worker = std::thread::Builder::new()
+        .name("bash-rule-parser".to_owned())
+        .stack_size(PARSER_STACK)
+        .spawn(move || analyze_here(&src, pattern))
+        .map_err(|e| format!("could not start the shell parser: {e}"))?;
+    worker
+        .join()
+        .unwrap_or_else(|_| Err("the shell parser failed".to_owned()))
+}
+
+/// A rough upper bound of how deeply `src` nests (brackets and compound commands).
+fn nesting_depth(src: &str) -> usize {
+    let chars: Vec<char> = src.chars().collect();
+    let (mut depth, mut max, mut at_start, mut i) = (0usize, 0usize, true, 0);
+    while let Some(&c) = chars.get(i) {
+        match c {
+            '(' | '{' => {
+                depth += 1;
+                max = max.max(depth);
+                at_start = true;
+                i += 1;
+            }
+            ')' | '}' => {
+                depth = depth.saturating_sub(1);
+                at_start = false;
+                i += 1;
+            }
+            ';' | '&' | '|' | '\n' => {
+                at_start = true;
+                i += 1;
+            }
+            c if c.is_whitespace() => i += 1,
+            _ => {
+                let start = i;
+                while chars
+                    .get(i)
+                    .is_some_and(|c| !c.is_whitespace() && !"(){};&|".contains(*c))
+                {
+                    i += 1;
+                }
+                let word: String = chars[start..i].iter().collect();
+                if at_start {
+                    match word.as_str() {
+                        "if" | "case" | "while" | "until" | "for" | "select" => {
+                            depth += 1;
+                            max = max.max(depth);
+                        }
+                        "fi" | "esac" | "done" => depth = depth.saturating_sub(1),
+                        _ => {}
+                    }
+                }
+                at_start = matches!(
+                    word.as_str(),
+                    "then" | "do" | "else" | "elif" | "!" | "time" | "if" | "while" | "until"
+                );
+            }
+        }
+    }
+    max
+}
+
+pub(crate) fn parse(src: &str) -> Result<ast::Program, String> {
+    let options = brush_parser::ParserOptions::default();
+    let mut parser = brush_parser::Parser::new(std::io::Cursor::new(src.as_bytes()), &options);
+    match catch_unwind(AssertUnwindSafe(|| parser.parse_program())) {
+        Ok(Ok(program)) => Ok(program),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the shell parser failed".to_owned()),
+    }
+}

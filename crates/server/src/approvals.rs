@@ -1,0 +1,149 @@
+//! Permission requests as persisted objects: stored when asked, resolved by
+//! whoever answers first (a person through the API or the terminal, the
+//! profile's `on_no_answer` after a timeout, or a restart).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentd_engine::{Answer, ApprovalRequest, Approver, Decision};
+use agentd_store::{PendingRecord, SessionStatus, SessionUpdate, Store};
+use async_trait::async_trait;
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::NoAnswer;
+
+/// Requests waiting for an answer in this process, by request id.
+#[derive(Clone, Default)]
+pub struct Approvals {
+    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Answer>>>>,
+}
+
+impl Approvals {
+    /// Deliver an answer. `false` when no turn in this process waits for it.
+    pub fn answer(&self, request_id: &str, answer: Answer) -> bool {
+        let sender = self
+            .waiting
+            .lock()
+            .ok()
+            .and_then(|mut waiting| waiting.remove(request_id));
+        sender.is_some_and(|sender| sender.send(answer).is_ok())
+    }
+
+    fn register(&self, request_id: &str) -> oneshot::Receiver<Answer> {
+        let (sender, receiver) = oneshot::channel();
+        if let Ok(mut waiting) = self.waiting.lock() {
+            waiting.insert(request_id.to_string(), sender);
+        }
+        receiver
+    }
+
+    fn forget(&self, request_id: &str) {
+        if let Ok(mut waiting) = self.waiting.lock() {
+            waiting.remove(request_id);
+        }
+    }
+}
+
+/// What a profile says about unanswered requests.
+#[derive(Debug, Clone, Copy)]
+pub struct NoAnswerPolicy {
+    pub decision: NoAnswer,
+    pub after: Duration,
+}
+
+impl NoAnswerPolicy {
+    pub fn answer(&self, by: &str) -> Answer {
+        let decision = match self.decision {
+            NoAnswer::Deny => Decision::Deny,
+            NoAnswer::Allow => Decision::Allow,
+        };
+        Answer::new(decision, by)
+    }
+}
+
+/// Where an answer comes from, besides the API.
+#[async_trait]
+pub trait AnswerSource: Send + Sync {
+    /// Ask; `None` when this source cannot answer (nobody there).
+    async fn ask(&self, request: &ApprovalRequest) -> Option<Answer>;
+}
+
+/// The approver of one session's turn: stores the request, waits for the first
+/// answer from `source` or [`Approvals::answer`], or applies `no_answer` after
+/// its timeout; then records the resolution (and a session-wide allow).
+pub struct StoredApprover {
+    pub store: Arc<dyn Store>,
+    pub session_id: String,
+    pub approvals: Approvals,
+    pub no_answer: NoAnswerPolicy,
+    pub source: Option<Arc<dyn AnswerSource>>,
+}
+
+#[async_trait]
+impl Approver for StoredApprover {
+    async fn decide(&self, request: &ApprovalRequest, cancel: &CancellationToken) -> Answer {
+        let record = PendingRecord {
+            id: request.request_id.clone(),
+            session_id: self.session_id.clone(),
+            turn_id: Some(request.turn_id.clone()),
+            kind: "permission".into(),
+            call_id: Some(request.call_id.clone()),
+            data: serde_json::to_value(request).unwrap_or_default(),
+            created_at: chrono::Utc::now(),
+            resolved_at: None,
+            resolution: None,
+        };
+        if let Err(err) = self.store.create_pending(&record).await {
+            tracing::error!(%err, "could not store a permission request; denying it");
+            return Answer::new(Decision::Deny, "store_error");
+        }
+        self.set_status(SessionStatus::Waiting).await;
+        let from_api = self.approvals.register(&request.request_id);
+        let from_source = async {
+            match &self.source {
+                Some(source) => source.ask(request).await,
+                None => None,
+            }
+        };
+        let answer = tokio::select! {
+            Ok(answer) = from_api => answer,
+            Some(answer) = from_source => answer,
+            _ = tokio::time::sleep(self.no_answer.after) => self.no_answer.answer("timeout"),
+            _ = cancel.cancelled() => Answer::new(Decision::Deny, "interrupted"),
+        };
+        self.approvals.forget(&request.request_id);
+        let resolution = json!({"decision": answer.decision.as_str(), "by": answer.by});
+        if let Err(err) = self
+            .store
+            .resolve_pending(&request.request_id, &resolution)
+            .await
+        {
+            tracing::error!(%err, "could not record a permission decision");
+        }
+        if answer.decision == Decision::AllowSession
+            && let Err(err) = self
+                .store
+                .add_session_rule(&self.session_id, &request.session_rule)
+                .await
+        {
+            tracing::error!(%err, "could not remember a session allow");
+        }
+        self.set_status(SessionStatus::Running).await;
+        answer
+    }
+}
+
+impl StoredApprover {
+    async fn set_status(&self, status: SessionStatus) {
+        let update = SessionUpdate {
+            status: Some(status),
+            ..SessionUpdate::default()
+        };
+        if let Err(err) = self.store.update_session(&self.session_id, update).await {
+            tracing::warn!(%err, "could not update the session status");
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Sending messages (each starts a turn owned by the server), the transcript,
+//! and interrupting.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::auth::User;
+use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
+use super::sessions::owned_session;
+use crate::registry::{Accepted, Submission, SubmitError};
+
+const MAX_REQUEST_ID_CHARS: usize = 200;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendMessage {
+    /// The user's message.
+    pub content: String,
+    /// Makes retries safe: the same id in this session answers with the
+    /// turn it started the first time, and starts nothing.
+    pub client_request_id: Option<String>,
+    /// Run after the running turn instead of answering 409.
+    #[serde(default)]
+    pub queue: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TurnAccepted {
+    pub turn_id: String,
+    /// `started`, `queued`, or `duplicate` (an earlier request with this
+    /// `client_request_id` made the turn).
+    pub state: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Transcript {
+    /// `{id, position, turn_id, message: {role, content: [blocks]}, created_at}`
+    /// in order.
+    #[schema(value_type = Vec<Object>)]
+    pub messages: Vec<Value>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Interrupted {
+    pub turn_id: String,
+}
+
+/// Send a message: the turn starts at once in the background (the response
+/// does not wait for it); watch it on `GET …/events`.
+#[utoipa::path(post, path = "/v1/sessions/{id}/messages", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    request_body = SendMessage,
+    responses(
+        (status = 202, description = "Accepted; the turn runs", body = TurnAccepted),
+        (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "A turn is running (and `queue` was not set)", body = ErrorBody),
+        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn post_message(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<SendMessage>,
+) -> ApiResult<(StatusCode, Json<TurnAccepted>)> {
+    let session = owned_session(&state, &user, &id).await?;
+    if body.content.trim().is_empty() {
+        return Err(ApiError::BadRequest("content must not be empty".into()));
+    }
+    if let Some(request_id) = &body.client_request_id
+        && (request_id.is_empty() || request_id.chars().count() > MAX_REQUEST_ID_CHARS)
+    {
+        return Err(ApiError::BadRequest(format!(
+            "client_request_id must be 1 to {MAX_REQUEST_ID_CHARS} characters"
+        )));
+    }
+    let submission = Submission {
+        text: body.content,
+        client_request_id: body.client_request_id,
+        queue: body.queue,
+    };
+    let accepted = state
+        .registry
+        .submit(&session, submission)
+        .await
+        .map_err(|err| match err {
+            SubmitError::Busy => ApiError::Conflict {
+                code: "turn_running",
+                message: err.to_string(),
+            },
+            SubmitError::Stopping => ApiError::ShuttingDown,
+            SubmitError::Store(err) => err.into(),
+        })?;
+    let kind = match &accepted {
+        Accepted::Started(_) => "started",
+        Accepted::Queued(_) => "queued",
+        Accepted::Duplicate(_) => "duplicate",
+    };
+    tracing::info!(session_id = %id, turn_id = accepted.turn_id(), kind, "message accepted");
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(TurnAccepted {
+            turn_id: accepted.turn_id().to_string(),
+            state: kind.to_string(),
+        }),
+    ))
+}
+
+/// The transcript: every message, lossless (text, thinking, tool calls and
+/// results).
+#[utoipa::path(get, path = "/v1/sessions/{id}/messages", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, body = Transcript),
+        (status = 404, body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn list_messages(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<Transcript>> {
+    owned_session(&state, &user, &id).await?;
+    let messages = state.registry.runtime().store.messages(&id).await?;
+    let messages = messages
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| ApiError::Internal(err.to_string()))?;
+    Ok(Json(Transcript { messages }))
+}
+
+/// Stop the running turn: it ends as `interrupted` (model stream dropped,
+/// tool processes killed). Queued turns still run after it.
+#[utoipa::path(post, path = "/v1/sessions/{id}/interrupt", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 202, description = "Interrupting; `turn.finished` follows", body = Interrupted),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "No turn is running", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn interrupt(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<(StatusCode, Json<Interrupted>)> {
+    owned_session(&state, &user, &id).await?;
+    let turn_id = state
+        .registry
+        .interrupt(&id)
+        .ok_or_else(|| ApiError::Conflict {
+            code: "no_turn_running",
+            message: "no turn is running in this session".into(),
+        })?;
+    tracing::info!(session_id = %id, %turn_id, "interrupt requested");
+    Ok((StatusCode::ACCEPTED, Json(Interrupted { turn_id })))
+}

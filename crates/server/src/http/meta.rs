@@ -1,0 +1,196 @@
+//! What the server offers (`/v1/models`, `/v1/profiles`) and the
+//! unauthenticated plumbing: `/healthz`, `/metrics`, `/openapi.json`, `/`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{Html, IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::auth::User;
+use super::error::{ApiResult, ErrorBody};
+use crate::config::{Provider, SandboxMode};
+use crate::metrics::Gauges;
+use crate::models::resolve_model;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelList {
+    pub models: Vec<ModelInfo>,
+    /// What a session gets when it names no model.
+    pub default: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelInfo {
+    /// Pass as `model` when creating a session.
+    pub id: String,
+    /// `anthropic`, `openai` or `scripted`.
+    pub provider: String,
+    /// The provider's model name.
+    pub model: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProfileList {
+    pub profiles: Vec<ProfileInfo>,
+    pub default: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProfileInfo {
+    pub name: String,
+    pub network: bool,
+    pub sandboxed: bool,
+    pub max_turns: u32,
+    pub turn_timeout_s: u64,
+    pub max_budget_usd: Option<f64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+}
+
+fn provider_name(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Anthropic => "anthropic",
+        Provider::Openai => "openai",
+        Provider::Scripted => "scripted",
+    }
+}
+
+/// Models sessions can use: the configured ones, the default, and `demo`.
+#[utoipa::path(get, path = "/v1/models", tag = "server",
+    responses((status = 200, body = ModelList), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn models(State(state): State<AppState>, _user: User) -> ApiResult<Json<ModelList>> {
+    let config = &state.registry.runtime().config;
+    let env = state.registry.env().clone();
+    let lookup = move |key: &str| env.get(key).cloned();
+    let mut models: Vec<ModelInfo> = config
+        .models
+        .iter()
+        .map(|(id, model)| ModelInfo {
+            id: id.clone(),
+            provider: provider_name(model.provider).into(),
+            model: model.model.clone().unwrap_or_else(|| "demo".into()),
+        })
+        .collect();
+    let default = resolve_model(config, None, &lookup).ok();
+    if let Some(default) = &default
+        && !models.iter().any(|m| m.id == default.spec)
+    {
+        let provider = default.spec.split_once(':').map_or("scripted", |(p, _)| p);
+        models.push(ModelInfo {
+            id: default.spec.clone(),
+            provider: provider.into(),
+            model: default.model_name.clone(),
+        });
+    }
+    if !models.iter().any(|m| m.id == "demo") {
+        models.push(ModelInfo {
+            id: "demo".into(),
+            provider: "scripted".into(),
+            model: "demo".into(),
+        });
+    }
+    Ok(Json(ModelList {
+        models,
+        default: default.map(|d| d.spec),
+    }))
+}
+
+/// Profiles sessions can use (`default` always exists).
+#[utoipa::path(get, path = "/v1/profiles", tag = "server",
+    responses((status = 200, body = ProfileList), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn profiles(State(state): State<AppState>, _user: User) -> ApiResult<Json<ProfileList>> {
+    let config = &state.registry.runtime().config;
+    let mut names: Vec<String> = config.profiles.keys().cloned().collect();
+    if !names.iter().any(|n| n == "default") {
+        names.insert(0, "default".into());
+    }
+    let profiles = names
+        .into_iter()
+        .filter_map(|name| {
+            let profile = config.profile(&name).ok()?;
+            Some(ProfileInfo {
+                name,
+                network: profile.network,
+                sandboxed: profile.sandbox == SandboxMode::On,
+                max_turns: profile.max_turns,
+                turn_timeout_s: profile.turn_timeout_s,
+                max_budget_usd: profile.max_budget_usd,
+            })
+        })
+        .collect();
+    Ok(Json(ProfileList {
+        profiles,
+        default: "default".into(),
+    }))
+}
+
+/// Liveness: answers while the server runs (no authentication).
+#[utoipa::path(get, path = "/healthz", tag = "server",
+    responses((status = 200, body = Health)))]
+pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
+    let status = if state.registry.is_stopping() {
+        "stopping"
+    } else {
+        "ok"
+    };
+    Json(Health {
+        status: status.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    })
+}
+
+/// Prometheus metrics (text format, no authentication; nothing per user).
+#[utoipa::path(get, path = "/metrics", tag = "server",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let sessions_total = match state.registry.runtime().store.count_sessions().await {
+        Ok(count) => count,
+        Err(err) => {
+            tracing::warn!(%err, "cannot count sessions for /metrics");
+            0
+        }
+    };
+    let gauges = Gauges {
+        sessions_total,
+        ..state.registry.gauges()
+    };
+    let body = state.registry.metrics().render(gauges);
+    let mut response = body.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "server",
+    responses((status = 200, description = "OpenAPI 3.1", content_type = "application/json", body = Object)))]
+pub async fn openapi(State(state): State<AppState>) -> Response {
+    let mut response = state.openapi.as_str().to_owned().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A placeholder page until the web UI lands.
+#[utoipa::path(get, path = "/", tag = "server",
+    responses((status = 200, description = "HTML", content_type = "text/html", body = String)))]
+pub async fn index() -> Html<&'static str> {
+    Html(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>agentd</title></head>\n\
+         <body><h1>agentd</h1><p>The web UI is coming. Until then, use the HTTP API: \
+         <a href=\"/openapi.json\">/openapi.json</a> describes it.</p></body></html>\n",
+    )
+}

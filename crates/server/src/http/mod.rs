@@ -1,0 +1,210 @@
+//! `agentd serve`: the HTTP API of DESIGN §7 (REST + SSE) in front of the
+//! [`Registry`]. Routes and the OpenAPI document come from the same handler
+//! annotations (utoipa-axum), so they cannot drift apart.
+
+pub mod auth;
+pub mod error;
+mod files;
+mod messages;
+mod meta;
+mod sessions;
+mod sse;
+
+use std::future::{Future, IntoFuture};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::serve::ListenerExt;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::metrics::Metrics;
+use crate::registry::{Env, Registry};
+use crate::runtime::Runtime;
+use auth::Auth;
+use error::ApiError;
+
+/// Largest request body accepted (413 beyond).
+pub const BODY_LIMIT: usize = 1024 * 1024;
+/// How long shutdown waits for interrupted turns to be recorded, and then
+/// for connections to close.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// What every handler gets.
+#[derive(Clone)]
+pub struct AppState {
+    pub registry: Registry,
+    pub auth: Arc<Auth>,
+    /// Cancelled at shutdown once turns are recorded: event streams end.
+    pub streams: CancellationToken,
+    /// The OpenAPI document, rendered once.
+    pub openapi: Arc<String>,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "agentd",
+        description = "Run tool-using LLM agents in sandboxed, durable sessions. \
+            Authenticate with `Authorization: Bearer <token>` (from `agentd tokens create`) \
+            unless the server runs with `auth = \"none\"` or `\"header\"`."
+    ),
+    modifiers(&Security),
+    tags(
+        (name = "sessions", description = "Sessions, their messages and live events"),
+        (name = "files", description = "Read-only workspace browsing"),
+        (name = "server", description = "What the server offers, health and metrics")
+    )
+)]
+struct ApiDoc;
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// Every route, with its OpenAPI description.
+fn api_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(sessions::create_session, sessions::list_sessions))
+        .routes(routes!(
+            sessions::get_session,
+            sessions::update_session,
+            sessions::delete_session
+        ))
+        .routes(routes!(messages::post_message, messages::list_messages))
+        .routes(routes!(messages::interrupt))
+        .routes(routes!(sse::events))
+        .routes(routes!(files::list_files))
+        .routes(routes!(files::file_content))
+        .routes(routes!(meta::models))
+        .routes(routes!(meta::profiles))
+        .routes(routes!(meta::healthz))
+        .routes(routes!(meta::metrics))
+        .routes(routes!(meta::openapi))
+        .routes(routes!(meta::index))
+}
+
+/// The OpenAPI document of this server.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_router().into_openapi()
+}
+
+/// The whole app, ready to serve.
+pub fn app(registry: Registry, auth: Auth, streams: CancellationToken) -> Router {
+    let (router, api) = api_router().split_for_parts();
+    let openapi = api.to_pretty_json().unwrap_or_else(|err| {
+        tracing::error!(%err, "cannot render the OpenAPI document");
+        "{}".into()
+    });
+    let state = AppState {
+        registry,
+        auth: Arc::new(auth),
+        streams,
+        openapi: Arc::new(openapi),
+    };
+    router
+        .fallback(|| async { ApiError::RouteNotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(state.clone(), common))
+        .with_state(state)
+}
+
+/// Per request: a tracing span, the request counter, and the headers every
+/// response carries. No CORS headers: cross-origin browsers are refused.
+async fn common(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    state
+        .registry
+        .metrics()
+        .http_requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let span = tracing::info_span!(
+        "http",
+        method = %request.method(),
+        path = %request.uri().path(),
+    );
+    let started = Instant::now();
+    let mut response = next.run(request).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::debug!(
+            status = response.status().as_u16(),
+            micros = started.elapsed().as_micros() as u64,
+            "answered"
+        )
+    });
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+/// Serve until `signal` resolves, then shut down gracefully: stop accepting,
+/// interrupt running turns (recorded as `interrupted`), end event streams
+/// once those are stored, and wait for connections to close.
+pub async fn serve(
+    listener: TcpListener,
+    runtime: Runtime,
+    env: Env,
+    auth: Auth,
+    signal: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let recovered = runtime
+        .recover(None)
+        .await
+        .map_err(|err| std::io::Error::other(format!("recovering interrupted turns: {err}")))?;
+    if recovered > 0 {
+        tracing::warn!(
+            recovered,
+            "finished turns left running by an earlier process as interrupted"
+        );
+    }
+    let registry = Registry::new(runtime, env, Arc::new(Metrics::default()));
+    let streams = CancellationToken::new();
+    let app = app(registry.clone(), auth, streams.clone());
+    let accepting = CancellationToken::new();
+    // SSE is many small writes: without TCP_NODELAY, Nagle delays them.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let server = axum::serve(listener, app)
+        .with_graceful_shutdown(accepting.clone().cancelled_owned())
+        .into_future();
+    let mut server = tokio::spawn(server);
+    tokio::select! {
+        result = &mut server => return result.map_err(std::io::Error::other)?,
+        () = signal => {}
+    }
+    tracing::info!("shutting down");
+    accepting.cancel();
+    registry.shutdown(SHUTDOWN_GRACE).await;
+    streams.cancel();
+    match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+        Ok(result) => result.map_err(std::io::Error::other)?,
+        Err(_) => {
+            tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
+            server.abort();
+            Ok(())
+        }
+    }
+}

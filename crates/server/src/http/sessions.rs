@@ -1,0 +1,336 @@
+//! `/v1/sessions` and `/v1/sessions/{id}`: create, list, read, rename, delete.
+
+use std::path::PathBuf;
+
+use agentd_store::{NewSession, SessionRecord, SessionStatus};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::auth::User;
+use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
+use crate::models::resolve_model;
+
+const MAX_TITLE_CHARS: usize = 200;
+const DEFAULT_PAGE: u32 = 50;
+const MAX_PAGE: u32 = 200;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    /// A profile of `GET /v1/profiles`; `default` when omitted.
+    pub profile: Option<String>,
+    /// A model of `GET /v1/models` (or `provider:name`); the default when omitted.
+    pub model: Option<String>,
+    pub title: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSession {
+    pub title: String,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ListQuery {
+    /// Sessions per page, 1–200 (default 50).
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionView {
+    pub id: String,
+    pub title: Option<String>,
+    /// `idle`, `running` or `waiting` (for a permission or an answer).
+    pub status: String,
+    pub model: String,
+    pub profile: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub totals: Totals,
+    /// The `seq` of the newest event (0 when none).
+    pub last_seq: u64,
+    pub running_turn_id: Option<String>,
+    /// Turns accepted with `queue: true`, waiting for the running one.
+    pub queued_turns: usize,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Totals {
+    pub turns: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub cost_usd: f64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionList {
+    pub sessions: Vec<SessionView>,
+    /// Pass as `cursor` for the next page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
+    let live = state.registry.live_state(&session.id);
+    // The store says `idle` until the turn's task marks it; the registry knows sooner.
+    let status = match (session.status, &live.running_turn) {
+        (SessionStatus::Idle, Some(_)) => SessionStatus::Running,
+        (status, _) => status,
+    };
+    SessionView {
+        id: session.id,
+        title: session.title,
+        status: status.as_str().to_string(),
+        model: session.model,
+        profile: session.profile,
+        created_at: session.created_at,
+        updated_at: session.updated_at,
+        totals: Totals {
+            turns: session.turns,
+            input_tokens: session.usage.input_tokens,
+            output_tokens: session.usage.output_tokens,
+            cache_read_tokens: session.usage.cache_read_tokens,
+            cache_write_tokens: session.usage.cache_write_tokens,
+            cost_usd: session.cost_usd,
+        },
+        last_seq: session.last_seq,
+        running_turn_id: live.running_turn,
+        queued_turns: live.queued,
+    }
+}
+
+/// The session if `user` owns it; 404 otherwise, whether it exists or not.
+pub(super) async fn owned_session(
+    state: &AppState,
+    user: &User,
+    id: &str,
+) -> ApiResult<SessionRecord> {
+    state
+        .registry
+        .runtime()
+        .store
+        .get_session(id)
+        .await?
+        .filter(|session| session.owner == user.name)
+        .ok_or_else(ApiError::session_not_found)
+}
+
+fn check_title(title: &str) -> ApiResult<String> {
+    let title = title.trim();
+    if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
+        return Err(ApiError::BadRequest(format!(
+            "title must be 1 to {MAX_TITLE_CHARS} characters"
+        )));
+    }
+    Ok(title.to_string())
+}
+
+/// Where HTTP-created sessions keep their files.
+fn workspaces_dir(state: &AppState) -> PathBuf {
+    state.registry.runtime().data_dir.join("workspaces")
+}
+
+/// Create a session with its own empty workspace.
+#[utoipa::path(post, path = "/v1/sessions", tag = "sessions",
+    request_body = CreateSession,
+    responses(
+        (status = 201, description = "Created", body = SessionView),
+        (status = 400, description = "Unknown profile or model, bad field", body = ErrorBody),
+        (status = 401, description = "Not authenticated", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn create_session(
+    State(state): State<AppState>,
+    user: User,
+    ApiJson(body): ApiJson<CreateSession>,
+) -> ApiResult<impl IntoResponse> {
+    let runtime = state.registry.runtime();
+    let profile = body.profile.unwrap_or_else(|| "default".into());
+    runtime
+        .config
+        .profile(&profile)
+        .map_err(|err| ApiError::BadRequest(err.to_string()))?;
+    let env = state.registry.env().clone();
+    let lookup = move |key: &str| env.get(key).cloned();
+    let model = resolve_model(&runtime.config, body.model.as_deref(), &lookup)
+        .map_err(|err| ApiError::BadRequest(err.to_string()))?;
+    let title = body.title.as_deref().map(check_title).transpose()?;
+
+    let id = uuid::Uuid::now_v7().to_string();
+    let root = workspaces_dir(&state);
+    let workspace = {
+        let id = id.clone();
+        let root = root.clone();
+        tokio::task::spawn_blocking(move || {
+            agentd_sandbox::create_workspace(&root, &id)?.canonicalize()
+        })
+        .await
+        .map_err(|err| ApiError::Internal(err.to_string()))?
+        .map_err(|err| ApiError::Internal(format!("creating the workspace: {err}")))?
+    };
+    let created = runtime
+        .store
+        .create_session(NewSession {
+            id: Some(id),
+            owner: user.name,
+            title,
+            workspace: workspace.display().to_string(),
+            model: model.spec,
+            profile,
+        })
+        .await;
+    let session = match created {
+        Ok(session) => session,
+        Err(err) => {
+            let _ = tokio::fs::remove_dir(&workspace).await;
+            return Err(err.into());
+        }
+    };
+    tracing::info!(session_id = %session.id, "session created");
+    Ok((StatusCode::CREATED, Json(view(&state, session))))
+}
+
+/// The caller's sessions, newest first.
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
+    params(ListQuery),
+    responses(
+        (status = 200, body = SessionList),
+        (status = 400, description = "Bad limit or cursor", body = ErrorBody),
+        (status = 401, body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn list_sessions(
+    State(state): State<AppState>,
+    user: User,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> ApiResult<Json<SessionList>> {
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be 1 to {MAX_PAGE}"
+        )));
+    }
+    let store = &state.registry.runtime().store;
+    let mut sessions = match store
+        .list_sessions(&user.name, query.cursor.as_deref(), limit + 1)
+        .await
+    {
+        Ok(sessions) => sessions,
+        Err(agentd_store::StoreError::NotFound(_)) => {
+            return Err(ApiError::BadRequest("unknown cursor".into()));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let next_cursor = if sessions.len() > limit as usize {
+        sessions.truncate(limit as usize);
+        sessions.last().map(|s| s.id.clone())
+    } else {
+        None
+    };
+    let sessions = sessions.into_iter().map(|s| view(&state, s)).collect();
+    Ok(Json(SessionList {
+        sessions,
+        next_cursor,
+    }))
+}
+
+/// One session, with its live status and totals.
+#[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, body = SessionView),
+        (status = 404, description = "No such session of yours", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn get_session(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<SessionView>> {
+    let session = owned_session(&state, &user, &id).await?;
+    Ok(Json(view(&state, session)))
+}
+
+/// Rename a session.
+#[utoipa::path(patch, path = "/v1/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    request_body = UpdateSession,
+    responses(
+        (status = 200, body = SessionView),
+        (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn update_session(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<UpdateSession>,
+) -> ApiResult<Json<SessionView>> {
+    owned_session(&state, &user, &id).await?;
+    let title = check_title(&body.title)?;
+    let update = agentd_store::SessionUpdate {
+        title: Some(title),
+        ..Default::default()
+    };
+    let session = state
+        .registry
+        .runtime()
+        .store
+        .update_session(&id, update)
+        .await?;
+    Ok(Json(view(&state, session)))
+}
+
+/// Delete a session: its transcript, events and (for sessions created over
+/// HTTP) its workspace. Refused with 409 while a turn runs or waits: interrupt
+/// it first.
+#[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "A turn is running or queued", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn delete_session(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    let session = owned_session(&state, &user, &id).await?;
+    let guard = state
+        .registry
+        .begin_delete(&id)
+        .await
+        .ok_or_else(|| ApiError::Conflict {
+            code: "turn_running",
+            message: "a turn is running or queued in this session; interrupt it first".into(),
+        })?;
+    state.registry.runtime().store.delete_session(&id).await?;
+    guard.finish();
+    // Only workspaces agentd made; a CLI session's directory is the user's.
+    let workspace = PathBuf::from(&session.workspace);
+    let ours = workspaces_dir(&state)
+        .canonicalize()
+        .is_ok_and(|root| workspace.parent() == Some(root.as_path()));
+    if ours
+        && workspace
+            .file_name()
+            .is_some_and(|name| name == id.as_str())
+        && let Err(err) = tokio::fs::remove_dir_all(&workspace).await
+    {
+        tracing::warn!(session_id = %id, %err, "cannot remove the workspace");
+    }
+    tracing::info!(session_id = %id, "session deleted");
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,265 @@
+//! `GET /v1/sessions/{id}/events`: the session's events as SSE, replayed from
+//! the store after `Last-Event-ID` (or `?after=`), then live, with no gap and
+//! no duplicate.
+//!
+//! The stream subscribes to the session's hub *before* it reads the store, so
+//! nothing stored during the replay is missed; live events at or below the
+//! last sent `seq` are dropped, and a live event past a gap (say, published
+//! out of order) sends the stream back to the store, which already has every
+//! published event. A client too slow for the hub's buffer lags: its stream
+//! ends, and it reconnects with its last id. The turn never waits for it.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use agentd_protocol::EventEnvelope;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
+use serde::Deserialize;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio_util::sync::CancellationToken;
+use utoipa::IntoParams;
+
+use super::AppState;
+use super::auth::User;
+use super::error::{ApiError, ApiPath, ApiQuery, ApiResult, ErrorBody};
+use super::sessions::owned_session;
+use crate::metrics::Metrics;
+use crate::registry::{EntryHandle, LiveEvent, Registry};
+
+/// Events read from the store per query while replaying.
+const REPLAY_PAGE: u32 = 256;
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct EventsQuery {
+    /// Replay events with a greater `seq`; the `Last-Event-ID` header wins
+    /// when both are given (browsers send it when they reconnect).
+    pub after: Option<String>,
+}
+
+/// Stream the session's events (SSE): `id: <seq>`, `event: <type>`,
+/// `data: <envelope JSON>`, and a comment every 15 s.
+#[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "sessions",
+    params(
+        ("id" = String, Path, description = "Session id"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this seq"),
+        EventsQuery,
+    ),
+    responses(
+        (status = 200, description = "An endless `text/event-stream`", content_type = "text/event-stream", body = String),
+        (status = 400, description = "Bad `Last-Event-ID` or `after`", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn events(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let session = owned_session(&state, &user, &id).await?;
+    let after = match headers.get("last-event-id") {
+        Some(value) => {
+            let value = value
+                .to_str()
+                .map_err(|_| ApiError::BadRequest("Last-Event-ID is not text".into()))?;
+            parse_seq(value, "Last-Event-ID")?
+        }
+        None => match &query.after {
+            Some(value) => parse_seq(value, "after")?,
+            None => 0,
+        },
+    };
+    if after > session.last_seq {
+        return Err(ApiError::BadRequest(format!(
+            "event {after} does not exist: the session's last event is {}",
+            session.last_seq
+        )));
+    }
+    let handle = state.registry.handle(&id);
+    // Subscribe first: whatever is stored from now on reaches us live.
+    let live = handle.subscribe();
+    tracing::debug!(session_id = %id, after, "event stream opened");
+    let stream = event_stream(
+        state.registry.clone(),
+        state.streams.clone(),
+        handle,
+        live,
+        after,
+    )
+    .map(|outgoing| Ok::<_, Infallible>(outgoing.into_sse()));
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(HEARTBEAT))
+        .into_response();
+    // Reverse proxies must pass events on at once.
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// A `seq` from a client: digits only, at most 19 of them (SQLite's integers).
+fn parse_seq(raw: &str, what: &str) -> ApiResult<u64> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(0);
+    }
+    let bad = || ApiError::BadRequest(format!("{what} must be an event seq (0 or more)"));
+    if raw.len() > 19 || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    raw.parse().map_err(|_| bad())
+}
+
+enum Step {
+    Live(Arc<LiveEvent>),
+    Lagged,
+    End,
+}
+
+/// Counts open streams for `/metrics`.
+struct ClientGuard(Arc<Metrics>);
+
+impl ClientGuard {
+    fn new(metrics: Arc<Metrics>) -> Self {
+        metrics.sse_clients.fetch_add(1, Ordering::Relaxed);
+        Self(metrics)
+    }
+}
+
+impl Drop for ClientGuard {
+    fn drop(&mut self) {
+        self.0.sse_clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What a stream sends: a replayed envelope, or a live event already encoded.
+enum Outgoing {
+    Stored(EventEnvelope),
+    Live(Arc<LiveEvent>),
+}
+
+impl Outgoing {
+    #[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use agentd_protocol::{DeltaKind, Event};
+    use agentd_store::{NewSession, Store};
+    use futures::StreamExt;
+    use tokio_util::sync::CancellationToken;
+
+    use super::{event_stream, parse_seq};
+    use crate::config::Config;
+    use crate::metrics::Metrics;
+    use crate::registry::{HUB_CAPACITY, Registry};
+    use crate::runtime::Runtime;
+
+    #[test]
+    fn seqs_are_plain_bounded_integers() {
+        assert_eq!(parse_seq("42", "x").unwrap(), 42);
+        assert_eq!(parse_seq(" 7 ", "x").unwrap(), 7);
+        assert_eq!(parse_seq("", "x").unwrap(), 0);
+        for bad in ["-1", "abc", "1e3", "4.2", "99999999999999999999999", "0x10"] {
+            assert!(parse_seq(bad, "x").is_err(), "{bad}");
+        }
+    }
+
+    async fn registry() -> (Registry, String) {
+        let store = agentd_store::sqlite::SqliteStore::open_url("sqlite::memory:")
+            .await
+            .unwrap();
+        let session = store
+            .create_session(NewSession {
+                id: None,
+                owner: "local".into(),
+                title: None,
+                workspace: "/tmp".into(),
+                model: "demo".into(),
+                profile: "default".into(),
+            })
+            .await
+            .unwrap();
+        let runtime = Runtime::new(Arc::new(store), Config::default(), "/tmp/unused".into());
+        let registry = Registry::new(runtime, Default::default(), Arc::new(Metrics::default()));
+        (registry, session.id)
+    }
+
+    fn delta(n: u32) -> Event {
+        Event::MessageDelta {
+            turn_id: "t".into(),
+            index: 0,
+            kind: DeltaKind::Text,
+            text: format!("piece {n}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn replay_then_live_without_gap_or_duplicate_even_out_of_order() {
+        let (registry, id) = registry().await;
+        let store = registry.runtime().store.clone();
+        let mut stored = Vec::new();
+        for n in 0..600 {
+            stored.push(store.append_event(&id, &delta(n)).await.unwrap());
+        }
+        let handle = registry.handle(&id);
+        let live = handle.subscribe();
+        let stop = CancellationToken::new();
+        let mut stream = Box::pin(event_stream(registry.clone(), stop.clone(), handle, live, 10));
+        // Published twice (replay covers them): dropped as already sent.
+        registry.handle(&id).publish(&stored[20]);
+        let mut seqs = Vec::new();
+        for _ in 0..590 {
+            seqs.push(stream.next().await.unwrap().seq());
+        }
+        // Live: two events published out of order; the stream fills the gap.
+        let a = store.append_event(&id, &delta(600)).await.unwrap();
+        let b = store.append_event(&id, &delta(601)).await.unwrap();
+        registry.handle(&id).publish(&b);
+        registry.handle(&id).publish(&a);
+        seqs.push(stream.next().await.unwrap().seq());
+        seqs.push(stream.next().await.unwrap().seq());
+        assert_eq!(seqs, (11..=602).collect::<Vec<u64>>());
+        stop.cancel();
+        assert!(stream.next().await.is_none(), "ends when stopped");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_falls_behind_is_dropped_and_the_entry_goes() {
+        let (registry, id) = registry().await;
+        let store = registry.runtime().store.clone();
+        let handle = registry.handle(&id);
+        let live = handle.subscribe();
+        let mut stream = Box::pin(event_stream(
+            registry.clone(),
+            CancellationToken::new(),
+            handle,
+            live,
+            0,
+        ));
+        let publisher = registry.handle(&id);
+        for n in 0..(HUB_CAPACITY as u32 + 10) {
+            let envelope = store.append_event(&id, &delta(n)).await.unwrap();
+            publisher.publish(&envelope);
+        }
+        // It never read: it gets what it can from the store, then lags and ends.
+        let mut received = 0;
+        while stream.next().await.is_some() {
+            received += 1;
+        }
+        assert!(received < HUB_CAPACITY + 10, "{received}");
+        assert_eq!(registry.metrics().sse_lagged.load(std::sync::atomic::Ordering::Relaxed), 1);
+        drop(stream);
+        drop(publisher);
+        assert_eq!(registry.gauges().sessions_live, 0, "no handle left: evicted");
+    }
+}
