@@ -43,7 +43,9 @@ pub struct ToolContext {
 
 /// A predicate over paths that directory walks skip. Empty by default.
 #[derive(Clone, Default)]
-pub struct HiddenPaths(Option<Arc<dyn Fn(&Path) -> bool + Send + Sync>>);
+pub struct HiddenPaths(Option<Arc<IsHidden>>);
+
+type IsHidden = dyn Fn(&Path) -> bool + Send + Sync;
 
 impl HiddenPaths {
     pub fn new(is_hidden: impl Fn(&Path) -> bool + Send + Sync + 'static) -> Self {
