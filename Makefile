@@ -11,7 +11,7 @@ build:
 	$(CARGO) build --release -p agentd-cli
 
 run: deps build
-	./target/release/agentd serve --bind $(BIND)
+	BIND=$(BIND) ./scripts/run.sh
 
 check:
 	$(CARGO) fmt --all -- --check

@@ -502,3 +502,30 @@ async fn the_terminal_asks_and_the_answer_decides() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_servers_api_key_never_reaches_a_command() {
+    let h = Harness::new(
+        Wire::Anthropic,
+        json!({"replies": [
+            {"when": {"last_user_contains": "env"}, "content": [
+                {"type": "tool_use", "name": "Bash", "input": {"command": "env; cat /proc/1/environ"}}
+            ]},
+            {"content": [{"type": "text", "text": "ok"}]}
+        ]}),
+    )
+    .await;
+    let run = h.run("show env", &[]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let output = run
+        .events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::ToolFinished { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(output.contains("PATH="), "env ran: {output}");
+    assert!(!output.contains("test-key"), "{output}");
+    assert!(!output.contains("ANTHROPIC"), "{output}");
+}

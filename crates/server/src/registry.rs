@@ -79,6 +79,9 @@ struct TurnState {
 struct Running {
     turn_id: String,
     cancel: CancellationToken,
+    /// Its `turn.finished` is out; only bookkeeping is left. A client that saw
+    /// that event may send the next message at once: it is accepted.
+    finishing: bool,
 }
 
 /// A turn accepted by `POST …/messages`.
@@ -127,6 +130,8 @@ pub enum SubmitError {
 /// The live state of one session, for `GET /v1/sessions/{id}`.
 #[derive(Debug, Clone, Default)]
 pub struct LiveState {
+    /// The session has an entry: the registry knows its turns best.
+    pub live: bool,
     pub running_turn: Option<String>,
     pub queued: usize,
 }
@@ -267,7 +272,12 @@ impl Registry {
             Some(entry) => {
                 let turns = entry.lock_turns();
                 LiveState {
-                    running_turn: turns.running.as_ref().map(|r| r.turn_id.clone()),
+                    live: true,
+                    running_turn: turns
+                        .running
+                        .as_ref()
+                        .filter(|r| !r.finishing)
+                        .map(|r| r.turn_id.clone()),
                     queued: turns.queue.len(),
                 }
             }
@@ -303,7 +313,8 @@ impl Registry {
             client_request_id: submission.client_request_id,
         };
         let mut turns = handle.lock_turns();
-        if turns.running.is_some() && !submission.queue {
+        let busy = turns.running.as_ref().is_some_and(|r| !r.finishing) || !turns.queue.is_empty();
+        if busy && !submission.queue {
             return Err(SubmitError::Busy);
         }
         if let Some(request_id) = &pending.client_request_id {
@@ -313,13 +324,19 @@ impl Registry {
         }
         let turn_id = pending.turn_id.clone();
         if turns.running.is_some() {
+            // Behind a finishing turn it starts in a moment: not "queued".
             turns.queue.push_back(pending);
-            return Ok(Accepted::Queued(turn_id));
+            return Ok(if busy {
+                Accepted::Queued(turn_id)
+            } else {
+                Accepted::Started(turn_id)
+            });
         }
         let cancel = self.inner.stopping.child_token();
         turns.running = Some(Running {
             turn_id: turn_id.clone(),
             cancel: cancel.clone(),
+            finishing: false,
         });
         drop(turns);
         let worker_handle = self.handle(&session.id);
@@ -347,6 +364,7 @@ impl Registry {
                 turns.running = Some(Running {
                     turn_id: next.turn_id.clone(),
                     cancel: cancel.clone(),
+                    finishing: false,
                 });
                 Some((next, cancel))
             }
@@ -360,6 +378,13 @@ impl Registry {
                 turns.running = None;
                 None
             }
+        }
+    }
+
+    /// The running turn has emitted its `turn.finished`.
+    pub(crate) fn finishing(&self, handle: &EntryHandle) {
+        if let Some(running) = handle.lock_turns().running.as_mut() {
+            running.finishing = true;
         }
     }
 
@@ -379,7 +404,7 @@ impl Registry {
     pub fn interrupt(&self, session_id: &str) -> Option<String> {
         let entries = self.inner.lock_entries();
         let turns = entries.get(session_id)?.lock_turns();
-        let running = turns.running.as_ref()?;
+        let running = turns.running.as_ref().filter(|r| !r.finishing)?;
         running.cancel.cancel();
         Some(running.turn_id.clone())
     }
@@ -389,16 +414,28 @@ impl Registry {
     pub async fn begin_delete(&self, session_id: &str) -> Option<DeleteGuard> {
         let handle = self.handle(session_id);
         let lock = handle.submit.clone().lock_owned().await;
-        {
-            let turns = handle.lock_turns();
-            if turns.running.is_some() || !turns.queue.is_empty() {
+        // A finishing turn is over for the client: wait out its bookkeeping.
+        for _ in 0..500 {
+            let (busy, idle) = {
+                let turns = handle.lock_turns();
+                let running = turns.running.as_ref();
+                (
+                    !turns.queue.is_empty() || running.is_some_and(|r| !r.finishing),
+                    running.is_none(),
+                )
+            };
+            if busy {
                 return None;
             }
+            if idle {
+                return Some(DeleteGuard {
+                    _lock: lock,
+                    handle,
+                });
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        Some(DeleteGuard {
-            _lock: lock,
-            handle,
-        })
+        None
     }
 
     pub fn gauges(&self) -> Gauges {

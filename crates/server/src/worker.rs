@@ -68,6 +68,10 @@ async fn run_one(
         let mut clock = TurnClock::default();
         while let Some(envelope) = events.recv().await {
             registry.metrics().event(&envelope, &mut clock);
+            if matches!(envelope.event, Event::TurnFinished(_)) {
+                // Before anyone sees it, so a message sent on seeing it is taken.
+                registry.finishing(handle);
+            }
             handle.publish(&envelope);
         }
     };

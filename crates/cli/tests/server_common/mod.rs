@@ -40,17 +40,20 @@ impl Harness {
             model,
             data_dir,
             config,
+            // No overall timeout: it would cut event streams. Each wait is
+            // bounded by `WAIT` instead.
             client: reqwest::Client::builder()
-                .timeout(Duration::from_secs(120))
+                .connect_timeout(Duration::from_secs(10))
                 .build()
                 .unwrap(),
             starts: Default::default(),
         }
     }
 
-    /// Without authentication (loopback only).
+    /// Without authentication (loopback only), tools allowed without asking.
     pub async fn open(script: Value) -> Self {
-        Self::new(script, "[server]\nauth = \"none\"\n").await
+        let toml = "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n";
+        Self::new(script, toml).await
     }
 
     pub fn data(&self) -> &Path {
@@ -187,9 +190,14 @@ impl Server {
 
     /// Send and return `(status, JSON body or Null)`.
     pub async fn send(&self, builder: RequestBuilder) -> (StatusCode, Value) {
-        let response = builder.send().await.unwrap();
-        let status = response.status();
-        let text = response.text().await.unwrap();
+        let exchange = async {
+            let response = builder.send().await.unwrap();
+            let status = response.status();
+            (status, response.text().await.unwrap())
+        };
+        let (status, text) = tokio::time::timeout(WAIT, exchange)
+            .await
+            .expect("no answer in time");
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
         (status, body)
     }
@@ -228,7 +236,10 @@ impl Server {
         if let Some(id) = last_event_id {
             builder = builder.header("Last-Event-ID", id.to_string());
         }
-        let response = builder.send().await.unwrap();
+        let response = tokio::time::timeout(WAIT, builder.send())
+            .await
+            .expect("no answer in time")
+            .unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         EventStream::new(response)
     }

@@ -2,6 +2,7 @@
 //! [`Registry`]. Routes and the OpenAPI document come from the same handler
 //! annotations (utoipa-axum), so they cannot drift apart.
 
+pub mod approvals;
 pub mod auth;
 pub mod error;
 mod files;
@@ -18,7 +19,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -92,6 +93,8 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(messages::post_message, messages::list_messages))
         .routes(routes!(messages::interrupt))
         .routes(routes!(sse::events))
+        .routes(routes!(approvals::list_pending))
+        .routes(routes!(approvals::answer_permission))
         .routes(routes!(files::list_files))
         .routes(routes!(files::file_content))
         .routes(routes!(meta::models))
@@ -142,7 +145,12 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
         path = %request.uri().path(),
     );
     let started = Instant::now();
-    let mut response = next.run(request).instrument(span.clone()).await;
+    let mut response = if declared_length(&request).is_some_and(|n| n > BODY_LIMIT as u64) {
+        // Refused before a byte of the body is read.
+        ApiError::TooLarge(format!("the request body is over {BODY_LIMIT} bytes")).into_response()
+    } else {
+        next.run(request).instrument(span.clone()).await
+    };
     span.in_scope(|| {
         tracing::debug!(
             status = response.status().as_u16(),
@@ -157,6 +165,16 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
         HeaderValue::from_static("nosniff"),
     );
     response
+}
+
+fn declared_length(request: &Request) -> Option<u64> {
+    request
+        .headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
 }
 
 /// Serve until `signal` resolves, then shut down gracefully: stop accepting,

@@ -81,10 +81,13 @@ pub struct SessionList {
 
 pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
     let live = state.registry.live_state(&session.id);
-    // The store says `idle` until the turn's task marks it; the registry knows sooner.
+    // The registry knows sooner than the store, which the turn's task updates.
     let status = match (session.status, &live.running_turn) {
-        (SessionStatus::Idle, Some(_)) => SessionStatus::Running,
-        (status, _) => status,
+        (SessionStatus::Waiting, Some(_)) => SessionStatus::Waiting,
+        (_, Some(_)) => SessionStatus::Running,
+        (_, None) if live.live && live.queued > 0 => SessionStatus::Running,
+        (_, None) if live.live => SessionStatus::Idle,
+        (status, None) => status,
     };
     SessionView {
         id: session.id,

@@ -148,6 +148,95 @@ enum Outgoing {
 
 impl Outgoing {
     #[cfg(test)]
+    fn seq(&self) -> u64 {
+        match self {
+            Outgoing::Stored(envelope) => envelope.seq,
+            Outgoing::Live(event) => event.seq,
+        }
+    }
+
+    fn into_sse(self) -> SseEvent {
+        match self {
+            Outgoing::Live(event) => SseEvent::default()
+                .id(event.seq.to_string())
+                .event(event.kind)
+                .data(&event.json),
+            Outgoing::Stored(envelope) => match serde_json::to_string(&envelope) {
+                Ok(json) => SseEvent::default()
+                    .id(envelope.seq.to_string())
+                    .event(envelope.event.type_name())
+                    .data(json),
+                Err(err) => SseEvent::default().comment(format!("unencodable event: {err}")),
+            },
+        }
+    }
+}
+
+/// The session's events after `after`: stored ones, then live ones, until
+/// `stop` is cancelled, the session is deleted or the client lags.
+fn event_stream(
+    registry: Registry,
+    stop: CancellationToken,
+    handle: EntryHandle,
+    mut live: broadcast::Receiver<Arc<LiveEvent>>,
+    after: u64,
+) -> impl Stream<Item = Outgoing> {
+    async_stream::stream! {
+        let metrics = registry.metrics().clone();
+        let _client = ClientGuard::new(metrics.clone());
+        let store = registry.runtime().store.clone();
+        let mut last = after;
+        let mut replaying = true;
+        loop {
+            if replaying {
+                let page = match store.events_after(&handle.session_id, last, REPLAY_PAGE).await {
+                    Ok(page) => page,
+                    Err(err) => {
+                        tracing::error!(session_id = %handle.session_id, %err, "replay failed");
+                        break;
+                    }
+                };
+                replaying = page.len() == REPLAY_PAGE as usize;
+                for envelope in page {
+                    last = envelope.seq;
+                    yield Outgoing::Stored(envelope);
+                }
+                continue;
+            }
+            // Live events first, so a stream ending at shutdown still sends
+            // what the interrupted turns recorded.
+            let step = tokio::select! {
+                biased;
+                received = live.recv() => match received {
+                    Ok(event) => Step::Live(event),
+                    Err(RecvError::Lagged(_)) => Step::Lagged,
+                    Err(RecvError::Closed) => Step::End,
+                },
+                () = stop.cancelled() => Step::End,
+                () = handle.closed.cancelled() => Step::End,
+            };
+            match step {
+                Step::Live(event) if event.seq <= last => {}
+                Step::Live(event) if event.seq == last + 1 => {
+                    last = event.seq;
+                    yield Outgoing::Live(event);
+                }
+                // A gap: the store has the missing events (stored before published).
+                Step::Live(_) => replaying = true,
+                Step::Lagged => {
+                    metrics.sse_lagged.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(session_id = %handle.session_id, last, "slow event client dropped");
+                    break;
+                }
+                Step::End => break,
+            }
+        }
+        tracing::debug!(session_id = %handle.session_id, last, "event stream closed");
+    }
+}
+
+#[cfg(test)]
+#[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
@@ -214,7 +303,13 @@ mod tests {
         let handle = registry.handle(&id);
         let live = handle.subscribe();
         let stop = CancellationToken::new();
-        let mut stream = Box::pin(event_stream(registry.clone(), stop.clone(), handle, live, 10));
+        let mut stream = Box::pin(event_stream(
+            registry.clone(),
+            stop.clone(),
+            handle,
+            live,
+            10,
+        ));
         // Published twice (replay covers them): dropped as already sent.
         registry.handle(&id).publish(&stored[20]);
         let mut seqs = Vec::new();
@@ -247,19 +342,29 @@ mod tests {
             0,
         ));
         let publisher = registry.handle(&id);
-        for n in 0..(HUB_CAPACITY as u32 + 10) {
+        let first = store.append_event(&id, &delta(0)).await.unwrap();
+        publisher.publish(&first);
+        assert_eq!(stream.next().await.unwrap().seq(), 1, "live now");
+        // It stops reading while the turn goes on: the turn never waits, and
+        // once the client is too far behind its stream ends.
+        for n in 1..=(HUB_CAPACITY as u32 + 10) {
             let envelope = store.append_event(&id, &delta(n)).await.unwrap();
             publisher.publish(&envelope);
         }
-        // It never read: it gets what it can from the store, then lags and ends.
-        let mut received = 0;
-        while stream.next().await.is_some() {
-            received += 1;
-        }
-        assert!(received < HUB_CAPACITY + 10, "{received}");
-        assert_eq!(registry.metrics().sse_lagged.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert!(stream.next().await.is_none(), "a lagging client is dropped");
+        assert_eq!(
+            registry
+                .metrics()
+                .sse_lagged
+                .load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
         drop(stream);
         drop(publisher);
-        assert_eq!(registry.gauges().sessions_live, 0, "no handle left: evicted");
+        assert_eq!(
+            registry.gauges().sessions_live,
+            0,
+            "no handle left: evicted"
+        );
     }
 }

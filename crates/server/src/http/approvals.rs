@@ -1,0 +1,151 @@
+//! Open permission requests of a session, and answering them.
+
+use agentd_engine::{Answer, Decision};
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::auth::User;
+use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
+use super::sessions::owned_session;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PendingList {
+    /// Oldest first.
+    pub pending: Vec<PendingItem>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PendingItem {
+    pub request_id: String,
+    /// `permission` or `question`.
+    pub kind: String,
+    pub turn_id: Option<String>,
+    pub call_id: Option<String>,
+    /// The request as in its `permission.requested` event: `tool`, `input`,
+    /// `reason`, `session_rule`.
+    #[schema(value_type = Object)]
+    pub request: Value,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionChoice {
+    Allow,
+    Deny,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Remember {
+    /// Allow the same call without asking for the rest of the session.
+    Session,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionAnswer {
+    pub decision: PermissionChoice,
+    /// Only with `allow`.
+    pub remember: Option<Remember>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PermissionAnswered {
+    pub request_id: String,
+    /// `allow`, `allow_session` or `deny`.
+    pub decision: String,
+}
+
+/// Permission requests waiting for an answer.
+#[utoipa::path(get, path = "/v1/sessions/{id}/pending", tag = "approvals",
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, body = PendingList), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn list_pending(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<PendingList>> {
+    owned_session(&state, &user, &id).await?;
+    let open = state
+        .registry
+        .runtime()
+        .store
+        .open_pending(Some(&id))
+        .await?;
+    let pending = open
+        .into_iter()
+        .map(|record| PendingItem {
+            request_id: record.id,
+            kind: record.kind,
+            turn_id: record.turn_id,
+            call_id: record.call_id,
+            request: record.data,
+            created_at: record.created_at,
+        })
+        .collect();
+    Ok(Json(PendingList { pending }))
+}
+
+/// Answer a permission request: the waiting turn runs or skips the call.
+#[utoipa::path(post, path = "/v1/sessions/{id}/permissions/{request_id}", tag = "approvals",
+    params(("id" = String, Path, description = "Session id"),
+           ("request_id" = String, Path, description = "From `permission.requested`")),
+    request_body = PermissionAnswer,
+    responses(
+        (status = 200, body = PermissionAnswered),
+        (status = 400, body = ErrorBody),
+        (status = 404, description = "No such request in this session", body = ErrorBody),
+        (status = 409, description = "Already answered, or its turn is gone", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn answer_permission(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath((id, request_id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<PermissionAnswer>,
+) -> ApiResult<Json<PermissionAnswered>> {
+    owned_session(&state, &user, &id).await?;
+    let runtime = state.registry.runtime();
+    let record = runtime
+        .store
+        .get_pending(&request_id)
+        .await?
+        .filter(|record| record.session_id == id && record.kind == "permission")
+        .ok_or_else(|| ApiError::NotFound("no permission request with this id".into()))?;
+    if record.resolved_at.is_some() {
+        return Err(ApiError::Conflict {
+            code: "already_answered",
+            message: "this request was already answered".into(),
+        });
+    }
+    let decision = match (body.decision, body.remember) {
+        (PermissionChoice::Allow, None) => Decision::Allow,
+        (PermissionChoice::Allow, Some(Remember::Session)) => Decision::AllowSession,
+        (PermissionChoice::Deny, None) => Decision::Deny,
+        (PermissionChoice::Deny, Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "`remember` goes with `allow` only".into(),
+            ));
+        }
+    };
+    let by = format!("user:{}", user.name);
+    if !runtime
+        .approvals
+        .answer(&request_id, Answer::new(decision, by))
+    {
+        return Err(ApiError::Conflict {
+            code: "not_waiting",
+            message: "no turn is waiting for this request any more".into(),
+        });
+    }
+    Ok(Json(PermissionAnswered {
+        request_id,
+        decision: decision.as_str().to_string(),
+    }))
+}
