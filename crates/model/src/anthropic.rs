@@ -12,11 +12,10 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 
 use reqwest::header::{HeaderMap, HeaderValue};
 
-use crate::retry::{RetryPolicy, header_value, send_with_retries, transport_error};
+use crate::retry::{RetryPolicy, header_value, transport_error};
 use crate::{ModelClient, ModelError, ModelRequest, ModelStream, sse};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -125,28 +124,15 @@ impl ModelClient for AnthropicClient {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let http = self.http.as_ref().map_err(Clone::clone)?;
         let body = request::body(&request, self.config.prompt_caching);
-        let body =
-            Bytes::from(
-                serde_json::to_vec(&body).map_err(|err| ModelError::BadRequest {
-                    status: 0,
-                    message: format!("request not serializable: {err}"),
-                })?,
-            );
         tracing::debug!(model = %request.model, url = %self.url, "anthropic messages request");
-        let response = send_with_retries(
+        sse::post_stream(
+            http,
+            &self.url,
             &self.config.retry,
-            || {
-                http.post(&self.url)
-                    .header("content-type", "application/json")
-                    .header("accept", "text/event-stream")
-                    .body(body.clone())
-            },
+            &body,
             api_error::from_response,
-        )
-        .await?;
-        Ok(sse::drive(
-            Box::pin(response.bytes_stream()),
             stream::Parser::new(),
-        ))
+        )
+        .await
     }
 }

@@ -13,11 +13,10 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName};
 
-use crate::retry::{RetryPolicy, header_value, invalid_config, send_with_retries, transport_error};
+use crate::retry::{RetryPolicy, header_value, invalid_config, transport_error};
 use crate::{ModelClient, ModelError, ModelRequest, ModelStream, sse};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -146,28 +145,15 @@ impl ModelClient for OpenAiClient {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let http = self.http.as_ref().map_err(Clone::clone)?;
         let body = request::body(&request, self.config.token_limit_field);
-        let body =
-            Bytes::from(
-                serde_json::to_vec(&body).map_err(|err| ModelError::BadRequest {
-                    status: 0,
-                    message: format!("request not serializable: {err}"),
-                })?,
-            );
         tracing::debug!(model = %request.model, url = %self.url, "chat completions request");
-        let response = send_with_retries(
+        sse::post_stream(
+            http,
+            &self.url,
             &self.config.retry,
-            || {
-                http.post(&self.url)
-                    .header("content-type", "application/json")
-                    .header("accept", "text/event-stream")
-                    .body(body.clone())
-            },
+            &body,
             api_error::from_response,
-        )
-        .await?;
-        Ok(sse::drive(
-            Box::pin(response.bytes_stream()),
             stream::Parser::new(),
-        ))
+        )
+        .await
     }
 }

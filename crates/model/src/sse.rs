@@ -288,6 +288,41 @@ where
     Box::pin(stream)
 }
 
+/// POST `body` as JSON to an SSE endpoint (retrying the request as `retry`
+/// allows) and parse the response stream with `parser`. Shared by the providers,
+/// which differ only in body, headers and parser.
+pub(crate) async fn post_stream<P, M>(
+    http: &reqwest::Client,
+    url: &str,
+    retry: &crate::retry::RetryPolicy,
+    body: &impl serde::Serialize,
+    map_error: M,
+    parser: P,
+) -> Result<ModelStream, ModelError>
+where
+    P: EventParser,
+    M: Fn(u16, Option<std::time::Duration>, &str) -> ModelError,
+{
+    let body = Bytes::from(
+        serde_json::to_vec(body).map_err(|err| ModelError::BadRequest {
+            status: 0,
+            message: format!("request not serializable: {err}"),
+        })?,
+    );
+    let response = crate::retry::send_with_retries(
+        retry,
+        || {
+            http.post(url)
+                .header("content-type", "application/json")
+                .header("accept", "text/event-stream")
+                .body(body.clone())
+        },
+        map_error,
+    )
+    .await?;
+    Ok(drive(Box::pin(response.bytes_stream()), parser))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
