@@ -131,6 +131,10 @@ pub(crate) fn bwrap_args(policy: &Policy) -> Vec<OsString> {
         }
     }
     args.flags(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    let shield = tmp_shield(&policy.workspace);
+    if let Some(shield) = &shield {
+        args.flag_value("--tmpfs", shield);
+    }
     // A read-only parent of the workspace must come before the workspace bind
     // (or it would hide it); one inside the workspace must come after (to
     // protect e.g. `.git` there).
@@ -144,6 +148,9 @@ pub(crate) fn bwrap_args(policy: &Policy) -> Vec<OsString> {
         protect_git(&mut args, &policy.workspace);
     }
     bind_read_only(&mut args, &others);
+    if let Some(shield) = &shield {
+        args.flag_value("--remount-ro", shield);
+    }
     // The root bwrap builds is a writable tmpfs; without this, writes to /etc
     // or / would "succeed" in a throwaway layer and confuse the agent.
     args.flag_value("--remount-ro", "/");
@@ -153,6 +160,19 @@ pub(crate) fn bwrap_args(policy: &Policy) -> Vec<OsString> {
         args.pair("--setenv", key, value);
     }
     args.0
+}
+
+/// For a workspace deeper under `/tmp`, the directory that shields its
+/// ancestors: without it they would be writable directories of the `/tmp`
+/// tmpfs, and `echo x > ../f` would "succeed" in a throwaway layer. The shield
+/// is a tmpfs remounted read-only after the workspace is bound into it (the
+/// remount does not reach the workspace's own mount).
+fn tmp_shield(workspace: &Path) -> Option<PathBuf> {
+    let below = workspace.strip_prefix("/tmp").ok()?;
+    let mut components = below.components();
+    let first = components.next()?;
+    components.next()?;
+    Some(Path::new("/tmp").join(first))
 }
 
 /// Make `.git/hooks` and `.git/config` read-only (both run code the next time
@@ -360,6 +380,29 @@ mod tests {
         std::fs::write(ws.join(".git"), "gitdir: /elsewhere\n").unwrap();
         let args = bwrap_args(&Policy::new(&ws));
         assert!(binds_of(&args, "--ro-bind").contains(&ws.join(".git")));
+    }
+
+    #[test]
+    fn a_workspace_deep_under_tmp_gets_a_read_only_shield() {
+        assert_eq!(
+            tmp_shield(Path::new("/tmp/ci/target/ws")),
+            Some(PathBuf::from("/tmp/ci"))
+        );
+        assert_eq!(
+            tmp_shield(Path::new("/tmp/ws")),
+            None,
+            "nothing between /tmp and it"
+        );
+        assert_eq!(tmp_shield(Path::new("/home/u/ws")), None);
+        let args = bwrap_args(&Policy::new("/tmp/ci/target/ws"));
+        let tmpfs: Vec<usize> = (0..args.len()).filter(|&i| args[i] == "--tmpfs").collect();
+        let bind = args.iter().position(|a| a == "--bind").unwrap();
+        let remounts: Vec<usize> = (0..args.len())
+            .filter(|&i| args[i] == "--remount-ro")
+            .collect();
+        assert_eq!(args[tmpfs[1] + 1], "/tmp/ci");
+        assert!(tmpfs[1] < bind && bind < remounts[0]);
+        assert_eq!(args[remounts[0] + 1], "/tmp/ci");
     }
 
     #[test]
