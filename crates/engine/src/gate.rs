@@ -106,6 +106,8 @@ impl TurnRun<'_> {
                 reason: request.reason.clone(),
             })
             .await?;
+        // Whoever answers must be able to see the request first.
+        self.sink.flush().await?;
         let approver = self.agent.approver();
         let answer = tokio::select! {
             answer = approver.decide(&request, &self.cancel) => Some(answer),

@@ -7,6 +7,11 @@ use async_trait::async_trait;
 pub trait TurnSink: Send + Sync {
     /// Record and publish one event.
     async fn emit(&self, event: Event) -> Result<(), SinkError>;
+    /// Return once every event emitted so far is recorded and published. Sinks
+    /// that record `emit`s as they come need not override it.
+    async fn flush(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
     /// Append a message to the session's transcript.
     async fn append_message(&self, turn_id: &str, message: &Message) -> Result<(), SinkError>;
 }

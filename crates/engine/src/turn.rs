@@ -211,7 +211,11 @@ impl Agent {
         {
             tracing::error!(%err, "could not record the turn's error event");
         }
-        if let Err(err) = sink.emit(Event::TurnFinished(finished.clone())).await {
+        let recorded = match sink.emit(Event::TurnFinished(finished.clone())).await {
+            Ok(()) => sink.flush().await,
+            Err(err) => Err(err),
+        };
+        if let Err(err) = recorded {
             tracing::error!(%err, turn_id = %finished.turn_id, "could not record turn.finished");
         }
         finished

@@ -1,29 +1,113 @@
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use agentd_engine::{SinkError, TurnSink};
 use agentd_protocol::{Event, EventEnvelope, Message};
 use agentd_store::Store;
 use async_trait::async_trait;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
-/// Stores a turn's events and messages; each event, once stored (and so given
-/// its `seq`), also goes to the observer, if any.
+/// Events stored per commit at most.
+const MAX_BATCH: usize = 256;
+
+/// Stores a turn's events and messages. Events are pipelined: `emit` queues
+/// them and a writer task stores whatever has queued up in one commit, then
+/// hands each event (now with its `seq`) to the observer. The turn does not
+/// wait for every small delta to hit the disk; it waits at `flush`, which the
+/// engine calls before anything that needs the events visible (asking a person,
+/// the end of the turn). A failed write fails every later `emit` and `flush`.
 pub struct StoreSink {
     store: Arc<dyn Store>,
     session_id: String,
-    observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+    queue: mpsc::UnboundedSender<Command>,
+    failure: Arc<Mutex<Option<SinkError>>>,
+}
+
+enum Command {
+    Event(Event),
+    Flush(oneshot::Sender<Result<(), SinkError>>),
 }
 
 impl StoreSink {
+    /// Must be created inside a Tokio runtime (it spawns its writer).
     pub fn new(
         store: Arc<dyn Store>,
         session_id: String,
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
     ) -> Self {
+        let (queue, commands) = mpsc::unbounded_channel();
+        let failure = Arc::new(Mutex::new(None));
+        tokio::spawn(write_events(
+            store.clone(),
+            session_id.clone(),
+            observer,
+            commands,
+            failure.clone(),
+        ));
         Self {
             store,
             session_id,
-            observer,
+            queue,
+            failure,
+        }
+    }
+
+    fn failed(&self) -> Option<SinkError> {
+        self.failure.lock().ok().and_then(|failure| failure.clone())
+    }
+}
+
+fn stopped() -> SinkError {
+    SinkError("the event writer stopped".into())
+}
+
+async fn write_events(
+    store: Arc<dyn Store>,
+    session_id: String,
+    observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    failure: Arc<Mutex<Option<SinkError>>>,
+) {
+    let mut events = Vec::with_capacity(MAX_BATCH);
+    let mut flushes = Vec::new();
+    while let Some(first) = commands.recv().await {
+        let mut next = Some(first);
+        while let Some(command) = next {
+            match command {
+                Command::Event(event) => events.push(event),
+                Command::Flush(done) => flushes.push(done),
+            }
+            next = if events.len() < MAX_BATCH {
+                commands.try_recv().ok()
+            } else {
+                None
+            };
+        }
+        let failed = failure.lock().map(|f| f.is_some()).unwrap_or(true);
+        if !events.is_empty() && !failed {
+            match store.append_events(&session_id, &events).await {
+                Ok(stored) => {
+                    if let Some(observer) = &observer {
+                        for envelope in stored {
+                            // An observer that went away must not stop the turn.
+                            let _ = observer.send(envelope);
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::error!(%err, session_id, "could not store events");
+                    if let Ok(mut failure) = failure.lock() {
+                        *failure = Some(SinkError(err.to_string()));
+                    }
+                }
+            }
+        }
+        events.clear();
+        let outcome = match failure.lock() {
+            Ok(failure) => failure.clone().map_or(Ok(()), Err),
+            Err(_) => Err(stopped()),
+        };
+        for done in flushes.drain(..) {
+            let _ = done.send(outcome.clone());
         }
     }
 }
@@ -31,16 +115,20 @@ impl StoreSink {
 #[async_trait]
 impl TurnSink for StoreSink {
     async fn emit(&self, event: Event) -> Result<(), SinkError> {
-        let envelope = self
-            .store
-            .append_event(&self.session_id, &event)
-            .await
-            .map_err(|err| SinkError(err.to_string()))?;
-        if let Some(observer) = &self.observer {
-            // An observer that went away must not stop the turn.
-            let _ = observer.send(envelope);
+        if let Some(err) = self.failed() {
+            return Err(err);
         }
-        Ok(())
+        self.queue
+            .send(Command::Event(event))
+            .map_err(|_| stopped())
+    }
+
+    async fn flush(&self) -> Result<(), SinkError> {
+        let (done, stored) = oneshot::channel();
+        self.queue
+            .send(Command::Flush(done))
+            .map_err(|_| stopped())?;
+        stored.await.map_err(|_| stopped())?
     }
 
     async fn append_message(&self, turn_id: &str, message: &Message) -> Result<(), SinkError> {

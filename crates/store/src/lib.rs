@@ -2,12 +2,14 @@
 //! (messages), the event log with a gapless per-session `seq`, turns, and
 //! users with their API tokens (stored hashed).
 //!
-//! Backends: [`sqlite::SqliteStore`] (embedded, WAL; the default). Each backend
+//! Backends: [`sqlite::SqliteStore`] (embedded, WAL; the default) and
+//! [`postgres::PostgresStore`] (shared, pooled). Each backend
 //! has its own migration set and must behave identically.
 
 mod error;
 mod types;
 
+pub mod postgres;
 pub mod sqlite;
 
 pub use error::StoreError;
@@ -57,6 +59,19 @@ pub trait Store: Send + Sync {
     /// Store an event with the next `seq` of its session (1, 2, 3, … no gaps,
     /// atomic under concurrent appends). `NotFound` for an unknown session.
     async fn append_event(&self, session_id: &str, event: &Event) -> StoreResult<EventEnvelope>;
+    /// Store several events of one session, in order, with consecutive `seq`s.
+    /// Backends may commit them together; the default appends one by one.
+    async fn append_events(
+        &self,
+        session_id: &str,
+        events: &[Event],
+    ) -> StoreResult<Vec<EventEnvelope>> {
+        let mut stored = Vec::with_capacity(events.len());
+        for event in events {
+            stored.push(self.append_event(session_id, event).await?);
+        }
+        Ok(stored)
+    }
     /// Events with `seq > after`, in order, at most `limit` (empty for an
     /// unknown session).
     async fn events_after(

@@ -49,6 +49,40 @@ impl SqliteStore {
         })
     }
 
+    /// All jobs are queued before any reply is awaited, so the writer commits
+    /// them together (in order: one sender, one queue).
+    pub(super) async fn append_events_impl(
+        &self,
+        session_id: &str,
+        events: &[Event],
+    ) -> StoreResult<Vec<EventEnvelope>> {
+        let stopped =
+            || StoreError::Database("appending events: the event writer has stopped".into());
+        let mut replies = Vec::with_capacity(events.len());
+        for event in events {
+            let (reply, result) = oneshot::channel();
+            let job = AppendJob {
+                session_id: session_id.to_owned(),
+                type_name: event.type_name(),
+                data: to_json(event, "event")?,
+                reply,
+            };
+            self.appends.send(job).await.map_err(|_| stopped())?;
+            replies.push(result);
+        }
+        let mut stored = Vec::with_capacity(events.len());
+        for (event, result) in events.iter().zip(replies) {
+            let (seq, at) = result.await.map_err(|_| stopped())??;
+            stored.push(EventEnvelope {
+                seq,
+                session_id: session_id.to_owned(),
+                at,
+                event: event.clone(),
+            });
+        }
+        Ok(stored)
+    }
+
     /// Events with `seq > after`, in order; empty for an unknown session.
     pub(super) async fn events_after_impl(
         &self,

@@ -234,6 +234,14 @@ impl Store for SqliteStore {
         self.append_event_impl(session_id, event).await
     }
 
+    async fn append_events(
+        &self,
+        session_id: &str,
+        events: &[Event],
+    ) -> StoreResult<Vec<EventEnvelope>> {
+        self.append_events_impl(session_id, events).await
+    }
+
     async fn events_after(
         &self,
         session_id: &str,
