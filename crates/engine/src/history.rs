@@ -93,7 +93,8 @@ fn close_pending(
     }
 }
 
-fn push_merged(out: &mut Vec<Message>, message: Message) {
+/// Append, merging into the last message when it has the same role.
+pub(crate) fn push_merged(out: &mut Vec<Message>, message: Message) {
     match out.last_mut() {
         Some(last) if last.role == message.role => last.content.extend(message.content),
         _ => out.push(message),

@@ -184,7 +184,7 @@ impl Agent {
             agent: self,
             sink,
             turn_id: input.turn_id,
-            messages: input.history,
+            messages: Arc::new(history::normalize(&input.history)),
             cancel,
             timed_out,
             usage: Usage::default(),
@@ -238,8 +238,9 @@ pub(crate) struct TurnRun<'a> {
     pub agent: &'a Agent,
     pub sink: &'a dyn TurnSink,
     pub turn_id: String,
-    /// The whole transcript so far, this turn's messages included.
-    pub messages: Vec<Message>,
+    /// The transcript as the model sees it (repaired once at the start, then
+    /// extended), shared with each request instead of copied into it.
+    pub messages: Arc<Vec<Message>>,
     pub cancel: CancellationToken,
     timed_out: Arc<AtomicBool>,
     usage: Usage,
@@ -360,7 +361,7 @@ impl TurnRun<'_> {
 
     pub(crate) async fn record(&mut self, message: Message) -> Result<(), SinkError> {
         self.sink.append_message(&self.turn_id, &message).await?;
-        self.messages.push(message);
+        history::push_merged(Arc::make_mut(&mut self.messages), message);
         Ok(())
     }
 
@@ -387,7 +388,7 @@ impl TurnRun<'_> {
         let request = ModelRequest {
             model: config.model_name.clone(),
             system: Some(config.system_prompt.clone()),
-            messages: history::normalize(&self.messages),
+            messages: self.messages.clone(),
             tools: self.agent.tool_specs(),
             max_tokens: config.limits.max_output_tokens,
         };

@@ -1,4 +1,5 @@
 use std::pin::Pin;
+use std::sync::Arc;
 
 use agentd_protocol::{ContentBlock, Message, Usage};
 use async_trait::async_trait;
@@ -22,7 +23,8 @@ pub struct ModelRequest {
     /// The provider's model name, e.g. `claude-sonnet-4-5` or `gpt-4o`.
     pub model: String,
     pub system: Option<String>,
-    pub messages: Vec<Message>,
+    /// Shared, not copied: an agent loop sends a growing transcript many times.
+    pub messages: Arc<Vec<Message>>,
     pub tools: Vec<ToolSpec>,
     pub max_tokens: u32,
 }

@@ -259,7 +259,7 @@ pub fn json_chunks(json: &str) -> Vec<String> {
 pub fn request_view(req: &ModelRequest) -> RequestView {
     let mut all_text = req.system.clone().unwrap_or_default();
     let mut tool_names: Vec<(&str, &str)> = Vec::new();
-    for message in &req.messages {
+    for message in req.messages.iter() {
         for block in &message.content {
             match block {
                 ContentBlock::Text { text } => push_text(&mut all_text, text),

@@ -125,7 +125,7 @@ mod tests {
         ModelRequest {
             model: "claude-sonnet-4-5".into(),
             system: Some("be brief".into()),
-            messages: vec![
+            messages: std::sync::Arc::new(vec![
                 Message::user_text("list files"),
                 Message::assistant(vec![
                     ContentBlock::Thinking {
@@ -163,7 +163,7 @@ mod tests {
                         },
                     ],
                 },
-            ],
+            ]),
             tools: vec![ToolSpec {
                 name: "Bash".into(),
                 description: "run a command".into(),
@@ -227,13 +227,13 @@ mod tests {
         let mut request = request();
         request.system = Some(String::new());
         request.tools.clear();
-        request.messages = vec![
+        request.messages = std::sync::Arc::new(vec![
             Message::user_text("hi"),
             Message::assistant(vec![ContentBlock::Thinking {
                 thinking: "x".into(),
                 signature: None,
             }]),
-        ];
+        ]);
         let body = body(&request, true);
         assert!(body.get("system").is_none());
         assert!(body.get("tools").is_none());

@@ -26,7 +26,7 @@ pub(crate) fn body(request: &ModelRequest, limit_field: TokenLimitField) -> Valu
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
         messages.push(json!({"role": "system", "content": system}));
     }
-    for message in &request.messages {
+    for message in request.messages.iter() {
         match message.role {
             Role::User => user(message, &mut messages),
             Role::Assistant => messages.extend(assistant(message)),
@@ -171,7 +171,7 @@ mod tests {
         ModelRequest {
             model: "gpt-4o".into(),
             system: Some("be brief".into()),
-            messages: vec![
+            messages: std::sync::Arc::new(vec![
                 Message::user_text("list files"),
                 Message::assistant(vec![
                     ContentBlock::Thinking {
@@ -214,7 +214,7 @@ mod tests {
                         },
                     ],
                 },
-            ],
+            ]),
             tools: vec![ToolSpec {
                 name: "Bash".into(),
                 description: "run a command".into(),
@@ -283,13 +283,13 @@ mod tests {
         let mut request = request();
         request.system = None;
         request.tools.clear();
-        request.messages = vec![
+        request.messages = std::sync::Arc::new(vec![
             Message::user_text("hi"),
             Message::assistant(vec![ContentBlock::Thinking {
                 thinking: "x".into(),
                 signature: None,
             }]),
-        ];
+        ]);
         let body = body(&request, TokenLimitField::Auto);
         assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
         assert!(body.get("tools").is_none());

@@ -5,7 +5,7 @@ fn request(messages: Vec<Message>) -> ModelRequest {
     ModelRequest {
         model: "demo".to_string(),
         system: Some("You are a test.".to_string()),
-        messages,
+        messages: std::sync::Arc::new(messages),
         tools: Vec::new(),
         max_tokens: 1000,
     }

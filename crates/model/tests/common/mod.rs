@@ -30,7 +30,7 @@ pub fn request(model: &str) -> ModelRequest {
     ModelRequest {
         model: model.into(),
         system: Some("You are terse.".into()),
-        messages: vec![
+        messages: std::sync::Arc::new(vec![
             Message::user_text("what is here?"),
             Message::assistant(vec![
                 ContentBlock::Text {
@@ -50,7 +50,7 @@ pub fn request(model: &str) -> ModelRequest {
                     is_error: false,
                 }],
             },
-        ],
+        ]),
         tools: vec![ToolSpec {
             name: "LS".into(),
             description: "List a directory".into(),
