@@ -17,8 +17,10 @@ check:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# The store tests run against SQLite and a throwaway PostgreSQL that
+# scripts/test.sh starts (installing PostgreSQL if missing) and stops.
 test: deps check
-	$(CARGO) test --workspace
+	CARGO=$(CARGO) ./scripts/test.sh
 
 bench: deps build
 	./bench/turns.sh

@@ -129,6 +129,12 @@ enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Print everything of a session (transcript, events, turns, requests,
+    /// rules) as JSON, for `agentd sessions import` into any store.
+    Export { id: String },
+    /// Add a session from `agentd sessions export` output (a file, or `-` for
+    /// stdin) to this store, as it was.
+    Import { file: PathBuf },
 }
 
 fn main() -> ExitCode {

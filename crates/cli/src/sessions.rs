@@ -1,10 +1,12 @@
-//! `agentd sessions ls|show`.
+//! `agentd sessions ls|show|export|import`.
 
-use std::path::PathBuf;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 
 use agentd_protocol::{ContentBlock, Role};
 use agentd_server::config::Config;
 use agentd_server::paths::open_store;
+use agentd_store::SessionExport;
 use serde_json::json;
 
 use crate::run::LOCAL_USER;
@@ -22,6 +24,8 @@ pub async fn run(command: SessionsCommand, config: Config, data_dir: PathBuf) ->
     let outcome = match command {
         SessionsCommand::Ls { limit, json } => ls(store.as_ref(), limit, json).await,
         SessionsCommand::Show { id, json } => show(store.as_ref(), &id, json).await,
+        SessionsCommand::Export { id } => export(store.as_ref(), &id).await,
+        SessionsCommand::Import { file } => import(store.as_ref(), &file).await,
     };
     match outcome {
         Ok(code) => code,
@@ -64,6 +68,61 @@ async fn ls(
             s.title.as_deref().unwrap_or("")
         );
     }
+    Ok(exit::OK)
+}
+
+async fn export(store: &dyn agentd_store::Store, id: &str) -> Result<u8, agentd_store::StoreError> {
+    let Some(export) = store.export_session(id).await? else {
+        eprintln!("agentd: no session with id {id}");
+        return Ok(exit::USAGE);
+    };
+    let text = serde_json::to_string(&export)
+        .map_err(|e| agentd_store::StoreError::Database(format!("encoding the export: {e}")))?;
+    let mut out = std::io::stdout().lock();
+    if let Err(err) = writeln!(out, "{text}").and_then(|()| out.flush()) {
+        eprintln!("agentd: writing the export: {err}");
+        return Ok(exit::FAILED);
+    }
+    Ok(exit::OK)
+}
+
+async fn import(
+    store: &dyn agentd_store::Store,
+    file: &Path,
+) -> Result<u8, agentd_store::StoreError> {
+    let text = if file == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).map(|_| text)
+    } else {
+        std::fs::read_to_string(file)
+    };
+    let text = match text {
+        Ok(text) => text,
+        Err(err) => {
+            eprintln!("agentd: reading {}: {err}", file.display());
+            return Ok(exit::USAGE);
+        }
+    };
+    let export: SessionExport = match serde_json::from_str(&text) {
+        Ok(export) => export,
+        Err(err) => {
+            eprintln!(
+                "agentd: {} is not an `agentd sessions export`: {err}",
+                file.display()
+            );
+            return Ok(exit::USAGE);
+        }
+    };
+    if export.format != SessionExport::FORMAT {
+        eprintln!(
+            "agentd: export format {} is not supported (this version reads {})",
+            export.format,
+            SessionExport::FORMAT
+        );
+        return Ok(exit::USAGE);
+    }
+    store.import_session(&export).await?;
+    println!("{}", export.session.id);
     Ok(exit::OK)
 }
 

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentd_store::Store;
+use agentd_store::postgres::PostgresStore;
 use agentd_store::sqlite::SqliteStore;
 
 use crate::config::{Config, ConfigError};
@@ -32,8 +33,8 @@ fn expand_home(path: &Path, env: EnvLookup<'_>) -> PathBuf {
     }
 }
 
-/// The store named by `[database] url` (`AGENTD_DATABASE_URL`), or SQLite at
-/// `<data_dir>/agentd.db`.
+/// The store named by `[database] url` (`AGENTD_DATABASE_URL`): `sqlite:…` or
+/// `postgres://…`/`postgresql://…`; without one, SQLite at `<data_dir>/agentd.db`.
 pub async fn open_store(
     data_dir: &Path,
     config: &Config,
@@ -41,15 +42,24 @@ pub async fn open_store(
 ) -> Result<Arc<dyn Store>, ConfigError> {
     let url = env("AGENTD_DATABASE_URL").or_else(|| config.database.url.clone());
     let store = match url {
-        None => SqliteStore::open(&data_dir.join("agentd.db")).await,
-        Some(url) if url.starts_with("sqlite:") => SqliteStore::open_url(&url).await,
+        None => SqliteStore::open(&data_dir.join("agentd.db"))
+            .await
+            .map(|s| Arc::new(s) as Arc<dyn Store>),
+        Some(url) if url.starts_with("sqlite:") => SqliteStore::open_url(&url)
+            .await
+            .map(|s| Arc::new(s) as Arc<dyn Store>),
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            PostgresStore::connect(&url)
+                .await
+                .map(|s| Arc::new(s) as Arc<dyn Store>)
+        }
         Some(url) => {
             return Err(ConfigError::Invalid(format!(
-                "unsupported database url {url:?}: this build supports sqlite:// URLs"
+                "unsupported database url (scheme {:?}): expected sqlite://PATH, \
+                 sqlite::memory: or postgres://USER@HOST/DB",
+                url.split(':').next().unwrap_or_default()
             )));
         }
     };
-    store
-        .map(|s| Arc::new(s) as Arc<dyn Store>)
-        .map_err(|err| ConfigError::Invalid(format!("cannot open the database: {err}")))
+    store.map_err(|err| ConfigError::Invalid(format!("cannot open the database: {err}")))
 }

@@ -14,8 +14,8 @@ pub mod sqlite;
 
 pub use error::StoreError;
 pub use types::{
-    NewSession, PendingRecord, SessionRecord, SessionStatus, SessionUpdate, StoredMessage,
-    TokenRecord, TurnRecord, TurnStart, UserRecord,
+    NewSession, PendingRecord, SessionExport, SessionRecord, SessionStatus, SessionUpdate,
+    StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
 };
 
 use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
@@ -135,4 +135,12 @@ pub trait Store: Send + Sync {
     /// Remember a permission rule allowed for the rest of a session.
     async fn add_session_rule(&self, session_id: &str, rule: &str) -> StoreResult<()>;
     async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>>;
+
+    /// Everything of one session (see [`SessionExport`]); `None` when no such
+    /// session exists. Reads in one transaction: a consistent snapshot.
+    async fn export_session(&self, id: &str) -> StoreResult<Option<SessionExport>>;
+    /// Write an exported session as it was: same ids, positions, `seq`s,
+    /// times and totals, all or nothing. A session with that id already here
+    /// is a `Database` error naming it.
+    async fn import_session(&self, export: &SessionExport) -> StoreResult<()>;
 }

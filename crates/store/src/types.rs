@@ -1,4 +1,4 @@
-use agentd_protocol::{Message, TurnStatus, Usage};
+use agentd_protocol::{EventEnvelope, Message, TurnStatus, Usage};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -80,7 +80,7 @@ pub struct StoredMessage {
     pub created_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnRecord {
     pub id: String,
     pub session_id: String,
@@ -153,4 +153,24 @@ pub struct PendingRecord {
     pub resolved_at: Option<DateTime<Utc>>,
     /// The decision or answers; `None` while open.
     pub resolution: Option<serde_json::Value>,
+}
+
+/// Everything of one session, to move it between stores (`agentd sessions
+/// export`/`import`): the record with its totals, the transcript, the event
+/// log with its `seq`s and times, turns, permission requests and rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionExport {
+    /// [`SessionExport::FORMAT`] when written by this version.
+    pub format: u32,
+    pub session: SessionRecord,
+    pub messages: Vec<StoredMessage>,
+    pub events: Vec<EventEnvelope>,
+    pub turns: Vec<TurnRecord>,
+    pub pending: Vec<PendingRecord>,
+    /// Permission rules allowed for the session, in their stored order.
+    pub rules: Vec<String>,
+}
+
+impl SessionExport {
+    pub const FORMAT: u32 = 1;
 }

@@ -12,7 +12,7 @@ use super::util::{col, col_time, col_u64, db, from_json, to_json};
 use super::writer::AppendJob;
 use crate::{StoreError, StoreResult};
 
-fn envelope_from_row(session_id: &str, row: &SqliteRow) -> StoreResult<EventEnvelope> {
+pub(super) fn envelope_from_row(session_id: &str, row: &SqliteRow) -> StoreResult<EventEnvelope> {
     let seq = col_u64(row, "seq")?;
     let data: String = col(row, "data")?;
     Ok(EventEnvelope {

@@ -7,14 +7,14 @@ use super::SqliteStore;
 use super::util::{col, col_time, col_u64, db, from_json, now, to_json, to_ms, to_u64};
 use crate::{StoreError, StoreResult, StoredMessage};
 
-fn role_str(role: Role) -> &'static str {
+pub(super) fn role_str(role: Role) -> &'static str {
     match role {
         Role::User => "user",
         Role::Assistant => "assistant",
     }
 }
 
-fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
+pub(super) fn message_from_row(row: &SqliteRow) -> StoreResult<StoredMessage> {
     let content: String = col(row, "content")?;
     Ok(StoredMessage {
         id: col(row, "id")?,

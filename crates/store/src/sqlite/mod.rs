@@ -7,6 +7,7 @@ mod events;
 mod messages;
 mod pending;
 mod sessions;
+mod transfer;
 mod turns;
 mod users;
 mod util;
@@ -27,8 +28,8 @@ use sqlx::sqlite::{
 use tokio::sync::{Mutex, MutexGuard, mpsc};
 
 use crate::{
-    NewSession, PendingRecord, SessionRecord, SessionUpdate, Store, StoreError, StoreResult,
-    StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
+    NewSession, PendingRecord, SessionExport, SessionRecord, SessionUpdate, Store, StoreError,
+    StoreResult, StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
 };
 
 /// Connections for a file database: readers run in parallel under WAL.
@@ -334,6 +335,14 @@ impl Store for SqliteStore {
 
     async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>> {
         self.session_rules_impl(session_id).await
+    }
+
+    async fn export_session(&self, id: &str) -> StoreResult<Option<SessionExport>> {
+        self.export_session_impl(id).await
+    }
+
+    async fn import_session(&self, export: &SessionExport) -> StoreResult<()> {
+        self.import_session_impl(export).await
     }
 }
 

@@ -8,14 +8,14 @@ use super::SqliteStore;
 use super::util::{col, col_opt_time, col_time, db, now, to_ms};
 use crate::{PendingRecord, StoreError, StoreResult};
 
-const COLUMNS: &str =
+pub(super) const COLUMNS: &str =
     "id, session_id, turn_id, kind, call_id, data, created_at, resolved_at, resolution";
 
 fn json(text: &str, what: &str) -> StoreResult<Value> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
-fn pending_from_row(row: &SqliteRow) -> StoreResult<PendingRecord> {
+pub(super) fn pending_from_row(row: &SqliteRow) -> StoreResult<PendingRecord> {
     let data: String = col(row, "data")?;
     let resolution: Option<String> = col(row, "resolution")?;
     Ok(PendingRecord {

@@ -7,11 +7,11 @@ use super::SqliteStore;
 use super::util::{col, col_time, col_u64, db, now, to_i64, to_ms};
 use crate::{NewSession, SessionRecord, SessionStatus, SessionUpdate, StoreError, StoreResult};
 
-const COLUMNS: &str = "id, owner, title, workspace, model, profile, status, created_at, \
+pub(super) const COLUMNS: &str = "id, owner, title, workspace, model, profile, status, created_at, \
     updated_at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, \
     turns, last_seq";
 
-fn session_from_row(row: &SqliteRow) -> StoreResult<SessionRecord> {
+pub(super) fn session_from_row(row: &SqliteRow) -> StoreResult<SessionRecord> {
     let status: String = col(row, "status")?;
     Ok(SessionRecord {
         id: col(row, "id")?,

@@ -8,9 +8,10 @@ use super::SqliteStore;
 use super::util::{col, col_opt_time, col_time, db, now, to_ms};
 use crate::{StoreError, StoreResult, TurnRecord, TurnStart};
 
-const COLUMNS: &str = "id, session_id, status, client_request_id, started_at, finished_at";
+pub(super) const COLUMNS: &str =
+    "id, session_id, status, client_request_id, started_at, finished_at";
 
-fn turn_from_row(row: &SqliteRow) -> StoreResult<TurnRecord> {
+pub(super) fn turn_from_row(row: &SqliteRow) -> StoreResult<TurnRecord> {
     let status: Option<String> = col(row, "status")?;
     let status = status
         .map(|s| {

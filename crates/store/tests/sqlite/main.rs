@@ -1,49 +1,32 @@
-//! Behaviour of `SqliteStore` through the `Store` trait.
+//! Behaviour of `SqliteStore` through the `Store` trait: the conformance suite
+//! (`tests/conformance`, shared with PostgreSQL) plus SQLite-only checks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../conformance/mod.rs"]
+mod conformance;
 mod durability;
-mod events;
-mod messages;
-mod pending;
-mod sessions;
-mod turns;
 
-use agentd_protocol::{DeltaKind, Event};
 use agentd_store::sqlite::SqliteStore;
-use agentd_store::{NewSession, SessionRecord, Store};
+pub use conformance::{delta, new_session, session};
 use tempfile::TempDir;
+
+pub const BACKEND: &str = "sqlite";
+/// Events appended by the throughput printout (per concurrent run).
+pub const PRINTOUT_EVENTS: usize = 20_000;
+pub type TestStore = SqliteStore;
 
 /// A fresh store in its own temp dir (kept alive by the returned guard).
 pub async fn store() -> (TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("agentd.db"))
-        .await
-        .unwrap();
+    let store = reopen(&dir).await;
     (dir, store)
 }
 
-pub fn new_session(owner: &str) -> NewSession {
-    NewSession {
-        id: None,
-        owner: owner.into(),
-        title: Some("a title".into()),
-        workspace: "/tmp/ws".into(),
-        model: "claude-sonnet".into(),
-        profile: "default".into(),
-    }
-}
-
-pub async fn session(store: &SqliteStore, owner: &str) -> SessionRecord {
-    store.create_session(new_session(owner)).await.unwrap()
-}
-
-pub fn delta(text: &str) -> Event {
-    Event::MessageDelta {
-        turn_id: "t1".into(),
-        index: 0,
-        kind: DeltaKind::Text,
-        text: text.into(),
-    }
+/// The database of `store()` opened again (migrations run again).
+pub async fn reopen(dir: &TempDir) -> SqliteStore {
+    SqliteStore::open(&dir.path().join("agentd.db"))
+        .await
+        .unwrap()
 }
 
 /// Rows of `table` belonging to `session_id`, counted behind the trait's back.
@@ -55,4 +38,18 @@ pub async fn count_rows(store: &SqliteStore, table: &str, session_id: &str) -> i
     .fetch_one(store.pool())
     .await
     .unwrap()
+}
+
+/// The first column of `sql` (one `$1` parameter) as strings.
+pub async fn strings(store: &SqliteStore, sql: &str, arg: &str) -> Vec<String> {
+    sqlx::query_scalar(sql)
+        .bind(arg)
+        .fetch_all(store.pool())
+        .await
+        .unwrap()
+}
+
+/// Run a statement behind the trait's back.
+pub async fn exec(store: &SqliteStore, sql: &str) {
+    sqlx::query(sql).execute(store.pool()).await.unwrap();
 }

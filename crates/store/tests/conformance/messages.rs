@@ -124,3 +124,25 @@ async fn concurrent_appends_get_distinct_positions() {
         .collect();
     assert_eq!(positions, (1..=200).collect::<Vec<_>>());
 }
+
+#[tokio::test]
+async fn a_5_mib_tool_result_round_trips() {
+    let (_dir, store) = store().await;
+    let s = session(&store, "alice").await;
+    let unit = "line of output — ünïcödé 🦀 \"q\" \\ \t\n";
+    let output = unit.repeat(5 * 1024 * 1024 / unit.len() + 1);
+    assert!(output.len() >= 5 * 1024 * 1024);
+    let message = Message {
+        role: Role::User,
+        content: vec![ContentBlock::ToolResult {
+            tool_use_id: "toolu_big".into(),
+            content: output,
+            is_error: false,
+        }],
+    };
+    let stored = store
+        .append_message(&s.id, Some("t1"), &message)
+        .await
+        .unwrap();
+    assert_eq!(store.messages(&s.id).await.unwrap(), vec![stored]);
+}

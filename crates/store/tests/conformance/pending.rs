@@ -1,7 +1,7 @@
 use agentd_store::{PendingRecord, Store};
 use serde_json::json;
 
-use super::{session, store};
+use crate::{session, store};
 
 fn request(id: &str, session_id: &str) -> PendingRecord {
     PendingRecord {

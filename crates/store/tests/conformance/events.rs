@@ -122,12 +122,12 @@ async fn appended_events_read_back_identical_with_seq_in_order() {
     assert_eq!(read, returned);
 
     // The `type` column is the wire name.
-    let types: Vec<String> =
-        sqlx::query_scalar("SELECT type FROM events WHERE session_id = ? ORDER BY seq")
-            .bind(&s.id)
-            .fetch_all(store.pool())
-            .await
-            .unwrap();
+    let types: Vec<String> = crate::strings(
+        &store,
+        "SELECT type FROM events WHERE session_id = $1 ORDER BY seq",
+        &s.id,
+    )
+    .await;
     let names: Vec<_> = events.iter().map(|e| e.type_name()).collect();
     assert_eq!(types, names);
 
@@ -337,7 +337,7 @@ async fn append_throughput_printout() {
     let event = delta("a typical coalesced text delta of some tens of bytes");
     let one = session(&store, "alice").await.id;
 
-    let n = 3_000;
+    let n = crate::PRINTOUT_EVENTS * 3 / 20;
     let start = Instant::now();
     for _ in 0..n {
         store.append_event(&one, &event).await.unwrap();
@@ -351,7 +351,7 @@ async fn append_throughput_printout() {
             ids.push(session(&store, "alice").await.id);
         }
         let tasks_per_session = if sessions == 1 { 16 } else { 1 };
-        let per_task = 20_000 / (sessions * tasks_per_session);
+        let per_task = crate::PRINTOUT_EVENTS / (sessions * tasks_per_session);
         let start = Instant::now();
         let mut tasks = Vec::new();
         for id in &ids {
@@ -373,8 +373,38 @@ async fn append_throughput_printout() {
         rates.push(total as f64 / start.elapsed().as_secs_f64());
     }
     eprintln!(
-        "sqlite append_event: {sequential:.0}/s one caller; {:.0}/s 16 tasks on one session; \
+        "{} append_event: {sequential:.0}/s one caller; {:.0}/s 16 tasks on one session; \
          {:.0}/s 100 sessions at once",
-        rates[0], rates[1]
+        crate::BACKEND,
+        rates[0],
+        rates[1]
     );
+}
+
+#[tokio::test]
+async fn append_events_stores_a_batch_in_order() {
+    let (_dir, store) = store().await;
+    let s = session(&store, "alice").await;
+    store.append_event(&s.id, &delta("first")).await.unwrap();
+    assert!(store.append_events(&s.id, &[]).await.unwrap().is_empty());
+    let batch: Vec<Event> = (0..50).map(|i| delta(&format!("b{i}"))).collect();
+    let stored = store.append_events(&s.id, &batch).await.unwrap();
+    assert_eq!(
+        stored.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (2..=51).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        stored.iter().map(|e| e.event.clone()).collect::<Vec<_>>(),
+        batch
+    );
+    assert!(stored.windows(2).all(|w| w[0].at <= w[1].at));
+    assert_eq!(store.events_after(&s.id, 1, 100).await.unwrap(), stored);
+    assert_eq!(
+        store.get_session(&s.id).await.unwrap().unwrap().last_seq,
+        51
+    );
+
+    let err = store.append_events("nope", &batch).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotFound(_)), "{err}");
+    assert_eq!(crate::count_rows(&store, "events", "nope").await, 0);
 }

@@ -1,0 +1,143 @@
+//! The event log: per-session `seq` 1, 2, 3, … taken from `sessions.last_seq`
+//! in the same statement that inserts the event. The UPDATE locks the session
+//! row, so appends to one session serialize (across processes too) and a
+//! failed or abandoned append rolls back its `seq` with it: no gaps.
+
+use agentd_protocol::{Event, EventEnvelope};
+use sqlx::postgres::PgRow;
+
+use super::PostgresStore;
+use super::util::{col, col_time, col_u64, db, from_json, to_json};
+use crate::{StoreError, StoreResult};
+
+pub(super) fn envelope_from_row(session_id: &str, row: &PgRow) -> StoreResult<EventEnvelope> {
+    let seq = col_u64(row, "seq")?;
+    let data: String = col(row, "data")?;
+    Ok(EventEnvelope {
+        seq,
+        session_id: session_id.to_owned(),
+        at: col_time(row, "created_at")?,
+        event: from_json(&data, &format!("event {session_id}/{seq}"))?,
+    })
+}
+
+impl PostgresStore {
+    pub(super) async fn append_event_impl(
+        &self,
+        session_id: &str,
+        event: &Event,
+    ) -> StoreResult<EventEnvelope> {
+        let data = to_json(event, "event")?;
+        // One statement, so one implicit transaction. The timestamp is the
+        // database's clock read after the row lock is held, so `at` does not
+        // decrease as `seq` grows (whichever node appends).
+        let row = sqlx::query(
+            "WITH s AS (\
+               UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq\
+             ) \
+             INSERT INTO events (session_id, seq, type, data, created_at) \
+             SELECT $1, s.last_seq, $2, $3, \
+               (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+             FROM s RETURNING seq, created_at",
+        )
+        .bind(session_id)
+        .bind(event.type_name())
+        .bind(&data)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("appending event"))?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound(format!("session {session_id}")));
+        };
+        Ok(EventEnvelope {
+            seq: col_u64(&row, "seq")?,
+            session_id: session_id.to_owned(),
+            at: col_time(&row, "created_at")?,
+            event: event.clone(),
+        })
+    }
+
+    /// One statement: `last_seq` advances by the batch size under the row
+    /// lock, so the batch gets consecutive `seq`s, all or nothing.
+    pub(super) async fn append_events_impl(
+        &self,
+        session_id: &str,
+        events: &[Event],
+    ) -> StoreResult<Vec<EventEnvelope>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let types: Vec<&str> = events.iter().map(Event::type_name).collect();
+        let data = events
+            .iter()
+            .map(|e| to_json(e, "event"))
+            .collect::<StoreResult<Vec<String>>>()?;
+        let count = i64::try_from(events.len())
+            .map_err(|_| StoreError::Database("appending events: too many".into()))?;
+        let rows = sqlx::query(
+            "WITH s AS (\
+               UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq\
+             ) \
+             INSERT INTO events (session_id, seq, type, data, created_at) \
+             SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, \
+               (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+             FROM s, unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord) \
+             RETURNING seq, created_at",
+        )
+        .bind(session_id)
+        .bind(count)
+        .bind(&types)
+        .bind(&data)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("appending events"))?;
+        if rows.is_empty() {
+            return Err(StoreError::NotFound(format!("session {session_id}")));
+        }
+        let mut stamps = rows
+            .iter()
+            .map(|row| Ok((col_u64(row, "seq")?, col_time(row, "created_at")?)))
+            .collect::<StoreResult<Vec<_>>>()?;
+        // RETURNING order is unspecified: seqs were assigned in input order.
+        stamps.sort_unstable_by_key(|(seq, _)| *seq);
+        if stamps.len() != events.len() {
+            return Err(StoreError::Corrupt(format!(
+                "appending events: {} stored for {} sent",
+                stamps.len(),
+                events.len()
+            )));
+        }
+        Ok(events
+            .iter()
+            .zip(stamps)
+            .map(|(event, (seq, at))| EventEnvelope {
+                seq,
+                session_id: session_id.to_owned(),
+                at,
+                event: event.clone(),
+            })
+            .collect())
+    }
+
+    /// Events with `seq > after`, in order; empty for an unknown session.
+    pub(super) async fn events_after_impl(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<EventEnvelope>> {
+        let rows = sqlx::query(
+            "SELECT seq, data, created_at FROM events \
+             WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        )
+        .bind(session_id)
+        .bind(i64::try_from(after).unwrap_or(i64::MAX))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("reading events"))?;
+        rows.iter()
+            .map(|row| envelope_from_row(session_id, row))
+            .collect()
+    }
+}

@@ -1,0 +1,94 @@
+//! The transcript: messages in order, stored losslessly as `Message` JSON.
+
+use agentd_protocol::{Message, Role};
+use sqlx::postgres::PgRow;
+
+use super::PostgresStore;
+use super::util::{col, col_time, col_u64, db, from_json, now, to_json, to_ms, to_u64};
+use crate::{StoreError, StoreResult, StoredMessage};
+
+pub(super) fn role_str(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    }
+}
+
+pub(super) fn message_from_row(row: &PgRow) -> StoreResult<StoredMessage> {
+    let content: String = col(row, "content")?;
+    Ok(StoredMessage {
+        id: col(row, "id")?,
+        session_id: col(row, "session_id")?,
+        turn_id: col(row, "turn_id")?,
+        position: col_u64(row, "position")?,
+        message: from_json(&content, "message")?,
+        created_at: col_time(row, "created_at")?,
+    })
+}
+
+impl PostgresStore {
+    pub(super) async fn append_message_impl(
+        &self,
+        session_id: &str,
+        turn_id: Option<&str>,
+        message: &Message,
+    ) -> StoreResult<StoredMessage> {
+        // `content` holds the whole Message (role included) so that reading it
+        // back needs nothing else; `role` is a copy for queries.
+        let json = to_json(message, "message")?;
+        let id = uuid::Uuid::now_v7().to_string();
+        let at = now();
+
+        let mut tx = self.pool.begin().await.map_err(db("appending message"))?;
+        // Touching the session first both checks it exists and locks its row,
+        // so concurrent appends serialize here; the INSERT below is a new
+        // statement (READ COMMITTED: a new snapshot) and sees their rows.
+        let touched = sqlx::query("UPDATE sessions SET updated_at = $1 WHERE id = $2")
+            .bind(to_ms(at))
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db("appending message"))?;
+        if touched.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("session {session_id}")));
+        }
+        let position: i64 = sqlx::query_scalar(
+            "INSERT INTO messages (id, session_id, turn_id, position, role, content, created_at) \
+             SELECT $1, $2, $3, COALESCE(MAX(position), 0) + 1, $4, $5, $6 \
+             FROM messages WHERE session_id = $2 \
+             RETURNING position",
+        )
+        .bind(&id)
+        .bind(session_id)
+        .bind(turn_id)
+        .bind(role_str(message.role))
+        .bind(&json)
+        .bind(to_ms(at))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db("appending message"))?;
+        tx.commit().await.map_err(db("appending message"))?;
+
+        Ok(StoredMessage {
+            id,
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.map(str::to_owned),
+            position: to_u64(position, "position")?,
+            message: message.clone(),
+            created_at: at,
+        })
+    }
+
+    /// The whole transcript in order; empty for an unknown session.
+    pub(super) async fn messages_impl(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
+        let rows = sqlx::query(
+            "SELECT id, session_id, turn_id, position, content, created_at \
+             FROM messages WHERE session_id = $1 ORDER BY position",
+        )
+        .bind(session_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("reading messages"))?;
+        rows.iter().map(message_from_row).collect()
+    }
+}

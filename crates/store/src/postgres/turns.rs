@@ -1,0 +1,134 @@
+//! Turns: running (status NULL) until finished; `client_request_id` makes
+//! starting a turn idempotent per session.
+
+use agentd_protocol::TurnStatus;
+use sqlx::postgres::PgRow;
+
+use super::PostgresStore;
+use super::util::{col, col_opt_time, col_time, db, is_fk_violation, now, to_ms};
+use crate::{StoreError, StoreResult, TurnRecord, TurnStart};
+
+pub(super) const COLUMNS: &str =
+    "id, session_id, status, client_request_id, started_at, finished_at";
+
+pub(super) fn turn_from_row(row: &PgRow) -> StoreResult<TurnRecord> {
+    let status: Option<String> = col(row, "status")?;
+    let status = status
+        .map(|s| {
+            TurnStatus::parse(&s)
+                .ok_or_else(|| StoreError::Corrupt(format!("unknown turn status {s:?}")))
+        })
+        .transpose()?;
+    Ok(TurnRecord {
+        id: col(row, "id")?,
+        session_id: col(row, "session_id")?,
+        status,
+        client_request_id: col(row, "client_request_id")?,
+        started_at: col_time(row, "started_at")?,
+        finished_at: col_opt_time(row, "finished_at")?,
+    })
+}
+
+impl PostgresStore {
+    pub(super) async fn start_turn_impl(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        client_request_id: Option<&str>,
+    ) -> StoreResult<TurnStart> {
+        let at = now();
+        let mut tx = self.pool.begin().await.map_err(db("starting turn"))?;
+
+        let exists: Option<i64> =
+            sqlx::query_scalar("SELECT 1::bigint FROM sessions WHERE id = $1")
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db("starting turn"))?;
+        if exists.is_none() {
+            return Err(StoreError::NotFound(format!("session {session_id}")));
+        }
+
+        // ON CONFLICT keeps this race-free against concurrent starts: the
+        // loser waits for the winner to commit, then reads its turn.
+        let sql = format!(
+            "INSERT INTO turns (id, session_id, status, client_request_id, started_at) \
+             VALUES ($1, $2, NULL, $3, $4) \
+             ON CONFLICT (session_id, client_request_id) DO NOTHING \
+             RETURNING {COLUMNS}"
+        );
+        let inserted = sqlx::query(&sql)
+            .bind(turn_id)
+            .bind(session_id)
+            .bind(client_request_id)
+            .bind(to_ms(at))
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| {
+                // The session was deleted since we looked.
+                if is_fk_violation(&e) {
+                    StoreError::NotFound(format!("session {session_id}"))
+                } else {
+                    db("starting turn")(e)
+                }
+            })?;
+        let outcome = match inserted {
+            Some(row) => TurnStart::Started(turn_from_row(&row)?),
+            None => {
+                let sql = format!(
+                    "SELECT {COLUMNS} FROM turns WHERE session_id = $1 AND client_request_id = $2"
+                );
+                let row = sqlx::query(&sql)
+                    .bind(session_id)
+                    .bind(client_request_id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db("reading duplicate turn"))?;
+                TurnStart::Duplicate(turn_from_row(&row)?)
+            }
+        };
+        tx.commit().await.map_err(db("starting turn"))?;
+        Ok(outcome)
+    }
+
+    /// The first finish wins: a turn ends with exactly one status, so
+    /// finishing an already finished turn changes nothing.
+    pub(super) async fn finish_turn_impl(
+        &self,
+        turn_id: &str,
+        status: TurnStatus,
+    ) -> StoreResult<()> {
+        let done = sqlx::query(
+            "UPDATE turns SET status = $1, finished_at = $2 WHERE id = $3 AND status IS NULL",
+        )
+        .bind(status.as_str())
+        .bind(to_ms(now()))
+        .bind(turn_id)
+        .execute(&self.pool)
+        .await
+        .map_err(db("finishing turn"))?;
+        if done.rows_affected() > 0 {
+            return Ok(());
+        }
+        let exists: Option<i64> = sqlx::query_scalar("SELECT 1::bigint FROM turns WHERE id = $1")
+            .bind(turn_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("finishing turn"))?;
+        match exists {
+            Some(_) => Ok(()),
+            None => Err(StoreError::NotFound(format!("turn {turn_id}"))),
+        }
+    }
+
+    /// Turns still marked running, oldest first.
+    pub(super) async fn running_turns_impl(&self) -> StoreResult<Vec<TurnRecord>> {
+        let sql =
+            format!("SELECT {COLUMNS} FROM turns WHERE status IS NULL ORDER BY started_at, id");
+        let rows = sqlx::query(&sql)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("reading running turns"))?;
+        rows.iter().map(turn_from_row).collect()
+    }
+}
