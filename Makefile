@@ -22,5 +22,7 @@ check:
 test: deps check
 	CARGO=$(CARGO) ./scripts/test.sh
 
-bench: deps build
-	./bench/turns.sh
+# Release-mode benchmarks; figures and commands are recorded in bench/RESULTS.md.
+bench: deps
+	$(CARGO) build --release -p agentd-cli -p agentd-bench
+	./target/release/turns 100
