@@ -16,4 +16,12 @@ env_line="$(scripts/postgres.sh start)"
 export "${env_line?}"
 echo "test.sh: PostgreSQL for the tests at ${AGENTD_TEST_POSTGRES_URL} ($(($(date +%s) - started))s to start)" >&2
 
-"$CARGO" test --workspace "$@"
+# Keep cargo's output and end with one total line, so the last line says how
+# many tests ran (cargo's own last line is the doc tests' count, often 0).
+log="$(mktemp)"
+trap 'scripts/postgres.sh stop; rm -f "$log"' EXIT
+status=0
+"$CARGO" test --workspace "$@" 2>&1 | tee "$log" || status=$?
+sum() { grep -oE "[0-9]+ $1" "$log" | awk '{ total += $1 } END { print total + 0 }'; }
+echo "tests: $(sum passed) passed, $(sum failed) failed"
+exit "$status"

@@ -61,9 +61,14 @@ impl Answer {
 /// Whoever answers permission requests for a session.
 #[async_trait]
 pub trait Approver: Send + Sync {
+    /// Called before `permission.requested` is recorded, so that a client that
+    /// reacts to the event at once finds the request ready to answer.
+    async fn prepare(&self, _request: &ApprovalRequest) {}
+
     /// Called after `permission.requested` was recorded. Returns when someone
     /// answered, the approver gave up (its `on_no_answer` policy), or `cancel`
-    /// fired (then the answer is ignored and the call does not run).
+    /// fired — it must watch `cancel` and return promptly then (the answer is
+    /// ignored and the call does not run).
     async fn decide(&self, request: &ApprovalRequest, cancel: &CancellationToken) -> Answer;
 }
 

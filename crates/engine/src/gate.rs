@@ -97,6 +97,8 @@ impl TurnRun<'_> {
             reason,
             session_rule: session_rule.clone(),
         };
+        let approver = self.agent.approver();
+        approver.prepare(&request).await;
         self.sink
             .emit(Event::PermissionRequested {
                 request_id: request.request_id.clone(),
@@ -108,14 +110,14 @@ impl TurnRun<'_> {
             .await?;
         // Whoever answers must be able to see the request first.
         self.sink.flush().await?;
-        let approver = self.agent.approver();
-        let answer = tokio::select! {
-            answer = approver.decide(&request, &self.cancel) => Some(answer),
-            _ = self.cancel.cancelled() => None,
-        };
-        let (decision, by) = match &answer {
-            Some(answer) => (answer.decision, answer.by.as_str()),
-            None => (Decision::Deny, "interrupted"),
+        // The approver watches `cancel` itself, so it can record how the
+        // request ended; an interrupted turn never runs the call.
+        let answer = approver.decide(&request, &self.cancel).await;
+        let interrupted = self.cancel.is_cancelled();
+        let (decision, by) = if interrupted {
+            (Decision::Deny, "interrupted")
+        } else {
+            (answer.decision, answer.by.as_str())
         };
         self.sink
             .emit(Event::PermissionResolved {
@@ -125,7 +127,7 @@ impl TurnRun<'_> {
             })
             .await?;
         Ok(match decision {
-            _ if answer.is_none() => Gate::Refuse(crate::history::NOT_RUN.to_string()),
+            _ if interrupted => Gate::Refuse(crate::history::NOT_RUN.to_string()),
             Decision::Allow => Gate::Run(request.input),
             Decision::AllowSession => {
                 if let Ok(mut policy) = policy.lock()

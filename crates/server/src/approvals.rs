@@ -80,11 +80,13 @@ pub struct StoredApprover {
     pub approvals: Approvals,
     pub no_answer: NoAnswerPolicy,
     pub source: Option<Arc<dyn AnswerSource>>,
+    /// Requests stored by `prepare`, waiting for `decide`.
+    pub prepared: Mutex<HashMap<String, oneshot::Receiver<Answer>>>,
 }
 
 #[async_trait]
 impl Approver for StoredApprover {
-    async fn decide(&self, request: &ApprovalRequest, cancel: &CancellationToken) -> Answer {
+    async fn prepare(&self, request: &ApprovalRequest) {
         let record = PendingRecord {
             id: request.request_id.clone(),
             session_id: self.session_id.clone(),
@@ -97,11 +99,25 @@ impl Approver for StoredApprover {
             resolution: None,
         };
         if let Err(err) = self.store.create_pending(&record).await {
-            tracing::error!(%err, "could not store a permission request; denying it");
-            return Answer::new(Decision::Deny, "store_error");
+            tracing::error!(%err, "could not store a permission request; it will be denied");
+            return;
+        }
+        let receiver = self.approvals.register(&request.request_id);
+        if let Ok(mut prepared) = self.prepared.lock() {
+            prepared.insert(request.request_id.clone(), receiver);
         }
         self.set_status(SessionStatus::Waiting).await;
-        let from_api = self.approvals.register(&request.request_id);
+    }
+
+    async fn decide(&self, request: &ApprovalRequest, cancel: &CancellationToken) -> Answer {
+        let from_api = self
+            .prepared
+            .lock()
+            .ok()
+            .and_then(|mut prepared| prepared.remove(&request.request_id));
+        let Some(from_api) = from_api else {
+            return Answer::new(Decision::Deny, "store_error");
+        };
         let from_source = async {
             match &self.source {
                 Some(source) => source.ask(request).await,

@@ -293,6 +293,7 @@ impl Runtime {
                 after: Duration::from_secs(profile.approval_timeout_s),
             },
             source: options.answers.clone(),
+            prepared: Default::default(),
         };
         let hooks = Hooks::new(profile.hooks.clone())
             .map_err(|err| ConfigError::Invalid(format!("hooks: {err}")))?;
