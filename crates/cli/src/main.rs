@@ -3,6 +3,7 @@
 
 mod approve;
 mod exit;
+mod gc;
 mod output;
 mod run;
 mod serve;
@@ -43,6 +44,8 @@ enum Command {
     Sessions(SessionsCommand),
     /// Serve the HTTP API (sessions, SSE events, workspace files).
     Serve(serve::ServeArgs),
+    /// Remove sessions not updated for a while (and workspaces agentd created).
+    Gc(gc::GcArgs),
     /// Create, list or revoke API tokens.
     #[command(subcommand)]
     Tokens(tokens::TokensCommand),
@@ -174,6 +177,7 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Sessions(command) => sessions::run(command, config, data_dir).await,
         Command::Serve(args) => serve::run(args, config, data_dir).await,
         Command::Tokens(command) => tokens::run(command, config, data_dir).await,
+        Command::Gc(args) => gc::run(args, config, data_dir).await,
         Command::ModelServer { script, bind } => {
             let script = match script {
                 Some(path) => match agentd_server::models::read_script(&path) {

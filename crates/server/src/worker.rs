@@ -2,8 +2,10 @@
 //! the server (not by the request that submitted them): each turn's events go
 //! to the store and, once stored, to the session's live hub.
 
+use std::time::Duration;
+
 use agentd_protocol::{ErrorInfo, Event, TurnFinished, TurnStatus, Usage};
-use agentd_store::{SessionStatus, SessionUpdate, TurnStart};
+use agentd_store::{SessionStatus, SessionUpdate, StoreError, TurnStart};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -55,7 +57,17 @@ async fn run_one(
             return;
         }
         Err(err) => {
+            // The turn was accepted: record that it failed once the store
+            // answers again, so its client sees its end.
             tracing::error!(%err, "cannot read the session to start its turn");
+            if wait_for_store(registry).await {
+                let error = ErrorInfo {
+                    code: "store_error".into(),
+                    message: format!("the turn could not start: {err}"),
+                    retryable: true,
+                };
+                record_unrun(registry, handle, turn, TurnStatus::Failed, error).await;
+            }
             return;
         }
     };
@@ -109,11 +121,130 @@ async fn run_one(
         }
         Err(err) => {
             tracing::error!(%err, "turn failed in the store");
-            let store = &runtime.store;
-            let _ = store.finish_turn(&turn.turn_id, TurnStatus::Failed).await;
-            set_idle(registry, &handle.session_id).await;
+            record_store_failure(registry, handle, turn, &err.to_string()).await;
         }
     }
+}
+
+/// First wait between attempts to record a turn that failed in the store.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+/// Longest wait between attempts.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// The store failed during the turn (database down, disk full): its end may
+/// be unrecorded. Record it as `failed` — the turn row, an `error` and a
+/// `turn.finished` unless the latter is already stored, the session idle —
+/// retrying until the store takes it, so the session is usable again once
+/// the database is back, without a restart. Gives up at shutdown (the next
+/// start finishes the turn as interrupted).
+async fn record_store_failure(
+    registry: &Registry,
+    handle: &EntryHandle,
+    turn: &PendingTurn,
+    detail: &str,
+) {
+    let error = ErrorInfo {
+        code: "store_error".into(),
+        message: format!("the turn failed in the store: {detail}"),
+        retryable: true,
+    };
+    let mut wait = RETRY_FIRST;
+    let mut attempt = 1u32;
+    loop {
+        match try_record_failure(registry, handle, turn, &error).await {
+            Ok(()) => {
+                if attempt > 1 {
+                    tracing::info!(
+                        attempt,
+                        "recorded the failed turn after the store came back"
+                    );
+                }
+                return;
+            }
+            Err(StoreError::NotFound(what)) => {
+                // The turn (or session) was never recorded: record it now, once.
+                tracing::warn!(%what, "the failed turn was never recorded");
+                record_unrun(registry, handle, turn, TurnStatus::Failed, error).await;
+                return;
+            }
+            Err(err) => {
+                tracing::warn!(%err, attempt, "cannot record the failed turn yet; retrying");
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = registry.stopping() => {
+                tracing::warn!("shutting down before the failed turn could be recorded");
+                return;
+            }
+        }
+        wait = (wait * 2).min(RETRY_MAX);
+        attempt += 1;
+    }
+}
+
+/// Wait until the store answers a ping; `false` when shutdown came first.
+async fn wait_for_store(registry: &Registry) -> bool {
+    let mut wait = RETRY_FIRST;
+    loop {
+        if registry.runtime().store.ping().await.is_ok() {
+            return true;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = registry.stopping() => return false,
+        }
+        wait = (wait * 2).min(RETRY_MAX);
+    }
+}
+
+/// One attempt of [`record_store_failure`]; every step may be repeated.
+async fn try_record_failure(
+    registry: &Registry,
+    handle: &EntryHandle,
+    turn: &PendingTurn,
+    error: &ErrorInfo,
+) -> Result<(), StoreError> {
+    let store = &registry.runtime().store;
+    // First: `NotFound` here means the turn was never recorded.
+    store.finish_turn(&turn.turn_id, TurnStatus::Failed).await?;
+    let session = store
+        .get_session(&handle.session_id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(handle.session_id.clone()))?;
+    let last = store
+        .events_after(&handle.session_id, session.last_seq.saturating_sub(1), 1)
+        .await?;
+    let finished_stored = last.iter().any(
+        |envelope| matches!(&envelope.event, Event::TurnFinished(f) if f.turn_id == turn.turn_id),
+    );
+    if !finished_stored {
+        let finished = TurnFinished {
+            turn_id: turn.turn_id.clone(),
+            status: TurnStatus::Failed,
+            result: None,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            num_model_calls: 0,
+            duration_ms: 0,
+            error: Some(error.clone()),
+        };
+        let events = [Event::Error(error.clone()), Event::TurnFinished(finished)];
+        let stored = store.append_events(&handle.session_id, &events).await?;
+        registry.finishing(handle);
+        for envelope in &stored {
+            registry
+                .metrics()
+                .event(envelope, &mut TurnClock::default());
+            handle.publish(envelope);
+        }
+    }
+    let update = SessionUpdate {
+        status: Some(SessionStatus::Idle),
+        ..SessionUpdate::default()
+    };
+    store.update_session(&handle.session_id, update).await?;
+    Ok(())
 }
 
 /// Record a turn that never ran: the turn row, an `error` and its one

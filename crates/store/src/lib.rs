@@ -20,6 +20,7 @@ pub use types::{
 
 use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -44,6 +45,14 @@ pub trait Store: Send + Sync {
     async fn update_session(&self, id: &str, update: SessionUpdate) -> StoreResult<SessionRecord>;
     /// Remove the session and everything of it. `false` when it did not exist.
     async fn delete_session(&self, id: &str) -> StoreResult<bool>;
+    /// Sessions of all owners whose `updated_at` is before `cutoff` and that
+    /// have no running turn (candidates for retention), oldest first by
+    /// `(updated_at, id)`, at most `limit`.
+    async fn sessions_updated_before(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<SessionRecord>>;
 
     /// Append a message to the transcript (position assigned in order).
     /// `NotFound` for an unknown session.
@@ -103,6 +112,12 @@ pub trait Store: Send + Sync {
     ) -> StoreResult<Option<TurnRecord>>;
     /// How many sessions exist (all owners).
     async fn count_sessions(&self) -> StoreResult<u64>;
+
+    /// A cheap round trip to the database, for health checks. The default
+    /// counts sessions; backends may do something cheaper.
+    async fn ping(&self) -> StoreResult<()> {
+        self.count_sessions().await.map(|_| ())
+    }
 
     /// Create a user; a name already taken is a `Database` error naming it.
     async fn create_user(&self, name: &str) -> StoreResult<UserRecord>;

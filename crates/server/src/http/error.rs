@@ -34,6 +34,10 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// The store failed (database down, disk full): worth retrying later.
+    /// The detail is logged, not sent.
+    #[error("the database is unavailable; try again shortly")]
+    StoreUnavailable(String),
     /// The detail is logged, not sent.
     #[error("internal error")]
     Internal(String),
@@ -50,7 +54,9 @@ impl ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ShuttingDown | ApiError::StoreUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -67,6 +73,7 @@ impl ApiError {
             ApiError::TooLarge(_) => "too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::ShuttingDown => "shutting_down",
+            ApiError::StoreUnavailable(_) => "store_unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -85,7 +92,8 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Stable, machine-readable: `unauthorized`, `invalid_request`,
-    /// `not_found`, `turn_running`, `no_turn_running`, `too_large`, …
+    /// `not_found`, `turn_running`, `no_turn_running`, `too_large`,
+    /// `store_unavailable`, …
     pub code: String,
     pub message: String,
 }
@@ -95,6 +103,9 @@ impl IntoResponse for ApiError {
         let status = self.status();
         if let ApiError::Internal(detail) = &self {
             tracing::error!(%detail, "request failed");
+        }
+        if let ApiError::StoreUnavailable(detail) = &self {
+            tracing::warn!(%detail, "request failed: store unavailable");
         }
         let body = ErrorBody {
             error: ErrorDetail {
@@ -118,7 +129,10 @@ impl IntoResponse for ApiError {
 
 impl From<agentd_store::StoreError> for ApiError {
     fn from(err: agentd_store::StoreError) -> Self {
-        ApiError::Internal(err.to_string())
+        match err {
+            agentd_store::StoreError::Database(detail) => ApiError::StoreUnavailable(detail),
+            other => ApiError::Internal(other.to_string()),
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -50,9 +50,18 @@ pub struct ProfileInfo {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
+    /// `ok`, `degraded` (the database is down) or `stopping`.
     pub status: String,
     pub version: String,
+    /// `up` or `down`.
+    pub database: String,
+    /// Why the database is down.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
+
+/// How long `/healthz` waits for the database.
+const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn provider_name(provider: Provider) -> &'static str {
     match provider {
@@ -133,19 +142,40 @@ pub async fn profiles(State(state): State<AppState>, _user: User) -> ApiResult<J
     }))
 }
 
-/// Liveness: answers while the server runs (no authentication).
+/// Health: answers while the server runs (no authentication), with whether
+/// the database answers a ping within 2 s; `503` when it does not.
 #[utoipa::path(get, path = "/healthz", tag = "server",
-    responses((status = 200, body = Health)))]
-pub async fn healthz(State(state): State<AppState>) -> Json<Health> {
+    responses((status = 200, body = Health),
+        (status = 503, description = "The database is down", body = Health)))]
+pub async fn healthz(State(state): State<AppState>) -> Response {
+    let store = state.registry.runtime().store.clone();
+    let error = match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
+        Ok(Ok(())) => None,
+        Ok(Err(err)) => Some(err.to_string()),
+        Err(_) => Some(format!(
+            "the database did not answer within {}s",
+            PING_TIMEOUT.as_secs()
+        )),
+    };
     let status = if state.registry.is_stopping() {
         "stopping"
+    } else if error.is_some() {
+        "degraded"
     } else {
         "ok"
     };
-    Json(Health {
+    let code = if error.is_some() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    let health = Health {
         status: status.into(),
         version: env!("CARGO_PKG_VERSION").into(),
-    })
+        database: if error.is_some() { "down" } else { "up" }.into(),
+        error,
+    };
+    (code, Json(health)).into_response()
 }
 
 /// Prometheus metrics (text format, no authentication; nothing per user).

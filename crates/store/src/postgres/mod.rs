@@ -30,7 +30,10 @@ use crate::{
 };
 
 const POOL_SIZE: u32 = 10;
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request waits for a connection: short, so that while the
+/// database is down requests fail fast instead of hanging (the pool
+/// reconnects by itself once it is back).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The migration set, embedded at build time. Append new files here; applied
 /// migrations must never change (sqlx checks their checksums).
@@ -157,6 +160,14 @@ impl Store for PostgresStore {
         self.delete_session_impl(id).await
     }
 
+    async fn sessions_updated_before(
+        &self,
+        cutoff: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        self.sessions_updated_before_impl(cutoff, limit).await
+    }
+
     async fn append_message(
         &self,
         session_id: &str,
@@ -219,6 +230,14 @@ impl Store for PostgresStore {
 
     async fn count_sessions(&self) -> StoreResult<u64> {
         self.count_sessions_impl().await
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(|e| StoreError::Database(format!("pinging postgres: {e}")))
     }
 
     async fn create_user(&self, name: &str) -> StoreResult<UserRecord> {

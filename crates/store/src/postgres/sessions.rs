@@ -190,4 +190,24 @@ impl PostgresStore {
             .map_err(db("deleting session"))?;
         Ok(done.rows_affected() > 0)
     }
+
+    /// Sessions idle since before `cutoff` with no running turn, oldest first.
+    pub(super) async fn sessions_updated_before_impl(
+        &self,
+        cutoff: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM sessions s WHERE s.updated_at < $1 \
+             AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.status IS NULL) \
+             ORDER BY s.updated_at, s.id LIMIT $2"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(to_ms(cutoff))
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("listing sessions by age"))?;
+        rows.iter().map(session_from_row).collect()
+    }
 }

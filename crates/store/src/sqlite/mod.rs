@@ -218,6 +218,14 @@ impl Store for SqliteStore {
         self.delete_session_impl(id).await
     }
 
+    async fn sessions_updated_before(
+        &self,
+        cutoff: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        self.sessions_updated_before_impl(cutoff, limit).await
+    }
+
     async fn append_message(
         &self,
         session_id: &str,

@@ -258,3 +258,70 @@ async fn delete_removes_the_session_and_all_its_rows() {
     assert!(!store.delete_session(&doomed.id).await.unwrap());
     assert!(!store.delete_session("never").await.unwrap());
 }
+
+#[tokio::test]
+async fn sessions_updated_before_lists_idle_old_sessions_oldest_first() {
+    use agentd_protocol::TurnStatus;
+
+    let (_dir, store) = store().await;
+    let a = session(&store, "alice").await;
+    let b = session(&store, "bob").await;
+    let busy = session(&store, "alice").await;
+    store.start_turn(&busy.id, "turn-busy", None).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let cutoff = chrono::Utc::now();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let fresh = session(&store, "alice").await;
+
+    // Of all owners; the one with a running turn and the fresh one are left out.
+    let old = store.sessions_updated_before(cutoff, 100).await.unwrap();
+    let ids: Vec<_> = old.iter().map(|s| s.id.as_str()).collect();
+    let mut want = [(a.updated_at, a.id.as_str()), (b.updated_at, b.id.as_str())];
+    want.sort();
+    assert_eq!(ids, want.iter().map(|w| w.1).collect::<Vec<_>>());
+    assert_eq!(old[0], store.get_session(ids[0]).await.unwrap().unwrap());
+    assert_eq!(
+        store
+            .sessions_updated_before(cutoff, 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .sessions_updated_before(cutoff, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A finished turn no longer holds it back; an update makes a session new.
+    store
+        .finish_turn("turn-busy", TurnStatus::Completed)
+        .await
+        .unwrap();
+    store
+        .update_session(&a.id, SessionUpdate::default())
+        .await
+        .unwrap();
+    let ids: Vec<String> = store
+        .sessions_updated_before(cutoff, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert!(ids.contains(&busy.id) && ids.contains(&b.id), "{ids:?}");
+    assert!(!ids.contains(&a.id) && !ids.contains(&fresh.id), "{ids:?}");
+
+    let later = chrono::Utc::now() + chrono::Duration::seconds(1);
+    assert_eq!(
+        store
+            .sessions_updated_before(later, 100)
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
+}

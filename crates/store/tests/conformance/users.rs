@@ -1,4 +1,4 @@
-//! Users and tokens, `find_turn` and `count_sessions`.
+//! Users and tokens, `find_turn`, `count_sessions` and `ping`.
 
 use agentd_store::{Store, StoreError};
 
@@ -104,6 +104,7 @@ async fn disabled_users_tokens_are_unusable() {
 #[tokio::test]
 async fn turns_are_found_by_client_request_id_and_sessions_counted() {
     let (_guard, store) = store().await;
+    store.ping().await.unwrap();
     assert_eq!(store.count_sessions().await.unwrap(), 0);
     let s = session(&store, "local").await;
     session(&store, "someone else").await;

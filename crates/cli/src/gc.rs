@@ -1,0 +1,186 @@
+//! `agentd gc --older-than AGE [--dry-run]`: retention. Removes sessions (of
+//! all owners) not updated for AGE and with no running turn, and their
+//! workspace when agentd created it (`<data_dir>/workspaces/<id>`); a CLI
+//! session's workspace is the user's own directory and is never touched.
+
+use std::path::{Path, PathBuf};
+
+use agentd_server::config::Config;
+use agentd_server::paths::open_store;
+use agentd_store::{SessionRecord, Store, StoreError};
+use chrono::{TimeDelta, Utc};
+
+use crate::exit;
+
+/// Sessions read per round while removing.
+const PAGE: u32 = 200;
+
+#[derive(Debug, clap::Args)]
+pub struct GcArgs {
+    /// Remove sessions not updated for this long: a whole number with `d`
+    /// (days), `h` (hours) or `m` (minutes), e.g. `30d`, `12h`, `90m`.
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    older_than: TimeDelta,
+    /// List what would be removed, remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// `30d`, `12h`, `90m` → a duration; anything else is an error message.
+pub fn parse_age(text: &str) -> Result<TimeDelta, String> {
+    let bad = || {
+        format!(
+            "invalid age {text:?}: expected a whole number followed by d, h or m \
+             (e.g. 30d, 12h, 90m)"
+        )
+    };
+    let text = text.trim();
+    let unit_at = text.len().checked_sub(1).ok_or_else(bad)?;
+    let (number, unit) = text.split_at(unit_at);
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: i64 = number.parse().map_err(|_| bad())?;
+    let age = match unit {
+        "d" => TimeDelta::try_days(n),
+        "h" => TimeDelta::try_hours(n),
+        "m" => TimeDelta::try_minutes(n),
+        _ => None,
+    };
+    age.ok_or_else(bad)
+}
+
+pub async fn run(args: GcArgs, config: Config, data_dir: PathBuf) -> u8 {
+    let env = |key: &str| std::env::var(key).ok();
+    let store = match open_store(&data_dir, &config, &env).await {
+        Ok(store) => store,
+        Err(err) => {
+            eprintln!("agentd: {err}");
+            return exit::USAGE;
+        }
+    };
+    let Some(cutoff) = Utc::now().checked_sub_signed(args.older_than) else {
+        eprintln!("agentd: --older-than is too large");
+        return exit::USAGE;
+    };
+    let outcome = if args.dry_run {
+        dry_run(store.as_ref(), &data_dir, cutoff).await
+    } else {
+        remove(store.as_ref(), &data_dir, cutoff).await
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("agentd: {err}");
+            exit::FAILED
+        }
+    }
+}
+
+async fn dry_run(
+    store: &dyn Store,
+    data_dir: &Path,
+    cutoff: chrono::DateTime<Utc>,
+) -> Result<u8, StoreError> {
+    let sessions = store.sessions_updated_before(cutoff, u32::MAX).await?;
+    for s in &sessions {
+        let workspace = if own_workspace(data_dir, s).is_some() {
+            "workspace removed too"
+        } else {
+            "workspace kept"
+        };
+        println!(
+            "{}  {}  {}  {} ({workspace})",
+            s.id,
+            s.owner,
+            s.updated_at.format("%Y-%m-%d %H:%M:%S"),
+            s.workspace
+        );
+    }
+    println!("would remove {} sessions", sessions.len());
+    Ok(exit::OK)
+}
+
+async fn remove(
+    store: &dyn Store,
+    data_dir: &Path,
+    cutoff: chrono::DateTime<Utc>,
+) -> Result<u8, StoreError> {
+    let mut removed = 0u64;
+    let mut failed = false;
+    loop {
+        let page = store.sessions_updated_before(cutoff, PAGE).await?;
+        if page.is_empty() {
+            break;
+        }
+        let mut progressed = false;
+        for s in &page {
+            // Gone already (another gc, a delete): not ours to count.
+            if !store.delete_session(&s.id).await? {
+                continue;
+            }
+            progressed = true;
+            removed += 1;
+            if let Some(workspace) = own_workspace(data_dir, s)
+                && let Err(err) = tokio::fs::remove_dir_all(&workspace).await
+                && err.kind() != std::io::ErrorKind::NotFound
+            {
+                eprintln!(
+                    "agentd: removed session {} but not its workspace {}: {err}",
+                    s.id,
+                    workspace.display()
+                );
+                failed = true;
+            }
+        }
+        if !progressed {
+            break;
+        }
+    }
+    println!("removed {removed} sessions");
+    Ok(if failed { exit::FAILED } else { exit::OK })
+}
+
+/// The session's workspace when agentd created it: exactly
+/// `<data_dir>/workspaces/<id>` (compared canonically). `None` for anything
+/// else, e.g. the project directory of an `agentd run` session.
+fn own_workspace(data_dir: &Path, session: &SessionRecord) -> Option<PathBuf> {
+    let root = data_dir.join("workspaces").canonicalize().ok()?;
+    let workspace = Path::new(&session.workspace);
+    let parent = workspace.parent()?.canonicalize().ok()?;
+    let named = workspace
+        .file_name()
+        .is_some_and(|name| name == session.id.as_str());
+    (parent == root && named && !session.id.is_empty()).then(|| root.join(&session.id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_age;
+    use chrono::TimeDelta;
+
+    #[test]
+    fn ages_in_days_hours_and_minutes() {
+        assert_eq!(parse_age("30d"), Ok(TimeDelta::days(30)));
+        assert_eq!(parse_age("7d"), Ok(TimeDelta::days(7)));
+        assert_eq!(parse_age("12h"), Ok(TimeDelta::hours(12)));
+        assert_eq!(parse_age("90m"), Ok(TimeDelta::minutes(90)));
+        assert_eq!(parse_age("0m"), Ok(TimeDelta::zero()));
+        for bad in [
+            "",
+            "d",
+            "30",
+            "30s",
+            "1w",
+            "-1d",
+            "+1d",
+            "1.5h",
+            "30 d",
+            "30D",
+            "99999999999999d",
+        ] {
+            let err = parse_age(bad).unwrap_err();
+            assert!(err.contains("expected a whole number"), "{bad:?}: {err}");
+        }
+    }
+}
