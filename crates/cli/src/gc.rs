@@ -121,15 +121,8 @@ async fn remove(
             }
             progressed = true;
             removed += 1;
-            if let Some(workspace) = own_workspace(data_dir, s)
-                && let Err(err) = tokio::fs::remove_dir_all(&workspace).await
-                && err.kind() != std::io::ErrorKind::NotFound
-            {
-                eprintln!(
-                    "agentd: removed session {} but not its workspace {}: {err}",
-                    s.id,
-                    workspace.display()
-                );
+            if let Err(message) = remove_own_workspace(data_dir, s).await {
+                eprintln!("agentd: {message}");
                 failed = true;
             }
         }
@@ -139,6 +132,21 @@ async fn remove(
     }
     println!("removed {removed} sessions");
     Ok(if failed { exit::FAILED } else { exit::OK })
+}
+
+/// Remove the session's workspace if agentd created it (see [`own_workspace`]).
+pub async fn remove_own_workspace(data_dir: &Path, session: &SessionRecord) -> Result<(), String> {
+    let Some(workspace) = own_workspace(data_dir, session) else {
+        return Ok(());
+    };
+    match tokio::fs::remove_dir_all(&workspace).await {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(format!(
+            "removed session {} but not its workspace {}: {err}",
+            session.id,
+            workspace.display()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The session's workspace when agentd created it: exactly

@@ -138,6 +138,9 @@ enum SessionsCommand {
     /// Add a session from `agentd sessions export` output (a file, or `-` for
     /// stdin) to this store, as it was.
     Import { file: PathBuf },
+    /// Delete a session: its history, and its workspace when agentd created it
+    /// (never the project directory of an `agentd run` session).
+    Rm { id: String },
 }
 
 fn main() -> ExitCode {

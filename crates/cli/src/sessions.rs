@@ -26,6 +26,7 @@ pub async fn run(command: SessionsCommand, config: Config, data_dir: PathBuf) ->
         SessionsCommand::Show { id, json } => show(store.as_ref(), &id, json).await,
         SessionsCommand::Export { id } => export(store.as_ref(), &id).await,
         SessionsCommand::Import { file } => import(store.as_ref(), &file).await,
+        SessionsCommand::Rm { id } => rm(store.as_ref(), &data_dir, &id).await,
     };
     match outcome {
         Ok(code) => code,
@@ -185,5 +186,36 @@ async fn show(
             println!("[{who}] {line}");
         }
     }
+    Ok(exit::OK)
+}
+
+async fn rm(
+    store: &dyn agentd_store::Store,
+    data_dir: &std::path::Path,
+    id: &str,
+) -> Result<u8, agentd_store::StoreError> {
+    let Some(session) = store
+        .get_session(id)
+        .await?
+        .filter(|s| s.owner == LOCAL_USER)
+    else {
+        eprintln!("agentd: no session with id {id}");
+        return Ok(exit::USAGE);
+    };
+    if store
+        .running_turns()
+        .await?
+        .iter()
+        .any(|t| t.session_id == id)
+    {
+        eprintln!("agentd: session {id} has a running turn; interrupt it first");
+        return Ok(exit::FAILED);
+    }
+    store.delete_session(id).await?;
+    if let Err(message) = crate::gc::remove_own_workspace(data_dir, &session).await {
+        eprintln!("agentd: {message}");
+        return Ok(exit::FAILED);
+    }
+    println!("removed session {id}");
     Ok(exit::OK)
 }

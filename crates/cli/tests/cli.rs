@@ -74,6 +74,17 @@ fn sessions_show_prints_the_transcript_and_unknown_ids_are_errors() {
     let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert!(value["messages"].as_array().unwrap().len() >= 4);
 
+    let rm = agentd(data.path(), ws.path(), &["sessions", "rm", id]);
+    assert_eq!(rm.status.code(), Some(0), "{}", text(&rm.stderr));
+    let gone = agentd(data.path(), ws.path(), &["sessions", "show", id]);
+    assert_eq!(gone.status.code(), Some(2), "removed sessions are gone");
+    assert!(
+        ws.path().exists(),
+        "the project directory of a run session stays"
+    );
+    let again = agentd(data.path(), ws.path(), &["sessions", "rm", id]);
+    assert_eq!(again.status.code(), Some(2));
+
     let missing = agentd(data.path(), ws.path(), &["sessions", "show", "nope"]);
     assert_eq!(missing.status.code(), Some(2));
     let resume = agentd(data.path(), ws.path(), &["run", "--resume", "nope", "x"]);
