@@ -7,6 +7,7 @@
 //! has its own migration set and must behave identically.
 
 mod error;
+mod records;
 mod types;
 
 pub mod postgres;

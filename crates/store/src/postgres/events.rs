@@ -4,22 +4,12 @@
 //! failed or abandoned append rolls back its `seq` with it: no gaps.
 
 use agentd_protocol::{Event, EventEnvelope};
-use sqlx::postgres::PgRow;
 
 use super::PostgresStore;
-use super::util::{col, col_time, col_u64, db, from_json, to_json};
+use super::util::{db, to_json};
+use crate::records::Columns;
+pub(super) use crate::records::envelope as envelope_from_row;
 use crate::{StoreError, StoreResult};
-
-pub(super) fn envelope_from_row(session_id: &str, row: &PgRow) -> StoreResult<EventEnvelope> {
-    let seq = col_u64(row, "seq")?;
-    let data: String = col(row, "data")?;
-    Ok(EventEnvelope {
-        seq,
-        session_id: session_id.to_owned(),
-        at: col_time(row, "created_at")?,
-        event: from_json(&data, &format!("event {session_id}/{seq}"))?,
-    })
-}
 
 impl PostgresStore {
     pub(super) async fn append_event_impl(
@@ -50,9 +40,9 @@ impl PostgresStore {
             return Err(StoreError::NotFound(format!("session {session_id}")));
         };
         Ok(EventEnvelope {
-            seq: col_u64(&row, "seq")?,
+            seq: row.count("seq")?,
             session_id: session_id.to_owned(),
-            at: col_time(&row, "created_at")?,
+            at: row.time("created_at")?,
             event: event.clone(),
         })
     }
@@ -96,7 +86,7 @@ impl PostgresStore {
         }
         let mut stamps = rows
             .iter()
-            .map(|row| Ok((col_u64(row, "seq")?, col_time(row, "created_at")?)))
+            .map(|row| Ok((row.count("seq")?, row.time("created_at")?)))
             .collect::<StoreResult<Vec<_>>>()?;
         // RETURNING order is unspecified: seqs were assigned in input order.
         stamps.sort_unstable_by_key(|(seq, _)| *seq);

@@ -1,10 +1,10 @@
 //! The transcript: messages in order, stored losslessly as `Message` JSON.
 
 use agentd_protocol::{Message, Role};
-use sqlx::postgres::PgRow;
 
 use super::PostgresStore;
-use super::util::{col, col_time, col_u64, db, from_json, now, to_json, to_ms, to_u64};
+use super::util::{db, now, to_json, to_ms, to_u64};
+pub(super) use crate::records::message as message_from_row;
 use crate::{StoreError, StoreResult, StoredMessage};
 
 pub(super) fn role_str(role: Role) -> &'static str {
@@ -12,18 +12,6 @@ pub(super) fn role_str(role: Role) -> &'static str {
         Role::User => "user",
         Role::Assistant => "assistant",
     }
-}
-
-pub(super) fn message_from_row(row: &PgRow) -> StoreResult<StoredMessage> {
-    let content: String = col(row, "content")?;
-    Ok(StoredMessage {
-        id: col(row, "id")?,
-        session_id: col(row, "session_id")?,
-        turn_id: col(row, "turn_id")?,
-        position: col_u64(row, "position")?,
-        message: from_json(&content, "message")?,
-        created_at: col_time(row, "created_at")?,
-    })
 }
 
 impl PostgresStore {

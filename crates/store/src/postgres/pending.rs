@@ -2,36 +2,11 @@
 //! rest of a session.
 
 use serde_json::Value;
-use sqlx::postgres::PgRow;
 
 use super::PostgresStore;
-use super::util::{col, col_opt_time, col_time, db, now, to_ms};
-use crate::{PendingRecord, StoreError, StoreResult};
-
-pub(super) const COLUMNS: &str =
-    "id, session_id, turn_id, kind, call_id, data, created_at, resolved_at, resolution";
-
-fn json(text: &str, what: &str) -> StoreResult<Value> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
-}
-
-pub(super) fn pending_from_row(row: &PgRow) -> StoreResult<PendingRecord> {
-    let data: String = col(row, "data")?;
-    let resolution: Option<String> = col(row, "resolution")?;
-    Ok(PendingRecord {
-        id: col(row, "id")?,
-        session_id: col(row, "session_id")?,
-        turn_id: col(row, "turn_id")?,
-        kind: col(row, "kind")?,
-        call_id: col(row, "call_id")?,
-        data: json(&data, "pending data")?,
-        created_at: col_time(row, "created_at")?,
-        resolved_at: col_opt_time(row, "resolved_at")?,
-        resolution: resolution
-            .map(|r| json(&r, "pending resolution"))
-            .transpose()?,
-    })
-}
+use super::util::{db, now, to_ms};
+pub(super) use crate::records::{PENDING_COLUMNS as COLUMNS, pending as pending_from_row};
+use crate::{PendingRecord, StoreResult};
 
 impl PostgresStore {
     pub(super) async fn create_pending_impl(&self, record: &PendingRecord) -> StoreResult<()> {

@@ -1,40 +1,11 @@
 //! Sessions: create, read, list (cursor pagination), update totals, delete.
 
 use agentd_protocol::Usage;
-use sqlx::postgres::PgRow;
 
 use super::PostgresStore;
-use super::util::{col, col_time, col_u64, db, now, to_i64, to_ms};
+use super::util::{db, now, to_i64, to_ms};
+pub(super) use crate::records::{SESSION_COLUMNS as COLUMNS, session as session_from_row};
 use crate::{NewSession, SessionRecord, SessionStatus, SessionUpdate, StoreError, StoreResult};
-
-pub(super) const COLUMNS: &str = "id, owner, title, workspace, model, profile, status, created_at, \
-    updated_at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, \
-    turns, last_seq";
-
-pub(super) fn session_from_row(row: &PgRow) -> StoreResult<SessionRecord> {
-    let status: String = col(row, "status")?;
-    Ok(SessionRecord {
-        id: col(row, "id")?,
-        owner: col(row, "owner")?,
-        title: col(row, "title")?,
-        workspace: col(row, "workspace")?,
-        model: col(row, "model")?,
-        profile: col(row, "profile")?,
-        status: SessionStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("unknown session status {status:?}")))?,
-        created_at: col_time(row, "created_at")?,
-        updated_at: col_time(row, "updated_at")?,
-        usage: Usage {
-            input_tokens: col_u64(row, "input_tokens")?,
-            output_tokens: col_u64(row, "output_tokens")?,
-            cache_read_tokens: col_u64(row, "cache_read_tokens")?,
-            cache_write_tokens: col_u64(row, "cache_write_tokens")?,
-        },
-        cost_usd: col(row, "cost_usd")?,
-        turns: col_u64(row, "turns")?,
-        last_seq: col_u64(row, "last_seq")?,
-    })
-}
 
 impl PostgresStore {
     pub(super) async fn create_session_impl(&self, new: NewSession) -> StoreResult<SessionRecord> {

@@ -3,25 +3,14 @@
 //! concurrency.
 
 use agentd_protocol::{Event, EventEnvelope};
-use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
 use tokio::sync::oneshot;
 
-use super::util::{col, col_time, col_u64, db, from_json, to_json};
+use super::util::{db, to_json};
 use super::writer::AppendJob;
+pub(super) use crate::records::envelope as envelope_from_row;
 use crate::{StoreError, StoreResult};
-
-pub(super) fn envelope_from_row(session_id: &str, row: &SqliteRow) -> StoreResult<EventEnvelope> {
-    let seq = col_u64(row, "seq")?;
-    let data: String = col(row, "data")?;
-    Ok(EventEnvelope {
-        seq,
-        session_id: session_id.to_owned(),
-        at: col_time(row, "created_at")?,
-        event: from_json(&data, &format!("event {session_id}/{seq}"))?,
-    })
-}
 
 impl SqliteStore {
     pub(super) async fn append_event_impl(

@@ -2,32 +2,11 @@
 //! starting a turn idempotent per session.
 
 use agentd_protocol::TurnStatus;
-use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
-use super::util::{col, col_opt_time, col_time, db, now, to_ms};
+use super::util::{db, now, to_ms};
+pub(super) use crate::records::{TURN_COLUMNS as COLUMNS, turn as turn_from_row};
 use crate::{StoreError, StoreResult, TurnRecord, TurnStart};
-
-pub(super) const COLUMNS: &str =
-    "id, session_id, status, client_request_id, started_at, finished_at";
-
-pub(super) fn turn_from_row(row: &SqliteRow) -> StoreResult<TurnRecord> {
-    let status: Option<String> = col(row, "status")?;
-    let status = status
-        .map(|s| {
-            TurnStatus::parse(&s)
-                .ok_or_else(|| StoreError::Corrupt(format!("unknown turn status {s:?}")))
-        })
-        .transpose()?;
-    Ok(TurnRecord {
-        id: col(row, "id")?,
-        session_id: col(row, "session_id")?,
-        status,
-        client_request_id: col(row, "client_request_id")?,
-        started_at: col_time(row, "started_at")?,
-        finished_at: col_opt_time(row, "finished_at")?,
-    })
-}
 
 impl SqliteStore {
     pub(super) async fn start_turn_impl(

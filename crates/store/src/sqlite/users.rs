@@ -2,44 +2,10 @@
 //! plus two small lookups the server needs: a turn by `client_request_id` and
 //! the session count.
 
-use sqlx::sqlite::SqliteRow;
-
 use super::SqliteStore;
-use super::util::{col, col_opt_time, col_time, col_u64, db, now, to_ms};
+use super::util::{db, now, to_ms};
+use crate::records::{TOKEN_SELECT, USER_COLUMNS, token as token_from_row, user as user_from_row};
 use crate::{StoreError, StoreResult, TokenRecord, TurnRecord, UserRecord};
-
-const USER_COLUMNS: &str = "id, name, is_admin, created_at, disabled_at";
-
-const TOKEN_SELECT: &str = "SELECT t.id, t.user_id, u.name AS user_name, \
-    u.disabled_at AS user_disabled_at, t.name, t.token_hash, t.prefix, t.created_at, \
-    t.last_used_at, t.expires_at, t.revoked_at \
-    FROM api_tokens t JOIN users u ON u.id = t.user_id";
-
-fn user_from_row(row: &SqliteRow) -> StoreResult<UserRecord> {
-    Ok(UserRecord {
-        id: col(row, "id")?,
-        name: col(row, "name")?,
-        is_admin: col::<i64>(row, "is_admin")? != 0,
-        created_at: col_time(row, "created_at")?,
-        disabled_at: col_opt_time(row, "disabled_at")?,
-    })
-}
-
-fn token_from_row(row: &SqliteRow) -> StoreResult<TokenRecord> {
-    Ok(TokenRecord {
-        id: col(row, "id")?,
-        user_id: col(row, "user_id")?,
-        user_name: col(row, "user_name")?,
-        user_disabled: col::<Option<i64>>(row, "user_disabled_at")?.is_some(),
-        name: col(row, "name")?,
-        token_hash: col(row, "token_hash")?,
-        prefix: col(row, "prefix")?,
-        created_at: col_time(row, "created_at")?,
-        last_used_at: col_opt_time(row, "last_used_at")?,
-        expires_at: col_opt_time(row, "expires_at")?,
-        revoked_at: col_opt_time(row, "revoked_at")?,
-    })
-}
 
 impl SqliteStore {
     pub(super) async fn create_user_impl(&self, name: &str) -> StoreResult<UserRecord> {
@@ -184,22 +150,7 @@ impl SqliteStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(db("reading turn"))?;
-        let Some(row) = row else { return Ok(None) };
-        let status: Option<String> = col(&row, "status")?;
-        let status = status
-            .map(|s| {
-                agentd_protocol::TurnStatus::parse(&s)
-                    .ok_or_else(|| StoreError::Corrupt(format!("unknown turn status {s:?}")))
-            })
-            .transpose()?;
-        Ok(Some(TurnRecord {
-            id: col(&row, "id")?,
-            session_id: col(&row, "session_id")?,
-            status,
-            client_request_id: col(&row, "client_request_id")?,
-            started_at: col_time(&row, "started_at")?,
-            finished_at: col_opt_time(&row, "finished_at")?,
-        }))
+        row.as_ref().map(crate::records::turn).transpose()
     }
 
     pub(super) async fn count_sessions_impl(&self) -> StoreResult<u64> {
@@ -207,7 +158,7 @@ impl SqliteStore {
             .fetch_one(&self.pool)
             .await
             .map_err(db("counting sessions"))?;
-        col_u64(&row, "n")
+        crate::records::Columns::count(&row, "n")
     }
 }
 

@@ -1,0 +1,241 @@
+//! What both backends share: value conversions, error mapping, and reading
+//! each record from a row. Rows are read through [`Columns`], which SQLite's
+//! and PostgreSQL's rows implement, so each record's mapping exists once and
+//! the backends cannot drift apart.
+
+use agentd_protocol::{EventEnvelope, TurnStatus, Usage};
+use chrono::{DateTime, SubsecRound, Utc};
+use serde_json::Value;
+use sqlx::Row;
+
+use crate::{
+    PendingRecord, SessionRecord, SessionStatus, StoreError, StoreResult, StoredMessage,
+    TokenRecord, TurnRecord, UserRecord,
+};
+
+/// Now, truncated to what the databases keep (milliseconds), so a value we
+/// return equals the value read back later.
+pub(crate) fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(3)
+}
+
+pub(crate) fn to_ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+pub(crate) fn from_ms(ms: i64, what: &str) -> StoreResult<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| StoreError::Corrupt(format!("{what}: timestamp {ms} out of range")))
+}
+
+/// u64 counters are stored as signed 64-bit integers.
+pub(crate) fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
+    i64::try_from(v).map_err(|_| StoreError::Database(format!("{what}: {v} is too large")))
+}
+
+pub(crate) fn to_u64(v: i64, what: &str) -> StoreResult<u64> {
+    u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what}: negative value {v}")))
+}
+
+/// Map a sqlx error, saying what we were doing. Undecodable columns mean the
+/// stored data is not what this code wrote: `Corrupt`.
+pub(crate) fn db(context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+    move |e| match e {
+        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => {
+            StoreError::Corrupt(format!("{context}: {e}"))
+        }
+        e => StoreError::Database(format!("{context}: {e}")),
+    }
+}
+
+pub(crate) fn to_json<T: serde::Serialize>(value: &T, what: &str) -> StoreResult<String> {
+    serde_json::to_string(value)
+        .map_err(|e| StoreError::Database(format!("encoding {what} as JSON: {e}")))
+}
+
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> StoreResult<T> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("decoding {what}: {e}")))
+}
+
+/// Typed column reads with the column named in the error. Timestamps are
+/// integer milliseconds and counters signed 64-bit integers in both schemas.
+pub(crate) trait Columns {
+    fn text(&self, name: &str) -> StoreResult<String>;
+    fn opt_text(&self, name: &str) -> StoreResult<Option<String>>;
+    fn int(&self, name: &str) -> StoreResult<i64>;
+    fn opt_int(&self, name: &str) -> StoreResult<Option<i64>>;
+    fn real(&self, name: &str) -> StoreResult<f64>;
+    /// SQLite keeps booleans as integers, PostgreSQL as `boolean`.
+    fn flag(&self, name: &str) -> StoreResult<bool>;
+
+    fn count(&self, name: &str) -> StoreResult<u64> {
+        to_u64(self.int(name)?, name)
+    }
+
+    fn time(&self, name: &str) -> StoreResult<DateTime<Utc>> {
+        from_ms(self.int(name)?, name)
+    }
+
+    fn opt_time(&self, name: &str) -> StoreResult<Option<DateTime<Utc>>> {
+        self.opt_int(name)?.map(|ms| from_ms(ms, name)).transpose()
+    }
+}
+
+fn column_error(name: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+    move |e| StoreError::Corrupt(format!("column {name}: {e}"))
+}
+
+macro_rules! columns_for {
+    ($row:ty, flag: $flag:ty, $to_bool:expr) => {
+        impl Columns for $row {
+            fn text(&self, name: &str) -> StoreResult<String> {
+                self.try_get(name).map_err(column_error(name))
+            }
+            fn opt_text(&self, name: &str) -> StoreResult<Option<String>> {
+                self.try_get(name).map_err(column_error(name))
+            }
+            fn int(&self, name: &str) -> StoreResult<i64> {
+                self.try_get(name).map_err(column_error(name))
+            }
+            fn opt_int(&self, name: &str) -> StoreResult<Option<i64>> {
+                self.try_get(name).map_err(column_error(name))
+            }
+            fn real(&self, name: &str) -> StoreResult<f64> {
+                self.try_get(name).map_err(column_error(name))
+            }
+            fn flag(&self, name: &str) -> StoreResult<bool> {
+                let value: $flag = self.try_get(name).map_err(column_error(name))?;
+                Ok($to_bool(value))
+            }
+        }
+    };
+}
+
+columns_for!(sqlx::sqlite::SqliteRow, flag: i64, |v: i64| v != 0);
+columns_for!(sqlx::postgres::PgRow, flag: bool, |v: bool| v);
+
+pub(crate) const SESSION_COLUMNS: &str = "id, owner, title, workspace, model, profile, status, \
+    created_at, updated_at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
+    cost_usd, turns, last_seq";
+
+pub(crate) fn session(row: &impl Columns) -> StoreResult<SessionRecord> {
+    let status = row.text("status")?;
+    Ok(SessionRecord {
+        id: row.text("id")?,
+        owner: row.text("owner")?,
+        title: row.opt_text("title")?,
+        workspace: row.text("workspace")?,
+        model: row.text("model")?,
+        profile: row.text("profile")?,
+        status: SessionStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown session status {status:?}")))?,
+        created_at: row.time("created_at")?,
+        updated_at: row.time("updated_at")?,
+        usage: Usage {
+            input_tokens: row.count("input_tokens")?,
+            output_tokens: row.count("output_tokens")?,
+            cache_read_tokens: row.count("cache_read_tokens")?,
+            cache_write_tokens: row.count("cache_write_tokens")?,
+        },
+        cost_usd: row.real("cost_usd")?,
+        turns: row.count("turns")?,
+        last_seq: row.count("last_seq")?,
+    })
+}
+
+pub(crate) fn message(row: &impl Columns) -> StoreResult<StoredMessage> {
+    Ok(StoredMessage {
+        id: row.text("id")?,
+        session_id: row.text("session_id")?,
+        turn_id: row.opt_text("turn_id")?,
+        position: row.count("position")?,
+        message: from_json(&row.text("content")?, "message")?,
+        created_at: row.time("created_at")?,
+    })
+}
+
+/// An event row (`seq`, `data`, `created_at`) of `session_id`.
+pub(crate) fn envelope(session_id: &str, row: &impl Columns) -> StoreResult<EventEnvelope> {
+    let seq = row.count("seq")?;
+    Ok(EventEnvelope {
+        seq,
+        session_id: session_id.to_owned(),
+        at: row.time("created_at")?,
+        event: from_json(&row.text("data")?, &format!("event {session_id}/{seq}"))?,
+    })
+}
+
+pub(crate) const TURN_COLUMNS: &str =
+    "id, session_id, status, client_request_id, started_at, finished_at";
+
+pub(crate) fn turn(row: &impl Columns) -> StoreResult<TurnRecord> {
+    let status = row
+        .opt_text("status")?
+        .map(|s| {
+            TurnStatus::parse(&s)
+                .ok_or_else(|| StoreError::Corrupt(format!("unknown turn status {s:?}")))
+        })
+        .transpose()?;
+    Ok(TurnRecord {
+        id: row.text("id")?,
+        session_id: row.text("session_id")?,
+        status,
+        client_request_id: row.opt_text("client_request_id")?,
+        started_at: row.time("started_at")?,
+        finished_at: row.opt_time("finished_at")?,
+    })
+}
+
+pub(crate) const PENDING_COLUMNS: &str =
+    "id, session_id, turn_id, kind, call_id, data, created_at, resolved_at, resolution";
+
+pub(crate) fn pending(row: &impl Columns) -> StoreResult<PendingRecord> {
+    let resolution = row
+        .opt_text("resolution")?
+        .map(|r| from_json::<Value>(&r, "pending resolution"))
+        .transpose()?;
+    Ok(PendingRecord {
+        id: row.text("id")?,
+        session_id: row.text("session_id")?,
+        turn_id: row.opt_text("turn_id")?,
+        kind: row.text("kind")?,
+        call_id: row.opt_text("call_id")?,
+        data: from_json(&row.text("data")?, "pending data")?,
+        created_at: row.time("created_at")?,
+        resolved_at: row.opt_time("resolved_at")?,
+        resolution,
+    })
+}
+
+pub(crate) const USER_COLUMNS: &str = "id, name, is_admin, created_at, disabled_at";
+
+pub(crate) fn user(row: &impl Columns) -> StoreResult<UserRecord> {
+    Ok(UserRecord {
+        id: row.text("id")?,
+        name: row.text("name")?,
+        is_admin: row.flag("is_admin")?,
+        created_at: row.time("created_at")?,
+        disabled_at: row.opt_time("disabled_at")?,
+    })
+}
+
+pub(crate) const TOKEN_SELECT: &str = "SELECT t.id, t.user_id, u.name AS user_name, \
+    u.disabled_at AS user_disabled_at, t.name, t.token_hash, t.prefix, t.created_at, \
+    t.last_used_at, t.expires_at, t.revoked_at \
+    FROM api_tokens t JOIN users u ON u.id = t.user_id";
+
+pub(crate) fn token(row: &impl Columns) -> StoreResult<TokenRecord> {
+    Ok(TokenRecord {
+        id: row.text("id")?,
+        user_id: row.text("user_id")?,
+        user_name: row.text("user_name")?,
+        user_disabled: row.opt_int("user_disabled_at")?.is_some(),
+        name: row.text("name")?,
+        token_hash: row.text("token_hash")?,
+        prefix: row.text("prefix")?,
+        created_at: row.time("created_at")?,
+        last_used_at: row.opt_time("last_used_at")?,
+        expires_at: row.opt_time("expires_at")?,
+        revoked_at: row.opt_time("revoked_at")?,
+    })
+}
