@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what agentd's build, tests and sandbox need and the machine lacks.
 # Debian packages come from apt (as root); the claude CLI (a peer and test
-# fixture) from npm into .tools/. Idempotent: a no-op when all is present.
+# fixture) and the MCP test servers from npm into .tools/. Idempotent: a no-op
+# when all is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,8 +22,26 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
+# npm packages for .tools/: the claude CLI, and the MCP servers the MCP tests
+# run. Pinned; one npm call for whatever is missing.
+MCP_EVERYTHING_VERSION=2026.8.31
+MCP_FILESYSTEM_VERSION=2026.8.31
+need_npm=()
 if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] && [ ! -x .tools/node_modules/.bin/claude ]; then
-  echo "install-deps: installing @anthropic-ai/claude-code into .tools/" >&2
+  need_npm+=(@anthropic-ai/claude-code)
+fi
+# Installed version of a package in .tools, or nothing.
+installed_version() {
+  node -e 'try { process.stdout.write(require(process.argv[1]).version) } catch {}' \
+    "$PWD/.tools/node_modules/$1/package.json"
+}
+[ "$(installed_version @modelcontextprotocol/server-everything)" = "$MCP_EVERYTHING_VERSION" ] ||
+  need_npm+=("@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION")
+[ "$(installed_version @modelcontextprotocol/server-filesystem)" = "$MCP_FILESYSTEM_VERSION" ] ||
+  need_npm+=("@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION")
+
+if [ ${#need_npm[@]} -gt 0 ]; then
+  echo "install-deps: installing ${need_npm[*]} into .tools/" >&2
   mkdir -p .tools
-  npm install --prefix .tools --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code >/dev/null
+  npm install --prefix .tools --save-exact --no-audit --no-fund --loglevel=error "${need_npm[@]}" >/dev/null
 fi

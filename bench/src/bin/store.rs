@@ -75,6 +75,7 @@ fn parse_args() -> anyhow::Result<Options> {
 
 fn event(i: usize) -> Event {
     Event::MessageDelta {
+        parent_call_id: None,
         turn_id: "t1".into(),
         index: 0,
         kind: DeltaKind::Text,

@@ -91,6 +91,13 @@ struct RunArgs {
     /// Repeatable; added to the profile's allow rules.
     #[arg(long = "allow", value_name = "RULE")]
     allow: Vec<String>,
+    /// Replace the system prompt (a template: `{{workspace}}`, `{{tools}}`,
+    /// `{{sandbox}}`, `{{permissions}}`, `{{skills}}`, `{{subagents}}`, `{{date}}`).
+    #[arg(long, value_name = "TEXT")]
+    system_prompt: Option<String>,
+    /// Add to the end of the system prompt.
+    #[arg(long, value_name = "TEXT")]
+    append_system_prompt: Option<String>,
 }
 
 fn parse_mode(text: &str) -> Result<PermissionMode, String> {

@@ -102,6 +102,8 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         model: args.model.clone(),
         max_turns: args.max_turns,
         max_budget_usd: args.max_budget_usd,
+        system_prompt: args.system_prompt.clone(),
+        append_system_prompt: args.append_system_prompt.clone(),
         client_request_id: None,
         turn_id: None,
     };

@@ -58,7 +58,36 @@ impl Answer {
     }
 }
 
-/// Whoever answers permission requests for a session.
+/// Questions the agent asks the user (`AskUserQuestion`); `request_id` is what
+/// clients answer to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionRequest {
+    pub request_id: String,
+    pub turn_id: String,
+    pub call_id: String,
+    /// As the model sent them: `[{question, header, options: [{label,
+    /// description}], multiSelect}]`.
+    pub questions: Value,
+}
+
+/// The user's answers (question text → chosen label(s) or free text), or
+/// `None` when nobody answered; `by` says who or why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuestionAnswer {
+    pub answers: Option<Value>,
+    pub by: String,
+}
+
+impl QuestionAnswer {
+    pub fn unanswered(by: impl Into<String>) -> Self {
+        Self {
+            answers: None,
+            by: by.into(),
+        }
+    }
+}
+
+/// Whoever answers permission requests and questions for a session.
 #[async_trait]
 pub trait Approver: Send + Sync {
     /// Called before `permission.requested` is recorded, so that a client that
@@ -70,6 +99,20 @@ pub trait Approver: Send + Sync {
     /// fired — it must watch `cancel` and return promptly then (the answer is
     /// ignored and the call does not run).
     async fn decide(&self, request: &ApprovalRequest, cancel: &CancellationToken) -> Answer;
+
+    /// Like `prepare`, for a question: called before `question.asked` is recorded.
+    async fn prepare_question(&self, _request: &QuestionRequest) {}
+
+    /// Waits for the answers to a question, like `decide`. The default answers
+    /// nothing: approvers that cannot reach a person leave the agent to go on
+    /// without an answer.
+    async fn answer_question(
+        &self,
+        _request: &QuestionRequest,
+        _cancel: &CancellationToken,
+    ) -> QuestionAnswer {
+        QuestionAnswer::unanswered("no_approver")
+    }
 }
 
 /// Answers every request the same way, e.g. `deny` when nobody can be asked.

@@ -101,6 +101,7 @@ impl TurnRun<'_> {
         approver.prepare(&request).await;
         self.sink
             .emit(Event::PermissionRequested {
+                parent_call_id: None,
                 request_id: request.request_id.clone(),
                 call_id: request.call_id.clone(),
                 tool: request.tool.clone(),

@@ -7,18 +7,22 @@
 //! one `turn.finished`. The engine knows no HTTP and no SQL: the sink decides
 //! where events and messages go.
 
+mod agent_tools;
 pub mod approval;
 mod coalesce;
 mod gate;
 mod history;
 pub mod hooks;
 pub mod permissions;
-mod prompt;
+pub mod prompt;
 mod sink;
 mod tool_exec;
 mod turn;
 
-pub use approval::{Answer, ApprovalRequest, Approver, Decision, FixedApprover};
-pub use prompt::default_system_prompt;
+pub use agent_tools::{AgentToolSet, SubagentDef, SubagentModel, Subagents, validate_answers};
+pub use approval::{
+    Answer, ApprovalRequest, Approver, Decision, FixedApprover, QuestionAnswer, QuestionRequest,
+};
+pub use prompt::{PromptContext, PromptError, default_system_prompt};
 pub use sink::{SinkError, TurnSink};
 pub use turn::{Agent, AgentConfig, TurnInput, TurnLimits};

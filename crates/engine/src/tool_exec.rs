@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::sleep_until;
 
+use crate::agent_tools::AgentTool;
 use crate::coalesce::Coalescer;
 use crate::gate::Gate;
 use crate::sink::SinkError;
@@ -54,9 +55,7 @@ impl TurnRun<'_> {
     }
 
     fn is_read_only(&self, name: &str) -> bool {
-        self.tools()
-            .get(name)
-            .is_some_and(|tool| tool.is_read_only())
+        self.agent.is_read_only(name)
     }
 
     async fn run_call(&self, call: &Call) -> Result<ContentBlock, SinkError> {
@@ -70,6 +69,7 @@ impl TurnRun<'_> {
         }
         self.sink
             .emit(Event::ToolStarted {
+                parent_call_id: None,
                 turn_id: self.turn_id.clone(),
                 call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -126,8 +126,8 @@ impl TurnRun<'_> {
     /// Calls that cannot run whatever anyone decides: unknown tools, input that
     /// was not valid JSON.
     fn precheck(&self, call: &Call) -> Option<ToolResult> {
-        if self.tools().get(&call.name).is_none() {
-            let known: Vec<&str> = self.tools().iter().map(|t| t.name()).collect();
+        if !self.agent.has_tool(&call.name) {
+            let known: Vec<String> = self.agent.tool_names();
             return Some(ToolResult::error(format!(
                 "There is no tool named {:?}. Available tools: {}.",
                 call.name,
@@ -144,6 +144,14 @@ impl TurnRun<'_> {
     }
 
     async fn execute(&self, call: &Call, input: Value) -> Result<ToolResult, SinkError> {
+        match self.agent.agent_tool(&call.name) {
+            Some(AgentTool::TodoWrite) => return self.todo_write(&call.id, &input).await,
+            Some(AgentTool::AskUserQuestion) => {
+                return self.ask_user_question(&call.id, &input).await;
+            }
+            Some(AgentTool::Task) => return Ok(self.run_task(&call.id, &input).await),
+            None => {}
+        }
         let Some(tool) = self.tools().get(&call.name) else {
             return Ok(ToolResult::error(format!(
                 "There is no tool named {:?}.",

@@ -1,6 +1,6 @@
 //! The turn state machine: model → tools → model … → `turn.finished`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use futures::StreamExt;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use crate::agent_tools::{AgentTool, AgentToolSet, SubagentDef, Subagents};
 use crate::approval::{Answer, Approver, Decision, FixedApprover};
 use crate::coalesce::Coalescer;
 use crate::history;
@@ -59,10 +60,15 @@ pub struct Agent {
     /// The template each tool call's context is cloned from.
     tool_context: ToolContext,
     config: AgentConfig,
-    /// `None`: every call is allowed (hooks may still block).
-    permissions: Option<Mutex<PermissionPolicy>>,
+    /// `None`: every call is allowed (hooks may still block). Shared with
+    /// subagents, so "allow for this session" holds for them too.
+    permissions: Option<Arc<Mutex<PermissionPolicy>>>,
     hooks: Option<(Hooks, HookContext)>,
     approver: Arc<dyn Approver>,
+    agent_tools: AgentToolSet,
+    subagents: Option<Arc<Subagents>>,
+    /// 0 for the session's agent, 1 for its subagents, …
+    depth: u32,
 }
 
 /// What a turn starts from.
@@ -122,6 +128,106 @@ impl Agent {
             permissions: None,
             hooks: None,
             approver: Arc::new(FixedApprover(Answer::new(Decision::Deny, "no_approver"))),
+            agent_tools: AgentToolSet::default(),
+            subagents: None,
+            depth: 0,
+        }
+    }
+
+    /// Which of `TodoWrite`, `AskUserQuestion` and `Task` to offer (all by
+    /// default; `Task` only with [`Agent::with_subagents`]).
+    pub fn with_agent_tools(mut self, tools: AgentToolSet) -> Self {
+        self.agent_tools = tools;
+        self
+    }
+
+    /// Lets the agent start these subagents through `Task`.
+    pub fn with_subagents(mut self, subagents: Subagents) -> Self {
+        self.subagents = Some(Arc::new(subagents));
+        self
+    }
+
+    pub(crate) fn subagents(&self) -> Option<&Subagents> {
+        self.subagents.as_deref()
+    }
+
+    pub(crate) fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// The engine tool `name` names, when this agent offers it.
+    pub(crate) fn agent_tool(&self, name: &str) -> Option<AgentTool> {
+        let tool = AgentTool::from_name(name)?;
+        let offered = self.agent_tools.contains(tool)
+            && (tool != AgentTool::Task
+                || self.subagents().is_some_and(|s| self.depth < s.max_depth));
+        offered.then_some(tool)
+    }
+
+    /// Every tool name this agent offers, for error messages.
+    pub(crate) fn tool_names(&self) -> Vec<String> {
+        self.tool_specs()
+            .into_iter()
+            .map(|spec| spec.name)
+            .collect()
+    }
+
+    /// Whether a tool with this name exists for this agent.
+    pub(crate) fn has_tool(&self, name: &str) -> bool {
+        self.tools.get(name).is_some() || self.agent_tool(name).is_some()
+    }
+
+    /// Engine tools never change the workspace themselves (a subagent's
+    /// own calls are gated one by one), so they count as read-only: no
+    /// approval in `default` mode, and parallel `Task` calls run together.
+    pub(crate) fn is_read_only(&self, name: &str) -> bool {
+        self.agent_tool(name).is_some() || self.tools.get(name).is_some_and(|t| t.is_read_only())
+    }
+
+    /// The agent a `Task` call runs: `def`'s prompt, tools and model, and
+    /// this agent's workspace, sandbox, rules, hooks and approver.
+    pub(crate) fn subagent(&self, def: &SubagentDef) -> Agent {
+        let named = |name: &str| {
+            def.tools
+                .as_ref()
+                .is_some_and(|t| t.iter().any(|n| n == name))
+        };
+        let (tools, agent_tools) = match &def.tools {
+            Some(names) => (
+                self.tools.only(names),
+                AgentToolSet {
+                    todo_write: named("TodoWrite"),
+                    ask_user_question: named("AskUserQuestion"),
+                    task: named("Task"),
+                },
+            ),
+            None => (
+                self.tools.clone(),
+                AgentToolSet {
+                    ask_user_question: false,
+                    ..self.agent_tools
+                },
+            ),
+        };
+        let (model, model_name) = match &def.model {
+            Some(m) => (m.client.clone(), m.model_name.clone()),
+            None => (self.model.clone(), self.config.model_name.clone()),
+        };
+        Agent {
+            model,
+            tools,
+            tool_context: self.tool_context.clone(),
+            config: AgentConfig {
+                model_name,
+                system_prompt: def.prompt.clone(),
+                limits: self.config.limits.clone(),
+            },
+            permissions: self.permissions.clone(),
+            hooks: self.hooks.clone(),
+            approver: self.approver.clone(),
+            agent_tools,
+            subagents: self.subagents.clone(),
+            depth: self.depth + 1,
         }
     }
 
@@ -131,7 +237,7 @@ impl Agent {
         policy: PermissionPolicy,
         approver: Arc<dyn Approver>,
     ) -> Self {
-        self.permissions = Some(Mutex::new(policy));
+        self.permissions = Some(Arc::new(Mutex::new(policy)));
         self.approver = approver;
         self
     }
@@ -148,7 +254,7 @@ impl Agent {
     }
 
     pub(crate) fn permissions(&self) -> Option<&Mutex<PermissionPolicy>> {
-        self.permissions.as_ref()
+        self.permissions.as_deref()
     }
 
     pub(crate) fn hooks(&self) -> Option<(&Hooks, &HookContext)> {
@@ -170,28 +276,18 @@ impl Agent {
     ) -> TurnFinished {
         let started = Instant::now();
         let cancel = cancel.child_token();
-        let timed_out = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(TurnShared::default());
         let timer = tokio::spawn({
-            let (cancel, timed_out) = (cancel.clone(), timed_out.clone());
+            let (cancel, shared) = (cancel.clone(), shared.clone());
             let timeout = self.config.limits.turn_timeout;
             async move {
                 tokio::time::sleep(timeout).await;
-                timed_out.store(true, Ordering::SeqCst);
+                shared.timed_out.store(true, Ordering::SeqCst);
                 cancel.cancel();
             }
         });
-        let mut run = TurnRun {
-            agent: self,
-            sink,
-            turn_id: input.turn_id,
-            messages: Arc::new(history::normalize(&input.history)),
-            cancel,
-            timed_out,
-            usage: Usage::default(),
-            cost_usd: 0.0,
-            model_calls: 0,
-            result: None,
-        };
+        let history = history::normalize(&input.history);
+        let mut run = TurnRun::new(self, sink, input.turn_id, history, cancel, shared);
         let exit = match run.drive(input.message).await {
             Ok(exit) | Err(exit) => exit,
         };
@@ -222,14 +318,51 @@ impl Agent {
     }
 
     fn tool_specs(&self) -> Vec<ToolSpec> {
-        self.tools
+        let plain = self.tools.iter().map(|tool| ToolSpec {
+            name: tool.name().to_string(),
+            description: tool.description().to_string(),
+            input_schema: tool.input_schema(),
+        });
+        let own = self
+            .agent_tools
             .iter()
-            .map(|tool| ToolSpec {
-                name: tool.name().to_string(),
-                description: tool.description().to_string(),
-                input_schema: tool.input_schema(),
+            .filter(|tool| self.agent_tool(tool.name()).is_some())
+            .map(|tool| tool.spec(self.subagents()));
+        plain.chain(own).collect()
+    }
+}
+
+/// What the runs of one turn (the agent's and its subagents') share.
+#[derive(Default)]
+pub(crate) struct TurnShared {
+    timed_out: AtomicBool,
+    subagents_started: AtomicU32,
+    /// Usage and cost of finished subagent runs, not yet added to a parent's.
+    subagent_spend: Mutex<(Usage, f64)>,
+}
+
+impl TurnShared {
+    /// Counts one more subagent; `false` when `max` were already started.
+    pub(crate) fn claim_subagent(&self, max: u32) -> bool {
+        self.subagents_started
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
             })
-            .collect()
+            .is_ok()
+    }
+
+    pub(crate) fn add_subagent_spend(&self, usage: &Usage, cost_usd: f64) {
+        if let Ok(mut spend) = self.subagent_spend.lock() {
+            spend.0.add(usage);
+            spend.1 += cost_usd;
+        }
+    }
+
+    fn take_subagent_spend(&self) -> (Usage, f64) {
+        self.subagent_spend
+            .lock()
+            .map(|mut spend| std::mem::take(&mut *spend))
+            .unwrap_or_default()
     }
 }
 
@@ -242,14 +375,37 @@ pub(crate) struct TurnRun<'a> {
     /// extended), shared with each request instead of copied into it.
     pub messages: Arc<Vec<Message>>,
     pub cancel: CancellationToken,
-    timed_out: Arc<AtomicBool>,
-    usage: Usage,
-    cost_usd: f64,
+    pub shared: Arc<TurnShared>,
+    pub usage: Usage,
+    pub cost_usd: f64,
     model_calls: u32,
-    result: Option<String>,
+    /// The last assistant text: the turn's result, or a subagent's report.
+    pub result: Option<String>,
 }
 
-impl TurnRun<'_> {
+impl<'a> TurnRun<'a> {
+    pub(crate) fn new(
+        agent: &'a Agent,
+        sink: &'a dyn TurnSink,
+        turn_id: String,
+        history: Vec<Message>,
+        cancel: CancellationToken,
+        shared: Arc<TurnShared>,
+    ) -> Self {
+        Self {
+            agent,
+            sink,
+            turn_id,
+            messages: Arc::new(history),
+            cancel,
+            shared,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            model_calls: 0,
+            result: None,
+        }
+    }
+
     /// `Ok` and `Err` both carry how the turn ended; `Err` lets `?` end it early.
     async fn drive(&mut self, user_message: Message) -> Result<Exit, Exit> {
         self.sink
@@ -279,6 +435,12 @@ impl TurnRun<'_> {
                     .push(ContentBlock::Text { text: context });
             }
         }
+        self.run_loop(user_message).await
+    }
+
+    /// Model → tools → model … from `user_message` until the model stops
+    /// calling tools or a limit ends the run. Subagents run only this part.
+    pub(crate) async fn run_loop(&mut self, user_message: Message) -> Result<Exit, Exit> {
         self.record(user_message).await?;
         let limits = &self.agent.config.limits;
         let mut stop_hook_continued = false;
@@ -301,6 +463,7 @@ impl TurnRun<'_> {
             self.record(assistant.clone()).await?;
             self.sink
                 .emit(Event::MessageCompleted {
+                    parent_call_id: None,
                     turn_id: self.turn_id.clone(),
                     message: assistant.clone(),
                 })
@@ -333,6 +496,7 @@ impl TurnRun<'_> {
                 // A Stop hook may send the agent back to work, once per turn.
                 if let Some((hooks, context)) = self.agent.hooks()
                     && !stop_hook_continued
+                    && self.agent.depth() == 0
                 {
                     let feedback = hooks
                         .stop(context, self.result.as_deref().unwrap_or(""))
@@ -348,6 +512,9 @@ impl TurnRun<'_> {
                 return Ok(Exit::with(TurnStatus::Completed));
             }
             let results = self.run_tools(calls).await?;
+            let (usage, cost) = self.shared.take_subagent_spend();
+            self.usage.add(&usage);
+            self.cost_usd += cost;
             self.record(Message {
                 role: Role::User,
                 content: results,
@@ -367,7 +534,7 @@ impl TurnRun<'_> {
 
     /// How the turn ends when its token was cancelled: by the timer or by the user.
     pub(crate) fn cancelled(&self) -> Exit {
-        if self.timed_out.load(Ordering::SeqCst) {
+        if self.shared.timed_out.load(Ordering::SeqCst) {
             let limit = self.agent.config.limits.turn_timeout.as_secs();
             Exit {
                 status: TurnStatus::Timeout,
@@ -436,6 +603,7 @@ impl TurnRun<'_> {
         for ((index, kind), text) in due {
             self.sink
                 .emit(Event::MessageDelta {
+                    parent_call_id: None,
                     turn_id: self.turn_id.clone(),
                     index,
                     kind,
@@ -452,6 +620,7 @@ impl TurnRun<'_> {
         self.cost_usd += cost;
         self.sink
             .emit(Event::Usage {
+                parent_call_id: None,
                 usage: *usage,
                 cost_usd: cost,
                 context_tokens: usage.context_tokens(),

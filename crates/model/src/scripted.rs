@@ -348,13 +348,23 @@ pub fn http_fault_error(
 /// concurrent callers: each request takes the next matching reply.
 pub struct ScriptedClient {
     state: Mutex<ScriptState>,
+    requests: Mutex<Vec<ModelRequest>>,
 }
 
 impl ScriptedClient {
     pub fn new(script: Script) -> Self {
         Self {
             state: Mutex::new(ScriptState::new(script)),
+            requests: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The offline demo model, see [`demo_script`].
@@ -373,6 +383,10 @@ impl ScriptedClient {
 impl ModelClient for ScriptedClient {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let view = request_view(&request);
+        self.requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(request.clone());
         let reply = self.next_reply(&view).ok_or_else(|| {
             ModelError::Protocol("scripted model has no reply for this request".to_string())
         })?;

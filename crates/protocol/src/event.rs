@@ -89,15 +89,27 @@ pub enum Event {
         index: u32,
         kind: DeltaKind,
         text: String,
+        /// Set when a subagent (`Task` call `parent_call_id`) produced it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
     },
     #[serde(rename = "message.completed")]
-    MessageCompleted { turn_id: String, message: Message },
+    MessageCompleted {
+        turn_id: String,
+        message: Message,
+        /// Set when a subagent (`Task` call `parent_call_id`) produced it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
+    },
     #[serde(rename = "tool.started")]
     ToolStarted {
         turn_id: String,
         call_id: String,
         name: String,
         input: Value,
+        /// Set when a subagent (`Task` call `parent_call_id`) produced it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
     },
     #[serde(rename = "tool.output")]
     ToolOutput {
@@ -119,6 +131,9 @@ pub enum Event {
         tool: String,
         input: Value,
         reason: String,
+        /// Set when a subagent (`Task` call `parent_call_id`) produced it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
     },
     #[serde(rename = "permission.resolved")]
     PermissionResolved {
@@ -129,16 +144,40 @@ pub enum Event {
     #[serde(rename = "question.asked")]
     QuestionAsked {
         request_id: String,
+        call_id: String,
         questions: Value,
+        /// Set when a subagent (`Task` call `parent_call_id`) asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
     },
+    /// `answers` maps each question's text to the chosen label(s) or free
+    /// text; `null` when nobody answered (`by` says why: `timeout`,
+    /// `interrupted`, `restart`, …).
     #[serde(rename = "question.answered")]
-    QuestionAnswered { request_id: String, answers: Value },
+    QuestionAnswered {
+        request_id: String,
+        answers: Value,
+        #[serde(default)]
+        by: String,
+    },
+    /// The agent's plan, as last written by `TodoWrite`.
+    #[serde(rename = "todo.updated")]
+    TodoUpdated {
+        call_id: String,
+        todos: Vec<Todo>,
+        /// Set when a subagent (`Task` call `parent_call_id`) wrote it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
+    },
     #[serde(rename = "usage")]
     Usage {
         #[serde(flatten)]
         usage: Usage,
         cost_usd: f64,
         context_tokens: u64,
+        /// Set when a subagent (`Task` call `parent_call_id`) made the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
     },
     #[serde(rename = "compaction")]
     Compaction {
@@ -163,6 +202,28 @@ pub enum Event {
     Error(ErrorInfo),
 }
 
+/// One item of the agent's plan (Claude Code's `TodoWrite` shape).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Todo {
+    pub content: String,
+    pub status: TodoStatus,
+    /// The present-continuous form shown while it is in progress.
+    #[serde(
+        rename = "activeForm",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub active_form: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
 /// The one event every turn ends with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnFinished {
@@ -180,6 +241,24 @@ pub struct TurnFinished {
 }
 
 impl Event {
+    /// Marks the event as produced inside the subagent run by `Task` call
+    /// `call_id`, unless a deeper subagent already marked it.
+    pub fn set_parent_call_id(&mut self, call_id: &str) {
+        let slot = match self {
+            Event::MessageDelta { parent_call_id, .. }
+            | Event::MessageCompleted { parent_call_id, .. }
+            | Event::ToolStarted { parent_call_id, .. }
+            | Event::PermissionRequested { parent_call_id, .. }
+            | Event::QuestionAsked { parent_call_id, .. }
+            | Event::TodoUpdated { parent_call_id, .. }
+            | Event::Usage { parent_call_id, .. } => parent_call_id,
+            _ => return,
+        };
+        if slot.is_none() {
+            *slot = Some(call_id.to_string());
+        }
+    }
+
     /// The wire name of this event's type, as in the SSE `event:` line.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -193,6 +272,7 @@ impl Event {
             Event::PermissionResolved { .. } => "permission.resolved",
             Event::QuestionAsked { .. } => "question.asked",
             Event::QuestionAnswered { .. } => "question.answered",
+            Event::TodoUpdated { .. } => "todo.updated",
             Event::Usage { .. } => "usage",
             Event::Compaction { .. } => "compaction",
             Event::CheckpointCreated { .. } => "checkpoint.created",

@@ -6,8 +6,8 @@ mod event;
 mod message;
 
 pub use event::{
-    CompactionTrigger, DeltaKind, ErrorInfo, Event, EventEnvelope, OutputStream, TurnFinished,
-    TurnStatus,
+    CompactionTrigger, DeltaKind, ErrorInfo, Event, EventEnvelope, OutputStream, Todo, TodoStatus,
+    TurnFinished, TurnStatus,
 };
 pub use message::{ContentBlock, Message, Role, ToolUse, Usage};
 

@@ -82,16 +82,19 @@ fn every_event_type_round_trips_with_its_wire_name() {
             message: Message::user_text("hi"),
         },
         Event::MessageDelta {
+            parent_call_id: None,
             turn_id: "t".into(),
             index: 0,
             kind: DeltaKind::Thinking,
             text: "x".into(),
         },
         Event::MessageCompleted {
+            parent_call_id: None,
             turn_id: "t".into(),
             message: Message::assistant(vec![]),
         },
         Event::ToolStarted {
+            parent_call_id: None,
             turn_id: "t".into(),
             call_id: "c".into(),
             name: "Read".into(),
@@ -104,6 +107,7 @@ fn every_event_type_round_trips_with_its_wire_name() {
             duration_ms: 3,
         },
         Event::PermissionRequested {
+            parent_call_id: None,
             request_id: "r".into(),
             call_id: "c".into(),
             tool: "Bash".into(),
@@ -117,13 +121,17 @@ fn every_event_type_round_trips_with_its_wire_name() {
         },
         Event::QuestionAsked {
             request_id: "q".into(),
+            call_id: "c".into(),
             questions: json!([]),
+            parent_call_id: Some("task".into()),
         },
         Event::QuestionAnswered {
+            by: "user:u".into(),
             request_id: "q".into(),
             answers: json!({}),
         },
         Event::Usage {
+            parent_call_id: None,
             usage,
             cost_usd: 0.5,
             context_tokens: 13,
@@ -166,6 +174,7 @@ fn every_event_type_round_trips_with_its_wire_name() {
 #[test]
 fn usage_event_fields_are_flat() {
     let event = Event::Usage {
+        parent_call_id: None,
         usage: Usage {
             input_tokens: 1,
             output_tokens: 2,

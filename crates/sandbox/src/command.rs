@@ -79,9 +79,16 @@ fn environment(policy: &Policy) -> Vec<(String, String)> {
 
 /// `bwrap <args> -- bash -c <command>`.
 pub(crate) fn bwrap_command(bwrap: &Path, policy: &Policy, shell_command: &str) -> Command {
+    bwrap_exec(bwrap, policy, &["bash", "-c", shell_command])
+}
+
+/// `bwrap <args> -- <argv>`: bwrap execs `argv` itself (searching the
+/// sandbox's PATH), so no shell ever parses it.
+pub(crate) fn bwrap_exec(bwrap: &Path, policy: &Policy, argv: &[&str]) -> Command {
     let mut command = Command::new(bwrap);
     command.args(bwrap_args(policy));
-    command.args(["--", "bash", "-c", shell_command]);
+    command.arg("--");
+    command.args(argv);
     // bwrap's own environment is irrelevant (it clears it), but keep secrets out of it too.
     command.env_clear();
     command
@@ -89,8 +96,13 @@ pub(crate) fn bwrap_command(bwrap: &Path, policy: &Policy, shell_command: &str) 
 
 /// The unsandboxed fallback: the same clean environment and working directory.
 pub(crate) fn plain_command(policy: &Policy, shell_command: &str) -> Command {
-    let mut command = Command::new("bash");
-    command.args(["-c", shell_command]);
+    plain_exec(policy, "bash", &["-c", shell_command])
+}
+
+/// [`plain_command`] for a program and its arguments.
+pub(crate) fn plain_exec(policy: &Policy, program: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(program);
+    command.args(args);
     command.env_clear();
     command.envs(environment(policy));
     command.current_dir(&policy.workspace);

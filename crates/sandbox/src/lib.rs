@@ -41,9 +41,11 @@ mod path_guard;
 mod policy;
 mod pre_exec;
 mod run;
+mod spawn;
 mod workspace;
 
 pub use path_guard::{PathError, PathGuard};
 pub use policy::{ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SandboxError};
 pub use run::{Sandbox, bwrap_available};
+pub use spawn::{SHUTDOWN_GRACE, STDERR_TAIL_BYTES, SandboxedProcess};
 pub use workspace::create_workspace;

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capture::{Capture, SharedCapture, Stream, pump};
 use crate::cgroup::CommandCgroup;
-use crate::command::{bwrap_command, find_bwrap, plain_command};
+use crate::command::{bwrap_command, bwrap_exec, find_bwrap, plain_command, plain_exec};
 use crate::policy::{ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SandboxError};
 
 /// How long pipes may stay open after the main process is gone and its group
@@ -125,21 +125,41 @@ impl Sandbox {
 
 fn build_command(policy: &Policy, shell_command: &str) -> Result<Command, SandboxError> {
     if policy.unsandboxed {
-        tracing::warn!(
-            workspace = %policy.workspace.display(),
-            "running a command WITHOUT a sandbox (profile sets sandbox = \"off\"): \
-             it can read and write anything this server can"
-        );
+        warn_unsandboxed(policy);
         return Ok(plain_command(policy, shell_command));
     }
     let bwrap = find_bwrap().ok_or(SandboxError::BwrapMissing)?;
     Ok(bwrap_command(&bwrap, policy, shell_command))
 }
 
+/// Like [`build_command`], for a program and its arguments (no shell).
+pub(crate) fn build_exec(policy: &Policy, argv: &[&str]) -> Result<Command, SandboxError> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(SandboxError::Spawn("no program given".to_string()));
+    };
+    if policy.unsandboxed {
+        warn_unsandboxed(policy);
+        return Ok(plain_exec(policy, program, args));
+    }
+    let bwrap = find_bwrap().ok_or(SandboxError::BwrapMissing)?;
+    Ok(bwrap_exec(&bwrap, policy, argv))
+}
+
+fn warn_unsandboxed(policy: &Policy) {
+    tracing::warn!(
+        workspace = %policy.workspace.display(),
+        "running a command WITHOUT a sandbox (profile sets sandbox = \"off\"): \
+         it can read and write anything this server can"
+    );
+}
+
 /// The cgroup that carries the process and memory limits. Failing to make one
 /// is fatal only where nothing else enforces the process limit: for uid 0,
 /// which the kernel exempts from `RLIMIT_NPROC`.
-fn command_cgroup(limits: &Limits, is_root: bool) -> Result<Option<CommandCgroup>, SandboxError> {
+pub(crate) fn command_cgroup(
+    limits: &Limits,
+    is_root: bool,
+) -> Result<Option<CommandCgroup>, SandboxError> {
     if limits.processes.is_none() && limits.memory_bytes.is_none() {
         return Ok(None);
     }
@@ -210,20 +230,20 @@ async fn drain(pumps: Vec<tokio::task::JoinHandle<()>>) {
 /// Kills the child's process group (the child leads it, thanks to
 /// `process_group(0)`) and its cgroup (which also holds whatever left the
 /// group), and does so on drop unless finished.
-struct GroupKiller {
+pub(crate) struct GroupKiller {
     group: Option<rustix::process::Pid>,
     cgroup: Option<CommandCgroup>,
 }
 
 impl GroupKiller {
-    fn new(child: &Child, cgroup: Option<CommandCgroup>) -> Self {
+    pub(crate) fn new(child: &Child, cgroup: Option<CommandCgroup>) -> Self {
         let group = child
             .id()
             .and_then(|pid| rustix::process::Pid::from_raw(pid as i32));
         Self { group, cgroup }
     }
 
-    fn kill(&self) {
+    pub(crate) fn kill(&self) {
         if let Some(group) = self.group {
             // ESRCH (group already empty) is the normal case.
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
@@ -234,7 +254,7 @@ impl GroupKiller {
     }
 
     /// Remove the cgroup once everything in it is gone.
-    async fn finish(mut self) {
+    pub(crate) async fn finish(mut self) {
         self.group = None;
         if let Some(cgroup) = self.cgroup.take() {
             cgroup.remove().await;

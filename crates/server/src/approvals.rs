@@ -1,12 +1,12 @@
-//! Permission requests as persisted objects: stored when asked, resolved by
-//! whoever answers first (a person through the API or the terminal, the
-//! profile's `on_no_answer` after a timeout, or a restart).
+//! Permission requests and questions as persisted objects: stored when asked,
+//! resolved by whoever answers first (a person through the API or the
+//! terminal, the profile's `on_no_answer` after a timeout, or a restart).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentd_engine::{Answer, ApprovalRequest, Approver, Decision};
+use agentd_engine::{Answer, ApprovalRequest, Approver, Decision, QuestionAnswer, QuestionRequest};
 use agentd_store::{PendingRecord, SessionStatus, SessionUpdate, Store};
 use async_trait::async_trait;
 use serde_json::json;
@@ -18,26 +18,56 @@ use crate::config::NoAnswer;
 /// Requests waiting for an answer in this process, by request id.
 #[derive(Clone, Default)]
 pub struct Approvals {
-    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Answer>>>>,
+    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+}
+
+enum Waiting {
+    Permission(oneshot::Sender<Answer>),
+    Question(oneshot::Sender<QuestionAnswer>),
 }
 
 impl Approvals {
-    /// Deliver an answer. `false` when no turn in this process waits for it.
+    /// Deliver a permission decision. `false` when no turn in this process
+    /// waits for it.
     pub fn answer(&self, request_id: &str, answer: Answer) -> bool {
-        let sender = self
-            .waiting
+        match self.take(request_id) {
+            Some(Waiting::Permission(sender)) => sender.send(answer).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// Deliver the answers to a question. `false` when no turn in this
+    /// process waits for them.
+    pub fn answer_question(&self, request_id: &str, answer: QuestionAnswer) -> bool {
+        match self.take(request_id) {
+            Some(Waiting::Question(sender)) => sender.send(answer).is_ok(),
+            _ => false,
+        }
+    }
+
+    fn take(&self, request_id: &str) -> Option<Waiting> {
+        self.waiting
             .lock()
             .ok()
-            .and_then(|mut waiting| waiting.remove(request_id));
-        sender.is_some_and(|sender| sender.send(answer).is_ok())
+            .and_then(|mut waiting| waiting.remove(request_id))
     }
 
     fn register(&self, request_id: &str) -> oneshot::Receiver<Answer> {
         let (sender, receiver) = oneshot::channel();
-        if let Ok(mut waiting) = self.waiting.lock() {
-            waiting.insert(request_id.to_string(), sender);
-        }
+        self.insert(request_id, Waiting::Permission(sender));
         receiver
+    }
+
+    fn register_question(&self, request_id: &str) -> oneshot::Receiver<QuestionAnswer> {
+        let (sender, receiver) = oneshot::channel();
+        self.insert(request_id, Waiting::Question(sender));
+        receiver
+    }
+
+    fn insert(&self, request_id: &str, waiting: Waiting) {
+        if let Ok(mut map) = self.waiting.lock() {
+            map.insert(request_id.to_string(), waiting);
+        }
     }
 
     fn forget(&self, request_id: &str) {
@@ -69,6 +99,11 @@ impl NoAnswerPolicy {
 pub trait AnswerSource: Send + Sync {
     /// Ask; `None` when this source cannot answer (nobody there).
     async fn ask(&self, request: &ApprovalRequest) -> Option<Answer>;
+
+    /// Ask a question; `None` when this source cannot answer.
+    async fn ask_question(&self, _request: &QuestionRequest) -> Option<QuestionAnswer> {
+        None
+    }
 }
 
 /// The approver of one session's turn: stores the request, waits for the first
@@ -82,24 +117,24 @@ pub struct StoredApprover {
     pub source: Option<Arc<dyn AnswerSource>>,
     /// Requests stored by `prepare`, waiting for `decide`.
     pub prepared: Mutex<HashMap<String, oneshot::Receiver<Answer>>>,
+    /// Questions stored by `prepare_question`, waiting for `answer_question`.
+    pub prepared_questions: Mutex<HashMap<String, oneshot::Receiver<QuestionAnswer>>>,
 }
 
 #[async_trait]
 impl Approver for StoredApprover {
     async fn prepare(&self, request: &ApprovalRequest) {
-        let record = PendingRecord {
-            id: request.request_id.clone(),
-            session_id: self.session_id.clone(),
-            turn_id: Some(request.turn_id.clone()),
-            kind: "permission".into(),
-            call_id: Some(request.call_id.clone()),
-            data: serde_json::to_value(request).unwrap_or_default(),
-            created_at: chrono::Utc::now(),
-            resolved_at: None,
-            resolution: None,
-        };
-        if let Err(err) = self.store.create_pending(&record).await {
-            tracing::error!(%err, "could not store a permission request; it will be denied");
+        let data = serde_json::to_value(request).unwrap_or_default();
+        if !self
+            .store_pending(
+                &request.request_id,
+                &request.turn_id,
+                &request.call_id,
+                "permission",
+                data,
+            )
+            .await
+        {
             return;
         }
         let receiver = self.approvals.register(&request.request_id);
@@ -107,6 +142,65 @@ impl Approver for StoredApprover {
             prepared.insert(request.request_id.clone(), receiver);
         }
         self.set_status(SessionStatus::Waiting).await;
+    }
+
+    async fn prepare_question(&self, request: &QuestionRequest) {
+        let data = serde_json::to_value(request).unwrap_or_default();
+        if !self
+            .store_pending(
+                &request.request_id,
+                &request.turn_id,
+                &request.call_id,
+                "question",
+                data,
+            )
+            .await
+        {
+            return;
+        }
+        let receiver = self.approvals.register_question(&request.request_id);
+        if let Ok(mut prepared) = self.prepared_questions.lock() {
+            prepared.insert(request.request_id.clone(), receiver);
+        }
+        self.set_status(SessionStatus::Waiting).await;
+    }
+
+    async fn answer_question(
+        &self,
+        request: &QuestionRequest,
+        cancel: &CancellationToken,
+    ) -> QuestionAnswer {
+        let from_api = self
+            .prepared_questions
+            .lock()
+            .ok()
+            .and_then(|mut prepared| prepared.remove(&request.request_id));
+        let Some(from_api) = from_api else {
+            return QuestionAnswer::unanswered("store_error");
+        };
+        let from_source = async {
+            match &self.source {
+                Some(source) => source.ask_question(request).await,
+                None => None,
+            }
+        };
+        let answer = tokio::select! {
+            Ok(answer) = from_api => answer,
+            Some(answer) = from_source => answer,
+            _ = tokio::time::sleep(self.no_answer.after) => QuestionAnswer::unanswered("timeout"),
+            _ = cancel.cancelled() => QuestionAnswer::unanswered("interrupted"),
+        };
+        self.approvals.forget(&request.request_id);
+        let resolution = json!({"answers": answer.answers, "by": answer.by});
+        if let Err(err) = self
+            .store
+            .resolve_pending(&request.request_id, &resolution)
+            .await
+        {
+            tracing::error!(%err, "could not record the answers to a question");
+        }
+        self.set_status(SessionStatus::Running).await;
+        answer
     }
 
     async fn decide(&self, request: &ApprovalRequest, cancel: &CancellationToken) -> Answer {
@@ -153,6 +247,36 @@ impl Approver for StoredApprover {
 }
 
 impl StoredApprover {
+    /// Stores an open request; `false` (logged) when the store failed, in
+    /// which case nobody can answer it and it ends as `store_error`.
+    async fn store_pending(
+        &self,
+        id: &str,
+        turn_id: &str,
+        call_id: &str,
+        kind: &str,
+        data: serde_json::Value,
+    ) -> bool {
+        let record = PendingRecord {
+            id: id.to_string(),
+            session_id: self.session_id.clone(),
+            turn_id: Some(turn_id.to_string()),
+            kind: kind.into(),
+            call_id: Some(call_id.to_string()),
+            data,
+            created_at: chrono::Utc::now(),
+            resolved_at: None,
+            resolution: None,
+        };
+        match self.store.create_pending(&record).await {
+            Ok(_) => true,
+            Err(err) => {
+                tracing::error!(%err, kind, "could not store a pending request; it cannot be answered");
+                false
+            }
+        }
+    }
+
     async fn set_status(&self, status: SessionStatus) {
         let update = SessionUpdate {
             status: Some(status),

@@ -3,6 +3,7 @@
 //! stored sessions through the engine, recording every event and message in the
 //! store. `agentd run` uses it in-process; `agentd serve` puts HTTP in front.
 
+pub mod agent_build;
 pub mod approvals;
 pub mod config;
 pub mod http;

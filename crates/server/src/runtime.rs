@@ -3,24 +3,22 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use agentd_engine::{Agent, AgentConfig, TurnInput, TurnLimits, default_system_prompt};
+use agentd_engine::TurnInput;
 use agentd_protocol::{Event, EventEnvelope, Message, TurnFinished, TurnStatus, Usage};
-use agentd_sandbox::{PathGuard, Policy, Sandbox};
+use agentd_sandbox::Sandbox;
 use agentd_store::{
     NewSession, SessionRecord, SessionStatus, SessionUpdate, Store, StoreError, TurnStart,
 };
-use agentd_tools::{HiddenPaths, ToolContext, builtin_tools};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use agentd_engine::hooks::{HookContext, Hooks};
-use agentd_engine::permissions::{PermissionMode, PermissionPolicy};
+use agentd_engine::permissions::PermissionMode;
 
-use crate::approvals::{AnswerSource, Approvals, NoAnswerPolicy, StoredApprover};
-use crate::config::{Config, ConfigError, SandboxMode};
-use crate::models::{EnvLookup, resolve_model};
+use crate::agent_build::McpPools;
+use crate::approvals::{AnswerSource, Approvals};
+use crate::config::{Config, ConfigError};
+use crate::models::EnvLookup;
 use crate::sink::StoreSink;
 
 /// Characters of one tool result put into the model's context.
@@ -50,6 +48,10 @@ pub struct TurnOptions {
     pub model: Option<String>,
     pub max_turns: Option<u32>,
     pub max_budget_usd: Option<f64>,
+    /// Replaces the profile's system prompt template.
+    pub system_prompt: Option<String>,
+    /// Appended to the system prompt, after the profile's own addition.
+    pub append_system_prompt: Option<String>,
     pub client_request_id: Option<String>,
     /// The turn's id, when the caller has already handed it out (the server's
     /// `202 {turn_id}`); a fresh UUID v7 otherwise.
@@ -65,6 +67,8 @@ pub struct Runtime {
     pub sandbox: Sandbox,
     /// Permission requests waiting in this process.
     pub approvals: Approvals,
+    /// The sessions' MCP servers.
+    pub mcp: McpPools,
 }
 
 impl Runtime {
@@ -75,6 +79,7 @@ impl Runtime {
             data_dir,
             sandbox: Sandbox,
             approvals: Approvals::default(),
+            mcp: McpPools::default(),
         }
     }
 
@@ -114,13 +119,25 @@ impl Runtime {
                 if pending.turn_id.as_deref() != Some(turn.id.as_str()) {
                     continue;
                 }
-                let resolution = serde_json::json!({"decision": "deny", "by": "restart"});
-                if self.store.resolve_pending(&pending.id, &resolution).await? {
+                let (resolution, event) = if pending.kind == "question" {
+                    let event = Event::QuestionAnswered {
+                        request_id: pending.id.clone(),
+                        answers: serde_json::Value::Null,
+                        by: "restart".into(),
+                    };
+                    (serde_json::json!({"answers": null, "by": "restart"}), event)
+                } else {
                     let event = Event::PermissionResolved {
                         request_id: pending.id.clone(),
                         decision: "deny".into(),
                         by: "restart".into(),
                     };
+                    (
+                        serde_json::json!({"decision": "deny", "by": "restart"}),
+                        event,
+                    )
+                };
+                if self.store.resolve_pending(&pending.id, &resolution).await? {
                     self.store.append_event(&turn.session_id, &event).await?;
                 }
             }
@@ -226,86 +243,6 @@ impl Runtime {
             )
             .await
             .map(|_| ())
-    }
-
-    async fn agent_for(
-        &self,
-        session: &SessionRecord,
-        options: &TurnOptions,
-        env: EnvLookup<'_>,
-    ) -> Result<Agent, RunError> {
-        let profile = self.config.profile(&session.profile)?;
-        let spec = options.model.as_deref().unwrap_or(&session.model);
-        let model = resolve_model(&self.config, Some(spec), env)?;
-        let workspace = PathBuf::from(&session.workspace);
-        let guard = PathGuard::new(&workspace, &[]).map_err(|err| RunError::Workspace {
-            path: workspace.clone(),
-            message: format!("cannot be opened: {err}"),
-        })?;
-        let tools = builtin_tools();
-        let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-        let system_prompt = profile
-            .system_prompt
-            .clone()
-            .unwrap_or_else(|| default_system_prompt(guard.workspace(), &names));
-        let mut policy = Policy::new(guard.workspace());
-        policy.network = profile.network;
-        policy.unsandboxed = profile.sandbox == SandboxMode::Off;
-        policy.allow_git_config = profile.allow_git_config;
-        let mut allow = profile.allow.clone();
-        allow.extend(options.allow.iter().cloned());
-        allow.extend(self.store.session_rules(&session.id).await?);
-        let mode = options.permission_mode.unwrap_or(profile.mode);
-        let permissions = PermissionPolicy::new(mode, &allow, &profile.deny, &profile.ask)
-            .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
-        // Searches must not reveal what a Read deny rule protects.
-        let hidden = {
-            let (rules, root) = (permissions.clone(), guard.workspace().to_path_buf());
-            HiddenPaths::new(move |path| rules.read_denied_by(path, &root).is_some())
-        };
-        let context = ToolContext {
-            hidden,
-            policy,
-            guard,
-            sandbox: self.sandbox.clone(),
-            output: None,
-            cancel: CancellationToken::new(),
-            bash_timeout: Duration::from_secs(profile.bash_timeout_s),
-            bash_max_timeout: Duration::from_secs(profile.bash_max_timeout_s),
-            result_cap: TOOL_RESULT_CAP,
-        };
-        let config = AgentConfig {
-            model_name: model.model_name,
-            system_prompt,
-            limits: TurnLimits {
-                max_turns: options.max_turns.unwrap_or(profile.max_turns),
-                turn_timeout: Duration::from_secs(profile.turn_timeout_s),
-                max_budget_usd: options.max_budget_usd.or(profile.max_budget_usd),
-                max_output_tokens: model.max_output_tokens,
-            },
-        };
-        let approver = StoredApprover {
-            store: self.store.clone(),
-            session_id: session.id.clone(),
-            approvals: self.approvals.clone(),
-            no_answer: NoAnswerPolicy {
-                decision: profile.on_no_answer,
-                after: Duration::from_secs(profile.approval_timeout_s),
-            },
-            source: options.answers.clone(),
-            prepared: Default::default(),
-        };
-        let hooks = Hooks::new(profile.hooks.clone())
-            .map_err(|err| ConfigError::Invalid(format!("hooks: {err}")))?;
-        let hook_context = HookContext {
-            session_id: session.id.clone(),
-            cwd: workspace,
-            transcript_path: None,
-            env: Default::default(),
-        };
-        Ok(Agent::new(model.client, tools, context, config)
-            .with_permissions(permissions, Arc::new(approver))
-            .with_hooks(hooks, hook_context))
     }
 }
 

@@ -8,6 +8,8 @@ use agentd_sandbox::{PathGuard, Policy, Sandbox};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::WebPolicy;
+
 /// Default cap, in characters, on a result put into the model's context.
 pub const DEFAULT_RESULT_CAP: usize = 30_000;
 /// Default `Bash` timeout when the model gives none.
@@ -39,6 +41,8 @@ pub struct ToolContext {
     /// Paths that searches (Glob, Grep) must not reveal, e.g. those a
     /// `Read(.env)` deny rule covers.
     pub hidden: HiddenPaths,
+    /// What `WebFetch` may reach.
+    pub web: WebPolicy,
 }
 
 /// A predicate over paths that directory walks skip. Empty by default.
@@ -84,6 +88,7 @@ impl ToolContext {
             bash_max_timeout: DEFAULT_BASH_MAX_TIMEOUT,
             result_cap: DEFAULT_RESULT_CAP,
             hidden: HiddenPaths::default(),
+            web: WebPolicy::default(),
         })
     }
 }

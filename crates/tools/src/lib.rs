@@ -17,10 +17,13 @@ mod grep;
 mod grep_search;
 mod input;
 mod ls;
+pub mod mcp;
 mod multi_edit;
 mod read;
 mod registry;
+pub mod skills;
 mod walk;
+mod web_fetch;
 mod write;
 
 pub use bash::BashTool;
@@ -32,9 +35,15 @@ pub use edit::EditTool;
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use ls::LsTool;
+pub use mcp::{McpPool, McpServerConfig, McpTools, McpTransport};
 pub use multi_edit::MultiEditTool;
 pub use read::ReadTool;
 pub use registry::{ToolRegistry, builtin_tools};
+pub use skills::{Skill, SkillSet, SkillSource, SkillTool};
+pub use web_fetch::{
+    DEFAULT_WEB_MAX_BYTES, DEFAULT_WEB_MAX_REDIRECTS, DEFAULT_WEB_TIMEOUT, UrlCheck, UrlVerdict,
+    WebFetchTool, WebPolicy,
+};
 pub use write::WriteTool;
 
 use async_trait::async_trait;

@@ -10,6 +10,7 @@ use crate::grep::GrepTool;
 use crate::ls::LsTool;
 use crate::multi_edit::MultiEditTool;
 use crate::read::ReadTool;
+use crate::web_fetch::WebFetchTool;
 use crate::write::WriteTool;
 
 /// The tools available to a session, by name.
@@ -35,9 +36,27 @@ impl ToolRegistry {
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
         self.tools.values()
     }
+
+    /// The tools named in `names` (names not present are ignored).
+    pub fn only(&self, names: &[String]) -> Self {
+        let tools = self
+            .tools
+            .iter()
+            .filter(|(name, _)| names.contains(name))
+            .map(|(name, tool)| (name.clone(), tool.clone()))
+            .collect();
+        Self { tools }
+    }
+
+    /// Adds `tools`, replacing any with the same name.
+    pub fn extend(&mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) {
+        for tool in tools {
+            self.tools.insert(tool.name().to_string(), tool);
+        }
+    }
 }
 
-/// Bash, Read, Write, Edit, MultiEdit, Glob, Grep, LS.
+/// Bash, Read, Write, Edit, MultiEdit, Glob, Grep, LS, WebFetch.
 pub fn builtin_tools() -> ToolRegistry {
     ToolRegistry::new(vec![
         Arc::new(BashTool),
@@ -48,5 +67,6 @@ pub fn builtin_tools() -> ToolRegistry {
         Arc::new(GlobTool),
         Arc::new(GrepTool),
         Arc::new(LsTool),
+        Arc::new(WebFetchTool),
     ])
 }

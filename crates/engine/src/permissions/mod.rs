@@ -23,8 +23,9 @@
 //!
 //! # Precedence
 //! deny > allow > ask rules > the mode's default. Modes: `default` allows read-only tools
-//! and asks for the rest; `accept_edits` also allows `Write`/`Edit`/`MultiEdit`;
-//! `read_only` allows `Read`, `Glob`, `Grep`, `LS`, `WebFetch` and denies every other
+//! (but `WebFetch`, which asks unless a rule allows its domain) and asks for the rest; `accept_edits` also allows `Write`/`Edit`/`MultiEdit`;
+//! `read_only` allows `Read`, `Glob`, `Grep`, `LS`, `WebFetch` (and `Skill`, `TodoWrite`,
+//! `AskUserQuestion`, `Task`, which change nothing themselves) and denies every other
 //! tool even when an allow rule names it; `bypass` allows everything no deny rule matches
 //! — except that an explicit ask rule still asks (an operator who writes one means it).
 //!
@@ -107,7 +108,7 @@ pub enum PermissionMode {
 }
 
 impl PermissionMode {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Self::Default => "default",
             Self::AcceptEdits => "accept_edits",
@@ -117,8 +118,20 @@ impl PermissionMode {
     }
 }
 
-/// The only tools the `read_only` mode lets through.
-const READ_ONLY_MODE_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS", "WebFetch"];
+/// The only tools the `read_only` mode lets through: those that read, and
+/// those that change nothing themselves (a subagent's own calls are checked
+/// one by one; a skill is only read).
+const READ_ONLY_MODE_TOOLS: &[&str] = &[
+    "Read",
+    "Glob",
+    "Grep",
+    "LS",
+    "WebFetch",
+    "Skill",
+    "TodoWrite",
+    "AskUserQuestion",
+    "Task",
+];
 
 /// A tool call as the permission check sees it.
 #[derive(Debug, Clone, Copy)]
@@ -258,8 +271,12 @@ impl PermissionPolicy {
         let by_mode = match self.mode {
             PermissionMode::Bypass => true,
             PermissionMode::ReadOnly => true, // only the read-only tools get here
-            PermissionMode::AcceptEdits => call.read_only || EDIT_TOOLS.contains(&call.tool),
-            PermissionMode::Default => call.read_only,
+            // WebFetch reads, but what it sends can carry data out: a new
+            // domain asks, as in Claude Code.
+            PermissionMode::AcceptEdits => {
+                (call.read_only && call.tool != "WebFetch") || EDIT_TOOLS.contains(&call.tool)
+            }
+            PermissionMode::Default => call.read_only && call.tool != "WebFetch",
         };
         if by_mode {
             Verdict::Allow
@@ -305,7 +322,7 @@ impl PermissionPolicy {
             .map(|r| format!(" (allow rule {} does not apply in this mode)", r.text))
             .unwrap_or_default();
         Some(deny(format!(
-            "mode {} allows only Read, Glob, Grep, LS and WebFetch; {tool} is not allowed{note}",
+            "mode {} allows only tools that change nothing (Read, Glob, Grep, LS, WebFetch, …); {tool} is not allowed{note}",
             self.mode.name()
         )))
     }

@@ -1,6 +1,6 @@
-//! Open permission requests of a session, and answering them.
+//! Open permission requests and questions of a session, and answering them.
 
-use agentd_engine::{Answer, Decision};
+use agentd_engine::{Answer, Decision, QuestionAnswer};
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -25,8 +25,9 @@ pub struct PendingItem {
     pub kind: String,
     pub turn_id: Option<String>,
     pub call_id: Option<String>,
-    /// The request as in its `permission.requested` event: `tool`, `input`,
-    /// `reason`, `session_rule`.
+    /// A permission request as in its `permission.requested` event (`tool`,
+    /// `input`, `reason`, `session_rule`); a question as in `question.asked`
+    /// (`questions`).
     #[schema(value_type = Object)]
     pub request: Value,
     pub created_at: chrono::DateTime<chrono::Utc>,
@@ -61,7 +62,7 @@ pub struct PermissionAnswered {
     pub decision: String,
 }
 
-/// Permission requests waiting for an answer.
+/// Permission requests and questions waiting for an answer.
 #[utoipa::path(get, path = "/v1/sessions/{id}/pending", tag = "approvals",
     params(("id" = String, Path, description = "Session id")),
     responses((status = 200, body = PendingList), (status = 404, body = ErrorBody)),
@@ -147,5 +148,72 @@ pub async fn answer_permission(
     Ok(Json(PermissionAnswered {
         request_id,
         decision: decision.as_str().to_string(),
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionAnswers {
+    /// Question text → the chosen option label, several labels (for
+    /// `multiSelect`), or the user's own text.
+    #[schema(value_type = Object)]
+    pub answers: Value,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QuestionAnswered {
+    pub request_id: String,
+    #[schema(value_type = Object)]
+    pub answers: Value,
+}
+
+/// Answer a question the agent asked (`question.asked`): the waiting turn
+/// goes on with the answers.
+#[utoipa::path(post, path = "/v1/sessions/{id}/questions/{request_id}", tag = "approvals",
+    params(("id" = String, Path, description = "Session id"),
+           ("request_id" = String, Path, description = "From `question.asked`")),
+    request_body = QuestionAnswers,
+    responses(
+        (status = 200, body = QuestionAnswered),
+        (status = 400, description = "Answers that do not fit the questions", body = ErrorBody),
+        (status = 404, description = "No such question in this session", body = ErrorBody),
+        (status = 409, description = "Already answered, or its turn is gone", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn answer_question(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath((id, request_id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<QuestionAnswers>,
+) -> ApiResult<Json<QuestionAnswered>> {
+    owned_session(&state, &user, &id).await?;
+    let runtime = state.registry.runtime();
+    let record = runtime
+        .store
+        .get_pending(&request_id)
+        .await?
+        .filter(|record| record.session_id == id && record.kind == "question")
+        .ok_or_else(|| ApiError::NotFound("no question with this id".into()))?;
+    if record.resolved_at.is_some() {
+        return Err(ApiError::Conflict {
+            code: "already_answered",
+            message: "this question was already answered".into(),
+        });
+    }
+    let questions = record.data.get("questions").cloned().unwrap_or(Value::Null);
+    agentd_engine::validate_answers(&questions, &body.answers).map_err(ApiError::BadRequest)?;
+    let answer = QuestionAnswer {
+        answers: Some(body.answers.clone()),
+        by: format!("user:{}", user.name),
+    };
+    if !runtime.approvals.answer_question(&request_id, answer) {
+        return Err(ApiError::Conflict {
+            code: "not_waiting",
+            message: "no turn is waiting for this question any more".into(),
+        });
+    }
+    Ok(Json(QuestionAnswered {
+        request_id,
+        answers: body.answers,
     }))
 }

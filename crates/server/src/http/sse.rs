@@ -285,6 +285,7 @@ mod tests {
 
     fn delta(n: u32) -> Event {
         Event::MessageDelta {
+            parent_call_id: None,
             turn_id: "t".into(),
             index: 0,
             kind: DeltaKind::Text,

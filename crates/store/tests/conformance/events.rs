@@ -23,16 +23,19 @@ fn every_event_kind() -> Vec<Event> {
             message: Message::user_text("go"),
         },
         Event::MessageDelta {
+            parent_call_id: None,
             turn_id: "t1".into(),
             index: 1,
             kind: DeltaKind::Thinking,
             text: "hm".into(),
         },
         Event::MessageCompleted {
+            parent_call_id: None,
             turn_id: "t1".into(),
             message: Message::assistant(vec![]),
         },
         Event::ToolStarted {
+            parent_call_id: None,
             turn_id: "t1".into(),
             call_id: "c1".into(),
             name: "Bash".into(),
@@ -50,6 +53,7 @@ fn every_event_kind() -> Vec<Event> {
             duration_ms: 12,
         },
         Event::PermissionRequested {
+            parent_call_id: None,
             request_id: "r1".into(),
             call_id: "c1".into(),
             tool: "Bash".into(),
@@ -63,13 +67,26 @@ fn every_event_kind() -> Vec<Event> {
         },
         Event::QuestionAsked {
             request_id: "q1".into(),
+            call_id: "c2".into(),
             questions: json!([{"question": "which?"}]),
+            parent_call_id: Some("task_1".into()),
+        },
+        Event::TodoUpdated {
+            call_id: "c3".into(),
+            todos: vec![agentd_protocol::Todo {
+                content: "write tests".into(),
+                status: agentd_protocol::TodoStatus::InProgress,
+                active_form: Some("Writing tests".into()),
+            }],
+            parent_call_id: None,
         },
         Event::QuestionAnswered {
+            by: "user:alice".into(),
             request_id: "q1".into(),
             answers: json!({"which?": "that"}),
         },
         Event::Usage {
+            parent_call_id: None,
             usage,
             cost_usd: 0.1 + 0.2,
             context_tokens: 13,

@@ -38,6 +38,7 @@ pub async fn session(store: &impl Store, owner: &str) -> SessionRecord {
 
 pub fn delta(text: &str) -> Event {
     Event::MessageDelta {
+        parent_call_id: None,
         turn_id: "t1".into(),
         index: 0,
         kind: DeltaKind::Text,

@@ -8,6 +8,9 @@ use agentd_engine::hooks::{HookConfig, Hooks};
 use agentd_engine::permissions::{PermissionMode, PermissionPolicy, RuleError};
 use serde::Deserialize;
 
+mod agents;
+pub use agents::{McpServerToml, SkillsToml, SubagentToml};
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
@@ -32,6 +35,12 @@ pub struct Config {
     pub models: BTreeMap<String, ModelConfig>,
     #[serde(default)]
     pub profiles: BTreeMap<String, ProfileConfig>,
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerToml>,
+    #[serde(default)]
+    pub subagents: Vec<SubagentToml>,
+    #[serde(default)]
+    pub skills: SkillsToml,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -147,8 +156,20 @@ pub struct ProfileConfig {
     #[serde(default = "default_turn_timeout_s")]
     pub turn_timeout_s: u64,
     pub max_budget_usd: Option<f64>,
-    /// Replaces the built-in system prompt.
+    /// Replaces the built-in system prompt template (placeholders
+    /// `{{workspace}}`, `{{tools}}`, `{{sandbox}}`, `{{permissions}}`,
+    /// `{{skills}}`, `{{subagents}}`, `{{date}}`).
     pub system_prompt: Option<String>,
+    /// Appended to the system prompt (also a template).
+    pub append_system_prompt: Option<String>,
+    /// Subagents (`Task` calls) a turn may start, nested ones included.
+    #[serde(default = "default_max_subagents")]
+    pub max_subagents: u32,
+    /// How deep subagents may nest; 0 turns `Task` off.
+    #[serde(default = "default_max_subagent_depth")]
+    pub max_subagent_depth: u32,
+    /// The `[[mcp_servers]]` this profile's sessions get, by name; all when absent.
+    pub mcp_servers: Option<Vec<String>>,
     /// Default `Bash` timeout, and the most a call may ask for.
     #[serde(default = "default_bash_timeout_s")]
     pub bash_timeout_s: u64,
@@ -156,6 +177,12 @@ pub struct ProfileConfig {
     pub bash_max_timeout_s: u64,
 }
 
+fn default_max_subagents() -> u32 {
+    8
+}
+fn default_max_subagent_depth() -> u32 {
+    1
+}
 fn default_approval_timeout_s() -> u64 {
     300
 }
@@ -189,6 +216,10 @@ impl Default for ProfileConfig {
             turn_timeout_s: default_turn_timeout_s(),
             max_budget_usd: None,
             system_prompt: None,
+            append_system_prompt: None,
+            max_subagents: default_max_subagents(),
+            max_subagent_depth: default_max_subagent_depth(),
+            mcp_servers: None,
             bash_timeout_s: default_bash_timeout_s(),
             bash_max_timeout_s: default_bash_max_timeout_s(),
         }
@@ -218,7 +249,15 @@ impl Config {
                 .permission_policy()
                 .map_err(|err| format!("profile {name:?}: {err}"))?;
             Hooks::new(profile.hooks.clone()).map_err(|err| format!("profile {name:?}: {err}"))?;
+            for server in profile.mcp_servers.iter().flatten() {
+                if !config.mcp_servers.iter().any(|s| &s.name == server) {
+                    return Err(format!(
+                        "profile {name:?}: no [[mcp_servers]] named {server:?}"
+                    ));
+                }
+            }
         }
+        agents::check(&config.mcp_servers, &config.subagents, &config.models)?;
         Ok(config)
     }
 
@@ -260,90 +299,4 @@ pub(crate) fn names<'a>(keys: impl Iterator<Item = &'a String>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn full_example_parses() {
-        let config = Config::parse(
-            r#"
-            [server]
-            bind = "127.0.0.1:7878"
-            [database]
-            url = "sqlite:///tmp/x.db"
-            [models.default]
-            provider = "anthropic"
-            model = "claude-sonnet-4-5"
-            api_key_env = "ANTHROPIC_API_KEY"
-            [models.local]
-            provider = "openai"
-            base_url = "http://127.0.0.1:11434/v1"
-            [profiles.default]
-            network = false
-            max_turns = 7
-            max_budget_usd = 5.0
-            "#,
-        )
-        .unwrap();
-        assert_eq!(config.models["local"].provider, Provider::Openai);
-        assert_eq!(config.profile("default").unwrap().max_turns, 7);
-        assert_eq!(config.profile("default").unwrap().turn_timeout_s, 1800);
-    }
-
-    #[test]
-    fn unknown_key_names_line_and_key() {
-        let err = Config::parse("[profiles.default]\nmax_turnz = 3\n").unwrap_err();
-        assert!(err.contains("max_turnz"), "{err}");
-        assert!(err.contains("line 2"), "{err}");
-    }
-
-    #[test]
-    fn wrong_type_and_unknown_provider_are_errors() {
-        assert!(Config::parse("[profiles.default]\nmax_turns = \"x\"\n").is_err());
-        let err = Config::parse("[models.m]\nprovider = \"nope\"\n").unwrap_err();
-        assert!(err.contains("nope"), "{err}");
-    }
-
-    #[test]
-    fn rules_hooks_and_presets() {
-        let config = Config::parse(
-            r#"
-            [profiles.default]
-            mode = "accept_edits"
-            allow = ["Bash(git status)", "Read(src/**)"]
-            deny = ["Read(.env)"]
-            on_no_answer = "allow"
-            [[profiles.default.hooks]]
-            event = "PreToolUse"
-            matcher = "Bash"
-            command = "true"
-            "#,
-        )
-        .unwrap();
-        let profile = config.profile("default").unwrap();
-        assert_eq!(profile.mode, PermissionMode::AcceptEdits);
-        assert_eq!(profile.on_no_answer, NoAnswer::Allow);
-        assert_eq!(profile.hooks.len(), 1);
-        let preset = config.profile(READ_ONLY_PROFILE).unwrap();
-        assert_eq!(preset.mode, PermissionMode::ReadOnly);
-    }
-
-    #[test]
-    fn bad_rules_and_hook_matchers_are_startup_errors() {
-        let err = Config::parse("[profiles.p]\nallow = [\"Bash(git status\"]\n").unwrap_err();
-        assert!(err.contains("profile \"p\""), "{err}");
-        let err = Config::parse(
-            "[profiles.p]\n[[profiles.p.hooks]]\nevent = \"PreToolUse\"\nmatcher = \"(\"\ncommand = \"true\"\n",
-        )
-        .unwrap_err();
-        assert!(err.contains("profile \"p\""), "{err}");
-        let err = Config::parse("[profiles.p]\nmode = \"yolo\"\n").unwrap_err();
-        assert!(err.contains("yolo"), "{err}");
-    }
-
-    #[test]
-    fn missing_profile_is_a_clear_error() {
-        let err = Config::default().profile("strict").unwrap_err().to_string();
-        assert!(err.contains("strict"), "{err}");
-    }
-}
+mod tests;

@@ -1,0 +1,393 @@
+//! Long-lived sandboxed processes, such as MCP stdio servers: the same
+//! [`Policy`] as [`Sandbox::exec`] (bubblewrap, workspace as cwd, clean
+//! environment, rlimits, cgroup, own process group), but with stdin and stdout
+//! piped to the caller, stderr kept as a bounded tail, and no wall-clock
+//! timeout: the process lives until it exits, is shut down, or is dropped.
+use std::collections::VecDeque;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::capture::Utf8Chunker;
+use crate::cgroup::CommandCgroup;
+use crate::policy::{Policy, SandboxError};
+use crate::run::{GroupKiller, Sandbox, build_exec, command_cgroup};
+
+/// How much of a spawned process's stderr is kept (the most recent bytes).
+pub const STDERR_TAIL_BYTES: usize = 16 * 1024;
+
+/// How long [`SandboxedProcess::shutdown`] waits, after closing stdin, for the
+/// process to exit by itself before killing it.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// How long stderr may stay open after the process group was killed
+/// (something that escaped it may hold the pipe).
+const STDERR_DRAIN: Duration = Duration::from_millis(300);
+
+impl Sandbox {
+    /// Start `argv` (program and arguments, exec'd directly: no shell parses
+    /// it) under `policy`, with stdin and stdout piped. Must be called inside a
+    /// Tokio runtime.
+    ///
+    /// Guarantees as for [`Sandbox::exec`]: nothing runs without bubblewrap
+    /// (unless `policy.unsandboxed`) or without `policy.limits`. When the main
+    /// process exits, whatever it left in its process group and cgroup is
+    /// killed (so its pipes close). Dropping the [`SandboxedProcess`] kills it
+    /// all; [`SandboxedProcess::shutdown`] first lets it exit by itself.
+    /// `policy.limits.cpu_seconds` is per process over its whole life, so a
+    /// long-lived process needs a budget for all the work it will ever do.
+    pub fn spawn(
+        &self,
+        policy: &Policy,
+        argv: &[String],
+    ) -> Result<SandboxedProcess, SandboxError> {
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let mut command = build_exec(policy, &argv)?;
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let cgroup = command_cgroup(&policy.limits, rustix::process::geteuid().is_root())?;
+        crate::pre_exec::install(
+            &mut command,
+            cgroup.as_ref().map(CommandCgroup::join_file),
+            policy.limits.rlimits(),
+        );
+        let mut child = command
+            .spawn()
+            .map_err(|err| SandboxError::Spawn(format!("{}: {err}", argv[0])))?;
+        let group = GroupKiller::new(&child, cgroup);
+        let pid = child.id();
+        let tail = Arc::new(Mutex::new(Tail::default()));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|stderr| tokio::spawn(read_stderr(stderr, tail.clone(), pid).in_current_span()));
+        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+        let (exit_sender, exit) = watch::channel(None);
+        let kill = CancellationToken::new();
+        let reaped = Arc::new(AtomicBool::new(false));
+        let waiter = tokio::spawn(
+            watch_child(
+                child,
+                group,
+                stderr,
+                kill.clone(),
+                reaped.clone(),
+                exit_sender,
+            )
+            .in_current_span(),
+        );
+        Ok(SandboxedProcess {
+            pid,
+            stdin,
+            stdout,
+            tail,
+            exit,
+            kill,
+            reaped,
+            waiter: Some(waiter),
+        })
+    }
+}
+
+/// How the main process ended: `None` while it runs, `Some(None)` when
+/// waiting for it failed.
+type Exit = Option<Option<ExitStatus>>;
+
+/// A process started by [`Sandbox::spawn`]. Dropping it kills the process, its
+/// process group and its cgroup.
+pub struct SandboxedProcess {
+    pid: Option<u32>,
+    stdin: Option<ChildStdin>,
+    stdout: Option<ChildStdout>,
+    tail: Arc<Mutex<Tail>>,
+    exit: watch::Receiver<Exit>,
+    kill: CancellationToken,
+    /// Set once the main process has been reaped: its pid (and so its process
+    /// group id) may then be reused, and must not be signalled any more.
+    reaped: Arc<AtomicBool>,
+    waiter: Option<JoinHandle<()>>,
+}
+
+impl SandboxedProcess {
+    /// The host pid of the process (bubblewrap's, when sandboxed).
+    pub fn id(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The process's stdin; `None` once taken.
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.stdin.take()
+    }
+
+    /// The process's stdout; `None` once taken.
+    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
+        self.stdout.take()
+    }
+
+    /// The last [`STDERR_TAIL_BYTES`] of its stderr, decoded lossily.
+    pub fn stderr_tail(&self) -> String {
+        self.tail.lock().map(|tail| tail.text()).unwrap_or_default()
+    }
+
+    /// True once the main process has exited (or been killed).
+    pub fn has_exited(&self) -> bool {
+        self.exit.borrow().is_some()
+    }
+
+    /// How the main process ended; `None` while it runs (or when its status
+    /// could not be read).
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        self.exit.borrow().flatten()
+    }
+
+    /// Resolves when the main process has exited.
+    pub async fn exited(&self) {
+        let mut exit = self.exit.clone();
+        // An error means the watcher is gone, which it only is after exiting.
+        let _ = exit.wait_for(Option::is_some).await;
+    }
+
+    /// Stop it politely: close stdin (if still held here; a caller that took
+    /// it must drop it first), give it [`SHUTDOWN_GRACE`] to exit, then kill
+    /// everything left, and remove its cgroup.
+    pub async fn shutdown(mut self) {
+        drop(self.stdin.take());
+        if tokio::time::timeout(SHUTDOWN_GRACE, self.exited())
+            .await
+            .is_err()
+        {
+            tracing::debug!(
+                pid = self.pid,
+                "sandboxed process ignored stdin closing; killing it"
+            );
+        }
+        self.kill.cancel();
+        if let Some(waiter) = self.waiter.take() {
+            let _ = waiter.await;
+        }
+    }
+}
+
+impl Drop for SandboxedProcess {
+    fn drop(&mut self) {
+        if !self.reaped.load(Ordering::Acquire)
+            && let Some(group) = self
+                .pid
+                .and_then(|pid| rustix::process::Pid::from_raw(pid as i32))
+        {
+            // Now, not when the watcher next runs; the cgroup follows there.
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+        self.kill.cancel();
+    }
+}
+
+impl std::fmt::Debug for SandboxedProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SandboxedProcess")
+            .field("pid", &self.pid)
+            .field("exit", &*self.exit.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reap the child (killing it first when asked), kill what it left behind,
+/// let stderr drain (so the tail is complete once the exit is announced), and
+/// remove its cgroup.
+async fn watch_child(
+    mut child: Child,
+    group: GroupKiller,
+    stderr: Option<JoinHandle<()>>,
+    kill: CancellationToken,
+    reaped: Arc<AtomicBool>,
+    exit: watch::Sender<Exit>,
+) {
+    let status = tokio::select! {
+        status = child.wait() => status,
+        () = kill.cancelled() => {
+            group.kill();
+            child.wait().await
+        }
+    };
+    reaped.store(true, Ordering::Release);
+    // Anything left in the group or cgroup would hold the pipes open.
+    group.kill();
+    if let Err(err) = &status {
+        tracing::warn!(%err, "waiting for a sandboxed process failed");
+    }
+    if let Some(stderr) = stderr {
+        let abort = stderr.abort_handle();
+        if tokio::time::timeout(STDERR_DRAIN, stderr).await.is_err() {
+            abort.abort();
+        }
+    }
+    exit.send_replace(Some(status.ok()));
+    group.finish().await;
+}
+
+/// Keep the tail of stderr and log it at debug level.
+async fn read_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>, pid: Option<u32>) {
+    let mut buffer = vec![0u8; 8192];
+    let mut decoder = Utf8Chunker::default();
+    loop {
+        let read = match stderr.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        if let Ok(mut tail) = tail.lock() {
+            tail.push(&buffer[..read]);
+        }
+        for line in decoder.decode(&buffer[..read]).lines() {
+            tracing::debug!(pid, line, "sandboxed process stderr");
+        }
+    }
+}
+
+/// The most recent [`STDERR_TAIL_BYTES`] bytes of a stream.
+#[derive(Debug, Default)]
+struct Tail(VecDeque<u8>);
+
+impl Tail {
+    fn push(&mut self, bytes: &[u8]) {
+        let bytes = &bytes[bytes.len().saturating_sub(STDERR_TAIL_BYTES)..];
+        let overflow = (self.0.len() + bytes.len()).saturating_sub(STDERR_TAIL_BYTES);
+        self.0.drain(..overflow);
+        self.0.extend(bytes);
+    }
+
+    fn text(&self) -> String {
+        let (front, back) = self.0.as_slices();
+        let bytes = [front, back].concat();
+        // The cut may have split a character: skip its continuation bytes.
+        let start = bytes
+            .iter()
+            .take(3)
+            .take_while(|byte| *byte & 0b1100_0000 == 0b1000_0000)
+            .count();
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    #[test]
+    fn tail_keeps_the_last_bytes() {
+        let mut tail = Tail::default();
+        tail.push(b"hello ");
+        tail.push(&vec![b'x'; STDERR_TAIL_BYTES]);
+        tail.push(b"end");
+        let text = tail.text();
+        assert_eq!(text.len(), STDERR_TAIL_BYTES);
+        assert!(text.ends_with("xend") && !text.contains('h'));
+        let mut split = Tail::default();
+        split.push(&vec![b'a'; STDERR_TAIL_BYTES - 1]);
+        split.push("é".as_bytes());
+        split.push(b"z");
+        assert!(split.text().starts_with('a') && split.text().ends_with('z'));
+        let mut cut = Tail::default();
+        cut.push(&[&[0xA9][..], b"ok"].concat());
+        assert_eq!(cut.text(), "ok");
+    }
+
+    fn policy(dir: &tempfile::TempDir) -> Policy {
+        Policy::new(dir.path().canonicalize().unwrap())
+    }
+
+    fn argv(items: &[&str]) -> Vec<String> {
+        items.iter().map(|item| item.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn pipes_reach_a_process_in_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = policy(&dir);
+        let script = "echo started >&2; read line; echo \"got $line in $PWD\"; echo bye >&2";
+        let mut process = Sandbox
+            .spawn(&policy, &argv(&["bash", "-c", script]))
+            .unwrap();
+        let mut stdin = process.take_stdin().unwrap();
+        let mut stdout = BufReader::new(process.take_stdout().unwrap()).lines();
+        stdin.write_all(b"it's \"quoted\" $HOME\n").await.unwrap();
+        let line = stdout.next_line().await.unwrap().unwrap();
+        assert_eq!(
+            line,
+            format!(
+                "got it's \"quoted\" $HOME in {}",
+                policy.workspace.display()
+            )
+        );
+        process.exited().await;
+        assert_eq!(process.exit_status().unwrap().code(), Some(0));
+        assert!(process.stderr_tail().starts_with("started\n"));
+    }
+
+    #[tokio::test]
+    async fn shutdown_closes_stdin_then_kills() {
+        let dir = tempfile::tempdir().unwrap();
+        let polite = Sandbox.spawn(&policy(&dir), &argv(&["cat"])).unwrap();
+        let started = std::time::Instant::now();
+        polite.shutdown().await;
+        assert!(started.elapsed() < SHUTDOWN_GRACE);
+
+        let stubborn = Sandbox
+            .spawn(
+                &policy(&dir),
+                &argv(&["bash", "-c", "trap '' HUP; sleep 30"]),
+            )
+            .unwrap();
+        let started = std::time::Instant::now();
+        stubborn.shutdown().await;
+        assert!(started.elapsed() >= SHUTDOWN_GRACE);
+        assert!(started.elapsed() < SHUTDOWN_GRACE + Duration::from_secs(3));
+    }
+
+    #[tokio::test]
+    async fn dropping_kills_the_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let process = Sandbox
+            .spawn(&policy(&dir), &argv(&["sleep", "30"]))
+            .unwrap();
+        let pid = rustix::process::Pid::from_raw(process.id().unwrap() as i32).unwrap();
+        drop(process);
+        for _ in 0..200 {
+            if rustix::process::test_kill_process(pid).is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("process {pid:?} still alive after drop");
+    }
+
+    #[tokio::test]
+    async fn an_empty_argv_or_a_missing_program_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = Sandbox.spawn(&policy(&dir), &[]).unwrap_err();
+        assert!(matches!(empty, SandboxError::Spawn(_)), "{empty}");
+        // bwrap starts, then fails to exec: the process exits non-zero.
+        let missing = Sandbox
+            .spawn(&policy(&dir), &argv(&["/nonexistent/program"]))
+            .unwrap();
+        missing.exited().await;
+        assert_ne!(missing.exit_status().unwrap().code(), Some(0));
+        assert!(
+            missing.stderr_tail().contains("nonexistent"),
+            "{}",
+            missing.stderr_tail()
+        );
+    }
+}

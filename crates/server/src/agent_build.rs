@@ -1,0 +1,310 @@
+//! Building a session's [`Agent`] from its profile: model, tools (built-in,
+//! skills, MCP), sandbox policy, permission rules, hooks, subagents and the
+//! system prompt.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentd_engine::hooks::{HookContext, Hooks};
+use agentd_engine::permissions::{PermissionPolicy, ToolCallView, Verdict};
+use agentd_engine::prompt::{PromptContext, system_prompt, today};
+use agentd_engine::{Agent, AgentConfig, SubagentDef, SubagentModel, Subagents, TurnLimits};
+use agentd_sandbox::{PathGuard, Policy};
+use agentd_store::SessionRecord;
+use agentd_tools::{
+    HiddenPaths, McpPool, SkillSet, SkillTool, ToolContext, UrlCheck, UrlVerdict, WebPolicy,
+    builtin_tools,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::approvals::{NoAnswerPolicy, StoredApprover};
+use crate::config::{ConfigError, ProfileConfig, SandboxMode};
+use crate::models::{EnvLookup, resolve_model};
+use crate::runtime::{RunError, Runtime, TOOL_RESULT_CAP, TurnOptions};
+
+/// One MCP pool per profile (profiles may name different servers), made on
+/// first use.
+#[derive(Clone, Default)]
+pub struct McpPools(Arc<Mutex<HashMap<String, McpPool>>>);
+
+impl McpPools {
+    fn for_profile(
+        &self,
+        runtime: &Runtime,
+        name: &str,
+        profile: &ProfileConfig,
+    ) -> Option<McpPool> {
+        let configs: Vec<_> = runtime
+            .config
+            .mcp_servers
+            .iter()
+            .filter(|s| {
+                profile
+                    .mcp_servers
+                    .as_ref()
+                    .is_none_or(|names| names.contains(&s.name))
+            })
+            .map(|s| s.to_tools_config())
+            .collect();
+        if configs.is_empty() {
+            return None;
+        }
+        let mut pools = self.0.lock().ok()?;
+        Some(
+            pools
+                .entry(name.to_string())
+                .or_insert_with(|| McpPool::new(configs))
+                .clone(),
+        )
+    }
+
+    /// Stops every MCP server of `session_id`.
+    pub async fn shutdown_session(&self, session_id: &str) {
+        let pools: Vec<McpPool> = self
+            .0
+            .lock()
+            .map(|p| p.values().cloned().collect())
+            .unwrap_or_default();
+        for pool in pools {
+            pool.shutdown_session(session_id).await;
+        }
+    }
+
+    /// Stops every MCP server.
+    pub async fn shutdown(&self) {
+        let pools: Vec<McpPool> = self
+            .0
+            .lock()
+            .map(|p| p.values().cloned().collect())
+            .unwrap_or_default();
+        for pool in pools {
+            pool.shutdown().await;
+        }
+    }
+}
+
+impl Runtime {
+    pub(crate) async fn agent_for(
+        &self,
+        session: &SessionRecord,
+        options: &TurnOptions,
+        env: EnvLookup<'_>,
+    ) -> Result<Agent, RunError> {
+        let profile = self.config.profile(&session.profile)?;
+        let spec = options.model.as_deref().unwrap_or(&session.model);
+        let model = resolve_model(&self.config, Some(spec), env)?;
+        let workspace = PathBuf::from(&session.workspace);
+        let (skills, warnings) = self.skills_for(&session.owner);
+        for warning in warnings {
+            tracing::warn!(session = %session.id, "skills: {warning}");
+        }
+        let guard = PathGuard::new(&workspace, &[]).map_err(|err| RunError::Workspace {
+            path: workspace.clone(),
+            message: format!("cannot be opened: {err}"),
+        })?;
+        let mut policy = Policy::new(guard.workspace());
+        policy.network = profile.network;
+        policy.unsandboxed = profile.sandbox == SandboxMode::Off;
+        policy.allow_git_config = profile.allow_git_config;
+
+        let mut tools = builtin_tools();
+        if !skills.is_empty() {
+            tools.extend([Arc::new(SkillTool::new(skills.clone())) as _]);
+        }
+        if let Some(pool) = self.mcp.for_profile(self, &session.profile, &profile) {
+            let mcp = pool.tools(&session.id, &policy).await;
+            for error in &mcp.errors {
+                tracing::warn!(session = %session.id, "{error}");
+            }
+            tools.extend(mcp.tools);
+        }
+
+        let mut allow = profile.allow.clone();
+        allow.extend(options.allow.iter().cloned());
+        allow.extend(self.store.session_rules(&session.id).await?);
+        let mode = options.permission_mode.unwrap_or(profile.mode);
+        let permissions = PermissionPolicy::new(mode, &allow, &profile.deny, &profile.ask)
+            .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
+        // Searches must not reveal what a Read deny rule protects.
+        let hidden = {
+            let (rules, root) = (permissions.clone(), guard.workspace().to_path_buf());
+            HiddenPaths::new(move |path| rules.read_denied_by(path, &root).is_some())
+        };
+        let web = web_policy(&allow, &permissions, guard.workspace());
+
+        let subagents = if profile.max_subagent_depth > 0 {
+            Some(self.subagents(&profile, env)?)
+        } else {
+            None
+        };
+        let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+        names.extend(["TodoWrite", "AskUserQuestion"]);
+        if subagents.is_some() {
+            names.push("Task");
+        }
+        let date = today();
+        let skills_section = skills.prompt_section();
+        let subagents_section = subagents.as_ref().map(Subagents::listing);
+        let prompt_context = PromptContext {
+            workspace: guard.workspace(),
+            tools: &names,
+            network: policy.network,
+            sandboxed: !policy.unsandboxed,
+            permission_mode: mode.name(),
+            allow_rules: &allow,
+            deny_rules: &profile.deny,
+            ask_rules: &profile.ask,
+            skills: skills_section.as_deref(),
+            subagents: subagents_section.as_deref(),
+            date: &date,
+        };
+        let system = options
+            .system_prompt
+            .as_deref()
+            .or(profile.system_prompt.as_deref());
+        let append = join_appends(
+            profile.append_system_prompt.as_deref(),
+            options.append_system_prompt.as_deref(),
+        );
+        let system_prompt = system_prompt(system, append.as_deref(), &prompt_context)
+            .map_err(|err| ConfigError::Invalid(format!("profile {:?}: {err}", session.profile)))?;
+
+        let context = ToolContext {
+            hidden,
+            policy,
+            guard,
+            sandbox: self.sandbox.clone(),
+            output: None,
+            cancel: CancellationToken::new(),
+            bash_timeout: Duration::from_secs(profile.bash_timeout_s),
+            bash_max_timeout: Duration::from_secs(profile.bash_max_timeout_s),
+            result_cap: TOOL_RESULT_CAP,
+            web,
+        };
+        let config = AgentConfig {
+            model_name: model.model_name,
+            system_prompt,
+            limits: TurnLimits {
+                max_turns: options.max_turns.unwrap_or(profile.max_turns),
+                turn_timeout: Duration::from_secs(profile.turn_timeout_s),
+                max_budget_usd: options.max_budget_usd.or(profile.max_budget_usd),
+                max_output_tokens: model.max_output_tokens,
+            },
+        };
+        let approver = StoredApprover {
+            store: self.store.clone(),
+            session_id: session.id.clone(),
+            approvals: self.approvals.clone(),
+            no_answer: NoAnswerPolicy {
+                decision: profile.on_no_answer,
+                after: Duration::from_secs(profile.approval_timeout_s),
+            },
+            source: options.answers.clone(),
+            prepared: Default::default(),
+            prepared_questions: Default::default(),
+        };
+        let hooks = Hooks::new(profile.hooks.clone())
+            .map_err(|err| ConfigError::Invalid(format!("hooks: {err}")))?;
+        let hook_context = HookContext {
+            session_id: session.id.clone(),
+            cwd: workspace,
+            transcript_path: None,
+            env: Default::default(),
+        };
+        let agent = Agent::new(model.client, tools, context, config)
+            .with_permissions(permissions, Arc::new(approver))
+            .with_hooks(hooks, hook_context);
+        Ok(match subagents {
+            Some(subagents) => agent.with_subagents(subagents),
+            None => agent,
+        })
+    }
+
+    /// The global skills, overridden by `user`'s own.
+    fn skills_for(&self, user: &str) -> (SkillSet, Vec<String>) {
+        let global = self
+            .config
+            .skills
+            .dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("skills"));
+        let user_dir = match &self.config.skills.user_dir {
+            Some(template) => PathBuf::from(template.replace("{user}", user)),
+            None => self.data_dir.join("users").join(user).join("skills"),
+        };
+        SkillSet::discover(Some(&global), Some(&user_dir))
+    }
+
+    fn subagents(
+        &self,
+        profile: &ProfileConfig,
+        env: EnvLookup<'_>,
+    ) -> Result<Subagents, RunError> {
+        let mut defs = Vec::with_capacity(self.config.subagents.len());
+        for sub in &self.config.subagents {
+            let model = match &sub.model {
+                Some(name) => {
+                    let resolved = resolve_model(&self.config, Some(name), env)?;
+                    Some(SubagentModel {
+                        client: resolved.client,
+                        model_name: resolved.model_name,
+                    })
+                }
+                None => None,
+            };
+            defs.push(SubagentDef {
+                name: sub.name.clone(),
+                description: sub.description.clone(),
+                prompt: sub.prompt.clone(),
+                tools: sub.tools.clone(),
+                model,
+            });
+        }
+        Ok(Subagents::new(
+            defs,
+            profile.max_subagents,
+            profile.max_subagent_depth,
+        ))
+    }
+}
+
+fn join_appends(profile: Option<&str>, turn: Option<&str>) -> Option<String> {
+    match (profile, turn) {
+        (Some(a), Some(b)) => Some(format!("{a}\n\n{b}")),
+        (a, b) => a.or(b).map(str::to_string),
+    }
+}
+
+/// WebFetch's reach: hosts an allow rule names exactly may be private
+/// addresses; each redirect to another host is judged by the same rules.
+fn web_policy(allow: &[String], permissions: &PermissionPolicy, workspace: &Path) -> WebPolicy {
+    let private_hosts: Vec<String> = allow
+        .iter()
+        .filter_map(|rule| {
+            let host = rule.strip_prefix("WebFetch(domain:")?.strip_suffix(')')?;
+            Some(host.trim().trim_end_matches('.').to_ascii_lowercase())
+        })
+        .collect();
+    let (rules, root) = (permissions.clone(), workspace.to_path_buf());
+    let url_check = UrlCheck::new(move |url| {
+        let input = serde_json::json!({"url": url.as_str()});
+        let view = ToolCallView {
+            tool: "WebFetch",
+            input: &input,
+            read_only: true,
+            workspace: &root,
+        };
+        match rules.evaluate(&view) {
+            Verdict::Allow => UrlVerdict::Allow,
+            Verdict::Deny { reason } => UrlVerdict::Deny(reason),
+            Verdict::Ask { .. } => UrlVerdict::Ask,
+        }
+    });
+    WebPolicy {
+        private_hosts: private_hosts.into(),
+        url_check,
+        ..WebPolicy::default()
+    }
+}

@@ -1,0 +1,148 @@
+//! Config of what agents can reach beyond the built-in tools: MCP servers,
+//! subagents and skills.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// `[[mcp_servers]]`: a stdio server (`command`, run in the session's
+/// sandbox) or a streamable HTTP one (`url`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerToml {
+    /// Tools appear as `mcp__<name>__<tool>`.
+    pub name: String,
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables for a stdio server, on top of the sandbox's allowlist.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default = "default_startup_timeout_s")]
+    pub startup_timeout_s: u64,
+    #[serde(default = "default_call_timeout_s")]
+    pub call_timeout_s: u64,
+    /// A session's server process stops after this long without a call.
+    #[serde(default = "default_idle_timeout_s")]
+    pub idle_timeout_s: u64,
+}
+
+fn default_startup_timeout_s() -> u64 {
+    30
+}
+fn default_call_timeout_s() -> u64 {
+    120
+}
+fn default_idle_timeout_s() -> u64 {
+    600
+}
+
+/// `[[subagents]]`: a kind of subagent the `Task` tool can start.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentToml {
+    pub name: String,
+    /// Tells the main agent when to use it.
+    pub description: String,
+    /// Its system prompt (a template, like a profile's `system_prompt`).
+    pub prompt: String,
+    /// Tool names it may use; all of its parent's (but `AskUserQuestion`) when absent.
+    pub tools: Option<Vec<String>>,
+    /// A `[models.X]` name; its parent's model when absent.
+    pub model: Option<String>,
+}
+
+/// `[skills]`: folders of `SKILL.md` skills.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsToml {
+    /// Skills for everyone. Default `<data_dir>/skills`.
+    pub dir: Option<PathBuf>,
+    /// Each user's own skills, overriding global ones of the same name;
+    /// `{user}` is replaced by the user name. Default
+    /// `<data_dir>/users/{user}/skills`.
+    pub user_dir: Option<String>,
+}
+
+impl McpServerToml {
+    pub(super) fn check(&self) -> Result<(), String> {
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= 32
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !name_ok {
+            return Err(format!(
+                "mcp server name {:?} must be 1-32 letters, digits, '-' or '_'",
+                self.name
+            ));
+        }
+        match (&self.command, &self.url) {
+            (Some(_), None) | (None, Some(_)) => Ok(()),
+            _ => Err(format!(
+                "mcp server {:?} needs exactly one of `command` (stdio) and `url` (streamable HTTP)",
+                self.name
+            )),
+        }
+    }
+
+    pub fn to_tools_config(&self) -> agentd_tools::mcp::McpServerConfig {
+        use std::time::Duration;
+        let transport = match (&self.command, &self.url) {
+            (_, Some(url)) => agentd_tools::mcp::McpTransport::Http {
+                url: url.clone(),
+                headers: self.headers.clone(),
+            },
+            (command, None) => agentd_tools::mcp::McpTransport::Stdio {
+                command: command.clone().unwrap_or_default(),
+                args: self.args.clone(),
+                env: self.env.clone(),
+            },
+        };
+        agentd_tools::mcp::McpServerConfig {
+            name: self.name.clone(),
+            transport,
+            startup_timeout: Duration::from_secs(self.startup_timeout_s),
+            call_timeout: Duration::from_secs(self.call_timeout_s),
+            idle_timeout: Duration::from_secs(self.idle_timeout_s),
+        }
+    }
+}
+
+/// Checks names are unique and references resolve.
+pub(super) fn check(
+    mcp: &[McpServerToml],
+    subagents: &[SubagentToml],
+    models: &BTreeMap<String, super::ModelConfig>,
+) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for server in mcp {
+        server.check()?;
+        if !seen.insert(&server.name) {
+            return Err(format!("mcp server {:?} is defined twice", server.name));
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for sub in subagents {
+        if sub.name.trim().is_empty() || sub.description.trim().is_empty() {
+            return Err("every [[subagents]] needs a name and a description".into());
+        }
+        if !seen.insert(&sub.name) {
+            return Err(format!("subagent {:?} is defined twice", sub.name));
+        }
+        if let Some(model) = &sub.model
+            && !models.contains_key(model)
+        {
+            return Err(format!(
+                "subagent {:?} uses model {model:?}, which is not under [models]",
+                sub.name
+            ));
+        }
+    }
+    Ok(())
+}

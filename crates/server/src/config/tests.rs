@@ -1,0 +1,85 @@
+use super::*;
+
+#[test]
+fn full_example_parses() {
+    let config = Config::parse(
+        r#"
+        [server]
+        bind = "127.0.0.1:7878"
+        [database]
+        url = "sqlite:///tmp/x.db"
+        [models.default]
+        provider = "anthropic"
+        model = "claude-sonnet-4-5"
+        api_key_env = "ANTHROPIC_API_KEY"
+        [models.local]
+        provider = "openai"
+        base_url = "http://127.0.0.1:11434/v1"
+        [profiles.default]
+        network = false
+        max_turns = 7
+        max_budget_usd = 5.0
+        "#,
+    )
+    .unwrap();
+    assert_eq!(config.models["local"].provider, Provider::Openai);
+    assert_eq!(config.profile("default").unwrap().max_turns, 7);
+    assert_eq!(config.profile("default").unwrap().turn_timeout_s, 1800);
+}
+
+#[test]
+fn unknown_key_names_line_and_key() {
+    let err = Config::parse("[profiles.default]\nmax_turnz = 3\n").unwrap_err();
+    assert!(err.contains("max_turnz"), "{err}");
+    assert!(err.contains("line 2"), "{err}");
+}
+
+#[test]
+fn wrong_type_and_unknown_provider_are_errors() {
+    assert!(Config::parse("[profiles.default]\nmax_turns = \"x\"\n").is_err());
+    let err = Config::parse("[models.m]\nprovider = \"nope\"\n").unwrap_err();
+    assert!(err.contains("nope"), "{err}");
+}
+
+#[test]
+fn rules_hooks_and_presets() {
+    let config = Config::parse(
+        r#"
+        [profiles.default]
+        mode = "accept_edits"
+        allow = ["Bash(git status)", "Read(src/**)"]
+        deny = ["Read(.env)"]
+        on_no_answer = "allow"
+        [[profiles.default.hooks]]
+        event = "PreToolUse"
+        matcher = "Bash"
+        command = "true"
+        "#,
+    )
+    .unwrap();
+    let profile = config.profile("default").unwrap();
+    assert_eq!(profile.mode, PermissionMode::AcceptEdits);
+    assert_eq!(profile.on_no_answer, NoAnswer::Allow);
+    assert_eq!(profile.hooks.len(), 1);
+    let preset = config.profile(READ_ONLY_PROFILE).unwrap();
+    assert_eq!(preset.mode, PermissionMode::ReadOnly);
+}
+
+#[test]
+fn bad_rules_and_hook_matchers_are_startup_errors() {
+    let err = Config::parse("[profiles.p]\nallow = [\"Bash(git status\"]\n").unwrap_err();
+    assert!(err.contains("profile \"p\""), "{err}");
+    let err = Config::parse(
+        "[profiles.p]\n[[profiles.p.hooks]]\nevent = \"PreToolUse\"\nmatcher = \"(\"\ncommand = \"true\"\n",
+    )
+    .unwrap_err();
+    assert!(err.contains("profile \"p\""), "{err}");
+    let err = Config::parse("[profiles.p]\nmode = \"yolo\"\n").unwrap_err();
+    assert!(err.contains("yolo"), "{err}");
+}
+
+#[test]
+fn missing_profile_is_a_clear_error() {
+    let err = Config::default().profile("strict").unwrap_err().to_string();
+    assert!(err.contains("strict"), "{err}");
+}

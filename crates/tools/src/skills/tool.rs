@@ -1,0 +1,171 @@
+//! `Skill`: load a skill's instructions into the conversation.
+use std::fs;
+use std::path::Path;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{SKILL_FILE, Skill, SkillSet, front_matter, read_skill_file};
+use crate::common::{run_blocking, to_result};
+use crate::input::parse_input;
+use crate::{Tool, ToolContext, ToolResult};
+
+/// Supporting files listed with a skill's instructions.
+const MAX_LISTED_FILES: usize = 50;
+/// Entries visited when listing a skill's folder, so a huge folder stays cheap.
+const MAX_VISITED_ENTRIES: usize = 5_000;
+const MAX_LIST_DEPTH: usize = 8;
+
+const DESCRIPTION: &str = "Load a skill: packaged instructions for a kind of task. Call it with \
+the skill's name before doing a task the skill covers, then follow the instructions it returns. \
+The result starts with the skill's folder and its supporting files, which you can read with Read.";
+
+#[derive(Debug, Deserialize)]
+struct SkillInput {
+    skill: String,
+}
+
+/// The `Skill` tool over a session's skills.
+#[derive(Debug, Clone)]
+pub struct SkillTool {
+    skills: SkillSet,
+    description: String,
+}
+
+impl SkillTool {
+    pub fn new(skills: SkillSet) -> Self {
+        let description = format!("{DESCRIPTION}\n\nAvailable skills: {}.", names(&skills));
+        Self {
+            skills,
+            description,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for SkillTool {
+    fn name(&self) -> &str {
+        "Skill"
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "skill": {"type": "string", "description": "The skill's name, e.g. \"pdf\"."}
+            },
+            "required": ["skill"],
+            "additionalProperties": false
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
+        let input: SkillInput = match parse_input(self.name(), &self.input_schema(), input) {
+            Ok(input) => input,
+            Err(error) => return error,
+        };
+        // Models sometimes write a skill the way a user invokes it: `/name`.
+        let name = input.skill.trim().trim_start_matches('/');
+        let Some(skill) = self.skills.get(name) else {
+            return ToolResult::error(format!(
+                "unknown skill {name:?}; available skills: {}",
+                names(&self.skills)
+            ));
+        };
+        let skill = skill.clone();
+        to_result(
+            run_blocking(ctx, move || load_instructions(&skill)).await,
+            ctx,
+        )
+    }
+}
+
+fn names(skills: &SkillSet) -> String {
+    if skills.is_empty() {
+        return "none".to_string();
+    }
+    let names: Vec<&str> = skills.iter().map(|skill| skill.name.as_str()).collect();
+    names.join(", ")
+}
+
+/// The skill's folder, its other files, then the body of its `SKILL.md`.
+fn load_instructions(skill: &Skill) -> Result<String, String> {
+    let unusable = |reason: String| format!("skill {:?} cannot be loaded: {reason}", skill.name);
+    let text = read_skill_file(&skill.dir).map_err(unusable)?;
+    let (_, body) =
+        front_matter::split(&text).map_err(|reason| unusable(format!("{SKILL_FILE}: {reason}")))?;
+    let mut out = format!("Base directory for this skill: {}\n", skill.dir.display());
+    let (files, total) = list_files(&skill.dir);
+    if files.is_empty() {
+        out.push_str("The folder has no other files.\n");
+    } else {
+        out.push_str("Other files in the folder (relative to it; read them as needed):\n");
+        for file in &files {
+            out.push_str(&format!("- {file}\n"));
+        }
+        if total > files.len() {
+            out.push_str(&format!("- … and {} more\n", total - files.len()));
+        }
+    }
+    out.push('\n');
+    out.push_str(body.trim_end());
+    Ok(out)
+}
+
+/// Up to `MAX_LISTED_FILES` files under `dir` other than its `SKILL.md`,
+/// relative and sorted, and how many were found in all. Hidden entries and
+/// symlinks are left out: the agent could not read links that leave the folder.
+fn list_files(dir: &Path) -> (Vec<String>, usize) {
+    let mut lister = Lister::default();
+    lister.walk(dir, "", 0);
+    (lister.files, lister.total)
+}
+
+#[derive(Default)]
+struct Lister {
+    files: Vec<String>,
+    total: usize,
+    visited: usize,
+}
+
+impl Lister {
+    fn walk(&mut self, dir: &Path, prefix: &str, depth: usize) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+        entries.sort_by_key(fs::DirEntry::file_name);
+        for entry in entries {
+            self.visited += 1;
+            if self.visited > MAX_VISITED_ENTRIES {
+                return;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || (depth == 0 && name == SKILL_FILE) {
+                continue;
+            }
+            let relative = format!("{prefix}{name}");
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() && depth < MAX_LIST_DEPTH => {
+                    self.walk(&entry.path(), &format!("{relative}/"), depth + 1);
+                }
+                Ok(kind) if kind.is_file() => {
+                    self.total += 1;
+                    if self.files.len() < MAX_LISTED_FILES {
+                        self.files.push(relative);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
