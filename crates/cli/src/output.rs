@@ -41,6 +41,15 @@ impl Printer {
 
     fn text_event(&mut self, event: &Event) {
         match event {
+            // Subagents' text is their report to the main agent, not the answer.
+            Event::MessageDelta {
+                parent_call_id: Some(_),
+                ..
+            }
+            | Event::MessageCompleted {
+                parent_call_id: Some(_),
+                ..
+            } => {}
             Event::MessageDelta {
                 index,
                 kind: DeltaKind::Text,
@@ -68,9 +77,26 @@ impl Printer {
                 self.streamed.clear();
                 self.end_line();
             }
-            Event::ToolStarted { name, input, .. } => {
+            Event::ToolStarted {
+                name,
+                input,
+                parent_call_id,
+                ..
+            } => {
                 self.end_line();
-                eprintln!("● {name}({})", summarize_input(input));
+                let indent = if parent_call_id.is_some() { "  ↳ " } else { "" };
+                eprintln!("{indent}● {name}({})", summarize_input(input));
+            }
+            Event::TodoUpdated { todos, .. } => {
+                self.end_line();
+                for todo in todos {
+                    let mark = match todo.status {
+                        agentd_protocol::TodoStatus::Completed => "☒",
+                        agentd_protocol::TodoStatus::InProgress => "▶",
+                        agentd_protocol::TodoStatus::Pending => "☐",
+                    };
+                    eprintln!("  {mark} {}", todo.content);
+                }
             }
             Event::ToolFinished {
                 is_error,

@@ -100,11 +100,22 @@ impl Runtime {
         for warning in warnings {
             tracing::warn!(session = %session.id, "skills: {warning}");
         }
-        let guard = PathGuard::new(&workspace, &[]).map_err(|err| RunError::Workspace {
+        // Skill folders are readable (their supporting files and scripts),
+        // never writable: extra roots for the file tools with an Edit deny
+        // rule each, read-only binds in the sandbox.
+        let skill_dirs = skills.dirs();
+        let guard = PathGuard::new(&workspace, &skill_dirs).map_err(|err| RunError::Workspace {
             path: workspace.clone(),
             message: format!("cannot be opened: {err}"),
         })?;
+        let mut deny = profile.deny.clone();
+        deny.extend(
+            skill_dirs
+                .iter()
+                .map(|dir| format!("Edit(/{}/**)", dir.display())),
+        );
         let mut policy = Policy::new(guard.workspace());
+        policy.read_only_paths.extend(skill_dirs);
         policy.network = profile.network;
         policy.unsandboxed = profile.sandbox == SandboxMode::Off;
         policy.allow_git_config = profile.allow_git_config;
@@ -125,7 +136,7 @@ impl Runtime {
         allow.extend(options.allow.iter().cloned());
         allow.extend(self.store.session_rules(&session.id).await?);
         let mode = options.permission_mode.unwrap_or(profile.mode);
-        let permissions = PermissionPolicy::new(mode, &allow, &profile.deny, &profile.ask)
+        let permissions = PermissionPolicy::new(mode, &allow, &deny, &profile.ask)
             .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
         // Searches must not reveal what a Read deny rule protects.
         let hidden = {

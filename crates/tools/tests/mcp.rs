@@ -209,7 +209,8 @@ async fn a_hanging_call_times_out_and_is_cancelled() {
     });
     let started = Instant::now();
     let interrupted = call(&tools, "mcp__fx__hang", json!({}), &ctx).await;
-    assert!(started.elapsed() < Duration::from_millis(900));
+    // Not the 1 s call timeout: the message says which ended it.
+    assert!(started.elapsed() < Duration::from_secs(3));
     assert_error_containing(&interrupted, &["interrupted"]);
     pool.shutdown().await;
 }
@@ -226,13 +227,13 @@ async fn slow_starts_work_within_the_startup_timeout_and_fail_beyond() {
     assert_eq!(echo.content, "echo: late");
     pool.shutdown().await;
 
-    let mut impatient = fixture("slow", &["--startup-delay-ms", "5000"]);
+    let mut impatient = fixture("slow", &["--startup-delay-ms", "20000"]);
     impatient.startup_timeout = Duration::from_millis(700);
     let pool = McpPool::new(vec![impatient, fixture("fast", &[])]);
     let started = Instant::now();
     let tools = pool.tools("s2", &s.policy).await;
     assert!(
-        started.elapsed() < Duration::from_secs(4),
+        started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );
@@ -243,7 +244,7 @@ async fn slow_starts_work_within_the_startup_timeout_and_fail_beyond() {
         "{error}"
     );
     assert!(
-        error.contains("startup delay 5000 ms"),
+        error.contains("startup delay 20000 ms"),
         "stderr tail missing: {error}"
     );
     assert!(

@@ -367,3 +367,20 @@ async fn error_statuses_are_errors() {
     let result = fetch(&ctx, &format!("http://127.0.0.1:{port}/gone")).await;
     assert_error_containing(&result, "HTTP 410 Gone: this page is gone");
 }
+
+#[test]
+fn schema_and_flags_are_claude_codes() {
+    let registry = agentd_tools::builtin_tools();
+    let tool = registry.get("WebFetch").unwrap();
+    assert!(tool.is_read_only());
+    let schema = tool.input_schema();
+    assert_eq!(schema["properties"]["url"]["format"], "uri");
+    assert_eq!(schema["required"], json!(["url", "prompt"]));
+    assert_eq!(schema["additionalProperties"], false);
+    assert!(tool.description().contains("markdown"));
+    let policy = WebPolicy::default();
+    assert_eq!(policy.max_bytes, 10 * MIB);
+    assert_eq!(policy.timeout, Duration::from_secs(30));
+    assert_eq!(policy.max_redirects, 5);
+    assert!(policy.private_hosts.is_empty());
+}

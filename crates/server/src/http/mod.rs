@@ -217,6 +217,7 @@ pub async fn serve(
     tracing::info!("shutting down");
     accepting.cancel();
     registry.shutdown(SHUTDOWN_GRACE).await;
+    registry.runtime().mcp.shutdown().await;
     streams.cancel();
     match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
         Ok(result) => result.map_err(std::io::Error::other)?,

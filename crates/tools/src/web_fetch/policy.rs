@@ -44,7 +44,9 @@ impl Default for WebPolicy {
 impl WebPolicy {
     /// Whether `host` (as the URL spells it) may resolve to private addresses.
     pub fn allows_private(&self, host: &str) -> bool {
+        // `[::1]` as URLs write it; `example.com.` is the same host as `example.com`.
         let host = host.trim_start_matches('[').trim_end_matches(']');
+        let host = host.strip_suffix('.').unwrap_or(host);
         self.private_hosts
             .iter()
             .any(|allowed| allowed.eq_ignore_ascii_case(host))
