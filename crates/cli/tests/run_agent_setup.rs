@@ -220,9 +220,7 @@ async fn web_fetch_reaches_loopback_only_when_a_rule_names_it() {
     let allowed = format!("http://127.0.0.1:{port}/notes");
     let h = Harness::new(Wire::Anthropic, script(allowed.clone()))
         .await
-        .with_config(&format!(
-            "[profiles.default]\nallow = [\"WebFetch(domain:127.0.0.1)\"]\n"
-        ));
+        .with_config("[profiles.default]\nallow = [\"WebFetch(domain:127.0.0.1)\"]\n");
     let run = h.run_as_is("fetch it", &[]).await;
     assert_eq!(
         run.finished().status,

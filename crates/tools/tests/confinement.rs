@@ -226,6 +226,7 @@ fn builtins_have_claude_code_names_schemas_and_flags() {
             "LS",
             "MultiEdit",
             "Read",
+            "WebFetch",
             "Write"
         ]
     );
@@ -234,10 +235,11 @@ fn builtins_have_claude_code_names_schemas_and_flags() {
         .filter(|tool| tool.is_read_only())
         .map(|tool| tool.name())
         .collect();
-    assert_eq!(read_only, ["Glob", "Grep", "LS", "Read"]);
+    assert_eq!(read_only, ["Glob", "Grep", "LS", "Read", "WebFetch"]);
     let expected_fields: &[(&str, &[&str])] = &[
         ("Bash", &["command", "description", "timeout"]),
         ("Read", &["file_path", "limit", "offset"]),
+        ("WebFetch", &["prompt", "url"]),
         ("Write", &["content", "file_path"]),
         (
             "Edit",

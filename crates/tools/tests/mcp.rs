@@ -351,6 +351,8 @@ async fn a_missing_program_is_reported_with_its_stderr() {
             command: "/nonexistent/mcp-server".into(),
             args: vec![],
             env: BTreeMap::new(),
+            read_only_paths: Vec::new(),
+            network: false,
         },
     );
     let pool = McpPool::new(vec![missing, fixture("fx", &[])]);

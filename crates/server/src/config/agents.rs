@@ -19,6 +19,14 @@ pub struct McpServerToml {
     /// Variables for a stdio server, on top of the sandbox's allowlist.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Directories a stdio server's own files live in (outside `/usr`),
+    /// visible read-only in its sandbox.
+    #[serde(default)]
+    pub read_only_paths: Vec<PathBuf>,
+    /// Let a stdio server reach the network even when the profile's
+    /// commands cannot.
+    #[serde(default)]
+    pub network: bool,
     pub url: Option<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
@@ -82,6 +90,13 @@ impl McpServerToml {
                 self.name
             ));
         }
+        if let Some(path) = self.read_only_paths.iter().find(|p| !p.is_absolute()) {
+            return Err(format!(
+                "mcp server {:?}: read_only_paths must be absolute, not {}",
+                self.name,
+                path.display()
+            ));
+        }
         match (&self.command, &self.url) {
             (Some(_), None) | (None, Some(_)) => Ok(()),
             _ => Err(format!(
@@ -102,6 +117,8 @@ impl McpServerToml {
                 command: command.clone().unwrap_or_default(),
                 args: self.args.clone(),
                 env: self.env.clone(),
+                read_only_paths: self.read_only_paths.clone(),
+                network: self.network,
             },
         };
         agentd_tools::mcp::McpServerConfig {

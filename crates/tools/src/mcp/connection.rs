@@ -40,8 +40,20 @@ impl Connection {
         let deadline = Instant::now() + config.startup_timeout;
         let late = format!("did not start within {}", human(config.startup_timeout));
         let connection = match &config.transport {
-            McpTransport::Stdio { command, args, env } => {
-                let process = spawn(policy, command, args, env)?;
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                read_only_paths,
+                network,
+            } => {
+                let mut policy = policy.clone();
+                policy.env.extend(env.clone());
+                policy
+                    .read_only_paths
+                    .extend(read_only_paths.iter().cloned());
+                policy.network |= *network;
+                let process = spawn(policy, command, args)?;
                 start_stdio(process, deadline, &late).await?
             }
             McpTransport::Http { url, headers } => {
@@ -106,14 +118,7 @@ impl Connection {
     }
 }
 
-fn spawn(
-    policy: &Policy,
-    command: &str,
-    args: &[String],
-    env: &BTreeMap<String, String>,
-) -> Result<SandboxedProcess, String> {
-    let mut policy = policy.clone();
-    policy.env.extend(env.clone());
+fn spawn(mut policy: Policy, command: &str, args: &[String]) -> Result<SandboxedProcess, String> {
     policy.limits = server_limits(&policy.limits);
     let argv: Vec<String> = std::iter::once(command.to_string())
         .chain(args.iter().cloned())

@@ -93,6 +93,12 @@ pub enum McpTransport {
         command: String,
         args: Vec<String>,
         env: BTreeMap<String, String>,
+        /// Directories the server's own files live in (outside `/usr`),
+        /// bound read-only into its sandbox.
+        read_only_paths: Vec<std::path::PathBuf>,
+        /// Let this server reach the network even when the session's
+        /// commands cannot.
+        network: bool,
     },
     /// A streamable HTTP endpoint, reached from this server (not sandboxed);
     /// `headers` go with every request (e.g. `Authorization`).

@@ -97,7 +97,8 @@ impl McpPool {
                         let name = tool_name(server, &definition.name);
                         if !names.insert(name.clone()) {
                             errors.push(format!(
-                                "MCP server `{server}`: tool `{}` is left out: its name `{name}` is taken",
+                                "MCP server `{server}`: tool `{}` is left out: \
+                                 its name `{name}` is taken",
                                 definition.name
                             ));
                             continue;

@@ -100,7 +100,10 @@ impl ServerSlot {
         let (connection, _busy) = tokio::select! {
             ready = self.connection() => match ready {
                 Ok(ready) => ready,
-                Err(err) => return ToolResult::error(format!("MCP server `{server}` is not available: {err}")),
+                Err(err) => {
+                    let message = format!("MCP server `{server}` is not available: {err}");
+                    return ToolResult::error(message);
+                }
             },
             () = ctx.cancel.cancelled() => return interrupted(server),
         };
@@ -112,7 +115,8 @@ impl ServerSlot {
                 Err(err) => self.failed(&connection, tool, err).await,
             },
             () = tokio::time::sleep(self.config.call_timeout) => ToolResult::error(format!(
-                "MCP server `{server}` did not answer within {} (tool `{tool}`); the call was cancelled",
+                "MCP server `{server}` did not answer within {} (tool `{tool}`); \
+                 the call was cancelled",
                 human(self.config.call_timeout)
             )),
             () = ctx.cancel.cancelled() => interrupted(server),
@@ -183,7 +187,8 @@ impl ServerSlot {
             )),
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 let what = format!(
-                    "MCP server `{server}` stopped or lost its connection during the call to `{tool}` ({err})"
+                    "MCP server `{server}` stopped or lost its connection \
+                     during the call to `{tool}` ({err})"
                 );
                 let message = connection.failure(&what).await;
                 self.forget(connection).await;

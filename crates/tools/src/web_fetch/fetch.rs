@@ -221,11 +221,11 @@ async fn error_status(url: &Url, response: Response) -> String {
     );
     let excerpt = match read_capped(response, EXCERPT_BYTES).await {
         Ok((body, _)) => {
-            let text = String::from_utf8_lossy(&body);
+            let text = String::from_utf8_lossy(&body).into_owned();
             let text = if html {
-                super::html::to_markdown(&text)
+                super::html::to_markdown_on_thread(text).await
             } else {
-                text.into_owned()
+                text
             };
             let words: Vec<&str> = text.split_whitespace().collect();
             let joined = words.join(" ");

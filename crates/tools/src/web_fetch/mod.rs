@@ -138,9 +138,7 @@ async fn to_text(kind: Kind, body: Vec<u8>) -> String {
     let text = String::from_utf8_lossy(&body).into_owned();
     match kind {
         Kind::Text => text,
-        Kind::Html => tokio::task::spawn_blocking(move || html::to_markdown(&text))
-            .await
-            .unwrap_or_else(|err| format!("[the page could not be converted: {err}]")),
+        Kind::Html => html::to_markdown_on_thread(text).await,
     }
 }
 
@@ -159,9 +157,7 @@ fn render(
     }
     head.push_str(&format!(
         "Content-Type: {}\n\n",
-        page.content_type
-            .as_deref()
-            .unwrap_or("(none; read as text)")
+        page.content_type.as_deref().unwrap_or("(none given)")
     ));
     let mut tail = String::new();
     if page.truncated {

@@ -45,6 +45,8 @@ pub fn node(name: &str, args: Vec<String>) -> McpServerConfig {
             command: "node".into(),
             args,
             env: BTreeMap::new(),
+            read_only_paths: Vec::new(),
+            network: false,
         },
     )
 }
