@@ -84,7 +84,11 @@ impl Printer {
                 ..
             } => {
                 self.end_line();
-                let indent = if parent_call_id.is_some() { "  ↳ " } else { "" };
+                let indent = if parent_call_id.is_some() {
+                    "  ↳ "
+                } else {
+                    ""
+                };
                 eprintln!("{indent}● {name}({})", summarize_input(input));
             }
             Event::TodoUpdated { todos, .. } => {

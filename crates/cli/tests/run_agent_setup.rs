@@ -136,8 +136,7 @@ async fn system_prompt_flags_and_profile_templates() {
     .await
     .with_config(
         "[profiles.default]\nappend_system_prompt = \"PROFILE-ADDITION for {{workspace}}\"\n\
-         [profiles.custom]\nsystem_prompt = \"Terse agent. Mode: {{permissions}}\"\n\
-         [profiles.broken]\nsystem_prompt = \"Hello {{nope}}\"\n",
+         [profiles.custom]\nsystem_prompt = \"Terse agent. Mode: {{permissions}}\"\n",
     );
     let ws = h.ws().canonicalize().unwrap().display().to_string();
 
@@ -180,10 +179,20 @@ async fn system_prompt_flags_and_profile_templates() {
         "the mode in force is described: {custom}"
     );
 
-    let run = h.run("hi", &["--profile", "broken"]).await;
+    let run = h.run("hi", &["--system-prompt", "Hello {{nope}}"]).await;
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("nope"), "{}", run.stderr);
     assert_eq!(h.model_requests().len(), 3, "a bad template calls no model");
+
+    // A bad template in the config is a startup error naming the profile.
+    let h = h.with_config("[profiles.broken]\nsystem_prompt = \"Hello {{nope}}\"\n");
+    let run = h.run("hi", &[]).await;
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("broken") && run.stderr.contains("nope"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// A one-page web server on loopback; returns its port.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agentd_engine::hooks::{HookContext, Hooks};
 use agentd_engine::permissions::{PermissionPolicy, ToolCallView, Verdict};
-use agentd_engine::prompt::{PromptContext, system_prompt, today};
+use agentd_engine::prompt::{PromptContext, render, system_prompt, today};
 use agentd_engine::{Agent, AgentConfig, SubagentDef, SubagentModel, Subagents, TurnLimits};
 use agentd_sandbox::{PathGuard, Policy};
 use agentd_store::SessionRecord;
@@ -145,20 +145,11 @@ impl Runtime {
         };
         let web = web_policy(&allow, &permissions, guard.workspace());
 
-        let subagents = if profile.max_subagent_depth > 0 {
-            Some(self.subagents(&profile, env)?)
-        } else {
-            None
-        };
         let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
         names.extend(["TodoWrite", "AskUserQuestion"]);
-        if subagents.is_some() {
-            names.push("Task");
-        }
         let date = today();
         let skills_section = skills.prompt_section();
-        let subagents_section = subagents.as_ref().map(Subagents::listing);
-        let prompt_context = PromptContext {
+        let mut prompt_context = PromptContext {
             workspace: guard.workspace(),
             tools: &names,
             network: policy.network,
@@ -168,9 +159,22 @@ impl Runtime {
             deny_rules: &profile.deny,
             ask_rules: &profile.ask,
             skills: skills_section.as_deref(),
-            subagents: subagents_section.as_deref(),
+            subagents: None,
             date: &date,
         };
+        // Subagents' prompts see the same workspace, sandbox and rules.
+        let subagents = if profile.max_subagent_depth > 0 {
+            Some(self.subagents(&profile, &prompt_context, env)?)
+        } else {
+            None
+        };
+        let subagents_section = subagents.as_ref().map(Subagents::listing);
+        let mut all_names = names.clone();
+        if subagents.is_some() {
+            all_names.push("Task");
+        }
+        prompt_context.tools = &all_names;
+        prompt_context.subagents = subagents_section.as_deref();
         let system = options
             .system_prompt
             .as_deref()
@@ -251,6 +255,7 @@ impl Runtime {
     fn subagents(
         &self,
         profile: &ProfileConfig,
+        context: &PromptContext<'_>,
         env: EnvLookup<'_>,
     ) -> Result<Subagents, RunError> {
         let mut defs = Vec::with_capacity(self.config.subagents.len());
@@ -265,10 +270,17 @@ impl Runtime {
                 }
                 None => None,
             };
+            let prompt = render(&sub.prompt, context)
+                .map_err(|err| ConfigError::Invalid(format!("subagent {:?}: {err}", sub.name)))?;
             defs.push(SubagentDef {
                 name: sub.name.clone(),
                 description: sub.description.clone(),
-                prompt: sub.prompt.clone(),
+                prompt: format!(
+                    "{}\n\nYou work in {}; today is {}.",
+                    prompt.trim_end(),
+                    context.workspace.display(),
+                    context.date
+                ),
                 tools: sub.tools.clone(),
                 model,
             });

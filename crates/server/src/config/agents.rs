@@ -146,6 +146,7 @@ pub(super) fn check(
     }
     let mut seen = std::collections::BTreeSet::new();
     for sub in subagents {
+        check_template(&format!("subagent {:?} prompt", sub.name), &sub.prompt)?;
         if sub.name.trim().is_empty() || sub.description.trim().is_empty() {
             return Err("every [[subagents]] needs a name and a description".into());
         }
@@ -162,4 +163,25 @@ pub(super) fn check(
         }
     }
     Ok(())
+}
+
+/// Renders `template` against placeholder values, so that an unknown
+/// placeholder is a startup error rather than a failed turn.
+pub(super) fn check_template(what: &str, template: &str) -> Result<(), String> {
+    let context = agentd_engine::prompt::PromptContext {
+        workspace: std::path::Path::new("/workspace"),
+        tools: &[],
+        network: false,
+        sandboxed: true,
+        permission_mode: "default",
+        allow_rules: &[],
+        deny_rules: &[],
+        ask_rules: &[],
+        skills: None,
+        subagents: None,
+        date: "2000-01-01",
+    };
+    agentd_engine::prompt::render(template, &context)
+        .map(|_| ())
+        .map_err(|err| format!("{what}: {err}"))
 }

@@ -249,6 +249,12 @@ impl Config {
                 .permission_policy()
                 .map_err(|err| format!("profile {name:?}: {err}"))?;
             Hooks::new(profile.hooks.clone()).map_err(|err| format!("profile {name:?}: {err}"))?;
+            for template in [&profile.system_prompt, &profile.append_system_prompt]
+                .into_iter()
+                .flatten()
+            {
+                agents::check_template(&format!("profile {name:?}"), template)?;
+            }
             for server in profile.mcp_servers.iter().flatten() {
                 if !config.mcp_servers.iter().any(|s| &s.name == server) {
                     return Err(format!(

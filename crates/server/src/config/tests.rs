@@ -83,3 +83,70 @@ fn missing_profile_is_a_clear_error() {
     let err = Config::default().profile("strict").unwrap_err().to_string();
     assert!(err.contains("strict"), "{err}");
 }
+
+#[test]
+fn agent_extras_parse_and_are_checked() {
+    let config = Config::parse(
+        r#"
+        [models.fast]
+        provider = "scripted"
+        [profiles.default]
+        mcp_servers = ["files"]
+        max_subagents = 2
+        append_system_prompt = "Be brief in {{workspace}}."
+        [[mcp_servers]]
+        name = "files"
+        command = "node"
+        args = ["server.js"]
+        read_only_paths = ["/opt/mcp"]
+        [[mcp_servers]]
+        name = "remote"
+        url = "https://mcp.example.com/mcp"
+        [[subagents]]
+        name = "reviewer"
+        description = "reviews"
+        prompt = "Review code in {{workspace}}."
+        tools = ["Read"]
+        model = "fast"
+        [skills]
+        user_dir = "/srv/skills/{user}"
+        "#,
+    )
+    .unwrap();
+    assert_eq!(config.mcp_servers.len(), 2);
+    assert_eq!(config.profile("default").unwrap().max_subagents, 2);
+    assert_eq!(
+        config.subagents[0].tools.as_deref(),
+        Some(&["Read".to_string()][..])
+    );
+
+    let bad = [
+        ("[[mcp_servers]]\nname = \"a\"\n", "exactly one of"),
+        (
+            "[[mcp_servers]]\nname = \"a b\"\ncommand = \"x\"\n",
+            "letters",
+        ),
+        (
+            "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\n[[mcp_servers]]\nname = \"a\"\ncommand = \"y\"\n",
+            "twice",
+        ),
+        (
+            "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nread_only_paths = [\"rel\"]\n",
+            "absolute",
+        ),
+        ("[profiles.p]\nmcp_servers = [\"nope\"]\n", "nope"),
+        (
+            "[[subagents]]\nname = \"r\"\ndescription = \"d\"\nprompt = \"p\"\nmodel = \"missing\"\n",
+            "missing",
+        ),
+        (
+            "[[subagents]]\nname = \"r\"\ndescription = \"d\"\nprompt = \"{{bogus}}\"\n",
+            "bogus",
+        ),
+        ("[profiles.p]\nsystem_prompt = \"hi {{nope}}\"\n", "nope"),
+    ];
+    for (text, needle) in bad {
+        let err = Config::parse(text).unwrap_err();
+        assert!(err.contains(needle), "{text:?}: {err}");
+    }
+}
