@@ -186,6 +186,7 @@ async fn run(turns: usize, url: &str) -> anyhow::Result<()> {
         tools,
         ToolContext::for_workspace(workspace.path())?,
         AgentConfig {
+            price: None,
             model_name: "claude-sonnet-4-5".into(),
             system_prompt: "You are a benchmark agent.".into(),
             limits: TurnLimits::default(),

@@ -29,6 +29,18 @@ fn system_of(request: &agentd_testkit::RecordedRequest) -> String {
     }
 }
 
+fn result_of(run: &common::Run, call: &str) -> (String, bool) {
+    run.events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::ToolFinished { call_id, output, is_error, .. } if call_id == call => {
+                Some((output.clone(), *is_error))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no result for {call}"))
+}
+
 fn tool_result(run: &common::Run, name: &str) -> (String, bool) {
     let call = run
         .events
@@ -65,7 +77,8 @@ async fn skills_are_listed_and_a_users_own_skill_wins() {
             {"when": {"last_user_contains": "deploy"}, "content": [
                 {"type": "tool_use", "name": "Skill", "input": {"skill": "deploy"}}]},
             {"when": {"last_tool_name": "Skill"}, "content": [
-                {"type": "tool_use", "name": "Read", "input": {"file_path": reference}},
+                {"type": "tool_use", "id": "ref", "name": "Skill", "input": {"skill": "deploy", "file": "reference.md"}},
+                {"type": "tool_use", "id": "escape", "name": "Skill", "input": {"skill": "deploy", "file": "../../../global/lint/SKILL.md"}},
                 {"type": "tool_use", "name": "Bash",
                  "input": {"command": format!("cat {}", reference.display())}}]},
             {"when": {"last_tool_name": "Bash"}, "content": [
@@ -115,12 +128,14 @@ async fn skills_are_listed_and_a_users_own_skill_wins() {
         "front matter is not part of the instructions"
     );
     // Supporting files are readable by the file tools and in the sandbox, never writable.
-    let (read, is_error) = tool_result(&run, "Read");
+    let (read, is_error) = result_of(&run, "ref");
     assert!(!is_error && read.contains("REFERENCE-TEXT"), "{read}");
     let (cat, is_error) = tool_result(&run, "Bash");
     assert!(!is_error && cat.contains("REFERENCE-TEXT"), "{cat}");
     let (write, is_error) = tool_result(&run, "Write");
-    assert!(is_error && write.contains("denied"), "{write}");
+    assert!(is_error && write.contains("outside"), "{write}");
+    let (escape, is_error) = result_of(&run, "escape");
+    assert!(is_error && escape.contains("outside the skill's folder"), "{escape}");
     assert_eq!(
         std::fs::read_to_string(&reference).unwrap(),
         "REFERENCE-TEXT"

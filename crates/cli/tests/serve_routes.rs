@@ -176,6 +176,7 @@ async fn the_openapi_document_lists_every_route_and_each_one_answers() {
         ("get", "/v1/sessions/{id}/pending"),
         ("post", "/v1/sessions/{id}/permissions/{request_id}"),
         ("post", "/v1/sessions/{id}/questions/{request_id}"),
+        ("post", "/v1/sessions/{id}/compact"),
         ("get", "/v1/sessions/{id}/files"),
         ("get", "/v1/sessions/{id}/files/content"),
         ("get", "/v1/models"),

@@ -7,10 +7,14 @@
 //! one `turn.finished`. The engine knows no HTTP and no SQL: the sink decides
 //! where events and messages go.
 
+mod agent;
 mod agent_tools;
 pub mod approval;
+pub mod checkpoint;
 mod coalesce;
+mod compact;
 mod gate;
+mod guardrails;
 mod history;
 pub mod hooks;
 pub mod permissions;
@@ -19,10 +23,11 @@ mod sink;
 mod tool_exec;
 mod turn;
 
+pub use agent::{Agent, AgentConfig, TurnLimits};
 pub use agent_tools::{AgentToolSet, SubagentDef, SubagentModel, Subagents, validate_answers};
 pub use approval::{
     Answer, ApprovalRequest, Approver, Decision, FixedApprover, QuestionAnswer, QuestionRequest,
 };
 pub use prompt::{PromptContext, PromptError, default_system_prompt};
-pub use sink::{SinkError, TurnSink};
-pub use turn::{Agent, AgentConfig, TurnInput, TurnLimits};
+pub use sink::{Compaction, SinkError, TurnSink};
+pub use turn::TurnInput;

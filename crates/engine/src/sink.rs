@@ -1,4 +1,4 @@
-use agentd_protocol::{Event, Message};
+use agentd_protocol::{CompactionTrigger, Event, Message};
 use async_trait::async_trait;
 
 /// Where a turn's output goes. The server's implementation stores events and
@@ -14,6 +14,24 @@ pub trait TurnSink: Send + Sync {
     }
     /// Append a message to the session's transcript.
     async fn append_message(&self, turn_id: &str, message: &Message) -> Result<(), SinkError>;
+    /// The model's context was compacted: from now on it is `compaction.context`
+    /// followed by the messages appended after this call. The transcript itself
+    /// stays whole. Sinks that do not resume sessions need not override it.
+    async fn compacted(&self, _turn_id: &str, _compaction: &Compaction) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// A compaction as the sink records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compaction {
+    pub trigger: CompactionTrigger,
+    pub summary: String,
+    /// The context that replaces everything before: the summary as a user
+    /// message, then the recent messages kept verbatim.
+    pub context: Vec<Message>,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
 }
 
 /// The sink could not record something; the turn cannot go on without losing it.

@@ -2,9 +2,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use agentd_model::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelResponse, ToolSpec};
+use agentd_model::{ModelError, ModelEvent, ModelRequest, ModelResponse, ToolSpec};
 use agentd_protocol::{
     ContentBlock, DeltaKind, ErrorInfo, Event, Message, Role, TurnFinished, TurnStatus, Usage,
 };
@@ -13,63 +12,11 @@ use futures::StreamExt;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_tools::{AgentTool, AgentToolSet, SubagentDef, Subagents};
-use crate::approval::{Answer, Approver, Decision, FixedApprover};
+use crate::agent::Agent;
 use crate::coalesce::Coalescer;
+use crate::guardrails::{self, CallStreak};
 use crate::history;
-use crate::hooks::{HookContext, Hooks};
-use crate::permissions::PermissionPolicy;
 use crate::sink::{SinkError, TurnSink};
-
-/// Limits that end a turn early, each with its own status.
-#[derive(Debug, Clone)]
-pub struct TurnLimits {
-    /// Model calls per turn.
-    pub max_turns: u32,
-    /// Wall-clock time for the whole turn.
-    pub turn_timeout: Duration,
-    /// Spend per turn, in USD.
-    pub max_budget_usd: Option<f64>,
-    /// `max_tokens` of each model call.
-    pub max_output_tokens: u32,
-}
-
-impl Default for TurnLimits {
-    fn default() -> Self {
-        Self {
-            max_turns: 100,
-            turn_timeout: Duration::from_secs(1800),
-            max_budget_usd: None,
-            max_output_tokens: 8192,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    /// The provider's model name, sent in requests and used for pricing.
-    pub model_name: String,
-    pub system_prompt: String,
-    pub limits: TurnLimits,
-}
-
-/// One agent: a model, its tools, where they run, and who may allow them.
-pub struct Agent {
-    model: Arc<dyn ModelClient>,
-    tools: ToolRegistry,
-    /// The template each tool call's context is cloned from.
-    tool_context: ToolContext,
-    config: AgentConfig,
-    /// `None`: every call is allowed (hooks may still block). Shared with
-    /// subagents, so "allow for this session" holds for them too.
-    permissions: Option<Arc<Mutex<PermissionPolicy>>>,
-    hooks: Option<(Hooks, HookContext)>,
-    approver: Arc<dyn Approver>,
-    agent_tools: AgentToolSet,
-    subagents: Option<Arc<Subagents>>,
-    /// 0 for the session's agent, 1 for its subagents, …
-    depth: u32,
-}
 
 /// What a turn starts from.
 #[derive(Debug, Clone)]
@@ -95,7 +42,7 @@ impl Exit {
         }
     }
 
-    fn failed(code: &str, message: String, retryable: bool) -> Self {
+    pub(crate) fn failed(code: &str, message: String, retryable: bool) -> Self {
         Self {
             status: TurnStatus::Failed,
             error: Some(ErrorInfo {
@@ -114,157 +61,6 @@ impl From<SinkError> for Exit {
 }
 
 impl Agent {
-    pub fn new(
-        model: Arc<dyn ModelClient>,
-        tools: ToolRegistry,
-        tool_context: ToolContext,
-        config: AgentConfig,
-    ) -> Self {
-        Self {
-            model,
-            tools,
-            tool_context,
-            config,
-            permissions: None,
-            hooks: None,
-            approver: Arc::new(FixedApprover(Answer::new(Decision::Deny, "no_approver"))),
-            agent_tools: AgentToolSet::default(),
-            subagents: None,
-            depth: 0,
-        }
-    }
-
-    /// Which of `TodoWrite`, `AskUserQuestion` and `Task` to offer (all by
-    /// default; `Task` only with [`Agent::with_subagents`]).
-    pub fn with_agent_tools(mut self, tools: AgentToolSet) -> Self {
-        self.agent_tools = tools;
-        self
-    }
-
-    /// Lets the agent start these subagents through `Task`.
-    pub fn with_subagents(mut self, subagents: Subagents) -> Self {
-        self.subagents = Some(Arc::new(subagents));
-        self
-    }
-
-    pub(crate) fn subagents(&self) -> Option<&Subagents> {
-        self.subagents.as_deref()
-    }
-
-    pub(crate) fn depth(&self) -> u32 {
-        self.depth
-    }
-
-    /// The engine tool `name` names, when this agent offers it.
-    pub(crate) fn agent_tool(&self, name: &str) -> Option<AgentTool> {
-        let tool = AgentTool::from_name(name)?;
-        let offered = self.agent_tools.contains(tool)
-            && (tool != AgentTool::Task
-                || self.subagents().is_some_and(|s| self.depth < s.max_depth));
-        offered.then_some(tool)
-    }
-
-    /// Every tool name this agent offers, for error messages.
-    pub(crate) fn tool_names(&self) -> Vec<String> {
-        self.tool_specs()
-            .into_iter()
-            .map(|spec| spec.name)
-            .collect()
-    }
-
-    /// Whether a tool with this name exists for this agent.
-    pub(crate) fn has_tool(&self, name: &str) -> bool {
-        self.tools.get(name).is_some() || self.agent_tool(name).is_some()
-    }
-
-    /// Engine tools never change the workspace themselves (a subagent's
-    /// own calls are gated one by one), so they count as read-only: no
-    /// approval in `default` mode, and parallel `Task` calls run together.
-    pub(crate) fn is_read_only(&self, name: &str) -> bool {
-        self.agent_tool(name).is_some() || self.tools.get(name).is_some_and(|t| t.is_read_only())
-    }
-
-    /// The agent a `Task` call runs: `def`'s prompt, tools and model, and
-    /// this agent's workspace, sandbox, rules, hooks and approver.
-    pub(crate) fn subagent(&self, def: &SubagentDef) -> Agent {
-        let named = |name: &str| {
-            def.tools
-                .as_ref()
-                .is_some_and(|t| t.iter().any(|n| n == name))
-        };
-        let (tools, agent_tools) = match &def.tools {
-            Some(names) => (
-                self.tools.only(names),
-                AgentToolSet {
-                    todo_write: named("TodoWrite"),
-                    ask_user_question: named("AskUserQuestion"),
-                    task: named("Task"),
-                },
-            ),
-            None => (
-                self.tools.clone(),
-                AgentToolSet {
-                    ask_user_question: false,
-                    ..self.agent_tools
-                },
-            ),
-        };
-        let (model, model_name) = match &def.model {
-            Some(m) => (m.client.clone(), m.model_name.clone()),
-            None => (self.model.clone(), self.config.model_name.clone()),
-        };
-        Agent {
-            model,
-            tools,
-            tool_context: self.tool_context.clone(),
-            config: AgentConfig {
-                model_name,
-                system_prompt: def.prompt.clone(),
-                limits: self.config.limits.clone(),
-            },
-            permissions: self.permissions.clone(),
-            hooks: self.hooks.clone(),
-            approver: self.approver.clone(),
-            agent_tools,
-            subagents: self.subagents.clone(),
-            depth: self.depth + 1,
-        }
-    }
-
-    /// Check every call against `policy`; calls it says to ask about go to `approver`.
-    pub fn with_permissions(
-        mut self,
-        policy: PermissionPolicy,
-        approver: Arc<dyn Approver>,
-    ) -> Self {
-        self.permissions = Some(Arc::new(Mutex::new(policy)));
-        self.approver = approver;
-        self
-    }
-
-    pub fn with_hooks(mut self, hooks: Hooks, context: HookContext) -> Self {
-        if !hooks.is_empty() {
-            self.hooks = Some((hooks, context));
-        }
-        self
-    }
-
-    pub fn config(&self) -> &AgentConfig {
-        &self.config
-    }
-
-    pub(crate) fn permissions(&self) -> Option<&Mutex<PermissionPolicy>> {
-        self.permissions.as_deref()
-    }
-
-    pub(crate) fn hooks(&self) -> Option<(&Hooks, &HookContext)> {
-        self.hooks.as_ref().map(|(hooks, context)| (hooks, context))
-    }
-
-    pub(crate) fn approver(&self) -> &dyn Approver {
-        self.approver.as_ref()
-    }
-
     /// Run one turn to its end. Cancelling `cancel` interrupts it: the model
     /// stream stops and running tools are killed. Always emits exactly one
     /// `turn.finished`, which is also returned.
@@ -273,6 +69,28 @@ impl Agent {
         input: TurnInput,
         sink: &dyn TurnSink,
         cancel: CancellationToken,
+    ) -> TurnFinished {
+        self.run(input, sink, cancel, false).await
+    }
+
+    /// A turn that only compacts the context (`/compact`, `POST …/compact`):
+    /// `turn.started` with `input.message`, which is not added to the
+    /// transcript, a `compaction` event, and `turn.finished`.
+    pub async fn run_compaction(
+        &self,
+        input: TurnInput,
+        sink: &dyn TurnSink,
+        cancel: CancellationToken,
+    ) -> TurnFinished {
+        self.run(input, sink, cancel, true).await
+    }
+
+    async fn run(
+        &self,
+        input: TurnInput,
+        sink: &dyn TurnSink,
+        cancel: CancellationToken,
+        compact_only: bool,
     ) -> TurnFinished {
         let started = Instant::now();
         let cancel = cancel.child_token();
@@ -288,11 +106,18 @@ impl Agent {
         });
         let history = history::normalize(&input.history);
         let mut run = TurnRun::new(self, sink, input.turn_id, history, cancel, shared);
-        let exit = match run.drive(input.message).await {
+        let outcome = if compact_only {
+            run.compact_turn(input.message).await
+        } else {
+            run.drive(input.message).await
+        };
+        let exit = match outcome {
             Ok(exit) | Err(exit) => exit,
         };
         timer.abort();
+        let agent_status = run.result.as_deref().and_then(guardrails::agent_status);
         let finished = TurnFinished {
+            agent_status,
             turn_id: run.turn_id.clone(),
             status: exit.status,
             result: run.result.take(),
@@ -317,7 +142,7 @@ impl Agent {
         finished
     }
 
-    fn tool_specs(&self) -> Vec<ToolSpec> {
+    pub(crate) fn tool_specs(&self) -> Vec<ToolSpec> {
         let plain = self.tools.iter().map(|tool| ToolSpec {
             name: tool.name().to_string(),
             description: tool.description().to_string(),
@@ -339,9 +164,24 @@ pub(crate) struct TurnShared {
     subagents_started: AtomicU32,
     /// Usage and cost of finished subagent runs, not yet added to a parent's.
     subagent_spend: Mutex<(Usage, f64)>,
+    /// Everything the turn has spent so far, subagents included, live.
+    spent_usd: Mutex<f64>,
 }
 
 impl TurnShared {
+    pub(crate) fn spent_usd(&self) -> f64 {
+        self.spent_usd
+            .lock()
+            .map(|spent| *spent)
+            .unwrap_or_default()
+    }
+
+    fn add_spent(&self, cost_usd: f64) {
+        if let Ok(mut spent) = self.spent_usd.lock() {
+            *spent += cost_usd;
+        }
+    }
+
     /// Counts one more subagent; `false` when `max` were already started.
     pub(crate) fn claim_subagent(&self, max: u32) -> bool {
         self.subagents_started
@@ -381,6 +221,8 @@ pub(crate) struct TurnRun<'a> {
     model_calls: u32,
     /// The last assistant text: the turn's result, or a subagent's report.
     pub result: Option<String>,
+    /// A compaction happened since the last model call.
+    pub compacted_since_call: bool,
 }
 
 impl<'a> TurnRun<'a> {
@@ -403,6 +245,7 @@ impl<'a> TurnRun<'a> {
             cost_usd: 0.0,
             model_calls: 0,
             result: None,
+            compacted_since_call: false,
         }
     }
 
@@ -438,13 +281,39 @@ impl<'a> TurnRun<'a> {
         self.run_loop(user_message).await
     }
 
+    async fn compact_turn(&mut self, message: Message) -> Result<Exit, Exit> {
+        self.sink
+            .emit(Event::TurnStarted {
+                turn_id: self.turn_id.clone(),
+                message,
+            })
+            .await?;
+        self.result = Some(
+            match self
+                .compact(agentd_protocol::CompactionTrigger::Manual)
+                .await?
+            {
+                Some(done) => format!(
+                    "Compacted the conversation from about {} to {} tokens.",
+                    done.tokens_before, done.tokens_after
+                ),
+                None => "There was nothing to compact.".to_string(),
+            },
+        );
+        Ok(Exit::with(TurnStatus::Completed))
+    }
+
     /// Model → tools → model … from `user_message` until the model stops
     /// calling tools or a limit ends the run. Subagents run only this part.
     pub(crate) async fn run_loop(&mut self, user_message: Message) -> Result<Exit, Exit> {
         self.record(user_message).await?;
         let limits = &self.agent.config.limits;
         let mut stop_hook_continued = false;
+        let mut streak = CallStreak::default();
         loop {
+            if let Some(exit) = self.over_budget() {
+                return Ok(exit);
+            }
             if self.model_calls >= limits.max_turns {
                 return Ok(Exit {
                     status: TurnStatus::MaxTurns,
@@ -472,20 +341,8 @@ impl<'a> TurnRun<'a> {
             if !text.is_empty() {
                 self.result = Some(text);
             }
-            if let Some(budget) = limits.max_budget_usd
-                && self.cost_usd >= budget
-            {
-                return Ok(Exit {
-                    status: TurnStatus::BudgetExceeded,
-                    error: Some(ErrorInfo {
-                        code: "budget_exceeded".into(),
-                        message: format!(
-                            "The turn spent ${:.4}, reaching its budget of ${budget:.4}.",
-                            self.cost_usd
-                        ),
-                        retryable: false,
-                    }),
-                });
+            if let Some(exit) = self.over_budget() {
+                return Ok(exit);
             }
             let calls: Vec<ContentBlock> = assistant
                 .content
@@ -511,10 +368,25 @@ impl<'a> TurnRun<'a> {
                 }
                 return Ok(Exit::with(TurnStatus::Completed));
             }
+            let signatures: Vec<(String, serde_json::Value)> = calls
+                .iter()
+                .filter_map(|call| match call {
+                    ContentBlock::ToolUse { name, input, .. } => {
+                        Some((name.clone(), input.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
             let results = self.run_tools(calls).await?;
             let (usage, cost) = self.shared.take_subagent_spend();
             self.usage.add(&usage);
             self.cost_usd += cost;
+            let tripped = streak.observe(
+                &signatures,
+                &results,
+                limits.max_failed_calls,
+                limits.max_identical_calls,
+            );
             self.record(Message {
                 role: Role::User,
                 content: results,
@@ -522,6 +394,9 @@ impl<'a> TurnRun<'a> {
             .await?;
             if self.cancel.is_cancelled() {
                 return Err(self.cancelled());
+            }
+            if let Some(exit) = tripped {
+                return Ok(exit);
             }
         }
     }
@@ -551,6 +426,8 @@ impl<'a> TurnRun<'a> {
 
     /// One streamed model call; deltas go out coalesced, usage is accounted.
     async fn call_model(&mut self) -> Result<ModelResponse, Exit> {
+        self.maybe_compact().await?;
+        self.compacted_since_call = false;
         let config = &self.agent.config;
         let request = ModelRequest {
             model: config.model_name.clone(),
@@ -614,10 +491,11 @@ impl<'a> TurnRun<'a> {
         Ok(())
     }
 
-    async fn account(&mut self, usage: &Usage) -> Result<(), SinkError> {
-        let cost = agentd_model::price::cost_usd(&self.agent.config.model_name, usage);
+    pub(crate) async fn account(&mut self, usage: &Usage) -> Result<(), SinkError> {
+        let cost = self.agent.config.cost(usage);
         self.usage.add(usage);
         self.cost_usd += cost;
+        self.shared.add_spent(cost);
         self.sink
             .emit(Event::Usage {
                 parent_call_id: None,
@@ -637,7 +515,7 @@ impl<'a> TurnRun<'a> {
     }
 }
 
-fn model_exit(err: ModelError) -> Exit {
+pub(crate) fn model_exit(err: ModelError) -> Exit {
     if matches!(err, ModelError::Cancelled) {
         return Exit::with(TurnStatus::Interrupted);
     }

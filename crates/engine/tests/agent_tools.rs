@@ -68,6 +68,7 @@ fn agent(script: Value, workspace: &std::path::Path) -> (Agent, Arc<ScriptedClie
             model_name: "scripted".into(),
             system_prompt: "parent prompt".into(),
             limits: TurnLimits::default(),
+            price: None,
         },
     );
     (agent, client)

@@ -42,6 +42,7 @@ fn agent(script: serde_json::Value, workspace: &std::path::Path) -> Agent {
         builtin_tools(),
         ToolContext::for_workspace(workspace).unwrap(),
         AgentConfig {
+            price: None,
             model_name: "scripted".into(),
             system_prompt: "test".into(),
             limits: TurnLimits::default(),

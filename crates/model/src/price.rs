@@ -79,8 +79,28 @@ const TABLE: &[(&str, Price)] = &[
     ("o4-mini", Price::openai(1.1, 0.275, 4.4)),
 ];
 
+/// Context windows in tokens, matched like prices.
+const WINDOWS: &[(&str, u64)] = &[
+    ("claude", 200_000),
+    ("gpt-5", 400_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4-mini", 200_000),
+];
+
+/// The context window of `model` in tokens, if the table knows it.
+pub fn context_window(model: &str) -> Option<u64> {
+    lookup(WINDOWS, model)
+}
+
 /// The list price of `model`, if the table knows it.
 pub fn price_for(model: &str) -> Option<Price> {
+    lookup(TABLE, model)
+}
+
+fn lookup<T: Copy>(table: &[(&str, T)], model: &str) -> Option<T> {
     let name = model.trim().to_ascii_lowercase();
     let name = name.rsplit('/').next().unwrap_or(&name);
     let name = if name.starts_with("claude") {
@@ -88,14 +108,14 @@ pub fn price_for(model: &str) -> Option<Price> {
     } else {
         name.to_string()
     };
-    TABLE
+    table
         .iter()
         .filter(|(prefix, _)| {
             name.strip_prefix(prefix)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
         })
         .max_by_key(|(prefix, _)| prefix.len())
-        .map(|(_, price)| *price)
+        .map(|(_, value)| *value)
 }
 
 /// The cost of `usage` on `model` in US dollars; 0 for unknown models.
@@ -109,6 +129,14 @@ mod tests {
 
     fn input_price(model: &str) -> Option<f64> {
         price_for(model).map(|p| p.input_per_mtok)
+    }
+
+    #[test]
+    fn context_windows() {
+        assert_eq!(context_window("claude-sonnet-4-5-20250929"), Some(200_000));
+        assert_eq!(context_window("gpt-4o-mini"), Some(128_000));
+        assert_eq!(context_window("gpt-4.1-nano"), Some(1_047_576));
+        assert_eq!(context_window("llama3"), None);
     }
 
     #[test]

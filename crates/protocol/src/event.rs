@@ -184,6 +184,9 @@ pub enum Event {
         trigger: CompactionTrigger,
         tokens_before: u64,
         tokens_after: u64,
+        /// What the model wrote about the conversation it no longer sees.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
     },
     #[serde(rename = "checkpoint.created")]
     CheckpointCreated {
@@ -238,6 +241,19 @@ pub struct TurnFinished {
     pub duration_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
+    /// The agent's own verdict, from a final `status: complete|partial|failed`
+    /// line in its last message, when it wrote one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_status: Option<AgentStatus>,
+}
+
+/// How the agent itself judged its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentStatus {
+    Complete,
+    Partial,
+    Failed,
 }
 
 impl Event {

@@ -6,7 +6,7 @@ mod event;
 mod message;
 
 pub use event::{
-    CompactionTrigger, DeltaKind, ErrorInfo, Event, EventEnvelope, OutputStream, Todo, TodoStatus,
+    AgentStatus, CompactionTrigger, DeltaKind, ErrorInfo, Event, EventEnvelope, OutputStream, Todo, TodoStatus,
     TurnFinished, TurnStatus,
 };
 pub use message::{ContentBlock, Message, Role, ToolUse, Usage};

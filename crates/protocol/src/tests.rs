@@ -140,12 +140,14 @@ fn every_event_type_round_trips_with_its_wire_name() {
             trigger: CompactionTrigger::Auto,
             tokens_before: 100,
             tokens_after: 10,
+            summary: Some("we talked".into()),
         },
         Event::CheckpointCreated {
             checkpoint_id: "k".into(),
             files: vec!["a.txt".into()],
         },
         Event::TurnFinished(TurnFinished {
+            agent_status: None,
             turn_id: "t".into(),
             status: TurnStatus::BudgetExceeded,
             result: Some("done".into()),

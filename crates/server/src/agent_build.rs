@@ -100,22 +100,15 @@ impl Runtime {
         for warning in warnings {
             tracing::warn!(session = %session.id, "skills: {warning}");
         }
-        // Skill folders are readable (their supporting files and scripts),
-        // never writable: extra roots for the file tools with an Edit deny
-        // rule each, read-only binds in the sandbox.
-        let skill_dirs = skills.dirs();
-        let guard = PathGuard::new(&workspace, &skill_dirs).map_err(|err| RunError::Workspace {
+        // Skill folders are read through the Skill tool and are visible,
+        // read-only, in the sandbox (for their scripts); the file tools'
+        // roots stay the workspace alone.
+        let guard = PathGuard::new(&workspace, &[]).map_err(|err| RunError::Workspace {
             path: workspace.clone(),
             message: format!("cannot be opened: {err}"),
         })?;
-        let mut deny = profile.deny.clone();
-        deny.extend(
-            skill_dirs
-                .iter()
-                .map(|dir| format!("Edit(/{}/**)", dir.display())),
-        );
         let mut policy = Policy::new(guard.workspace());
-        policy.read_only_paths.extend(skill_dirs);
+        policy.read_only_paths.extend(skills.dirs());
         policy.network = profile.network;
         policy.unsandboxed = profile.sandbox == SandboxMode::Off;
         policy.allow_git_config = profile.allow_git_config;
@@ -136,14 +129,16 @@ impl Runtime {
         allow.extend(options.allow.iter().cloned());
         allow.extend(self.store.session_rules(&session.id).await?);
         let mode = options.permission_mode.unwrap_or(profile.mode);
-        let permissions = PermissionPolicy::new(mode, &allow, &deny, &profile.ask)
+        let permissions = PermissionPolicy::new(mode, &allow, &profile.deny, &profile.ask)
             .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
         // Searches must not reveal what a Read deny rule protects.
         let hidden = {
             let (rules, root) = (permissions.clone(), guard.workspace().to_path_buf());
             HiddenPaths::new(move |path| rules.read_denied_by(path, &root).is_some())
         };
-        let web = web_policy(&allow, &permissions, guard.workspace());
+        // Only the operator's own rules may open private addresses, never
+        // one remembered from an approval or given for a single run.
+        let web = web_policy(&profile.allow, &permissions, guard.workspace());
 
         let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
         names.extend(["TodoWrite", "AskUserQuestion"]);
@@ -199,13 +194,20 @@ impl Runtime {
             web,
         };
         let config = AgentConfig {
+            price: model.price,
             model_name: model.model_name,
             system_prompt,
             limits: TurnLimits {
                 max_turns: options.max_turns.unwrap_or(profile.max_turns),
                 turn_timeout: Duration::from_secs(profile.turn_timeout_s),
                 max_budget_usd: options.max_budget_usd.or(profile.max_budget_usd),
+                max_session_budget_usd: profile.max_session_budget_usd,
+                session_spent_usd: session.cost_usd,
+                max_failed_calls: profile.max_failed_calls,
+                max_identical_calls: profile.max_identical_calls,
                 max_output_tokens: model.max_output_tokens,
+                context_window: model.context_window,
+                compact_threshold: profile.compact_threshold,
             },
         };
         let approver = StoredApprover {

@@ -29,6 +29,9 @@ pub struct ResolvedModel {
     pub model_name: String,
     pub client: Arc<dyn ModelClient>,
     pub max_output_tokens: u32,
+    pub context_window: Option<u64>,
+    /// `None`: the built-in price table.
+    pub price: Option<agentd_model::price::Price>,
     /// A message for the user about how the model was chosen.
     pub notice: Option<&'static str>,
 }
@@ -119,6 +122,8 @@ fn demo(notice: Option<&'static str>) -> ResolvedModel {
         model_name: "demo".into(),
         client: Arc::new(ScriptedClient::new(demo_script())),
         max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+        context_window: None,
+        price: None,
         notice,
     }
 }
@@ -137,6 +142,8 @@ fn build_from_env(
         script: None,
         max_output_tokens: None,
         max_retries: None,
+        context_window: None,
+        price: None,
     };
     let mut resolved = build(String::new(), &model, env)?;
     resolved.spec = provider_spec(provider, &resolved.model_name);
@@ -222,6 +229,8 @@ fn build(
         model_name,
         client,
         max_output_tokens,
+        context_window: model.context_window,
+        price: model.price.map(crate::config::PriceToml::to_price),
         notice: None,
     })
 }

@@ -21,6 +21,9 @@ use crate::config::{Config, ConfigError};
 use crate::models::EnvLookup;
 use crate::sink::StoreSink;
 
+/// A message that compacts the context instead of starting a conversation turn.
+pub const COMPACT_COMMAND: &str = "/compact";
+
 /// Characters of one tool result put into the model's context.
 pub const TOOL_RESULT_CAP: usize = 30_000;
 
@@ -142,6 +145,7 @@ impl Runtime {
                 }
             }
             let event = Event::TurnFinished(TurnFinished {
+                agent_status: None,
                 turn_id: turn.id.clone(),
                 status: TurnStatus::Interrupted,
                 result: None,
@@ -198,20 +202,19 @@ impl Runtime {
             return Ok(None);
         }
         self.set_status(session, SessionStatus::Running).await?;
-        let history = self
-            .store
-            .messages(&session.id)
-            .await?
-            .into_iter()
-            .map(|stored| stored.message)
-            .collect();
+        let history = self.model_context(&session.id).await?;
         let sink = StoreSink::new(self.store.clone(), session.id.clone(), observer);
         let input = TurnInput {
             turn_id: turn_id.clone(),
             history,
             message: Message::user_text(text),
         };
-        let finished = agent.run_turn(input, &sink, cancel).await;
+        // `/compact` compacts instead of talking to the agent.
+        let finished = if text.trim() == COMPACT_COMMAND {
+            agent.run_compaction(input, &sink, cancel).await
+        } else {
+            agent.run_turn(input, &sink, cancel).await
+        };
         self.store.finish_turn(&turn_id, finished.status).await?;
         self.store
             .update_session(
@@ -226,6 +229,23 @@ impl Runtime {
             )
             .await?;
         Ok(Some(finished))
+    }
+
+    /// What the model sees of a session: its whole transcript, or after a
+    /// compaction, the compacted context and the messages since.
+    pub async fn model_context(&self, session_id: &str) -> Result<Vec<Message>, StoreError> {
+        let messages = self.store.messages(session_id).await?;
+        let Some(compaction) = self.store.latest_compaction(session_id).await? else {
+            return Ok(messages.into_iter().map(|stored| stored.message).collect());
+        };
+        let mut context = compaction.context;
+        context.extend(
+            messages
+                .into_iter()
+                .filter(|stored| stored.position as i64 >= compaction.first_kept_position)
+                .map(|stored| stored.message),
+        );
+        Ok(context)
     }
 
     async fn set_status(

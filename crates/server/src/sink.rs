@@ -1,8 +1,8 @@
 use std::sync::{Arc, Mutex};
 
-use agentd_engine::{SinkError, TurnSink};
-use agentd_protocol::{Event, EventEnvelope, Message};
-use agentd_store::Store;
+use agentd_engine::{Compaction, SinkError, TurnSink};
+use agentd_protocol::{CompactionTrigger, Event, EventEnvelope, Message};
+use agentd_store::{CompactionRecord, Store};
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 
@@ -18,6 +18,8 @@ const MAX_BATCH: usize = 256;
 pub struct StoreSink {
     store: Arc<dyn Store>,
     session_id: String,
+    /// Position of the last message this sink appended.
+    last_position: Mutex<Option<u64>>,
     queue: mpsc::UnboundedSender<Command>,
     failure: Arc<Mutex<Option<SinkError>>>,
 }
@@ -46,6 +48,7 @@ impl StoreSink {
         Self {
             store,
             session_id,
+            last_position: Mutex::new(None),
             queue,
             failure,
         }
@@ -132,10 +135,39 @@ impl TurnSink for StoreSink {
     }
 
     async fn append_message(&self, turn_id: &str, message: &Message) -> Result<(), SinkError> {
-        self.store
+        let stored = self
+            .store
             .append_message(&self.session_id, Some(turn_id), message)
             .await
-            .map(|_| ())
-            .map_err(|err| SinkError(err.to_string()))
+            .map_err(|err| SinkError(err.to_string()))?;
+        if let Ok(mut last) = self.last_position.lock() {
+            *last = Some(stored.position);
+        }
+        Ok(())
+    }
+
+    async fn compacted(&self, turn_id: &str, compaction: &Compaction) -> Result<(), SinkError> {
+        let store_error = |err: agentd_store::StoreError| SinkError(err.to_string());
+        let last = self.last_position.lock().ok().and_then(|last| *last);
+        let last = match last {
+            Some(last) => last,
+            None => self.store.messages(&self.session_id).await.map_err(store_error)?.len() as u64,
+        };
+        let record = CompactionRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            session_id: self.session_id.clone(),
+            turn_id: Some(turn_id.to_string()),
+            trigger: match compaction.trigger {
+                CompactionTrigger::Auto => "auto".into(),
+                CompactionTrigger::Manual => "manual".into(),
+            },
+            summary: compaction.summary.clone(),
+            context: compaction.context.clone(),
+            first_kept_position: (last + 1) as i64,
+            tokens_before: compaction.tokens_before,
+            tokens_after: compaction.tokens_after,
+            created_at: chrono::Utc::now(),
+        };
+        self.store.add_compaction(&record).await.map_err(store_error)
     }
 }

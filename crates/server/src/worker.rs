@@ -220,6 +220,7 @@ async fn try_record_failure(
     );
     if !finished_stored {
         let finished = TurnFinished {
+            agent_status: None,
             turn_id: turn.turn_id.clone(),
             status: TurnStatus::Failed,
             result: None,
@@ -269,6 +270,7 @@ async fn record_unrun(
         return;
     }
     let finished = TurnFinished {
+        agent_status: None,
         turn_id: turn.turn_id.clone(),
         status,
         result: None,

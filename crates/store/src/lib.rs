@@ -1,12 +1,14 @@
 //! Durable state behind one trait, [`Store`]: sessions, the lossless transcript
-//! (messages), the event log with a gapless per-session `seq`, turns, and
-//! users with their API tokens (stored hashed).
+//! (messages), the event log with a gapless per-session `seq`, turns, users
+//! with their API tokens (stored hashed), checkpoints with the
+//! content-addressed blobs they refer to, and compactions.
 //!
 //! Backends: [`sqlite::SqliteStore`] (embedded, WAL; the default) and
 //! [`postgres::PostgresStore`] (shared, pooled). Each backend
 //! has its own migration set and must behave identically.
 
 mod error;
+mod history;
 mod records;
 mod types;
 
@@ -15,8 +17,8 @@ pub mod sqlite;
 
 pub use error::StoreError;
 pub use types::{
-    NewSession, PendingRecord, SessionExport, SessionRecord, SessionStatus, SessionUpdate,
-    StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
+    CheckpointRecord, CompactionRecord, NewSession, PendingRecord, SessionExport, SessionRecord,
+    SessionStatus, SessionUpdate, StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
 };
 
 use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
@@ -151,6 +153,44 @@ pub trait Store: Send + Sync {
     /// Remember a permission rule allowed for the rest of a session.
     async fn add_session_rule(&self, session_id: &str, rule: &str) -> StoreResult<()>;
     async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>>;
+
+    /// Store content-addressed blobs, `(hash, data)`; a hash already stored is
+    /// skipped (its data is not compared). All in one transaction, its own:
+    /// with SQLite it holds the write lock while it runs, so callers with a
+    /// lot of data should call this in batches of a few MiB.
+    async fn put_blobs(&self, blobs: &[(String, Vec<u8>)]) -> StoreResult<()>;
+    /// The hashes of `hashes` that are not stored, in the order given, each
+    /// once. Any number of hashes (queried in batches).
+    async fn missing_blobs(&self, hashes: &[String]) -> StoreResult<Vec<String>>;
+    /// A blob's data; `None` when it is not stored.
+    async fn get_blob(&self, hash: &str) -> StoreResult<Option<Vec<u8>>>;
+
+    /// Record a checkpoint. `NotFound` for an unknown session; an id already
+    /// used is a `Database` error.
+    async fn create_checkpoint(&self, record: &CheckpointRecord) -> StoreResult<()>;
+    /// A session's checkpoints, oldest first by `(created_at, id)` (empty
+    /// for an unknown session).
+    async fn list_checkpoints(&self, session_id: &str) -> StoreResult<Vec<CheckpointRecord>>;
+    async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>>;
+
+    /// Record a compaction. `NotFound` for an unknown session; an id already
+    /// used is a `Database` error.
+    async fn add_compaction(&self, record: &CompactionRecord) -> StoreResult<()>;
+    /// The session's newest compaction by `(created_at, id)`: the one that
+    /// shapes the model's context. `None` when there is none (or no session).
+    async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>>;
+
+    /// Rewind the transcript to before `from_position`, in one transaction:
+    /// delete the messages with `position >= from_position`, the checkpoints
+    /// with `message_position > from_position` (one at `from_position` stays:
+    /// it is the state rewound to), and the compactions that no longer fit:
+    /// those with `first_kept_position > from_position` and those created at
+    /// or after the earliest deleted message (they may summarise it). Bumps
+    /// the session's `updated_at`. Returns how many messages were deleted.
+    /// Positions stay gapless: the next message appended gets
+    /// `max(from_position, 1)` when anything was deleted. `NotFound` for an
+    /// unknown session.
+    async fn truncate_history(&self, session_id: &str, from_position: i64) -> StoreResult<u64>;
 
     /// Everything of one session (see [`SessionExport`]); `None` when no such
     /// session exists. Reads in one transaction: a consistent snapshot.

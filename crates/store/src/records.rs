@@ -9,8 +9,8 @@ use serde_json::Value;
 use sqlx::Row;
 
 use crate::{
-    PendingRecord, SessionRecord, SessionStatus, StoreError, StoreResult, StoredMessage,
-    TokenRecord, TurnRecord, UserRecord,
+    CheckpointRecord, CompactionRecord, PendingRecord, SessionRecord, SessionStatus, StoreError,
+    StoreResult, StoredMessage, TokenRecord, TurnRecord, UserRecord,
 };
 
 /// Now, truncated to what the databases keep (milliseconds), so a value we
@@ -45,6 +45,27 @@ pub(crate) fn db(context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
             StoreError::Corrupt(format!("{context}: {e}"))
         }
         e => StoreError::Database(format!("{context}: {e}")),
+    }
+}
+
+/// Whether `e` is a foreign key violation (a row referring to nothing).
+pub(crate) fn is_fk_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_foreign_key_violation())
+}
+
+/// Map the error of inserting row `id` of session `session_id`: a missing
+/// session is `NotFound`, a taken id a `Database` error saying so.
+pub(crate) fn insert_error<'a>(
+    context: &'a str,
+    session_id: &'a str,
+    id: &'a str,
+) -> impl FnOnce(sqlx::Error) -> StoreError + 'a {
+    move |e| match &e {
+        _ if is_fk_violation(&e) => StoreError::NotFound(format!("session {session_id}")),
+        sqlx::Error::Database(d) if d.is_unique_violation() => {
+            StoreError::Database(format!("{context}: id {id:?} already exists"))
+        }
+        _ => db(context)(e),
     }
 }
 
@@ -238,4 +259,57 @@ pub(crate) fn token(row: &impl Columns) -> StoreResult<TokenRecord> {
         expires_at: row.opt_time("expires_at")?,
         revoked_at: row.opt_time("revoked_at")?,
     })
+}
+
+pub(crate) const CHECKPOINT_COLUMNS: &str = "id, session_id, turn_id, message_position, \
+    manifest_hash, base_checkpoint_id, files, stats, created_at";
+
+pub(crate) fn checkpoint(row: &impl Columns) -> StoreResult<CheckpointRecord> {
+    Ok(CheckpointRecord {
+        id: row.text("id")?,
+        session_id: row.text("session_id")?,
+        turn_id: row.opt_text("turn_id")?,
+        message_position: row.int("message_position")?,
+        manifest_hash: row.text("manifest_hash")?,
+        base_checkpoint_id: row.opt_text("base_checkpoint_id")?,
+        files: from_json(&row.text("files")?, "checkpoint files")?,
+        stats: from_json(&row.text("stats")?, "checkpoint stats")?,
+        created_at: row.time("created_at")?,
+    })
+}
+
+/// `trigger` is an SQL keyword, hence quoted.
+pub(crate) const COMPACTION_COLUMNS: &str = "id, session_id, turn_id, \"trigger\", summary, \
+    context, first_kept_position, tokens_before, tokens_after, created_at";
+
+pub(crate) fn compaction(row: &impl Columns) -> StoreResult<CompactionRecord> {
+    Ok(CompactionRecord {
+        id: row.text("id")?,
+        session_id: row.text("session_id")?,
+        turn_id: row.opt_text("turn_id")?,
+        trigger: row.text("trigger")?,
+        summary: row.text("summary")?,
+        context: from_json(&row.text("context")?, "compaction context")?,
+        first_kept_position: row.int("first_kept_position")?,
+        tokens_before: row.count("tokens_before")?,
+        tokens_after: row.count("tokens_after")?,
+        created_at: row.time("created_at")?,
+    })
+}
+
+/// Hashes per query when looking blobs up: one bound array (a JSON array for
+/// SQLite), so no parameter limit applies; batches keep each query modest.
+pub(crate) const BLOB_LOOKUP_BATCH: usize = 2_000;
+
+/// `hashes` without the `present` ones, in order, each once.
+pub(crate) fn missing_in_order(
+    hashes: &[String],
+    present: &std::collections::HashSet<String>,
+) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    hashes
+        .iter()
+        .filter(|h| !present.contains(*h) && seen.insert(h.as_str()))
+        .cloned()
+        .collect()
 }

@@ -155,9 +155,63 @@ pub struct PendingRecord {
     pub resolution: Option<serde_json::Value>,
 }
 
+/// A checkpoint: the state of a session before one of its turns, to rewind
+/// to. The workspace files are in a manifest (path -> blob hash) stored as a
+/// blob itself; the transcript part is `message_position`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointRecord {
+    pub id: String,
+    pub session_id: String,
+    pub turn_id: Option<String>,
+    /// The transcript position of the turn's user message: rewinding to this
+    /// checkpoint deletes the messages with `position >= message_position`
+    /// (see [`Store::truncate_history`](crate::Store::truncate_history)).
+    pub message_position: i64,
+    /// The hash of the blob holding the encoded manifest.
+    pub manifest_hash: String,
+    /// The checkpoint whose manifest this one's is a delta against; `None`
+    /// for a full manifest.
+    pub base_checkpoint_id: Option<String>,
+    /// Paths changed since the previous checkpoint, for display.
+    pub files: Vec<String>,
+    pub stats: serde_json::Value,
+    /// Kept to the millisecond.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A compaction of a session's transcript: after it, the model's context is
+/// `summary`, then the messages with `position >= first_kept_position`. The
+/// transcript itself stays whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    pub id: String,
+    pub session_id: String,
+    pub turn_id: Option<String>,
+    /// `auto` (the context grew too large) or `manual` (asked for).
+    pub trigger: String,
+    pub summary: String,
+    /// The model's context as the compaction left it: the summary as a user
+    /// message, then the recent messages kept verbatim.
+    pub context: Vec<agentd_protocol::Message>,
+    /// Messages from this position on came after the compaction and follow
+    /// `context` in the model's view.
+    pub first_kept_position: i64,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// Kept to the millisecond.
+    pub created_at: DateTime<Utc>,
+}
+
 /// Everything of one session, to move it between stores (`agentd sessions
 /// export`/`import`): the record with its totals, the transcript, the event
 /// log with its `seq`s and times, turns, permission requests and rules.
+///
+/// Checkpoints, their blobs and compactions are left out: an imported session
+/// has nothing to rewind to, and its model context is its whole transcript
+/// again (no summary). The transcript itself is complete and consistent:
+/// messages a history truncation removed are not in it, and the positions of
+/// the rest are gapless from 1, so appends after an import continue as they
+/// would have in the source store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionExport {
     /// [`SessionExport::FORMAT`] when written by this version.

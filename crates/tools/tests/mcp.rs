@@ -27,7 +27,10 @@ async fn everything_server_lists_tools_and_echoes() {
         "string"
     );
     assert_eq!(echo.description(), "Echoes back the input string");
-    assert!(echo.is_read_only(), "echo has readOnlyHint: true");
+    assert!(
+        !echo.is_read_only(),
+        "readOnlyHint is the server's claim, not trusted: calls still ask"
+    );
     assert!(tools.tools.iter().all(|t| t.name().len() <= 64));
 
     let result = call(
@@ -106,8 +109,7 @@ async fn filesystem_server_works_in_the_workspace_only() {
     let pool = McpPool::new(vec![config]);
     let tools = pool.tools("s1", &s.policy).await;
     assert!(tools.errors.is_empty(), "{:?}", tools.errors);
-    assert!(tool(&tools, "mcp__fs__read_text_file").is_read_only());
-    assert!(!tool(&tools, "mcp__fs__write_file").is_read_only());
+    assert!(!tool(&tools, "mcp__fs__read_text_file").is_read_only());
 
     let path = s.ws.join("notes.txt").display().to_string();
     let written = call(

@@ -99,6 +99,34 @@ pub struct ModelConfig {
     pub max_output_tokens: Option<u32>,
     /// Retries of a failed request (429, 5xx, 529, connection errors).
     pub max_retries: Option<u32>,
+    /// The context window in tokens; from the built-in table when absent
+    /// (128 000 for models it does not know).
+    pub context_window: Option<u64>,
+    /// US dollars per million tokens; the built-in price table when absent.
+    pub price: Option<PriceToml>,
+}
+
+/// `price = { input_per_mtok = 3.0, output_per_mtok = 15.0 }`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceToml {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+    /// Defaults to 10% of input (Anthropic's cache read rate).
+    pub cache_read_per_mtok: Option<f64>,
+    /// Defaults to 125% of input (Anthropic's 5-minute cache write rate).
+    pub cache_write_per_mtok: Option<f64>,
+}
+
+impl PriceToml {
+    pub fn to_price(self) -> agentd_model::price::Price {
+        agentd_model::price::Price {
+            input_per_mtok: self.input_per_mtok,
+            output_per_mtok: self.output_per_mtok,
+            cache_read_per_mtok: self.cache_read_per_mtok.unwrap_or(self.input_per_mtok * 0.1),
+            cache_write_per_mtok: self.cache_write_per_mtok.unwrap_or(self.input_per_mtok * 1.25),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -156,6 +184,17 @@ pub struct ProfileConfig {
     #[serde(default = "default_turn_timeout_s")]
     pub turn_timeout_s: u64,
     pub max_budget_usd: Option<f64>,
+    /// Spend per session over all its turns, in USD.
+    pub max_session_budget_usd: Option<f64>,
+    /// Circuit breaker: failing tool calls in a row that end the turn (0: off).
+    #[serde(default = "default_max_failed_calls")]
+    pub max_failed_calls: u32,
+    /// Circuit breaker: the same call this many times in a row ends the turn (0: off).
+    #[serde(default = "default_max_identical_calls")]
+    pub max_identical_calls: u32,
+    /// Compact the context when it passes this share of the model's window.
+    #[serde(default = "default_compact_threshold")]
+    pub compact_threshold: f64,
     /// Replaces the built-in system prompt template (placeholders
     /// `{{workspace}}`, `{{tools}}`, `{{sandbox}}`, `{{permissions}}`,
     /// `{{skills}}`, `{{subagents}}`, `{{date}}`).
@@ -177,6 +216,15 @@ pub struct ProfileConfig {
     pub bash_max_timeout_s: u64,
 }
 
+fn default_max_failed_calls() -> u32 {
+    8
+}
+fn default_max_identical_calls() -> u32 {
+    5
+}
+fn default_compact_threshold() -> f64 {
+    0.8
+}
 fn default_max_subagents() -> u32 {
     8
 }
@@ -215,6 +263,10 @@ impl Default for ProfileConfig {
             max_turns: default_max_turns(),
             turn_timeout_s: default_turn_timeout_s(),
             max_budget_usd: None,
+            max_session_budget_usd: None,
+            max_failed_calls: default_max_failed_calls(),
+            max_identical_calls: default_max_identical_calls(),
+            compact_threshold: default_compact_threshold(),
             system_prompt: None,
             append_system_prompt: None,
             max_subagents: default_max_subagents(),
@@ -249,6 +301,11 @@ impl Config {
                 .permission_policy()
                 .map_err(|err| format!("profile {name:?}: {err}"))?;
             Hooks::new(profile.hooks.clone()).map_err(|err| format!("profile {name:?}: {err}"))?;
+            if !(0.1..=1.0).contains(&profile.compact_threshold) {
+                return Err(format!(
+                    "profile {name:?}: compact_threshold must be between 0.1 and 1.0"
+                ));
+            }
             for template in [&profile.system_prompt, &profile.append_system_prompt]
                 .into_iter()
                 .flatten()

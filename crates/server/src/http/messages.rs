@@ -112,6 +112,29 @@ pub async fn post_message(
     ))
 }
 
+/// Compact the session's context now: a turn of its own (like sending
+/// `/compact`) that ends with a `compaction` event; the transcript stays whole.
+#[utoipa::path(post, path = "/v1/sessions/{id}/compact", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 202, description = "Accepted; the compaction runs as a turn", body = TurnAccepted),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "A turn is running", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn compact(
+    state: State<AppState>,
+    user: User,
+    id: ApiPath<String>,
+) -> ApiResult<(StatusCode, Json<TurnAccepted>)> {
+    let body = SendMessage {
+        content: crate::runtime::COMPACT_COMMAND.into(),
+        client_request_id: None,
+        queue: false,
+    };
+    post_message(state, user, id, ApiJson(body)).await
+}
+
 /// The transcript: every message, lossless (text, thinking, tool calls and
 /// results).
 #[utoipa::path(get, path = "/v1/sessions/{id}/messages", tag = "sessions",

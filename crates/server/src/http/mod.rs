@@ -96,6 +96,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(approvals::list_pending))
         .routes(routes!(approvals::answer_permission))
         .routes(routes!(approvals::answer_question))
+        .routes(routes!(messages::compact))
         .routes(routes!(files::list_files))
         .routes(routes!(files::file_content))
         .routes(routes!(meta::models))

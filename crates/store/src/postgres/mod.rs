@@ -5,6 +5,7 @@
 //! that row's lock, so concurrent appends (from any number of processes)
 //! serialize per session and never leave gaps.
 
+mod blobs;
 mod events;
 mod messages;
 mod pending;
@@ -25,8 +26,9 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use crate::{
-    NewSession, PendingRecord, SessionExport, SessionRecord, SessionUpdate, Store, StoreError,
-    StoreResult, StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
+    CheckpointRecord, CompactionRecord, NewSession, PendingRecord, SessionExport, SessionRecord,
+    SessionUpdate, Store, StoreError, StoreResult, StoredMessage, TokenRecord, TurnRecord,
+    TurnStart, UserRecord,
 };
 
 const POOL_SIZE: u32 = 10;
@@ -47,6 +49,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         2,
         "session_rules",
         include_str!("../../migrations/postgres/0002_session_rules.sql"),
+    ),
+    (
+        3,
+        "checkpoints_compactions",
+        include_str!("../../migrations/postgres/0003_checkpoints_compactions.sql"),
     ),
 ];
 
@@ -117,7 +124,17 @@ impl PostgresStore {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+
+    /// Writers need no lock of this process: PostgreSQL locks rows. (For the
+    /// code shared with SQLite, which takes one.)
+    async fn write_guard(&self) {}
+
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+        self.pool.begin().await
+    }
 }
+
+crate::history::history_impl!(PostgresStore);
 
 /// The URL without its password, for messages.
 fn redact(url: &str) -> String {
@@ -293,6 +310,42 @@ impl Store for PostgresStore {
 
     async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>> {
         self.session_rules_impl(session_id).await
+    }
+
+    async fn put_blobs(&self, blobs: &[(String, Vec<u8>)]) -> StoreResult<()> {
+        self.put_blobs_impl(blobs).await
+    }
+
+    async fn missing_blobs(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
+        self.missing_blobs_impl(hashes).await
+    }
+
+    async fn get_blob(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.get_blob_impl(hash).await
+    }
+
+    async fn create_checkpoint(&self, record: &CheckpointRecord) -> StoreResult<()> {
+        self.create_checkpoint_impl(record).await
+    }
+
+    async fn list_checkpoints(&self, session_id: &str) -> StoreResult<Vec<CheckpointRecord>> {
+        self.list_checkpoints_impl(session_id).await
+    }
+
+    async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>> {
+        self.get_checkpoint_impl(id).await
+    }
+
+    async fn add_compaction(&self, record: &CompactionRecord) -> StoreResult<()> {
+        self.add_compaction_impl(record).await
+    }
+
+    async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>> {
+        self.latest_compaction_impl(session_id).await
+    }
+
+    async fn truncate_history(&self, session_id: &str, from_position: i64) -> StoreResult<u64> {
+        self.truncate_history_impl(session_id, from_position).await
     }
 
     async fn export_session(&self, id: &str) -> StoreResult<Option<SessionExport>> {

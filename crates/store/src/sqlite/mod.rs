@@ -3,6 +3,7 @@
 //! assignment never race (SQLite allows one writer anyway). Event appends go
 //! through a group-commit writer task (`writer`).
 
+mod blobs;
 mod events;
 mod messages;
 mod pending;
@@ -28,8 +29,9 @@ use sqlx::sqlite::{
 use tokio::sync::{Mutex, MutexGuard, mpsc};
 
 use crate::{
-    NewSession, PendingRecord, SessionExport, SessionRecord, SessionUpdate, Store, StoreError,
-    StoreResult, StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
+    CheckpointRecord, CompactionRecord, NewSession, PendingRecord, SessionExport, SessionRecord,
+    SessionUpdate, Store, StoreError, StoreResult, StoredMessage, TokenRecord, TurnRecord,
+    TurnStart, UserRecord,
 };
 
 /// Connections for a file database: readers run in parallel under WAL.
@@ -48,6 +50,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         2,
         "session_rules",
         include_str!("../../migrations/sqlite/0002_session_rules.sql"),
+    ),
+    (
+        3,
+        "checkpoints_compactions",
+        include_str!("../../migrations/sqlite/0003_checkpoints_compactions.sql"),
     ),
 ];
 
@@ -161,7 +168,15 @@ impl SqliteStore {
     async fn write_guard(&self) -> MutexGuard<'_, ()> {
         self.write_lock.lock().await
     }
+
+    /// A write transaction (take `write_guard` first): IMMEDIATE, so it holds
+    /// SQLite's write lock from the start instead of upgrading a read later.
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+        self.pool.begin_with("BEGIN IMMEDIATE").await
+    }
 }
+
+crate::history::history_impl!(SqliteStore);
 
 /// Create the database file's directory (0700) and the file itself (0600) so
 /// that transcripts are private from the start; SQLite gives the WAL and SHM
@@ -343,6 +358,42 @@ impl Store for SqliteStore {
 
     async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>> {
         self.session_rules_impl(session_id).await
+    }
+
+    async fn put_blobs(&self, blobs: &[(String, Vec<u8>)]) -> StoreResult<()> {
+        self.put_blobs_impl(blobs).await
+    }
+
+    async fn missing_blobs(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
+        self.missing_blobs_impl(hashes).await
+    }
+
+    async fn get_blob(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.get_blob_impl(hash).await
+    }
+
+    async fn create_checkpoint(&self, record: &CheckpointRecord) -> StoreResult<()> {
+        self.create_checkpoint_impl(record).await
+    }
+
+    async fn list_checkpoints(&self, session_id: &str) -> StoreResult<Vec<CheckpointRecord>> {
+        self.list_checkpoints_impl(session_id).await
+    }
+
+    async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>> {
+        self.get_checkpoint_impl(id).await
+    }
+
+    async fn add_compaction(&self, record: &CompactionRecord) -> StoreResult<()> {
+        self.add_compaction_impl(record).await
+    }
+
+    async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>> {
+        self.latest_compaction_impl(session_id).await
+    }
+
+    async fn truncate_history(&self, session_id: &str, from_position: i64) -> StoreResult<u64> {
+        self.truncate_history_impl(session_id, from_position).await
     }
 
     async fn export_session(&self, id: &str) -> StoreResult<Option<SessionExport>> {

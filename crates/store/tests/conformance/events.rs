@@ -95,6 +95,7 @@ fn every_event_kind() -> Vec<Event> {
             trigger: CompactionTrigger::Auto,
             tokens_before: 1000,
             tokens_after: 100,
+            summary: Some("we talked".into()),
         },
         Event::CheckpointCreated {
             checkpoint_id: "cp1".into(),
@@ -109,6 +110,7 @@ fn every_event_kind() -> Vec<Event> {
             num_model_calls: 2,
             duration_ms: 99,
             error: None,
+            agent_status: None,
         }),
         Event::SessionUpdated {
             title: Some("t".into()),

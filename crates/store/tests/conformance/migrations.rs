@@ -20,6 +20,7 @@ async fn a_fresh_database_has_every_table_empty() {
         "checkpoints",
         "blobs",
         "session_rules",
+        "compactions",
     ] {
         let n = crate::strings(
             &store,

@@ -38,6 +38,12 @@ fn base_options() -> PgConnectOptions {
 
 /// A fresh store in a schema of its own.
 pub async fn store() -> (Schema, PostgresStore) {
+    let schema = empty_schema().await;
+    let store = reopen(&schema).await;
+    (schema, store)
+}
+
+async fn empty_schema() -> Schema {
     let options = base_options();
     let name = format!("t_{}", uuid::Uuid::new_v4().simple());
     let mut conn = PgConnection::connect_with(&options).await.unwrap();
@@ -46,9 +52,7 @@ pub async fn store() -> (Schema, PostgresStore) {
         .await
         .unwrap();
     conn.close().await.unwrap();
-    let schema = Schema(name);
-    let store = reopen(&schema).await;
-    (schema, store)
+    Schema(name)
 }
 
 /// The schema of `store()` opened again (migrations run again).
@@ -80,6 +84,35 @@ pub async fn strings(store: &PostgresStore, sql: &str, arg: &str) -> Vec<String>
 /// Run a statement behind the trait's back.
 pub async fn exec(store: &PostgresStore, sql: &str) {
     sqlx::query(sql).execute(store.pool()).await.unwrap();
+}
+
+/// A fresh schema migrated only up to `version` (by the migration files,
+/// which must match the embedded ones), then `statements` run in it.
+pub async fn database_at_version(version: i64, statements: &[&str]) -> Schema {
+    use sqlx::migrate::Migrator;
+
+    let schema = empty_schema().await;
+    let options = base_options().options([("search_path", schema.0.as_str())]);
+    let mut conn = PgConnection::connect_with(&options).await.unwrap();
+    let mut migrator = Migrator::new(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/migrations/postgres"
+    )))
+    .await
+    .unwrap();
+    let upto: Vec<_> = migrator
+        .migrations
+        .iter()
+        .filter(|m| m.version <= version)
+        .cloned()
+        .collect();
+    migrator.migrations = upto.into();
+    migrator.run(&mut conn).await.unwrap();
+    for sql in statements {
+        sqlx::query(sql).execute(&mut conn).await.unwrap();
+    }
+    conn.close().await.unwrap();
+    schema
 }
 
 #[tokio::test]

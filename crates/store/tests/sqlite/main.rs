@@ -53,3 +53,37 @@ pub async fn strings(store: &SqliteStore, sql: &str, arg: &str) -> Vec<String> {
 pub async fn exec(store: &SqliteStore, sql: &str) {
     sqlx::query(sql).execute(store.pool()).await.unwrap();
 }
+
+/// A fresh database migrated only up to `version` (by the migration files,
+/// which must match the embedded ones), then `statements` run on it.
+pub async fn database_at_version(version: i64, statements: &[&str]) -> TempDir {
+    use sqlx::Connection;
+    use sqlx::migrate::Migrator;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteConnectOptions::new()
+        .filename(dir.path().join("agentd.db"))
+        .create_if_missing(true)
+        .foreign_keys(true);
+    let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
+    let mut migrator = Migrator::new(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/migrations/sqlite"
+    )))
+    .await
+    .unwrap();
+    let upto: Vec<_> = migrator
+        .migrations
+        .iter()
+        .filter(|m| m.version <= version)
+        .cloned()
+        .collect();
+    migrator.migrations = upto.into();
+    migrator.run(&mut conn).await.unwrap();
+    for sql in statements {
+        sqlx::query(sql).execute(&mut conn).await.unwrap();
+    }
+    conn.close().await.unwrap();
+    dir
+}

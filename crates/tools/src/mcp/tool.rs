@@ -16,7 +16,6 @@ pub(crate) struct McpTool {
     remote_name: String,
     description: String,
     schema: Value,
-    read_only: bool,
     slot: Arc<ServerSlot>,
 }
 
@@ -47,11 +46,6 @@ impl McpTool {
             remote_name: definition.name.to_string(),
             description,
             schema: Value::Object(schema),
-            read_only: definition
-                .annotations
-                .as_ref()
-                .and_then(|annotations| annotations.read_only_hint)
-                .unwrap_or(false),
             slot,
         }
     }
@@ -72,7 +66,9 @@ impl Tool for McpTool {
     }
 
     fn is_read_only(&self) -> bool {
-        self.read_only
+        // `readOnlyHint` comes from the server and the MCP spec calls such
+        // hints untrusted: a server must not exempt its own tools from asking.
+        false
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {

@@ -19,11 +19,15 @@ const MAX_LIST_DEPTH: usize = 8;
 
 const DESCRIPTION: &str = "Load a skill: packaged instructions for a kind of task. Call it with \
 the skill's name before doing a task the skill covers, then follow the instructions it returns. \
-The result starts with the skill's folder and its supporting files, which you can read with Read.";
+The result starts with the skill's folder and its supporting files; read one by calling Skill \
+again with `file` set to its path relative to the folder. Scripts there can be run with Bash.";
 
 #[derive(Debug, Deserialize)]
 struct SkillInput {
     skill: String,
+    /// A supporting file, relative to the skill's folder.
+    #[serde(default)]
+    file: Option<String>,
 }
 
 /// The `Skill` tool over a session's skills.
@@ -57,7 +61,8 @@ impl Tool for SkillTool {
         json!({
             "type": "object",
             "properties": {
-                "skill": {"type": "string", "description": "The skill's name, e.g. \"pdf\"."}
+                "skill": {"type": "string", "description": "The skill's name, e.g. \"pdf\"."},
+                "file": {"type": "string", "description": "A supporting file of the skill, relative to its folder (omit to load the instructions)."}
             },
             "required": ["skill"],
             "additionalProperties": false
@@ -82,8 +87,13 @@ impl Tool for SkillTool {
             ));
         };
         let skill = skill.clone();
+        let file = input.file;
         to_result(
-            run_blocking(ctx, move || load_instructions(&skill)).await,
+            run_blocking(ctx, move || match file {
+                Some(file) => read_supporting_file(&skill, &file),
+                None => load_instructions(&skill),
+            })
+            .await,
             ctx,
         )
     }
@@ -95,6 +105,32 @@ fn names(skills: &SkillSet) -> String {
     }
     let names: Vec<&str> = skills.iter().map(|skill| skill.name.as_str()).collect();
     names.join(", ")
+}
+
+/// A file inside the skill's folder (symlinks resolved, and refused when they
+/// lead out of it), as text, capped like `SKILL.md`.
+fn read_supporting_file(skill: &Skill, file: &str) -> Result<String, String> {
+    let refused = |reason: &str| format!("skill {:?}: cannot read {file:?}: {reason}", skill.name);
+    let path = skill
+        .dir
+        .join(file)
+        .canonicalize()
+        .map_err(|err| refused(&err.to_string()))?;
+    if !path.starts_with(&skill.dir) {
+        return Err(refused("it is outside the skill's folder"));
+    }
+    let meta = fs::metadata(&path).map_err(|err| refused(&err.to_string()))?;
+    if !meta.is_file() {
+        return Err(refused("not a file"));
+    }
+    if meta.len() > super::MAX_SKILL_FILE_BYTES {
+        return Err(refused(&format!(
+            "larger than {} KiB",
+            super::MAX_SKILL_FILE_BYTES / 1024
+        )));
+    }
+    let bytes = fs::read(&path).map_err(|err| refused(&err.to_string()))?;
+    String::from_utf8(bytes).map_err(|_| refused("not UTF-8 text"))
 }
 
 /// The skill's folder, its other files, then the body of its `SKILL.md`.

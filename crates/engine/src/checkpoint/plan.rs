@@ -1,0 +1,222 @@
+//! Deciding what a restore must do: compare the current tree with the manifest.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use super::fsutil::{Content, read_file};
+use super::manifest::{Entry, EntryKind, Manifest, ancestors};
+use super::{CheckpointError, SnapshotPolicy};
+
+/// The restore's steps, each list in the order it must run.
+#[derive(Default)]
+pub(crate) struct Plan {
+    /// Deepest first; `true` for directories.
+    pub remove: Vec<(String, bool)>,
+    /// Shallowest first.
+    pub mkdir: Vec<String>,
+    /// (path, hash, mode, size).
+    pub files: Vec<(String, String, u32, u64)>,
+    /// (path, target).
+    pub links: Vec<(String, String)>,
+    /// (path, mode): run last, children before parents, so a read-only dir
+    /// does not block writing inside it.
+    pub chmod: Vec<(String, u32)>,
+}
+
+/// What is at a path now.
+enum Now {
+    Dir {
+        mode: u32,
+    },
+    File {
+        entry: Entry,
+    },
+    Symlink {
+        target: String,
+    },
+    /// Something the scan did not capture (special, too large, unreadable).
+    Other,
+}
+
+pub(crate) fn plan(
+    root: &Path,
+    policy: &SnapshotPolicy,
+    m: &Manifest,
+) -> Result<Plan, CheckpointError> {
+    validate(m)?;
+    if fs::symlink_metadata(root).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+        fs::create_dir_all(root).map_err(|e| CheckpointError::io(root, e))?;
+    }
+    let cur = super::scan::scan(root, policy)?;
+    let ignored = |p: &str| {
+        p.split('/')
+            .any(|c| policy.ignored_dirs.iter().any(|d| d == c))
+    };
+    let wanted: BTreeMap<&str, &Entry> = m
+        .entries
+        .iter()
+        .filter(|(p, _)| !ignored(p))
+        .map(|(p, e)| (p.as_str(), e))
+        .collect();
+    // Dirs that stay even when the manifest lacks them: they hold paths a
+    // restore must not touch.
+    let mut holders: HashSet<&str> = HashSet::new();
+    for path in m.skipped.keys().chain(cur.skipped.keys()) {
+        holders.extend(ancestors(path));
+    }
+
+    let mut plan = Plan::default();
+    let mut removed: HashSet<&str> = HashSet::new();
+    for (path, e) in cur.entries.iter().rev() {
+        let want = wanted.get(path.as_str());
+        if want.is_some_and(|w| same_kind(&w.kind, &e.kind)) || m.is_skipped(path) {
+            continue;
+        }
+        let is_dir = e.kind == EntryKind::Dir;
+        if is_dir && holders.contains(path.as_str()) {
+            if want.is_some() {
+                return Err(conflict(
+                    path,
+                    "a directory holding ignored or skipped paths",
+                ));
+            }
+            continue;
+        }
+        // A non-dir replacing a non-dir is renamed over it, not removed first.
+        if want.is_some_and(|w| w.kind != EntryKind::Dir) && !is_dir {
+            continue;
+        }
+        plan.remove.push((path.clone(), is_dir));
+        removed.insert(path);
+    }
+
+    for (&path, w) in &wanted {
+        let now = match cur.entries.get(path) {
+            Some(_) if removed.contains(path) => None,
+            Some(e) => Some(match &e.kind {
+                EntryKind::Dir => Now::Dir { mode: e.mode },
+                EntryKind::File { .. } => Now::File { entry: e.clone() },
+                EntryKind::Symlink { target } => Now::Symlink {
+                    target: target.clone(),
+                },
+            }),
+            None if cur.is_skipped(path) => probe(root, path)?,
+            None => None,
+        };
+        match &w.kind {
+            EntryKind::Dir => match now {
+                Some(Now::Dir { mode }) => {
+                    if mode != w.mode {
+                        plan.chmod.push((path.to_string(), w.mode));
+                    }
+                }
+                Some(Now::File { .. } | Now::Symlink { .. }) | None => {
+                    plan.mkdir.push(path.to_string());
+                    plan.chmod.push((path.to_string(), w.mode));
+                }
+                Some(Now::Other) => {
+                    plan.remove.push((path.to_string(), false));
+                    plan.mkdir.push(path.to_string());
+                    plan.chmod.push((path.to_string(), w.mode));
+                }
+            },
+            EntryKind::File { hash } => match now {
+                Some(Now::Dir { .. }) => {
+                    return Err(conflict(path, "a directory the scan could not see into"));
+                }
+                Some(Now::File { entry }) if same_content(root, path, &entry, w, hash) => {
+                    if entry.mode != w.mode {
+                        plan.chmod.push((path.to_string(), w.mode));
+                    }
+                }
+                _ => plan
+                    .files
+                    .push((path.to_string(), hash.clone(), w.mode, w.size)),
+            },
+            EntryKind::Symlink { target } => match now {
+                Some(Now::Dir { .. }) => {
+                    return Err(conflict(path, "a directory the scan could not see into"));
+                }
+                Some(Now::Symlink { target: t }) if t == *target => {}
+                _ => plan.links.push((path.to_string(), target.clone())),
+            },
+        }
+    }
+    // Reverse path order puts every child before its parent.
+    plan.chmod.sort_by(|a, b| b.0.cmp(&a.0));
+    Ok(plan)
+}
+
+fn conflict(path: &str, what: &str) -> CheckpointError {
+    CheckpointError::Conflict {
+        path: path.to_string(),
+        reason: format!("the checkpoint has a file here, the workspace has {what}"),
+    }
+}
+
+fn same_kind(a: &EntryKind, b: &EntryKind) -> bool {
+    std::mem::discriminant(a) == std::mem::discriminant(b)
+}
+
+/// Whether the current file `now` holds the manifest's content: an identical
+/// fingerprint says so without reading; otherwise equal size and hash.
+fn same_content(root: &Path, path: &str, now: &Entry, want: &Entry, hash: &str) -> bool {
+    if now.size != want.size {
+        return false;
+    }
+    if !want.stat.is_zero() && want.stat == now.stat {
+        return true;
+    }
+    matches!(read_file(&root.join(path), want.size, want.size),
+        Content::Read { hash: h, .. } if h == hash)
+}
+
+/// lstat a path the scan did not capture, without looking through a symlink
+/// on the way: a parent that is not a real dir means nothing is there for us.
+fn probe(root: &Path, path: &str) -> Result<Option<Now>, CheckpointError> {
+    let parents: Vec<&str> = ancestors(path).collect();
+    for dir in parents.into_iter().rev() {
+        match fs::symlink_metadata(root.join(dir)) {
+            Ok(meta) if meta.file_type().is_dir() => {}
+            _ => return Ok(None),
+        }
+    }
+    let abs = root.join(path);
+    match fs::symlink_metadata(&abs) {
+        Ok(meta) if meta.file_type().is_dir() => Ok(Some(Now::Dir {
+            mode: std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777,
+        })),
+        Ok(_) => Ok(Some(Now::Other)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(CheckpointError::io(&abs, e)),
+    }
+}
+
+/// Refuse manifests whose paths could escape the workspace or contradict
+/// themselves (a file with entries under it).
+fn validate(m: &Manifest) -> Result<(), CheckpointError> {
+    for path in m.entries.keys() {
+        let bad = path.is_empty()
+            || path.contains('\0')
+            || path
+                .split('/')
+                .any(|c| c.is_empty() || c == "." || c == "..");
+        let under_non_dir =
+            ancestors(path).any(|a| m.entries.get(a).is_some_and(|e| e.kind != EntryKind::Dir));
+        if bad || under_non_dir {
+            return Err(CheckpointError::Manifest(format!(
+                "{path:?}: not a valid workspace-relative path"
+            )));
+        }
+    }
+    Ok(())
+}

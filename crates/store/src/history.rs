@@ -1,0 +1,188 @@
+//! Checkpoints, compactions, and rewinding the transcript (which drops the
+//! checkpoints and compactions past the point rewound to), written once for
+//! both backends: [`history_impl!`] expands to the same methods on each
+//! store.
+//!
+//! The statements use `$n` placeholders, which sqlx binds by number on SQLite
+//! as on PostgreSQL; every `$n` first appears in increasing order (SQLite
+//! numbers named parameters by first appearance). `trigger`, an SQL keyword,
+//! is quoted.
+
+use crate::records::{CHECKPOINT_COLUMNS, COMPACTION_COLUMNS};
+
+pub(crate) const INSERT_CHECKPOINT: &str = "INSERT INTO checkpoints (id, session_id, turn_id, \
+    message_position, manifest_hash, base_checkpoint_id, files, stats, created_at) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+pub(crate) fn list_checkpoints() -> String {
+    format!(
+        "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE session_id = $1 \
+         ORDER BY created_at, id"
+    )
+}
+
+pub(crate) fn get_checkpoint() -> String {
+    format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = $1")
+}
+
+pub(crate) const INSERT_COMPACTION: &str = "INSERT INTO compactions (id, session_id, turn_id, \
+    \"trigger\", summary, context, first_kept_position, tokens_before, tokens_after, created_at) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
+pub(crate) fn latest_compaction() -> String {
+    format!(
+        "SELECT {COMPACTION_COLUMNS} FROM compactions WHERE session_id = $1 \
+         ORDER BY created_at DESC, id DESC LIMIT 1"
+    )
+}
+
+/// Bumps `updated_at` (`$1`) of session `$2`; no row means no session. In
+/// PostgreSQL this also locks the session row, so truncation and message
+/// appends serialize.
+pub(crate) const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = $1 WHERE id = $2";
+
+/// Truncating history, in this order in one transaction, each bound with
+/// `(session_id, from_position)`.
+pub(crate) const TRUNCATE_HISTORY: [&str; 3] = [
+    // First, while the messages are there: a compaction created since the
+    // earliest of the messages to delete may summarise it.
+    "DELETE FROM compactions WHERE session_id = $1 AND (first_kept_position > $2 \
+     OR created_at >= (SELECT MIN(created_at) FROM messages \
+                       WHERE session_id = $1 AND position >= $2))",
+    // A checkpoint at `from_position` is the state rewound to: it stays.
+    "DELETE FROM checkpoints WHERE session_id = $1 AND message_position > $2",
+    // Last, so that its count is the answer.
+    "DELETE FROM messages WHERE session_id = $1 AND position >= $2",
+];
+
+/// The `*_impl` methods behind the checkpoint, compaction and truncation
+/// methods of `Store`, for a store type with a `pool` and these methods:
+/// `write_guard()` (awaited; held around every write) and `begin_write()`
+/// (a write transaction, as `Result<_, sqlx::Error>`).
+macro_rules! history_impl {
+    ($store:ty) => {
+        impl $store {
+            pub(super) async fn create_checkpoint_impl(
+                &self,
+                r: &$crate::CheckpointRecord,
+            ) -> $crate::StoreResult<()> {
+                use $crate::records::{insert_error, to_json, to_ms};
+                let files = to_json(&r.files, "checkpoint files")?;
+                let stats = to_json(&r.stats, "checkpoint stats")?;
+                let _write = self.write_guard().await;
+                sqlx::query($crate::history::INSERT_CHECKPOINT)
+                    .bind(&r.id)
+                    .bind(&r.session_id)
+                    .bind(&r.turn_id)
+                    .bind(r.message_position)
+                    .bind(&r.manifest_hash)
+                    .bind(&r.base_checkpoint_id)
+                    .bind(files)
+                    .bind(stats)
+                    .bind(to_ms(r.created_at))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(insert_error("storing a checkpoint", &r.session_id, &r.id))?;
+                Ok(())
+            }
+
+            pub(super) async fn list_checkpoints_impl(
+                &self,
+                session_id: &str,
+            ) -> $crate::StoreResult<Vec<$crate::CheckpointRecord>> {
+                let rows = sqlx::query(&$crate::history::list_checkpoints())
+                    .bind(session_id)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err($crate::records::db("listing checkpoints"))?;
+                rows.iter().map($crate::records::checkpoint).collect()
+            }
+
+            pub(super) async fn get_checkpoint_impl(
+                &self,
+                id: &str,
+            ) -> $crate::StoreResult<Option<$crate::CheckpointRecord>> {
+                let row = sqlx::query(&$crate::history::get_checkpoint())
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err($crate::records::db("reading a checkpoint"))?;
+                row.as_ref().map($crate::records::checkpoint).transpose()
+            }
+
+            pub(super) async fn add_compaction_impl(
+                &self,
+                r: &$crate::CompactionRecord,
+            ) -> $crate::StoreResult<()> {
+                use $crate::records::{insert_error, to_i64, to_ms};
+                let tokens_before = to_i64(r.tokens_before, "tokens_before")?;
+                let tokens_after = to_i64(r.tokens_after, "tokens_after")?;
+                let context = $crate::records::to_json(&r.context, "compaction context")?;
+                let _write = self.write_guard().await;
+                sqlx::query($crate::history::INSERT_COMPACTION)
+                    .bind(&r.id)
+                    .bind(&r.session_id)
+                    .bind(&r.turn_id)
+                    .bind(&r.trigger)
+                    .bind(&r.summary)
+                    .bind(context)
+                    .bind(r.first_kept_position)
+                    .bind(tokens_before)
+                    .bind(tokens_after)
+                    .bind(to_ms(r.created_at))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(insert_error("storing a compaction", &r.session_id, &r.id))?;
+                Ok(())
+            }
+
+            pub(super) async fn latest_compaction_impl(
+                &self,
+                session_id: &str,
+            ) -> $crate::StoreResult<Option<$crate::CompactionRecord>> {
+                let row = sqlx::query(&$crate::history::latest_compaction())
+                    .bind(session_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err($crate::records::db("reading the latest compaction"))?;
+                row.as_ref().map($crate::records::compaction).transpose()
+            }
+
+            pub(super) async fn truncate_history_impl(
+                &self,
+                session_id: &str,
+                from_position: i64,
+            ) -> $crate::StoreResult<u64> {
+                use $crate::records::{db, now, to_ms};
+                let ctx = "truncating history";
+                let _write = self.write_guard().await;
+                let mut tx = self.begin_write().await.map_err(db(ctx))?;
+                let touched = sqlx::query($crate::history::TOUCH_SESSION)
+                    .bind(to_ms(now()))
+                    .bind(session_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(ctx))?;
+                if touched.rows_affected() == 0 {
+                    return Err($crate::StoreError::NotFound(format!(
+                        "session {session_id}"
+                    )));
+                }
+                let mut deleted = 0;
+                for statement in $crate::history::TRUNCATE_HISTORY {
+                    deleted = sqlx::query(statement)
+                        .bind(session_id)
+                        .bind(from_position)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db(ctx))?
+                        .rows_affected();
+                }
+                tx.commit().await.map_err(db(ctx))?;
+                Ok(deleted)
+            }
+        }
+    };
+}
+
+pub(crate) use history_impl;

@@ -1,0 +1,80 @@
+//! Content-addressed blobs: file contents and manifests of checkpoints.
+
+use std::collections::HashSet;
+
+use super::PostgresStore;
+use super::util::{db, now, to_ms};
+use crate::StoreResult;
+use crate::records::{BLOB_LOOKUP_BATCH, missing_in_order};
+
+/// Rows per INSERT statement, and bytes: one statement carries its blobs as
+/// two array parameters, which must stay well below PostgreSQL's 1 GiB
+/// message limit.
+const INSERT_BATCH: usize = 1_000;
+const INSERT_BATCH_BYTES: usize = 32 * 1024 * 1024;
+
+impl PostgresStore {
+    pub(super) async fn put_blobs_impl(&self, blobs: &[(String, Vec<u8>)]) -> StoreResult<()> {
+        let ctx = "storing blobs";
+        if blobs.is_empty() {
+            return Ok(());
+        }
+        let at = to_ms(now());
+        let mut tx = self.pool.begin().await.map_err(db(ctx))?;
+        let mut rest = blobs;
+        while !rest.is_empty() {
+            // At least one blob per statement, however large.
+            let mut bytes = 0;
+            let n = rest
+                .iter()
+                .take(INSERT_BATCH)
+                .take_while(|(_, data)| {
+                    bytes += data.len();
+                    bytes <= INSERT_BATCH_BYTES
+                })
+                .count()
+                .max(1);
+            let (batch, tail) = rest.split_at(n);
+            rest = tail;
+            let hashes: Vec<&str> = batch.iter().map(|(h, _)| h.as_str()).collect();
+            let data: Vec<&[u8]> = batch.iter().map(|(_, d)| d.as_slice()).collect();
+            // A stored hash is not rewritten: content-addressed, same data.
+            // DO NOTHING also skips a hash given twice in one batch.
+            sqlx::query(
+                "INSERT INTO blobs (hash, size, data, created_at) \
+                 SELECT v.hash, length(v.data), v.data, $3 \
+                 FROM unnest($1::text[], $2::bytea[]) AS v(hash, data) \
+                 ON CONFLICT (hash) DO NOTHING",
+            )
+            .bind(&hashes)
+            .bind(&data)
+            .bind(at)
+            .execute(&mut *tx)
+            .await
+            .map_err(db(ctx))?;
+        }
+        tx.commit().await.map_err(db(ctx))
+    }
+
+    pub(super) async fn missing_blobs_impl(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
+        let mut present = HashSet::new();
+        for batch in hashes.chunks(BLOB_LOOKUP_BATCH) {
+            let found: Vec<String> =
+                sqlx::query_scalar("SELECT hash FROM blobs WHERE hash = ANY($1::text[])")
+                    .bind(batch)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(db("looking blobs up"))?;
+            present.extend(found);
+        }
+        Ok(missing_in_order(hashes, &present))
+    }
+
+    pub(super) async fn get_blob_impl(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {
+        sqlx::query_scalar("SELECT data FROM blobs WHERE hash = $1")
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("reading a blob"))
+    }
+}
