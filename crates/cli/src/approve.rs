@@ -1,17 +1,59 @@
 //! Asking the person at the terminal whether a tool call may run, and the
 //! agent's questions.
+//!
+//! One thread reads stdin for the whole process and prompts take turns
+//! (parallel subagents may ask at the same time): each prompt holds the
+//! terminal until it has its line, and lines typed while no prompt was
+//! showing are dropped, so an answer always goes to the question on screen.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::OnceLock;
 
 use agentd_engine::{Answer, ApprovalRequest, Decision, QuestionAnswer, QuestionRequest};
 use agentd_server::approvals::AnswerSource;
 use agentd_server::config::NoAnswer;
 use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::{Mutex, mpsc};
 
 /// Prompts on stderr and reads the answer from stdin when stdin is a terminal;
 /// otherwise answers at once with the profile's `on_no_answer`.
 pub struct TerminalAnswers {
     pub on_no_answer: NoAnswer,
+}
+
+/// Lines of stdin, read by one thread started on first use.
+fn stdin_lines() -> &'static Mutex<mpsc::UnboundedReceiver<String>> {
+    static LINES: OnceLock<Mutex<mpsc::UnboundedReceiver<String>>> = OnceLock::new();
+    LINES.get_or_init(|| {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Mutex::new(receiver)
+    })
+}
+
+/// Shows `prompts` one after another and returns a line for each; `None` when
+/// stdin closed. Holds the terminal throughout.
+async fn ask_lines(prompts: Vec<String>) -> Option<Vec<String>> {
+    let mut lines = stdin_lines().lock().await;
+    while lines.try_recv().is_ok() {}
+    let mut answers = Vec::with_capacity(prompts.len());
+    for prompt in prompts {
+        {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(prompt.as_bytes());
+            let _ = err.flush();
+        }
+        answers.push(lines.recv().await?);
+    }
+    Some(answers)
 }
 
 #[async_trait]
@@ -30,17 +72,7 @@ impl AnswerSource for TerminalAnswers {
             crate::output::summarize_input(&request.input),
             request.reason
         );
-        // A blocking read on its own thread; an interrupt abandons it.
-        let line = tokio::task::spawn_blocking(move || {
-            let mut err = std::io::stderr().lock();
-            let _ = err.write_all(prompt.as_bytes());
-            let _ = err.flush();
-            let mut line = String::new();
-            std::io::stdin().lock().read_line(&mut line).map(|_| line)
-        })
-        .await
-        .ok()?
-        .ok()?;
+        let line = ask_lines(vec![prompt]).await?.pop()?;
         let decision = match line.trim().to_ascii_lowercase().as_str() {
             "y" | "yes" => Decision::Allow,
             "a" | "always" => Decision::AllowSession,
@@ -53,27 +85,35 @@ impl AnswerSource for TerminalAnswers {
         if !std::io::stdin().is_terminal() {
             return Some(QuestionAnswer::unanswered("no_terminal"));
         }
-        let questions = request.questions.as_array().cloned().unwrap_or_default();
-        let answers = tokio::task::spawn_blocking(move || ask_on_terminal(&questions))
-            .await
-            .ok()??;
+        let questions: Vec<Question> = request
+            .questions
+            .as_array()
+            .map(|qs| qs.iter().filter_map(Question::parse).collect())
+            .unwrap_or_default();
+        let lines = ask_lines(questions.iter().map(Question::prompt).collect()).await?;
+        let answers = questions
+            .iter()
+            .zip(lines)
+            .map(|(question, line)| (question.text.clone(), question.answer(line.trim())))
+            .collect();
         Some(QuestionAnswer {
-            answers: Some(answers),
+            answers: Some(Value::Object(answers)),
             by: "user".into(),
         })
     }
 }
 
-/// One prompt per question: a number (several, comma-separated, for
-/// multi-select) picks options; anything else is the user's own answer.
-fn ask_on_terminal(questions: &[serde_json::Value]) -> Option<serde_json::Value> {
-    let mut answers = serde_json::Map::new();
-    let mut err = std::io::stderr().lock();
-    for q in questions {
-        let text = q.get("question")?.as_str()?.to_string();
-        let labels: Vec<String> = q
+struct Question {
+    text: String,
+    labels: Vec<String>,
+    multi: bool,
+}
+
+impl Question {
+    fn parse(q: &Value) -> Option<Self> {
+        let labels = q
             .get("options")
-            .and_then(|o| o.as_array())
+            .and_then(Value::as_array)
             .map(|options| {
                 options
                     .iter()
@@ -81,34 +121,62 @@ fn ask_on_terminal(questions: &[serde_json::Value]) -> Option<serde_json::Value>
                     .collect()
             })
             .unwrap_or_default();
-        let multi = q.get("multiSelect").and_then(|m| m.as_bool()) == Some(true);
-        let _ = writeln!(err, "\nagentd asks: {text}");
-        for (n, label) in labels.iter().enumerate() {
-            let _ = writeln!(err, "  {}. {label}", n + 1);
+        Some(Self {
+            text: q.get("question")?.as_str()?.to_string(),
+            labels,
+            multi: q.get("multiSelect").and_then(Value::as_bool) == Some(true),
+        })
+    }
+
+    fn prompt(&self) -> String {
+        let mut prompt = format!("\nagentd asks: {}\n", self.text);
+        for (n, label) in self.labels.iter().enumerate() {
+            prompt.push_str(&format!("  {}. {label}\n", n + 1));
         }
-        let hint = if multi {
+        let hint = if self.multi {
             "numbers, comma-separated,"
         } else {
             "a number"
         };
-        let _ = write!(err, "  answer ({hint} or your own words): ");
-        let _ = err.flush();
-        let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line).ok()?;
-        let line = line.trim();
+        prompt.push_str(&format!("  answer ({hint} or your own words): "));
+        prompt
+    }
+
+    /// A number (several, comma-separated, for multi-select) picks options;
+    /// anything else is the user's own answer.
+    fn answer(&self, line: &str) -> Value {
         let picked: Option<Vec<String>> = line
             .split(',')
             .map(|part| {
                 let n: usize = part.trim().parse().ok()?;
-                labels.get(n.checked_sub(1)?).cloned()
+                self.labels.get(n.checked_sub(1)?).cloned()
             })
             .collect();
-        let answer = match picked {
-            Some(mut picked) if multi => serde_json::json!(std::mem::take(&mut picked)),
-            Some(picked) if picked.len() == 1 => serde_json::json!(picked[0]),
-            _ => serde_json::json!(line),
-        };
-        answers.insert(text, answer);
+        match picked {
+            Some(picked) if self.multi => Value::from(picked),
+            Some(mut picked) if picked.len() == 1 => Value::from(picked.remove(0)),
+            _ => Value::from(line),
+        }
     }
-    Some(serde_json::Value::Object(answers))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_pick_options_and_anything_else_is_free_text() {
+        let single = Question::parse(&json!({"question": "Q?", "options": [
+            {"label": "A"}, {"label": "B"}]}))
+        .unwrap();
+        assert_eq!(single.answer("2"), json!("B"));
+        assert_eq!(single.answer("something else"), json!("something else"));
+        assert_eq!(single.answer("3"), json!("3"));
+        let multi = Question::parse(&json!({"question": "Q?", "multiSelect": true, "options": [
+            {"label": "A"}, {"label": "B"}]}))
+        .unwrap();
+        assert_eq!(multi.answer("1, 2"), json!(["A", "B"]));
+        assert!(multi.prompt().contains("2. B"));
+    }
 }

@@ -33,9 +33,12 @@ fn result_of(run: &common::Run, call: &str) -> (String, bool) {
     run.events
         .iter()
         .find_map(|e| match &e.event {
-            Event::ToolFinished { call_id, output, is_error, .. } if call_id == call => {
-                Some((output.clone(), *is_error))
-            }
+            Event::ToolFinished {
+                call_id,
+                output,
+                is_error,
+                ..
+            } if call_id == call => Some((output.clone(), *is_error)),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no result for {call}"))
@@ -135,7 +138,10 @@ async fn skills_are_listed_and_a_users_own_skill_wins() {
     let (write, is_error) = tool_result(&run, "Write");
     assert!(is_error && write.contains("outside"), "{write}");
     let (escape, is_error) = result_of(&run, "escape");
-    assert!(is_error && escape.contains("outside the skill's folder"), "{escape}");
+    assert!(
+        is_error && escape.contains("outside the skill's folder"),
+        "{escape}"
+    );
     assert_eq!(
         std::fs::read_to_string(&reference).unwrap(),
         "REFERENCE-TEXT"

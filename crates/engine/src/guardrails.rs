@@ -167,11 +167,27 @@ mod tests {
         let same = (String::from("Read"), json!({"file_path": "a"}));
         let other = (String::from("Read"), json!({"file_path": "b"}));
         let ok = [result(false)];
-        assert!(streak.observe(&[same.clone()], &ok, 0, 3).is_none());
-        assert!(streak.observe(&[same.clone()], &ok, 0, 3).is_none());
+        assert!(
+            streak
+                .observe(std::slice::from_ref(&same), &ok, 0, 3)
+                .is_none()
+        );
+        assert!(
+            streak
+                .observe(std::slice::from_ref(&same), &ok, 0, 3)
+                .is_none()
+        );
         assert!(streak.observe(&[other], &ok, 0, 3).is_none());
-        assert!(streak.observe(&[same.clone()], &ok, 0, 3).is_none());
-        assert!(streak.observe(&[same.clone()], &ok, 0, 3).is_none());
+        assert!(
+            streak
+                .observe(std::slice::from_ref(&same), &ok, 0, 3)
+                .is_none()
+        );
+        assert!(
+            streak
+                .observe(std::slice::from_ref(&same), &ok, 0, 3)
+                .is_none()
+        );
         let exit = streak.observe(&[same], &ok, 0, 3).unwrap();
         assert_eq!(exit.error.unwrap().code, "repeated_call");
     }

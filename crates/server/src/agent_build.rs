@@ -221,6 +221,7 @@ impl Runtime {
             source: options.answers.clone(),
             prepared: Default::default(),
             prepared_questions: Default::default(),
+            open: Default::default(),
         };
         let hooks = Hooks::new(profile.hooks.clone())
             .map_err(|err| ConfigError::Invalid(format!("hooks: {err}")))?;

@@ -119,6 +119,9 @@ pub struct StoredApprover {
     pub prepared: Mutex<HashMap<String, oneshot::Receiver<Answer>>>,
     /// Questions stored by `prepare_question`, waiting for `answer_question`.
     pub prepared_questions: Mutex<HashMap<String, oneshot::Receiver<QuestionAnswer>>>,
+    /// Requests open right now (parallel subagents may each wait): the
+    /// session is `waiting` until the last one is answered.
+    pub open: Mutex<usize>,
 }
 
 #[async_trait]
@@ -141,7 +144,7 @@ impl Approver for StoredApprover {
         if let Ok(mut prepared) = self.prepared.lock() {
             prepared.insert(request.request_id.clone(), receiver);
         }
-        self.set_status(SessionStatus::Waiting).await;
+        self.waiting_started().await;
     }
 
     async fn prepare_question(&self, request: &QuestionRequest) {
@@ -162,7 +165,7 @@ impl Approver for StoredApprover {
         if let Ok(mut prepared) = self.prepared_questions.lock() {
             prepared.insert(request.request_id.clone(), receiver);
         }
-        self.set_status(SessionStatus::Waiting).await;
+        self.waiting_started().await;
     }
 
     async fn answer_question(
@@ -199,7 +202,7 @@ impl Approver for StoredApprover {
         {
             tracing::error!(%err, "could not record the answers to a question");
         }
-        self.set_status(SessionStatus::Running).await;
+        self.waiting_ended().await;
         answer
     }
 
@@ -241,7 +244,7 @@ impl Approver for StoredApprover {
         {
             tracing::error!(%err, "could not remember a session allow");
         }
-        self.set_status(SessionStatus::Running).await;
+        self.waiting_ended().await;
         answer
     }
 }
@@ -274,6 +277,27 @@ impl StoredApprover {
                 tracing::error!(%err, kind, "could not store a pending request; it cannot be answered");
                 false
             }
+        }
+    }
+
+    async fn waiting_started(&self) {
+        if let Ok(mut open) = self.open.lock() {
+            *open += 1;
+        }
+        self.set_status(SessionStatus::Waiting).await;
+    }
+
+    async fn waiting_ended(&self) {
+        let still_open = self
+            .open
+            .lock()
+            .map(|mut open| {
+                *open = open.saturating_sub(1);
+                *open
+            })
+            .unwrap_or(0);
+        if still_open == 0 {
+            self.set_status(SessionStatus::Running).await;
         }
     }
 

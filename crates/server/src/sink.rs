@@ -151,7 +151,12 @@ impl TurnSink for StoreSink {
         let last = self.last_position.lock().ok().and_then(|last| *last);
         let last = match last {
             Some(last) => last,
-            None => self.store.messages(&self.session_id).await.map_err(store_error)?.len() as u64,
+            None => self
+                .store
+                .messages(&self.session_id)
+                .await
+                .map_err(store_error)?
+                .len() as u64,
         };
         let record = CompactionRecord {
             id: uuid::Uuid::now_v7().to_string(),
@@ -168,6 +173,9 @@ impl TurnSink for StoreSink {
             tokens_after: compaction.tokens_after,
             created_at: chrono::Utc::now(),
         };
-        self.store.add_compaction(&record).await.map_err(store_error)
+        self.store
+            .add_compaction(&record)
+            .await
+            .map_err(store_error)
     }
 }

@@ -161,3 +161,45 @@ pub(crate) fn write_symlink(path: &Path, target: &str) -> io::Result<()> {
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_symlinked_parent_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, outside) = (dir.path().join("ws"), dir.path().join("outside"));
+        fs::create_dir_all(ws.join("real")).unwrap();
+        fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("link")).unwrap();
+        let mut safe = SafeDirs::new(ws);
+        assert!(safe.check_parent("real/f").is_ok());
+        let err = safe.check_parent("link/sub/f").unwrap_err().to_string();
+        assert!(
+            err.starts_with("link/sub/f: parent link is not a directory"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn writes_replace_a_symlink_instead_of_following_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target.txt");
+        fs::write(&target, "outside").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_file(&link, b"inside", 0o640).unwrap();
+        assert_eq!(fs::read_to_string(&target).unwrap(), "outside");
+        assert_eq!(fs::read_to_string(&link).unwrap(), "inside");
+        let meta = fs::symlink_metadata(&link).unwrap();
+        assert!(meta.is_file());
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o640);
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "no temp file left: {names:?}");
+    }
+}

@@ -201,8 +201,8 @@ fn probe(root: &Path, path: &str) -> Result<Option<Now>, CheckpointError> {
     }
 }
 
-/// Refuse manifests whose paths could escape the workspace or contradict
-/// themselves (a file with entries under it).
+/// Refuse manifests whose paths could escape the workspace or lack their
+/// parent dirs (or have a file as a parent).
 fn validate(m: &Manifest) -> Result<(), CheckpointError> {
     for path in m.entries.keys() {
         let bad = path.is_empty()
@@ -210,9 +210,10 @@ fn validate(m: &Manifest) -> Result<(), CheckpointError> {
             || path
                 .split('/')
                 .any(|c| c.is_empty() || c == "." || c == "..");
-        let under_non_dir =
-            ancestors(path).any(|a| m.entries.get(a).is_some_and(|e| e.kind != EntryKind::Dir));
-        if bad || under_non_dir {
+        // A snapshot lists every parent dir; anything else was not made by one.
+        let orphan =
+            ancestors(path).any(|a| m.entries.get(a).is_none_or(|e| e.kind != EntryKind::Dir));
+        if bad || orphan {
             return Err(CheckpointError::Manifest(format!(
                 "{path:?}: not a valid workspace-relative path"
             )));

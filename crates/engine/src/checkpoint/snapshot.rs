@@ -202,3 +202,29 @@ fn changed(
     out.sort();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recent_stamps_are_racy() {
+        let now = 1_700_000_000_123_456_789;
+        let stat = |mtime_ns: i64| Fingerprint {
+            mtime_ns,
+            ctime_ns: mtime_ns,
+            inode: 1,
+            size: 1,
+        };
+        assert!(racy(&stat(now - 10_000_000), now));
+        assert!(
+            racy(&stat(now + 5_000_000_000), now),
+            "stamps in the future"
+        );
+        assert!(!racy(&stat(now - 60_000_000), now));
+        // Whole seconds: a coarse filesystem, so a wider window.
+        assert!(racy(&stat(1_699_999_999_000_000_000), now));
+        assert!(!racy(&stat(1_699_999_990_000_000_000), now));
+        assert!(!racy(&Fingerprint::default(), now));
+    }
+}

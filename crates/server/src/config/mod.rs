@@ -123,8 +123,12 @@ impl PriceToml {
         agentd_model::price::Price {
             input_per_mtok: self.input_per_mtok,
             output_per_mtok: self.output_per_mtok,
-            cache_read_per_mtok: self.cache_read_per_mtok.unwrap_or(self.input_per_mtok * 0.1),
-            cache_write_per_mtok: self.cache_write_per_mtok.unwrap_or(self.input_per_mtok * 1.25),
+            cache_read_per_mtok: self
+                .cache_read_per_mtok
+                .unwrap_or(self.input_per_mtok * 0.1),
+            cache_write_per_mtok: self
+                .cache_write_per_mtok
+                .unwrap_or(self.input_per_mtok * 1.25),
         }
     }
 }
