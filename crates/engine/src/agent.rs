@@ -98,6 +98,7 @@ pub struct Agent {
     pub(crate) approver: Arc<dyn Approver>,
     pub(crate) agent_tools: AgentToolSet,
     pub(crate) subagents: Option<Arc<Subagents>>,
+    pub(crate) checkpointer: Option<Arc<dyn crate::sink::Checkpointer>>,
     /// 0 for the session's agent, 1 for its subagents, …
     pub(crate) depth: u32,
 }
@@ -119,6 +120,7 @@ impl Agent {
             approver: Arc::new(FixedApprover(Answer::new(Decision::Deny, "no_approver"))),
             agent_tools: AgentToolSet::default(),
             subagents: None,
+            checkpointer: None,
             depth: 0,
         }
     }
@@ -127,6 +129,13 @@ impl Agent {
     /// default; `Task` only with [`Agent::with_subagents`]).
     pub fn with_agent_tools(mut self, tools: AgentToolSet) -> Self {
         self.agent_tools = tools;
+        self
+    }
+
+    /// Checkpoint the workspace before the first tool of a turn that may
+    /// change files (every tool that is not read-only).
+    pub fn with_checkpointer(mut self, checkpointer: Arc<dyn crate::sink::Checkpointer>) -> Self {
+        self.checkpointer = Some(checkpointer);
         self
     }
 
@@ -222,6 +231,7 @@ impl Agent {
             approver: self.approver.clone(),
             agent_tools,
             subagents: self.subagents.clone(),
+            checkpointer: self.checkpointer.clone(),
             depth: self.depth + 1,
         }
     }

@@ -29,5 +29,5 @@ pub use approval::{
     Answer, ApprovalRequest, Approver, Decision, FixedApprover, QuestionAnswer, QuestionRequest,
 };
 pub use prompt::{PromptContext, PromptError, default_system_prompt};
-pub use sink::{Compaction, SinkError, TurnSink};
+pub use sink::{Checkpointer, Compaction, SinkError, TurnSink};
 pub use turn::TurnInput;

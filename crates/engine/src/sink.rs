@@ -22,6 +22,16 @@ pub trait TurnSink: Send + Sync {
     }
 }
 
+/// Records the workspace before a turn first changes it, so the session can
+/// be rewound to before that turn.
+#[async_trait]
+pub trait Checkpointer: Send + Sync {
+    /// Called once per turn, before the first tool that may change files
+    /// runs. Returns the checkpoint's id and the paths that changed since the
+    /// previous checkpoint, or `None` when none was needed.
+    async fn checkpoint(&self, turn_id: &str) -> Result<Option<(String, Vec<String>)>, String>;
+}
+
 /// A compaction as the sink records it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Compaction {

@@ -85,6 +85,9 @@ impl TurnRun<'_> {
                 .await?
             {
                 Gate::Run(input) => {
+                    if !read_only {
+                        self.checkpoint_once().await?;
+                    }
                     let result = self.execute(call, input.clone()).await?;
                     self.after_tool(call, &input, result).await
                 }
@@ -101,6 +104,46 @@ impl TurnRun<'_> {
             })
             .await?;
         Ok(answer(result))
+    }
+
+    /// The turn's checkpoint, taken before its first tool that may change
+    /// files (subagents share it). A failure is reported and the call goes
+    /// on: refusing every edit because a snapshot failed would stop the work.
+    async fn checkpoint_once(&self) -> Result<(), SinkError> {
+        let Some(checkpointer) = &self.agent.checkpointer else {
+            return Ok(());
+        };
+        let mut outcome = Ok(());
+        self.shared
+            .checkpoint
+            .get_or_init(|| async {
+                outcome = match checkpointer.checkpoint(&self.turn_id).await {
+                    Ok(Some((checkpoint_id, files))) => {
+                        self.sink
+                            .emit(Event::CheckpointCreated {
+                                checkpoint_id,
+                                files,
+                            })
+                            .await
+                    }
+                    Ok(None) => Ok(()),
+                    Err(message) => {
+                        tracing::warn!(%message, "could not checkpoint the workspace");
+                        self.sink
+                            .emit(Event::Error(agentd_protocol::ErrorInfo {
+                                code: "checkpoint_failed".into(),
+                                message: format!(
+                                    "The workspace could not be checkpointed before this turn \
+                                     changed it, so it cannot be rewound to here: {message}"
+                                ),
+                                retryable: false,
+                            }))
+                            .await
+                    }
+                };
+            })
+            .await;
+        outcome
     }
 
     /// `PostToolUse` hooks: extra context for the model, or a block note.

@@ -166,6 +166,8 @@ pub(crate) struct TurnShared {
     subagent_spend: Mutex<(Usage, f64)>,
     /// Everything the turn has spent so far, subagents included, live.
     spent_usd: Mutex<f64>,
+    /// Set once the turn's checkpoint was taken (or tried).
+    pub(crate) checkpoint: tokio::sync::OnceCell<()>,
 }
 
 impl TurnShared {

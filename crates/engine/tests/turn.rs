@@ -187,3 +187,49 @@ async fn an_interrupt_while_the_model_streams_ends_the_turn_promptly() {
         1
     );
 }
+
+struct CountingCheckpointer(Mutex<Vec<String>>);
+
+#[async_trait]
+impl agentd_engine::Checkpointer for CountingCheckpointer {
+    async fn checkpoint(&self, turn_id: &str) -> Result<Option<(String, Vec<String>)>, String> {
+        let mut calls = self.0.lock().unwrap();
+        calls.push(turn_id.to_string());
+        Ok(Some((format!("cp{}", calls.len()), vec!["a.txt".into()])))
+    }
+}
+
+#[tokio::test]
+async fn the_workspace_is_checkpointed_once_before_the_first_change() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha").unwrap();
+    let checkpointer = Arc::new(CountingCheckpointer(Mutex::new(Vec::new())));
+    let agent = agent(
+        json!({"replies": [
+            {"content": [{"type": "tool_use", "id": "r", "name": "Read", "input": {"file_path": "a.txt"}}]},
+            {"content": [{"type": "tool_use", "id": "w", "name": "Write", "input": {"file_path": "b.txt", "content": "b"}}]},
+            {"content": [{"type": "tool_use", "id": "e", "name": "Edit", "input": {"file_path": "a.txt", "old_string": "alpha", "new_string": "beta"}}]},
+            {"content": [{"type": "text", "text": "done"}]}
+        ]}),
+        ws.path(),
+    )
+    .with_checkpointer(checkpointer.clone());
+    let sink = Collected::default();
+    agent
+        .run_turn(input("go"), &sink, CancellationToken::new())
+        .await;
+    assert_eq!(*checkpointer.0.lock().unwrap(), ["t1"]);
+    let events = sink.events.lock().unwrap();
+    let at = |pred: &dyn Fn(&Event) -> bool| events.iter().position(pred).unwrap();
+    let checkpoint = at(
+        &|e| matches!(e, Event::CheckpointCreated { checkpoint_id, .. } if checkpoint_id == "cp1"),
+    );
+    let read_done = at(&|e| matches!(e, Event::ToolFinished { call_id, .. } if call_id == "r"));
+    let write_started = at(&|e| matches!(e, Event::ToolStarted { call_id, .. } if call_id == "w"));
+    let write_done = at(&|e| matches!(e, Event::ToolFinished { call_id, .. } if call_id == "w"));
+    assert!(
+        read_done < checkpoint,
+        "a read-only call takes no checkpoint"
+    );
+    assert!(write_started < checkpoint && checkpoint < write_done);
+}
