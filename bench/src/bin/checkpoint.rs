@@ -83,7 +83,8 @@ fn build(root: &Path, files: usize, rng: &mut Rng) -> anyhow::Result<(Vec<String
         };
         let path = format!("{dir}/file{i}.rs");
         fs::create_dir_all(root.join(&dir))?;
-        let content = text(rng, file_size(rng));
+        let size = file_size(rng);
+        let content = text(rng, size);
         bytes += content.len() as u64;
         fs::write(root.join(&path), content)?;
         paths.push(path);

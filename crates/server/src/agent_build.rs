@@ -20,6 +20,7 @@ use agentd_tools::{
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{NoAnswerPolicy, StoredApprover};
+use crate::checkpoints::SessionCheckpointer;
 use crate::config::{ConfigError, ProfileConfig, SandboxMode};
 use crate::models::{EnvLookup, resolve_model};
 use crate::runtime::{RunError, Runtime, TOOL_RESULT_CAP, TurnOptions};
@@ -234,6 +235,11 @@ impl Runtime {
         let agent = Agent::new(model.client, tools, context, config)
             .with_permissions(permissions, Arc::new(approver))
             .with_hooks(hooks, hook_context);
+        let agent = agent.with_checkpointer(Arc::new(SessionCheckpointer {
+            store: self.store.clone(),
+            session_id: session.id.clone(),
+            workspace: PathBuf::from(&session.workspace),
+        }));
         Ok(match subagents {
             Some(subagents) => agent.with_subagents(subagents),
             None => agent,

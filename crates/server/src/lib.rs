@@ -5,6 +5,7 @@
 
 pub mod agent_build;
 pub mod approvals;
+pub mod checkpoints;
 pub mod config;
 pub mod http;
 pub mod metrics;

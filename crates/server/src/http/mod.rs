@@ -6,6 +6,7 @@ pub mod approvals;
 pub mod auth;
 pub mod error;
 mod files;
+mod history;
 mod messages;
 mod meta;
 mod sessions;
@@ -97,6 +98,9 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(approvals::answer_permission))
         .routes(routes!(approvals::answer_question))
         .routes(routes!(messages::compact))
+        .routes(routes!(history::list_checkpoints))
+        .routes(routes!(history::rewind))
+        .routes(routes!(history::fork))
         .routes(routes!(files::list_files))
         .routes(routes!(files::file_content))
         .routes(routes!(meta::models))

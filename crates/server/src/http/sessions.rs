@@ -138,7 +138,7 @@ fn check_title(title: &str) -> ApiResult<String> {
 }
 
 /// Where HTTP-created sessions keep their files.
-fn workspaces_dir(state: &AppState) -> PathBuf {
+pub(super) fn workspaces_dir(state: &AppState) -> PathBuf {
     state.registry.runtime().data_dir.join("workspaces")
 }
 
