@@ -13,7 +13,9 @@
 //! Repeated steps report the median of their rounds. "Stored" is new blob bytes
 //! plus the encoded manifest (full for the first, a delta after).
 //!
-//!     cargo run --release -p agentd-bench --bin checkpoint [-- --files N] [--rounds R]
+//!     cargo run --release -p agentd-bench --bin checkpoint [-- --files N] [--rounds R] [--dir D]
+//!
+//! The workspace is a temp dir under D (default: the system temp dir).
 
 use std::fs;
 use std::path::Path;
@@ -118,24 +120,32 @@ fn kib(bytes: u64) -> String {
     }
 }
 
-fn parse_args() -> anyhow::Result<(usize, usize)> {
-    let (mut files, mut rounds) = (10_000, 5);
+struct Options {
+    files: usize,
+    rounds: usize,
+    /// Where the temp workspace goes (its filesystem matters).
+    dir: Option<std::path::PathBuf>,
+}
+
+fn parse_args() -> anyhow::Result<Options> {
+    let (mut files, mut rounds, mut dir) = (10_000, 5, None);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
         match arg.as_str() {
             "--files" => files = value()?.parse().context("--files")?,
             "--rounds" => rounds = value()?.parse().context("--rounds")?,
-            other => {
-                bail!("unknown argument {other:?}; usage: checkpoint [--files N] [--rounds R]")
-            }
+            "--dir" => dir = Some(value()?.into()),
+            other => bail!(
+                "unknown argument {other:?}; usage: checkpoint [--files N] [--rounds R] [--dir D]"
+            ),
         }
     }
     ensure!(
         files >= 200 && rounds >= 1,
         "need --files >= 200 and --rounds >= 1"
     );
-    Ok((files, rounds))
+    Ok(Options { files, rounds, dir })
 }
 
 /// The median round, by time, of `rounds` runs of `step`.
@@ -148,8 +158,11 @@ fn median(mut rounds: Vec<Row>) -> Row {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let (files, rounds) = parse_args()?;
-    let dir = tempfile::tempdir()?;
+    let Options { files, rounds, dir } = parse_args()?;
+    let dir = match dir {
+        Some(parent) => tempfile::tempdir_in(parent)?,
+        None => tempfile::tempdir()?,
+    };
     let ws = dir.path().join("ws");
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let started = Instant::now();
@@ -217,7 +230,17 @@ async fn main() -> anyhow::Result<()> {
         });
         prev = m;
     }
-    rows.push(median(ten));
+    let stored = |r: &Row| {
+        r.stats
+            .as_ref()
+            .map_or(0, |s| s.new_bytes + s.manifest_bytes)
+    };
+    let least = ten.iter().map(stored).min().unwrap_or(0);
+    let most = ten.iter().map(stored).max().unwrap_or(0);
+    let mut row = median(ten);
+    // Which files a round edits decides its bytes; the median by time is arbitrary there.
+    row.note = format!("stored per round: {} to {}", kib(least), kib(most));
+    rows.push(row);
 
     let mut restores = Vec::new();
     for round in 0..rounds {

@@ -150,6 +150,8 @@ async fn restore_undoes_every_kind_of_change() {
     fs::create_dir(ws.join("added_empty")).unwrap();
     fs::remove_dir_all(ws.join("empty")).unwrap();
     write(ws, "dup2.txt", "diverged\n");
+    fs::remove_file(ws.join("dup1.txt")).unwrap();
+    write(ws, "dup1.txt/now/a_dir.txt", "a dir where a file was\n");
     write(ws, ".git/HEAD", "ref: refs/heads/other\n");
     write(ws, "node_modules/pkg2/index.js", "new\n");
     let ignored_now: BTreeMap<_, _> = tree(ws).into_iter().filter(|(p, _)| ignored(p)).collect();
@@ -173,6 +175,8 @@ async fn restore_undoes_every_kind_of_change() {
         "empty",
         "empty/also_empty",
         "dup2.txt",
+        "dup1.txt",
+        "dup1.txt/now/a_dir.txt",
     ] {
         assert!(
             changed.iter().any(|c| c == path),
@@ -182,7 +186,7 @@ async fn restore_undoes_every_kind_of_change() {
     assert!(
         !changed
             .iter()
-            .any(|c| c == "dup1.txt" || c == "src/nested/deep.rs")
+            .any(|c| c == "src" || c == "src/nested/deep.rs")
     );
 
     // A second restore has nothing left to do.
@@ -269,6 +273,7 @@ async fn files_over_the_size_cap_are_skipped_and_left_alone() {
     let ws = dir.path();
     write(ws, "small.txt", "small\n");
     write(ws, "big.bin", &"x".repeat(5000));
+    write(ws, "shrinks.bin", &"x".repeat(5000));
     let snap = Snapshotter::new(SnapshotPolicy {
         max_file_bytes: 1000,
         ..SnapshotPolicy::default()
@@ -284,10 +289,20 @@ async fn files_over_the_size_cap_are_skipped_and_left_alone() {
 
     write(ws, "big.bin", &"y".repeat(6000));
     write(ws, "bigger.bin", &"z".repeat(7000));
+    write(
+        ws,
+        "shrinks.bin",
+        "small now, still not the checkpoint's to touch\n",
+    );
     write(ws, "small.txt", &"s".repeat(3000)); // captured small, now over the cap
     snap.restore(ws, &manifest, &blobs).await.unwrap();
     assert_eq!(fs::read(ws.join("big.bin")).unwrap(), vec![b'y'; 6000]);
     assert_eq!(fs::read(ws.join("bigger.bin")).unwrap(), vec![b'z'; 7000]);
+    assert!(
+        fs::read_to_string(ws.join("shrinks.bin"))
+            .unwrap()
+            .starts_with("small now")
+    );
     assert_eq!(fs::read_to_string(ws.join("small.txt")).unwrap(), "small\n");
 }
 

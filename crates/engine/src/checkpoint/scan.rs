@@ -4,81 +4,198 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use super::manifest::{Entry, EntryKind, Fingerprint, Manifest, SkipReason};
 use super::{CheckpointError, SnapshotPolicy};
 
 /// The tree under `root` as a manifest whose file hashes are still empty
 /// (the caller hashes or reuses them). Symlinks are recorded, not followed.
+/// Directories are read by a few threads at once: the cost is mostly one lstat
+/// per entry, and those run in parallel.
 pub(crate) fn scan(root: &Path, policy: &SnapshotPolicy) -> Result<Manifest, CheckpointError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let (m, truncated) = scan_with(root, policy, threads)?;
+    if truncated && threads > 1 {
+        // Which paths fit under max_files depends on the order of the walk:
+        // walk again on one thread (in name order) so the answer is stable.
+        return Ok(scan_with(root, policy, 1)?.0);
+    }
+    Ok(m)
+}
+
+/// The scan on `threads` threads, and whether it stopped at `max_files`.
+fn scan_with(
+    root: &Path,
+    policy: &SnapshotPolicy,
+    threads: usize,
+) -> Result<(Manifest, bool), CheckpointError> {
+    let queue = Queue::default();
+    let count = AtomicUsize::new(0);
+    let parts: Vec<Part> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| s.spawn(|| worker(root, policy, &queue, &count)))
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
     let mut m = Manifest::default();
-    let mut count = 0usize;
-    let mut full = false;
-    // Directories to read, as workspace-relative paths ("" is the root).
-    let mut stack = vec![String::new()];
-    while let Some(dir) = stack.pop() {
-        if full {
-            // Its entry was counted, but its contents will not be: skip the whole subtree.
-            m.entries.remove(&dir);
-            m.skipped.insert(dir, SkipReason::TooManyFiles);
+    let mut abandoned = Vec::new();
+    for part in parts {
+        if let Some(e) = part.root_error {
+            return Err(CheckpointError::io(root, e));
+        }
+        m.entries.extend(part.entries);
+        m.skipped.extend(part.skipped);
+        abandoned.extend(part.abandoned);
+    }
+    // Dirs listed but not read (past max_files, unreadable, vanished) are not
+    // captured: their contents are unknown.
+    for (dir, reason) in abandoned {
+        m.entries.remove(&dir);
+        if let Some(reason) = reason {
+            m.skipped.insert(dir, reason);
+        }
+    }
+    Ok((m, count.into_inner() >= policy.max_files))
+}
+
+/// What one worker found.
+#[derive(Default)]
+struct Part {
+    entries: Vec<(String, Entry)>,
+    skipped: Vec<(String, SkipReason)>,
+    abandoned: Vec<(String, Option<SkipReason>)>,
+    root_error: Option<io::Error>,
+}
+
+fn worker(root: &Path, policy: &SnapshotPolicy, queue: &Queue, count: &AtomicUsize) -> Part {
+    let mut part = Part::default();
+    while let Some(mut job) = queue.next() {
+        let dir = job.dir.clone();
+        if !dir.is_empty() && count.load(Ordering::Relaxed) >= policy.max_files {
+            part.abandoned.push((dir, Some(SkipReason::TooManyFiles)));
             continue;
         }
         let children = match list(root, &dir) {
             Ok(children) => children,
-            Err(e) if dir.is_empty() => return Err(CheckpointError::io(root, e)),
+            Err(e) if dir.is_empty() => {
+                part.root_error = Some(e);
+                continue;
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                m.entries.remove(&dir);
+                part.abandoned.push((dir, None));
                 continue;
             }
             Err(e) => {
-                m.entries.remove(&dir);
-                m.skipped.insert(dir, unreadable(&e));
+                part.abandoned.push((dir, Some(unreadable(&e))));
                 continue;
             }
         };
-        let mut subdirs = Vec::new();
         for (name, entry) in children {
             let Some(name) = name.to_str() else {
                 let lossy = join(&dir, &name.to_string_lossy());
-                m.skipped.insert(lossy, SkipReason::NonUtf8);
+                part.skipped.push((lossy, SkipReason::NonUtf8));
                 continue;
             };
             let rel = join(&dir, name);
             if policy.ignored_dirs.iter().any(|d| d == name) {
-                m.skipped.insert(rel, SkipReason::Ignored);
+                part.skipped.push((rel, SkipReason::Ignored));
                 continue;
             }
-            if count >= policy.max_files {
-                full = true;
-                m.skipped.insert(rel, SkipReason::TooManyFiles);
+            if count.fetch_add(1, Ordering::Relaxed) >= policy.max_files {
+                part.skipped.push((rel, SkipReason::TooManyFiles));
                 continue;
             }
             let meta = match entry.metadata() {
                 Ok(meta) => meta,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    m.skipped.insert(rel, unreadable(&e));
+                    part.skipped.push((rel, unreadable(&e)));
                     continue;
                 }
             };
             match classify(root, &rel, &meta, policy) {
                 Ok(e) => {
-                    count += 1;
                     if e.kind == EntryKind::Dir {
-                        subdirs.push(rel.clone());
+                        job.found.push(rel.clone());
                     }
-                    m.entries.insert(rel, e);
+                    part.entries.push((rel, e));
                 }
-                Err(Some(reason)) => {
-                    m.skipped.insert(rel, reason);
-                }
+                Err(Some(reason)) => part.skipped.push((rel, reason)),
                 Err(None) => {}
             }
         }
-        // Reversed so the stack pops them in name order.
-        stack.extend(subdirs.into_iter().rev());
     }
-    Ok(m)
+    part
+}
+
+/// Directories waiting to be read, shared by the workers; the walk ends when
+/// none is waiting and no worker is reading one (it could still find more).
+struct Queue {
+    state: Mutex<(Vec<String>, usize)>,
+    ready: Condvar,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new((vec![String::new()], 0)),
+            ready: Condvar::new(),
+        }
+    }
+}
+
+/// A directory being read; dropping it hands the subdirs found to the queue,
+/// even on a panic, so no worker waits forever.
+struct Job<'a> {
+    queue: &'a Queue,
+    dir: String,
+    found: Vec<String>,
+}
+
+impl Queue {
+    fn next(&self) -> Option<Job<'_>> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(dir) = state.0.pop() {
+                state.1 += 1;
+                return Some(Job {
+                    queue: self,
+                    dir,
+                    found: Vec::new(),
+                });
+            }
+            if state.1 == 0 {
+                return None;
+            }
+            state = self
+                .ready
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+impl Drop for Job<'_> {
+    fn drop(&mut self) {
+        let mut state = self
+            .queue
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        state.1 -= 1;
+        // Reversed so the stack pops them in name order.
+        state.0.extend(self.found.drain(..).rev());
+        drop(state);
+        self.queue.ready.notify_all();
+    }
 }
 
 /// One directory's entries, sorted by name.
