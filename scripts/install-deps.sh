@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what agentd's build, tests and sandbox need and the machine lacks.
-# Debian packages come from apt (as root); the claude CLI (a peer and test
-# fixture) and the MCP test servers from npm into .tools/. Idempotent: a no-op
-# when all is present.
+# Debian packages come from apt (as root), among them chromium for the web
+# UI's browser test; the claude CLI (a peer and test fixture), the MCP test
+# servers and playwright-core (drives that chromium; it never downloads a
+# browser of its own) from npm into .tools/. Idempotent: a no-op when all is
+# present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +12,7 @@ need_apt=()
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -22,10 +25,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
-# npm packages for .tools/: the claude CLI, and the MCP servers the MCP tests
-# run. Pinned; one npm call for whatever is missing.
+# npm packages for .tools/: the claude CLI, the MCP servers the MCP tests
+# run, and playwright-core for the web UI test. Pinned; one npm call for
+# whatever is missing.
 MCP_EVERYTHING_VERSION=2026.8.31
 MCP_FILESYSTEM_VERSION=2026.8.31
+PLAYWRIGHT_CORE_VERSION=1.65.1
 need_npm=()
 if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] && [ ! -x .tools/node_modules/.bin/claude ]; then
   need_npm+=(@anthropic-ai/claude-code)
@@ -39,9 +44,11 @@ installed_version() {
   need_npm+=("@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION")
 [ "$(installed_version @modelcontextprotocol/server-filesystem)" = "$MCP_FILESYSTEM_VERSION" ] ||
   need_npm+=("@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION")
+[ "$(installed_version playwright-core)" = "$PLAYWRIGHT_CORE_VERSION" ] ||
+  need_npm+=("playwright-core@$PLAYWRIGHT_CORE_VERSION")
 
 if [ ${#need_npm[@]} -gt 0 ]; then
   echo "install-deps: installing ${need_npm[*]} into .tools/" >&2
   mkdir -p .tools
-  npm install --prefix .tools --save-exact --no-audit --no-fund --loglevel=error "${need_npm[@]}" >/dev/null
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix .tools --save-exact --no-audit --no-fund --loglevel=error "${need_npm[@]}" >/dev/null
 fi

@@ -21,7 +21,7 @@ echo "test.sh: PostgreSQL for the tests at ${AGENTD_TEST_POSTGRES_URL} ($(($(dat
 log="$(mktemp)"
 trap 'scripts/postgres.sh stop; rm -f "$log"' EXIT
 status=0
-"$CARGO" test --workspace "$@" 2>&1 | tee "$log" || status=$?
+"$CARGO" test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
 sum() { grep -oE "[0-9]+ $1" "$log" | awk '{ total += $1 } END { print total + 0 }'; }
 echo "tests: $(sum passed) passed, $(sum failed) failed"
 exit "$status"

@@ -53,6 +53,8 @@ async fn multi_step_turn(wire: Wire) {
             "turn.started",
             "message.completed",
             "tool.started",
+            // Before the turn's first change to the workspace.
+            "checkpoint.created",
             "tool.finished",
             "message.completed",
             "tool.started",

@@ -272,3 +272,19 @@ async fn a_fork_at_a_middle_message_has_that_transcript_and_workspace() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_profile_can_turn_checkpoints_off() {
+    let h = Harness::new(
+        script(),
+        "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\ncheckpoints = false\n",
+    )
+    .await;
+    let server = h.start().await;
+    let session = server.session().await;
+    turn(&server, &session, "set up the project").await;
+    assert!(workspace_of(&h, &session).join("a.txt").exists());
+    assert!(checkpoints(&server, &session).await.is_empty());
+    let events = server.all_events(&session).await;
+    assert!(!events.iter().any(|e| e.event == "checkpoint.created"));
+}

@@ -187,6 +187,9 @@ async fn the_openapi_document_lists_every_route_and_each_one_answers() {
         ("get", "/healthz"),
         ("get", "/metrics"),
         ("get", "/openapi.json"),
+        ("post", "/v1/auth/login"),
+        ("post", "/v1/auth/logout"),
+        ("get", "/v1/auth/me"),
         ("get", "/"),
     ];
     let mut documented = Vec::new();
@@ -257,7 +260,13 @@ async fn the_openapi_document_lists_every_route_and_each_one_answers() {
         .send()
         .await
         .unwrap();
-    assert_eq!(index.headers()["cache-control"], "no-store");
+    assert_eq!(index.headers()["cache-control"], "no-cache");
     assert!(index.headers().get("access-control-allow-origin").is_none());
-    assert!(index.text().await.unwrap().contains("/openapi.json"));
+    assert!(
+        index.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'self'")
+    );
+    assert!(index.text().await.unwrap().contains("<html"));
 }

@@ -235,11 +235,15 @@ impl Runtime {
         let agent = Agent::new(model.client, tools, context, config)
             .with_permissions(permissions, Arc::new(approver))
             .with_hooks(hooks, hook_context);
-        let agent = agent.with_checkpointer(Arc::new(SessionCheckpointer {
-            store: self.store.clone(),
-            session_id: session.id.clone(),
-            workspace: PathBuf::from(&session.workspace),
-        }));
+        let agent = if profile.checkpoints {
+            agent.with_checkpointer(Arc::new(SessionCheckpointer {
+                store: self.store.clone(),
+                session_id: session.id.clone(),
+                workspace: PathBuf::from(&session.workspace),
+            }))
+        } else {
+            agent
+        };
         Ok(match subagents {
             Some(subagents) => agent.with_subagents(subagents),
             None => agent,

@@ -196,6 +196,10 @@ pub struct ProfileConfig {
     /// Circuit breaker: the same call this many times in a row ends the turn (0: off).
     #[serde(default = "default_max_identical_calls")]
     pub max_identical_calls: u32,
+    /// Checkpoint the workspace before each turn that changes it (see
+    /// `POST …/rewind`); off saves the time and the blob storage.
+    #[serde(default = "default_true")]
+    pub checkpoints: bool,
     /// Compact the context when it passes this share of the model's window.
     #[serde(default = "default_compact_threshold")]
     pub compact_threshold: f64,
@@ -220,6 +224,9 @@ pub struct ProfileConfig {
     pub bash_max_timeout_s: u64,
 }
 
+fn default_true() -> bool {
+    true
+}
 fn default_max_failed_calls() -> u32 {
     8
 }
@@ -271,6 +278,7 @@ impl Default for ProfileConfig {
             max_failed_calls: default_max_failed_calls(),
             max_identical_calls: default_max_identical_calls(),
             compact_threshold: default_compact_threshold(),
+            checkpoints: true,
             system_prompt: None,
             append_system_prompt: None,
             max_subagents: default_max_subagents(),

@@ -1,6 +1,9 @@
 //! Who is asking. Three modes (`[server] auth`):
-//! - `token`: `Authorization: Bearer agentd_…`; the store keeps only the
-//!   token's SHA-256, looked up by hash and compared in constant time.
+//! - `token`: `Authorization: Bearer agentd_…`, or the web UI's
+//!   [`SESSION_COOKIE`] holding a token made by `POST /v1/auth/login`; the
+//!   store keeps only the token's SHA-256, looked up by hash and compared in
+//!   constant time. A write signed in by the cookie must carry this server's
+//!   own `Origin` (cross-site request forgery); Bearer requests need none.
 //! - `header`: a trusted proxy names the user in a header and proves itself
 //!   with a shared secret header (compared in constant time).
 //! - `none`: everyone is [`LOCAL_USER`], the owner `agentd run` uses; only
@@ -10,9 +13,11 @@
 
 use std::net::SocketAddr;
 
+use agentd_store::TokenRecord;
 use axum::extract::FromRequestParts;
-use axum::http::header::{AUTHORIZATION, HeaderName};
+use axum::http::header::{AUTHORIZATION, COOKIE, HOST, HeaderName, ORIGIN};
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, Method};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -29,6 +34,11 @@ const TOKEN_PREFIX: &str = "agentd_";
 const TOKEN_BYTES: usize = 32;
 const DEFAULT_USER_HEADER: &str = "x-forwarded-user";
 const MIN_SECRET_LEN: usize = 16;
+/// The web UI's sign-in cookie: a token of its own (see `POST /v1/auth/login`).
+pub const SESSION_COOKIE: &str = "agentd_session";
+/// How long a sign-in lasts: the cookie's `Max-Age`, and the age past which
+/// the server refuses its token in a cookie.
+pub const SESSION_MAX_AGE_S: i64 = 30 * 24 * 3600;
 
 #[derive(Debug, Clone)]
 pub enum Auth {
@@ -96,61 +106,160 @@ impl FromRequestParts<AppState> for User {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match state.auth.as_ref() {
-            Auth::None => Ok(User {
+        authenticate(state, &parts.method, &parts.headers).await
+    }
+}
+
+/// Who sent a request with these headers, by the server's mode.
+pub(super) async fn authenticate(
+    state: &AppState,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<User, ApiError> {
+    match state.auth.as_ref() {
+        Auth::None => {
+            // Nobody signs in, so any page the browser shows could write
+            // here: a browser names a foreign page's origin, so refuse it.
+            if is_write(method) && headers.contains_key(ORIGIN) && !same_origin(headers) {
+                return Err(ApiError::BadOrigin);
+            }
+            Ok(User {
                 name: LOCAL_USER.into(),
-            }),
-            Auth::Token => {
-                let token = parts
-                    .headers
-                    .get(AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
+            })
+        }
+        Auth::Token => {
+            if let Some(value) = headers.get(AUTHORIZATION) {
+                let token = value
+                    .to_str()
+                    .ok()
                     .and_then(bearer)
                     .ok_or(ApiError::Unauthorized)?;
-                if !looks_like_token(token) {
-                    return Err(ApiError::Unauthorized);
-                }
-                let hash = hash_token(token);
-                let store = &state.registry.runtime().store;
-                let record = store
-                    .token_by_hash(&hash)
-                    .await?
-                    .ok_or(ApiError::Unauthorized)?;
-                let same: bool = record.token_hash.as_bytes().ct_eq(hash.as_bytes()).into();
-                if same && record.is_usable(chrono::Utc::now()) {
-                    Ok(User {
-                        name: record.user_name,
-                    })
-                } else {
-                    Err(ApiError::Unauthorized)
-                }
+                let record = token_record(state, token).await?;
+                return Ok(User {
+                    name: record.user_name,
+                });
             }
-            Auth::Header {
-                user_header,
-                secret_hash,
-            } => {
-                let secret = parts
-                    .headers
-                    .get(PROXY_SECRET_HEADER)
-                    .ok_or(ApiError::Unauthorized)?;
-                // Hashing first makes the comparison independent of length.
-                let given = sha256(secret.as_bytes());
-                if !bool::from(given.ct_eq(secret_hash)) {
-                    return Err(ApiError::Unauthorized);
-                }
-                let name = parts
-                    .headers
-                    .get(user_header)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::trim)
-                    .filter(|name| valid_user_name(name))
-                    .ok_or(ApiError::Unauthorized)?;
-                Ok(User {
-                    name: name.to_string(),
-                })
+            let token = session_cookie(headers).ok_or(ApiError::Unauthorized)?;
+            let record = token_record(state, token).await?;
+            let age = chrono::Utc::now() - record.created_at;
+            if age.num_seconds() > SESSION_MAX_AGE_S {
+                return Err(ApiError::Unauthorized);
             }
+            if is_write(method) && !same_origin(headers) {
+                return Err(ApiError::BadOrigin);
+            }
+            Ok(User {
+                name: record.user_name,
+            })
+        }
+        Auth::Header {
+            user_header,
+            secret_hash,
+        } => {
+            let secret = headers
+                .get(PROXY_SECRET_HEADER)
+                .ok_or(ApiError::Unauthorized)?;
+            // Hashing first makes the comparison independent of length.
+            let given = sha256(secret.as_bytes());
+            if !bool::from(given.ct_eq(secret_hash)) {
+                return Err(ApiError::Unauthorized);
+            }
+            let name = headers
+                .get(user_header)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|name| valid_user_name(name))
+                .ok_or(ApiError::Unauthorized)?;
+            Ok(User {
+                name: name.to_string(),
+            })
         }
     }
+}
+
+/// The usable token record of `token`, or 401.
+pub(super) async fn token_record(state: &AppState, token: &str) -> Result<TokenRecord, ApiError> {
+    if !looks_like_token(token) {
+        return Err(ApiError::Unauthorized);
+    }
+    let hash = hash_token(token);
+    let store = &state.registry.runtime().store;
+    let record = store
+        .token_by_hash(&hash)
+        .await?
+        .ok_or(ApiError::Unauthorized)?;
+    let same: bool = record.token_hash.as_bytes().ct_eq(hash.as_bytes()).into();
+    if same && record.is_usable(chrono::Utc::now()) {
+        Ok(record)
+    } else {
+        Err(ApiError::Unauthorized)
+    }
+}
+
+/// The value of the [`SESSION_COOKIE`], if the request has one.
+pub(super) fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value.trim())
+}
+
+/// Methods that change something (forgery matters for these only: a
+/// `SameSite=Strict` cookie is never sent with another site's reads, and
+/// their answers are not readable cross-origin anyway).
+pub(super) fn is_write(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// Whether the `Origin` header names the host the request was sent to (its
+/// `Host` header; default ports ignored). A missing `Origin` is not.
+pub(super) fn same_origin(headers: &HeaderMap) -> bool {
+    let origin = headers.get(ORIGIN).and_then(|v| v.to_str().ok());
+    let host = headers.get(HOST).and_then(|v| v.to_str().ok());
+    match (origin, host) {
+        (Some(origin), Some(host)) => origin_matches_host(origin, host),
+        _ => false,
+    }
+}
+
+fn origin_matches_host(origin: &str, host: &str) -> bool {
+    let Some((scheme, authority)) = origin.trim().split_once("://") else {
+        return false; // `null`, or not an origin at all
+    };
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "http" => ":80",
+        "https" => ":443",
+        _ => return false,
+    };
+    if authority.is_empty() || authority.contains(['/', '?', '#', '@']) {
+        return false;
+    }
+    let host = host.trim();
+    let strip = |s: &'_ str| -> String {
+        s.strip_suffix(default_port)
+            .unwrap_or(s)
+            .to_ascii_lowercase()
+    };
+    strip(authority) == strip(host)
+}
+
+/// Whether the browser reached the server over HTTPS (through a proxy that
+/// says so, or by the page's own origin): the cookie is then `Secure`.
+pub(super) fn over_https(headers: &HeaderMap) -> bool {
+    let forwarded = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"));
+    let origin = headers
+        .get(ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|origin| origin.to_ascii_lowercase().starts_with("https://"));
+    forwarded || origin
 }
 
 fn bearer(value: &str) -> Option<&str> {
@@ -240,6 +349,76 @@ mod tests {
         assert!(err.to_string().contains("secret"), "{err}");
         let secret = Some("0123456789abcdef".to_string());
         assert!(Auth::from_config(&server, AuthMode::Header, secret, public).is_ok());
+    }
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(session_cookie(&headers), None);
+        headers.insert(
+            COOKIE,
+            "a=1; agentd_session=agentd_abc ; b=2".parse().unwrap(),
+        );
+        assert_eq!(session_cookie(&headers), Some("agentd_abc"));
+        headers.insert(COOKIE, "xagentd_session=no".parse().unwrap());
+        assert_eq!(session_cookie(&headers), None);
+        headers.append(COOKIE, "agentd_session=two".parse().unwrap());
+        assert_eq!(session_cookie(&headers), Some("two"));
+    }
+
+    #[test]
+    fn origins_must_name_the_host_asked() {
+        assert!(origin_matches_host(
+            "http://127.0.0.1:7878",
+            "127.0.0.1:7878"
+        ));
+        assert!(origin_matches_host(
+            "https://Agentd.example",
+            "agentd.example"
+        ));
+        assert!(origin_matches_host(
+            "https://agentd.example",
+            "agentd.example:443"
+        ));
+        assert!(origin_matches_host(
+            "http://agentd.example:80",
+            "agentd.example"
+        ));
+        assert!(!origin_matches_host(
+            "http://127.0.0.1:7879",
+            "127.0.0.1:7878"
+        ));
+        assert!(!origin_matches_host(
+            "http://evil.example",
+            "127.0.0.1:7878"
+        ));
+        assert!(!origin_matches_host(
+            "https://agentd.example",
+            "agentd.example:80"
+        ));
+        assert!(!origin_matches_host("null", "127.0.0.1:7878"));
+        assert!(!origin_matches_host("file://", "127.0.0.1:7878"));
+        assert!(!origin_matches_host(
+            "http://a@127.0.0.1:7878",
+            "127.0.0.1:7878"
+        ));
+        assert!(!origin_matches_host(
+            "http://127.0.0.1:7878/x",
+            "127.0.0.1:7878"
+        ));
+        assert!(is_write(&Method::POST) && is_write(&Method::DELETE));
+        assert!(!is_write(&Method::GET) && !is_write(&Method::HEAD));
+    }
+
+    #[test]
+    fn https_is_told_by_the_proxy_or_the_origin() {
+        let mut headers = HeaderMap::new();
+        assert!(!over_https(&headers));
+        headers.insert("x-forwarded-proto", "https, http".parse().unwrap());
+        assert!(over_https(&headers));
+        let mut headers = HeaderMap::new();
+        headers.insert(ORIGIN, "https://agentd.example".parse().unwrap());
+        assert!(over_https(&headers));
     }
 
     #[test]

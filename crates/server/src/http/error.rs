@@ -19,6 +19,10 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{0}")]
     Forbidden(String),
+    /// A browser write signed in by the session cookie without this
+    /// server's own `Origin`: possibly forged by another site.
+    #[error("this request must come from the web UI's own origin")]
+    BadOrigin,
     /// Also for other users' sessions, which must look like missing ones.
     #[error("{0}")]
     NotFound(String),
@@ -48,7 +52,7 @@ impl ApiError {
         match self {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::BadOrigin => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) | ApiError::RouteNotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -66,6 +70,7 @@ impl ApiError {
             ApiError::Unauthorized => "unauthorized",
             ApiError::BadRequest(_) => "invalid_request",
             ApiError::Forbidden(_) => "forbidden",
+            ApiError::BadOrigin => "bad_origin",
             ApiError::NotFound(_) => "not_found",
             ApiError::RouteNotFound => "route_not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",

@@ -1,10 +1,11 @@
 //! What the server offers (`/v1/models`, `/v1/profiles`) and the
-//! unauthenticated plumbing: `/healthz`, `/metrics`, `/openapi.json`, `/`.
+//! unauthenticated plumbing: `/healthz`, `/metrics`, `/openapi.json` (`/` is
+//! the web UI, in `web.rs`).
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -212,15 +213,4 @@ pub async fn openapi(State(state): State<AppState>) -> Response {
         HeaderValue::from_static("application/json"),
     );
     response
-}
-
-/// A placeholder page until the web UI lands.
-#[utoipa::path(get, path = "/", tag = "server",
-    responses((status = 200, description = "HTML", content_type = "text/html", body = String)))]
-pub async fn index() -> Html<&'static str> {
-    Html(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>agentd</title></head>\n\
-         <body><h1>agentd</h1><p>The web UI is coming. Until then, use the HTTP API: \
-         <a href=\"/openapi.json\">/openapi.json</a> describes it.</p></body></html>\n",
-    )
 }

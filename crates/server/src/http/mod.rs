@@ -10,7 +10,9 @@ mod history;
 mod messages;
 mod meta;
 mod sessions;
+pub mod sign_in;
 mod sse;
+mod web;
 
 use std::future::{Future, IntoFuture};
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -57,13 +60,16 @@ pub struct AppState {
     info(
         title = "agentd",
         description = "Run tool-using LLM agents in sandboxed, durable sessions. \
-            Authenticate with `Authorization: Bearer <token>` (from `agentd tokens create`) \
-            unless the server runs with `auth = \"none\"` or `\"header\"`."
+            Authenticate with `Authorization: Bearer <token>` (from `agentd tokens create`), \
+            or in a browser with the `agentd_session` cookie from `POST /v1/auth/login`, \
+            unless the server runs with `auth = \"none\"` or `\"header\"`. The web UI is \
+            `/` and `/ui/*`."
     ),
     modifiers(&Security),
     tags(
         (name = "sessions", description = "Sessions, their messages and live events"),
         (name = "files", description = "Read-only workspace browsing"),
+        (name = "auth", description = "Signing the web UI in and out"),
         (name = "server", description = "What the server offers, health and metrics")
     )
 )]
@@ -108,17 +114,24 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(meta::healthz))
         .routes(routes!(meta::metrics))
         .routes(routes!(meta::openapi))
-        .routes(routes!(meta::index))
+        .routes(routes!(sign_in::login))
+        .routes(routes!(sign_in::logout))
+        .routes(routes!(sign_in::me))
+        .routes(routes!(web::index))
+        .route("/ui/{*path}", get(web::asset))
 }
 
 /// The OpenAPI document of this server.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_router().into_openapi()
+    let mut api = api_router().into_openapi();
+    sign_in::document_cookie(&mut api);
+    api
 }
 
 /// The whole app, ready to serve.
 pub fn app(registry: Registry, auth: Auth, streams: CancellationToken) -> Router {
-    let (router, api) = api_router().split_for_parts();
+    let (router, mut api) = api_router().split_for_parts();
+    sign_in::document_cookie(&mut api);
     let openapi = api.to_pretty_json().unwrap_or_else(|err| {
         tracing::error!(%err, "cannot render the OpenAPI document");
         "{}".into()
@@ -165,7 +178,10 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
         )
     });
     let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // The web UI's files say `no-cache` themselves.
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
