@@ -73,6 +73,25 @@ pub struct PromptContext<'a> {
     pub date: &'a str,
 }
 
+impl<'a> PromptContext<'a> {
+    /// Sandboxed, no network, `default` mode, no rules, skills or subagents.
+    pub fn strictest(workspace: &'a Path, tools: &'a [&'a str], date: &'a str) -> Self {
+        Self {
+            workspace,
+            tools,
+            network: false,
+            sandboxed: true,
+            permission_mode: "default",
+            allow_rules: &[],
+            deny_rules: &[],
+            ask_rules: &[],
+            skills: None,
+            subagents: None,
+            date,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PromptError {
     #[error(
@@ -125,19 +144,7 @@ pub fn system_prompt(
 /// convenience for callers that do not know the profile; prefer [`system_prompt`].
 pub fn default_system_prompt(workspace: &Path, tool_names: &[&str]) -> String {
     let date = today();
-    let ctx = PromptContext {
-        workspace,
-        tools: tool_names,
-        network: false,
-        sandboxed: true,
-        permission_mode: "default",
-        allow_rules: &[],
-        deny_rules: &[],
-        ask_rules: &[],
-        skills: None,
-        subagents: None,
-        date: &date,
-    };
+    let ctx = PromptContext::strictest(workspace, tool_names, &date);
     // The default template uses known placeholders only.
     render(DEFAULT_TEMPLATE, &ctx).unwrap_or_else(|_| DEFAULT_TEMPLATE.to_string())
 }

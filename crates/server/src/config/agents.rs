@@ -168,19 +168,11 @@ pub(super) fn check(
 /// Renders `template` against placeholder values, so that an unknown
 /// placeholder is a startup error rather than a failed turn.
 pub(super) fn check_template(what: &str, template: &str) -> Result<(), String> {
-    let context = agentd_engine::prompt::PromptContext {
-        workspace: std::path::Path::new("/workspace"),
-        tools: &[],
-        network: false,
-        sandboxed: true,
-        permission_mode: "default",
-        allow_rules: &[],
-        deny_rules: &[],
-        ask_rules: &[],
-        skills: None,
-        subagents: None,
-        date: "2000-01-01",
-    };
+    let context = agentd_engine::prompt::PromptContext::strictest(
+        std::path::Path::new("/workspace"),
+        &[],
+        "2000-01-01",
+    );
     agentd_engine::prompt::render(template, &context)
         .map(|_| ())
         .map_err(|err| format!("{what}: {err}"))

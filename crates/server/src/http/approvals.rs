@@ -111,20 +111,8 @@ pub async fn answer_permission(
     ApiPath((id, request_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<PermissionAnswer>,
 ) -> ApiResult<Json<PermissionAnswered>> {
-    owned_session(&state, &user, &id).await?;
+    open_request(&state, &user, &id, &request_id, "permission").await?;
     let runtime = state.registry.runtime();
-    let record = runtime
-        .store
-        .get_pending(&request_id)
-        .await?
-        .filter(|record| record.session_id == id && record.kind == "permission")
-        .ok_or_else(|| ApiError::NotFound("no permission request with this id".into()))?;
-    if record.resolved_at.is_some() {
-        return Err(ApiError::Conflict {
-            code: "already_answered",
-            message: "this request was already answered".into(),
-        });
-    }
     let decision = match (body.decision, body.remember) {
         (PermissionChoice::Allow, None) => Decision::Allow,
         (PermissionChoice::Allow, Some(Remember::Session)) => Decision::AllowSession,
@@ -186,20 +174,8 @@ pub async fn answer_question(
     ApiPath((id, request_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<QuestionAnswers>,
 ) -> ApiResult<Json<QuestionAnswered>> {
-    owned_session(&state, &user, &id).await?;
+    let record = open_request(&state, &user, &id, &request_id, "question").await?;
     let runtime = state.registry.runtime();
-    let record = runtime
-        .store
-        .get_pending(&request_id)
-        .await?
-        .filter(|record| record.session_id == id && record.kind == "question")
-        .ok_or_else(|| ApiError::NotFound("no question with this id".into()))?;
-    if record.resolved_at.is_some() {
-        return Err(ApiError::Conflict {
-            code: "already_answered",
-            message: "this question was already answered".into(),
-        });
-    }
     let questions = record.data.get("questions").cloned().unwrap_or(Value::Null);
     agentd_engine::validate_answers(&questions, &body.answers).map_err(ApiError::BadRequest)?;
     let answer = QuestionAnswer {
@@ -216,4 +192,31 @@ pub async fn answer_question(
         request_id,
         answers: body.answers,
     }))
+}
+
+/// The open request `request_id` of kind `kind` in the caller's session `id`:
+/// `404` when there is none, `409` when it was already answered.
+async fn open_request(
+    state: &AppState,
+    user: &User,
+    id: &str,
+    request_id: &str,
+    kind: &str,
+) -> ApiResult<agentd_store::PendingRecord> {
+    owned_session(state, user, id).await?;
+    let record = state
+        .registry
+        .runtime()
+        .store
+        .get_pending(request_id)
+        .await?
+        .filter(|record| record.session_id == id && record.kind == kind)
+        .ok_or_else(|| ApiError::NotFound(format!("no {kind} request with this id")))?;
+    if record.resolved_at.is_some() {
+        return Err(ApiError::Conflict {
+            code: "already_answered",
+            message: format!("this {kind} request was already answered"),
+        });
+    }
+    Ok(record)
 }

@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
-use super::sessions::{SessionView, owned_session, view, workspaces_dir};
+use super::sessions::{SessionView, new_workspace, owned_session, view};
 use crate::checkpoints::{copy_workspace, restore_files};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -195,15 +195,7 @@ pub async fn fork(
         .into_iter()
         .find(|c| c.message_position > end);
     let new_id = uuid::Uuid::now_v7().to_string();
-    let workspace = {
-        let (root, new_id) = (workspaces_dir(&state), new_id.clone());
-        tokio::task::spawn_blocking(move || {
-            agentd_sandbox::create_workspace(&root, &new_id)?.canonicalize()
-        })
-        .await
-        .map_err(|err| ApiError::Internal(err.to_string()))?
-        .map_err(|err| ApiError::Internal(format!("creating the workspace: {err}")))?
-    };
+    let workspace = new_workspace(&state, &new_id).await?;
     let copied = copy_workspace(
         &store,
         &PathBuf::from(&source.workspace),

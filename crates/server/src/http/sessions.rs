@@ -138,6 +138,17 @@ fn check_title(title: &str) -> ApiResult<String> {
 }
 
 /// Where HTTP-created sessions keep their files.
+/// Creates the (empty, private) workspace of a new session.
+pub(super) async fn new_workspace(state: &AppState, session_id: &str) -> ApiResult<PathBuf> {
+    let (root, id) = (workspaces_dir(state), session_id.to_string());
+    tokio::task::spawn_blocking(move || {
+        agentd_sandbox::create_workspace(&root, &id)?.canonicalize()
+    })
+    .await
+    .map_err(|err| ApiError::Internal(err.to_string()))?
+    .map_err(|err| ApiError::Internal(format!("creating the workspace: {err}")))
+}
+
 pub(super) fn workspaces_dir(state: &AppState) -> PathBuf {
     state.registry.runtime().data_dir.join("workspaces")
 }
@@ -169,17 +180,7 @@ pub async fn create_session(
     let title = body.title.as_deref().map(check_title).transpose()?;
 
     let id = uuid::Uuid::now_v7().to_string();
-    let root = workspaces_dir(&state);
-    let workspace = {
-        let id = id.clone();
-        let root = root.clone();
-        tokio::task::spawn_blocking(move || {
-            agentd_sandbox::create_workspace(&root, &id)?.canonicalize()
-        })
-        .await
-        .map_err(|err| ApiError::Internal(err.to_string()))?
-        .map_err(|err| ApiError::Internal(format!("creating the workspace: {err}")))?
-    };
+    let workspace = new_workspace(&state, &id).await?;
     let created = runtime
         .store
         .create_session(NewSession {
