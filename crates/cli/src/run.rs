@@ -111,6 +111,7 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         .run_turn(&session, &args.prompt, options, &env, Some(sender), cancel)
         .await;
     runtime.mcp.shutdown().await;
+    runtime.claude.shutdown().await;
     interrupt.abort();
     let printer = printing
         .await

@@ -13,6 +13,7 @@ pub mod approval;
 pub mod checkpoint;
 mod coalesce;
 mod compact;
+mod external;
 mod gate;
 mod guardrails;
 mod history;
@@ -28,6 +29,7 @@ pub use agent_tools::{AgentToolSet, SubagentDef, SubagentModel, Subagents, valid
 pub use approval::{
     Answer, ApprovalRequest, Approver, Decision, FixedApprover, QuestionAnswer, QuestionRequest,
 };
+pub use external::{ExternalResult, ExternalTurn};
 pub use prompt::{PromptContext, PromptError, default_system_prompt};
 pub use sink::{Checkpointer, Compaction, SinkError, TurnSink};
 pub use turn::TurnInput;

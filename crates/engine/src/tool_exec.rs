@@ -58,7 +58,22 @@ impl TurnRun<'_> {
         self.agent.is_read_only(name)
     }
 
+    /// One call announced elsewhere (no `tool.started`/`tool.finished`).
+    pub(crate) async fn run_one_call(
+        &self,
+        block: ContentBlock,
+    ) -> Result<ContentBlock, SinkError> {
+        let ContentBlock::ToolUse { id, name, input } = block else {
+            return Ok(block);
+        };
+        self.run_call_inner(&Call { id, name, input }, false).await
+    }
+
     async fn run_call(&self, call: &Call) -> Result<ContentBlock, SinkError> {
+        self.run_call_inner(call, true).await
+    }
+
+    async fn run_call_inner(&self, call: &Call, announce: bool) -> Result<ContentBlock, SinkError> {
         let answer = |result: ToolResult| ContentBlock::ToolResult {
             tool_use_id: call.id.clone(),
             content: result.content,
@@ -67,15 +82,17 @@ impl TurnRun<'_> {
         if self.cancel.is_cancelled() {
             return Ok(answer(ToolResult::error(crate::history::NOT_RUN)));
         }
-        self.sink
-            .emit(Event::ToolStarted {
-                parent_call_id: None,
-                turn_id: self.turn_id.clone(),
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                input: call.input.clone(),
-            })
-            .await?;
+        if announce {
+            self.sink
+                .emit(Event::ToolStarted {
+                    parent_call_id: None,
+                    turn_id: self.turn_id.clone(),
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    input: call.input.clone(),
+                })
+                .await?;
+        }
         let started = Instant::now();
         let read_only = self.is_read_only(&call.name);
         let result = match self.precheck(call) {
@@ -95,14 +112,16 @@ impl TurnRun<'_> {
             },
         };
         let result = cap(result, self.tool_context().result_cap);
-        self.sink
-            .emit(Event::ToolFinished {
-                call_id: call.id.clone(),
-                is_error: result.is_error,
-                output: result.content.clone(),
-                duration_ms: started.elapsed().as_millis() as u64,
-            })
-            .await?;
+        if announce {
+            self.sink
+                .emit(Event::ToolFinished {
+                    call_id: call.id.clone(),
+                    is_error: result.is_error,
+                    output: result.content.clone(),
+                    duration_ms: started.elapsed().as_millis() as u64,
+                })
+                .await?;
+        }
         Ok(answer(result))
     }
 

@@ -34,6 +34,17 @@ pub struct ResolvedModel {
     pub price: Option<agentd_model::price::Price>,
     /// A message for the user about how the model was chosen.
     pub notice: Option<&'static str>,
+    /// Set for `provider = "claude-code"`: the turn runs in the `claude` CLI.
+    pub claude_code: Option<ClaudeCodeSettings>,
+}
+
+/// How to start the `claude` CLI for a `claude-code` model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaudeCodeSettings {
+    pub command: std::path::PathBuf,
+    pub model: String,
+    pub base_url: Option<String>,
+    pub api_key: String,
 }
 
 /// Reads an environment variable; a parameter so tests need not touch the
@@ -104,6 +115,7 @@ fn parse_provider(name: &str) -> Option<Provider> {
     match name {
         "anthropic" => Some(Provider::Anthropic),
         "openai" => Some(Provider::Openai),
+        "claude-code" => Some(Provider::ClaudeCode),
         _ => None,
     }
 }
@@ -113,6 +125,7 @@ fn provider_spec(provider: Provider, model: &str) -> String {
         Provider::Anthropic => format!("anthropic:{model}"),
         Provider::Openai => format!("openai:{model}"),
         Provider::Scripted => "demo".to_string(),
+        Provider::ClaudeCode => format!("claude-code:{model}"),
     }
 }
 
@@ -125,6 +138,7 @@ fn demo(notice: Option<&'static str>) -> ResolvedModel {
         context_window: None,
         price: None,
         notice,
+        claude_code: None,
     }
 }
 
@@ -144,6 +158,7 @@ fn build_from_env(
         max_retries: None,
         context_window: None,
         price: None,
+        command: None,
     };
     let mut resolved = build(String::new(), &model, env)?;
     resolved.spec = provider_spec(provider, &resolved.model_name);
@@ -172,7 +187,36 @@ fn build(
     if let Some(max_retries) = model.max_retries {
         retry.max_retries = max_retries;
     }
+    let mut claude_code = None;
     let (model_name, client): (String, Arc<dyn ModelClient>) = match model.provider {
+        Provider::ClaudeCode => {
+            let key_env = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
+            let api_key = api_key(env, key_env, &spec)?;
+            let base_url = model.base_url.clone().or_else(|| env("ANTHROPIC_BASE_URL"));
+            let name = model
+                .model
+                .clone()
+                .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into());
+            let command = model
+                .command
+                .clone()
+                .or_else(|| env("AGENTD_CLAUDE_BIN").map(Into::into))
+                .unwrap_or_else(|| "claude".into());
+            claude_code = Some(ClaudeCodeSettings {
+                command,
+                model: name.clone(),
+                base_url: base_url.clone(),
+                api_key: api_key.clone(),
+            });
+            // Used only for what agentd does itself (e.g. `/compact`).
+            let config = AnthropicConfig {
+                base_url: base_url.unwrap_or_else(|| "https://api.anthropic.com".into()),
+                api_key,
+                retry: retry.clone(),
+                ..AnthropicConfig::default()
+            };
+            (name, Arc::new(AnthropicClient::new(config)))
+        }
         Provider::Anthropic => {
             let key_env = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
             let config = AnthropicConfig {
@@ -232,6 +276,7 @@ fn build(
         context_window: model.context_window,
         price: model.price.map(crate::config::PriceToml::to_price),
         notice: None,
+        claude_code,
     })
 }
 

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentd_engine::TurnInput;
+use agentd_engine::{TurnInput, TurnSink};
 use agentd_protocol::{Event, EventEnvelope, Message, TurnFinished, TurnStatus, Usage};
 use agentd_sandbox::Sandbox;
 use agentd_store::{
@@ -17,8 +17,9 @@ use agentd_engine::permissions::PermissionMode;
 
 use crate::agent_build::McpPools;
 use crate::approvals::{AnswerSource, Approvals};
+use crate::claude_code::{ClaudeCode, TurnRequest, finished_event};
 use crate::config::{Config, ConfigError};
-use crate::models::EnvLookup;
+use crate::models::{EnvLookup, resolve_model};
 use crate::sink::StoreSink;
 
 /// A message that compacts the context instead of starting a conversation turn.
@@ -72,6 +73,8 @@ pub struct Runtime {
     pub approvals: Approvals,
     /// The sessions' MCP servers.
     pub mcp: McpPools,
+    /// Warm `claude` CLI processes of `claude-code` sessions.
+    pub claude: ClaudeCode,
 }
 
 impl Runtime {
@@ -83,6 +86,7 @@ impl Runtime {
             sandbox: Sandbox,
             approvals: Approvals::default(),
             mcp: McpPools::default(),
+            claude: ClaudeCode::default(),
         }
     }
 
@@ -189,6 +193,14 @@ impl Runtime {
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
         cancel: CancellationToken,
     ) -> Result<Option<TurnFinished>, RunError> {
+        let spec = options.model.as_deref().unwrap_or(&session.model);
+        if let Some(settings) = resolve_model(&self.config, Some(spec), env)?.claude_code
+            && text.trim() != COMPACT_COMMAND
+        {
+            return self
+                .run_claude_turn(session, text, options, env, observer, cancel, settings)
+                .await;
+        }
         let agent = self.agent_for(session, &options, env).await?;
         let turn_id = options
             .turn_id
@@ -215,6 +227,94 @@ impl Runtime {
         } else {
             agent.run_turn(input, &sink, cancel).await
         };
+        self.store.finish_turn(&turn_id, finished.status).await?;
+        self.store
+            .update_session(
+                &session.id,
+                SessionUpdate {
+                    title: session.title.is_none().then(|| title_from(text)),
+                    status: Some(SessionStatus::Idle),
+                    add_usage: Some(finished.usage),
+                    add_cost_usd: Some(finished.cost_usd),
+                    add_turns: Some(1),
+                },
+            )
+            .await?;
+        Ok(Some(finished))
+    }
+
+    /// A turn of a `claude-code` session: the CLI drives it (see
+    /// [`crate::claude_code`]); agentd records it like a native turn.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_claude_turn(
+        &self,
+        session: &SessionRecord,
+        text: &str,
+        options: TurnOptions,
+        env: EnvLookup<'_>,
+        observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+        cancel: CancellationToken,
+        settings: crate::models::ClaudeCodeSettings,
+    ) -> Result<Option<TurnFinished>, RunError> {
+        let profile = self.config.profile(&session.profile)?;
+        let agent = Arc::new(self.agent_for(session, &options, env).await?);
+        let turn_id = options
+            .turn_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let started = self
+            .store
+            .start_turn(&session.id, &turn_id, options.client_request_id.as_deref())
+            .await?;
+        if let TurnStart::Duplicate(_) = started {
+            return Ok(None);
+        }
+        self.set_status(session, SessionStatus::Running).await?;
+        let began = std::time::Instant::now();
+        let sink = Arc::new(StoreSink::new(
+            self.store.clone(),
+            session.id.clone(),
+            observer,
+        ));
+        let message = Message::user_text(text);
+        let opened = async {
+            sink.emit(Event::TurnStarted {
+                turn_id: turn_id.clone(),
+                message: message.clone(),
+            })
+            .await?;
+            sink.append_message(&turn_id, &message).await
+        };
+        let outcome = match opened.await {
+            Ok(()) => {
+                self.claude
+                    .run_turn(TurnRequest {
+                        session_id: &session.id,
+                        session_turns: session.turns,
+                        workspace: PathBuf::from(&session.workspace),
+                        data_dir: self.data_dir.clone(),
+                        store: self.store.clone(),
+                        settings,
+                        agent,
+                        sink: sink.clone(),
+                        turn_id: turn_id.clone(),
+                        text,
+                        cancel: cancel.child_token(),
+                        timeout: std::time::Duration::from_secs(profile.turn_timeout_s),
+                        max_turns: options.max_turns.unwrap_or(profile.max_turns),
+                    })
+                    .await
+            }
+            Err(err) => crate::claude_code::Outcome::store_failed(err),
+        };
+        let finished = finished_event(&turn_id, outcome, began);
+        if let Some(error) = &finished.error {
+            let _ = sink.emit(Event::Error(error.clone())).await;
+        }
+        let _ = sink.emit(Event::TurnFinished(finished.clone())).await;
+        if let Err(err) = sink.flush().await {
+            tracing::error!(%err, session = %session.id, "could not record the end of a turn");
+        }
         self.store.finish_turn(&turn_id, finished.status).await?;
         self.store
             .update_session(

@@ -83,6 +83,9 @@ pub enum Provider {
     Openai,
     /// Replies from a script file, or the built-in offline demo script.
     Scripted,
+    /// The real `claude` CLI drives the turn (DESIGN §10); agentd serves it
+    /// its tools over MCP and keeps sessions, events and permissions.
+    ClaudeCode,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -104,6 +107,9 @@ pub struct ModelConfig {
     pub context_window: Option<u64>,
     /// US dollars per million tokens; the built-in price table when absent.
     pub price: Option<PriceToml>,
+    /// For `claude-code`: the `claude` executable (default: `AGENTD_CLAUDE_BIN`,
+    /// then `claude` on `PATH`).
+    pub command: Option<PathBuf>,
 }
 
 /// `price = { input_per_mtok = 3.0, output_per_mtok = 15.0 }`.

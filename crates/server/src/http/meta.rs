@@ -69,6 +69,7 @@ fn provider_name(provider: Provider) -> &'static str {
         Provider::Anthropic => "anthropic",
         Provider::Openai => "openai",
         Provider::Scripted => "scripted",
+        Provider::ClaudeCode => "claude-code",
     }
 }
 

@@ -239,6 +239,7 @@ pub async fn serve(
     accepting.cancel();
     registry.shutdown(SHUTDOWN_GRACE).await;
     registry.runtime().mcp.shutdown().await;
+    registry.runtime().claude.shutdown().await;
     streams.cancel();
     match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
         Ok(result) => result.map_err(std::io::Error::other)?,

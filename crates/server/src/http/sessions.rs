@@ -323,6 +323,7 @@ pub async fn delete_session(
     state.registry.runtime().store.delete_session(&id).await?;
     guard.finish();
     state.registry.runtime().mcp.shutdown_session(&id).await;
+    state.registry.runtime().claude.stop_session(&id).await;
     // Only workspaces agentd made; a CLI session's directory is the user's.
     let workspace = PathBuf::from(&session.workspace);
     let ours = workspaces_dir(&state)

@@ -1,0 +1,79 @@
+//! Tool calls made by another agent loop (the `claude-code` engine's CLI):
+//! the same checks, permission flow, checkpoint, hooks and caps as the native
+//! loop's own calls, without a model call around them.
+
+use std::sync::Arc;
+
+use agentd_model::ToolSpec;
+use agentd_protocol::ContentBlock;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::Agent;
+use crate::sink::{SinkError, TurnSink};
+use crate::turn::{TurnRun, TurnShared};
+
+/// The per-turn state external calls share (the turn's checkpoint is taken once).
+#[derive(Clone, Default)]
+pub struct ExternalTurn {
+    shared: Arc<TurnShared>,
+}
+
+/// What an external call answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExternalResult {
+    pub content: String,
+    pub is_error: bool,
+}
+
+impl Agent {
+    /// The tools this agent offers (built-ins, skills, MCP, and the engine's
+    /// own `TodoWrite`/`AskUserQuestion`/`Task` when offered).
+    pub fn offered_tools(&self) -> Vec<ToolSpec> {
+        self.tool_specs()
+    }
+
+    /// Whether `name` changes nothing (no approval needed in `default` mode).
+    pub fn tool_is_read_only(&self, name: &str) -> bool {
+        self.is_read_only(name)
+    }
+
+    /// Run one tool call asked for elsewhere: precheck, `PreToolUse` hooks,
+    /// permission rules and the approver (`permission.requested`/`resolved`
+    /// with `call_id`), the turn's checkpoint, the tool (live `tool.output`),
+    /// `PostToolUse` hooks and the result cap. `tool.started`/`tool.finished`
+    /// are the caller's: it knows when the other loop started and ended the call.
+    pub async fn run_external_call(
+        &self,
+        turn: &ExternalTurn,
+        sink: &dyn TurnSink,
+        turn_id: &str,
+        call: (&str, &str, Value),
+        cancel: CancellationToken,
+    ) -> Result<ExternalResult, SinkError> {
+        let (call_id, name, input) = call;
+        let run = TurnRun::new(
+            self,
+            sink,
+            turn_id.to_string(),
+            Vec::new(),
+            cancel,
+            turn.shared.clone(),
+        );
+        let block = ContentBlock::ToolUse {
+            id: call_id.to_string(),
+            name: name.to_string(),
+            input,
+        };
+        let result = run.run_one_call(block).await?;
+        Ok(match result {
+            ContentBlock::ToolResult {
+                content, is_error, ..
+            } => ExternalResult { content, is_error },
+            _ => ExternalResult {
+                content: "the tool gave no result".into(),
+                is_error: true,
+            },
+        })
+    }
+}
