@@ -23,5 +23,15 @@ trap 'scripts/postgres.sh stop; rm -f "$log"' EXIT
 status=0
 "$CARGO" test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
 sum() { grep -oE "[0-9]+ $1" "$log" | awk '{ total += $1 } END { print total + 0 }'; }
-echo "tests: $(sum passed) passed, $(sum failed) failed"
+passed=$(sum passed)
+failed=$(sum failed)
+# The web UI's unit tests (node's test runner; the browser tests are in cargo's).
+if [ $# -eq 0 ]; then
+  node_log="$(mktemp)"
+  node --test web/test/ 2>&1 | tee "$node_log" || status=1
+  passed=$((passed + $(awk '/^# pass /{print $3}' "$node_log")))
+  failed=$((failed + $(awk '/^# fail /{print $3}' "$node_log")))
+  rm -f "$node_log"
+fi
+echo "tests: $passed passed, $failed failed"
 exit "$status"
