@@ -23,6 +23,9 @@ test: deps check
 	CARGO=$(CARGO) ./scripts/test.sh
 
 # Release-mode benchmarks; figures and commands are recorded in bench/RESULTS.md.
+# `peer` compares agentd with the claude CLI (installed by deps) and rewrites
+# the "Peer comparison" section of bench/RESULTS.md.
 bench: deps
 	$(CARGO) build --release -p agentd-cli -p agentd-bench
 	./target/release/turns 100
+	CARGO=$(CARGO) ./bench/peer.sh --write-results

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# agentd vs the `claude` CLI on the same scripted conversation (bench/RESULTS.md,
+# "Peer comparison"). Installs the CLI into .tools/ if missing, builds release
+# binaries, then runs target/release/peer with the given flags, e.g.
+#   bench/peer.sh --write-results     # the full comparison, recorded in RESULTS.md
+#   bench/peer.sh --smoke             # tiny run (< 30 s) to keep the harness working
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .tools/node_modules/.bin/claude ] && [ -z "${AGENTD_CLAUDE_BIN:-}" ]; then
+  ./scripts/install-deps.sh
+fi
+CARGO=${CARGO:-cargo}
+"$CARGO" build --release -p agentd-cli -p agentd-bench
+# 10 000 SSE streams need two sockets each on this machine (client and server).
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+exec target/release/peer "$@"

@@ -1,0 +1,547 @@
+//! The measurements of the peer comparison, one function each.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use agentd_protocol::{DeltaKind, Event};
+use agentd_sandbox::{ExecRequest, Policy, Sandbox};
+use agentd_store::sqlite::SqliteStore;
+use agentd_store::{NewSession, Store};
+use anyhow::{Context, Result, bail};
+use tokio_util::sync::CancellationToken;
+
+use super::util::{
+    Conn, agentd_command, claude_command, cpu_of, create_session, metric, now_us, post_message,
+    seed_workspace, session_workspace, start_serve, stop, wait4,
+};
+
+/// Paths and model servers shared by the scenarios.
+pub struct Ctx {
+    pub agentd: PathBuf,
+    pub claude: PathBuf,
+    pub root: PathBuf,
+    /// Model server whose script uses the absolute workspace path (claude, `agentd run`).
+    pub url_abs: String,
+    /// Model server whose script uses a relative path (agentd's server sessions).
+    pub url_rel: String,
+    pub ws: PathBuf,
+}
+
+pub fn median(mut v: Vec<Duration>) -> Duration {
+    agentd_bench::quantile(&mut v, 0.5)
+}
+
+/// Medians of wall time, CPU time (user + sys) and peak RSS of one-shot runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cold {
+    pub wall: Duration,
+    pub cpu: Duration,
+    pub rss_kib: u64,
+}
+
+fn cold_one(ctx: &Ctx, agentd: bool, out: &Path) -> Result<(Duration, Duration, u64)> {
+    seed_workspace(&ctx.ws)?;
+    let mut command = if agentd {
+        let data = ctx.root.join("agentd-cold");
+        std::fs::create_dir_all(&data)?;
+        std::fs::write(data.join("agentd.toml"), "")?;
+        let mut c = agentd_command(&ctx.agentd, &data, &ctx.url_abs);
+        c.current_dir(&ctx.ws).args([
+            "run",
+            "--output-format",
+            "stream-json",
+            "--permission-mode",
+            "bypass",
+            "bench turn",
+        ]);
+        c
+    } else {
+        let home = ctx.root.join("claude-home");
+        let mut c = claude_command(&ctx.claude, &home, &ctx.url_abs, &ctx.ws);
+        c.args([
+            "-p",
+            "bench turn",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--dangerously-skip-permissions",
+        ]);
+        c
+    };
+    let started = Instant::now();
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(out)?)
+        .stderr(std::fs::File::create(out.with_extension("err"))?)
+        .spawn()?;
+    let (ok, cpu, rss) = wait4(&child)?;
+    let wall = started.elapsed();
+    let text = std::fs::read_to_string(out)?;
+    let edited = std::fs::read_to_string(ctx.ws.join(super::util::FILE))?;
+    if !ok || !text.contains("BENCH-DONE") || !edited.contains("counter+") {
+        bail!(
+            "{} run failed (exit ok: {ok}); output in {}",
+            if agentd { "agentd" } else { "claude" },
+            out.display()
+        );
+    }
+    Ok((wall, cpu, rss))
+}
+
+/// `agentd run` vs `claude -p`, interleaved, after one unmeasured run each.
+pub fn cold(ctx: &Ctx, runs: usize) -> Result<(Cold, Cold)> {
+    let mut samples = [
+        (Vec::new(), Vec::new(), Vec::new()),
+        (Vec::new(), Vec::new(), Vec::new()),
+    ];
+    for round in 0..=runs {
+        for (i, agentd) in [true, false].into_iter().enumerate() {
+            let out = ctx.root.join(format!("cold-{i}.out"));
+            let (wall, cpu, rss) = cold_one(ctx, agentd, &out)?;
+            if round > 0 {
+                samples[i].0.push(wall);
+                samples[i].1.push(cpu);
+                samples[i].2.push(rss);
+            }
+        }
+    }
+    let fig = |(wall, cpu, mut rss): (Vec<Duration>, Vec<Duration>, Vec<u64>)| {
+        rss.sort_unstable();
+        Cold {
+            wall: median(wall),
+            cpu: median(cpu),
+            rss_kib: rss.get(rss.len() / 2).copied().unwrap_or(0),
+        }
+    };
+    let [a, c] = samples;
+    Ok((fig(a), fig(c)))
+}
+
+/// Per turn in one live session: median wall, and CPU of the host process.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Warm {
+    pub wall: Duration,
+    pub cpu: Duration,
+    /// CPU of the model server per turn (the same script for both).
+    pub model_cpu: Duration,
+    pub rss_kib: u64,
+}
+
+pub async fn warm_agentd(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<Warm> {
+    let data = ctx.root.join("agentd-warm");
+    std::fs::create_dir_all(&data)?;
+    let (server, addr) = start_serve(&ctx.agentd, &data, &ctx.url_rel).await?;
+    let outcome = async {
+        let pid = server.id();
+        let mut conn = Conn::open(&addr).await?;
+        let id = create_session(&mut conn).await?;
+        seed_workspace(&session_workspace(&data, &id))?;
+        let mut events = Conn::open(&addr).await?.events(&id).await?;
+        let mut walls = Vec::new();
+        let (mut cpu0, mut model0) = (Duration::ZERO, Duration::ZERO);
+        for turn in 0..=turns {
+            if turn == 1 {
+                (cpu0, model0) = (cpu_of(pid), cpu_of(model_pid));
+            }
+            let started = Instant::now();
+            post_message(&mut conn, &id, &format!("bench turn {turn}")).await?;
+            while events.next_event().await?.0 != "turn.finished" {}
+            if turn > 0 {
+                walls.push(started.elapsed());
+            }
+        }
+        let n = turns.max(1) as u32;
+        let cpu = cpu_of(pid).saturating_sub(cpu0) / n;
+        let model_cpu = cpu_of(model_pid).saturating_sub(model0) / n;
+        let edited =
+            std::fs::read_to_string(session_workspace(&data, &id).join(super::util::FILE))?;
+        if !edited.contains("counter+") {
+            bail!("agentd's turns did not edit the file");
+        }
+        Ok(Warm {
+            wall: median(walls),
+            cpu,
+            model_cpu,
+            rss_kib: super::util::rss_kib(pid),
+        })
+    }
+    .await;
+    stop(server);
+    outcome
+}
+
+/// A warm `claude` process speaking stream-json on stdin and stdout.
+pub struct ClaudeProc {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl ClaudeProc {
+    pub fn start(ctx: &Ctx, home: &Path, cwd: &Path) -> Result<Self> {
+        let mut child = claude_command(&ctx.claude, home, &ctx.url_abs, cwd)
+            .args([
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--dangerously-skip-permissions",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdin = child.stdin.take().context("no stdin")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Self {
+            child,
+            stdin,
+            lines,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Send one user message and wait for its `result` line.
+    pub fn turn(&mut self, text: &str) -> Result<()> {
+        let message = serde_json::json!({
+            "type": "user",
+            "message": {"role": "user", "content": text}
+        });
+        writeln!(self.stdin, "{message}")?;
+        self.stdin.flush()?;
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(120))
+                .context("claude: no result within 120 s (or it exited)")?;
+            if line.starts_with("{\"type\":\"result\"") {
+                if !line.contains("BENCH-DONE") {
+                    bail!("claude turn did not finish the script: {line}");
+                }
+                return Ok(());
+            }
+        }
+    }
+
+    pub fn stop(self) {
+        drop(self.stdin);
+        stop(self.child);
+    }
+}
+
+pub fn warm_claude(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<(Warm, ClaudeProc)> {
+    seed_workspace(&ctx.ws)?;
+    let mut proc = ClaudeProc::start(ctx, &ctx.root.join("claude-home"), &ctx.ws)?;
+    let pid = proc.pid();
+    let mut walls = Vec::new();
+    let (mut cpu0, mut model0) = (Duration::ZERO, Duration::ZERO);
+    for turn in 0..=turns {
+        if turn == 1 {
+            (cpu0, model0) = (cpu_of(pid), cpu_of(model_pid));
+        }
+        let started = Instant::now();
+        proc.turn(&format!("bench turn {turn}"))?;
+        if turn > 0 {
+            walls.push(started.elapsed());
+        }
+    }
+    let n = turns.max(1) as u32;
+    let warm = Warm {
+        wall: median(walls),
+        cpu: cpu_of(pid).saturating_sub(cpu0) / n,
+        model_cpu: cpu_of(model_pid).saturating_sub(model0) / n,
+        rss_kib: tree_rss_kib(pid),
+    };
+    Ok((warm, proc))
+}
+
+/// RSS of a process and all its descendants, KiB.
+pub fn tree_rss_kib(root: u32) -> u64 {
+    let mut parents = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or(0u32);
+            parents.push((pid, ppid));
+        }
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    tree.iter().map(|pid| super::util::rss_kib(*pid)).sum()
+}
+
+/// Warm `claude` processes, one per session, each after one turn: RSS of each tree.
+pub fn claude_memory(ctx: &Ctx, first: ClaudeProc, count: usize) -> Result<Vec<u64>> {
+    let mut procs = vec![first];
+    for i in 1..count {
+        let home = ctx.root.join(format!("claude-home-{i}"));
+        let cwd = ctx.root.join(format!("claude-ws-{i}"));
+        std::fs::create_dir_all(&home)?;
+        seed_workspace(&cwd)?;
+        let mut ctx_ws = ClaudeProc::start(ctx, &home, &cwd)?;
+        // Its own workspace: the script's absolute path points at ctx.ws, which
+        // is fine (the file is there); the turn makes the process warm.
+        ctx_ws.turn("bench turn memory")?;
+        procs.push(ctx_ws);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let rss = procs.iter().map(|p| tree_rss_kib(p.pid())).collect();
+    for p in procs {
+        p.stop();
+    }
+    Ok(rss)
+}
+
+/// RSS per idle live session (with an SSE client each) at each level.
+pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usize, u64, f64)>)> {
+    let data = ctx.root.join("agentd-mem");
+    std::fs::create_dir_all(&data)?;
+    let (server, addr) = start_serve(&ctx.agentd, &data, &ctx.url_rel).await?;
+    let outcome = async {
+        let pid = server.id();
+        let _ = metric(&addr, "agentd_sessions_live").await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let base = super::util::rss_kib(pid);
+        let mut streams: Vec<Conn> = Vec::new();
+        let mut rows = Vec::new();
+        for &level in levels {
+            let missing = level.saturating_sub(streams.len());
+            let ids = create_many(&addr, missing).await?;
+            for chunk in ids.chunks(256) {
+                let tasks: Vec<_> = chunk
+                    .iter()
+                    .map(|id| {
+                        let (addr, id) = (addr.clone(), id.clone());
+                        tokio::spawn(async move { Conn::open(&addr).await?.events(&id).await })
+                    })
+                    .collect();
+                for task in tasks {
+                    streams.push(task.await??);
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let live = metric(&addr, "agentd_sessions_live").await?;
+            let rss = super::util::rss_kib(pid);
+            let per = rss.saturating_sub(base) as f64 / level as f64;
+            eprintln!(
+                "  agentd: {level} idle sessions with SSE ({live} live): RSS {rss} KiB, \
+                 {per:.1} KiB per session over the {base} KiB base"
+            );
+            rows.push((level, rss, per));
+        }
+        drop(streams);
+        Ok((base, rows))
+    }
+    .await;
+    stop(server);
+    outcome
+}
+
+async fn create_many(addr: &str, n: usize) -> Result<Vec<String>> {
+    let conns = 8.min(n.max(1));
+    let mut tasks = Vec::new();
+    for c in 0..conns {
+        let addr = addr.to_string();
+        let count = n / conns + usize::from(c < n % conns);
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::open(&addr).await?;
+            let mut ids = Vec::with_capacity(count);
+            for _ in 0..count {
+                ids.push(create_session(&mut conn).await?);
+            }
+            anyhow::Ok(ids)
+        }));
+    }
+    let mut ids = Vec::with_capacity(n);
+    for task in tasks {
+        ids.extend(task.await??);
+    }
+    Ok(ids)
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Throughput {
+    pub turns: usize,
+    pub wall: Duration,
+    pub events_appended: f64,
+    pub deliveries: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// `sessions` sessions, an SSE client each, each running `turns` turns back to back.
+pub async fn throughput(ctx: &Ctx, sessions: usize, turns: usize) -> Result<Throughput> {
+    let data = ctx.root.join(format!("agentd-tp-{sessions}"));
+    std::fs::create_dir_all(&data)?;
+    let (server, addr) = start_serve(&ctx.agentd, &data, &ctx.url_rel).await?;
+    let outcome = async {
+        let ids = create_many(&addr, sessions).await?;
+        let mut prepared = Vec::new();
+        for id in ids {
+            seed_workspace(&session_workspace(&data, &id))?;
+            let events = Conn::open(&addr).await?.events(&id).await?;
+            let conn = Conn::open(&addr).await?;
+            prepared.push((id, conn, events));
+        }
+        let events0 = metric(&addr, "agentd_events_total").await?;
+        let started = Instant::now();
+        let tasks: Vec<_> = prepared
+            .into_iter()
+            .map(|(id, mut conn, mut events)| {
+                tokio::spawn(async move {
+                    let mut latencies = Vec::new();
+                    for turn in 0..turns {
+                        post_message(&mut conn, &id, &format!("bench turn {turn}")).await?;
+                        loop {
+                            let (kind, at) = events.next_event().await?;
+                            latencies.push((now_us() - at).max(0) as u64);
+                            if kind == "turn.finished" {
+                                break;
+                            }
+                        }
+                    }
+                    anyhow::Ok(latencies)
+                })
+            })
+            .collect();
+        let mut latencies = Vec::new();
+        for task in tasks {
+            latencies.extend(task.await??);
+        }
+        let wall = started.elapsed();
+        let appended = metric(&addr, "agentd_events_total").await? - events0;
+        latencies.sort_unstable();
+        let q = |p: f64| {
+            latencies
+                .get(((latencies.len().saturating_sub(1)) as f64 * p) as usize)
+                .map_or(f64::NAN, |us| *us as f64 / 1000.0)
+        };
+        Ok(Throughput {
+            turns: sessions * turns,
+            wall,
+            events_appended: appended,
+            deliveries: latencies.len() as u64,
+            p50_ms: q(0.5),
+            p99_ms: q(0.99),
+            max_ms: q(1.0),
+        })
+    }
+    .await;
+    stop(server);
+    outcome
+}
+
+/// Median and p99 of `bash -c true` bare and under the default sandbox policy.
+pub async fn sandbox(root: &Path, iterations: usize) -> Result<[(Duration, Duration); 2]> {
+    let workspace = root.join("sandbox-ws");
+    std::fs::create_dir_all(&workspace)?;
+    let request = ExecRequest {
+        command: "true".into(),
+        timeout: Duration::from_secs(10),
+        output_cap: 4096,
+    };
+    let policy = Policy::new(&workspace);
+    let (mut bare, mut boxed) = (Vec::new(), Vec::new());
+    for _ in 0..iterations {
+        let started = Instant::now();
+        let status = tokio::process::Command::new("bash")
+            .args(["-c", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .await?
+            .status;
+        bare.push(started.elapsed());
+        if !status.success() {
+            bail!("bare `bash -c true` failed");
+        }
+        let started = Instant::now();
+        let outcome = Sandbox
+            .exec(&policy, &request, None, CancellationToken::new())
+            .await?;
+        boxed.push(started.elapsed());
+        if outcome.exit_code != Some(0) {
+            bail!("sandboxed `true` failed: {outcome:?}");
+        }
+    }
+    let q = |v: &mut Vec<Duration>| {
+        (
+            agentd_bench::quantile(v, 0.5),
+            agentd_bench::quantile(v, 0.99),
+        )
+    };
+    Ok([q(&mut bare), q(&mut boxed)])
+}
+
+/// Events/s appended to SQLite through the `Store` trait in batches of 64.
+pub async fn sqlite_append(root: &Path, events: usize) -> Result<f64> {
+    let store = SqliteStore::open(&root.join("append.db")).await?;
+    let session = store
+        .create_session(NewSession {
+            id: None,
+            owner: "bench".into(),
+            title: None,
+            workspace: "/tmp/bench".into(),
+            model: "bench".into(),
+            profile: "default".into(),
+        })
+        .await?;
+    let all: Vec<Event> = (0..events)
+        .map(|i| Event::MessageDelta {
+            parent_call_id: None,
+            turn_id: "t1".into(),
+            index: 0,
+            kind: DeltaKind::Text,
+            text: format!("token {i} of a streamed reply, about forty bytes"),
+        })
+        .collect();
+    let started = Instant::now();
+    for chunk in all.chunks(64) {
+        store.append_events(&session.id, chunk).await?;
+    }
+    Ok(events as f64 / started.elapsed().as_secs_f64())
+}

@@ -1,0 +1,366 @@
+//! Processes, the scripted conversation and a minimal HTTP/SSE client for the
+//! peer comparison (`bench/src/bin/peer.rs`).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The workspace file every turn reads, runs `true` next to, and edits.
+pub const FILE: &str = "src/main.txt";
+
+/// The workspace contents both tools start from.
+pub fn seed_workspace(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir.join("src"))?;
+    let text: String = (1..=40).map(|i| format!("counter = {i}\n")).collect();
+    std::fs::write(dir.join(FILE), text)?;
+    Ok(())
+}
+
+/// ~2.5 KiB of prose for each reply.
+fn prose(tag: &str) -> String {
+    let sentence = "The scripted model explains what it is doing at some length, so that \
+                    every reply carries a realistic amount of text to stream and store. ";
+    format!("{tag} {}", sentence.repeat(16))
+}
+
+/// The conversation of one turn: three model calls (text + Read + Bash, text +
+/// Edit, text), a few KiB of text each. `file` is the path the tools get:
+/// relative for agentd's server sessions, absolute for the `claude` CLI (its
+/// Read and Edit require one).
+pub fn script(file: &str) -> Value {
+    json!({"replies": [
+        {"repeat": true, "when": {"last_user_contains": "bench turn"}, "content": [
+            {"type": "text", "text": prose("Let me read the file and run the check.")},
+            {"type": "tool_use", "name": "Read", "input": {"file_path": file}},
+            {"type": "tool_use", "name": "Bash", "input": {"command": "true", "description": "check"}}
+        ]},
+        {"repeat": true, "when": {"last_tool_name": "Bash"}, "content": [
+            {"type": "text", "text": prose("The check passed; now the edit.")},
+            {"type": "tool_use", "name": "Edit", "input": {
+                "file_path": file, "old_string": "counter", "new_string": "counter+", "replace_all": true}}
+        ]},
+        {"repeat": true, "when": {"last_tool_name": "Edit"}, "content": [
+            {"type": "text", "text": prose("BENCH-DONE.")}
+        ]},
+        // Side requests the CLI may make on its own (titles, topic checks).
+        {"repeat": true, "content": [{"type": "text", "text": "{\"isNewTopic\": false, \"title\": \"Bench\"}"}]}
+    ]})
+}
+
+/// `agentd model-server` on `script`, as its own process; returns it and its URL.
+pub fn start_model_server(agentd: &Path, script: &Path) -> Result<(Child, String)> {
+    let mut child = Command::new(agentd)
+        .args(["model-server", "--script"])
+        .arg(script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", agentd.display()))?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http"))
+        .context("model-server printed no URL")?;
+    Ok((child, url.trim_end_matches('/').to_string()))
+}
+
+/// Environment of the `claude` CLI: offline, against the model server.
+pub fn claude_command(claude: &Path, home: &Path, url: &str, cwd: &Path) -> Command {
+    let mut command = Command::new(claude);
+    command
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
+        .env("ANTHROPIC_BASE_URL", url)
+        .env("ANTHROPIC_API_KEY", "any")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("IS_SANDBOX", "1");
+    command
+}
+
+/// Environment of `agentd`: its own data dir, against the model server.
+pub fn agentd_command(agentd: &Path, data: &Path, url: &str) -> Command {
+    let mut command = Command::new(agentd);
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", data)
+        .env("AGENTD_DATA_DIR", data)
+        .env("AGENTD_CONFIG", data.join("agentd.toml"))
+        .env("AGENTD_LOG", "warn")
+        .env("ANTHROPIC_BASE_URL", url)
+        .env("ANTHROPIC_API_KEY", "any");
+    command
+}
+
+/// Wait for `child` with `wait4`, which also returns its resource usage.
+/// The `Child` must not be waited for otherwise.
+#[allow(unsafe_code)]
+pub fn wait4(child: &Child) -> Result<(bool, Duration, u64)> {
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: all-zero is a valid `rusage` (plain integers).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `usage` are valid for writes for the call's duration.
+        let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if got == pid {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err).context("wait4");
+        }
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let cpu = tv(usage.ru_utime) + tv(usage.ru_stime);
+    let success = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    Ok((success, cpu, usage.ru_maxrss as u64))
+}
+
+/// VmRSS of a live process, KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    proc_field(pid, "status", |s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    })
+}
+
+/// User + system CPU of a live process, its waited children included.
+pub fn cpu_of(pid: u32) -> Duration {
+    let ticks = proc_field(pid, "stat", |s| {
+        let after = s.rsplit_once(')')?.1;
+        let f: Vec<u64> = after
+            .split_whitespace()
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
+        // utime stime cutime cstime: fields 14–17 of stat, 12–15 after the name.
+        Some(f.get(11)? + f.get(12)? + f.get(13)? + f.get(14)?)
+    });
+    Duration::from_millis(ticks * 10)
+}
+
+fn proc_field(pid: u32, file: &str, get: impl Fn(&str) -> Option<u64>) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+        .ok()
+        .and_then(|s| get(&s))
+        .unwrap_or(0)
+}
+
+/// Now, in microseconds since the epoch.
+pub fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// Raise the open-file limit to the hard limit (children inherit it).
+pub fn raise_nofile() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    // Root may raise the hard limit too; others get the hard limit.
+    let wanted = limit.maximum.map(|max| max.max(1 << 16));
+    let raised = setrlimit(
+        Resource::Nofile,
+        rustix::process::Rlimit {
+            current: wanted,
+            maximum: wanted,
+        },
+    );
+    if raised.is_err() {
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+/// `agentd serve` on a loopback port; returns it and its `host:port`.
+pub async fn start_serve(agentd: &Path, data: &Path, url: &str) -> Result<(Child, String)> {
+    std::fs::write(
+        data.join("agentd.toml"),
+        "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n",
+    )?;
+    let mut child = agentd_command(agentd, data, url)
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().and_then(|l| l.ok()).unwrap_or_default();
+        let _ = tx.send(first);
+        for _ in lines {}
+    });
+    let line = tokio::time::timeout(Duration::from_secs(30), rx).await??;
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .context("agentd serve printed no URL")?
+        .trim_end_matches('/')
+        .to_string();
+    Ok((child, addr))
+}
+
+/// Kill and reap a helper process.
+pub fn stop(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Where an HTTP-created session keeps its files.
+pub fn session_workspace(data: &Path, id: &str) -> PathBuf {
+    data.join("workspaces").join(id)
+}
+
+/// One keep-alive HTTP/1.1 connection (plain tokio, so the client is cheap).
+pub struct Conn {
+    reader: tokio::io::BufReader<TcpStream>,
+    addr: String,
+    buffer: Vec<u8>,
+}
+
+impl Conn {
+    pub async fn open(addr: &str) -> Result<Self> {
+        let tcp = TcpStream::connect(addr).await?;
+        tcp.set_nodelay(true)?;
+        Ok(Self {
+            reader: tokio::io::BufReader::new(tcp),
+            addr: addr.to_string(),
+            buffer: Vec::new(),
+        })
+    }
+
+    async fn send(&mut self, method: &str, path: &str, body: &str) -> Result<()> {
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        );
+        self.reader.get_mut().write_all(head.as_bytes()).await?;
+        Ok(())
+    }
+
+    async fn head(&mut self) -> Result<(u16, usize)> {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).await?;
+        let status = line
+            .split_whitespace()
+            .nth(1)
+            .context("no status line")?
+            .parse()?;
+        let mut length = 0;
+        loop {
+            line.clear();
+            if self.reader.read_line(&mut line).await? == 0 {
+                bail!("connection closed in headers");
+            }
+            let trimmed = line.trim_end();
+            if trimmed.is_empty() {
+                return Ok((status, length));
+            }
+            if let Some((name, value)) = trimmed.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse()?;
+            }
+        }
+    }
+
+    pub async fn request(&mut self, method: &str, path: &str, body: &str) -> Result<(u16, String)> {
+        self.send(method, path, body).await?;
+        let (status, length) = self.head().await?;
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).await?;
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    /// Turn this connection into the session's event stream.
+    pub async fn events(mut self, session: &str) -> Result<Self> {
+        self.send("GET", &format!("/v1/sessions/{session}/events"), "")
+            .await?;
+        let (status, _) = self.head().await?;
+        if status != 200 {
+            bail!("events: HTTP {status}");
+        }
+        Ok(self)
+    }
+
+    async fn chunk(&mut self) -> Result<Vec<u8>> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line).await? == 0 {
+            bail!("event stream closed");
+        }
+        let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)?;
+        let mut data = vec![0; size + 2];
+        self.reader.read_exact(&mut data).await?;
+        data.truncate(size);
+        Ok(data)
+    }
+
+    /// The next SSE event's data: `(type, at in µs since the epoch)`.
+    pub async fn next_event(&mut self) -> Result<(String, i64)> {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                let block = String::from_utf8_lossy(&block);
+                let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) else {
+                    continue;
+                };
+                let envelope: agentd_protocol::EventEnvelope = serde_json::from_str(data)?;
+                let kind = envelope.event.type_name().to_string();
+                let at = envelope.at.timestamp_micros();
+                return Ok((kind, at));
+            }
+            let chunk = self.chunk().await?;
+            self.buffer.extend_from_slice(&chunk);
+        }
+    }
+}
+
+/// POST /v1/sessions; returns the new id.
+pub async fn create_session(conn: &mut Conn) -> Result<String> {
+    let (status, body) = conn.request("POST", "/v1/sessions", "{}").await?;
+    if status != 201 {
+        bail!("create session: HTTP {status} {body}");
+    }
+    let value: Value = serde_json::from_str(&body)?;
+    Ok(value["id"].as_str().context("no id")?.to_string())
+}
+
+/// POST a user message (starts a turn).
+pub async fn post_message(conn: &mut Conn, id: &str, text: &str) -> Result<()> {
+    let body = json!({ "content": text }).to_string();
+    let (status, reply) = conn
+        .request("POST", &format!("/v1/sessions/{id}/messages"), &body)
+        .await?;
+    if status != 202 {
+        bail!("message: HTTP {status} {reply}");
+    }
+    Ok(())
+}
+
+/// A Prometheus counter or gauge from `/metrics`.
+pub async fn metric(addr: &str, name: &str) -> Result<f64> {
+    let (_, text) = Conn::open(addr)
+        .await?
+        .request("GET", "/metrics", "")
+        .await?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(f64::NAN))
+}
