@@ -33,5 +33,16 @@ if [ $# -eq 0 ]; then
   failed=$((failed + $(awk '/^# fail /{print $3}' "$node_log")))
   rm -f "$node_log"
 fi
+# The peer benchmark's smoke run, so the harness does not rot (numbers ignored).
+if [ $# -eq 0 ]; then
+  if "$CARGO" build -q -p agentd-bench --bin peer && target/debug/peer --smoke > /dev/null; then
+    echo "test.sh: bench smoke run (target/debug/peer --smoke) ok"
+    passed=$((passed + 1))
+  else
+    echo "test.sh: bench smoke run (target/debug/peer --smoke) FAILED" >&2
+    failed=$((failed + 1))
+    status=1
+  fi
+fi
 echo "tests: $passed passed, $failed failed"
 exit "$status"
