@@ -6,8 +6,8 @@
 # agentd starts the CLI with a cleared environment, so a test points a model's
 # `command` at a small wrapper that sets these and execs this script:
 #   FAKE_CLAUDE_STATE  a directory; each start appends "<pid> <args>" to its
-#                      `starts` file (the pid stays the CLI's: every branch
-#                      execs or runs in this process)
+#                      `starts` file (the pid agentd started: the real CLI's
+#                      for `real`, else this script's, the real CLI below it)
 #   FAKE_CLAUDE_PLAN   behaviours by start, space-separated; the last repeats:
 #                      real     exec the real CLI ($FAKE_CLAUDE_REAL)
 #                      crash    relay the first turn to the real CLI; on the
@@ -16,6 +16,9 @@
 #                      notjson  the same, but print a non-JSON line and wait
 #                               for stdin to close
 #                      toolong  the same, but print a 65 MiB line
+#                      slowflush  the real CLI, but its transcript reaches
+#                               agentd's config dir 400 ms after each
+#                               `result` line (a CLI slow to write it)
 #   FAKE_CLAUDE_REAL   the real `claude`
 # Every misbehaviour first writes FAKE-STDERR-<behaviour> to stderr.
 set -u
@@ -55,6 +58,32 @@ misbehave() {
 case "$behaviour" in
 real)
     exec "${FAKE_CLAUDE_REAL:?}" "$@"
+    ;;
+slowflush)
+    # The real CLI writes into a shadow config dir, copied over late.
+    target="${CLAUDE_CONFIG_DIR:?}"
+    shadow="$state/shadow.$$"
+    mkdir -p "$shadow"
+    cp -a "$target/." "$shadow/"
+    mkfifo "$state/out.$$"
+    # (A background job's stdin is /dev/null unless given one.)
+    exec 4<&0
+    CLAUDE_CONFIG_DIR="$shadow" "${FAKE_CLAUDE_REAL:?}" "$@" <&4 >"$state/out.$$" &
+    real=$!
+    exec 4<&-
+    while IFS= read -r line; do
+        printf '%s\n' "$line"
+        case "$line" in
+        '{"type":"result"'*)
+            (
+                sleep 0.4
+                mkdir -p "$target/projects"
+                cp -a "$shadow/projects/." "$target/projects/"
+            ) &
+            ;;
+        esac
+    done <"$state/out.$$"
+    wait "$real"
     ;;
 crash | notjson | toolong)
     # Relay stdin to the real CLI until the second turn, and its stdout

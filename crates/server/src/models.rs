@@ -45,6 +45,8 @@ pub struct ClaudeCodeSettings {
     pub model: String,
     pub base_url: Option<String>,
     pub api_key: String,
+    /// A warm CLI without a turn for this long is stopped.
+    pub idle_timeout: std::time::Duration,
 }
 
 /// Reads an environment variable; a parameter so tests need not touch the
@@ -159,6 +161,7 @@ fn build_from_env(
         context_window: None,
         price: None,
         command: None,
+        idle_timeout_s: None,
     };
     let mut resolved = build(String::new(), &model, env)?;
     resolved.spec = provider_spec(provider, &resolved.model_name);
@@ -207,6 +210,10 @@ fn build(
                 model: name.clone(),
                 base_url: base_url.clone(),
                 api_key: api_key.clone(),
+                idle_timeout: model.idle_timeout_s.map_or(
+                    crate::claude_code::DEFAULT_IDLE_TIMEOUT,
+                    std::time::Duration::from_secs,
+                ),
             });
             // Used only for what agentd does itself (e.g. `/compact`).
             let config = AnthropicConfig {

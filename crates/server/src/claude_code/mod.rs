@@ -3,6 +3,7 @@
 //! per live session, while agentd keeps the session, the events, the
 //! transcript, the tools (served over MCP, see [`mcp`]) and the permissions.
 
+mod lifecycle;
 mod mcp;
 mod process;
 mod transcript;
@@ -10,6 +11,7 @@ mod translate;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,34 +21,33 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::models::ClaudeCodeSettings;
-use mcp::{Announced, McpEndpoint, TurnScope};
-use process::{Launch, Line, MAX_LINE_BYTES, Process};
+pub use lifecycle::DEFAULT_IDLE_TIMEOUT;
+use lifecycle::{Live, ensure_process, stop_process};
+use mcp::TurnScope;
+use process::{Line, MAX_LINE_BYTES};
 use translate::{CliResult, Step, TOOL_PREFIX, Translator};
 
 /// How long an interrupted CLI gets to end its turn before it is killed.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
-/// How long a stopping CLI gets after stdin closes, and after TERM.
-const STOP_GRACE: Duration = Duration::from_secs(3);
-/// A warm process without a turn for this long is stopped.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// One live session: its CLI (when warm) and its MCP endpoint.
-struct Live {
-    process: Option<Process>,
-    model: String,
-    mcp: McpEndpoint,
-    announced: Announced,
-    config_dir: PathBuf,
-    cli_session_id: Option<String>,
-    last_used: Instant,
-}
-
-/// The warm CLI processes of this server, by agentd session id.
-#[derive(Clone, Default)]
+/// The warm CLI processes of this server, by agentd session id (see
+/// [`lifecycle`]).
+#[derive(Clone)]
 pub struct ClaudeCode {
     live: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<Live>>>>>,
     reaper: Arc<std::sync::OnceLock<()>>,
-    idle_timeout: Arc<Mutex<Option<Duration>>>,
+    /// How often the idle reaper looks, in milliseconds.
+    reap_tick_ms: Arc<AtomicU64>,
+}
+
+impl Default for ClaudeCode {
+    fn default() -> Self {
+        Self {
+            live: Default::default(),
+            reaper: Default::default(),
+            reap_tick_ms: Arc::new(AtomicU64::new(u64::MAX)),
+        }
+    }
 }
 
 /// What one turn needs from the runtime.
@@ -98,126 +99,13 @@ fn failed(code: &str, message: String) -> Outcome {
 }
 
 impl ClaudeCode {
-    /// Stop warm processes idle for longer than `timeout` (default 10 min).
-    pub fn set_idle_timeout(&self, timeout: Duration) {
-        if let Ok(mut idle) = self.idle_timeout.lock() {
-            *idle = Some(timeout);
-        }
-    }
-
-    /// How many sessions have a warm CLI.
-    pub fn live_sessions(&self) -> usize {
-        self.live.lock().map(|l| l.len()).unwrap_or(0)
-    }
-
-    fn entry(&self, session_id: &str) -> Option<Arc<tokio::sync::Mutex<Live>>> {
-        self.live.lock().ok()?.get(session_id).cloned()
-    }
-
-    fn start_reaper(&self) {
-        let this = self.clone();
-        self.reaper.get_or_init(|| {
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                    this.reap().await;
-                }
-            });
-        });
-    }
-
-    async fn reap(&self) {
-        let timeout = self
-            .idle_timeout
-            .lock()
-            .ok()
-            .and_then(|t| *t)
-            .unwrap_or(DEFAULT_IDLE_TIMEOUT);
-        let entries: Vec<(String, Arc<tokio::sync::Mutex<Live>>)> = self
-            .live
-            .lock()
-            .map(|l| l.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default();
-        for (id, entry) in entries {
-            let Ok(mut live) = entry.try_lock() else {
-                continue; // a turn is running
-            };
-            if live.last_used.elapsed() < timeout {
-                continue;
-            }
-            if let Some(process) = live.process.take() {
-                tracing::info!(session = %id, "stopping an idle claude process");
-                process.stop(STOP_GRACE).await;
-            }
-            drop(live);
-            if let Ok(mut map) = self.live.lock() {
-                map.remove(&id);
-            }
-        }
-    }
-
-    /// Stop one session's CLI (e.g. the session was deleted).
-    pub async fn stop_session(&self, session_id: &str) {
-        let entry = self.live.lock().ok().and_then(|mut l| l.remove(session_id));
-        if let Some(entry) = entry
-            && let Some(process) = entry.lock().await.process.take()
-        {
-            process.stop(STOP_GRACE).await;
-        }
-    }
-
-    /// Stop every CLI: close stdin, wait, TERM, KILL.
-    pub async fn shutdown(&self) {
-        let ids: Vec<String> = self
-            .live
-            .lock()
-            .map(|l| l.keys().cloned().collect())
-            .unwrap_or_default();
-        futures::future::join_all(ids.iter().map(|id| self.stop_session(id))).await;
-    }
-
     /// Run one turn in the session's CLI. Events go to `request.sink`; the
     /// caller emits `turn.started` before and `turn.finished` after.
     pub(crate) async fn run_turn(&self, request: TurnRequest<'_>) -> Outcome {
-        self.start_reaper();
-        let entry = match self.entry(request.session_id) {
-            Some(entry) => entry,
-            None => {
-                let announced: Announced = Default::default();
-                let mcp = match McpEndpoint::start(request.agent.offered_tools(), announced.clone())
-                    .await
-                {
-                    Ok(mcp) => mcp,
-                    Err(err) => {
-                        return failed(
-                            "claude_code_mcp",
-                            format!("could not serve agentd's tools to the CLI: {err}"),
-                        );
-                    }
-                };
-                let entry = Arc::new(tokio::sync::Mutex::new(Live {
-                    process: None,
-                    model: request.settings.model.clone(),
-                    mcp,
-                    announced,
-                    config_dir: request
-                        .data_dir
-                        .join("claude-code")
-                        .join(request.session_id)
-                        .join(".claude"),
-                    cli_session_id: None,
-                    last_used: Instant::now(),
-                }));
-                if let Ok(mut map) = self.live.lock() {
-                    map.entry(request.session_id.to_string())
-                        .or_insert(entry)
-                        .clone()
-                } else {
-                    entry
-                }
-            }
+        let mut live = match self.enter(&request).await {
+            Ok(live) => live,
+            Err(err) => return failed("claude_code_mcp", err),
         };
-        let mut live = entry.lock_owned().await;
         live.last_used = Instant::now();
         live.mcp.set_tools(request.agent.offered_tools());
         live.mcp.set_scope(Some(TurnScope {
@@ -239,6 +127,9 @@ impl ClaudeCode {
         if let Some(cli_session_id) = live.cli_session_id.clone() {
             let (store, session_id) = (request.store.clone(), request.session_id.to_string());
             let n = request.session_turns + 1;
+            // A stopped CLI has written all it will.
+            let running = live.process.is_some();
+            let marker = live.transcript_marker.take();
             tokio::spawn(async move {
                 let saved = transcript::save(
                     store.as_ref(),
@@ -246,6 +137,8 @@ impl ClaudeCode {
                     n,
                     &live.config_dir,
                     &cli_session_id,
+                    marker.as_deref(),
+                    running,
                 )
                 .await;
                 if let Err(err) = saved {
@@ -258,57 +151,6 @@ impl ClaudeCode {
     }
 }
 
-/// Make sure a CLI runs for this session: warm, or fresh and resumed from the
-/// transcript kept in the store.
-async fn ensure_process(live: &mut Live, request: &TurnRequest<'_>) -> Result<(), String> {
-    let warm = match live.process.as_mut() {
-        Some(process) => !process.exited() && live.model == request.settings.model,
-        None => false,
-    };
-    if warm {
-        return Ok(());
-    }
-    if let Some(old) = live.process.take() {
-        old.stop(STOP_GRACE).await;
-    }
-    // A fresh config dir each start: what the CLI resumes comes from the store.
-    let _ = tokio::fs::remove_dir_all(&live.config_dir).await;
-    tokio::fs::create_dir_all(&live.config_dir)
-        .await
-        .map_err(|e| format!("cannot create {}: {e}", live.config_dir.display()))?;
-    let pointer = transcript::latest(
-        request.store.as_ref(),
-        request.session_id,
-        request.session_turns,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let resume = match pointer {
-        Some(pointer) => {
-            transcript::restore(request.store.as_ref(), &pointer, &live.config_dir).await?;
-            Some(pointer.cli_session_id)
-        }
-        None => None,
-    };
-    let launch = Launch {
-        command: request.settings.command.clone(),
-        model: request.settings.model.clone(),
-        base_url: request.settings.base_url.clone(),
-        api_key: request.settings.api_key.clone(),
-        workspace: request.workspace.clone(),
-        config_dir: live.config_dir.clone(),
-        mcp_config: live.mcp.config(),
-        resume,
-        max_turns: request.max_turns,
-    };
-    let process = Process::spawn(&launch)
-        .map_err(|e| format!("could not start {}: {e}", launch.command.display()))?;
-    tracing::info!(session = request.session_id, pid = ?process.pid(), resume = ?launch.resume, "claude process started");
-    live.process = Some(process);
-    live.model = request.settings.model.clone();
-    Ok(())
-}
-
 async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> Outcome {
     if let Err(err) = ensure_process(live, request).await {
         return failed("claude_code_start", err);
@@ -318,11 +160,14 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> Outcome {
         return failed("claude_code_start", "the CLI did not start".into());
     };
     if let Err(err) = process.send_user(request.text).await {
-        let tail = process.stderr_tail();
-        stop_process(live).await;
+        let stopped = stop_process(live).await;
         return failed(
             "claude_code_crashed",
-            format!("could not write to the CLI: {err}\n{tail}"),
+            with_stderr(
+                format!("could not write to the CLI: {err}"),
+                stopped.as_ref(),
+                true,
+            ),
         );
     }
     let mut translator = Translator::new(
@@ -402,6 +247,11 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> Outcome {
     if let Some(cli_session_id) = translator.cli_session_id.clone() {
         live.cli_session_id = Some(cli_session_id);
     }
+    // A turn that ended normally is in the transcript once its last message is.
+    live.transcript_marker = match (&ended, stopping) {
+        (Ok(_), None) => translator.last_message_id.clone(),
+        _ => None,
+    };
     let model_calls = translator.model_calls;
     let last_text = translator.last_text.clone();
     match ended {
@@ -420,14 +270,10 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> Outcome {
             }
         }
         Err((code, message, with_tail)) => {
-            let tail = live
-                .process
-                .as_ref()
-                .map(Process::stderr_tail)
-                .unwrap_or_default();
-            stop_process(live).await;
-            let message = if with_tail && !tail.trim().is_empty() {
-                format!("{message}\nstderr:\n{}", tail.trim_end())
+            // Stopped first: its stderr is then complete.
+            let stopped = stop_process(live).await;
+            let message = if with_tail {
+                with_stderr(message, stopped.as_ref(), code == "claude_code_crashed")
             } else {
                 message
             };
@@ -439,10 +285,21 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> Outcome {
     }
 }
 
-async fn stop_process(live: &mut Live) {
-    if let Some(process) = live.process.take() {
-        process.stop(STOP_GRACE).await;
+/// `message` with the tail of the CLI's stderr and, when it ended on its
+/// own (`exited`), its exit status.
+fn with_stderr(mut message: String, stopped: Option<&process::Stopped>, exited: bool) -> String {
+    let Some(stopped) = stopped else {
+        return message;
+    };
+    if let Some(status) = stopped.status.filter(|_| exited) {
+        message.push_str(&format!(" ({status})"));
     }
+    let tail = stopped.stderr.trim_end();
+    if !tail.trim().is_empty() {
+        message.push_str("\nstderr:\n");
+        message.push_str(tail);
+    }
+    message
 }
 
 fn outcome_of(

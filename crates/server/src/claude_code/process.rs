@@ -3,20 +3,24 @@
 //! and stopping it (close stdin, wait, TERM, KILL).
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rustix::process::{Pid, Signal, kill_process_group};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 /// Longest stdout line accepted (a tool result or a big file can make lines
 /// of several MiB; the SDKs' 1 MiB default is too small).
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// Bytes of stderr kept for error messages.
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
+/// How long a stopped CLI's last stderr lines may take to arrive.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
 
 /// What the CLI printed on stdout.
 #[derive(Debug)]
@@ -82,13 +86,34 @@ impl Launch {
     }
 }
 
-/// A running CLI.
+/// A running CLI. Dropped without [`Process::stop`] (say, at the end of the
+/// server's runtime), it kills its whole process group.
 pub struct Process {
     child: Child,
+    /// The process group (`process_group(0)`: the CLI's pid), while it may
+    /// still have members.
+    group: Option<Pid>,
     stdin: Option<ChildStdin>,
     pub lines: mpsc::UnboundedReceiver<Line>,
     stderr: Arc<Mutex<String>>,
+    stderr_reader: Option<JoinHandle<()>>,
     next_request: u64,
+}
+
+/// How a stopped CLI ended.
+pub struct Stopped {
+    /// `None` if it could not be waited for.
+    pub status: Option<ExitStatus>,
+    /// The end of what it wrote on stderr, complete up to its exit.
+    pub stderr: String,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(group) = self.group.take() {
+            let _ = kill_process_group(group, Signal::KILL);
+        }
+    }
 }
 
 impl Process {
@@ -130,25 +155,24 @@ impl Process {
             tokio::spawn(read_lines(stdout, sender));
         }
         let stderr = Arc::new(Mutex::new(String::new()));
-        if let Some(err) = child.stderr.take() {
-            tokio::spawn(keep_tail(err, stderr.clone()));
-        }
+        let stderr_reader = child
+            .stderr
+            .take()
+            .map(|err| tokio::spawn(keep_tail(err, stderr.clone())));
+        let group = child.id().and_then(|pid| Pid::from_raw(pid as i32));
         Ok(Self {
             child,
+            group,
             stdin,
             lines,
             stderr,
+            stderr_reader,
             next_request: 0,
         })
     }
 
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
-    }
-
-    /// The end of what the CLI wrote on stderr.
-    pub fn stderr_tail(&self) -> String {
-        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
     /// Whether the process has ended.
@@ -187,29 +211,42 @@ impl Process {
     }
 
     /// Stop: close stdin and wait, then TERM the process group, then KILL.
-    pub async fn stop(mut self, grace: Duration) {
+    /// The CLI is reaped (no zombie) and whatever is left of its process
+    /// group is killed; then its stderr is read to the end (bounded).
+    pub async fn stop(mut self, grace: Duration) -> Stopped {
         drop(self.stdin.take());
-        if tokio::time::timeout(grace, self.child.wait()).await.is_ok() {
-            return;
+        let mut status = self.wait_for(grace).await;
+        if status.is_none() {
+            self.signal_group(Signal::TERM);
+            status = self.wait_for(grace).await;
         }
-        if let Some(pid) = self
-            .child
-            .id()
-            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
-        {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::TERM);
+        if status.is_none() {
+            self.signal_group(Signal::KILL);
+            let _ = self.child.start_kill();
+            status = self.child.wait().await.ok();
         }
-        if tokio::time::timeout(grace, self.child.wait()).await.is_ok() {
-            return;
+        // The CLI is gone; anything it left in its group goes too.
+        if let Some(group) = self.group.take() {
+            let _ = kill_process_group(group, Signal::KILL);
         }
-        if let Some(pid) = self
-            .child
-            .id()
-            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
-        {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        if let Some(reader) = self.stderr_reader.take() {
+            let _ = tokio::time::timeout(STDERR_DRAIN, reader).await;
         }
-        let _ = self.child.kill().await;
+        let stderr = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        Stopped { status, stderr }
+    }
+
+    async fn wait_for(&mut self, grace: Duration) -> Option<ExitStatus> {
+        tokio::time::timeout(grace, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    fn signal_group(&self, signal: Signal) {
+        if let Some(group) = self.group {
+            let _ = kill_process_group(group, signal);
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! with one `missing_blobs` query over the possible keys. No schema change.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use agentd_store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
@@ -36,35 +37,30 @@ fn find_jsonl(config_dir: &Path, cli_session_id: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
+/// How long a turn's transcript may take to appear after its `result` line.
+const WRITE_WAIT: Duration = Duration::from_secs(2);
+/// How often the file is looked at meanwhile: with a marker, and without.
+const POLL_MARKER: Duration = Duration::from_millis(10);
+const POLL_STABLE: Duration = Duration::from_millis(50);
+
 /// Store the transcript after turn `n`.
+///
+/// The CLI writes a turn's entries some time after its `result` line (~70 ms
+/// on an idle machine, more under load), in one go. With a `marker` (the
+/// turn's last assistant message id) the file is taken once the marker is in
+/// it; without one (a turn that did not end normally), once it stops
+/// growing. `running`: false when the CLI has stopped, so it has written all
+/// it will.
 pub async fn save(
     store: &dyn Store,
     session_id: &str,
     n: u64,
     config_dir: &Path,
     cli_session_id: &str,
+    marker: Option<&str>,
+    running: bool,
 ) -> Result<(), String> {
-    // The CLI writes its transcript a little after the `result` line: wait
-    // until the file exists and stops growing (bounded).
-    let mut last_len = None;
-    let mut file = None;
-    for _ in 0..40 {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        let Some(found) = find_jsonl(config_dir, cli_session_id) else {
-            continue;
-        };
-        let len = tokio::fs::metadata(&found).await.map(|m| m.len()).ok();
-        if len.is_some() && len == last_len {
-            file = Some(found);
-            break;
-        }
-        last_len = len;
-        file = Some(found);
-    }
-    let Some(file) = file else {
-        return Err(format!("the CLI wrote no transcript for {cli_session_id}"));
-    };
-    let data = tokio::fs::read(&file).await.map_err(|e| e.to_string())?;
+    let (file, data) = written(config_dir, cli_session_id, marker, running).await?;
     let hash = format!("{:x}", Sha256::digest(&data));
     let path = file
         .strip_prefix(config_dir)
@@ -82,6 +78,66 @@ pub async fn save(
         .put_blobs(&[(pointer_key(session_id, n), pointer)])
         .await
         .map_err(store_err)
+}
+
+/// The transcript file and its contents once the turn is in it (bounded by
+/// [`WRITE_WAIT`]; after that, what there is).
+async fn written(
+    config_dir: &Path,
+    cli_session_id: &str,
+    marker: Option<&str>,
+    running: bool,
+) -> Result<(PathBuf, Vec<u8>), String> {
+    let read = |file: PathBuf| async move {
+        let data = tokio::fs::read(&file).await.map_err(|e| e.to_string())?;
+        Ok::<_, String>((file, data))
+    };
+    let quoted = marker.map(|m| format!("\"{m}\""));
+    let deadline = tokio::time::Instant::now() + WRITE_WAIT;
+    let mut last_len: Option<u64> = None;
+    loop {
+        let found = find_jsonl(config_dir, cli_session_id);
+        if let Some(file) = &found {
+            if !running {
+                return read(file.clone()).await;
+            }
+            let len = tokio::fs::metadata(file).await.map(|m| m.len()).ok();
+            match &quoted {
+                Some(quoted) if len != last_len => {
+                    let (file, data) = read(file.clone()).await?;
+                    // Only what was added since the last look can hold it.
+                    let seen = last_len.unwrap_or(0) as usize;
+                    let from = seen.saturating_sub(quoted.len()).min(data.len());
+                    if contains(&data[from..], quoted.as_bytes()) {
+                        return Ok((file, data));
+                    }
+                }
+                None if len.is_some() && len == last_len => return read(file.clone()).await,
+                _ => {}
+            }
+            last_len = len;
+        } else if !running {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            if let Some(file) = found {
+                tracing::warn!(file = %file.display(), marker = ?marker, "the CLI's transcript may lack the last turn");
+                return read(file).await;
+            }
+            break;
+        }
+        let poll = if marker.is_some() {
+            POLL_MARKER
+        } else {
+            POLL_STABLE
+        };
+        tokio::time::sleep(poll).await;
+    }
+    Err(format!("the CLI wrote no transcript for {cli_session_id}"))
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The newest stored pointer of a session with at most `turns` turns.

@@ -52,6 +52,9 @@ pub struct Translator<'a> {
     tools_started: HashMap<String, Instant>,
     pub cli_session_id: Option<String>,
     pub last_text: Option<String>,
+    /// The id of the turn's last assistant message: its transcript is
+    /// complete once this is in it.
+    pub last_message_id: Option<String>,
     pub model_calls: u32,
 }
 
@@ -107,6 +110,7 @@ impl<'a> Translator<'a> {
             tools_started: HashMap::new(),
             cli_session_id: None,
             last_text: None,
+            last_message_id: None,
             model_calls: 0,
         }
     }
@@ -272,7 +276,9 @@ impl<'a> Translator<'a> {
         if self.message_id.is_none() && self.blocks.is_empty() {
             return Ok(());
         }
-        self.message_id = None;
+        if let Some(id) = self.message_id.take() {
+            self.last_message_id = Some(id);
+        }
         self.model_calls += 1;
         let usage = std::mem::take(&mut self.usage);
         self.sink

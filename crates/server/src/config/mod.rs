@@ -110,6 +110,9 @@ pub struct ModelConfig {
     /// For `claude-code`: the `claude` executable (default: `AGENTD_CLAUDE_BIN`,
     /// then `claude` on `PATH`).
     pub command: Option<PathBuf>,
+    /// For `claude-code`: a session's warm CLI is stopped after this many
+    /// seconds without a turn (default 600); the next message resumes it.
+    pub idle_timeout_s: Option<u64>,
 }
 
 /// `price = { input_per_mtok = 3.0, output_per_mtok = 15.0 }`.
