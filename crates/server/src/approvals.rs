@@ -187,21 +187,13 @@ impl Approver for StoredApprover {
                 None => None,
             }
         };
-        let answer = tokio::select! {
-            Ok(answer) = from_api => answer,
-            Some(answer) = from_source => answer,
-            _ = tokio::time::sleep(self.no_answer.after) => QuestionAnswer::unanswered("timeout"),
-            _ = cancel.cancelled() => QuestionAnswer::unanswered("interrupted"),
-        };
-        self.approvals.forget(&request.request_id);
+        let answer = self
+            .first_answer(from_api, from_source, cancel, |by| {
+                QuestionAnswer::unanswered(by)
+            })
+            .await;
         let resolution = json!({"answers": answer.answers, "by": answer.by});
-        if let Err(err) = self
-            .store
-            .resolve_pending(&request.request_id, &resolution)
-            .await
-        {
-            tracing::error!(%err, "could not record the answers to a question");
-        }
+        self.resolve(&request.request_id, &resolution).await;
         self.waiting_ended().await;
         answer
     }
@@ -221,21 +213,14 @@ impl Approver for StoredApprover {
                 None => None,
             }
         };
-        let answer = tokio::select! {
-            Ok(answer) = from_api => answer,
-            Some(answer) = from_source => answer,
-            _ = tokio::time::sleep(self.no_answer.after) => self.no_answer.answer("timeout"),
-            _ = cancel.cancelled() => Answer::new(Decision::Deny, "interrupted"),
-        };
-        self.approvals.forget(&request.request_id);
+        let answer = self
+            .first_answer(from_api, from_source, cancel, |by| match by {
+                "timeout" => self.no_answer.answer(by),
+                _ => Answer::new(Decision::Deny, by),
+            })
+            .await;
         let resolution = json!({"decision": answer.decision.as_str(), "by": answer.by});
-        if let Err(err) = self
-            .store
-            .resolve_pending(&request.request_id, &resolution)
-            .await
-        {
-            tracing::error!(%err, "could not record a permission decision");
-        }
+        self.resolve(&request.request_id, &resolution).await;
         if answer.decision == Decision::AllowSession
             && let Err(err) = self
                 .store
@@ -250,6 +235,32 @@ impl Approver for StoredApprover {
 }
 
 impl StoredApprover {
+    /// Whichever comes first: the API's answer, the other source's, the
+    /// profile's timeout (`unanswered("timeout")`) or an interrupt
+    /// (`unanswered("interrupted")`).
+    async fn first_answer<T>(
+        &self,
+        from_api: oneshot::Receiver<T>,
+        from_source: impl std::future::Future<Output = Option<T>>,
+        cancel: &CancellationToken,
+        unanswered: impl Fn(&str) -> T,
+    ) -> T {
+        tokio::select! {
+            Ok(answer) = from_api => answer,
+            Some(answer) = from_source => answer,
+            _ = tokio::time::sleep(self.no_answer.after) => unanswered("timeout"),
+            _ = cancel.cancelled() => unanswered("interrupted"),
+        }
+    }
+
+    /// Records how a request ended and forgets it.
+    async fn resolve(&self, request_id: &str, resolution: &serde_json::Value) {
+        self.approvals.forget(request_id);
+        if let Err(err) = self.store.resolve_pending(request_id, resolution).await {
+            tracing::error!(%err, request_id, "could not record how a request ended");
+        }
+    }
+
     /// Stores an open request; `false` (logged) when the store failed, in
     /// which case nobody can answer it and it ends as `store_error`.
     async fn store_pending(

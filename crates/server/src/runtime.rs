@@ -227,18 +227,7 @@ impl Runtime {
         } else {
             agent.run_turn(input, &sink, cancel).await
         };
-        self.store.finish_turn(&turn_id, finished.status).await?;
-        self.store
-            .update_session(
-                &session.id,
-                SessionUpdate {
-                    title: session.title.is_none().then(|| title_from(text)),
-                    status: Some(SessionStatus::Idle),
-                    add_usage: Some(finished.usage),
-                    add_cost_usd: Some(finished.cost_usd),
-                    add_turns: Some(1),
-                },
-            )
+        self.record_finished(session, &turn_id, text, &finished)
             .await?;
         Ok(Some(finished))
     }
@@ -315,7 +304,20 @@ impl Runtime {
         if let Err(err) = sink.flush().await {
             tracing::error!(%err, session = %session.id, "could not record the end of a turn");
         }
-        self.store.finish_turn(&turn_id, finished.status).await?;
+        self.record_finished(session, &turn_id, text, &finished)
+            .await?;
+        Ok(Some(finished))
+    }
+
+    /// The turn's status, and the session's totals, title and idle status.
+    async fn record_finished(
+        &self,
+        session: &SessionRecord,
+        turn_id: &str,
+        text: &str,
+        finished: &TurnFinished,
+    ) -> Result<(), StoreError> {
+        self.store.finish_turn(turn_id, finished.status).await?;
         self.store
             .update_session(
                 &session.id,
@@ -328,7 +330,7 @@ impl Runtime {
                 },
             )
             .await?;
-        Ok(Some(finished))
+        Ok(())
     }
 
     /// What the model sees of a session: its whole transcript, or after a
