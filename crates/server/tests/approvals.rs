@@ -381,6 +381,60 @@ async fn a_restart_while_waiting_ends_the_request_and_the_session_goes_on() {
 }
 
 #[tokio::test]
+async fn a_restart_while_a_question_waits_records_it_unanswered() {
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "ask"}, "content": [
+            {"type": "tool_use", "name": "AskUserQuestion", "input": {"questions": [
+                {"question": "Which one?", "header": "Pick", "multiSelect": false,
+                 "options": [{"label": "A", "description": "a"}, {"label": "B", "description": "b"}]}]}}
+        ]},
+        {"repeat": true, "content": [{"type": "text", "text": "fine"}]}
+    ]});
+    let s = setup_with(script, "", "default").await;
+    let turn = s.start_turn("ask me");
+    let pending = s.next_pending().await;
+    assert_eq!(pending.kind, "question");
+    turn.abort();
+    let _ = turn.await;
+
+    let restarted = Runtime::new(
+        s.runtime.store.clone(),
+        s.runtime.config.clone(),
+        s.runtime.data_dir.clone(),
+    );
+    assert_eq!(restarted.recover(None).await.unwrap(), 1);
+    let stored = restarted
+        .store
+        .get_pending(&pending.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.resolution.unwrap(),
+        json!({"answers": null, "by": "restart"})
+    );
+    let events = restarted
+        .store
+        .events_after(&s.session.id, 0, 1000)
+        .await
+        .unwrap();
+    let answered = events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::QuestionAnswered {
+                request_id,
+                answers,
+                by,
+            } if *request_id == pending.id => Some((answers.clone(), by.clone())),
+            _ => None,
+        })
+        .expect("question.answered after the restart");
+    assert_eq!(answered, (serde_json::Value::Null, "restart".to_string()));
+    let (finished, _) = s.start_turn("go on").await.unwrap();
+    assert_eq!(finished.status, TurnStatus::Completed);
+}
+
+#[tokio::test]
 async fn a_read_deny_rule_also_hides_the_file_from_searches() {
     let script = json!({"replies": [
         {"when": {"last_user_contains": "find"}, "content": [
