@@ -214,21 +214,18 @@ impl Checkpointer for SessionCheckpointer {
     async fn checkpoint(&self, turn_id: &str) -> Result<Option<(String, Vec<String>)>, String> {
         // The turn's user message is stored by now; rewinding to this
         // checkpoint removes it and everything after.
-        let messages = self
+        let position = self
             .store
-            .messages(&self.session_id)
+            .turn_position(&self.session_id, turn_id)
             .await
-            .map_err(|e| e.to_string())?;
-        let position = messages
-            .iter()
-            .find(|m| m.turn_id.as_deref() == Some(turn_id))
-            .map_or(messages.len() as u64 + 1, |m| m.position);
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("turn {turn_id} has no message in the transcript yet"))?;
         let record = create_checkpoint(
             &self.store,
             &self.session_id,
             Some(turn_id),
             &self.workspace,
-            position as i64,
+            position,
         )
         .await
         .map_err(|e| e.to_string())?;

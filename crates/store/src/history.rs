@@ -136,6 +136,24 @@ macro_rules! history_impl {
                 Ok(())
             }
 
+            pub(super) async fn turn_position_impl(
+                &self,
+                session_id: &str,
+                turn_id: &str,
+            ) -> $crate::StoreResult<Option<i64>> {
+                use $crate::records::Columns;
+                let row = sqlx::query(
+                    "SELECT MIN(position) AS first FROM messages \
+                     WHERE session_id = $1 AND turn_id = $2",
+                )
+                .bind(session_id)
+                .bind(turn_id)
+                .fetch_one(&self.pool)
+                .await
+                .map_err($crate::records::db("finding a turn's first message"))?;
+                row.opt_int("first")
+            }
+
             pub(super) async fn latest_compaction_impl(
                 &self,
                 session_id: &str,

@@ -179,6 +179,9 @@ pub trait Store: Send + Sync {
     /// The session's newest compaction by `(created_at, id)`: the one that
     /// shapes the model's context. `None` when there is none (or no session).
     async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>>;
+    /// The position of the first message of `turn_id` in the session's
+    /// transcript; `None` when the turn has no message (yet).
+    async fn turn_position(&self, session_id: &str, turn_id: &str) -> StoreResult<Option<i64>>;
 
     /// Rewind the transcript to before `from_position`, in one transaction:
     /// delete the messages with `position >= from_position`, the checkpoints

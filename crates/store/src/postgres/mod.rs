@@ -340,6 +340,10 @@ impl Store for PostgresStore {
         self.add_compaction_impl(record).await
     }
 
+    async fn turn_position(&self, session_id: &str, turn_id: &str) -> StoreResult<Option<i64>> {
+        self.turn_position_impl(session_id, turn_id).await
+    }
+
     async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>> {
         self.latest_compaction_impl(session_id).await
     }

@@ -223,3 +223,19 @@ async fn a_version_2_database_upgrades() {
         .unwrap();
     assert!(store.latest_compaction("s1").await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn a_turns_first_message_position() {
+    let (_guard, store) = store().await;
+    let s = session(&store, "alice").await;
+    append(&store, &s.id, "before").await;
+    for text in ["first of t2", "second of t2"] {
+        store
+            .append_message(&s.id, Some("t2"), &Message::user_text(text))
+            .await
+            .unwrap();
+    }
+    assert_eq!(store.turn_position(&s.id, "t2").await.unwrap(), Some(2));
+    assert_eq!(store.turn_position(&s.id, "t9").await.unwrap(), None);
+    assert_eq!(store.turn_position("nope", "t2").await.unwrap(), None);
+}
