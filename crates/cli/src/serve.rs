@@ -6,9 +6,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use agentd_server::cluster::{Cluster, node_id};
 use agentd_server::config::{AuthMode, Config};
 use agentd_server::http::auth::Auth;
-use agentd_server::paths::open_store;
+use agentd_server::paths::open_server_store;
 use agentd_server::runtime::Runtime;
 use clap::ValueEnum;
 
@@ -63,7 +64,7 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
     };
     let auth = Auth::from_config(&config.server, mode, lookup("AGENTD_HEADER_SECRET"), addr)
         .map_err(|err| usage(err.to_string()))?;
-    let store = open_store(&data_dir, &config, &lookup)
+    let (store, cluster_store) = open_server_store(&data_dir, &config, &lookup)
         .await
         .map_err(|err| usage(err.to_string()))?;
     if mode == AuthMode::Token {
@@ -80,10 +81,22 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
     let local = listener
         .local_addr()
         .map_err(|err| (exit::FAILED, err.to_string()))?;
-    let runtime = Runtime::new(store, config, data_dir);
+    let cluster = match cluster_store {
+        Some(cluster_store) => {
+            let id = node_id(config.cluster.node_id.as_deref(), &data_dir)
+                .map_err(|err| (exit::FAILED, format!("cannot keep the node id: {err}")))?;
+            Some(Cluster::new(cluster_store, &config.cluster, id))
+        }
+        None => None,
+    };
+    let mut runtime = Runtime::new(store, config, data_dir);
+    runtime.cluster = cluster.clone();
     // The first line of stdout: scripts (and tests binding port 0) read it.
     println!("agentd listening on http://{local}");
     let _ = std::io::stdout().flush();
+    if let Some(cluster) = cluster {
+        tokio::spawn(drain_on_signal(cluster));
+    }
     agentd_server::http::serve(listener, runtime, Arc::new(env), auth, shutdown_signal())
         .await
         .map_err(|err| (exit::FAILED, err.to_string()))
@@ -101,6 +114,18 @@ async fn resolve(bind: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| {
             format!("cannot listen on {bind:?}: expected HOST:PORT such as {DEFAULT_BIND}")
         })
+}
+
+/// SIGUSR1 drains a cluster node: it takes no new turns (other nodes take
+/// them), finishes its running ones and exits.
+async fn drain_on_signal(cluster: Cluster) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut usr1) = signal(SignalKind::user_defined1()) else {
+        return;
+    };
+    if usr1.recv().await.is_some() {
+        cluster.drain();
+    }
 }
 
 /// SIGINT (Ctrl-C) or SIGTERM.

@@ -7,32 +7,7 @@
 mod server_common;
 
 use serde_json::json;
-use server_common::{Harness, SseEvent, assert_gapless};
-use sqlx::Connection;
-
-/// A URL of the test cluster whose `search_path` is a new, empty schema.
-async fn fresh_database_url() -> String {
-    let base = std::env::var("AGENTD_TEST_POSTGRES_URL").unwrap_or_default();
-    assert!(
-        !base.is_empty(),
-        "AGENTD_TEST_POSTGRES_URL is not set: this test needs a running PostgreSQL. \
-         Run it via `make test` (it starts a throwaway cluster), or \
-         `eval \"$(scripts/postgres.sh start)\"` and export the URL."
-    );
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let schema = format!("serve_{}_{nanos}", std::process::id());
-    let mut conn = sqlx::PgConnection::connect(&base).await.unwrap();
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options=-c%20search_path%3D{schema}")
-}
+use server_common::{Harness, SseEvent, assert_gapless, fresh_database_url};
 
 fn statuses(events: &[SseEvent]) -> Vec<String> {
     events

@@ -7,6 +7,7 @@ pub mod agent_build;
 pub mod approvals;
 pub mod checkpoints;
 pub mod claude_code;
+pub mod cluster;
 pub mod config;
 pub mod http;
 pub mod metrics;

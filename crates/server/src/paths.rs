@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use agentd_store::Store;
 use agentd_store::postgres::PostgresStore;
+use agentd_store::postgres::cluster::ClusterStore;
 use agentd_store::sqlite::SqliteStore;
 
 use crate::config::{Config, ConfigError};
@@ -40,7 +41,32 @@ pub async fn open_store(
     config: &Config,
     env: EnvLookup<'_>,
 ) -> Result<Arc<dyn Store>, ConfigError> {
+    Ok(open_server_store(data_dir, config, env).await?.0)
+}
+
+/// [`open_store`], plus the cluster tables when the store is PostgreSQL and
+/// `[cluster] enabled` is not `false` (`agentd serve` then joins the cluster).
+pub async fn open_server_store(
+    data_dir: &Path,
+    config: &Config,
+    env: EnvLookup<'_>,
+) -> Result<(Arc<dyn Store>, Option<ClusterStore>), ConfigError> {
     let url = env("AGENTD_DATABASE_URL").or_else(|| config.database.url.clone());
+    if let Some(url) = url
+        .as_deref()
+        .filter(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"))
+    {
+        let store = PostgresStore::connect(url)
+            .await
+            .map_err(|err| ConfigError::Invalid(format!("cannot open the database: {err}")))?;
+        let cluster = (config.cluster.enabled != Some(false)).then(|| store.cluster());
+        return Ok((Arc::new(store), cluster));
+    }
+    if config.cluster.enabled == Some(true) {
+        return Err(ConfigError::Invalid(
+            "[cluster] enabled needs a PostgreSQL [database] url; SQLite is one node".into(),
+        ));
+    }
     let store = match url {
         None => SqliteStore::open(&data_dir.join("agentd.db"))
             .await
@@ -48,11 +74,6 @@ pub async fn open_store(
         Some(url) if url.starts_with("sqlite:") => SqliteStore::open_url(&url)
             .await
             .map(|s| Arc::new(s) as Arc<dyn Store>),
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            PostgresStore::connect(&url)
-                .await
-                .map(|s| Arc::new(s) as Arc<dyn Store>)
-        }
         Some(url) => {
             return Err(ConfigError::Invalid(format!(
                 "unsupported database url (scheme {:?}): expected sqlite://PATH, \
@@ -61,5 +82,7 @@ pub async fn open_store(
             )));
         }
     };
-    store.map_err(|err| ConfigError::Invalid(format!("cannot open the database: {err}")))
+    let store =
+        store.map_err(|err| ConfigError::Invalid(format!("cannot open the database: {err}")))?;
+    Ok((store, None))
 }

@@ -12,6 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use agentd_protocol::EventEnvelope;
@@ -59,6 +60,9 @@ pub(crate) struct Inner {
 pub struct Entry {
     pub session_id: String,
     events: broadcast::Sender<Arc<LiveEvent>>,
+    /// The greatest `seq` published: an event reaching the hub twice (from
+    /// this node's turn and from another node's notification) goes out once.
+    published: AtomicU64,
     /// Serializes submissions, so a `client_request_id` check and the
     /// registration of the turn are one step.
     submit: Arc<tokio::sync::Mutex<()>>,
@@ -195,7 +199,9 @@ impl Entry {
     /// of them. With none, nothing is done: whoever subscribes later reads
     /// this event from the store, where it already is.
     pub fn publish(&self, envelope: &EventEnvelope) {
-        if self.events.receiver_count() == 0 {
+        let before = self.published.fetch_max(envelope.seq, Ordering::AcqRel);
+        // Already sent, or overtaken: a stream past a gap reads the store.
+        if envelope.seq <= before || self.events.receiver_count() == 0 {
             return;
         }
         match serde_json::to_string(envelope) {
@@ -208,6 +214,18 @@ impl Entry {
             }
             Err(err) => tracing::error!(%err, seq = envelope.seq, "cannot encode an event"),
         }
+    }
+}
+
+impl Entry {
+    /// The greatest `seq` published to this hub so far.
+    pub fn published(&self) -> u64 {
+        self.published.load(Ordering::Acquire)
+    }
+
+    /// A turn of this session runs in this process.
+    pub fn runs_here(&self) -> bool {
+        self.lock_turns().running.is_some()
     }
 }
 
@@ -252,6 +270,7 @@ impl Registry {
                 Arc::new(Entry {
                     session_id: session_id.to_string(),
                     events: broadcast::channel(HUB_CAPACITY).0,
+                    published: AtomicU64::new(0),
                     submit: Arc::new(tokio::sync::Mutex::new(())),
                     turns: Mutex::new(TurnState::default()),
                     closed: CancellationToken::new(),
@@ -293,6 +312,12 @@ impl Registry {
         session: &SessionRecord,
         submission: Submission,
     ) -> Result<Accepted, SubmitError> {
+        if let Some(cluster) = &self.inner.runtime.cluster {
+            if self.inner.stopping.is_cancelled() {
+                return Err(SubmitError::Stopping);
+            }
+            return cluster.submit(session, submission).await;
+        }
         let handle = self.handle(&session.id);
         let _submitting = handle.submit.lock().await;
         if let Some(request_id) = &submission.client_request_id {
@@ -332,19 +357,92 @@ impl Registry {
                 Accepted::Started(turn_id)
             });
         }
+        self.spawn_worker(&session.id, turns, pending);
+        Ok(Accepted::Started(turn_id))
+    }
+
+    /// Run `pending` now: mark it running (under the `turns` lock the caller
+    /// holds) and start the session's worker.
+    fn spawn_worker(
+        &self,
+        session_id: &str,
+        mut turns: MutexGuard<'_, TurnState>,
+        pending: PendingTurn,
+    ) {
         let cancel = self.inner.stopping.child_token();
         turns.running = Some(Running {
-            turn_id: turn_id.clone(),
+            turn_id: pending.turn_id.clone(),
             cancel: cancel.clone(),
             finishing: false,
         });
         drop(turns);
-        let worker_handle = self.handle(&session.id);
+        let worker_handle = self.handle(session_id);
         let registry = self.clone();
         self.inner.tasks.spawn(async move {
             worker::drive(registry, worker_handle, pending, cancel).await;
         });
-        Ok(Accepted::Started(turn_id))
+    }
+
+    /// Run a turn this node took from the cluster's queue (after the turn
+    /// running here, if one still finishes).
+    pub(crate) fn start_claimed(&self, session_id: &str, pending: PendingTurn) {
+        let handle = self.handle(session_id);
+        let mut turns = handle.lock_turns();
+        if turns.running.is_some() {
+            turns.queue.push_back(pending);
+            return;
+        }
+        self.spawn_worker(session_id, turns, pending);
+    }
+
+    /// The session's entry if it has one with live subscribers.
+    pub(crate) fn watched(&self, session_id: &str) -> Option<EntryHandle> {
+        let entries = self.inner.lock_entries();
+        let entry = entries.get(session_id)?;
+        (entry.events.receiver_count() > 0).then(|| EntryHandle {
+            registry: self.inner.clone(),
+            entry: Some(entry.clone()),
+        })
+    }
+
+    /// `(session, published seq)` of sessions with live subscribers and no
+    /// turn running here.
+    pub(crate) fn watched_sessions(&self) -> Vec<(String, u64)> {
+        let entries = self.inner.lock_entries();
+        entries
+            .values()
+            .filter(|e| e.events.receiver_count() > 0 && !e.runs_here())
+            .map(|e| (e.session_id.clone(), e.published()))
+            .collect()
+    }
+
+    /// `(session, turn)` of the turns running here (not yet finishing).
+    pub(crate) fn running_turns(&self) -> Vec<(String, String)> {
+        let entries = self.inner.lock_entries();
+        entries
+            .values()
+            .filter_map(|e| {
+                let turns = e.lock_turns();
+                let running = turns.running.as_ref().filter(|r| !r.finishing)?;
+                Some((e.session_id.clone(), running.turn_id.clone()))
+            })
+            .collect()
+    }
+
+    /// Interrupt the session's turn if it is `turn_id`; whether it was.
+    pub(crate) fn interrupt_turn(&self, session_id: &str, turn_id: &str) -> bool {
+        let entries = self.inner.lock_entries();
+        let Some(entry) = entries.get(session_id) else {
+            return false;
+        };
+        let turns = entry.lock_turns();
+        match turns.running.as_ref() {
+            Some(running) if running.turn_id == turn_id && !running.finishing => {
+                running.cancel.cancel();
+                true
+            }
+            _ => false,
+        }
     }
 
     /// After a turn: forget its request id and start the next queued turn, if

@@ -18,6 +18,7 @@ use agentd_engine::permissions::PermissionMode;
 use crate::agent_build::McpPools;
 use crate::approvals::{AnswerSource, Approvals};
 use crate::claude_code::{ClaudeCode, TurnRequest, finished_event};
+use crate::cluster::Cluster;
 use crate::config::{Config, ConfigError};
 use crate::models::{EnvLookup, resolve_model};
 use crate::sink::StoreSink;
@@ -75,6 +76,9 @@ pub struct Runtime {
     pub mcp: McpPools,
     /// Warm `claude` CLI processes of `claude-code` sessions.
     pub claude: ClaudeCode,
+    /// This node's part of a cluster (PostgreSQL, several nodes); `None` for
+    /// one process on its own.
+    pub cluster: Option<Cluster>,
 }
 
 impl Runtime {
@@ -87,6 +91,7 @@ impl Runtime {
             approvals: Approvals::default(),
             mcp: McpPools::default(),
             claude: ClaudeCode::default(),
+            cluster: None,
         }
     }
 
@@ -121,64 +126,87 @@ impl Runtime {
             .iter()
             .filter(|t| session_id.is_none_or(|id| id == t.session_id))
         {
-            // Requests the dead turn waited on can no longer be answered.
-            for pending in self.store.open_pending(Some(&turn.session_id)).await? {
-                if pending.turn_id.as_deref() != Some(turn.id.as_str()) {
-                    continue;
-                }
-                let (resolution, event) = if pending.kind == "question" {
-                    let event = Event::QuestionAnswered {
-                        request_id: pending.id.clone(),
-                        answers: serde_json::Value::Null,
-                        by: "restart".into(),
-                    };
-                    (serde_json::json!({"answers": null, "by": "restart"}), event)
-                } else {
-                    let event = Event::PermissionResolved {
-                        request_id: pending.id.clone(),
-                        decision: "deny".into(),
-                        by: "restart".into(),
-                    };
-                    (
-                        serde_json::json!({"decision": "deny", "by": "restart"}),
-                        event,
-                    )
-                };
-                if self.store.resolve_pending(&pending.id, &resolution).await? {
-                    self.store.append_event(&turn.session_id, &event).await?;
-                }
+            let error = agentd_protocol::ErrorInfo {
+                code: "server_restarted".into(),
+                message: "agentd stopped while this turn was running.".into(),
+                retryable: true,
+            };
+            self.finish_lost_turn(&turn.session_id, &turn.id, error, true)
+                .await?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    /// Record a turn whose process is gone as `interrupted`: the requests it
+    /// waited on are resolved `by: restart`, its `turn.finished` is appended
+    /// (unless `append_finished` is false: it is stored already), the turn and
+    /// the session are closed. A turn that never got its row is fine.
+    pub async fn finish_lost_turn(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        error: agentd_protocol::ErrorInfo,
+        append_finished: bool,
+    ) -> Result<(), StoreError> {
+        for pending in self.store.open_pending(Some(session_id)).await? {
+            if pending.turn_id.as_deref() != Some(turn_id) {
+                continue;
             }
+            let (resolution, event) = if pending.kind == "question" {
+                let event = Event::QuestionAnswered {
+                    request_id: pending.id.clone(),
+                    answers: serde_json::Value::Null,
+                    by: "restart".into(),
+                };
+                (serde_json::json!({"answers": null, "by": "restart"}), event)
+            } else {
+                let event = Event::PermissionResolved {
+                    request_id: pending.id.clone(),
+                    decision: "deny".into(),
+                    by: "restart".into(),
+                };
+                (
+                    serde_json::json!({"decision": "deny", "by": "restart"}),
+                    event,
+                )
+            };
+            if self.store.resolve_pending(&pending.id, &resolution).await? {
+                self.store.append_event(session_id, &event).await?;
+            }
+        }
+        if append_finished {
             let event = Event::TurnFinished(TurnFinished {
                 agent_status: None,
-                turn_id: turn.id.clone(),
+                turn_id: turn_id.to_string(),
                 status: TurnStatus::Interrupted,
                 result: None,
                 usage: Usage::default(),
                 cost_usd: 0.0,
                 num_model_calls: 0,
                 duration_ms: 0,
-                error: Some(agentd_protocol::ErrorInfo {
-                    code: "server_restarted".into(),
-                    message: "agentd stopped while this turn was running.".into(),
-                    retryable: true,
-                }),
+                error: Some(error),
             });
-            self.store.append_event(&turn.session_id, &event).await?;
-            self.store
-                .finish_turn(&turn.id, TurnStatus::Interrupted)
-                .await?;
-            self.store
-                .update_session(
-                    &turn.session_id,
-                    SessionUpdate {
-                        status: Some(SessionStatus::Idle),
-                        ..SessionUpdate::default()
-                    },
-                )
-                .await?;
-            count += 1;
+            self.store.append_event(session_id, &event).await?;
         }
-        Ok(count)
+        match self
+            .store
+            .finish_turn(turn_id, TurnStatus::Interrupted)
+            .await
+        {
+            Ok(()) | Err(StoreError::NotFound(_)) => {}
+            Err(err) => return Err(err),
+        }
+        self.store
+            .update_session(
+                session_id,
+                SessionUpdate {
+                    status: Some(SessionStatus::Idle),
+                    ..SessionUpdate::default()
+                },
+            )
+            .await?;
+        Ok(())
     }
 
     /// Run one turn of `session` to its end. Events go to the store and, as they

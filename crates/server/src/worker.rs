@@ -29,6 +29,12 @@ pub(crate) async fn drive(
         run_one(&registry, &handle, &turn, cancel)
             .instrument(span)
             .await;
+        // A turn taken from the cluster's queue: save and release it.
+        if let Some(cluster) = &registry.runtime().cluster {
+            cluster
+                .turn_ended(&registry, &handle.session_id, &turn.turn_id)
+                .await;
+        }
         next = registry.next_turn(&handle, &turn);
     }
     if registry.is_stopping() {
@@ -39,6 +45,11 @@ pub(crate) async fn drive(
                 retryable: true,
             };
             record_unrun(&registry, &handle, &turn, TurnStatus::Interrupted, error).await;
+            if let Some(cluster) = &registry.runtime().cluster {
+                cluster
+                    .turn_ended(&registry, &handle.session_id, &turn.turn_id)
+                    .await;
+            }
         }
     }
 }
@@ -50,7 +61,7 @@ async fn run_one(
     cancel: CancellationToken,
 ) {
     let runtime = registry.runtime();
-    let session = match runtime.store.get_session(&handle.session_id).await {
+    let mut session = match runtime.store.get_session(&handle.session_id).await {
         Ok(Some(session)) => session,
         Ok(None) => {
             tracing::warn!("session vanished before its turn could start");
@@ -71,6 +82,18 @@ async fn run_one(
             return;
         }
     };
+    if let Some(cluster) = &runtime.cluster
+        && let Err(message) = cluster.prepare(registry, &mut session).await
+    {
+        tracing::error!(%message, "cannot prepare the workspace");
+        let error = ErrorInfo {
+            code: "workspace_unavailable".into(),
+            message: format!("the turn could not start: {message}"),
+            retryable: true,
+        };
+        record_unrun(registry, handle, turn, TurnStatus::Failed, error).await;
+        return;
+    }
     registry
         .metrics()
         .turns_started

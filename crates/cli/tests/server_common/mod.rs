@@ -62,16 +62,21 @@ impl Harness {
 
     /// `agentd ARGS` with a clean environment pointing at the model server.
     pub fn command(&self, args: &[&str]) -> Command {
+        self.command_in(self.data(), args)
+    }
+
+    /// [`Harness::command`] with another data dir (one node of several).
+    pub fn command_in(&self, data_dir: &Path, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap())
-            .env("HOME", self.data())
-            .env("AGENTD_DATA_DIR", self.data())
+            .env("HOME", data_dir)
+            .env("AGENTD_DATA_DIR", data_dir)
             .env("AGENTD_CONFIG", &self.config)
             .env("AGENTD_LOG", "info")
             .env("ANTHROPIC_API_KEY", "test-key")
             .env("ANTHROPIC_BASE_URL", self.model.url())
-            .current_dir(self.data())
+            .current_dir(data_dir)
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .args(args);
@@ -104,11 +109,24 @@ impl Harness {
     }
 
     pub async fn start_with(&self, args: &[&str]) -> Server {
+        self.start_in(self.data(), args).await
+    }
+
+    /// One node of several sharing the config (a cluster on PostgreSQL): its
+    /// own data dir `<data>/<name>`.
+    pub async fn start_node(&self, name: &str) -> Server {
+        let dir = self.data().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        self.start_in(&dir, &["serve", "--bind", "127.0.0.1:0"])
+            .await
+    }
+
+    async fn start_in(&self, data_dir: &Path, args: &[&str]) -> Server {
         let n = self
             .starts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = self.data().join(format!("server-{n}.log"));
-        let mut cmd = self.command(args);
+        let mut cmd = self.command_in(data_dir, args);
         cmd.stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap());
         let mut child = cmd.spawn().unwrap();
@@ -281,17 +299,27 @@ impl Server {
 
     /// SIGTERM, then the exit code.
     pub async fn terminate(mut self) -> i32 {
-        let child = self.child.as_mut().unwrap();
-        let pid = child.id().unwrap().to_string();
+        self.signal("TERM").await;
+        self.exit_code().await
+    }
+
+    /// Send a signal (`TERM`, `USR1`, …) by name.
+    pub async fn signal(&mut self, name: &str) {
+        let pid = self.child.as_ref().unwrap().id().unwrap().to_string();
         let status = Command::new("kill")
-            .args(["-TERM", &pid])
+            .args([&format!("-{name}"), &pid])
             .status()
             .await
             .unwrap();
         assert!(status.success());
+    }
+
+    /// Wait for the process to exit by itself; its exit code.
+    pub async fn exit_code(&mut self) -> i32 {
+        let child = self.child.as_mut().unwrap();
         let status = tokio::time::timeout(WAIT, child.wait())
             .await
-            .expect("agentd serve did not stop after SIGTERM")
+            .expect("agentd serve did not exit")
             .unwrap();
         status.code().unwrap_or(-1)
     }
@@ -388,4 +416,30 @@ pub fn assert_gapless(events: &[SseEvent]) {
 /// Script text long enough to stream as many chunks.
 pub fn words(n: usize) -> String {
     (0..n).map(|i| format!("word{i} ")).collect()
+}
+
+/// A URL of the test cluster whose `search_path` is a new, empty schema.
+pub async fn fresh_database_url() -> String {
+    let base = std::env::var("AGENTD_TEST_POSTGRES_URL").unwrap_or_default();
+    assert!(
+        !base.is_empty(),
+        "AGENTD_TEST_POSTGRES_URL is not set: this test needs a running PostgreSQL. \
+         Run it via `make test` (it starts a throwaway cluster), or \
+         `eval \"$(scripts/postgres.sh start)\"` and export the URL."
+    );
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let schema = format!("serve_{}_{nanos}", std::process::id());
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&base)
+        .await
+        .unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::Connection::close(conn).await.unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}options=-c%20search_path%3D{schema}")
 }

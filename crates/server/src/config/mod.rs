@@ -41,6 +41,8 @@ pub struct Config {
     pub subagents: Vec<SubagentToml>,
     #[serde(default)]
     pub skills: SkillsToml,
+    #[serde(default)]
+    pub cluster: ClusterConfig,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -74,6 +76,32 @@ pub enum AuthMode {
 #[serde(deny_unknown_fields)]
 pub struct DatabaseConfig {
     pub url: Option<String>,
+}
+
+/// `[cluster]`: several `agentd serve` nodes on one PostgreSQL (DESIGN §9).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// On by default when the database is PostgreSQL; SQLite is one node.
+    pub enabled: Option<bool>,
+    /// This node's name; default: made once and kept in `<data_dir>/node_id`.
+    pub node_id: Option<String>,
+    /// A node silent this long is dead: another finishes its turns as
+    /// interrupted.
+    pub lease_timeout_s: u64,
+    /// Turns this node runs at once; more wait in the shared queue.
+    pub max_running_turns: usize,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            enabled: None,
+            node_id: None,
+            lease_timeout_s: 15,
+            max_running_turns: 64,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -342,6 +370,16 @@ impl Config {
             }
         }
         agents::check(&config.mcp_servers, &config.subagents, &config.models)?;
+        if config.cluster.lease_timeout_s == 0 || config.cluster.max_running_turns == 0 {
+            return Err(
+                "[cluster] lease_timeout_s and max_running_turns must be at least 1".into(),
+            );
+        }
+        if let Some(id) = &config.cluster.node_id
+            && (id.is_empty() || id.len() > 128 || id.chars().any(char::is_whitespace))
+        {
+            return Err("[cluster] node_id must be 1–128 characters without spaces".into());
+        }
         Ok(config)
     }
 

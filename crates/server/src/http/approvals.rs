@@ -123,11 +123,15 @@ pub async fn answer_permission(
             ));
         }
     };
-    let by = format!("user:{}", user.name);
-    if !runtime
-        .approvals
-        .answer(&request_id, Answer::new(decision, by))
-    {
+    let answer = Answer::new(decision, format!("user:{}", user.name));
+    let mut delivered = runtime.approvals.answer(&request_id, answer.clone());
+    if !delivered && let Some(cluster) = &runtime.cluster {
+        delivered = cluster
+            .forward_permission(&id, &request_id, &answer)
+            .await
+            .map_err(ApiError::Internal)?;
+    }
+    if !delivered {
         return Err(ApiError::Conflict {
             code: "not_waiting",
             message: "no turn is waiting for this request any more".into(),
@@ -182,7 +186,16 @@ pub async fn answer_question(
         answers: Some(body.answers.clone()),
         by: format!("user:{}", user.name),
     };
-    if !runtime.approvals.answer_question(&request_id, answer) {
+    let mut delivered = runtime
+        .approvals
+        .answer_question(&request_id, answer.clone());
+    if !delivered && let Some(cluster) = &runtime.cluster {
+        delivered = cluster
+            .forward_question(&id, &request_id, &answer)
+            .await
+            .map_err(ApiError::Internal)?;
+    }
+    if !delivered {
         return Err(ApiError::Conflict {
             code: "not_waiting",
             message: "no turn is waiting for this question any more".into(),

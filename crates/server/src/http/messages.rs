@@ -175,13 +175,17 @@ pub async fn interrupt(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<(StatusCode, Json<Interrupted>)> {
     owned_session(&state, &user, &id).await?;
-    let turn_id = state
-        .registry
-        .interrupt(&id)
-        .ok_or_else(|| ApiError::Conflict {
-            code: "no_turn_running",
-            message: "no turn is running in this session".into(),
-        })?;
+    let mut turn_id = state.registry.interrupt(&id);
+    // Not here: in a cluster, its owner gets a signal.
+    if turn_id.is_none()
+        && let Some(cluster) = &state.registry.runtime().cluster
+    {
+        turn_id = cluster.interrupt(&id).await.map_err(ApiError::Internal)?;
+    }
+    let turn_id = turn_id.ok_or_else(|| ApiError::Conflict {
+        code: "no_turn_running",
+        message: "no turn is running in this session".into(),
+    })?;
     tracing::info!(session_id = %id, %turn_id, "interrupt requested");
     Ok((StatusCode::ACCEPTED, Json(Interrupted { turn_id })))
 }

@@ -51,8 +51,12 @@ pub struct ProfileInfo {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
-    /// `ok`, `degraded` (the database is down) or `stopping`.
+    /// `ok`, `degraded` (the database is down), `draining` (a cluster node
+    /// finishing its turns before it exits) or `stopping`.
     pub status: String,
+    /// This node's id, in a cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
     pub version: String,
     /// `up` or `down`.
     pub database: String,
@@ -145,10 +149,11 @@ pub async fn profiles(State(state): State<AppState>, _user: User) -> ApiResult<J
 }
 
 /// Health: answers while the server runs (no authentication), with whether
-/// the database answers a ping within 2 s; `503` when it does not.
+/// the database answers a ping within 2 s; `503` when it does not, or while
+/// a cluster node drains (load balancers stop sending it requests).
 #[utoipa::path(get, path = "/healthz", tag = "server",
     responses((status = 200, body = Health),
-        (status = 503, description = "The database is down", body = Health)))]
+        (status = 503, description = "The database is down, or the node drains", body = Health)))]
 pub async fn healthz(State(state): State<AppState>) -> Response {
     let store = state.registry.runtime().store.clone();
     let error = match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
@@ -159,14 +164,18 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
             PING_TIMEOUT.as_secs()
         )),
     };
+    let cluster = state.registry.runtime().cluster.as_ref();
+    let draining = cluster.is_some_and(|c| c.is_draining());
     let status = if state.registry.is_stopping() {
         "stopping"
     } else if error.is_some() {
         "degraded"
+    } else if draining {
+        "draining"
     } else {
         "ok"
     };
-    let code = if error.is_some() {
+    let code = if error.is_some() || draining {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::OK
@@ -174,6 +183,7 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
     let health = Health {
         status: status.into(),
         version: env!("CARGO_PKG_VERSION").into(),
+        node_id: cluster.map(|c| c.node_id().to_string()),
         database: if error.is_some() { "down" } else { "up" }.into(),
         error,
     };

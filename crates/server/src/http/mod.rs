@@ -209,17 +209,39 @@ pub async fn serve(
     auth: Auth,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let recovered = runtime
-        .recover(None)
-        .await
-        .map_err(|err| std::io::Error::other(format!("recovering interrupted turns: {err}")))?;
-    if recovered > 0 {
-        tracing::warn!(
-            recovered,
-            "finished turns left running by an earlier process as interrupted"
-        );
+    let cluster = runtime.cluster.clone();
+    // In a cluster, other nodes' turns run: only this node's own leases (and
+    // dead nodes') are recovered, by `Cluster::start`.
+    if cluster.is_none() {
+        let recovered = runtime
+            .recover(None)
+            .await
+            .map_err(|err| std::io::Error::other(format!("recovering interrupted turns: {err}")))?;
+        if recovered > 0 {
+            tracing::warn!(
+                recovered,
+                "finished turns left running by an earlier process as interrupted"
+            );
+        }
     }
     let registry = Registry::new(runtime, env, Arc::new(Metrics::default()));
+    let cluster_stop = CancellationToken::new();
+    if let Some(cluster) = &cluster {
+        let address = format!("http://{}", listener.local_addr()?);
+        cluster
+            .start(registry.clone(), &address, cluster_stop.clone())
+            .await
+            .map_err(|err| std::io::Error::other(format!("joining the cluster: {err}")))?;
+    }
+    let drained = {
+        let cluster = cluster.clone();
+        async move {
+            match cluster {
+                Some(cluster) => cluster.drained().await,
+                None => std::future::pending().await,
+            }
+        }
+    };
     let streams = CancellationToken::new();
     let app = app(registry.clone(), auth, streams.clone());
     let accepting = CancellationToken::new();
@@ -234,12 +256,17 @@ pub async fn serve(
     tokio::select! {
         result = &mut server => return result.map_err(std::io::Error::other)?,
         () = signal => {}
+        () = drained => tracing::info!("drained: no turn left running here"),
     }
     tracing::info!("shutting down");
     accepting.cancel();
     registry.shutdown(SHUTDOWN_GRACE).await;
     registry.runtime().mcp.shutdown().await;
     registry.runtime().claude.shutdown().await;
+    cluster_stop.cancel();
+    if let Some(cluster) = &cluster {
+        cluster.leave().await;
+    }
     streams.cancel();
     match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
         Ok(result) => result.map_err(std::io::Error::other)?,

@@ -15,6 +15,7 @@ use super::AppState;
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
 use crate::models::resolve_model;
+use crate::registry::LiveState;
 
 const MAX_TITLE_CHARS: usize = 200;
 const DEFAULT_PAGE: u32 = 50;
@@ -80,7 +81,12 @@ pub struct SessionList {
 }
 
 pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
-    let live = state.registry.live_state(&session.id);
+    let mut live = state.registry.live_state(&session.id);
+    // In a cluster the turn may run on another node: only a turn running
+    // here says more than the store.
+    if state.registry.runtime().cluster.is_some() && live.running_turn.is_none() {
+        live = LiveState::default();
+    }
     // The registry knows sooner than the store, which the turn's task updates.
     let status = match (session.status, &live.running_turn) {
         (SessionStatus::Waiting, Some(_)) => SessionStatus::Waiting,
@@ -312,14 +318,15 @@ pub async fn delete_session(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     let session = owned_session(&state, &user, &id).await?;
-    let guard = state
-        .registry
-        .begin_delete(&id)
-        .await
-        .ok_or_else(|| ApiError::Conflict {
-            code: "turn_running",
-            message: "a turn is running or queued in this session; interrupt it first".into(),
-        })?;
+    let busy = || ApiError::Conflict {
+        code: "turn_running",
+        message: "a turn is running or queued in this session; interrupt it first".into(),
+    };
+    // In a cluster the turn may run on another node: the store knows.
+    if state.registry.runtime().cluster.is_some() && session.status != SessionStatus::Idle {
+        return Err(busy());
+    }
+    let guard = state.registry.begin_delete(&id).await.ok_or_else(busy)?;
     state.registry.runtime().store.delete_session(&id).await?;
     guard.finish();
     state.registry.runtime().mcp.shutdown_session(&id).await;

@@ -2,6 +2,10 @@
 //! in the same statement that inserts the event. The UPDATE locks the session
 //! row, so appends to one session serialize (across processes too) and a
 //! failed or abandoned append rolls back its `seq` with it: no gaps.
+//!
+//! Every append also sends `NOTIFY agentd_events, '<session> <first> <last>'`
+//! in its transaction (delivered at commit, in commit order): other nodes'
+//! live streams wake up on it and read the events from this table.
 
 use agentd_protocol::{Event, EventEnvelope};
 
@@ -24,11 +28,12 @@ impl PostgresStore {
         let row = sqlx::query(
             "WITH s AS (\
                UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq\
-             ) \
+             ), n AS (SELECT pg_notify('agentd_events', $1 || ' ' || s.last_seq || ' ' || s.last_seq) \
+               FROM s) \
              INSERT INTO events (session_id, seq, type, data, created_at) \
              SELECT $1, s.last_seq, $2, $3, \
                (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-             FROM s RETURNING seq, created_at",
+             FROM s, n RETURNING seq, created_at",
         )
         .bind(session_id)
         .bind(event.type_name())
@@ -67,11 +72,12 @@ impl PostgresStore {
         let rows = sqlx::query(
             "WITH s AS (\
                UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq\
-             ) \
+             ), n AS (SELECT pg_notify('agentd_events', \
+               $1 || ' ' || (s.last_seq - $2 + 1) || ' ' || s.last_seq) FROM s) \
              INSERT INTO events (session_id, seq, type, data, created_at) \
              SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, \
                (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-             FROM s, unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord) \
+             FROM s, n, unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord) \
              RETURNING seq, created_at",
         )
         .bind(session_id)

@@ -6,6 +6,7 @@
 //! serialize per session and never leave gaps.
 
 mod blobs;
+pub mod cluster;
 mod events;
 mod messages;
 mod pending;
@@ -54,6 +55,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "checkpoints_compactions",
         include_str!("../../migrations/postgres/0003_checkpoints_compactions.sql"),
+    ),
+    (
+        4,
+        "cluster",
+        include_str!("../../migrations/postgres/0004_cluster.sql"),
     ),
 ];
 

@@ -1,0 +1,361 @@
+//! Several `agentd serve` nodes sharing one PostgreSQL (DESIGN §9). Any node
+//! accepts any request; the database decides who runs what:
+//!
+//! - a message becomes a row of the shared turn queue; a node with room takes
+//!   the oldest turn of a session nobody runs (`SKIP LOCKED`) and holds its
+//!   lease until the turn is recorded ([`leases`] keeps it alive);
+//! - events are stored by the owner and reach streams on other nodes through
+//!   `NOTIFY` + a read of the events table ([`listen`]);
+//! - interrupts and answers posted to another node reach the owner as signals;
+//! - a node silent for `lease_timeout_s` is dead: another finishes its turns
+//!   as `interrupted` and the sessions go on anywhere;
+//! - the workspace is saved to the blob store at each turn end and restored by
+//!   a node that lacks it before the turn starts ([`workspace`]).
+//!
+//! With SQLite (one node) none of this exists: `Runtime::cluster` is `None`.
+
+mod leases;
+mod listen;
+mod workspace;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use agentd_engine::{Answer, QuestionAnswer};
+use agentd_store::SessionRecord;
+use agentd_store::postgres::cluster::{ClusterStore, Enqueued, QueuedTurn, Signal};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ClusterConfig;
+use crate::registry::{Accepted, PendingTurn, Registry, Submission, SubmitError};
+
+pub use workspace::localize;
+
+/// This node's part of the cluster. Cheap to clone.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node_id: String,
+    store: ClusterStore,
+    lease_timeout: Duration,
+    max_running: usize,
+    /// Turns this node has taken and not yet released.
+    running: AtomicUsize,
+    /// Wakes the claimer: a turn was queued or a lease released.
+    kick: Notify,
+    /// Set by `drain`: take no new turns, exit when the running ones end.
+    draining: CancellationToken,
+    /// Released a turn while draining: maybe the last one.
+    released: Notify,
+    address: std::sync::Mutex<String>,
+    workspaces: workspace::Synced,
+}
+
+impl Cluster {
+    pub fn new(store: ClusterStore, config: &ClusterConfig, node_id: String) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                node_id,
+                store,
+                lease_timeout: Duration::from_secs(config.lease_timeout_s),
+                max_running: config.max_running_turns,
+                running: AtomicUsize::new(0),
+                kick: Notify::new(),
+                draining: CancellationToken::new(),
+                released: Notify::new(),
+                address: std::sync::Mutex::new(String::new()),
+                workspaces: workspace::Synced::default(),
+            }),
+        }
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.inner.node_id
+    }
+
+    pub fn store(&self) -> &ClusterStore {
+        &self.inner.store
+    }
+
+    pub fn lease_timeout(&self) -> Duration {
+        self.inner.lease_timeout
+    }
+
+    /// Join: recover what this node's previous life left, then start the
+    /// listener, the heartbeat (with failover) and the claimer. They stop
+    /// when `stop` is cancelled.
+    pub async fn start(
+        &self,
+        registry: Registry,
+        address: &str,
+        stop: CancellationToken,
+    ) -> Result<(), String> {
+        if let Ok(mut slot) = self.inner.address.lock() {
+            *slot = address.to_string();
+        }
+        let store = &self.inner.store;
+        store
+            .register_node(&self.inner.node_id, address)
+            .await
+            .map_err(|e| e.to_string())?;
+        leases::recover_own(self, &registry)
+            .await
+            .map_err(|e| e.to_string())?;
+        let listener = store.listener().await.map_err(|e| e.to_string())?;
+        tracing::info!(node_id = %self.inner.node_id, "joined the cluster");
+        tokio::spawn(listen::run(
+            self.clone(),
+            registry.clone(),
+            listener,
+            stop.clone(),
+        ));
+        tokio::spawn(leases::heartbeat(
+            self.clone(),
+            registry.clone(),
+            stop.clone(),
+        ));
+        tokio::spawn(self.clone().claim_loop(registry, stop));
+        Ok(())
+    }
+
+    fn address(&self) -> String {
+        self.inner
+            .address
+            .lock()
+            .map(|a| a.clone())
+            .unwrap_or_default()
+    }
+
+    /// Accept a message: queue it in the database for whichever node takes it.
+    pub(crate) async fn submit(
+        &self,
+        session: &SessionRecord,
+        submission: Submission,
+    ) -> Result<Accepted, SubmitError> {
+        let turn = QueuedTurn {
+            turn_id: uuid::Uuid::now_v7().to_string(),
+            session_id: session.id.clone(),
+            text: submission.text,
+            client_request_id: submission.client_request_id,
+        };
+        let accepted = match self
+            .inner
+            .store
+            .enqueue_turn(&turn, submission.queue)
+            .await?
+        {
+            Enqueued::Started => Accepted::Started(turn.turn_id),
+            Enqueued::Queued => Accepted::Queued(turn.turn_id),
+            Enqueued::Duplicate(id) => return Ok(Accepted::Duplicate(id)),
+            Enqueued::Busy => return Err(SubmitError::Busy),
+        };
+        // Take it here if there is room (the NOTIFY wakes the other nodes).
+        self.inner.kick.notify_one();
+        Ok(accepted)
+    }
+
+    /// Take queued turns while there is room, on every kick and every second
+    /// (in case a notification was lost).
+    async fn claim_loop(self, registry: Registry, stop: CancellationToken) {
+        loop {
+            while !self.is_draining()
+                && !registry.is_stopping()
+                && self.inner.running.load(Ordering::SeqCst) < self.inner.max_running
+            {
+                match self.inner.store.claim_turn(&self.inner.node_id).await {
+                    Ok(Some((turn, lease))) => {
+                        self.inner.running.fetch_add(1, Ordering::SeqCst);
+                        tracing::debug!(session_id = %lease.session_id, turn_id = %lease.turn_id, "took a turn");
+                        registry.start_claimed(
+                            &turn.session_id,
+                            PendingTurn {
+                                turn_id: turn.turn_id,
+                                text: turn.text,
+                                client_request_id: turn.client_request_id,
+                            },
+                        );
+                    }
+                    Ok(None) => break,
+                    Err(err) => {
+                        tracing::warn!(%err, "cannot take queued turns");
+                        break;
+                    }
+                }
+            }
+            tokio::select! {
+                () = self.inner.kick.notified() => {}
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Wake the claimer (a `TURNS` notification came).
+    pub(crate) fn kick(&self) {
+        self.inner.kick.notify_one();
+    }
+
+    /// Before a taken turn runs: its workspace here, restored from the last
+    /// saved state if this node lacks it.
+    pub(crate) async fn prepare(
+        &self,
+        registry: &Registry,
+        session: &mut SessionRecord,
+    ) -> Result<(), String> {
+        workspace::prepare(self, registry.runtime(), session).await
+    }
+
+    /// After a taken turn is recorded: save its workspace, release its lease.
+    pub(crate) async fn turn_ended(&self, registry: &Registry, session_id: &str, turn_id: &str) {
+        if let Err(err) = workspace::save(self, registry.runtime(), session_id).await {
+            // The next node starts from the previous save: say so loudly.
+            tracing::error!(%err, session_id, "could not save the workspace at the turn end");
+        }
+        if let Err(err) = self.inner.store.release_lease(session_id, turn_id).await {
+            tracing::error!(%err, session_id, "could not release the lease; it expires with this node");
+        }
+        self.inner.running.fetch_sub(1, Ordering::SeqCst);
+        self.inner.released.notify_waiters();
+        self.inner.kick.notify_one();
+    }
+
+    /// Interrupt a session's turn wherever it runs: `Some(turn id)` when one
+    /// runs (a signal goes to its owner).
+    pub async fn interrupt(&self, session_id: &str) -> Result<Option<String>, String> {
+        let store = &self.inner.store;
+        let Some(lease) = store.lease(session_id).await.map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        if store
+            .finished_since(session_id, lease.start_seq)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(None);
+        }
+        let signal = Signal {
+            kind: "interrupt".into(),
+            target: session_id.to_string(),
+            data: json!({"turn_id": lease.turn_id}).to_string(),
+        };
+        store
+            .send_signal(&lease.node_id, &signal)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Some(lease.turn_id))
+    }
+
+    /// Pass a permission decision to the node whose turn waits for it;
+    /// `false` when no turn of the session runs.
+    pub async fn forward_permission(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer: &Answer,
+    ) -> Result<bool, String> {
+        let data = json!({"decision": answer.decision, "by": answer.by});
+        self.forward(session_id, "permission", request_id, data)
+            .await
+    }
+
+    /// Pass a question's answers to the node whose turn waits for them.
+    pub async fn forward_question(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer: &QuestionAnswer,
+    ) -> Result<bool, String> {
+        let data = json!({"answers": answer.answers, "by": answer.by});
+        self.forward(session_id, "question", request_id, data).await
+    }
+
+    async fn forward(
+        &self,
+        session_id: &str,
+        kind: &str,
+        request_id: &str,
+        data: serde_json::Value,
+    ) -> Result<bool, String> {
+        let store = &self.inner.store;
+        let Some(lease) = store.lease(session_id).await.map_err(|e| e.to_string())? else {
+            return Ok(false);
+        };
+        let signal = Signal {
+            kind: kind.into(),
+            target: request_id.to_string(),
+            data: data.to_string(),
+        };
+        store
+            .send_signal(&lease.node_id, &signal)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(true)
+    }
+
+    /// Stop taking turns; [`Cluster::drained`] resolves once the running ones
+    /// are released.
+    pub fn drain(&self) {
+        if !self.inner.draining.is_cancelled() {
+            tracing::info!(node_id = %self.inner.node_id, "draining: finishing running turns, taking no new ones");
+        }
+        self.inner.draining.cancel();
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.inner.draining.is_cancelled()
+    }
+
+    /// Resolves when draining and no taken turn is left.
+    pub async fn drained(&self) {
+        self.inner.draining.cancelled().await;
+        loop {
+            let released = self.inner.released.notified();
+            if self.inner.running.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            tokio::select! {
+                () = released => {}
+                () = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+        }
+    }
+
+    /// Leave the cluster (a clean stop): others need not wait for a timeout.
+    pub async fn leave(&self) {
+        if let Err(err) = self.inner.store.remove_node(&self.inner.node_id).await {
+            tracing::warn!(%err, "could not leave the cluster cleanly");
+        }
+    }
+}
+
+/// `[cluster] node_id`, else the id kept in `<data_dir>/node_id` (made on the
+/// first start: the host name and a random suffix), so a restarted node
+/// recognises the leases its previous life left.
+pub fn node_id(configured: Option<&str>, data_dir: &Path) -> std::io::Result<String> {
+    if let Some(id) = configured {
+        return Ok(id.to_string());
+    }
+    let file = data_dir.join("node_id");
+    if let Ok(id) = std::fs::read_to_string(&file)
+        && !id.trim().is_empty()
+    {
+        return Ok(id.trim().to_string());
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let id = format!("{host}-{suffix}");
+    std::fs::create_dir_all(data_dir)?;
+    std::fs::write(&file, format!("{id}\n"))?;
+    Ok(id)
+}

@@ -1,0 +1,158 @@
+//! Session workspaces across nodes. Each node keeps server-made workspaces in
+//! its own data dir; the shared truth is the manifest saved (with its file
+//! blobs) at every turn end. A node about to run a turn restores the saved
+//! state unless it is the one that saved it last. Ignored folders (`.git`,
+//! `node_modules`, `target`) and skipped files (see `SnapshotPolicy`) are not
+//! carried between nodes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agentd_engine::checkpoint::{
+    Manifest, SnapshotPolicy, Snapshotter, decode_manifest, encode_manifest, sha256_hex,
+};
+use agentd_store::SessionRecord;
+
+use super::Cluster;
+use crate::checkpoints::StoreBlobs;
+use crate::runtime::Runtime;
+
+/// Sessions whose workspace here matches a saved manifest: id → (hash,
+/// manifest). The manifest's fingerprints make the next save cheap.
+#[derive(Default)]
+pub(super) struct Synced(Mutex<HashMap<String, (String, Arc<Manifest>)>>);
+
+/// Entries kept at most; beyond, the map starts over (a forgotten session
+/// costs one restore check on its next turn, nothing more).
+const SYNCED_MAX: usize = 4096;
+
+impl Synced {
+    fn get(&self, session_id: &str) -> Option<(String, Arc<Manifest>)> {
+        self.0.lock().ok()?.get(session_id).cloned()
+    }
+
+    fn set(&self, session_id: &str, hash: String, manifest: Arc<Manifest>) {
+        if let Ok(mut map) = self.0.lock() {
+            if map.len() >= SYNCED_MAX {
+                map.clear();
+            }
+            map.insert(session_id.to_string(), (hash, manifest));
+        }
+    }
+}
+
+/// A workspace agentd made for a server session lives in each node's own data
+/// dir: point `session` at this node's. Workspaces given by path (`agentd
+/// run`) are the user's and stay as they are.
+pub fn localize(data_dir: &Path, session: &mut SessionRecord) {
+    if let Some(local) = local_workspace(data_dir, session) {
+        session.workspace = local.display().to_string();
+    }
+}
+
+fn local_workspace(data_dir: &Path, session: &SessionRecord) -> Option<PathBuf> {
+    let path = Path::new(&session.workspace);
+    let managed = path.file_name().is_some_and(|n| n == session.id.as_str())
+        && path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|n| n == "workspaces");
+    if !managed {
+        return None;
+    }
+    let data_dir = data_dir
+        .canonicalize()
+        .unwrap_or_else(|_| data_dir.to_path_buf());
+    Some(data_dir.join("workspaces").join(&session.id))
+}
+
+fn snapshotter() -> Snapshotter {
+    Snapshotter::new(SnapshotPolicy::default())
+}
+
+pub(super) async fn prepare(
+    cluster: &Cluster,
+    runtime: &Runtime,
+    session: &mut SessionRecord,
+) -> Result<(), String> {
+    let managed = local_workspace(&runtime.data_dir, session).is_some();
+    localize(&runtime.data_dir, session);
+    let local = PathBuf::from(&session.workspace);
+    if managed && !local.exists() {
+        let root = runtime.data_dir.join("workspaces");
+        let id = session.id.clone();
+        tokio::task::spawn_blocking(move || agentd_sandbox::create_workspace(&root, &id))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("creating the workspace: {e}"))?;
+    }
+    let saved = cluster
+        .store()
+        .workspace(&session.id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(hash) = saved else {
+        return Ok(());
+    };
+    let synced = &cluster.inner.workspaces;
+    if synced.get(&session.id).is_some_and(|(h, _)| h == hash) {
+        return Ok(());
+    }
+    let store = &runtime.store;
+    let bytes = store
+        .get_blob(&hash)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("the saved workspace {hash} is missing from the blob store"))?;
+    let manifest = decode_manifest(&bytes, None).map_err(|e| e.to_string())?;
+    let changed = snapshotter()
+        .restore(&local, &manifest, &StoreBlobs(store.clone()))
+        .await
+        .map_err(|e| format!("restoring the workspace: {e}"))?;
+    tracing::info!(session_id = %session.id, files = changed.len(), "restored the workspace saved by another node");
+    synced.set(&session.id, hash, Arc::new(manifest));
+    Ok(())
+}
+
+pub(super) async fn save(
+    cluster: &Cluster,
+    runtime: &Runtime,
+    session_id: &str,
+) -> Result<(), String> {
+    let store = &runtime.store;
+    let Some(mut session) = store
+        .get_session(session_id)
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(());
+    };
+    localize(&runtime.data_dir, &mut session);
+    let local = PathBuf::from(&session.workspace);
+    if !local.is_dir() {
+        return Ok(());
+    }
+    let synced = &cluster.inner.workspaces;
+    let previous = synced.get(session_id);
+    let blobs = StoreBlobs(store.clone());
+    let (manifest, _) = snapshotter()
+        .snapshot(&local, previous.as_ref().map(|(_, m)| m.as_ref()), &blobs)
+        .await
+        .map_err(|e| e.to_string())?;
+    let bytes = encode_manifest(&manifest, None);
+    let hash = sha256_hex(&bytes);
+    if previous.as_ref().is_none_or(|(h, _)| *h != hash) {
+        store
+            .put_blobs(&[(hash.clone(), bytes)])
+            .await
+            .map_err(|e| e.to_string())?;
+        cluster
+            .store()
+            .save_workspace(session_id, &hash, cluster.node_id())
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    synced.set(session_id, hash, Arc::new(manifest));
+    Ok(())
+}
