@@ -123,7 +123,7 @@ async fn a_session_created_on_a_posted_on_b_streams_from_c_exactly_once_in_order
         json!({"replies": [
             {"when": {"last_user_contains": "hello"}, "content": [
                 {"type": "text", "text": words(400)},
-                {"type": "tool_use", "name": "Bash", "input": {"command": "echo from-the-sandbox"}}
+                {"type": "tool_use", "name": "Bash", "input": {"command": "echo from-the-sandbox | tee out.txt"}}
             ]},
             {"when": {"last_tool_result_contains": "from-the-sandbox"},
              "content": [{"type": "text", "text": "first done"}]},
@@ -165,6 +165,19 @@ async fn a_session_created_on_a_posted_on_b_streams_from_c_exactly_once_in_order
     }
     let info = a.wait_idle(&id).await;
     assert_eq!(info["totals"]["turns"], 2);
+    // Every node shows the workspace as of the last turn end, wherever it ran.
+    for server in [a, b, c] {
+        let response = server
+            .request(
+                reqwest::Method::GET,
+                &format!("/v1/sessions/{id}/files/content?path=out.txt"),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.text().await.unwrap(), "from-the-sandbox\n");
+    }
 }
 
 #[tokio::test]

@@ -405,6 +405,12 @@ impl Registry {
         })
     }
 
+    /// A turn of the session runs (or finishes) in this process.
+    pub(crate) fn runs_here(&self, session_id: &str) -> bool {
+        let entries = self.inner.lock_entries();
+        entries.get(session_id).is_some_and(|e| e.runs_here())
+    }
+
     /// `(session, published seq)` of sessions with live subscribers and no
     /// turn running here.
     pub(crate) fn watched_sessions(&self) -> Vec<(String, u64)> {

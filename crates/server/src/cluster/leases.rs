@@ -45,12 +45,15 @@ pub(super) async fn heartbeat(cluster: Cluster, registry: Registry, stop: Cancel
             () = stop.cancelled() => return,
         }
         let address = cluster.address();
+        // Taken before the leases are read: a turn taken meanwhile has its
+        // lease already and must not look lost.
+        let running = registry.running_turns();
         match cluster
             .store()
             .heartbeat(cluster.node_id(), &address, cluster.is_draining())
             .await
         {
-            Ok(held) => stop_lost_turns(&registry, &held.into_iter().collect()),
+            Ok(held) => stop_lost_turns(&registry, running, &held.into_iter().collect()),
             Err(err) => {
                 tracing::warn!(%err, "heartbeat failed");
                 continue;
@@ -92,8 +95,8 @@ pub(super) async fn heartbeat(cluster: Cluster, registry: Registry, stop: Cancel
 }
 
 /// Turns running here whose lease another node took: stop them.
-fn stop_lost_turns(registry: &Registry, held: &HashSet<String>) {
-    for (session_id, turn_id) in registry.running_turns() {
+fn stop_lost_turns(registry: &Registry, running: Vec<(String, String)>, held: &HashSet<String>) {
+    for (session_id, turn_id) in running {
         if !held.contains(&session_id) && registry.interrupt_turn(&session_id, &turn_id) {
             tracing::error!(%session_id, %turn_id, "this node lost the turn's lease; stopped it");
         }

@@ -212,6 +212,31 @@ impl Cluster {
         workspace::prepare(self, registry.runtime(), session).await
     }
 
+    /// The session's workspace on this node, for reading or changing it
+    /// outside a turn: as of the last turn end, unless its turn runs here
+    /// (then it is live and left alone).
+    pub async fn local_workspace(
+        &self,
+        registry: &Registry,
+        session: &mut SessionRecord,
+    ) -> Result<(), String> {
+        if registry.runs_here(&session.id) {
+            localize(&registry.runtime().data_dir, session);
+            return Ok(());
+        }
+        workspace::prepare(self, registry.runtime(), session).await
+    }
+
+    /// Save the session's workspace here as its shared state (after a
+    /// rewind or a fork changed it outside a turn).
+    pub async fn save_workspace(
+        &self,
+        registry: &Registry,
+        session_id: &str,
+    ) -> Result<(), String> {
+        workspace::save(self, registry.runtime(), session_id).await
+    }
+
     /// After a taken turn is recorded: save its workspace, release its lease.
     pub(crate) async fn turn_ended(&self, registry: &Registry, session_id: &str, turn_id: &str) {
         if let Err(err) = workspace::save(self, registry.runtime(), session_id).await {

@@ -21,7 +21,12 @@ use crate::runtime::Runtime;
 /// Sessions whose workspace here matches a saved manifest: id → (hash,
 /// manifest). The manifest's fingerprints make the next save cheap.
 #[derive(Default)]
-pub(super) struct Synced(Mutex<HashMap<String, (String, Arc<Manifest>)>>);
+pub(super) struct Synced {
+    map: Mutex<HashMap<String, (String, Arc<Manifest>)>>,
+    /// Held while restoring, so two requests never restore into one
+    /// workspace at once.
+    restoring: tokio::sync::Mutex<()>,
+}
 
 /// Entries kept at most; beyond, the map starts over (a forgotten session
 /// costs one restore check on its next turn, nothing more).
@@ -29,11 +34,11 @@ const SYNCED_MAX: usize = 4096;
 
 impl Synced {
     fn get(&self, session_id: &str) -> Option<(String, Arc<Manifest>)> {
-        self.0.lock().ok()?.get(session_id).cloned()
+        self.map.lock().ok()?.get(session_id).cloned()
     }
 
     fn set(&self, session_id: &str, hash: String, manifest: Arc<Manifest>) {
-        if let Ok(mut map) = self.0.lock() {
+        if let Ok(mut map) = self.map.lock() {
             if map.len() >= SYNCED_MAX {
                 map.clear();
             }
@@ -96,6 +101,7 @@ pub(super) async fn prepare(
         return Ok(());
     };
     let synced = &cluster.inner.workspaces;
+    let _restoring = synced.restoring.lock().await;
     if synced.get(&session.id).is_some_and(|(h, _)| h == hash) {
         return Ok(());
     }

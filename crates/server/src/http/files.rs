@@ -20,7 +20,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::auth::User;
 use super::error::{ApiError, ApiPath, ApiQuery, ApiResult, ErrorBody};
-use super::sessions::owned_session;
+use super::sessions::{owned_session, with_local_workspace};
 
 /// Largest file served by `files/content`.
 pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
@@ -68,6 +68,7 @@ pub async fn list_files(
     ApiQuery(query): ApiQuery<FileQuery>,
 ) -> ApiResult<Json<FileList>> {
     let session = owned_session(&state, &user, &id).await?;
+    let session = with_local_workspace(&state, session).await?;
     let raw = query.path.unwrap_or_else(|| ".".into());
     let workspace = PathBuf::from(session.workspace);
     let list = tokio::task::spawn_blocking(move || list_dir(&workspace, &raw))
@@ -95,6 +96,7 @@ pub async fn file_content(
     ApiQuery(query): ApiQuery<FileQuery>,
 ) -> ApiResult<Response> {
     let session = owned_session(&state, &user, &id).await?;
+    let session = with_local_workspace(&state, session).await?;
     let raw = query
         .path
         .ok_or_else(|| ApiError::BadRequest("the query parameter `path` is required".into()))?;

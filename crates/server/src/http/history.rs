@@ -13,7 +13,10 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
-use super::sessions::{SessionView, new_workspace, owned_session, view};
+use super::sessions::{
+    SessionView, idle_in_cluster, new_workspace, owned_session, share_workspace, turn_running,
+    view, with_local_workspace,
+};
 use crate::checkpoints::{copy_workspace, restore_files};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -123,18 +126,19 @@ pub async fn rewind(
         .filter(|c| c.session_id == id)
         .ok_or_else(|| ApiError::NotFound("no checkpoint with this id in this session".into()))?;
     // Nothing may run while the session is rewound.
+    idle_in_cluster(&state, &session)?;
     let _exclusive = state
         .registry
         .begin_delete(&id)
         .await
-        .ok_or_else(|| ApiError::Conflict {
-            code: "turn_running",
-            message: "a turn is running or queued in this session; interrupt it first".into(),
-        })?;
+        .ok_or_else(turn_running)?;
     let files_restored = if body.files {
-        restore_files(&store, &record, &PathBuf::from(&session.workspace))
+        let session = with_local_workspace(&state, session).await?;
+        let restored = restore_files(&store, &record, &PathBuf::from(&session.workspace))
             .await
-            .map_err(|err| ApiError::Internal(format!("restoring the files: {err}")))?
+            .map_err(|err| ApiError::Internal(format!("restoring the files: {err}")))?;
+        share_workspace(&state, &id).await?;
+        restored
     } else {
         Vec::new()
     };
@@ -176,6 +180,7 @@ pub async fn fork(
     ApiJson(body): ApiJson<ForkRequest>,
 ) -> ApiResult<(StatusCode, Json<SessionView>)> {
     let source = owned_session(&state, &user, &id).await?;
+    let source = with_local_workspace(&state, source).await?;
     let store = state.registry.runtime().store.clone();
     let messages = store.messages(&id).await?;
     let last = match &body.at_message_id {
@@ -230,6 +235,7 @@ pub async fn fork(
             .append_message(&new_id, message.turn_id.as_deref(), &message.message)
             .await?;
     }
+    share_workspace(&state, &new_id).await?;
     tracing::info!(from = %id, session_id = %new_id, messages = kept.len(), "forked");
     Ok((StatusCode::CREATED, Json(view(&state, session))))
 }

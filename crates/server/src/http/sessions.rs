@@ -133,6 +133,49 @@ pub(super) async fn owned_session(
         .ok_or_else(ApiError::session_not_found)
 }
 
+/// The session with `workspace` pointing at this node's copy. In a cluster
+/// that copy is first brought up to the last turn end (unless the session's
+/// turn runs here); alone, the workspace is the one the session names.
+pub(super) async fn with_local_workspace(
+    state: &AppState,
+    mut session: SessionRecord,
+) -> ApiResult<SessionRecord> {
+    if let Some(cluster) = &state.registry.runtime().cluster {
+        cluster
+            .local_workspace(&state.registry, &mut session)
+            .await
+            .map_err(|err| ApiError::Internal(format!("the session's workspace: {err}")))?;
+    }
+    Ok(session)
+}
+
+/// In a cluster, the session's workspace here becomes its shared state.
+pub(super) async fn share_workspace(state: &AppState, session_id: &str) -> ApiResult<()> {
+    if let Some(cluster) = &state.registry.runtime().cluster {
+        cluster
+            .save_workspace(&state.registry, session_id)
+            .await
+            .map_err(|err| ApiError::Internal(format!("saving the workspace: {err}")))?;
+    }
+    Ok(())
+}
+
+/// `409` while a turn runs or waits anywhere in the cluster (the store's
+/// status; a lone node's registry knows on its own).
+pub(super) fn idle_in_cluster(state: &AppState, session: &SessionRecord) -> ApiResult<()> {
+    if state.registry.runtime().cluster.is_some() && session.status != SessionStatus::Idle {
+        return Err(turn_running());
+    }
+    Ok(())
+}
+
+pub(super) fn turn_running() -> ApiError {
+    ApiError::Conflict {
+        code: "turn_running",
+        message: "a turn is running or queued in this session; interrupt it first".into(),
+    }
+}
+
 fn check_title(title: &str) -> ApiResult<String> {
     let title = title.trim();
     if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
@@ -317,16 +360,17 @@ pub async fn delete_session(
     user: User,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    let session = owned_session(&state, &user, &id).await?;
-    let busy = || ApiError::Conflict {
-        code: "turn_running",
-        message: "a turn is running or queued in this session; interrupt it first".into(),
-    };
-    // In a cluster the turn may run on another node: the store knows.
-    if state.registry.runtime().cluster.is_some() && session.status != SessionStatus::Idle {
-        return Err(busy());
+    let mut session = owned_session(&state, &user, &id).await?;
+    idle_in_cluster(&state, &session)?;
+    let guard = state
+        .registry
+        .begin_delete(&id)
+        .await
+        .ok_or_else(turn_running)?;
+    if state.registry.runtime().cluster.is_some() {
+        // This node's copy (copies on other nodes stay until their data dir goes).
+        crate::cluster::localize(&state.registry.runtime().data_dir, &mut session);
     }
-    let guard = state.registry.begin_delete(&id).await.ok_or_else(busy)?;
     state.registry.runtime().store.delete_session(&id).await?;
     guard.finish();
     state.registry.runtime().mcp.shutdown_session(&id).await;
