@@ -44,5 +44,17 @@ if [ $# -eq 0 ]; then
     status=1
   fi
 fi
+# The cluster fan-out benchmark's smoke run (1 and 3 nodes on the test PostgreSQL).
+if [ $# -eq 0 ]; then
+  if "$CARGO" build -q -p agentd-bench --bin cluster \
+    && target/debug/cluster --agentd target/debug/agentd --smoke > /dev/null; then
+    echo "test.sh: bench smoke run (target/debug/cluster --smoke) ok"
+    passed=$((passed + 1))
+  else
+    echo "test.sh: bench smoke run (target/debug/cluster --smoke) FAILED" >&2
+    failed=$((failed + 1))
+    status=1
+  fi
+fi
 echo "tests: $passed passed, $failed failed"
 exit "$status"
