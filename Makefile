@@ -24,8 +24,10 @@ test: deps check
 
 # Release-mode benchmarks; figures and commands are recorded in bench/RESULTS.md.
 # `peer` compares agentd with the claude CLI (installed by deps) and rewrites
-# the "Peer comparison" section of bench/RESULTS.md.
+# the "Peer comparison" section of bench/RESULTS.md; `cluster` prints fan-out
+# across 1 and 3 nodes on a throwaway PostgreSQL.
 bench: deps
 	$(CARGO) build --release -p agentd-cli -p agentd-bench
 	./target/release/turns 100
 	CARGO=$(CARGO) ./bench/peer.sh --write-results
+	CARGO=$(CARGO) ./bench/cluster.sh
