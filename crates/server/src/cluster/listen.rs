@@ -21,8 +21,11 @@ use crate::registry::Registry;
 
 /// How often streams and signals are checked without a notification.
 const SWEEP: Duration = Duration::from_secs(2);
-/// Events read per query when a stream catches up.
-const PAGE: u32 = 256;
+/// Events read in one catch-up query at most.
+const CATCH_UP_LIMIT: u32 = 4096;
+/// An interrupt for a turn not started here yet is retried this many times,
+/// 50 ms apart.
+const INTERRUPT_RETRIES: u32 = 40;
 
 enum Wake {
     /// `(session, first seq, last seq)` of an append.
@@ -75,12 +78,14 @@ pub(super) async fn run(
         if signals || lost {
             take_signals(&cluster, &registry).await;
         }
-        for (session, (first, last)) in appended {
-            catch_up(&registry, &session, first.saturating_sub(1), last).await;
-        }
+        let mut ranges: Vec<(String, u64, u64)> = appended
+            .into_iter()
+            .map(|(session, (first, last))| (session, first.saturating_sub(1), last))
+            .collect();
         if lost {
-            sweep_streams(&cluster, &registry).await;
+            ranges.extend(missed(&cluster, &registry).await);
         }
+        catch_up(&cluster, &registry, ranges).await;
     }
     receiver.abort();
 }
@@ -121,57 +126,64 @@ async fn receive(mut listener: PgListener, node_id: String, wakes: mpsc::Unbound
     }
 }
 
-/// Publish the session's events after `after` (up to at least `last`) to its
-/// streams here, unless nobody here watches or the turn runs here (its worker
-/// publishes them).
-async fn catch_up(registry: &Registry, session_id: &str, after: u64, last: u64) {
-    let Some(handle) = registry.watched(session_id) else {
-        return;
-    };
-    if handle.runs_here() {
+/// Publish each session's events in `(after, upto]` to its streams here, in
+/// one query for all of them; sessions nobody here watches, or whose turn runs
+/// here (its worker publishes), are left out.
+async fn catch_up(cluster: &Cluster, registry: &Registry, ranges: Vec<(String, u64, u64)>) {
+    let mut merged: HashMap<String, (u64, u64)> = HashMap::new();
+    for (session, after, upto) in ranges {
+        let range = merged.entry(session).or_insert((after, upto));
+        *range = (range.0.min(after), range.1.max(upto));
+    }
+    let mut handles = HashMap::new();
+    let mut wanted = Vec::new();
+    for (session, (after, upto)) in merged {
+        let Some(handle) = registry.watched(&session) else {
+            continue;
+        };
+        let after = handle.published().max(after);
+        if handle.runs_here() || after >= upto {
+            continue;
+        }
+        wanted.push((session.clone(), after, upto));
+        handles.insert(session, handle);
+    }
+    if wanted.is_empty() {
         return;
     }
-    let store = &registry.runtime().store;
-    let mut from = handle.published().max(after);
-    while from < last {
-        let page = match store.events_after(session_id, from, PAGE).await {
-            Ok(page) => page,
-            Err(err) => {
-                tracing::warn!(%err, session_id, "cannot read events for live streams");
-                return;
+    match cluster.store().events_in_ranges(&wanted, CATCH_UP_LIMIT).await {
+        Ok(events) => {
+            for envelope in &events {
+                if let Some(handle) = handles.get(&envelope.session_id) {
+                    handle.publish(envelope);
+                }
             }
-        };
-        let Some(end) = page.last().map(|e| e.seq) else {
-            return;
-        };
-        for envelope in &page {
-            handle.publish(envelope);
         }
-        from = end;
+        Err(err) => tracing::warn!(%err, "cannot read events for live streams"),
     }
 }
 
-/// Streams whose session moved on without a notification reaching us get the
-/// latest event; one past a gap sends them back to the store for the rest.
-async fn sweep_streams(cluster: &Cluster, registry: &Registry) {
+/// Streams whose session moved on without a notification reaching us: the
+/// latest event each (one past a gap sends a stream to the store for the
+/// rest).
+async fn missed(cluster: &Cluster, registry: &Registry) -> Vec<(String, u64, u64)> {
     let watched = registry.watched_sessions();
     if watched.is_empty() {
-        return;
+        return Vec::new();
     }
     let ids: Vec<String> = watched.iter().map(|(id, _)| id.clone()).collect();
     let seqs = match cluster.store().last_seqs(&ids).await {
         Ok(seqs) => seqs,
         Err(err) => {
             tracing::warn!(%err, "cannot check live streams");
-            return;
+            return Vec::new();
         }
     };
     let published: HashMap<String, u64> = watched.into_iter().collect();
-    for (session, last) in seqs {
-        if published.get(&session).is_some_and(|&p| p < last) {
-            catch_up(registry, &session, last - 1, last).await;
-        }
-    }
+    seqs.into_iter()
+        .filter(|(session, last)| published.get(session).is_some_and(|p| p < last))
+        .map(|(session, last)| (session, last - 1, last))
+        .collect()
 }
 
 async fn take_signals(cluster: &Cluster, registry: &Registry) {
@@ -193,8 +205,21 @@ fn apply(registry: &Registry, signal: &Signal) {
     let approvals = &registry.runtime().approvals;
     let delivered = match signal.kind.as_str() {
         "interrupt" => {
-            let turn_id = data["turn_id"].as_str().unwrap_or_default();
-            registry.interrupt_turn(&signal.target, turn_id)
+            let turn_id = data["turn_id"].as_str().unwrap_or_default().to_string();
+            if !registry.interrupt_turn(&signal.target, &turn_id) {
+                // Taken a moment ago and not started yet: try again shortly.
+                let (registry, session) = (registry.clone(), signal.target.clone());
+                tokio::spawn(async move {
+                    for _ in 0..INTERRUPT_RETRIES {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        if registry.interrupt_turn(&session, &turn_id) {
+                            return;
+                        }
+                    }
+                    tracing::info!(%session, %turn_id, "interrupt arrived after its turn");
+                });
+            }
+            true
         }
         "permission" => match serde_json::from_value::<Decision>(data["decision"].clone()) {
             Ok(decision) => approvals.answer(&signal.target, Answer::new(decision, by)),

@@ -12,7 +12,10 @@ pub use sqlx::postgres::PgListener;
 use sqlx::postgres::PgPool;
 use sqlx::{Postgres, Row, Transaction};
 
+use agentd_protocol::EventEnvelope;
+
 use super::PostgresStore;
+use super::events::envelope_from_row;
 use super::util::db;
 use crate::{StoreError, StoreResult};
 
@@ -496,6 +499,40 @@ impl ClusterStore {
         .await
         .map_err(db("saving the workspace"))?;
         Ok(())
+    }
+
+    /// The events of several sessions in one round trip: for each `(session,
+    /// after, upto)`, those with `after < seq <= upto`, ordered by session and
+    /// `seq`. At most `limit` in all (a stream past the cut reads the rest from
+    /// the store when it sees the gap).
+    pub async fn events_in_ranges(
+        &self,
+        ranges: &[(String, u64, u64)],
+        limit: u32,
+    ) -> StoreResult<Vec<EventEnvelope>> {
+        let sessions: Vec<&str> = ranges.iter().map(|(s, _, _)| s.as_str()).collect();
+        let seq = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let after: Vec<i64> = ranges.iter().map(|(_, a, _)| seq(*a)).collect();
+        let upto: Vec<i64> = ranges.iter().map(|(_, _, u)| seq(*u)).collect();
+        let rows = sqlx::query(
+            "SELECT e.session_id, e.seq, e.data, e.created_at \
+             FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS w(session_id, after, upto) \
+             JOIN events e ON e.session_id = w.session_id AND e.seq > w.after AND e.seq <= w.upto \
+             ORDER BY e.session_id, e.seq LIMIT $4",
+        )
+        .bind(&sessions)
+        .bind(&after)
+        .bind(&upto)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("reading events"))?;
+        rows.iter()
+            .map(|row| {
+                let session: String = row.try_get("session_id").map_err(db("reading events"))?;
+                envelope_from_row(&session, row)
+            })
+            .collect()
     }
 
     /// `(session, last_seq)` of the given sessions, for streams that may have
