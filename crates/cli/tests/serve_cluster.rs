@@ -419,3 +419,72 @@ async fn drain_then_kill_9_then_the_session_goes_on_with_its_files() {
         assert!(last.contains(needle), "request lacks {needle:?}: {last}");
     }
 }
+
+#[tokio::test]
+async fn a_full_node_still_interrupts_an_accepted_turn_and_a_node_id_is_one_process() {
+    let url = fresh_database_url().await;
+    let toml = format!(
+        "{}node_id = \"api-1\"\nmax_running_turns = 1\n",
+        config(&url, "bypass")
+    );
+    let h = Harness::new(
+        json!({"replies": [
+            {"when": {"last_user_contains": "long job"}, "content": [
+                {"type": "tool_use", "name": "Bash", "input": {"command": "echo started; sleep 60"}}
+            ]},
+            {"repeat": true, "content": [{"type": "text", "text": "never needed"}]}
+        ]}),
+        &toml,
+    )
+    .await;
+    let node = h.start_node("a").await;
+    let (busy, waiting) = (node.session().await, node.session().await);
+    let mut busy_events = node.events(&busy, None).await;
+    let mut seen = Vec::new();
+    node.message(&busy, "long job").await;
+    read_until(&mut busy_events, &mut seen, |e| {
+        e.event == "tool.output"
+            && e.data["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("started"))
+    })
+    .await;
+
+    // The node runs all it may: the next turn is accepted but not taken.
+    let mut waiting_events = node.events(&waiting, None).await;
+    let accepted = node.message(&waiting, "stop me before I start").await;
+    let (status, body) = node
+        .post(&format!("/v1/sessions/{waiting}/interrupt"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["turn_id"], accepted.as_str());
+    let end = waiting_events.until_finished(1).await.pop().unwrap();
+    assert_eq!(end.data["turn_id"], accepted.as_str());
+    assert_eq!(end.data["status"], "interrupted");
+    assert_eq!(end.data["num_model_calls"], 0, "it never reached the model");
+
+    // A second process given the same node id refuses to start.
+    let dir = h.data().join("b");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = tokio::time::timeout(
+        WAIT,
+        h.command_in(&dir, &["serve", "--bind", "127.0.0.1:0"])
+            .output(),
+    )
+    .await
+    .expect("the second node neither started nor stopped")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("another agentd node with id \"api-1\""),
+        "{stderr}"
+    );
+
+    let (status, _) = node
+        .post(&format!("/v1/sessions/{busy}/interrupt"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let end = read_until(&mut busy_events, &mut seen, finished).await;
+    assert_eq!(end.data["status"], "interrupted");
+}

@@ -59,8 +59,23 @@ pub async fn open_server_store(
         let store = PostgresStore::connect(url)
             .await
             .map_err(|err| ConfigError::Invalid(format!("cannot open the database: {err}")))?;
-        let cluster = (config.cluster.enabled != Some(false)).then(|| store.cluster());
-        return Ok((Arc::new(store), cluster));
+        if config.cluster.enabled == Some(false) {
+            // A lone node recovers every running turn at start: never beside a cluster.
+            let timeout = std::time::Duration::from_secs(config.cluster.lease_timeout_s);
+            let live = store.cluster().live_nodes(timeout).await.map_err(|err| {
+                ConfigError::Invalid(format!("cannot read the cluster's nodes: {err}"))
+            })?;
+            if live > 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "[cluster] enabled = false, but {live} cluster node(s) use this database: \
+                     stop them first, or leave the cluster on"
+                )));
+            }
+            return Ok((Arc::new(store), None));
+        }
+        let store = store.with_event_notifications();
+        let cluster = store.cluster();
+        return Ok((Arc::new(store), Some(cluster)));
     }
     if config.cluster.enabled == Some(true) {
         return Err(ConfigError::Invalid(

@@ -435,6 +435,16 @@ impl Registry {
             .collect()
     }
 
+    /// The turn runs, finishes or waits in this process.
+    pub(crate) fn knows_turn(&self, session_id: &str, turn_id: &str) -> bool {
+        let entries = self.inner.lock_entries();
+        entries.get(session_id).is_some_and(|e| {
+            let turns = e.lock_turns();
+            turns.running.as_ref().is_some_and(|r| r.turn_id == turn_id)
+                || turns.queue.iter().any(|t| t.turn_id == turn_id)
+        })
+    }
+
     /// Interrupt the session's turn if it is `turn_id`; whether it was.
     pub(crate) fn interrupt_turn(&self, session_id: &str, turn_id: &str) -> bool {
         let entries = self.inner.lock_entries();

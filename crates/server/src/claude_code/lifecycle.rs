@@ -38,10 +38,7 @@ pub(super) struct Live {
     pub(super) transcript_marker: Option<String>,
     pub(super) last_used: Instant,
     pub(super) idle_timeout: Duration,
-    /// The session's turn count after this CLI's last turn. Another count
-    /// means turns ran elsewhere (another cluster node): the CLI's memory is
-    /// stale and it is restarted from the transcript in the store.
-    pub(super) turns_done: Option<u64>,
+
     /// Taken out of the map (idle, or the session was deleted): a turn that
     /// waited for it takes a fresh entry instead.
     retired: bool,
@@ -90,7 +87,6 @@ impl ClaudeCode {
                         transcript_marker: None,
                         last_used: Instant::now(),
                         idle_timeout: request.settings.idle_timeout,
-                        turns_done: None,
                         retired: false,
                     }));
                     match self.live.lock() {
@@ -212,11 +208,7 @@ pub(super) async fn ensure_process(
 ) -> Result<(), String> {
     live.idle_timeout = request.settings.idle_timeout;
     let warm = match live.process.as_mut() {
-        Some(process) => {
-            !process.exited()
-                && live.model == request.settings.model
-                && live.turns_done == Some(request.session_turns)
-        }
+        Some(process) => !process.exited() && live.model == request.settings.model,
         None => false,
     };
     if warm {

@@ -119,7 +119,6 @@ impl ClaudeCode {
             announced.clear();
         }
         let outcome = drive(&mut live, &request).await;
-        live.turns_done = Some(request.session_turns + 1);
         live.mcp.set_scope(None);
         live.last_used = Instant::now();
         // Keep the CLI's transcript in the store after `turn.finished`: the

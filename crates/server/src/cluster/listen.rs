@@ -151,7 +151,11 @@ async fn catch_up(cluster: &Cluster, registry: &Registry, ranges: Vec<(String, u
     if wanted.is_empty() {
         return;
     }
-    match cluster.store().events_in_ranges(&wanted, CATCH_UP_LIMIT).await {
+    match cluster
+        .store()
+        .events_in_ranges(&wanted, CATCH_UP_LIMIT)
+        .await
+    {
         Ok(events) => {
             for envelope in &events {
                 if let Some(handle) = handles.get(&envelope.session_id) {
@@ -180,6 +184,13 @@ async fn missed(cluster: &Cluster, registry: &Registry) -> Vec<(String, u64, u64
         }
     };
     let published: HashMap<String, u64> = watched.into_iter().collect();
+    // Deleted (on another node): end the streams here too.
+    let present: std::collections::HashSet<&str> = seqs.iter().map(|(id, _)| id.as_str()).collect();
+    for gone in published.keys().filter(|id| !present.contains(id.as_str())) {
+        if let Some(handle) = registry.watched(gone) {
+            handle.closed.cancel();
+        }
+    }
     seqs.into_iter()
         .filter(|(session, last)| published.get(session).is_some_and(|p| p < last))
         .map(|(session, last)| (session, last - 1, last))

@@ -18,14 +18,15 @@ mod leases;
 mod listen;
 mod workspace;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agentd_engine::{Answer, QuestionAnswer};
-use agentd_store::SessionRecord;
 use agentd_store::postgres::cluster::{ClusterStore, Enqueued, QueuedTurn, Signal};
+use agentd_store::{PendingRecord, SessionRecord};
 use serde_json::json;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -43,6 +44,11 @@ pub struct Cluster {
 
 struct Inner {
     node_id: String,
+    /// The id was set in the config (not kept in the data dir): another live
+    /// process with it is a mistake, not this node's previous life.
+    configured_id: bool,
+    /// Random per process.
+    instance: String,
     store: ClusterStore,
     lease_timeout: Duration,
     max_running: usize,
@@ -56,6 +62,30 @@ struct Inner {
     released: Notify,
     address: std::sync::Mutex<String>,
     workspaces: workspace::Synced,
+    /// The last turn this node ran, per session.
+    last_turns: LastTurns,
+}
+
+/// Attempts at saving a workspace at a turn end.
+const SAVE_TRIES: u32 = 3;
+
+/// Session → the last turn this node ran of it (bounded, like `Synced`).
+#[derive(Default)]
+struct LastTurns(std::sync::Mutex<HashMap<String, String>>);
+
+impl LastTurns {
+    fn get(&self, session_id: &str) -> Option<String> {
+        self.0.lock().ok()?.get(session_id).cloned()
+    }
+
+    fn set(&self, session_id: &str, turn_id: &str) {
+        if let Ok(mut map) = self.0.lock() {
+            if map.len() >= 4096 {
+                map.clear();
+            }
+            map.insert(session_id.to_string(), turn_id.to_string());
+        }
+    }
 }
 
 impl Cluster {
@@ -63,6 +93,8 @@ impl Cluster {
         Self {
             inner: Arc::new(Inner {
                 node_id,
+                configured_id: config.node_id.is_some(),
+                instance: uuid::Uuid::new_v4().simple().to_string(),
                 store,
                 lease_timeout: Duration::from_secs(config.lease_timeout_s),
                 max_running: config.max_running_turns,
@@ -72,6 +104,7 @@ impl Cluster {
                 released: Notify::new(),
                 address: std::sync::Mutex::new(String::new()),
                 workspaces: workspace::Synced::default(),
+                last_turns: LastTurns::default(),
             }),
         }
     }
@@ -101,10 +134,25 @@ impl Cluster {
             *slot = address.to_string();
         }
         let store = &self.inner.store;
-        store
-            .register_node(&self.inner.node_id, address)
+        let (id, instance) = (&self.inner.node_id, &self.inner.instance);
+        let registered = store
+            .register_node(id, address, instance, self.inner.lease_timeout)
             .await
             .map_err(|e| e.to_string())?;
+        if !registered && self.inner.configured_id {
+            return Err(format!(
+                "another agentd node with id {id:?} heartbeated less than {}s ago: give each \
+                 node its own [cluster] node_id (or none), or wait for the old one to time out",
+                self.inner.lease_timeout.as_secs()
+            ));
+        }
+        if !registered {
+            // Our own data dir's id: this is a restart after a crash.
+            store
+                .register_node(id, address, instance, Duration::ZERO)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         leases::recover_own(self, &registry)
             .await
             .map_err(|e| e.to_string())?;
@@ -123,6 +171,10 @@ impl Cluster {
         ));
         tokio::spawn(self.clone().claim_loop(registry, stop));
         Ok(())
+    }
+
+    fn instance(&self) -> &str {
+        &self.inner.instance
     }
 
     fn address(&self) -> String {
@@ -169,19 +221,8 @@ impl Cluster {
                 && !registry.is_stopping()
                 && self.inner.running.load(Ordering::SeqCst) < self.inner.max_running
             {
-                match self.inner.store.claim_turn(&self.inner.node_id).await {
-                    Ok(Some((turn, lease))) => {
-                        self.inner.running.fetch_add(1, Ordering::SeqCst);
-                        tracing::debug!(session_id = %lease.session_id, turn_id = %lease.turn_id, "took a turn");
-                        registry.start_claimed(
-                            &turn.session_id,
-                            PendingTurn {
-                                turn_id: turn.turn_id,
-                                text: turn.text,
-                                client_request_id: turn.client_request_id,
-                            },
-                        );
-                    }
+                match self.claim(&registry, None).await {
+                    Ok(Some(_)) => {}
                     Ok(None) => break,
                     Err(err) => {
                         tracing::warn!(%err, "cannot take queued turns");
@@ -197,6 +238,37 @@ impl Cluster {
         }
     }
 
+    /// Take the oldest queued turn (of `session`, if given) and start it;
+    /// its id. Counted as running before it is taken, so a drain never sees
+    /// zero while a claim is in flight.
+    async fn claim(
+        &self,
+        registry: &Registry,
+        session: Option<&str>,
+    ) -> Result<Option<String>, String> {
+        self.inner.running.fetch_add(1, Ordering::SeqCst);
+        let claimed = self
+            .inner
+            .store
+            .claim_turn(&self.inner.node_id, session, self.inner.lease_timeout)
+            .await;
+        let Ok(Some((turn, lease))) = claimed else {
+            self.inner.running.fetch_sub(1, Ordering::SeqCst);
+            self.inner.released.notify_waiters();
+            return claimed.map(|_| None).map_err(|e| e.to_string());
+        };
+        tracing::debug!(session_id = %lease.session_id, turn_id = %lease.turn_id, "took a turn");
+        registry.start_claimed(
+            &turn.session_id,
+            PendingTurn {
+                turn_id: turn.turn_id.clone(),
+                text: turn.text,
+                client_request_id: turn.client_request_id,
+            },
+        );
+        Ok(Some(turn.turn_id))
+    }
+
     /// Wake the claimer (a `TURNS` notification came).
     pub(crate) fn kick(&self) {
         self.inner.kick.notify_one();
@@ -209,6 +281,17 @@ impl Cluster {
         registry: &Registry,
         session: &mut SessionRecord,
     ) -> Result<(), String> {
+        // A warm `claude` CLI only knows the turns it ran: if the session's
+        // last turn ran elsewhere, start it afresh from the stored transcript.
+        let last = self
+            .inner
+            .store
+            .last_turn(&session.id)
+            .await
+            .map_err(|e| e.to_string())?;
+        if last != self.inner.last_turns.get(&session.id) {
+            registry.runtime().claude.stop_session(&session.id).await;
+        }
         workspace::prepare(self, registry.runtime(), session).await
     }
 
@@ -234,17 +317,42 @@ impl Cluster {
         registry: &Registry,
         session_id: &str,
     ) -> Result<(), String> {
-        workspace::save(self, registry.runtime(), session_id).await
+        workspace::save(self, registry.runtime(), session_id, None).await
     }
 
-    /// After a taken turn is recorded: save its workspace, release its lease.
+    /// A turn runs or waits in the session, on any node.
+    pub async fn busy(&self, session_id: &str) -> Result<bool, String> {
+        self.inner
+            .store
+            .busy(session_id)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// After a taken turn is recorded: save its workspace, release its lease
+    /// (a few tries each: the heartbeat finishes a lease left behind).
     pub(crate) async fn turn_ended(&self, registry: &Registry, session_id: &str, turn_id: &str) {
-        if let Err(err) = workspace::save(self, registry.runtime(), session_id).await {
-            // The next node starts from the previous save: say so loudly.
-            tracing::error!(%err, session_id, "could not save the workspace at the turn end");
+        self.inner.last_turns.set(session_id, turn_id);
+        let mut wait = Duration::from_millis(200);
+        for attempt in 1..=SAVE_TRIES {
+            match workspace::save(self, registry.runtime(), session_id, Some(turn_id)).await {
+                Ok(()) => break,
+                // The next node starts from the previous save: say so loudly.
+                Err(err) if attempt == SAVE_TRIES => tracing::error!(%err, session_id,
+                    "could not save the workspace at the turn end; its changes stay on this node"),
+                Err(err) => {
+                    tracing::warn!(%err, session_id, attempt, "saving the workspace failed; retrying")
+                }
+            }
+            tokio::time::sleep(wait).await;
+            wait *= 2;
         }
-        if let Err(err) = self.inner.store.release_lease(session_id, turn_id).await {
-            tracing::error!(%err, session_id, "could not release the lease; it expires with this node");
+        let store = &self.inner.store;
+        if let Err(err) = store
+            .release_lease(session_id, turn_id, &self.inner.node_id)
+            .await
+        {
+            tracing::error!(%err, session_id, "could not release the lease; the heartbeat retries");
         }
         self.inner.running.fetch_sub(1, Ordering::SeqCst);
         self.inner.released.notify_waiters();
@@ -252,11 +360,20 @@ impl Cluster {
     }
 
     /// Interrupt a session's turn wherever it runs: `Some(turn id)` when one
-    /// runs (a signal goes to its owner).
-    pub async fn interrupt(&self, session_id: &str) -> Result<Option<String>, String> {
+    /// runs (a signal goes to its owner). A turn accepted but not taken yet is
+    /// taken here and stopped before it does anything.
+    pub async fn interrupt(
+        &self,
+        registry: &Registry,
+        session_id: &str,
+    ) -> Result<Option<String>, String> {
         let store = &self.inner.store;
         let Some(lease) = store.lease(session_id).await.map_err(|e| e.to_string())? else {
-            return Ok(None);
+            let Some(turn_id) = self.claim(registry, Some(session_id)).await? else {
+                return Ok(None);
+            };
+            registry.interrupt_turn(session_id, &turn_id);
+            return Ok(Some(turn_id));
         };
         if store
             .finished_since(session_id, lease.start_seq)
@@ -278,40 +395,42 @@ impl Cluster {
     }
 
     /// Pass a permission decision to the node whose turn waits for it;
-    /// `false` when no turn of the session runs.
+    /// `false` when that turn does not run.
     pub async fn forward_permission(
         &self,
-        session_id: &str,
-        request_id: &str,
+        request: &PendingRecord,
         answer: &Answer,
     ) -> Result<bool, String> {
         let data = json!({"decision": answer.decision, "by": answer.by});
-        self.forward(session_id, "permission", request_id, data)
-            .await
+        self.forward(request, "permission", data).await
     }
 
     /// Pass a question's answers to the node whose turn waits for them.
     pub async fn forward_question(
         &self,
-        session_id: &str,
-        request_id: &str,
+        request: &PendingRecord,
         answer: &QuestionAnswer,
     ) -> Result<bool, String> {
         let data = json!({"answers": answer.answers, "by": answer.by});
-        self.forward(session_id, "question", request_id, data).await
+        self.forward(request, "question", data).await
     }
 
     async fn forward(
         &self,
-        session_id: &str,
+        request: &PendingRecord,
         kind: &str,
-        request_id: &str,
         data: serde_json::Value,
     ) -> Result<bool, String> {
         let store = &self.inner.store;
-        let Some(lease) = store.lease(session_id).await.map_err(|e| e.to_string())? else {
+        let lease = store
+            .lease(&request.session_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(lease) = lease.filter(|l| request.turn_id.as_deref() == Some(l.turn_id.as_str()))
+        else {
             return Ok(false);
         };
+        let request_id = request.id.as_str();
         let signal = Signal {
             kind: kind.into(),
             target: request_id.to_string(),

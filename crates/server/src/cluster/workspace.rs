@@ -121,10 +121,13 @@ pub(super) async fn prepare(
     Ok(())
 }
 
+/// Snapshot this node's copy and make it the shared state; with
+/// `lease_turn`, only while this node holds that turn's lease.
 pub(super) async fn save(
     cluster: &Cluster,
     runtime: &Runtime,
     session_id: &str,
+    lease_turn: Option<&str>,
 ) -> Result<(), String> {
     let store = &runtime.store;
     let Some(mut session) = store
@@ -153,11 +156,19 @@ pub(super) async fn save(
             .put_blobs(&[(hash.clone(), bytes)])
             .await
             .map_err(|e| e.to_string())?;
-        cluster
+        let saved = cluster
             .store()
-            .save_workspace(session_id, &hash, cluster.node_id())
+            .save_workspace(session_id, &hash, cluster.node_id(), lease_turn)
             .await
             .map_err(|e| e.to_string())?;
+        if !saved {
+            // Another node took the turn over: its state wins.
+            tracing::warn!(
+                session_id,
+                "lost the turn's lease; the workspace was not saved"
+            );
+            return Ok(());
+        }
     }
     synced.set(session_id, hash, Arc::new(manifest));
     Ok(())

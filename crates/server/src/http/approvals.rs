@@ -111,7 +111,7 @@ pub async fn answer_permission(
     ApiPath((id, request_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<PermissionAnswer>,
 ) -> ApiResult<Json<PermissionAnswered>> {
-    open_request(&state, &user, &id, &request_id, "permission").await?;
+    let record = open_request(&state, &user, &id, &request_id, "permission").await?;
     let runtime = state.registry.runtime();
     let decision = match (body.decision, body.remember) {
         (PermissionChoice::Allow, None) => Decision::Allow,
@@ -127,7 +127,7 @@ pub async fn answer_permission(
     let mut delivered = runtime.approvals.answer(&request_id, answer.clone());
     if !delivered && let Some(cluster) = &runtime.cluster {
         delivered = cluster
-            .forward_permission(&id, &request_id, &answer)
+            .forward_permission(&record, &answer)
             .await
             .map_err(ApiError::Internal)?;
     }
@@ -191,7 +191,7 @@ pub async fn answer_question(
         .answer_question(&request_id, answer.clone());
     if !delivered && let Some(cluster) = &runtime.cluster {
         delivered = cluster
-            .forward_question(&id, &request_id, &answer)
+            .forward_question(&record, &answer)
             .await
             .map_err(ApiError::Internal)?;
     }

@@ -126,7 +126,7 @@ pub async fn rewind(
         .filter(|c| c.session_id == id)
         .ok_or_else(|| ApiError::NotFound("no checkpoint with this id in this session".into()))?;
     // Nothing may run while the session is rewound.
-    idle_in_cluster(&state, &session)?;
+    idle_in_cluster(&state, &id).await?;
     let _exclusive = state
         .registry
         .begin_delete(&id)

@@ -180,7 +180,10 @@ pub async fn interrupt(
     if turn_id.is_none()
         && let Some(cluster) = &state.registry.runtime().cluster
     {
-        turn_id = cluster.interrupt(&id).await.map_err(ApiError::Internal)?;
+        turn_id = cluster
+            .interrupt(&state.registry, &id)
+            .await
+            .map_err(ApiError::Internal)?;
     }
     let turn_id = turn_id.ok_or_else(|| ApiError::Conflict {
         code: "no_turn_running",

@@ -160,10 +160,12 @@ pub(super) async fn share_workspace(state: &AppState, session_id: &str) -> ApiRe
     Ok(())
 }
 
-/// `409` while a turn runs or waits anywhere in the cluster (the store's
-/// status; a lone node's registry knows on its own).
-pub(super) fn idle_in_cluster(state: &AppState, session: &SessionRecord) -> ApiResult<()> {
-    if state.registry.runtime().cluster.is_some() && session.status != SessionStatus::Idle {
+/// `409` while a turn runs or waits anywhere in the cluster (its queue and
+/// leases; a lone node's registry knows on its own).
+pub(super) async fn idle_in_cluster(state: &AppState, session_id: &str) -> ApiResult<()> {
+    if let Some(cluster) = &state.registry.runtime().cluster
+        && cluster.busy(session_id).await.map_err(ApiError::Internal)?
+    {
         return Err(turn_running());
     }
     Ok(())
@@ -361,7 +363,7 @@ pub async fn delete_session(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     let mut session = owned_session(&state, &user, &id).await?;
-    idle_in_cluster(&state, &session)?;
+    idle_in_cluster(&state, &id).await?;
     let guard = state
         .registry
         .begin_delete(&id)

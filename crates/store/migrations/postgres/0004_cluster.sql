@@ -8,7 +8,9 @@ CREATE TABLE IF NOT EXISTS cluster_nodes (
     address      TEXT NOT NULL DEFAULT '',
     started_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
     heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    draining     BOOLEAN NOT NULL DEFAULT FALSE
+    draining     BOOLEAN NOT NULL DEFAULT FALSE,
+    -- Random per process: two live processes claiming one id are told apart.
+    instance     TEXT NOT NULL DEFAULT ''
 );
 
 -- Accepted turns no node has taken yet, oldest first per session.
@@ -24,13 +26,15 @@ CREATE INDEX IF NOT EXISTS turn_queue_session ON turn_queue(session_id, seq);
 
 -- At most one running turn per session, owned by one node. `start_seq` is the
 -- session's last event when the turn was taken: a `turn.finished` after it
--- means the turn is over and only bookkeeping is left.
+-- means the turn is over and only bookkeeping is left. `client_request_id`
+-- stays visible to duplicate checks until the turn has its `turns` row.
 CREATE TABLE IF NOT EXISTS turn_leases (
-    session_id TEXT COLLATE "C" PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
-    turn_id    TEXT COLLATE "C" NOT NULL,
-    node_id    TEXT COLLATE "C" NOT NULL,
-    start_seq  BIGINT NOT NULL,
-    taken_at   TIMESTAMPTZ NOT NULL DEFAULT now()
+    session_id        TEXT COLLATE "C" PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+    turn_id           TEXT COLLATE "C" NOT NULL,
+    node_id           TEXT COLLATE "C" NOT NULL,
+    start_seq         BIGINT NOT NULL,
+    client_request_id TEXT,
+    taken_at          TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS turn_leases_node ON turn_leases(node_id);
 

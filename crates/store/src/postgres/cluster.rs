@@ -84,13 +84,30 @@ pub struct NodeRecord {
     pub silent_ms: i64,
 }
 
+/// Connections of the cluster's own pool: heartbeats and claims never wait
+/// behind a busy store.
+const CLUSTER_POOL_SIZE: u32 = 4;
+
 impl PostgresStore {
-    /// The cluster tables, over this store's pool.
+    /// The cluster tables, over a small pool of their own.
     pub fn cluster(&self) -> ClusterStore {
+        let options = (*self.pool().connect_options()).clone();
         ClusterStore {
-            pool: self.pool().clone(),
+            pool: sqlx::postgres::PgPoolOptions::new()
+                .max_connections(CLUSTER_POOL_SIZE)
+                .acquire_timeout(Duration::from_secs(3))
+                .connect_lazy_with(options),
         }
     }
+}
+
+/// One of this node's leases, as the heartbeat sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLease {
+    pub session_id: String,
+    pub turn_id: String,
+    /// Milliseconds since the lease was taken (database clock).
+    pub age_ms: i64,
 }
 
 fn secs(timeout: Duration) -> f64 {
@@ -111,47 +128,85 @@ impl ClusterStore {
         Ok(listener)
     }
 
-    /// Announce (or re-announce) a node and beat its heart.
-    pub async fn register_node(&self, id: &str, address: &str) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO cluster_nodes (id, address) VALUES ($1, $2) \
-             ON CONFLICT (id) DO UPDATE SET address = $2, started_at = now(), \
-               heartbeat_at = now(), draining = FALSE",
+    /// Announce a node (process `instance`) and beat its heart. `Ok(false)`
+    /// when another process with the same id heartbeated within `timeout`:
+    /// the row is left alone.
+    pub async fn register_node(
+        &self,
+        id: &str,
+        address: &str,
+        instance: &str,
+        timeout: Duration,
+    ) -> StoreResult<bool> {
+        let rows = sqlx::query(
+            "INSERT INTO cluster_nodes (id, address, instance) VALUES ($1, $2, $3) \
+             ON CONFLICT (id) DO UPDATE SET address = $2, instance = $3, started_at = now(), \
+               heartbeat_at = now(), draining = FALSE \
+             WHERE cluster_nodes.instance = $3 \
+               OR cluster_nodes.heartbeat_at < now() - make_interval(secs => $4)",
         )
         .bind(id)
         .bind(address)
+        .bind(instance)
+        .bind(secs(timeout))
         .execute(&self.pool)
         .await
         .map_err(db("registering the node"))?;
-        Ok(())
+        Ok(rows.rows_affected() == 1)
     }
 
-    /// Beat the node's heart; returns the sessions whose leases it still holds
-    /// (another node takes the leases of a node it believes dead).
+    /// Nodes that heartbeated within `timeout`.
+    pub async fn live_nodes(&self, timeout: Duration) -> StoreResult<u64> {
+        let count: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM cluster_nodes \
+             WHERE heartbeat_at >= now() - make_interval(secs => $1)",
+        )
+        .bind(secs(timeout))
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db("counting live nodes"))?;
+        Ok(u64::try_from(count).unwrap_or_default())
+    }
+
+    /// Beat the node's heart; returns the leases it still holds (another node
+    /// takes the leases of a node it believes dead).
     pub async fn heartbeat(
         &self,
         id: &str,
         address: &str,
+        instance: &str,
         draining: bool,
-    ) -> StoreResult<Vec<String>> {
+    ) -> StoreResult<Vec<HeldLease>> {
         sqlx::query(
-            "INSERT INTO cluster_nodes (id, address, draining) VALUES ($1, $2, $3) \
-             ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), draining = $3",
+            "INSERT INTO cluster_nodes (id, address, instance, draining) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), draining = $4",
         )
         .bind(id)
         .bind(address)
+        .bind(instance)
         .bind(draining)
         .execute(&self.pool)
         .await
         .map_err(db("heartbeat"))?;
-        let rows = sqlx::query("SELECT session_id FROM turn_leases WHERE node_id = $1")
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db("reading the node's leases"))?;
+        let rows = sqlx::query(
+            "SELECT session_id, turn_id, \
+               (extract(epoch FROM now() - taken_at) * 1000)::bigint AS age_ms \
+             FROM turn_leases WHERE node_id = $1",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("reading the node's leases"))?;
         rows.iter()
-            .map(|row| row.try_get("session_id").map_err(db("reading a lease")))
-            .collect()
+            .map(|row| {
+                Ok(HeldLease {
+                    session_id: row.try_get("session_id")?,
+                    turn_id: row.try_get("turn_id")?,
+                    age_ms: row.try_get("age_ms")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(db("reading the node's leases"))
     }
 
     /// A node that stops cleanly leaves.
@@ -202,6 +257,8 @@ impl ClusterStore {
             let seen = sqlx::query(
                 "SELECT turn_id FROM turn_queue WHERE session_id = $1 AND client_request_id = $2 \
                  UNION ALL \
+                 SELECT turn_id FROM turn_leases WHERE session_id = $1 AND client_request_id = $2 \
+                 UNION ALL \
                  SELECT id FROM turns WHERE session_id = $1 AND client_request_id = $2 LIMIT 1",
             )
             .bind(&turn.session_id)
@@ -214,17 +271,12 @@ impl ClusterStore {
                 return Ok(Enqueued::Duplicate(id));
             }
         }
-        let busy: bool = sqlx::query(
-            "SELECT EXISTS (SELECT 1 FROM turn_queue WHERE session_id = $1) \
-               OR EXISTS (SELECT 1 FROM turn_leases l WHERE l.session_id = $1 AND NOT EXISTS (\
-                 SELECT 1 FROM events e WHERE e.session_id = $1 AND e.seq > l.start_seq \
-                   AND e.type = 'turn.finished'))",
-        )
-        .bind(&turn.session_id)
-        .fetch_one(&mut *tx)
-        .await
-        .and_then(|row| row.try_get(0))
-        .map_err(db("enqueueing a turn"))?;
+        let busy: bool = sqlx::query(BUSY)
+            .bind(&turn.session_id)
+            .fetch_one(&mut *tx)
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(db("enqueueing a turn"))?;
         if busy && !queue {
             return Ok(Enqueued::Busy);
         }
@@ -263,16 +315,30 @@ impl ClusterStore {
     /// Take the oldest queued turn of a session with no running turn: the
     /// turn leaves the queue and `node_id` holds its lease. `None` when there
     /// is nothing to take (or another node took it first).
-    pub async fn claim_turn(&self, node_id: &str) -> StoreResult<Option<(QueuedTurn, Lease)>> {
+    /// `session` limits the claim to one session's turns. Only a node whose
+    /// own heartbeat is younger than `timeout` may claim (one the others
+    /// believe dead must not start work).
+    pub async fn claim_turn(
+        &self,
+        node_id: &str,
+        session: Option<&str>,
+        timeout: Duration,
+    ) -> StoreResult<Option<(QueuedTurn, Lease)>> {
         let mut tx = self.pool.begin().await.map_err(db("claiming a turn"))?;
         let row = sqlx::query(
             "SELECT q.seq, q.turn_id, q.session_id, q.text, q.client_request_id \
              FROM turn_queue q \
-             WHERE NOT EXISTS (SELECT 1 FROM turn_leases l WHERE l.session_id = q.session_id) \
+             WHERE ($2::text IS NULL OR q.session_id = $2) \
+               AND EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = $1 \
+                           AND n.heartbeat_at >= now() - make_interval(secs => $3)) \
+               AND NOT EXISTS (SELECT 1 FROM turn_leases l WHERE l.session_id = q.session_id) \
                AND NOT EXISTS (SELECT 1 FROM turn_queue o \
                                WHERE o.session_id = q.session_id AND o.seq < q.seq) \
-             ORDER BY q.seq LIMIT 1 FOR UPDATE SKIP LOCKED",
+             ORDER BY q.seq LIMIT 1 FOR UPDATE OF q SKIP LOCKED",
         )
+        .bind(node_id)
+        .bind(session)
+        .bind(secs(timeout))
         .fetch_optional(&mut *tx)
         .await
         .map_err(db("claiming a turn"))?;
@@ -292,13 +358,14 @@ impl ClusterStore {
                 .map_err(db("claiming a turn"))?,
         };
         let start_seq: Option<i64> = sqlx::query(
-            "INSERT INTO turn_leases (session_id, turn_id, node_id, start_seq) \
-             SELECT id, $2, $3, last_seq FROM sessions WHERE id = $1 \
+            "INSERT INTO turn_leases (session_id, turn_id, node_id, start_seq, client_request_id) \
+             SELECT id, $2, $3, last_seq, $4 FROM sessions WHERE id = $1 \
              ON CONFLICT (session_id) DO NOTHING RETURNING start_seq",
         )
         .bind(&turn.session_id)
         .bind(&turn.turn_id)
         .bind(node_id)
+        .bind(&turn.client_request_id)
         .fetch_optional(&mut *tx)
         .await
         .map_err(db("claiming a turn"))?
@@ -324,16 +391,33 @@ impl ClusterStore {
         Ok(Some((turn, lease)))
     }
 
-    /// End a lease (its turn is recorded): the session's next queued turn may
-    /// go to any node.
-    pub async fn release_lease(&self, session_id: &str, turn_id: &str) -> StoreResult<()> {
+    /// End `node_id`'s lease (its turn is recorded): the session's next
+    /// queued turn may go to any node, and the session shows `running` again
+    /// if one waits. A lease another node took over is left alone.
+    pub async fn release_lease(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        node_id: &str,
+    ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await.map_err(db("releasing a lease"))?;
-        sqlx::query("DELETE FROM turn_leases WHERE session_id = $1 AND turn_id = $2")
-            .bind(session_id)
-            .bind(turn_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db("releasing a lease"))?;
+        sqlx::query(
+            "DELETE FROM turn_leases WHERE session_id = $1 AND turn_id = $2 AND node_id = $3",
+        )
+        .bind(session_id)
+        .bind(turn_id)
+        .bind(node_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db("releasing a lease"))?;
+        sqlx::query(
+            "UPDATE sessions SET status = 'running' WHERE id = $1 \
+               AND EXISTS (SELECT 1 FROM turn_queue WHERE session_id = $1)",
+        )
+        .bind(session_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db("releasing a lease"))?;
         notify(&mut tx, TURNS_CHANNEL, "").await?;
         tx.commit().await.map_err(db("releasing a lease"))?;
         Ok(())
@@ -380,6 +464,8 @@ impl ClusterStore {
                      AND (n.id IS NULL OR n.heartbeat_at < now() - make_interval(secs => $2)) \
                    FOR UPDATE OF l2 SKIP LOCKED) dead \
              WHERE l.session_id = dead.session_id \
+               AND NOT EXISTS (SELECT 1 FROM cluster_nodes alive WHERE alive.id = l.node_id \
+                   AND alive.heartbeat_at >= now() - make_interval(secs => $2)) \
              RETURNING l.session_id, l.turn_id, dead.node_id, l.start_seq",
         )
         .bind(node_id)
@@ -481,24 +567,63 @@ impl ClusterStore {
             .map_err(db("reading the saved workspace"))
     }
 
+    /// Point the session's shared workspace at `manifest_hash`. With
+    /// `lease_turn`, only while `node_id` still holds that turn's lease (a
+    /// node that lost it must not overwrite newer work); `false` if not saved.
     pub async fn save_workspace(
         &self,
         session_id: &str,
         manifest_hash: &str,
         node_id: &str,
-    ) -> StoreResult<()> {
-        sqlx::query(
+        lease_turn: Option<&str>,
+    ) -> StoreResult<bool> {
+        let saved = sqlx::query(
             "INSERT INTO session_workspaces (session_id, manifest_hash, saved_by) \
-             VALUES ($1, $2, $3) ON CONFLICT (session_id) DO UPDATE \
+             SELECT $1, $2, $3 WHERE $4::text IS NULL OR EXISTS (SELECT 1 FROM turn_leases \
+               WHERE session_id = $1 AND turn_id = $4 AND node_id = $3) \
+             ON CONFLICT (session_id) DO UPDATE \
              SET manifest_hash = $2, saved_by = $3, saved_at = now()",
         )
         .bind(session_id)
         .bind(manifest_hash)
         .bind(node_id)
+        .bind(lease_turn)
         .execute(&self.pool)
         .await
         .map_err(db("saving the workspace"))?;
-        Ok(())
+        Ok(saved.rows_affected() == 1)
+    }
+
+    /// A turn runs or waits in the session, on any node.
+    pub async fn busy(&self, session_id: &str) -> StoreResult<bool> {
+        sqlx::query(BUSY)
+            .bind(session_id)
+            .fetch_one(&self.pool)
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(db("checking the session's turns"))
+    }
+
+    /// The session's latest turn (ids are time-ordered UUIDs).
+    pub async fn last_turn(&self, session_id: &str) -> StoreResult<Option<String>> {
+        sqlx::query_scalar("SELECT id FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 1")
+            .bind(session_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("reading the last turn"))
+    }
+
+    /// `(session, turn)` of turns recorded as running that no lease covers:
+    /// left by a single-node server before the cluster, or by a node that
+    /// died between its lease and its turn's end (never both at once).
+    pub async fn orphan_turns(&self) -> StoreResult<Vec<(String, String)>> {
+        sqlx::query_as(
+            "SELECT t.session_id, t.id FROM turns t WHERE t.status IS NULL \
+               AND NOT EXISTS (SELECT 1 FROM turn_leases l WHERE l.turn_id = t.id)",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("reading orphan turns"))
     }
 
     /// The events of several sessions in one round trip: for each `(session,
@@ -552,6 +677,12 @@ impl ClusterStore {
             .map_err(db("reading sessions"))
     }
 }
+
+/// A turn runs (its lease has no `turn.finished` after its start) or waits.
+const BUSY: &str = "SELECT EXISTS (SELECT 1 FROM turn_queue WHERE session_id = $1) \
+    OR EXISTS (SELECT 1 FROM turn_leases l WHERE l.session_id = $1 AND NOT EXISTS (\
+      SELECT 1 FROM events e WHERE e.session_id = $1 AND e.seq > l.start_seq \
+        AND e.type = 'turn.finished'))";
 
 fn lease_from(row: &sqlx::postgres::PgRow) -> StoreResult<Lease> {
     let read = || -> Result<Lease, sqlx::Error> {

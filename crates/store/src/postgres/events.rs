@@ -3,9 +3,9 @@
 //! row, so appends to one session serialize (across processes too) and a
 //! failed or abandoned append rolls back its `seq` with it: no gaps.
 //!
-//! Every append also sends `NOTIFY agentd_events, '<session> <first> <last>'`
-//! in its transaction (delivered at commit, in commit order): other nodes'
-//! live streams wake up on it and read the events from this table.
+//! In cluster mode every append also sends `NOTIFY agentd_events, '<session>
+//! <first> <last>'` in its transaction (delivered at commit, in commit order):
+//! other nodes' live streams wake up on it and read the events from this table.
 
 use agentd_protocol::{Event, EventEnvelope};
 
@@ -14,6 +14,42 @@ use super::util::{db, to_json};
 use crate::records::Columns;
 pub(super) use crate::records::envelope as envelope_from_row;
 use crate::{StoreError, StoreResult};
+
+/// One event; `seq` and `at` come back.
+const APPEND_ONE: &str = "WITH s AS (\
+       UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq\
+     ) \
+     INSERT INTO events (session_id, seq, type, data, created_at) \
+     SELECT $1, s.last_seq, $2, $3, (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+     FROM s RETURNING seq, created_at";
+
+const APPEND_ONE_NOTIFY: &str = "WITH s AS (\
+       UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq\
+     ), n AS (SELECT pg_notify('agentd_events', $1 || ' ' || s.last_seq || ' ' || s.last_seq) \
+       FROM s) \
+     INSERT INTO events (session_id, seq, type, data, created_at) \
+     SELECT $1, s.last_seq, $2, $3, (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+     FROM s, n RETURNING seq, created_at";
+
+/// A batch: `$2` events with types `$3` and data `$4`.
+const APPEND_MANY: &str = "WITH s AS (\
+       UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq\
+     ) \
+     INSERT INTO events (session_id, seq, type, data, created_at) \
+     SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, \
+       (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+     FROM s, unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord) \
+     RETURNING seq, created_at";
+
+const APPEND_MANY_NOTIFY: &str = "WITH s AS (\
+       UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq\
+     ), n AS (SELECT pg_notify('agentd_events', \
+       $1 || ' ' || (s.last_seq - $2 + 1) || ' ' || s.last_seq) FROM s) \
+     INSERT INTO events (session_id, seq, type, data, created_at) \
+     SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, \
+       (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+     FROM s, n, unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord) \
+     RETURNING seq, created_at";
 
 impl PostgresStore {
     pub(super) async fn append_event_impl(
@@ -25,16 +61,11 @@ impl PostgresStore {
         // One statement, so one implicit transaction. The timestamp is the
         // database's clock read after the row lock is held, so `at` does not
         // decrease as `seq` grows (whichever node appends).
-        let row = sqlx::query(
-            "WITH s AS (\
-               UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq\
-             ), n AS (SELECT pg_notify('agentd_events', $1 || ' ' || s.last_seq || ' ' || s.last_seq) \
-               FROM s) \
-             INSERT INTO events (session_id, seq, type, data, created_at) \
-             SELECT $1, s.last_seq, $2, $3, \
-               (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-             FROM s, n RETURNING seq, created_at",
-        )
+        let row = sqlx::query(if self.notify_events {
+            APPEND_ONE_NOTIFY
+        } else {
+            APPEND_ONE
+        })
         .bind(session_id)
         .bind(event.type_name())
         .bind(&data)
@@ -69,17 +100,11 @@ impl PostgresStore {
             .collect::<StoreResult<Vec<String>>>()?;
         let count = i64::try_from(events.len())
             .map_err(|_| StoreError::Database("appending events: too many".into()))?;
-        let rows = sqlx::query(
-            "WITH s AS (\
-               UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq\
-             ), n AS (SELECT pg_notify('agentd_events', \
-               $1 || ' ' || (s.last_seq - $2 + 1) || ' ' || s.last_seq) FROM s) \
-             INSERT INTO events (session_id, seq, type, data, created_at) \
-             SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, \
-               (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-             FROM s, n, unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord) \
-             RETURNING seq, created_at",
-        )
+        let rows = sqlx::query(if self.notify_events {
+            APPEND_MANY_NOTIFY
+        } else {
+            APPEND_MANY
+        })
         .bind(session_id)
         .bind(count)
         .bind(&types)

@@ -86,6 +86,8 @@ fn migrator() -> Migrator {
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// Appends send `NOTIFY agentd_events` (cluster mode; see `events`).
+    notify_events: bool,
 }
 
 impl PostgresStore {
@@ -118,7 +120,17 @@ impl PostgresStore {
             .max_connections(POOL_SIZE)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_lazy_with(options);
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            notify_events: false,
+        })
+    }
+
+    /// Every event append also notifies other nodes (cluster mode). Off by
+    /// default: NOTIFY serializes commits database-wide.
+    pub fn with_event_notifications(mut self) -> Self {
+        self.notify_events = true;
+        self
     }
 
     /// The underlying pool, for modules that add tables of their own.

@@ -6,6 +6,7 @@
 //! schema, so tests run in parallel.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cluster;
 #[path = "../conformance/mod.rs"]
 mod conformance;
 
