@@ -157,14 +157,17 @@ async fn an_allowed_request_runs_the_call() {
     assert_eq!(pending.kind, "permission");
     assert_eq!(pending.data["tool"], "Bash");
     assert_eq!(pending.data["input"]["command"], COMMAND);
-    let session = s
-        .runtime
-        .store
-        .get_session(&s.session.id)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(session.status, SessionStatus::Waiting);
+    // The request is stored a moment before the session says it waits.
+    let mut status = None;
+    for _ in 0..500 {
+        let session = s.runtime.store.get_session(&s.session.id).await.unwrap();
+        status = session.map(|session| session.status);
+        if status == Some(SessionStatus::Waiting) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(status, Some(SessionStatus::Waiting));
     assert!(s.out_txt().is_none(), "nothing runs before the answer");
 
     assert!(
