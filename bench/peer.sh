@@ -13,4 +13,4 @@ CARGO=${CARGO:-cargo}
 "$CARGO" build --release -p agentd-cli -p agentd-bench
 # 10 000 SSE streams need two sockets each on this machine (client and server).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-exec target/release/peer "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/peer" "$@"

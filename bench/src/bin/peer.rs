@@ -38,11 +38,30 @@ struct Args {
     tp_turns: usize,
     sandbox_iters: usize,
     append_events: usize,
+    /// Scenarios to run (`--only`, for profiling); empty: all.
+    only: Vec<String>,
+}
+
+/// Scenario names `--only` takes; `warm-agentd` is agentd's warm turns alone.
+const SCENARIOS: &[&str] = &[
+    "cold",
+    "warm",
+    "warm-agentd",
+    "memory",
+    "throughput",
+    "sandbox",
+];
+
+impl Args {
+    fn wants(&self, scenario: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|s| s == scenario)
+    }
 }
 
 const USAGE: &str = "peer [--smoke] [--write-results [FILE]] [--agentd PATH] [--claude PATH] \
     [--runs N] [--turns N] [--levels 1,100,1000,10000] [--claude-procs N] \
-    [--concurrency 100,1000] [--tp-turns N] [--sandbox N] [--append N]";
+    [--concurrency 100,1000] [--tp-turns N] [--sandbox N] [--append N] \
+    [--only cold,warm,warm-agentd,memory,throughput,sandbox]";
 
 fn list(value: &str) -> Result<Vec<usize>> {
     value
@@ -68,6 +87,7 @@ fn parse_args() -> Result<Args> {
         tp_turns: 2,
         sandbox_iters: 200,
         append_events: 64_000,
+        only: Vec::new(),
     };
     if let Some(bin) = std::env::var_os("AGENTD_CLAUDE_BIN") {
         args.claude = bin.into();
@@ -108,8 +128,21 @@ fn parse_args() -> Result<Args> {
             "--tp-turns" => args.tp_turns = value.parse()?,
             "--sandbox" => args.sandbox_iters = value.parse()?,
             "--append" => args.append_events = value.parse()?,
+            "--only" => {
+                args.only = value.split(',').map(|s| s.trim().to_string()).collect();
+                if let Some(bad) = args.only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
+                    bail!("unknown scenario {bad}\n{USAGE}");
+                }
+                if args.wants("memory") && !args.wants("warm") {
+                    // The memory scenario reuses the warm `claude` process.
+                    args.only.push("warm".into());
+                }
+            }
             _ => bail!("unknown flag {flag}\n{USAGE}"),
         }
+    }
+    if args.write.is_some() && !args.only.is_empty() {
+        bail!("--write-results records the whole table: drop --only");
     }
     for (what, path) in [("agentd", &args.agentd), ("claude", &args.claude)] {
         if !path.exists() {
@@ -292,223 +325,268 @@ async fn run(
     };
     let mut extra = Vec::new();
 
-    eprintln!("[1/5] cold one-shot: {} runs each, interleaved", args.runs);
-    let (a, c) = scenarios::cold(ctx, args.runs)?;
-    let wall_ratio = a.wall.as_secs_f64() / c.wall.as_secs_f64();
-    t.target(
-        &[
-            &format!("cold one-shot wall (median of {})", args.runs),
-            &ms(a.wall),
-            &ms(c.wall),
-            &ratio(a.wall.as_secs_f64(), c.wall.as_secs_f64()),
-            "≤ 1/10",
-        ],
-        wall_ratio <= 0.1,
-    );
-    t.row([
-        "cold one-shot CPU, user+sys (median)",
-        &ms(a.cpu),
-        &ms(c.cpu),
-        &ratio(a.cpu.as_secs_f64(), c.cpu.as_secs_f64()),
-        "",
-    ]);
-    t.row([
-        "cold one-shot peak RSS (median)",
-        &kib(a.rss_kib as f64),
-        &kib(c.rss_kib as f64),
-        &ratio(a.rss_kib as f64, c.rss_kib as f64),
-        "",
-    ]);
-
-    eprintln!(
-        "[2/5] warm turns: {} turns in one live session each",
-        args.turns
-    );
-    let wa = scenarios::warm_agentd(ctx, pid_rel, args.turns).await?;
-    let (wc, claude_proc) = scenarios::warm_claude(ctx, pid_abs, args.turns)?;
-    t.target(
-        &[
-            &format!(
-                "warm turn wall, median of {} (incl. model server)",
-                args.turns
-            ),
-            &ms(wa.wall),
-            &ms(wc.wall),
-            &ratio(wa.wall.as_secs_f64(), wc.wall.as_secs_f64()),
-            "≤ 1/10",
-        ],
-        wa.wall.as_secs_f64() <= 0.1 * wc.wall.as_secs_f64(),
-    );
-    t.row([
-        "warm turn host CPU per turn (server / CLI process)",
-        &ms(wa.cpu),
-        &ms(wc.cpu),
-        &ratio(wa.cpu.as_secs_f64(), wc.cpu.as_secs_f64()),
-        "",
-    ]);
-    t.row([
-        &format!("process RSS after {} warm turns", args.turns + 1),
-        &kib(wa.rss_kib as f64),
-        &kib(wc.rss_kib as f64),
-        &ratio(wa.rss_kib as f64, wc.rss_kib as f64),
-        "",
-    ]);
-    t.row([
-        "  model server CPU per turn (same script, for scale)",
-        &ms(wa.model_cpu),
-        &ms(wc.model_cpu),
-        "",
-        "",
-    ]);
-
-    eprintln!("[3/5] memory per live session: agentd at {:?}", args.levels);
-    let claude_rss = scenarios::claude_memory(ctx, claude_proc, args.claude_procs)?;
-    let claude_per = claude_rss.iter().sum::<u64>() as f64 / claude_rss.len().max(1) as f64;
-    let levels: Vec<usize> = args
-        .levels
-        .iter()
-        .copied()
-        .filter(|&l| {
-            // One socket per stream in this process, one in the server.
-            let fits = (l as u64) + 256 <= nofile;
-            if !fits {
-                eprintln!("  skipping {l} sessions: open-file limit {nofile}");
-            }
-            fits
-        })
-        .collect();
-    let (base, rows) = scenarios::agentd_memory(ctx, &levels).await?;
-    for (level, rss, per) in &rows {
-        let claude_total = claude_per * *level as f64;
+    if args.wants("cold") {
+        eprintln!("[1/5] cold one-shot: {} runs each, interleaved", args.runs);
+        let (a, c) = scenarios::cold(ctx, args.runs)?;
+        let wall_ratio = a.wall.as_secs_f64() / c.wall.as_secs_f64();
         t.target(
             &[
-                &format!("memory per idle live session + SSE, {level} sessions"),
-                &format!("{} (server RSS {})", kib(*per), kib(*rss as f64)),
-                &format!(
-                    "{} (×{level} = {}, extrapolated)",
-                    kib(claude_per),
-                    kib(claude_total)
-                ),
-                &ratio(*per, claude_per),
-                "≤ 1/1000 (≲ 270 KiB)",
+                &format!("cold one-shot wall (median of {})", args.runs),
+                &ms(a.wall),
+                &ms(c.wall),
+                &ratio(a.wall.as_secs_f64(), c.wall.as_secs_f64()),
+                "≤ 1/10",
             ],
-            *per <= claude_per / 1000.0,
+            wall_ratio <= 0.1,
         );
-    }
-    let most = rows.iter().map(|r| r.0).max().unwrap_or(0);
-    t.target(
-        &[
-            "live sessions with SSE held by one process/machine",
-            &most.to_string(),
-            &format!(
-                "~{:.0} by RAM (extrapolated)",
-                mem_total_kib() as f64 / claude_per.max(1.0)
-            ),
+        t.row([
+            "cold one-shot CPU, user+sys (median)",
+            &ms(a.cpu),
+            &ms(c.cpu),
+            &ratio(a.cpu.as_secs_f64(), c.cpu.as_secs_f64()),
             "",
-            "10 000",
-        ],
-        most >= 10_000,
-    );
-    extra.push(format!(
+        ]);
+        t.row([
+            "cold one-shot peak RSS (median)",
+            &kib(a.rss_kib as f64),
+            &kib(c.rss_kib as f64),
+            &ratio(a.rss_kib as f64, c.rss_kib as f64),
+            "",
+        ]);
+    }
+
+    let mut claude_proc = None;
+    if args.wants("warm") || args.wants("warm-agentd") {
+        eprintln!(
+            "[2/5] warm turns: {} turns in one live session each",
+            args.turns
+        );
+        let wa = scenarios::warm_agentd(ctx, pid_rel, args.turns).await?;
+        let (wc, proc) = if args.wants("warm") {
+            let (wc, proc) = scenarios::warm_claude(ctx, pid_abs, args.turns)?;
+            (wc, Some(proc))
+        } else {
+            (scenarios::Warm::default(), None)
+        };
+        t.target(
+            &[
+                &format!(
+                    "warm turn wall, median of {} (incl. model server)",
+                    args.turns
+                ),
+                &ms(wa.wall),
+                &ms(wc.wall),
+                &ratio(wa.wall.as_secs_f64(), wc.wall.as_secs_f64()),
+                "≤ 1/10",
+            ],
+            wa.wall.as_secs_f64() <= 0.1 * wc.wall.as_secs_f64(),
+        );
+        t.row([
+            "warm turn host CPU per turn (server / CLI process)",
+            &ms(wa.cpu),
+            &ms(wc.cpu),
+            &ratio(wa.cpu.as_secs_f64(), wc.cpu.as_secs_f64()),
+            "",
+        ]);
+        t.row([
+            &format!("process RSS after {} warm turns", args.turns + 1),
+            &kib(wa.rss_kib as f64),
+            &kib(wc.rss_kib as f64),
+            &ratio(wa.rss_kib as f64, wc.rss_kib as f64),
+            "",
+        ]);
+        t.row([
+            "  model server CPU per turn (same script, for scale)",
+            &ms(wa.model_cpu),
+            &ms(wc.model_cpu),
+            "",
+            "",
+        ]);
+
+        claude_proc = proc;
+    }
+
+    if !args.wants("memory")
+        && let Some(proc) = claude_proc.take()
+    {
+        proc.stop();
+    }
+    if let Some(proc) = claude_proc {
+        eprintln!("[3/5] memory per live session: agentd at {:?}", args.levels);
+        let claude_rss = scenarios::claude_memory(ctx, proc, args.claude_procs)?;
+        let claude_per = claude_rss.iter().sum::<u64>() as f64 / claude_rss.len().max(1) as f64;
+        let levels: Vec<usize> = args
+            .levels
+            .iter()
+            .copied()
+            .filter(|&l| {
+                // One socket per stream in this process, one in the server.
+                let fits = (l as u64) + 256 <= nofile;
+                if !fits {
+                    eprintln!("  skipping {l} sessions: open-file limit {nofile}");
+                }
+                fits
+            })
+            .collect();
+        let (base, rows) = scenarios::agentd_memory(ctx, &levels).await?;
+        for (level, rss, per) in &rows {
+            let claude_total = claude_per * *level as f64;
+            t.target(
+                &[
+                    &format!("memory per idle live session + SSE, {level} sessions"),
+                    &format!("{} (server RSS {})", kib(*per), kib(*rss as f64)),
+                    &format!(
+                        "{} (×{level} = {}, extrapolated)",
+                        kib(claude_per),
+                        kib(claude_total)
+                    ),
+                    &ratio(*per, claude_per),
+                    "≤ 1/1000 (≲ 270 KiB)",
+                ],
+                *per <= claude_per / 1000.0,
+            );
+        }
+        let most = rows.iter().map(|r| r.0).max().unwrap_or(0);
+        t.target(
+            &[
+                "live sessions with SSE held by one process/machine",
+                &most.to_string(),
+                &format!(
+                    "~{:.0} by RAM (extrapolated)",
+                    mem_total_kib() as f64 / claude_per.max(1.0)
+                ),
+                "",
+                "10 000",
+            ],
+            most >= 10_000,
+        );
+        extra.push(format!(
         "claude: RSS of {} warm process tree(s) after one turn: {:?} KiB (measured); per-session \
          figures beyond that are extrapolated. agentd server base RSS {base} KiB.",
         claude_rss.len(),
         claude_rss
     ));
-
-    eprintln!(
-        "[4/5] throughput: {:?} concurrent sessions",
-        args.concurrency
-    );
-    for &c in &args.concurrency {
-        if (c as u64) * 2 + 256 > nofile {
-            eprintln!("  skipping {c} sessions: open-file limit {nofile}");
-            continue;
-        }
-        let tp = scenarios::throughput(ctx, c, args.tp_turns).await?;
-        let secs = tp.wall.as_secs_f64();
-        t.row([
-            &format!("turns/s, {c} sessions running turns at once"),
-            &format!(
-                "{:.1} ({} turns in {secs:.1} s)",
-                tp.turns as f64 / secs,
-                tp.turns
-            ),
-            "not measured",
-            "",
-            "",
-        ]);
-        let p99_target = if c >= 1000 {
-            "p99 < 50 ms"
-        } else {
-            "(p99 < 50 ms at 1 000)"
-        };
-        let cells = [
-            &format!("event delivery latency p50 / p99, {c} sessions") as &str,
-            &format!(
-                "{:.1} / {:.1} ms (max {:.0})",
-                tp.p50_ms, tp.p99_ms, tp.max_ms
-            ),
-            "not measured",
-            "",
-            p99_target,
-        ];
-        if c >= 1000 {
-            t.target(&cells, tp.p99_ms < 50.0);
-        } else {
-            t.row(cells);
-        }
-        t.row([
-            &format!("events appended / delivered per s, {c} sessions"),
-            &format!(
-                "{:.0} / {:.0}",
-                tp.events_appended / secs,
-                tp.deliveries as f64 / secs
-            ),
-            "",
-            "",
-            "",
-        ]);
     }
 
-    eprintln!(
-        "[5/5] sandboxed Bash ({} rounds) and SQLite appends",
-        args.sandbox_iters
-    );
-    let [(bare50, bare99), (box50, box99)] =
-        scenarios::sandbox(&ctx.root, args.sandbox_iters).await?;
-    let over = box50.saturating_sub(bare50);
-    let over99 = box99.saturating_sub(bare99);
-    t.target(
-        &[
-            "sandboxed `true` over bare `bash -c true`, median / p99",
-            &format!("{} / {}", ms(over), ms(over99)),
-            "no sandbox (runs bare)",
-            "",
-            "< 10 ms",
-        ],
-        over < Duration::from_millis(10),
-    );
-    let rate = scenarios::sqlite_append(&ctx.root, args.append_events).await?;
-    t.target(
-        &[
-            "SQLite event appends/s (batches of 64, `Store` trait)",
-            &format!("{rate:.0}"),
-            "n/a (JSONL transcript)",
-            "",
-            "> 50 000/s",
-        ],
-        rate > 50_000.0,
-    );
-    extra.push(format!(
-        "sandbox: bare {} / {} , bwrap {} / {} (median / p99, {} rounds)",
-        ms(bare50),
-        ms(bare99),
-        ms(box50),
-        ms(box99),
-        args.sandbox_iters
-    ));
+    if args.wants("throughput") {
+        eprintln!(
+            "[4/5] throughput: {:?} concurrent sessions",
+            args.concurrency
+        );
+        for &c in &args.concurrency {
+            if (c as u64) * 2 + 256 > nofile {
+                eprintln!("  skipping {c} sessions: open-file limit {nofile}");
+                continue;
+            }
+            let tp = scenarios::throughput(ctx, c, args.tp_turns).await?;
+            let secs = tp.wall.as_secs_f64();
+            t.row([
+                &format!("turns/s, {c} sessions running turns at once"),
+                &format!(
+                    "{:.1} ({} turns in {secs:.1} s)",
+                    tp.turns as f64 / secs,
+                    tp.turns
+                ),
+                "not measured",
+                "",
+                "",
+            ]);
+            let p99_target = if c >= 1000 {
+                "p99 < 50 ms"
+            } else {
+                "(p99 < 50 ms at 1 000)"
+            };
+            let cells = [
+                &format!("event delivery latency p50 / p99, {c} sessions") as &str,
+                &format!(
+                    "{:.1} / {:.1} ms (max {:.0})",
+                    tp.p50_ms, tp.p99_ms, tp.max_ms
+                ),
+                "not measured",
+                "",
+                p99_target,
+            ];
+            if c >= 1000 {
+                t.target(&cells, tp.p99_ms < 50.0);
+            } else {
+                t.row(cells);
+            }
+            t.row([
+                &format!(
+                    "  of which commit → hand-off to streams (server), p50 / p99, {c} sessions"
+                ),
+                &format!(
+                    "{} / {} ms",
+                    bucket(tp.publish_p50_ms),
+                    bucket(tp.publish_p99_ms)
+                ),
+                "",
+                "",
+                "",
+            ]);
+            t.row([
+                &format!("events appended / delivered per s, {c} sessions"),
+                &format!(
+                    "{:.0} / {:.0}",
+                    tp.events_appended / secs,
+                    tp.deliveries as f64 / secs
+                ),
+                "",
+                "",
+                "",
+            ]);
+        }
+    }
+
+    if args.wants("sandbox") {
+        eprintln!(
+            "[5/5] sandboxed Bash ({} rounds) and SQLite appends",
+            args.sandbox_iters
+        );
+        let [(bare50, bare99), (box50, box99)] =
+            scenarios::sandbox(&ctx.root, args.sandbox_iters).await?;
+        let over = box50.saturating_sub(bare50);
+        let over99 = box99.saturating_sub(bare99);
+        t.target(
+            &[
+                "sandboxed `true` over bare `bash -c true`, median / p99",
+                &format!("{} / {}", ms(over), ms(over99)),
+                "no sandbox (runs bare)",
+                "",
+                "< 10 ms",
+            ],
+            over < Duration::from_millis(10),
+        );
+        let rate = scenarios::sqlite_append(&ctx.root, args.append_events).await?;
+        t.target(
+            &[
+                "SQLite event appends/s (batches of 64, `Store` trait)",
+                &format!("{rate:.0}"),
+                "n/a (JSONL transcript)",
+                "",
+                "> 50 000/s",
+            ],
+            rate > 50_000.0,
+        );
+        extra.push(format!(
+            "sandbox: bare {} / {} , bwrap {} / {} (median / p99, {} rounds)",
+            ms(bare50),
+            ms(bare99),
+            ms(box50),
+            ms(box99),
+            args.sandbox_iters
+        ));
+    }
     Ok((t, extra))
+}
+
+/// A histogram bucket bound in ms: "≤ 10", or "> 5000" past the last bound.
+fn bucket(ms: f64) -> String {
+    if ms.is_finite() {
+        format!("≤ {ms}")
+    } else {
+        "> 5000".into()
+    }
 }
 
 fn mem_total_kib() -> u64 {

@@ -14,8 +14,8 @@ use anyhow::{Context, Result, bail};
 use tokio_util::sync::CancellationToken;
 
 use super::util::{
-    Conn, agentd_command, claude_command, cpu_of, create_session, metric, now_us, post_message,
-    seed_workspace, session_workspace, start_serve, stop, wait4,
+    Conn, agentd_command, bucket_quantile, claude_command, cpu_of, create_session, histogram,
+    metric, now_us, post_message, seed_workspace, session_workspace, start_serve, stop, wait4,
 };
 
 /// Paths and model servers shared by the scenarios.
@@ -410,7 +410,13 @@ pub struct Throughput {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Server side, commit to hand-off to the streams: the histogram bucket
+    /// bounds (ms) holding the median and the 99th percentile.
+    pub publish_p50_ms: f64,
+    pub publish_p99_ms: f64,
 }
+
+const PUBLISH_DELAY: &str = "agentd_event_publish_delay_seconds";
 
 /// `sessions` sessions, an SSE client each, each running `turns` turns back to back.
 pub async fn throughput(ctx: &Ctx, sessions: usize, turns: usize) -> Result<Throughput> {
@@ -427,6 +433,7 @@ pub async fn throughput(ctx: &Ctx, sessions: usize, turns: usize) -> Result<Thro
             prepared.push((id, conn, events));
         }
         let events0 = metric(&addr, "agentd_events_total").await?;
+        let publish0 = histogram(&addr, PUBLISH_DELAY).await?;
         let started = Instant::now();
         let tasks: Vec<_> = prepared
             .into_iter()
@@ -453,6 +460,7 @@ pub async fn throughput(ctx: &Ctx, sessions: usize, turns: usize) -> Result<Thro
         }
         let wall = started.elapsed();
         let appended = metric(&addr, "agentd_events_total").await? - events0;
+        let publish = histogram(&addr, PUBLISH_DELAY).await?;
         latencies.sort_unstable();
         let q = |p: f64| {
             latencies
@@ -467,6 +475,8 @@ pub async fn throughput(ctx: &Ctx, sessions: usize, turns: usize) -> Result<Thro
             p50_ms: q(0.5),
             p99_ms: q(0.99),
             max_ms: q(1.0),
+            publish_p50_ms: bucket_quantile(&publish0, &publish, 0.5) * 1000.0,
+            publish_p99_ms: bucket_quantile(&publish0, &publish, 0.99) * 1000.0,
         })
     }
     .await;

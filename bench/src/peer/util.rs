@@ -364,3 +364,44 @@ pub async fn metric(addr: &str, name: &str) -> Result<f64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or(f64::NAN))
 }
+
+/// A Prometheus histogram from `/metrics`: `(upper bound, cumulative count)`.
+pub async fn histogram(addr: &str, name: &str) -> Result<Vec<(f64, f64)>> {
+    let (_, text) = Conn::open(addr)
+        .await?
+        .request("GET", "/metrics", "")
+        .await?;
+    let prefix = format!("{name}_bucket{{le=\"");
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let (le, count) = l.strip_prefix(&prefix)?.split_once("\"} ")?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, count.parse().ok()?))
+        })
+        .collect())
+}
+
+/// The bucket bound under which fraction `q` of the observations made
+/// between two scrapes fall.
+pub fn bucket_quantile(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> f64 {
+    let counts: Vec<(f64, f64)> = after
+        .iter()
+        .map(|(le, n)| {
+            let old = before
+                .iter()
+                .find(|(b, _)| b == le)
+                .map_or(0.0, |(_, n)| *n);
+            (*le, n - old)
+        })
+        .collect();
+    let total = counts.last().map_or(0.0, |(_, n)| *n);
+    counts
+        .iter()
+        .find(|(_, n)| *n >= q * total)
+        .map_or(f64::NAN, |(le, _)| *le)
+}

@@ -11,8 +11,8 @@ use std::fs;
 use std::io::{self, ErrorKind};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
@@ -53,31 +53,22 @@ impl CommandCgroup {
     /// Make a cgroup carrying `limits.processes` (and `limits.memory_bytes`
     /// where the memory controller is available).
     pub(crate) fn create(limits: &Limits) -> io::Result<Self> {
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
-        let own = fs::read_to_string("/proc/self/cgroup")?;
-        let (version, base) = locate(&mountinfo, &own).ok_or_else(|| {
-            io::Error::new(
-                ErrorKind::Unsupported,
-                "no cgroup hierarchy with the pids controller is mounted",
-            )
-        })?;
-        let memory = match version {
-            Version::V2 => prepare_v2_base(&base)?,
-            Version::V1 => {
-                fs::create_dir_all(&base)?;
-                false
-            }
-        };
-        if !SWEPT.swap(true, Ordering::Relaxed) {
-            sweep_stale(&base);
-        }
         let name = format!(
             "{}-{}",
             std::process::id(),
             NEXT_ID.fetch_add(1, Ordering::Relaxed)
         );
-        let dir = base.join(name);
-        if let Err(err) = fs::create_dir(&dir) {
+        let mut base = cached_base()?;
+        let mut dir = base.dir.join(&name);
+        let mut created = fs::create_dir(&dir);
+        if matches!(&created, Err(err) if err.kind() == ErrorKind::NotFound) {
+            // The base went away since it was found: find (and make) it again.
+            forget_base();
+            base = cached_base()?;
+            dir = base.dir.join(&name);
+            created = fs::create_dir(&dir);
+        }
+        if let Err(err) = created {
             // Left by an earlier server with the same pid; empty ones can go.
             if err.kind() != ErrorKind::AlreadyExists {
                 return Err(err);
@@ -85,6 +76,7 @@ impl CommandCgroup {
             fs::remove_dir(&dir)?;
             fs::create_dir(&dir)?;
         }
+        let (version, memory) = (base.version, base.memory);
         let cleanup = RemoveOnError(Some(&dir));
         write_value(&dir, "pids.max", limits.processes)?;
         if let (true, Some(bytes)) = (memory, limits.memory_bytes) {
@@ -206,6 +198,60 @@ impl Drop for CommandCgroup {
             tracing::warn!(cgroup = %self.dir.display(), %err, "could not clean up a sandbox cgroup");
         }
     }
+}
+
+/// Where command cgroups go, and whether `memory` can be limited there.
+#[derive(Debug, Clone)]
+struct Base {
+    version: Version,
+    dir: PathBuf,
+    memory: bool,
+}
+
+/// Found once: reading mountinfo and preparing the base cost about a
+/// millisecond per command otherwise.
+static BASE: Mutex<Option<Base>> = Mutex::new(None);
+
+fn cached_base() -> io::Result<Base> {
+    let mut cached = BASE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(base) = cached.as_ref() {
+        return Ok(base.clone());
+    }
+    let base = find_base()?;
+    *cached = Some(base.clone());
+    Ok(base)
+}
+
+fn forget_base() {
+    *BASE.lock().unwrap_or_else(PoisonError::into_inner) = None;
+}
+
+/// Locate the hierarchy and prepare the base directory (and, once per
+/// process, sweep what dead servers left there).
+fn find_base() -> io::Result<Base> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+    let own = fs::read_to_string("/proc/self/cgroup")?;
+    let (version, dir) = locate(&mountinfo, &own).ok_or_else(|| {
+        io::Error::new(
+            ErrorKind::Unsupported,
+            "no cgroup hierarchy with the pids controller is mounted",
+        )
+    })?;
+    let memory = match version {
+        Version::V2 => prepare_v2_base(&dir)?,
+        Version::V1 => {
+            fs::create_dir_all(&dir)?;
+            false
+        }
+    };
+    if !SWEPT.swap(true, Ordering::Relaxed) {
+        sweep_stale(&dir);
+    }
+    Ok(Base {
+        version,
+        dir,
+        memory,
+    })
 }
 
 /// Remove empty cgroups left by servers that died (named `<pid>-<n>`, with no

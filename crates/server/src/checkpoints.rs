@@ -88,22 +88,39 @@ pub async fn create_checkpoint(
     message_position: i64,
 ) -> Result<CheckpointRecord, CheckpointFailure> {
     let existing = store.list_checkpoints(session_id).await?;
-    let previous = match existing.last() {
-        Some(last) => Some(load_manifest(store.as_ref(), last).await?),
-        None => None,
-    };
     let keyframe = existing
         .iter()
         .rev()
         .find(|c| c.base_checkpoint_id.is_none());
+    // The keyframe is read once: the latest checkpoint is usually it or a
+    // delta against it.
+    let base = match keyframe {
+        Some(keyframe) => Some(load_manifest(store.as_ref(), keyframe).await?),
+        None => None,
+    };
+    let previous = match (existing.last(), keyframe, &base) {
+        (None, ..) => None,
+        (Some(last), Some(keyframe), Some(base)) if last.id == keyframe.id => Some(base.clone()),
+        (Some(last), Some(keyframe), Some(base))
+            if last.base_checkpoint_id.as_deref() == Some(keyframe.id.as_str()) =>
+        {
+            let blob = store.get_blob(&last.manifest_hash).await?.ok_or_else(|| {
+                CheckpointFailure::Broken(
+                    last.id.clone(),
+                    format!("blob {} is missing", last.manifest_hash),
+                )
+            })?;
+            Some(decode_manifest(&blob, Some(base))?)
+        }
+        (Some(last), ..) => Some(load_manifest(store.as_ref(), last).await?),
+    };
     let blobs = StoreBlobs(store.clone());
     let (manifest, stats) = snapshotter()
         .snapshot(workspace, previous.as_ref(), &blobs)
         .await?;
     let mut encoded = None;
-    if let Some(keyframe) = keyframe {
-        let base = load_manifest(store.as_ref(), keyframe).await?;
-        let delta = encode_manifest(&manifest, Some(&base));
+    if let (Some(keyframe), Some(base)) = (keyframe, &base) {
+        let delta = encode_manifest(&manifest, Some(base));
         if delta.len() <= MAX_DELTA_BYTES {
             encoded = Some((delta, Some(keyframe.id.clone())));
         }

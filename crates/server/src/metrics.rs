@@ -32,6 +32,42 @@ pub struct Metrics {
     cost: Mutex<f64>,
     model: Latency,
     tool: Latency,
+    /// From an event's commit (`at`) to its hand-off to live subscribers.
+    publish: Histogram,
+}
+
+/// Upper bounds, in seconds, of the publish delay histogram's buckets.
+const PUBLISH_BUCKETS: [f64; 10] = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0, 5.0];
+
+/// A Prometheus histogram over [`PUBLISH_BUCKETS`] (plus `+Inf`).
+#[derive(Debug, Default)]
+struct Histogram {
+    buckets: [AtomicU64; PUBLISH_BUCKETS.len() + 1],
+    micros: AtomicU64,
+}
+
+impl Histogram {
+    fn observe(&self, micros: u64) {
+        let seconds = micros as f64 / 1e6;
+        let i = PUBLISH_BUCKETS
+            .iter()
+            .position(|le| seconds <= *le)
+            .unwrap_or(PUBLISH_BUCKETS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut total = 0;
+        for (i, bucket) in self.buckets.iter().enumerate() {
+            total += bucket.load(Ordering::Relaxed);
+            let le = PUBLISH_BUCKETS.get(i).map_or("+Inf".into(), f64::to_string);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {total}");
+        }
+        let sum = self.micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {total}");
+    }
 }
 
 /// A Prometheus summary without quantiles: count and sum of seconds.
@@ -69,6 +105,9 @@ impl Metrics {
     /// Account for one stored event of a running turn.
     pub fn event(&self, envelope: &EventEnvelope, clock: &mut TurnClock) {
         self.events.fetch_add(1, Ordering::Relaxed);
+        let delay = (chrono::Utc::now() - envelope.at).num_microseconds();
+        self.publish
+            .observe(delay.map_or(0, |us| u64::try_from(us).unwrap_or(0)));
         match &envelope.event {
             Event::TurnStarted { .. } => clock.since = Some(envelope.at),
             Event::ToolFinished { duration_ms, .. } => {
@@ -218,6 +257,11 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{suffix} {value}");
             }
         }
+        self.publish.render(
+            &mut out,
+            "agentd_event_publish_delay_seconds",
+            "From an event's commit to its hand-off to live streams.",
+        );
         if let Some(rss) = resident_bytes() {
             let _ = writeln!(
                 out,

@@ -99,16 +99,21 @@ async fn run_one(
         .turns_started
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (observer, mut events) = mpsc::unbounded_channel();
-    let forward = async {
-        let mut clock = TurnClock::default();
-        while let Some(envelope) = events.recv().await {
-            registry.metrics().event(&envelope, &mut clock);
-            if matches!(envelope.event, Event::TurnFinished(_)) {
-                // Before anyone sees it, so a message sent on seeing it is taken.
-                registry.finishing(handle);
+    // Its own task: stored events go out as soon as they are stored, not
+    // when the turn's task next yields (it may be busy building a request).
+    let forward = {
+        let (registry, handle) = (registry.clone(), registry.handle(&handle.session_id));
+        tokio::spawn(async move {
+            let mut clock = TurnClock::default();
+            while let Some(envelope) = events.recv().await {
+                registry.metrics().event(&envelope, &mut clock);
+                if matches!(envelope.event, Event::TurnFinished(_)) {
+                    // Before anyone sees it, so a message sent on seeing it is taken.
+                    registry.finishing(&handle);
+                }
+                handle.publish(&envelope);
             }
-            handle.publish(&envelope);
-        }
+        })
     };
     let options = TurnOptions {
         client_request_id: turn.client_request_id.clone(),
@@ -126,7 +131,10 @@ async fn run_one(
         cancel,
     );
     // `run` owns the sender: when it returns, `forward` drains and ends.
-    let (outcome, ()) = tokio::join!(run, forward);
+    let outcome = run.await;
+    if let Err(err) = forward.await {
+        tracing::error!(%err, "the event forwarder failed");
+    }
     match outcome {
         Ok(Some(finished)) => {
             tracing::info!(status = finished.status.as_str(), "turn finished");

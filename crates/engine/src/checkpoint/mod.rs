@@ -48,6 +48,7 @@ mod scan;
 mod snapshot;
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -191,4 +192,11 @@ fn batches<T>(items: Vec<T>, size: impl Fn(&T) -> u64, limit: u64) -> Vec<Vec<T>
         out.push(batch);
     }
     out
+}
+
+/// The cores to spread scans and reads over; read once, since std reads the
+/// cgroup files (mountinfo included) on every call.
+pub(crate) fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

@@ -10,12 +10,16 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use super::manifest::{Entry, EntryKind, Fingerprint, Manifest, SkipReason};
 use super::{CheckpointError, SnapshotPolicy};
 
+/// Directories read on the calling thread before helper threads start: most
+/// workspaces are done by then, and starting threads costs more than it saves.
+const INLINE_DIRS: usize = 32;
+
 /// The tree under `root` as a manifest whose file hashes are still empty
 /// (the caller hashes or reuses them). Symlinks are recorded, not followed.
 /// Directories are read by a few threads at once: the cost is mostly one lstat
 /// per entry, and those run in parallel.
 pub(crate) fn scan(root: &Path, policy: &SnapshotPolicy) -> Result<Manifest, CheckpointError> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let threads = super::cores().min(4);
     let (m, truncated) = scan_with(root, policy, threads)?;
     if truncated && threads > 1 {
         // Which paths fit under max_files depends on the order of the walk:
@@ -33,18 +37,22 @@ fn scan_with(
 ) -> Result<(Manifest, bool), CheckpointError> {
     let queue = Queue::default();
     let count = AtomicUsize::new(0);
-    let parts: Vec<Part> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| s.spawn(|| worker(root, policy, &queue, &count)))
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    });
+    let inline = if threads > 1 { INLINE_DIRS } else { usize::MAX };
+    let mut parts = vec![worker(root, policy, &queue, &count, inline)];
+    if queue.has_work() {
+        parts.extend(std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| s.spawn(|| worker(root, policy, &queue, &count, usize::MAX)))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect::<Vec<Part>>()
+        }));
+    }
     let mut m = Manifest::default();
     let mut abandoned = Vec::new();
     for part in parts {
@@ -75,9 +83,20 @@ struct Part {
     root_error: Option<io::Error>,
 }
 
-fn worker(root: &Path, policy: &SnapshotPolicy, queue: &Queue, count: &AtomicUsize) -> Part {
+/// Reads directories from `queue` until it is done or `limit` were read.
+fn worker(
+    root: &Path,
+    policy: &SnapshotPolicy,
+    queue: &Queue,
+    count: &AtomicUsize,
+    limit: usize,
+) -> Part {
     let mut part = Part::default();
-    while let Some(mut job) = queue.next() {
+    let mut read = 0;
+    while read < limit
+        && let Some(mut job) = queue.next()
+    {
+        read += 1;
         let dir = job.dir.clone();
         if !dir.is_empty() && count.load(Ordering::Relaxed) >= policy.max_files {
             part.abandoned.push((dir, Some(SkipReason::TooManyFiles)));
@@ -161,6 +180,12 @@ struct Job<'a> {
 }
 
 impl Queue {
+    /// Directories left (only meaningful while no job is in flight).
+    fn has_work(&self) -> bool {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        !state.0.is_empty()
+    }
+
     fn next(&self) -> Option<Job<'_>> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {

@@ -120,7 +120,7 @@ pub(crate) async fn snapshot(
 /// Read and hash a batch, split over the available cores (reads are mostly
 /// syscalls and sha256, both parallel).
 fn read_batch(root: &Path, batch: Vec<(String, u64)>, max: u64) -> Vec<(String, Content)> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let threads = super::cores().min(8);
     let read_one = |(path, size): (String, u64)| {
         let content = read_file(&root.join(&path), max, size);
         (path, content)

@@ -1,6 +1,7 @@
 //! The transcript: messages in order, stored losslessly as `Message` JSON.
 
 use agentd_protocol::{Message, Role};
+use sqlx::Row;
 
 use super::SqliteStore;
 use super::util::{db, now, to_json, to_ms, to_u64};
@@ -27,40 +28,43 @@ impl SqliteStore {
         let id = uuid::Uuid::now_v7().to_string();
         let at = now();
 
+        // One round trip to the connection's thread (each costs two thread
+        // hand-offs): touch the session, insert at the next position, commit.
+        // No row back means no such session.
         let _write = self.write_guard().await;
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db("appending message"))?;
-        // Touching the session first both checks it exists and takes the write
-        // lock before we read MAX(position).
-        let touched = sqlx::query("UPDATE sessions SET updated_at = ? WHERE id = ?")
-            .bind(to_ms(at))
-            .bind(session_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db("appending message"))?;
-        if touched.rows_affected() == 0 {
-            return Err(StoreError::NotFound(format!("session {session_id}")));
-        }
-        let position: i64 = sqlx::query_scalar(
-            "INSERT INTO messages (id, session_id, turn_id, position, role, content, created_at) \
-             SELECT ?, ?, ?, COALESCE(MAX(position), 0) + 1, ?, ?, ? \
-             FROM messages WHERE session_id = ? \
-             RETURNING position",
+        let mut conn = self.pool.acquire().await.map_err(db("appending message"))?;
+        let rows = sqlx::query(
+            "BEGIN IMMEDIATE;\n\
+             UPDATE sessions SET updated_at = ? WHERE id = ?;\n\
+             INSERT INTO messages (id, session_id, turn_id, position, role, content, created_at) \
+             SELECT ?, s.id, ?, \
+               COALESCE((SELECT MAX(position) FROM messages WHERE session_id = s.id), 0) + 1, \
+               ?, ?, ? \
+             FROM sessions AS s WHERE s.id = ? \
+             RETURNING position;\n\
+             COMMIT;",
         )
-        .bind(&id)
+        .bind(to_ms(at))
         .bind(session_id)
+        .bind(&id)
         .bind(turn_id)
         .bind(role_str(message.role))
         .bind(&json)
         .bind(to_ms(at))
         .bind(session_id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db("appending message"))?;
-        tx.commit().await.map_err(db("appending message"))?;
+        .fetch_all(&mut *conn)
+        .await;
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => {
+                super::writer::rollback(&mut conn).await;
+                return Err(db("appending message")(e));
+            }
+        };
+        let Some(row) = rows.first() else {
+            return Err(StoreError::NotFound(format!("session {session_id}")));
+        };
+        let position: i64 = row.try_get(0).map_err(db("appending message"))?;
 
         Ok(StoredMessage {
             id,

@@ -17,6 +17,36 @@ impl SqliteStore {
     ) -> StoreResult<TurnStart> {
         let at = now();
         let _write = self.write_guard().await;
+        // Fast path, one round trip: a new turn of an existing session. No
+        // row back means no session or a repeated `client_request_id`; the
+        // transaction below tells which.
+        let fast = format!(
+            "BEGIN IMMEDIATE;\n\
+             INSERT INTO turns (id, session_id, status, client_request_id, started_at) \
+             SELECT ?, id, NULL, ?, ? FROM sessions WHERE id = ? \
+             ON CONFLICT (session_id, client_request_id) DO NOTHING \
+             RETURNING {COLUMNS};\n\
+             COMMIT;"
+        );
+        let mut conn = self.pool.acquire().await.map_err(db("starting turn"))?;
+        let rows = sqlx::query(&fast)
+            .bind(turn_id)
+            .bind(client_request_id)
+            .bind(to_ms(at))
+            .bind(session_id)
+            .fetch_all(&mut *conn)
+            .await;
+        match rows {
+            Ok(rows) if !rows.is_empty() => {
+                return Ok(TurnStart::Started(turn_from_row(&rows[0])?));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                super::writer::rollback(&mut conn).await;
+                return Err(db("starting turn")(e));
+            }
+        }
+        drop(conn);
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")

@@ -188,7 +188,7 @@ fn assign(jobs: &[AppendJob], ks: &[i64], rows: &[SqliteRow]) -> Vec<StoreResult
 
 /// Undo a transaction a failed statement left open. If even that fails the
 /// connection's state is unknown: drop it rather than return it to the pool.
-async fn rollback(conn: &mut sqlx::pool::PoolConnection<sqlx::Sqlite>) {
+pub(super) async fn rollback(conn: &mut sqlx::pool::PoolConnection<sqlx::Sqlite>) {
     let c: &mut SqliteConnection = conn;
     if sqlx::query("ROLLBACK").execute(c).await.is_err() {
         conn.close_on_drop();
