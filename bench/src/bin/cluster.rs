@@ -17,12 +17,12 @@
 mod util;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
-use util::{Conn, agentd_command, create_session, metric, now_us, stop};
+use util::{Conn, create_session, metric, now_us, stop};
 
 struct Args {
     agentd: PathBuf,
@@ -91,34 +91,8 @@ async fn start_node(
     db: &str,
 ) -> Result<(Child, String)> {
     std::fs::create_dir_all(data)?;
-    std::fs::write(
-        data.join("agentd.toml"),
-        format!(
-            "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n\
-             [database]\nurl = \"{db}\"\n"
-        ),
-    )?;
-    let mut child = agentd_command(agentd, data, model_url)
-        .args(["serve", "--bind", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let stdout = child.stdout.take().context("no stdout")?;
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        let mut lines = std::io::BufReader::new(stdout).lines();
-        let _ = tx.send(lines.next().and_then(|l| l.ok()).unwrap_or_default());
-        for _ in lines {}
-    });
-    let line = tokio::time::timeout(Duration::from_secs(30), rx).await??;
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .context("agentd serve printed no URL")?
-        .trim_end_matches('/')
-        .to_string();
-    Ok((child, addr))
+    let database = format!("[database]\nurl = \"{db}\"\n");
+    util::start_serve_with(agentd, data, model_url, &database).await
 }
 
 struct Outcome {

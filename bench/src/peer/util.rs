@@ -187,9 +187,19 @@ pub fn raise_nofile() -> u64 {
 
 /// `agentd serve` on a loopback port; returns it and its `host:port`.
 pub async fn start_serve(agentd: &Path, data: &Path, url: &str) -> Result<(Child, String)> {
+    start_serve_with(agentd, data, url, "").await
+}
+
+/// [`start_serve`] with more `agentd.toml` (say, a `[database]` section).
+pub async fn start_serve_with(
+    agentd: &Path,
+    data: &Path,
+    url: &str,
+    more_toml: &str,
+) -> Result<(Child, String)> {
     std::fs::write(
         data.join("agentd.toml"),
-        "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n",
+        format!("[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n{more_toml}"),
     )?;
     let mut child = agentd_command(agentd, data, url)
         .args(["serve", "--bind", "127.0.0.1:0"])

@@ -112,6 +112,30 @@ async fn read_until(
     }
 }
 
+/// Wait for the turn's permission request and allow it on the node `offset`
+/// places after the one running the turn; that node's index.
+async fn allow_from_elsewhere(
+    nodes: &[Option<Server>],
+    url: &str,
+    ids: &[String],
+    session: &str,
+    stream: &mut EventStream,
+    seen: &mut Vec<SseEvent>,
+    offset: usize,
+) -> usize {
+    let asked = read_until(stream, seen, |e| e.event == "permission.requested").await;
+    let request = asked.data["request_id"].as_str().unwrap().to_string();
+    let runner = owner(url, session, ids).await;
+    let (status, body) = node(nodes, (runner + offset) % nodes.len())
+        .post(
+            &format!("/v1/sessions/{session}/permissions/{request}"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    runner
+}
+
 fn finished(e: &SseEvent) -> bool {
     e.event == "turn.finished"
 }
@@ -209,20 +233,7 @@ async fn answers_and_interrupts_posted_to_any_node_reach_the_owner() {
     let mut seen = Vec::new();
 
     node(&nodes, 1).message(&id, "needs approval").await;
-    let asked = read_until(&mut stream, &mut seen, |e| {
-        e.event == "permission.requested"
-    })
-    .await;
-    let request = asked.data["request_id"].as_str().unwrap().to_string();
-    let runner = owner(&url, &id, &ids).await;
-    let other = (runner + 1) % 3;
-    let (status, body) = node(&nodes, other)
-        .post(
-            &format!("/v1/sessions/{id}/permissions/{request}"),
-            json!({"decision": "allow"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let runner = allow_from_elsewhere(&nodes, &url, &ids, &id, &mut stream, &mut seen, 1).await;
     let end = read_until(&mut stream, &mut seen, finished).await;
     assert_eq!(
         end.data["status"],
@@ -239,20 +250,7 @@ async fn answers_and_interrupts_posted_to_any_node_reach_the_owner() {
 
     // A long tool call, approved and then interrupted from other nodes.
     node(&nodes, 2).message(&id, "long job").await;
-    let asked = read_until(&mut stream, &mut seen, |e| {
-        e.event == "permission.requested"
-    })
-    .await;
-    let request = asked.data["request_id"].as_str().unwrap().to_string();
-    let runner = owner(&url, &id, &ids).await;
-    let other = (runner + 2) % 3;
-    let (status, _) = node(&nodes, other)
-        .post(
-            &format!("/v1/sessions/{id}/permissions/{request}"),
-            json!({"decision": "allow"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    let runner = allow_from_elsewhere(&nodes, &url, &ids, &id, &mut stream, &mut seen, 2).await;
     read_until(&mut stream, &mut seen, |e| {
         e.event == "tool.output"
             && e.data["text"]
