@@ -5,37 +5,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod server_common;
 
 use agentd_protocol::{Event, Role, TurnStatus};
 use agentd_store::Store;
 use agentd_store::postgres::PostgresStore;
 use common::{Harness, Run, Wire};
 use serde_json::json;
-use sqlx::Connection;
-
-/// A URL of the test cluster whose `search_path` is a new, empty schema.
-async fn fresh_database_url() -> String {
-    let base = std::env::var("AGENTD_TEST_POSTGRES_URL").unwrap_or_default();
-    assert!(
-        !base.is_empty(),
-        "AGENTD_TEST_POSTGRES_URL is not set: this test needs a running PostgreSQL. \
-         Run it via `make test` (it starts a throwaway cluster), or \
-         `eval \"$(scripts/postgres.sh start)\"` and export the URL."
-    );
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let schema = format!("e2e_{}_{nanos}", std::process::id());
-    let mut conn = sqlx::PgConnection::connect(&base).await.unwrap();
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options=-c%20search_path%3D{schema}")
-}
+use server_common::fresh_database_url;
 
 /// `agentd run` as `Harness::run` does, with the store at `url`.
 async fn run_on(h: &Harness, url: &str, prompt: &str, extra: &[&str]) -> Run {

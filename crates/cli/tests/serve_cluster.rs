@@ -45,56 +45,41 @@ async fn node_id(server: &Server) -> String {
     health["node_id"].as_str().expect("a node id").to_string()
 }
 
-/// Which node holds the lease of the session's running turn (waits for one).
-async fn owner(url: &str, session: &str, ids: &[String]) -> usize {
+/// The first column of `sql` (one `$1`: the session), waiting until it has
+/// a row.
+async fn wait_for_row(url: &str, sql: &str, session: &str, what: &str) -> String {
     let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url)
         .await
         .unwrap();
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT node_id FROM turn_leases WHERE session_id = $1")
-                .bind(session)
-                .fetch_optional(&mut conn)
-                .await
-                .unwrap();
-        if let Some((node,)) = row {
-            return ids
-                .iter()
-                .position(|id| *id == node)
-                .unwrap_or_else(|| panic!("lease held by unknown node {node}"));
+        let row: Option<(String,)> = sqlx::query_as(sql)
+            .bind(session)
+            .fetch_optional(&mut conn)
+            .await
+            .unwrap();
+        if let Some((value,)) = row {
+            return value;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no node took the turn"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Which node holds the lease of the session's running turn (waits for one).
+async fn owner(url: &str, session: &str, ids: &[String]) -> usize {
+    let sql = "SELECT node_id FROM turn_leases WHERE session_id = $1";
+    let node = wait_for_row(url, sql, session, "no node took the turn").await;
+    ids.iter()
+        .position(|id| *id == node)
+        .unwrap_or_else(|| panic!("lease held by unknown node {node}"))
 }
 
 /// Which node saved the session's workspace last (waits for a save: it
 /// follows the turn's `turn.finished`).
 async fn saved_by(url: &str, session: &str) -> String {
-    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url)
-        .await
-        .unwrap();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT saved_by FROM session_workspaces WHERE session_id = $1")
-                .bind(session)
-                .fetch_optional(&mut conn)
-                .await
-                .unwrap();
-        if let Some((node,)) = row {
-            return node;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the workspace was never saved"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let sql = "SELECT saved_by FROM session_workspaces WHERE session_id = $1";
+    wait_for_row(url, sql, session, "the workspace was never saved").await
 }
 
 /// Read `stream` until an event satisfies `stop`; every event read is kept.

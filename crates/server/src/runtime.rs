@@ -230,18 +230,9 @@ impl Runtime {
                 .await;
         }
         let agent = self.agent_for(session, &options, env).await?;
-        let turn_id = options
-            .turn_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let started = self
-            .store
-            .start_turn(&session.id, &turn_id, options.client_request_id.as_deref())
-            .await?;
-        if let TurnStart::Duplicate(_) = started {
+        let Some(turn_id) = self.begin_turn(session, &options).await? else {
             return Ok(None);
-        }
-        self.set_status(session, SessionStatus::Running).await?;
+        };
         let history = self.model_context(&session.id).await?;
         let sink = StoreSink::new(self.store.clone(), session.id.clone(), observer);
         let input = TurnInput {
@@ -275,18 +266,9 @@ impl Runtime {
     ) -> Result<Option<TurnFinished>, RunError> {
         let profile = self.config.profile(&session.profile)?;
         let agent = Arc::new(self.agent_for(session, &options, env).await?);
-        let turn_id = options
-            .turn_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let started = self
-            .store
-            .start_turn(&session.id, &turn_id, options.client_request_id.as_deref())
-            .await?;
-        if let TurnStart::Duplicate(_) = started {
+        let Some(turn_id) = self.begin_turn(session, &options).await? else {
             return Ok(None);
-        }
-        self.set_status(session, SessionStatus::Running).await?;
+        };
         let began = std::time::Instant::now();
         let sink = Arc::new(StoreSink::new(
             self.store.clone(),
@@ -335,6 +317,28 @@ impl Runtime {
         self.record_finished(session, &turn_id, text, &finished)
             .await?;
         Ok(Some(finished))
+    }
+
+    /// Record the turn's start and mark the session running; its id, or
+    /// `None` when its `client_request_id` named a turn that already exists.
+    async fn begin_turn(
+        &self,
+        session: &SessionRecord,
+        options: &TurnOptions,
+    ) -> Result<Option<String>, StoreError> {
+        let turn_id = options
+            .turn_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let started = self
+            .store
+            .start_turn(&session.id, &turn_id, options.client_request_id.as_deref())
+            .await?;
+        if let TurnStart::Duplicate(_) = started {
+            return Ok(None);
+        }
+        self.set_status(session, SessionStatus::Running).await?;
+        Ok(Some(turn_id))
     }
 
     /// The turn's status, and the session's totals, title and idle status.
