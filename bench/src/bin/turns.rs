@@ -192,7 +192,12 @@ async fn run(turns: usize, url: &str) -> anyhow::Result<()> {
             limits: TurnLimits::default(),
         },
     );
-    let sink = StoreSink::new(store.clone(), session.id.clone(), None);
+    let sink = StoreSink::new(
+        store.clone(),
+        session.id.clone(),
+        None,
+        &tokio::runtime::Handle::current(),
+    );
 
     let mut overheads = Vec::with_capacity(turns);
     let (mut wall_total, mut model_total, mut tool_total) =

@@ -1,21 +1,19 @@
-//! The measurements of the peer comparison, one function each.
+//! The measurements of the peer comparison, one function each (warm turns: `warm.rs`).
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use agentd_protocol::{DeltaKind, Event};
 use agentd_sandbox::{ExecRequest, Policy, Sandbox};
 use agentd_store::sqlite::SqliteStore;
 use agentd_store::{NewSession, Store};
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use tokio_util::sync::CancellationToken;
 
 use super::util::{
-    Conn, agentd_command, bucket_quantile, claude_command, cpu_of, create_session, histogram,
-    metric, now_us, post_message, seed_workspace, session_workspace, start_serve, stop, wait4,
+    Conn, agentd_command, bucket_quantile, claude_command, create_session, histogram, metric,
+    now_us, post_message, seed_workspace, session_workspace, start_serve, stop, wait4,
 };
 
 /// Paths and model servers shared by the scenarios.
@@ -120,220 +118,6 @@ pub fn cold(ctx: &Ctx, runs: usize) -> Result<(Cold, Cold)> {
     Ok((fig(a), fig(c)))
 }
 
-/// Per turn in one live session: median wall, and CPU of the host process.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Warm {
-    pub wall: Duration,
-    pub cpu: Duration,
-    /// CPU of the model server per turn (the same script for both).
-    pub model_cpu: Duration,
-    pub rss_kib: u64,
-}
-
-pub async fn warm_agentd(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<Warm> {
-    let data = ctx.root.join("agentd-warm");
-    std::fs::create_dir_all(&data)?;
-    let (server, addr) = start_serve(&ctx.agentd, &data, &ctx.url_rel).await?;
-    let outcome = async {
-        let pid = server.id();
-        let mut conn = Conn::open(&addr).await?;
-        let id = create_session(&mut conn).await?;
-        seed_workspace(&session_workspace(&data, &id))?;
-        let mut events = Conn::open(&addr).await?.events(&id).await?;
-        let mut walls = Vec::new();
-        let (mut cpu0, mut model0) = (Duration::ZERO, Duration::ZERO);
-        for turn in 0..=turns {
-            if turn == 1 {
-                (cpu0, model0) = (cpu_of(pid), cpu_of(model_pid));
-            }
-            let started = Instant::now();
-            post_message(&mut conn, &id, &format!("bench turn {turn}")).await?;
-            while events.next_event().await?.0 != "turn.finished" {}
-            if turn > 0 {
-                walls.push(started.elapsed());
-            }
-        }
-        let n = turns.max(1) as u32;
-        let cpu = cpu_of(pid).saturating_sub(cpu0) / n;
-        let model_cpu = cpu_of(model_pid).saturating_sub(model0) / n;
-        let edited =
-            std::fs::read_to_string(session_workspace(&data, &id).join(super::util::FILE))?;
-        if !edited.contains("counter+") {
-            bail!("agentd's turns did not edit the file");
-        }
-        Ok(Warm {
-            wall: median(walls),
-            cpu,
-            model_cpu,
-            rss_kib: super::util::rss_kib(pid),
-        })
-    }
-    .await;
-    stop(server);
-    outcome
-}
-
-/// A warm `claude` process speaking stream-json on stdin and stdout.
-pub struct ClaudeProc {
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
-}
-
-impl ClaudeProc {
-    pub fn start(ctx: &Ctx, home: &Path, cwd: &Path) -> Result<Self> {
-        let mut child = claude_command(&ctx.claude, home, &ctx.url_abs, cwd)
-            .args([
-                "-p",
-                "--input-format",
-                "stream-json",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--dangerously-skip-permissions",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdin = child.stdin.take().context("no stdin")?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(Self {
-            child,
-            stdin,
-            lines,
-        })
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Send one user message and wait for its `result` line.
-    pub fn turn(&mut self, text: &str) -> Result<()> {
-        let message = serde_json::json!({
-            "type": "user",
-            "message": {"role": "user", "content": text}
-        });
-        writeln!(self.stdin, "{message}")?;
-        self.stdin.flush()?;
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(120))
-                .context("claude: no result within 120 s (or it exited)")?;
-            if line.starts_with("{\"type\":\"result\"") {
-                if !line.contains("BENCH-DONE") {
-                    bail!("claude turn did not finish the script: {line}");
-                }
-                return Ok(());
-            }
-        }
-    }
-
-    pub fn stop(self) {
-        drop(self.stdin);
-        stop(self.child);
-    }
-}
-
-pub fn warm_claude(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<(Warm, ClaudeProc)> {
-    seed_workspace(&ctx.ws)?;
-    let mut proc = ClaudeProc::start(ctx, &ctx.root.join("claude-home"), &ctx.ws)?;
-    let pid = proc.pid();
-    let mut walls = Vec::new();
-    let (mut cpu0, mut model0) = (Duration::ZERO, Duration::ZERO);
-    for turn in 0..=turns {
-        if turn == 1 {
-            (cpu0, model0) = (cpu_of(pid), cpu_of(model_pid));
-        }
-        let started = Instant::now();
-        proc.turn(&format!("bench turn {turn}"))?;
-        if turn > 0 {
-            walls.push(started.elapsed());
-        }
-    }
-    let n = turns.max(1) as u32;
-    let warm = Warm {
-        wall: median(walls),
-        cpu: cpu_of(pid).saturating_sub(cpu0) / n,
-        model_cpu: cpu_of(model_pid).saturating_sub(model0) / n,
-        rss_kib: tree_rss_kib(pid),
-    };
-    Ok((warm, proc))
-}
-
-/// RSS of a process and all its descendants, KiB.
-pub fn tree_rss_kib(root: u32) -> u64 {
-    let mut parents = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rsplit_once(')')?
-                        .1
-                        .split_whitespace()
-                        .nth(1)?
-                        .parse()
-                        .ok()
-                })
-                .unwrap_or(0u32);
-            parents.push((pid, ppid));
-        }
-    }
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let parent = tree[i];
-        tree.extend(
-            parents
-                .iter()
-                .filter(|(_, p)| *p == parent)
-                .map(|(c, _)| *c),
-        );
-        i += 1;
-    }
-    tree.iter().map(|pid| super::util::rss_kib(*pid)).sum()
-}
-
-/// Warm `claude` processes, one per session, each after one turn: RSS of each tree.
-pub fn claude_memory(ctx: &Ctx, first: ClaudeProc, count: usize) -> Result<Vec<u64>> {
-    let mut procs = vec![first];
-    for i in 1..count {
-        let home = ctx.root.join(format!("claude-home-{i}"));
-        let cwd = ctx.root.join(format!("claude-ws-{i}"));
-        std::fs::create_dir_all(&home)?;
-        seed_workspace(&cwd)?;
-        let mut ctx_ws = ClaudeProc::start(ctx, &home, &cwd)?;
-        // Its own workspace: the script's absolute path points at ctx.ws, which
-        // is fine (the file is there); the turn makes the process warm.
-        ctx_ws.turn("bench turn memory")?;
-        procs.push(ctx_ws);
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    let rss = procs.iter().map(|p| tree_rss_kib(p.pid())).collect();
-    for p in procs {
-        p.stop();
-    }
-    Ok(rss)
-}
-
 /// RSS per idle live session (with an SSE client each) at each level.
 pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usize, u64, f64)>)> {
     let data = ctx.root.join("agentd-mem");
@@ -342,6 +126,7 @@ pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usi
     let outcome = async {
         let pid = server.id();
         let _ = metric(&addr, "agentd_sessions_live").await?;
+        warm_up(&addr).await?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let base = super::util::rss_kib(pid);
         let mut streams: Vec<Conn> = Vec::new();
@@ -377,6 +162,24 @@ pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usi
     .await;
     stop(server);
     outcome
+}
+
+/// One throwaway session (created, an SSE stream opened and closed, deleted),
+/// so that the base RSS holds the server's one-time lazy start-up (runtime
+/// threads, SQLite caches, the first connections) rather than the first session.
+async fn warm_up(addr: &str) -> Result<()> {
+    let mut conn = Conn::open(addr).await?;
+    let id = create_session(&mut conn).await?;
+    drop(Conn::open(addr).await?.events(&id).await?);
+    // Let the server notice the closed stream before the session goes.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, body) = conn
+        .request("DELETE", &format!("/v1/sessions/{id}"), "")
+        .await?;
+    if status != 204 {
+        bail!("delete the warm-up session: HTTP {status} {body}");
+    }
+    Ok(())
 }
 
 async fn create_many(addr: &str, n: usize) -> Result<Vec<String>> {

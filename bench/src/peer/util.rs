@@ -363,6 +363,20 @@ pub async fn post_message(conn: &mut Conn, id: &str, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// The scripted model server's service counters (`GET /_testkit/stats`);
+/// `url` is its base URL, `http://host:port`.
+pub async fn model_stats(url: &str) -> Result<agentd_testkit::ServiceStats> {
+    let addr = url.strip_prefix("http://").unwrap_or(url);
+    let (status, body) = Conn::open(addr)
+        .await?
+        .request("GET", "/_testkit/stats", "")
+        .await?;
+    if status != 200 {
+        bail!("model server stats: HTTP {status} {body}");
+    }
+    serde_json::from_str(&body).context("model server stats")
+}
+
 /// A Prometheus counter or gauge from `/metrics`.
 pub async fn metric(addr: &str, name: &str) -> Result<f64> {
     let (_, text) = Conn::open(addr)

@@ -151,6 +151,10 @@ enum SessionsCommand {
 }
 
 fn main() -> ExitCode {
+    // A sandboxed command's first step (see `agentd_sandbox::trampoline`):
+    // before anything else, so it stays small and single-threaded.
+    agentd_sandbox::trampoline::run_if_asked();
+    agentd_sandbox::trampoline::enable();
     let cli = Cli::parse();
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -11,6 +11,7 @@ use agentd_server::config::{AuthMode, Config};
 use agentd_server::http::auth::Auth;
 use agentd_server::paths::open_server_store;
 use agentd_server::runtime::Runtime;
+use agentd_server::threads::Threads;
 use clap::ValueEnum;
 
 use crate::exit;
@@ -89,17 +90,41 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
         }
         None => None,
     };
+    agentd_sandbox::set_spare_capacity(
+        config
+            .server
+            .spare_sandboxes
+            .unwrap_or(agentd_server::config::DEFAULT_SPARE_SANDBOXES),
+    );
+    let turn_threads = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("agentd-turn")
+        .enable_all()
+        .build()
+        .map_err(|err| {
+            (
+                exit::FAILED,
+                format!("cannot start the turn runtime: {err}"),
+            )
+        })?;
     let mut runtime = Runtime::new(store, config, data_dir);
     runtime.cluster = cluster.clone();
+    runtime.threads = Threads::split(
+        turn_threads.handle().clone(),
+        tokio::runtime::Handle::current(),
+    );
     // The first line of stdout: scripts (and tests binding port 0) read it.
     println!("agentd listening on http://{local}");
     let _ = std::io::stdout().flush();
     if let Some(cluster) = cluster {
         tokio::spawn(drain_on_signal(cluster));
     }
-    agentd_server::http::serve(listener, runtime, Arc::new(env), auth, shutdown_signal())
-        .await
-        .map_err(|err| (exit::FAILED, err.to_string()))
+    let served =
+        agentd_server::http::serve(listener, runtime, Arc::new(env), auth, shutdown_signal())
+            .await
+            .map_err(|err| (exit::FAILED, err.to_string()));
+    // Turns have drained by now; what is left (idle tasks) is dropped.
+    turn_threads.shutdown_background();
+    served
 }
 
 /// `host:port` to one address; a name (say `localhost:7878`) is looked up.

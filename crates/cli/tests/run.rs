@@ -531,3 +531,59 @@ async fn the_servers_api_key_never_reaches_a_command() {
     assert!(!output.contains("test-key"), "{output}");
     assert!(!output.contains("ANTHROPIC"), "{output}");
 }
+
+/// Sandboxed commands start through `agentd __sandbox-enter`, not a fork of
+/// the server: the limits and the per-command cgroup must still bind them,
+/// and a descriptor the server inherited must not reach them.
+#[tokio::test]
+async fn a_command_runs_inside_its_limits_and_gets_no_inherited_descriptor() {
+    let probe = "ulimit -t; ulimit -n; ulimit -c; ulimit -Hn; ulimit -u; \
+                 ls /proc/self/fd | tr '\\n' ' '";
+    let h = Harness::new(
+        Wire::Anthropic,
+        json!({"replies": [
+            {"when": {"last_user_contains": "probe"}, "content": [
+                {"type": "tool_use", "name": "Bash", "input": {"command": probe}}
+            ]},
+            {"content": [{"type": "text", "text": "ok"}]}
+        ]}),
+    )
+    .await;
+    // The server starts with descriptor 9 open and inheritable.
+    let agentd = h.command(&[
+        "run",
+        "--output-format",
+        "stream-json",
+        "--permission-mode",
+        "bypass",
+        "probe",
+    ]);
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg("exec 9</dev/null; exec \"$0\" \"$@\"")
+        .arg(agentd.get_program())
+        .args(agentd.get_args())
+        .env_clear()
+        .envs(agentd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .current_dir(h.ws())
+        .stdin(std::process::Stdio::null());
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let run = common::Run::from_output(output);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let output = run
+        .events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::ToolFinished { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let lines: Vec<&str> = output.lines().collect();
+    // The default limits: 300 s of CPU, 1024 files (soft = hard), no core
+    // dumps, 512 processes.
+    assert_eq!(lines[..5], ["300", "1024", "0", "1024", "512"], "{output}");
+    let fds: Vec<&str> = lines[5].split_whitespace().collect();
+    assert!(!fds.contains(&"9"), "inherited descriptor leaked: {output}");
+}

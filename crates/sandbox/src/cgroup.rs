@@ -39,6 +39,13 @@ enum Version {
     V2,
 }
 
+fn join_file(version: Version) -> &'static str {
+    match version {
+        Version::V1 => "tasks",
+        Version::V2 => "cgroup.procs",
+    }
+}
+
 /// The cgroup of one command; removed (after killing what is left in it) by
 /// [`CommandCgroup::remove`] or, failing that, on drop.
 #[derive(Debug)]
@@ -89,13 +96,9 @@ impl CommandCgroup {
         // skips the global threadgroup lock (and its RCU grace period, up to
         // tens of milliseconds) that `cgroup.procs` takes. v2 has no such
         // file for ordinary cgroups.
-        let join_file = match version {
-            Version::V1 => "tasks",
-            Version::V2 => "cgroup.procs",
-        };
         let join: OwnedFd = fs::OpenOptions::new()
             .write(true)
-            .open(dir.join(join_file))?
+            .open(dir.join(join_file(version)))?
             .into();
         cleanup.disarm();
         Ok(Self {
@@ -109,6 +112,11 @@ impl CommandCgroup {
     /// The file the child writes `0` to, to join (`tasks` or `cgroup.procs`).
     pub(crate) fn join_file(&self) -> Arc<OwnedFd> {
         self.join.clone()
+    }
+
+    /// Where [`Self::join_file`] is, for a process that opens it itself.
+    pub(crate) fn join_path(&self) -> PathBuf {
+        self.dir.join(join_file(self.version))
     }
 
     /// SIGKILL everything in the cgroup (including processes that left the

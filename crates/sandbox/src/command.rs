@@ -77,21 +77,38 @@ fn environment(policy: &Policy) -> Vec<(String, String)> {
     vars
 }
 
-/// `bwrap <args> -- bash -c <command>`.
-pub(crate) fn bwrap_command(bwrap: &Path, policy: &Policy, shell_command: &str) -> Command {
-    bwrap_exec(bwrap, policy, &["bash", "-c", shell_command])
+/// A policy's bubblewrap invocation, computed once per command (computing it
+/// stats the host, so it is also how a prestarted spare is matched).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BwrapSpec {
+    pub(crate) bwrap: PathBuf,
+    pub(crate) args: Vec<OsString>,
 }
 
-/// `bwrap <args> -- <argv>`: bwrap execs `argv` itself (searching the
-/// sandbox's PATH), so no shell ever parses it.
-pub(crate) fn bwrap_exec(bwrap: &Path, policy: &Policy, argv: &[&str]) -> Command {
-    let mut command = Command::new(bwrap);
-    command.args(bwrap_args(policy));
-    command.arg("--");
-    command.args(argv);
-    // bwrap's own environment is irrelevant (it clears it), but keep secrets out of it too.
-    command.env_clear();
-    command
+impl BwrapSpec {
+    pub(crate) fn new(bwrap: PathBuf, policy: &Policy) -> Self {
+        Self {
+            args: bwrap_args(policy),
+            bwrap,
+        }
+    }
+
+    /// `bwrap <args> -- bash -c <command>`.
+    pub(crate) fn shell(&self, shell_command: &str) -> Command {
+        self.exec(&["bash", "-c", shell_command])
+    }
+
+    /// `bwrap <args> -- <argv>`: bwrap execs `argv` itself (searching the
+    /// sandbox's PATH), so no shell ever parses it.
+    pub(crate) fn exec(&self, argv: &[&str]) -> Command {
+        let mut command = Command::new(&self.bwrap);
+        command.args(&self.args);
+        command.arg("--");
+        command.args(argv);
+        // bwrap's own environment is irrelevant (it clears it), but keep secrets out of it too.
+        command.env_clear();
+        command
+    }
 }
 
 /// The unsandboxed fallback: the same clean environment and working directory.

@@ -9,16 +9,20 @@
 //!   and everything it started killed on timeout, cancel or exit. Missing
 //!   bubblewrap fails closed.
 //! - [`create_workspace`] makes a session's private (0700) workspace.
+//! - [`set_spare_capacity`] turns on prestarted spare sandboxes, which take
+//!   bubblewrap's setup off a command's critical path without changing what
+//!   the command sees (see the `spare` module).
 //!
 //! # How the limits are enforced
 //!
 //! Per-process rlimits (CPU, address space, file size, open files, and
-//! `RLIMIT_NPROC`) are set in the child between fork and exec, so they apply to
-//! bubblewrap and everything under it. That is not enough for processes: the
+//! `RLIMIT_NPROC`) are set in the child before it execs bubblewrap (by the
+//! [`trampoline`] when the binary enables it, else between fork and exec), so
+//! they apply to bubblewrap and everything under it. That is not enough for processes: the
 //! kernel never applies `RLIMIT_NPROC` to uid 0 (`INIT_USER`), and a server run
 //! as root runs its sandboxes as uid 0 mapped through a user namespace, so a
 //! fork bomb would go unchecked. Each command therefore also gets its own
-//! cgroup, joined in the same pre-exec hook before anything can fork, with
+//! cgroup, joined in the same step before anything can fork, with
 //! `pids.max` (and `memory.max` on cgroup v2), which binds root too. It also
 //! lets the sandbox kill processes that escaped the process group, and it is
 //! removed when the command ends.
@@ -41,11 +45,14 @@ mod path_guard;
 mod policy;
 mod pre_exec;
 mod run;
+mod spare;
 mod spawn;
+pub mod trampoline;
 mod workspace;
 
 pub use path_guard::{PathError, PathGuard};
 pub use policy::{ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SandboxError};
 pub use run::{Sandbox, bwrap_available};
+pub use spare::{set_spare_capacity, set_spare_idle, spares_used, spares_waiting};
 pub use spawn::{SHUTDOWN_GRACE, STDERR_TAIL_BYTES, SandboxedProcess};
 pub use workspace::create_workspace;

@@ -1,5 +1,6 @@
 //! The crate's only `unsafe`: the hook that runs in the child between fork and
-//! exec to join the command's cgroup and set its rlimits.
+//! exec to join the command's cgroup and set its rlimits, and the sweep of
+//! inherited descriptors in the trampoline.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -38,4 +39,23 @@ fn enter(cgroup_join: Option<&OwnedFd>, rlimits: &[(Resource, Rlimit)]) -> io::R
         rustix::process::setrlimit(*resource, *limit)?;
     }
     Ok(())
+}
+
+/// Mark every descriptor above stderr close-on-exec. Only for the trampoline:
+/// single-threaded, so no descriptor is opened or closed meanwhile.
+pub(crate) fn close_inherited_fds() {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: `fd` was listed as open just now (or was the directory's
+        // own, now closed: then fcntl fails harmlessly with EBADF) and the
+        // borrow ends with this call.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
+    }
 }

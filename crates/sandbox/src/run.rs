@@ -10,8 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capture::{Capture, SharedCapture, Stream, pump};
 use crate::cgroup::CommandCgroup;
-use crate::command::{bwrap_command, bwrap_exec, find_bwrap, plain_command, plain_exec};
+use crate::command::{BwrapSpec, find_bwrap, plain_command, plain_exec};
 use crate::policy::{ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SandboxError};
+use crate::spare;
 
 /// How long pipes may stay open after the main process is gone and its group
 /// has been killed (something that left the group may still hold them).
@@ -45,6 +46,10 @@ impl Sandbox {
     /// main process ending, of the timeout, or of `cancel` (plus, at worst, two
     /// seconds waiting for killed processes to leave the cgroup). Dropping the
     /// returned future also kills the process group and the cgroup.
+    ///
+    /// With spares on ([`crate::set_spare_capacity`]) the command may run in a
+    /// sandbox prestarted for an identical policy; it sees and does exactly
+    /// what it would in a fresh one, and `timeout` starts when it is handed over.
     pub async fn exec(
         &self,
         policy: &Policy,
@@ -53,9 +58,9 @@ impl Sandbox {
         cancel: CancellationToken,
     ) -> Result<ExecOutcome, SandboxError> {
         let started = Instant::now();
-        let mut command = build_command(policy, &request.command)?;
+        let bwrap = bwrap_spec(policy)?;
         if cancel.is_cancelled() {
-            // Interrupted before it started: run nothing.
+            // Interrupted before it started: run nothing (a spare stays for the next one).
             return Ok(ExecOutcome {
                 exit_code: None,
                 stdout: String::new(),
@@ -67,23 +72,19 @@ impl Sandbox {
                 duration: started.elapsed(),
             });
         }
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let cgroup = command_cgroup(&policy.limits, rustix::process::geteuid().is_root())?;
-        crate::pre_exec::install(
-            &mut command,
-            cgroup.as_ref().map(CommandCgroup::join_file),
-            policy.limits.rlimits(),
-        );
-
-        let mut child = command
-            .spawn()
-            .map_err(|err| SandboxError::Spawn(err.to_string()))?;
-        let group = GroupKiller::new(&child, cgroup);
+        let spare = bwrap
+            .as_ref()
+            .and_then(|spec| spare::take(spec, &policy.limits, &request.command));
+        let (mut child, group) = match spare {
+            Some(running) => running,
+            None => {
+                let command = match &bwrap {
+                    Some(spec) => spec.shell(&request.command),
+                    None => plain_command(policy, &request.command),
+                };
+                spawn_confined(command, Stdio::null(), &policy.limits)?
+            }
+        };
         let capture: SharedCapture = Arc::new(Mutex::new(Capture::new(request.output_cap)));
         let pumps = start_pumps(&mut child, &capture, output);
 
@@ -107,6 +108,9 @@ impl Sandbox {
         group.kill();
         drain(pumps).await;
         group.finish().await;
+        if let Some(spec) = bwrap {
+            spare::replenish(policy, spec);
+        }
 
         let status = status.map_err(|err| SandboxError::Spawn(format!("waiting failed: {err}")))?;
         let capture = std::mem::take(&mut *capture.lock().unwrap_or_else(|err| err.into_inner()));
@@ -123,26 +127,58 @@ impl Sandbox {
     }
 }
 
-fn build_command(policy: &Policy, shell_command: &str) -> Result<Command, SandboxError> {
+/// How `policy` runs under bubblewrap; `None` when it runs unsandboxed.
+fn bwrap_spec(policy: &Policy) -> Result<Option<BwrapSpec>, SandboxError> {
     if policy.unsandboxed {
         warn_unsandboxed(policy);
-        return Ok(plain_command(policy, shell_command));
+        return Ok(None);
     }
     let bwrap = find_bwrap().ok_or(SandboxError::BwrapMissing)?;
-    Ok(bwrap_command(&bwrap, policy, shell_command))
+    Ok(Some(BwrapSpec::new(bwrap, policy)))
 }
 
-/// Like [`build_command`], for a program and its arguments (no shell).
+/// Build the process for a program and its arguments (no shell).
 pub(crate) fn build_exec(policy: &Policy, argv: &[&str]) -> Result<Command, SandboxError> {
     let Some((program, args)) = argv.split_first() else {
         return Err(SandboxError::Spawn("no program given".to_string()));
     };
-    if policy.unsandboxed {
-        warn_unsandboxed(policy);
-        return Ok(plain_exec(policy, program, args));
+    Ok(match bwrap_spec(policy)? {
+        Some(spec) => spec.exec(argv),
+        None => plain_exec(policy, program, args),
+    })
+}
+
+/// Spawn `command` with piped output in its own process group, under
+/// `limits` from its first instruction (rlimits and the cgroup are entered
+/// before the program is exec'd: by the trampoline when enabled, else
+/// between fork and exec). The killer ends the group and the cgroup.
+pub(crate) fn spawn_confined(
+    mut command: Command,
+    stdin: Stdio,
+    limits: &Limits,
+) -> Result<(Child, GroupKiller), SandboxError> {
+    let cgroup = command_cgroup(limits, rustix::process::geteuid().is_root())?;
+    if crate::trampoline::enabled() {
+        let join = cgroup.as_ref().map(CommandCgroup::join_path);
+        command = crate::trampoline::wrap(command.as_std(), join.as_deref(), &limits.rlimits());
+    } else {
+        crate::pre_exec::install(
+            &mut command,
+            cgroup.as_ref().map(CommandCgroup::join_file),
+            limits.rlimits(),
+        );
     }
-    let bwrap = find_bwrap().ok_or(SandboxError::BwrapMissing)?;
-    Ok(bwrap_exec(&bwrap, policy, argv))
+    command
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = command
+        .spawn()
+        .map_err(|err| SandboxError::Spawn(err.to_string()))?;
+    let group = GroupKiller::new(&child, cgroup);
+    Ok((child, group))
 }
 
 fn warn_unsandboxed(policy: &Policy) {
@@ -156,10 +192,7 @@ fn warn_unsandboxed(policy: &Policy) {
 /// The cgroup that carries the process and memory limits. Failing to make one
 /// is fatal only where nothing else enforces the process limit: for uid 0,
 /// which the kernel exempts from `RLIMIT_NPROC`.
-pub(crate) fn command_cgroup(
-    limits: &Limits,
-    is_root: bool,
-) -> Result<Option<CommandCgroup>, SandboxError> {
+fn command_cgroup(limits: &Limits, is_root: bool) -> Result<Option<CommandCgroup>, SandboxError> {
     if limits.processes.is_none() && limits.memory_bytes.is_none() {
         return Ok(None);
     }

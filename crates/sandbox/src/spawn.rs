@@ -17,9 +17,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::capture::Utf8Chunker;
-use crate::cgroup::CommandCgroup;
 use crate::policy::{Policy, SandboxError};
-use crate::run::{GroupKiller, Sandbox, build_exec, command_cgroup};
+use crate::run::{GroupKiller, Sandbox, build_exec, spawn_confined};
 
 /// How much of a spawned process's stderr is kept (the most recent bytes).
 pub const STDERR_TAIL_BYTES: usize = 16 * 1024;
@@ -50,23 +49,14 @@ impl Sandbox {
         argv: &[String],
     ) -> Result<SandboxedProcess, SandboxError> {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let mut command = build_exec(policy, &argv)?;
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let cgroup = command_cgroup(&policy.limits, rustix::process::geteuid().is_root())?;
-        crate::pre_exec::install(
-            &mut command,
-            cgroup.as_ref().map(CommandCgroup::join_file),
-            policy.limits.rlimits(),
-        );
-        let mut child = command
-            .spawn()
-            .map_err(|err| SandboxError::Spawn(format!("{}: {err}", argv[0])))?;
-        let group = GroupKiller::new(&child, cgroup);
+        let command = build_exec(policy, &argv)?;
+        let (mut child, group) =
+            spawn_confined(command, Stdio::piped(), &policy.limits).map_err(|err| match err {
+                SandboxError::Spawn(message) => {
+                    SandboxError::Spawn(format!("{}: {message}", argv[0]))
+                }
+                other => other,
+            })?;
         let pid = child.id();
         let tail = Arc::new(Mutex::new(Tail::default()));
         let stderr = child

@@ -16,6 +16,7 @@ pub mod paths;
 pub mod registry;
 pub mod runtime;
 mod sink;
+pub mod threads;
 mod worker;
 
 pub use sink::StoreSink;

@@ -378,9 +378,13 @@ impl Registry {
         drop(turns);
         let worker_handle = self.handle(session_id);
         let registry = self.clone();
-        self.inner.tasks.spawn(async move {
+        let work = async move {
             worker::drive(registry, worker_handle, pending, cancel).await;
-        });
+        };
+        match self.inner.runtime.threads.turns() {
+            Some(turns) => self.inner.tasks.spawn_on(work, turns),
+            None => self.inner.tasks.spawn(work),
+        };
     }
 
     /// Run a turn this node took from the cluster's queue (after the turn

@@ -22,6 +22,7 @@ use crate::cluster::Cluster;
 use crate::config::{Config, ConfigError};
 use crate::models::{EnvLookup, resolve_model};
 use crate::sink::StoreSink;
+use crate::threads::Threads;
 
 /// A message that compacts the context instead of starting a conversation turn.
 pub const COMPACT_COMMAND: &str = "/compact";
@@ -79,6 +80,8 @@ pub struct Runtime {
     /// This node's part of a cluster (PostgreSQL, several nodes); `None` for
     /// one process on its own.
     pub cluster: Option<Cluster>,
+    /// Which Tokio runtime runs turns, and which hands their events out.
+    pub threads: Threads,
 }
 
 impl Runtime {
@@ -92,6 +95,7 @@ impl Runtime {
             mcp: McpPools::default(),
             claude: ClaudeCode::default(),
             cluster: None,
+            threads: Threads::default(),
         }
     }
 
@@ -234,7 +238,12 @@ impl Runtime {
             return Ok(None);
         };
         let history = self.model_context(&session.id).await?;
-        let sink = StoreSink::new(self.store.clone(), session.id.clone(), observer);
+        let sink = StoreSink::new(
+            self.store.clone(),
+            session.id.clone(),
+            observer,
+            &self.threads.serving(),
+        );
         let input = TurnInput {
             turn_id: turn_id.clone(),
             history,
@@ -274,6 +283,7 @@ impl Runtime {
             self.store.clone(),
             session.id.clone(),
             observer,
+            &self.threads.serving(),
         ));
         let message = Message::user_text(text);
         let opened = async {

@@ -4,6 +4,7 @@ use agentd_engine::{Compaction, SinkError, TurnSink};
 use agentd_protocol::{CompactionTrigger, Event, EventEnvelope, Message};
 use agentd_store::{CompactionRecord, Store};
 use async_trait::async_trait;
+use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 
 /// Events stored per commit at most.
@@ -30,15 +31,16 @@ enum Command {
 }
 
 impl StoreSink {
-    /// Must be created inside a Tokio runtime (it spawns its writer).
+    /// The writer runs on `writer_on`.
     pub fn new(
         store: Arc<dyn Store>,
         session_id: String,
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+        writer_on: &Handle,
     ) -> Self {
         let (queue, commands) = mpsc::unbounded_channel();
         let failure = Arc::new(Mutex::new(None));
-        tokio::spawn(write_events(
+        writer_on.spawn(write_events(
             store.clone(),
             session_id.clone(),
             observer,

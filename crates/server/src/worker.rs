@@ -103,7 +103,7 @@ async fn run_one(
     // when the turn's task next yields (it may be busy building a request).
     let forward = {
         let (registry, handle) = (registry.clone(), registry.handle(&handle.session_id));
-        tokio::spawn(async move {
+        runtime.threads.spawn_serving(async move {
             let mut clock = TurnClock::default();
             while let Some(envelope) = events.recv().await {
                 registry.metrics().event(&envelope, &mut clock);

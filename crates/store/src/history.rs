@@ -57,7 +57,8 @@ pub(crate) const TRUNCATE_HISTORY: [&str; 3] = [
 
 /// The `*_impl` methods behind the checkpoint, compaction and truncation
 /// methods of `Store`, for a store type with a `pool` and these methods:
-/// `write_guard()` (awaited; held around every write) and `begin_write()`
+/// `write_guard()` (awaited; held around every write), `writer()` (the pool
+/// writes run on) and `begin_write()`
 /// (a write transaction, as `Result<_, sqlx::Error>`).
 macro_rules! history_impl {
     ($store:ty) => {
@@ -80,7 +81,7 @@ macro_rules! history_impl {
                     .bind(files)
                     .bind(stats)
                     .bind(to_ms(r.created_at))
-                    .execute(&self.pool)
+                    .execute(self.writer())
                     .await
                     .map_err(insert_error("storing a checkpoint", &r.session_id, &r.id))?;
                 Ok(())
@@ -130,7 +131,7 @@ macro_rules! history_impl {
                     .bind(tokens_before)
                     .bind(tokens_after)
                     .bind(to_ms(r.created_at))
-                    .execute(&self.pool)
+                    .execute(self.writer())
                     .await
                     .map_err(insert_error("storing a compaction", &r.session_id, &r.id))?;
                 Ok(())

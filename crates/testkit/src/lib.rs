@@ -5,8 +5,9 @@
 //! and not) and OpenAI Chat Completions (`POST /v1/chat/completions`) wire formats
 //! closely enough that the real `claude` CLI and SDK-style clients accept it. It
 //! records every request it receives ([`ModelServer::requests`], or
-//! `GET /_testkit/requests`) and can inject faults: HTTP errors with
-//! `retry-after`, streams cut mid-message, garbage bodies and slow tokens.
+//! `GET /_testkit/requests`), keeps the time it spends serving them
+//! ([`ModelServer::stats`], or `GET /_testkit/stats`) and can inject faults: HTTP
+//! errors with `retry-after`, streams cut mid-message, garbage bodies and slow tokens.
 //!
 //! Point a client at it with `ANTHROPIC_BASE_URL` = [`ModelServer::url`] or
 //! `OPENAI_BASE_URL` = [`ModelServer::openai_base_url`]. `agentd model-server`
@@ -17,6 +18,7 @@ mod openai_wire;
 mod recording;
 mod reply;
 mod server;
+mod stats;
 
 use std::path::Path;
 
@@ -25,6 +27,7 @@ use anyhow::Context;
 pub use agentd_model::scripted::{Fault, Matcher, Script, ScriptBlock, ScriptReply, demo_script};
 pub use recording::RecordedRequest;
 pub use server::{ModelServer, serve_forever};
+pub use stats::ServiceStats;
 
 /// Reads a script from a JSON file; the name `demo` gives the built-in demo script.
 pub fn load_script(path: &Path) -> anyhow::Result<Script> {

@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::recording::RecordedRequest;
 use crate::reply::Plan;
+use crate::stats::{ServiceStats, Stats};
 use crate::{anthropic_wire, openai_wire};
 
 const EXHAUSTED: &str =
@@ -36,6 +37,7 @@ pub struct ModelServer {
 
 struct Shared {
     inner: Mutex<Inner>,
+    stats: Stats,
 }
 
 struct Inner {
@@ -69,6 +71,7 @@ impl ModelServer {
                 requests: Vec::new(),
                 served: 0,
             }),
+            stats: Stats::default(),
         });
         let app = Router::new()
             .fallback(handle)
@@ -115,6 +118,11 @@ impl ModelServer {
         self.shared.lock().requests.clone()
     }
 
+    /// How many requests have been served and for how long (`GET /_testkit/stats`).
+    pub fn stats(&self) -> ServiceStats {
+        self.shared.stats.snapshot()
+    }
+
     /// The recorded requests to one path, e.g. `/v1/messages`.
     pub fn requests_to(&self, path: &str) -> Vec<RecordedRequest> {
         self.shared
@@ -159,10 +167,11 @@ pub async fn serve_forever(addr: SocketAddr, script: Script) -> anyhow::Result<(
     let server = ModelServer::start_on(addr, script).await?;
     println!("{}", server.url());
     eprintln!(
-        "scripted model server: ANTHROPIC_BASE_URL={} OPENAI_BASE_URL={} (recorded requests: GET {}/_testkit/requests)",
+        "scripted model server: ANTHROPIC_BASE_URL={} OPENAI_BASE_URL={} (recorded requests: \
+         GET {url}/_testkit/requests, service times: GET {url}/_testkit/stats)",
         server.url(),
         server.openai_base_url(),
-        server.url()
+        url = server.url()
     );
     std::io::Write::flush(&mut std::io::stdout())?;
     wait_for_stop_signal().await?;
@@ -202,17 +211,33 @@ async fn handle(
         let requests = shared.lock().requests.clone();
         return axum::Json(requests).into_response();
     }
-    let recorded = RecordedRequest::new(method.as_str(), path, &headers, &body);
+    if path == "/_testkit/stats" {
+        return axum::Json(shared.stats.snapshot()).into_response();
+    }
+    let timer = shared.stats.start();
+    let response = route(&shared, &method, path, &headers, body);
+    timer.finish(response)
+}
+
+/// Records and answers one request to the model APIs.
+fn route(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Response {
+    let recorded = RecordedRequest::new(method.as_str(), path, headers, &body);
     let json_body = recorded.body.clone();
     shared.lock().requests.push(recorded);
 
-    match (&method, path.trim_end_matches('/')) {
-        (&Method::POST, "/v1/messages") => model_call(&shared, Wire::Anthropic, &json_body, body.len()),
+    match (method, path.trim_end_matches('/')) {
+        (&Method::POST, "/v1/messages") => model_call(shared, Wire::Anthropic, &json_body, body.len()),
         (&Method::POST, "/v1/messages/count_tokens") => {
             axum::Json(json!({"input_tokens": estimate_tokens(body.len())})).into_response()
         }
         (&Method::POST, "/v1/chat/completions" | "/chat/completions") => {
-            model_call(&shared, Wire::OpenAi, &json_body, body.len())
+            model_call(shared, Wire::OpenAi, &json_body, body.len())
         }
         // Connectivity probes (the claude CLI sends `HEAD /`).
         (&Method::HEAD | &Method::GET, "") => StatusCode::OK.into_response(),

@@ -58,7 +58,14 @@ pub struct ServerConfig {
     /// `auth = "header"`: the shared secret the proxy sends in
     /// `X-Agentd-Proxy-Secret` (`AGENTD_HEADER_SECRET`).
     pub header_secret: Option<String>,
+    /// Sandboxes `agentd serve` keeps started ahead, one per recently used
+    /// sandbox policy, so a session's next command skips bubblewrap's set-up
+    /// (default 32; 0 turns it off). Each waits at most 30 s.
+    pub spare_sandboxes: Option<usize>,
 }
+
+/// [`ServerConfig::spare_sandboxes`] when unset.
+pub const DEFAULT_SPARE_SANDBOXES: usize = 32;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -147,6 +147,10 @@ impl PostgresStore {
     /// code shared with SQLite, which takes one.)
     async fn write_guard(&self) {}
 
+    fn writer(&self) -> &sqlx::PgPool {
+        &self.pool
+    }
+
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
         self.pool.begin().await
     }

@@ -17,7 +17,7 @@ impl SqliteStore {
         let at = to_ms(now());
         let _write = self.write_guard().await;
         let mut tx = self
-            .pool
+            .writes
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(db(ctx))?;

@@ -32,7 +32,11 @@ impl SqliteStore {
         // hand-offs): touch the session, insert at the next position, commit.
         // No row back means no such session.
         let _write = self.write_guard().await;
-        let mut conn = self.pool.acquire().await.map_err(db("appending message"))?;
+        let mut conn = self
+            .writes
+            .acquire()
+            .await
+            .map_err(db("appending message"))?;
         let rows = sqlx::query(
             "BEGIN IMMEDIATE;\n\
              UPDATE sessions SET updated_at = ? WHERE id = ?;\n\

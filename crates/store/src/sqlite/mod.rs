@@ -83,9 +83,19 @@ fn migrator() -> Migrator {
 /// event writer task, which runs on the Tokio runtime that opened the store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
+    /// Reads.
     pool: SqlitePool,
+    /// Writes: one connection of its own, so a write (an event commit, say)
+    /// never waits for a connection behind a queue of reads. SQLite runs one
+    /// writer at a time anyway. The same pool as `pool` for `:memory:`.
+    writes: SqlitePool,
     /// Held for the whole of every write transaction.
     write_lock: Arc<Mutex<()>>,
+    /// Taken before `write_lock` by every writer except the event writer, so
+    /// at most one of them queues on `write_lock` at a time: an event commit
+    /// waits for at most two other writes, not for every one of hundreds of
+    /// turns (events are what clients are waiting to see).
+    write_queue: Arc<Mutex<()>>,
     /// Event appends, committed in groups by the writer task.
     appends: mpsc::Sender<writer::AppendJob>,
 }
@@ -141,7 +151,7 @@ impl SqliteStore {
         // A local file connection does not go stale; skip the ping per acquire.
         let pool = pool_options
             .test_before_acquire(false)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(|e| StoreError::Database(format!("opening sqlite database: {e}")))?;
 
@@ -150,11 +160,26 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Database(format!("migrating sqlite database: {e}")))?;
 
+        let writes = if in_memory {
+            pool.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .test_before_acquire(false)
+                .connect_with(options)
+                .await
+                .map_err(|e| StoreError::Database(format!("opening sqlite database: {e}")))?
+        };
         let write_lock = Arc::new(Mutex::new(()));
-        let appends = writer::spawn(pool.clone(), write_lock.clone());
+        let appends = writer::spawn(writes.clone(), write_lock.clone());
         Ok(Self {
             pool,
+            writes,
             write_lock,
+            write_queue: Arc::new(Mutex::new(())),
             appends,
         })
     }
@@ -166,20 +191,36 @@ impl SqliteStore {
 
     /// Close all connections (waits for checked-out ones to come back).
     pub async fn close(&self) {
+        self.writes.close().await;
         self.pool.close().await;
     }
 
     /// Taken around every write transaction so that writers queue fairly here
-    /// instead of spinning on SQLITE_BUSY.
-    async fn write_guard(&self) -> MutexGuard<'_, ()> {
-        self.write_lock.lock().await
+    /// instead of spinning on SQLITE_BUSY (the event writer jumps the queue).
+    async fn write_guard(&self) -> WriteGuard<'_> {
+        let queued = self.write_queue.lock().await;
+        WriteGuard {
+            _lock: self.write_lock.lock().await,
+            _queued: queued,
+        }
     }
 
     /// A write transaction (take `write_guard` first): IMMEDIATE, so it holds
     /// SQLite's write lock from the start instead of upgrading a read later.
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
-        self.pool.begin_with("BEGIN IMMEDIATE").await
+        self.writes.begin_with("BEGIN IMMEDIATE").await
     }
+
+    /// The pool writes run on (with `write_guard` held).
+    fn writer(&self) -> &SqlitePool {
+        &self.writes
+    }
+}
+
+/// Held for a write: the store's write lock, then the place in the queue.
+struct WriteGuard<'a> {
+    _lock: MutexGuard<'a, ()>,
+    _queued: MutexGuard<'a, ()>,
 }
 
 crate::history::history_impl!(SqliteStore);

@@ -22,7 +22,7 @@ impl SqliteStore {
         .bind(&record.call_id)
         .bind(record.data.to_string())
         .bind(to_ms(record.created_at))
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await
         .map_err(db("storing a pending request"))?;
         Ok(())
@@ -41,7 +41,7 @@ impl SqliteStore {
         .bind(to_ms(now()))
         .bind(resolution.to_string())
         .bind(id)
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await
         .map_err(db("resolving a pending request"))?;
         Ok(done.rows_affected() == 1)
@@ -87,7 +87,7 @@ impl SqliteStore {
         .bind(session_id)
         .bind(rule)
         .bind(to_ms(now()))
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await
         .map_err(db("storing a session rule"))?;
         Ok(())

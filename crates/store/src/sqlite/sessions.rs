@@ -40,7 +40,7 @@ impl SqliteStore {
         .bind(record.status.as_str())
         .bind(to_ms(at))
         .bind(to_ms(at))
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await;
         match result {
             Ok(_) => Ok(record),
@@ -145,7 +145,7 @@ impl SqliteStore {
             .bind(id);
         let _write = self.write_guard().await;
         let row = query
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.writes)
             .await
             .map_err(db("updating session"))?;
         match row {
@@ -159,7 +159,7 @@ impl SqliteStore {
         // Messages, events, turns, … go with it (ON DELETE CASCADE).
         let done = sqlx::query("DELETE FROM sessions WHERE id = ?")
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await
             .map_err(db("deleting session"))?;
         Ok(done.rows_affected() > 0)

@@ -96,7 +96,7 @@ impl SqliteStore {
         let s = &export.session;
         let _write = self.write_guard().await;
         let mut tx = self
-            .pool
+            .writes
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(db(ctx))?;

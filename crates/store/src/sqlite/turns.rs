@@ -28,7 +28,7 @@ impl SqliteStore {
              RETURNING {COLUMNS};\n\
              COMMIT;"
         );
-        let mut conn = self.pool.acquire().await.map_err(db("starting turn"))?;
+        let mut conn = self.writes.acquire().await.map_err(db("starting turn"))?;
         let rows = sqlx::query(&fast)
             .bind(turn_id)
             .bind(client_request_id)
@@ -111,7 +111,7 @@ impl SqliteStore {
         .bind(status.as_str())
         .bind(to_ms(now()))
         .bind(turn_id)
-        .execute(&self.pool)
+        .execute(&self.writes)
         .await
         .map_err(db("finishing turn"))?;
         if done.rows_affected() > 0 {

@@ -22,7 +22,7 @@ impl SqliteStore {
                 .bind(&user.id)
                 .bind(&user.name)
                 .bind(to_ms(user.created_at))
-                .execute(&self.pool)
+                .execute(&self.writes)
                 .await;
         match result {
             Ok(_) => Ok(user),
@@ -68,7 +68,7 @@ impl SqliteStore {
             .bind(token_hash)
             .bind(prefix)
             .bind(to_ms(now()))
-            .execute(&self.pool)
+            .execute(&self.writes)
             .await;
             match result {
                 Ok(_) => {}
@@ -130,7 +130,7 @@ impl SqliteStore {
             sqlx::query("UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?")
                 .bind(to_ms(now()))
                 .bind(id)
-                .execute(&self.pool)
+                .execute(&self.writes)
                 .await
                 .map_err(db("revoking token"))?;
         Ok(done.rows_affected() > 0)

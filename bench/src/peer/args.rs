@@ -1,0 +1,152 @@
+//! The peer comparison's command line (`USAGE`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+pub struct Args {
+    pub smoke: bool,
+    pub write: Option<PathBuf>,
+    pub agentd: PathBuf,
+    pub claude: PathBuf,
+    pub runs: usize,
+    pub turns: usize,
+    pub levels: Vec<usize>,
+    pub claude_procs: usize,
+    pub concurrency: Vec<usize>,
+    pub tp_turns: usize,
+    pub sandbox_iters: usize,
+    pub append_events: usize,
+    /// Scenarios to run (`--only`, for profiling); empty: all.
+    pub only: Vec<String>,
+}
+
+/// Scenario names `--only` takes; `warm-agentd` is agentd's warm turns alone.
+const SCENARIOS: &[&str] = &[
+    "cold",
+    "warm",
+    "warm-agentd",
+    "memory",
+    "throughput",
+    "sandbox",
+];
+
+impl Args {
+    pub fn wants(&self, scenario: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|s| s == scenario)
+    }
+
+    /// The run's parameters, one line for the recorded block.
+    pub fn parameters(&self) -> String {
+        format!(
+            "cold runs {}, warm turns {}, memory levels {:?}, claude processes {}, \
+             concurrency {:?} × {} turns, sandbox rounds {}, appends {}",
+            self.runs,
+            self.turns,
+            self.levels,
+            self.claude_procs,
+            self.concurrency,
+            self.tp_turns,
+            self.sandbox_iters,
+            self.append_events
+        )
+    }
+}
+
+const USAGE: &str = "peer [--smoke] [--write-results [FILE]] [--agentd PATH] [--claude PATH] \
+    [--runs N] [--turns N] [--levels 1,100,1000,10000] [--claude-procs N] \
+    [--concurrency 100,1000] [--tp-turns N] [--sandbox N] [--append N] \
+    [--only cold,warm,warm-agentd,memory,throughput,sandbox]";
+
+fn list(value: &str) -> Result<Vec<usize>> {
+    value
+        .split(',')
+        .map(|v| v.trim().parse().context("not a number"))
+        .collect()
+}
+
+pub fn parse_args() -> Result<Args> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest.parent().unwrap_or(manifest).to_path_buf();
+    let exe = std::env::current_exe()?;
+    let mut args = Args {
+        smoke: false,
+        write: None,
+        agentd: exe.with_file_name("agentd"),
+        claude: root.join(".tools/node_modules/.bin/claude"),
+        runs: 10,
+        turns: 20,
+        levels: vec![1, 100, 1000, 10_000],
+        claude_procs: 3,
+        concurrency: vec![100, 1000],
+        tp_turns: 2,
+        sandbox_iters: 200,
+        append_events: 64_000,
+        only: Vec::new(),
+    };
+    if let Some(bin) = std::env::var_os("AGENTD_CLAUDE_BIN") {
+        args.claude = bin.into();
+    }
+    let mut it = std::env::args().skip(1).peekable();
+    while let Some(flag) = it.next() {
+        if flag == "--smoke" {
+            args.smoke = true;
+            args.runs = 1;
+            args.turns = 1;
+            args.levels = vec![1, 10];
+            args.claude_procs = 1;
+            args.concurrency = vec![5];
+            args.tp_turns = 1;
+            args.sandbox_iters = 5;
+            args.append_events = 640;
+            continue;
+        }
+        if flag == "--write-results" {
+            let file = match it.peek() {
+                Some(next) if !next.starts_with("--") => it.next().map(PathBuf::from),
+                _ => None,
+            };
+            args.write = Some(file.unwrap_or_else(|| root.join("bench/RESULTS.md")));
+            continue;
+        }
+        let value = it
+            .next()
+            .with_context(|| format!("{flag} needs a value\n{USAGE}"))?;
+        match flag.as_str() {
+            "--agentd" => args.agentd = value.into(),
+            "--claude" => args.claude = value.into(),
+            "--runs" => args.runs = value.parse()?,
+            "--turns" => args.turns = value.parse()?,
+            "--levels" => args.levels = list(&value)?,
+            "--claude-procs" => args.claude_procs = value.parse()?,
+            "--concurrency" => args.concurrency = list(&value)?,
+            "--tp-turns" => args.tp_turns = value.parse()?,
+            "--sandbox" => args.sandbox_iters = value.parse()?,
+            "--append" => args.append_events = value.parse()?,
+            "--only" => {
+                args.only = value.split(',').map(|s| s.trim().to_string()).collect();
+                if let Some(bad) = args.only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
+                    bail!("unknown scenario {bad}\n{USAGE}");
+                }
+                if args.wants("memory") && !args.wants("warm") {
+                    // The memory scenario reuses the warm `claude` process.
+                    args.only.push("warm".into());
+                }
+            }
+            _ => bail!("unknown flag {flag}\n{USAGE}"),
+        }
+    }
+    if args.write.is_some() && !args.only.is_empty() {
+        bail!("--write-results records the whole table: drop --only");
+    }
+    for (what, path) in [("agentd", &args.agentd), ("claude", &args.claude)] {
+        if !path.exists() {
+            bail!(
+                "{what} not found at {}: run `make bench` (builds agentd, installs the CLI \
+                 with scripts/install-deps.sh)",
+                path.display()
+            );
+        }
+    }
+    Ok(args)
+}

@@ -1,0 +1,458 @@
+//! Prestarted spare sandboxes. Bubblewrap's namespace and mount setup and
+//! bash's start cost several milliseconds a command; with a capacity set
+//! ([`set_spare_capacity`]), each sandboxed command is followed, in the
+//! background, by a spare `bwrap <same args> -- bash -c <READER>` waiting on
+//! its stdin. The next command under an identical policy is written there and
+//! runs in a pristine `bash -c`, as in a fresh sandbox; a spare serves one
+//! command only.
+//!
+//! A spare serves a command only when everything a cold start would use now
+//! is equal: the bwrap path and arguments (recomputed per command, so a new
+//! `.git`, variable or read-only path shows), the limits, and the identity
+//! (device, inode) of every bind source, so a directory replaced since the
+//! spare started (a checkpoint restore, a rename) is never served stale. It
+//! must also come from the calling Tokio runtime, where its pipes and reaper
+//! are registered.
+//!
+//! The pool never evicts a live spare to make room, holds at most one spare a
+//! key, and kills spares idle longer than the idle lifetime: on lookup, and
+//! from a sweeper thread that runs only while the pool is not empty.
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, ChildStdin};
+use tokio::runtime::{Handle, Id as RuntimeId};
+
+use crate::command::{BwrapSpec, find_bwrap};
+use crate::policy::{Limits, Policy};
+use crate::run::{GroupKiller, spawn_confined};
+
+/// Reads the command up to end of input, then becomes the same `bash -c` a
+/// cold start runs, with stdin back on /dev/null. `exec` leaves `$0`, `$$`,
+/// `SHLVL` and `_` as a cold start has them (the spares test compares).
+const READER: &str = r#"IFS= read -r -d "" c; exec bash -c "$c" </dev/null"#;
+
+/// Longer commands start cold: bash reads a pipe a byte at a time (about a
+/// microsecond a byte), and a write of up to `PIPE_BUF` (4096) is whole.
+const MAX_COMMAND_BYTES: usize = 4096;
+
+const DEFAULT_IDLE: Duration = Duration::from_secs(30);
+
+static POOL: Mutex<Pool> = Mutex::new(Pool {
+    capacity: 0,
+    idle: DEFAULT_IDLE,
+    entries: Vec::new(),
+    next_id: 0,
+    sweeping: false,
+});
+/// Wakes the sweeper when the idle lifetime or the capacity changes.
+static SWEEPER: Condvar = Condvar::new();
+static USED: AtomicU64 = AtomicU64::new(0);
+
+/// Keep up to `max` prestarted spare sandboxes, at most one per distinct
+/// policy. 0, the default, turns them off and kills any that are waiting.
+pub fn set_spare_capacity(max: usize) {
+    let surplus: Vec<Spare> = {
+        let mut pool = lock();
+        pool.capacity = max;
+        let surplus = pool.entries.len().saturating_sub(max);
+        pool.entries
+            .drain(..surplus)
+            .filter_map(|entry| entry.spare)
+            .collect()
+    };
+    SWEEPER.notify_all();
+    surplus.into_iter().for_each(discard);
+}
+
+/// How long a spare may wait for a command before it is killed (default 30 s).
+pub fn set_spare_idle(idle: Duration) {
+    lock().idle = idle;
+    SWEEPER.notify_all();
+}
+
+/// How many commands have run in a prestarted spare since the process started.
+pub fn spares_used() -> u64 {
+    USED.load(Ordering::Relaxed)
+}
+
+/// How many spares are started and waiting for a command.
+pub fn spares_waiting() -> usize {
+    lock()
+        .entries
+        .iter()
+        .filter(|entry| entry.spare.is_some())
+        .count()
+}
+
+/// Take the waiting spare for `spec` and `limits`, hand it `command` and
+/// return it running; `None` when the command must start cold.
+pub(crate) fn take(
+    spec: &BwrapSpec,
+    limits: &Limits,
+    command: &str,
+) -> Option<(Child, GroupKiller)> {
+    if command.len() > MAX_COMMAND_BYTES || command.contains('\0') {
+        return None;
+    }
+    let runtime = Handle::try_current().ok()?.id();
+    let (found, expired) = {
+        let mut pool = lock();
+        if pool.entries.is_empty() {
+            return None;
+        }
+        let expired = pool.remove_expired(Instant::now());
+        let found = pool
+            .entries
+            .iter()
+            .position(|entry| entry.spare.is_some() && entry.key.is(spec, limits, runtime))
+            .map(|index| pool.entries.swap_remove(index));
+        (found, expired)
+    };
+    expired.into_iter().for_each(discard);
+    let Entry { binds, spare, .. } = found?;
+    let spare = spare?;
+    if binds != bind_identities(&spec.args) {
+        discard(spare);
+        return None;
+    }
+    spare.run(command)
+}
+
+/// After a sandboxed command that ran as `spec`: claim a place for a spare
+/// now, if the pool has room and holds none for `spec` yet, and start it in
+/// the background. (Claiming now keeps the pool's order that of the commands.)
+pub(crate) fn replenish(policy: &Policy, spec: BwrapSpec) {
+    let Ok(runtime) = Handle::try_current() else {
+        return;
+    };
+    let key = Key {
+        spec,
+        limits: policy.limits,
+        runtime: runtime.id(),
+    };
+    let Some(id) = lock().reserve(key) else {
+        return;
+    };
+    let policy = policy.clone();
+    let runtime_id = runtime.id();
+    // On a runtime thread, not the blocking pool: bwrap's --die-with-parent
+    // fires when the *thread* that spawned it ends, and idle blocking threads end.
+    runtime.spawn(async move { start(id, &policy, runtime_id) });
+}
+
+fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
+    let Some(bwrap) = find_bwrap() else {
+        abandon(id);
+        return;
+    };
+    // Again, after the command, which may have changed the host (a new `.git`).
+    let key = Key {
+        spec: BwrapSpec::new(bwrap, policy),
+        limits: policy.limits,
+        runtime,
+    };
+    let binds = bind_identities(&key.spec.args);
+    let command = key.spec.shell(READER);
+    if !lock().settle(id, key, binds) {
+        return;
+    }
+    let spare = match spawn_confined(command, Stdio::piped(), &policy.limits) {
+        Ok((mut child, group)) => match child.stdin.take().map(ChildStdin::into_owned_fd) {
+            Some(Ok(stdin)) => Spare {
+                group,
+                child,
+                stdin,
+            },
+            _ => {
+                tracing::debug!("spare sandbox has no usable stdin");
+                abandon(id);
+                return;
+            }
+        },
+        Err(err) => {
+            tracing::debug!(%err, "could not start a spare sandbox");
+            abandon(id);
+            return;
+        }
+    };
+    let mut pool = lock();
+    let Some(entry) = pool.entries.iter_mut().find(|entry| entry.id == id) else {
+        // The capacity was lowered meanwhile.
+        drop(pool);
+        discard(spare);
+        return;
+    };
+    entry.spare = Some(spare);
+    entry.since = Instant::now();
+    pool.ensure_sweeper();
+}
+
+fn abandon(id: u64) {
+    lock().entries.retain(|entry| entry.id != id);
+}
+
+/// Kill a spare: its process group and cgroup (whose directory goes once
+/// empty, from a thread if need be), and bwrap itself (`kill_on_drop`).
+fn discard(spare: Spare) {
+    drop(spare);
+}
+
+/// Kill spares as they expire; ends once the pool is empty.
+fn sweep() {
+    let mut pool = lock();
+    loop {
+        let expired = pool.remove_expired(Instant::now());
+        if !expired.is_empty() {
+            drop(pool);
+            expired.into_iter().for_each(discard);
+            pool = lock();
+            continue;
+        }
+        if pool.entries.is_empty() {
+            pool.sweeping = false;
+            return;
+        }
+        let now = Instant::now();
+        let wait = pool
+            .entries
+            .iter()
+            .map(|entry| (entry.since + pool.idle).saturating_duration_since(now))
+            .min()
+            .unwrap_or(pool.idle);
+        pool = SWEEPER
+            .wait_timeout(pool, wait)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
+}
+
+/// (device, inode) of each `--bind`/`--ro-bind` source in `args`, `None` for
+/// one that is gone. (A `--setenv` value reading `--bind` only adds a stat:
+/// both sides of a comparison scan equal args.)
+fn bind_identities(args: &[OsString]) -> Vec<Option<(u64, u64)>> {
+    args.windows(2)
+        .filter(|pair| pair[0] == "--bind" || pair[0] == "--ro-bind")
+        .map(|pair| {
+            std::fs::metadata(&pair[1])
+                .ok()
+                .map(|meta| (meta.dev(), meta.ino()))
+        })
+        .collect()
+}
+
+fn lock() -> MutexGuard<'static, Pool> {
+    POOL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+struct Pool {
+    capacity: usize,
+    idle: Duration,
+    entries: Vec<Entry>,
+    next_id: u64,
+    sweeping: bool,
+}
+
+impl Pool {
+    /// Spares idle too long, and places claimed that long ago whose spare
+    /// never came (its runtime shut down, say).
+    fn remove_expired(&mut self, now: Instant) -> Vec<Spare> {
+        let idle = self.idle;
+        self.entries
+            .extract_if(.., |entry| {
+                now.saturating_duration_since(entry.since) >= idle
+            })
+            .filter_map(|entry| entry.spare)
+            .collect()
+    }
+
+    /// Claim a place under `key`; `None` when the pool is full or holds a
+    /// spare (waiting or starting) for it already.
+    fn reserve(&mut self, key: Key) -> Option<u64> {
+        if self.entries.len() >= self.capacity || self.entries.iter().any(|entry| entry.key == key)
+        {
+            return None;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.entries.push(Entry {
+            id,
+            key,
+            binds: Vec::new(),
+            since: Instant::now(),
+            spare: None,
+        });
+        Some(id)
+    }
+
+    /// Give place `id` the key and binds its spare is about to start with;
+    /// false (and the place given up) when the place is gone or another
+    /// holds that key.
+    fn settle(&mut self, id: u64, key: Key, binds: Vec<Option<(u64, u64)>>) -> bool {
+        let taken = self
+            .entries
+            .iter()
+            .any(|entry| entry.id != id && entry.key == key);
+        if taken {
+            self.entries.retain(|entry| entry.id != id);
+            return false;
+        }
+        let Some(entry) = self.entries.iter_mut().find(|entry| entry.id == id) else {
+            return false;
+        };
+        entry.key = key;
+        entry.binds = binds;
+        true
+    }
+
+    fn ensure_sweeper(&mut self) {
+        if self.sweeping {
+            return;
+        }
+        let started = std::thread::Builder::new()
+            .name("agentd-spare-sweeper".into())
+            .spawn(sweep);
+        match started {
+            Ok(_) => self.sweeping = true,
+            Err(err) => {
+                tracing::warn!(%err, "no spare sandbox sweeper; idle spares expire only on lookup");
+            }
+        }
+    }
+}
+
+/// What must be equal for a spare to serve a command, besides its binds.
+#[derive(PartialEq, Eq)]
+struct Key {
+    spec: BwrapSpec,
+    limits: Limits,
+    runtime: RuntimeId,
+}
+
+impl Key {
+    fn is(&self, spec: &BwrapSpec, limits: &Limits, runtime: RuntimeId) -> bool {
+        self.spec == *spec && self.limits == *limits && self.runtime == runtime
+    }
+}
+
+struct Entry {
+    id: u64,
+    key: Key,
+    /// The bind sources' identities from just before the spare was started
+    /// (empty until then).
+    binds: Vec<Option<(u64, u64)>>,
+    /// When the spare was ready, or the place claimed while it starts.
+    since: Instant,
+    /// `None` while it is being started.
+    spare: Option<Spare>,
+}
+
+/// A started sandbox whose reader waits for a command on `stdin`.
+struct Spare {
+    group: GroupKiller,
+    child: Child,
+    stdin: OwnedFd,
+}
+
+impl Spare {
+    /// Hand it `command`; `None` (and the spare killed) when it has died.
+    fn run(mut self, command: &str) -> Option<(Child, GroupKiller)> {
+        let waiting = matches!(self.child.try_wait(), Ok(None));
+        // The pipe is empty and the command fits in PIPE_BUF: all or nothing.
+        let written = waiting
+            && rustix::io::write(&self.stdin, command.as_bytes()).is_ok_and(|n| n == command.len());
+        if !written {
+            discard(self);
+            return None;
+        }
+        let Spare {
+            group,
+            child,
+            stdin,
+            ..
+        } = self;
+        // End of input: the reader runs the command.
+        drop(stdin);
+        USED.fetch_add(1, Ordering::Relaxed);
+        Some((child, group))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(workspace: &str, runtime: RuntimeId) -> Key {
+        Key {
+            spec: BwrapSpec {
+                bwrap: "/usr/bin/bwrap".into(),
+                args: vec!["--bind".into(), workspace.into(), workspace.into()],
+            },
+            limits: Limits::default(),
+            runtime,
+        }
+    }
+
+    #[test]
+    fn places_are_claimed_once_per_key_and_never_beyond_capacity() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let key = |workspace| key(workspace, runtime.handle().id());
+        let mut pool = Pool {
+            capacity: 2,
+            idle: DEFAULT_IDLE,
+            entries: Vec::new(),
+            next_id: 0,
+            sweeping: false,
+        };
+        let first = pool.reserve(key("/a")).unwrap();
+        assert_eq!(pool.reserve(key("/a")), None, "one per key");
+        let second = pool.reserve(key("/b")).unwrap();
+        assert_eq!(pool.reserve(key("/c")), None, "full");
+
+        // The command turned what the first spare would be into what the
+        // second one is: the first place is given up.
+        assert!(!pool.settle(first, key("/b"), Vec::new()));
+        assert_eq!(pool.entries.len(), 1);
+        assert!(pool.settle(second, key("/b2"), vec![None]));
+        assert!(!pool.settle(first, key("/a"), Vec::new()), "gone");
+        assert!(pool.reserve(key("/b")).is_some());
+    }
+
+    fn args(paths: &[&std::path::Path]) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec!["--setenv".into(), "X".into(), "1".into()];
+        for path in paths {
+            args.extend(["--bind".into(), path.into(), path.into()]);
+        }
+        args
+    }
+
+    #[test]
+    fn a_replaced_or_removed_bind_source_changes_identity() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let args = args(&[root.path(), &ws]);
+        let before = bind_identities(&args);
+        assert_eq!(before.len(), 2);
+        assert!(before.iter().all(Option::is_some));
+        assert_eq!(bind_identities(&args), before, "unchanged");
+        std::fs::write(ws.join("file"), "content").unwrap();
+        assert_eq!(bind_identities(&args), before, "contents do not count");
+
+        std::fs::rename(&ws, root.path().join("ws.old")).unwrap();
+        std::fs::create_dir(&ws).unwrap();
+        let replaced = bind_identities(&args);
+        assert_eq!(replaced[0], before[0]);
+        assert_ne!(replaced[1], before[1]);
+
+        std::fs::remove_dir(&ws).unwrap();
+        assert_eq!(bind_identities(&args)[1], None);
+    }
+}

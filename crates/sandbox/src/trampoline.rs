@@ -1,0 +1,218 @@
+//! Starting sandboxed commands without forking the server.
+//!
+//! The cgroup join and the rlimits must happen in the child before it execs
+//! (see the crate docs). Doing that in a `pre_exec` hook makes the standard
+//! library fork the whole server: the kernel copies every page table of a
+//! process that may hold hundreds of MiB, and the child tears that copy down
+//! again at exec. Profiles of 1 000 concurrent turns put a third of the
+//! server's CPU there, and the fork holds the address-space lock that every
+//! other thread's page faults wait for.
+//!
+//! Instead the server's own executable is started first (`/proc/self/exe
+//! __sandbox-enter …`): without a hook the standard library uses
+//! `posix_spawn`, which shares the address space until exec. That small
+//! process joins the cgroup, sets the rlimits and execs the real program, so
+//! nothing the command runs is ever outside its limits. A binary opts in by
+//! calling [`run_if_asked`] first thing in `main` and then [`enable`]; anything
+//! else (tests, examples) keeps the `pre_exec` hook.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::process::{Resource, Rlimit};
+
+/// The hidden first argument that makes the executable a trampoline.
+const ENTER: &str = "__sandbox-enter";
+
+/// The executable, as the kernel knows it: stays right even if the file on
+/// disk is replaced by an upgrade while the server runs.
+const SELF_EXE: &str = "/proc/self/exe";
+
+/// Exit status when the limits cannot be applied (the program never runs).
+const CANNOT_ENTER: i32 = 126;
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Start sandboxed commands through this executable from now on. Only for a
+/// binary whose `main` calls [`run_if_asked`] first.
+pub fn enable() {
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
+pub(crate) fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// `command` (whose environment was cleared, as every command built here
+/// is) started through the trampoline: inside its cgroup (`cgroup_procs`,
+/// the file a process writes `0` to in order to join) and with `rlimits`.
+pub(crate) fn wrap(
+    command: &std::process::Command,
+    cgroup_procs: Option<&std::path::Path>,
+    rlimits: &[(Resource, Rlimit)],
+) -> tokio::process::Command {
+    let mut wrapped = tokio::process::Command::new(SELF_EXE);
+    wrapped
+        .args(enter_args(cgroup_procs, rlimits, command.get_program()))
+        .args(command.get_args())
+        .env_clear();
+    for (key, value) in command.get_envs() {
+        if let Some(value) = value {
+            wrapped.env(key, value);
+        }
+    }
+    if let Some(dir) = command.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped
+}
+
+fn enter_args(
+    cgroup_procs: Option<&std::path::Path>,
+    rlimits: &[(Resource, Rlimit)],
+    program: &OsStr,
+) -> Vec<OsString> {
+    let join = cgroup_procs.map_or_else(|| OsString::from("-"), |p| p.as_os_str().to_owned());
+    let limits = rlimits
+        .iter()
+        .filter_map(|(resource, limit)| {
+            let value = limit.maximum?;
+            Some(format!("{}={value}", name(*resource)?))
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    vec![
+        ENTER.into(),
+        join,
+        if limits.is_empty() {
+            "-".into()
+        } else {
+            limits.into()
+        },
+        program.to_owned(),
+    ]
+}
+
+const NAMES: [(Resource, &str); 6] = [
+    (Resource::Cpu, "cpu"),
+    (Resource::As, "as"),
+    (Resource::Fsize, "fsize"),
+    (Resource::Nproc, "nproc"),
+    (Resource::Nofile, "nofile"),
+    (Resource::Core, "core"),
+];
+
+fn name(resource: Resource) -> Option<&'static str> {
+    NAMES
+        .iter()
+        .find(|(r, _)| *r == resource)
+        .map(|(_, name)| *name)
+}
+
+fn resource(name: &str) -> Option<Resource> {
+    NAMES.iter().find(|(_, n)| *n == name).map(|(r, _)| *r)
+}
+
+/// When this process was started as a trampoline, apply the limits and exec
+/// the program; never returns then. Otherwise returns at once. Call it before
+/// anything else in `main` (no threads, no runtime).
+pub fn run_if_asked() {
+    let mut args = std::env::args_os();
+    if args.nth(1).as_deref() != Some(OsStr::new(ENTER)) {
+        return;
+    }
+    let rest: Vec<OsString> = args.collect();
+    let error = match enter(&rest) {
+        Ok(never) => match never {},
+        Err(error) => error,
+    };
+    eprintln!("agentd: cannot start the sandboxed command: {error}");
+    std::process::exit(CANNOT_ENTER);
+}
+
+enum Never {}
+
+fn enter(args: &[OsString]) -> Result<Never, String> {
+    let [join, limits, program, argv @ ..] = args else {
+        return Err("usage: __sandbox-enter JOIN LIMITS PROGRAM [ARG…]".into());
+    };
+    if join != "-" {
+        // First, so every process the command ever starts is counted.
+        std::fs::write(join, b"0")
+            .map_err(|err| format!("joining cgroup {}: {err}", join.to_string_lossy()))?;
+    }
+    if limits != "-" {
+        for item in limits.as_bytes().split(|b| *b == b',') {
+            let item = std::str::from_utf8(item).map_err(|_| "bad limit".to_string())?;
+            let (name, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("bad limit {item:?}"))?;
+            let resource = resource(name).ok_or_else(|| format!("unknown limit {name:?}"))?;
+            let value: u64 = value
+                .parse()
+                .map_err(|_| format!("bad limit value {item:?}"))?;
+            let limit = Rlimit {
+                current: Some(value),
+                maximum: Some(value),
+            };
+            rustix::process::setrlimit(resource, limit)
+                .map_err(|err| format!("setting limit {name}: {err}"))?;
+        }
+    }
+    // Nothing the server inherited (say, from whoever started it) reaches
+    // the command.
+    crate::pre_exec::close_inherited_fds();
+    // Environment, working directory and stdio are this process's: the
+    // server set them up for the program.
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new(program).args(argv).exec();
+    Err(format!("{}: {err}", program.to_string_lossy()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_round_trip_through_the_arguments() {
+        let limit = |v| Rlimit {
+            current: Some(v),
+            maximum: Some(v),
+        };
+        let rlimits = [
+            (Resource::Cpu, limit(300)),
+            (Resource::Nofile, limit(1024)),
+            (Resource::Core, limit(0)),
+        ];
+        let procs = std::path::Path::new("/sys/fs/cgroup/x/cgroup.procs");
+        let mut bwrap = std::process::Command::new("/usr/bin/bwrap");
+        bwrap
+            .args(["--ro-bind", "/usr", "/usr"])
+            .env_clear()
+            .env("A", "1");
+        let wrapped = wrap(&bwrap, Some(procs), &rlimits);
+        let wrapped = wrapped.as_std();
+        assert_eq!(wrapped.get_program(), "/proc/self/exe");
+        let args: Vec<_> = wrapped.get_args().collect();
+        assert_eq!(
+            args,
+            [
+                "__sandbox-enter",
+                "/sys/fs/cgroup/x/cgroup.procs",
+                "cpu=300,nofile=1024,core=0",
+                "/usr/bin/bwrap",
+                "--ro-bind",
+                "/usr",
+                "/usr"
+            ]
+        );
+        let envs: Vec<_> = wrapped.get_envs().collect();
+        assert_eq!(envs, [(OsStr::new("A"), Some(OsStr::new("1")))]);
+        let bare = enter_args(None, &[], OsStr::new("bash"));
+        assert_eq!(bare[1..3], ["-", "-"]);
+        for (resource, _) in rlimits {
+            assert_eq!(name(resource).and_then(super::resource), Some(resource));
+        }
+    }
+}
