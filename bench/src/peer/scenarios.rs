@@ -288,16 +288,39 @@ pub async fn throughput(ctx: &Ctx, sessions: usize, turns: usize) -> Result<Thro
 }
 
 /// Median and p99 of `bash -c true` bare and under the default sandbox policy.
-pub async fn sandbox(root: &Path, iterations: usize) -> Result<[(Duration, Duration); 2]> {
-    let workspace = root.join("sandbox-ws");
-    std::fs::create_dir_all(&workspace)?;
+pub async fn sandbox(root: &Path, iterations: usize) -> Result<[(Duration, Duration); 3]> {
     let request = ExecRequest {
         command: "true".into(),
         timeout: Duration::from_secs(10),
         output_cap: 4096,
     };
-    let policy = Policy::new(&workspace);
-    let (mut bare, mut boxed) = (Vec::new(), Vec::new());
+    // Separate workspaces: a cold call must never find the other's spare.
+    let policy = |name: &str| -> Result<Policy> {
+        let workspace = root.join(name);
+        std::fs::create_dir_all(&workspace)?;
+        Ok(Policy::new(workspace))
+    };
+    let (cold_policy, spare_policy) = (policy("sandbox-cold")?, policy("sandbox-spare")?);
+    let exec = |policy: Policy| {
+        let request = request.clone();
+        async move {
+            let started = Instant::now();
+            let outcome = Sandbox
+                .exec(&policy, &request, None, CancellationToken::new())
+                .await?;
+            if outcome.exit_code != Some(0) {
+                bail!("sandboxed `true` failed: {outcome:?}");
+            }
+            Ok(started.elapsed())
+        }
+    };
+    // One place in the pool, held by the spare policy's next spare from the
+    // priming call on: a cold call always finds the pool full, so it neither
+    // takes a spare nor leaves one.
+    agentd_sandbox::set_spare_capacity(1);
+    exec(spare_policy.clone()).await?;
+    let used_before = agentd_sandbox::spares_used();
+    let (mut bare, mut cold, mut spare) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..iterations {
         let started = Instant::now();
         let status = tokio::process::Command::new("bash")
@@ -312,14 +335,15 @@ pub async fn sandbox(root: &Path, iterations: usize) -> Result<[(Duration, Durat
         if !status.success() {
             bail!("bare `bash -c true` failed");
         }
-        let started = Instant::now();
-        let outcome = Sandbox
-            .exec(&policy, &request, None, CancellationToken::new())
-            .await?;
-        boxed.push(started.elapsed());
-        if outcome.exit_code != Some(0) {
-            bail!("sandboxed `true` failed: {outcome:?}");
-        }
+        cold.push(exec(cold_policy.clone()).await?);
+        // The spare for this call was started after the previous one.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        spare.push(exec(spare_policy.clone()).await?);
+    }
+    agentd_sandbox::set_spare_capacity(0);
+    let used = agentd_sandbox::spares_used() - used_before;
+    if used != iterations as u64 {
+        bail!("{used} of {iterations} spare calls took a spare (and cold ones none)");
     }
     let q = |v: &mut Vec<Duration>| {
         (
@@ -327,7 +351,7 @@ pub async fn sandbox(root: &Path, iterations: usize) -> Result<[(Duration, Durat
             agentd_bench::quantile(v, 0.99),
         )
     };
-    Ok([q(&mut bare), q(&mut boxed)])
+    Ok([q(&mut bare), q(&mut cold), q(&mut spare)])
 }
 
 /// Events/s appended to SQLite through the `Store` trait in batches of 64.

@@ -122,8 +122,14 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
         agentd_server::http::serve(listener, runtime, Arc::new(env), auth, shutdown_signal())
             .await
             .map_err(|err| (exit::FAILED, err.to_string()));
-    // Turns have drained by now; what is left (idle tasks) is dropped.
-    turn_threads.shutdown_background();
+    // Turns have drained (or been given up on) by now. Drop what is left on
+    // the turn runtime while this process still lives, so kill-on-drop
+    // reaches every process a turn started; spares go too.
+    agentd_sandbox::set_spare_capacity(0);
+    let _ = tokio::task::spawn_blocking(move || {
+        turn_threads.shutdown_timeout(std::time::Duration::from_secs(1));
+    })
+    .await;
     served
 }
 

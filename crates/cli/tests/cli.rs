@@ -133,3 +133,36 @@ fn unknown_model_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("gpt-9"));
 }
+
+/// The sandbox trampoline (`agentd __sandbox-enter JOIN LIMITS PROGRAM…`)
+/// runs the program only once its cgroup and limits are in place; anything
+/// it cannot apply stops it with status 126 before the program runs.
+#[test]
+fn the_sandbox_trampoline_runs_nothing_it_cannot_confine() {
+    let (data, ws) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    let enter = |join: &str, limits: &str| {
+        let script = "ulimit -n; ulimit -t";
+        agentd(
+            data.path(),
+            ws.path(),
+            &["__sandbox-enter", join, limits, "bash", "-c", script],
+        )
+    };
+    let ok = enter("-", "nofile=64,cpu=7");
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+    assert_eq!(text(&ok.stdout), "64\n7\n");
+
+    let no_cgroup = enter("/nonexistent/agentd/tasks", "-");
+    assert_eq!(no_cgroup.status.code(), Some(126));
+    assert!(no_cgroup.stdout.is_empty());
+    assert!(
+        text(&no_cgroup.stderr).contains("joining cgroup"),
+        "{}",
+        text(&no_cgroup.stderr)
+    );
+
+    let bad_limit = enter("-", "nofile=64,wings=2");
+    assert_eq!(bad_limit.status.code(), Some(126));
+    assert!(bad_limit.stdout.is_empty());
+    assert!(text(&bad_limit.stderr).contains("unknown limit"));
+}

@@ -105,6 +105,14 @@ impl AnthropicClient {
 }
 
 fn http_client(config: &AnthropicConfig) -> Result<reqwest::Client, ModelError> {
+    let shape = format!(
+        "anthropic\n{}\n{:?}\n{:?}",
+        config.api_key, config.connect_timeout, config.idle_timeout
+    );
+    crate::http_cache::shared(shape, || build_http_client(config))
+}
+
+fn build_http_client(config: &AnthropicConfig) -> Result<reqwest::Client, ModelError> {
     let mut key = header_value(&config.api_key)?;
     key.set_sensitive(true);
     let mut headers = HeaderMap::new();

@@ -11,6 +11,7 @@
 
 mod client;
 mod error;
+mod http_cache;
 
 pub mod anthropic;
 pub mod openai;

@@ -118,6 +118,14 @@ impl OpenAiClient {
 }
 
 fn http_client(config: &OpenAiConfig) -> Result<reqwest::Client, ModelError> {
+    let shape = format!(
+        "openai\n{}\n{:?}\n{:?}\n{:?}",
+        config.api_key, config.extra_headers, config.connect_timeout, config.idle_timeout
+    );
+    crate::http_cache::shared(shape, || build_http_client(config))
+}
+
+fn build_http_client(config: &OpenAiConfig) -> Result<reqwest::Client, ModelError> {
     let mut headers = HeaderMap::new();
     if !config.api_key.is_empty() {
         let mut auth = header_value(&format!("Bearer {}", config.api_key))?;

@@ -43,11 +43,8 @@ fn enter(cgroup_join: Option<&OwnedFd>, rlimits: &[(Resource, Rlimit)]) -> io::R
 
 /// Mark every descriptor above stderr close-on-exec. Only for the trampoline:
 /// single-threaded, so no descriptor is opened or closed meanwhile.
-pub(crate) fn close_inherited_fds() {
-    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
-        return;
-    };
-    let fds: Vec<i32> = entries
+pub(crate) fn close_inherited_fds() -> io::Result<()> {
+    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
         .filter(|fd| *fd > 2)
         .collect();
@@ -58,4 +55,5 @@ pub(crate) fn close_inherited_fds() {
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
         let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
     }
+    Ok(())
 }

@@ -18,6 +18,9 @@ use crate::spare;
 /// has been killed (something that left the group may still hold them).
 const DRAIN_GRACE: Duration = Duration::from_millis(300);
 
+/// How long a finished command's cgroup is left before its removal starts.
+const CGROUP_SETTLE: Duration = Duration::from_millis(3);
+
 /// True when a `bwrap` executable is installed (on PATH or in /usr/bin).
 pub fn bwrap_available() -> bool {
     find_bwrap().is_some()
@@ -35,16 +38,17 @@ enum Ending {
 
 impl Sandbox {
     /// Run a command under `policy`. Live output goes to `output` as it arrives
-    /// (a closed receiver is fine). Returns when the command and every process it
-    /// started have exited, been timed out, or been cancelled.
+    /// (a closed receiver is fine). Returns when the command has exited, timed
+    /// out or been cancelled, and every process it started has been killed.
     ///
     /// Guarantees: without bubblewrap (and without `policy.unsandboxed`) nothing
     /// runs and `BwrapMissing` is returned; nothing runs without its
     /// `policy.limits` (`Limits` when a process limit cannot be enforced); when
     /// the main process ends, for any reason, its whole process group and
     /// cgroup are killed; the call returns within about [`DRAIN_GRACE`] of the
-    /// main process ending, of the timeout, or of `cancel` (plus, at worst, two
-    /// seconds waiting for killed processes to leave the cgroup). Dropping the
+    /// main process ending, of the timeout, or of `cancel`. The cgroup is
+    /// removed in the background once the kernel has finished tearing the
+    /// killed processes down (their namespaces take about 2 ms). Dropping the
     /// returned future also kills the process group and the cgroup.
     ///
     /// With spares on ([`crate::set_spare_capacity`]) the command may run in a
@@ -107,7 +111,13 @@ impl Sandbox {
         // Background jobs in the group would keep the pipes (and us) waiting.
         group.kill();
         drain(pumps).await;
-        group.finish().await;
+        // Everything in it is killed; its removal need not hold up the turn.
+        // The kernel takes a couple of milliseconds to tear the namespaces
+        // down: wait that out asleep rather than polling beside the turn.
+        tokio::spawn(async move {
+            tokio::time::sleep(CGROUP_SETTLE).await;
+            group.finish().await;
+        });
         if let Some(spec) = bwrap {
             spare::replenish(policy, spec);
         }

@@ -43,6 +43,19 @@ const MAX_COMMAND_BYTES: usize = 4096;
 
 const DEFAULT_IDLE: Duration = Duration::from_secs(30);
 
+/// False when a variable of the policy would act on the reader shell itself
+/// (a file it sources, tracing, a `read` timeout, code loaded into it): a
+/// spare would then not be what a cold start is, so that policy starts cold.
+fn reader_is_transparent(env: &std::collections::BTreeMap<String, String>) -> bool {
+    !env.keys().any(|key| {
+        matches!(
+            key.as_str(),
+            "BASH_ENV" | "ENV" | "SHELLOPTS" | "BASHOPTS" | "TMOUT" | "PS4" | "GLIBC_TUNABLES"
+        ) || key.starts_with("LD_")
+            || key.starts_with("BASH_FUNC_")
+    })
+}
+
 static POOL: Mutex<Pool> = Mutex::new(Pool {
     capacity: 0,
     idle: DEFAULT_IDLE,
@@ -128,6 +141,9 @@ pub(crate) fn take(
 /// now, if the pool has room and holds none for `spec` yet, and start it in
 /// the background. (Claiming now keeps the pool's order that of the commands.)
 pub(crate) fn replenish(policy: &Policy, spec: BwrapSpec) {
+    if !reader_is_transparent(&policy.env) {
+        return;
+    }
     let Ok(runtime) = Handle::try_current() else {
         return;
     };
@@ -454,5 +470,21 @@ mod tests {
 
         std::fs::remove_dir(&ws).unwrap();
         assert_eq!(bind_identities(&args)[1], None);
+    }
+
+    #[test]
+    fn variables_that_act_on_the_reader_keep_a_policy_cold() {
+        let env =
+            |key: &str| std::collections::BTreeMap::from([(key.to_string(), "x".to_string())]);
+        assert!(reader_is_transparent(&env("CARGO_HOME")));
+        for key in [
+            "BASH_ENV",
+            "TMOUT",
+            "SHELLOPTS",
+            "LD_PRELOAD",
+            "BASH_FUNC_f%%",
+        ] {
+            assert!(!reader_is_transparent(&env(key)), "{key}");
+        }
     }
 }

@@ -17,7 +17,6 @@
 //! else (tests, examples) keeps the `pre_exec` hook.
 
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::process::{Resource, Rlimit};
@@ -74,6 +73,9 @@ fn enter_args(
     program: &OsStr,
 ) -> Vec<OsString> {
     let join = cgroup_procs.map_or_else(|| OsString::from("-"), |p| p.as_os_str().to_owned());
+    // `Limits::rlimits` sets every limit soft = hard to a number, from the
+    // resources in `NAMES`; anything else would be dropped here, so it must
+    // stay that way (the round-trip test checks every resource it makes).
     let limits = rlimits
         .iter()
         .filter_map(|(resource, limit)| {
@@ -137,14 +139,37 @@ fn enter(args: &[OsString]) -> Result<Never, String> {
     let [join, limits, program, argv @ ..] = args else {
         return Err("usage: __sandbox-enter JOIN LIMITS PROGRAM [ARG…]".into());
     };
+    let limits = if limits == "-" {
+        Vec::new()
+    } else {
+        parse_limits(limits)?
+    };
+    // Everything that needs descriptors or memory comes before the limits,
+    // which may allow little of either.
+    crate::pre_exec::close_inherited_fds()
+        .map_err(|err| format!("closing inherited descriptors: {err}"))?;
+    let mut command = std::process::Command::new(program);
+    command.args(argv);
     if join != "-" {
         // First, so every process the command ever starts is counted.
         std::fs::write(join, b"0")
             .map_err(|err| format!("joining cgroup {}: {err}", join.to_string_lossy()))?;
     }
-    if limits != "-" {
-        for item in limits.as_bytes().split(|b| *b == b',') {
-            let item = std::str::from_utf8(item).map_err(|_| "bad limit".to_string())?;
+    for (resource, limit) in limits {
+        rustix::process::setrlimit(resource, limit)
+            .map_err(|err| format!("setting limit {resource:?}: {err}"))?;
+    }
+    // Environment, working directory and stdio are this process's: the
+    // server set them up for the program.
+    use std::os::unix::process::CommandExt;
+    let err = command.exec();
+    Err(format!("{}: {err}", program.to_string_lossy()))
+}
+
+fn parse_limits(limits: &OsStr) -> Result<Vec<(Resource, Rlimit)>, String> {
+    let text = limits.to_str().ok_or("bad limits")?;
+    text.split(',')
+        .map(|item| {
             let (name, value) = item
                 .split_once('=')
                 .ok_or_else(|| format!("bad limit {item:?}"))?;
@@ -156,18 +181,9 @@ fn enter(args: &[OsString]) -> Result<Never, String> {
                 current: Some(value),
                 maximum: Some(value),
             };
-            rustix::process::setrlimit(resource, limit)
-                .map_err(|err| format!("setting limit {name}: {err}"))?;
-        }
-    }
-    // Nothing the server inherited (say, from whoever started it) reaches
-    // the command.
-    crate::pre_exec::close_inherited_fds();
-    // Environment, working directory and stdio are this process's: the
-    // server set them up for the program.
-    use std::os::unix::process::CommandExt;
-    let err = std::process::Command::new(program).args(argv).exec();
-    Err(format!("{}: {err}", program.to_string_lossy()))
+            Ok((resource, limit))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -85,7 +85,7 @@ fn migrator() -> Migrator {
 pub struct SqliteStore {
     /// Reads.
     pool: SqlitePool,
-    /// Writes: one connection of its own, so a write (an event commit, say)
+    /// Writes: connections of their own, so a write (an event commit, say)
     /// never waits for a connection behind a queue of reads. SQLite runs one
     /// writer at a time anyway. The same pool as `pool` for `:memory:`.
     writes: SqlitePool,
@@ -163,9 +163,12 @@ impl SqliteStore {
         let writes = if in_memory {
             pool.clone()
         } else {
+            // Two, not one: sqlx hands a released connection back to the pool
+            // from a task on the releasing runtime, so the next writer must
+            // not wait for that task (`write_lock` still admits one writer).
             SqlitePoolOptions::new()
-                .max_connections(1)
-                .min_connections(1)
+                .max_connections(2)
+                .min_connections(2)
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .test_before_acquire(false)
