@@ -482,17 +482,32 @@ async fn the_terminal_asks_and_the_answer_decides() {
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped());
         let mut child = cmd.spawn().unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(format!("{answer}\n").as_bytes())
-            .unwrap();
-        let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-            .await
-            .unwrap();
-        let text = String::from_utf8_lossy(&output.stdout);
+        // Answer once the prompt shows, as a person would: agentd drops lines
+        // typed before it asks.
+        let text = tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut stdin = child.stdin.take().unwrap();
+            let mut stdout = child.stdout.take().unwrap();
+            let mut seen = Vec::new();
+            let mut buffer = [0u8; 4096];
+            let mut answered = false;
+            loop {
+                let read = stdout.read(&mut buffer).unwrap();
+                if read == 0 {
+                    break;
+                }
+                seen.extend_from_slice(&buffer[..read]);
+                if !answered && String::from_utf8_lossy(&seen).contains("allow? [y]es") {
+                    stdin.write_all(format!("{answer}\n").as_bytes()).unwrap();
+                    answered = true;
+                }
+            }
+            drop(stdin);
+            child.wait().unwrap();
+            String::from_utf8_lossy(&seen).into_owned()
+        })
+        .await
+        .unwrap();
         assert!(text.contains("allow? [y]es"), "prompted: {text}");
         assert_eq!(h.ws().join("made-by-bash").exists(), expect_file, "{text}");
         let decision = if expect_file { "\"allow\"" } else { "\"deny\"" };
@@ -519,14 +534,7 @@ async fn the_servers_api_key_never_reaches_a_command() {
     .await;
     let run = h.run("show env", &[]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let output = run
-        .events
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::ToolFinished { output, .. } => Some(output.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let output = first_tool_output(&run);
     assert!(output.contains("PATH="), "env ran: {output}");
     assert!(!output.contains("test-key"), "{output}");
     assert!(!output.contains("ANTHROPIC"), "{output}");
@@ -572,18 +580,22 @@ async fn a_command_runs_inside_its_limits_and_gets_no_inherited_descriptor() {
         .unwrap();
     let run = common::Run::from_output(output);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let output = run
-        .events
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::ToolFinished { output, .. } => Some(output.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let output = first_tool_output(&run);
     let lines: Vec<&str> = output.lines().collect();
     // The default limits: 300 s of CPU, 1024 files (soft = hard), no core
     // dumps, 512 processes.
     assert_eq!(lines[..5], ["300", "1024", "0", "1024", "512"], "{output}");
     let fds: Vec<&str> = lines[5].split_whitespace().collect();
     assert!(!fds.contains(&"9"), "inherited descriptor leaked: {output}");
+}
+
+/// What the run's first finished tool call printed.
+fn first_tool_output(run: &common::Run) -> String {
+    run.events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::ToolFinished { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .expect("no tool.finished")
 }
