@@ -75,7 +75,7 @@ fn enter_args(
     let join = cgroup_procs.map_or_else(|| OsString::from("-"), |p| p.as_os_str().to_owned());
     // `Limits::rlimits` sets every limit soft = hard to a number, from the
     // resources in `NAMES`; anything else would be dropped here, so it must
-    // stay that way (the round-trip test checks every resource it makes).
+    // stay that way (`every_limit_the_policy_sets_reaches_the_trampoline`).
     let limits = rlimits
         .iter()
         .filter_map(|(resource, limit)| {
@@ -229,6 +229,18 @@ mod tests {
         assert_eq!(bare[1..3], ["-", "-"]);
         for (resource, _) in rlimits {
             assert_eq!(name(resource).and_then(super::resource), Some(resource));
+        }
+    }
+
+    #[test]
+    fn every_limit_the_policy_sets_reaches_the_trampoline() {
+        let rlimits = crate::Limits::default().rlimits();
+        let args = enter_args(None, &rlimits, OsStr::new("bash"));
+        let passed = parse_limits(&args[2]).unwrap();
+        assert_eq!(passed.len(), rlimits.len(), "{args:?}");
+        for ((sent, _), (got, limit)) in rlimits.iter().zip(&passed) {
+            assert_eq!(sent, got);
+            assert!(limit.maximum.is_some());
         }
     }
 }
