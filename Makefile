@@ -17,6 +17,12 @@ check:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# A clean build with incremental caches is twice the size (5.2 GiB against
+# 2.4 GiB for the whole test build) and no faster; CI always builds clean.
+# Set CARGO_INCREMENTAL=1 in the environment to keep them.
+CARGO_INCREMENTAL ?= 0
+check test: export CARGO_INCREMENTAL := $(CARGO_INCREMENTAL)
+
 # The store tests run against SQLite and a throwaway PostgreSQL that
 # scripts/test.sh starts (installing PostgreSQL if missing) and stops.
 test: deps check
