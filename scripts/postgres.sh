@@ -49,18 +49,33 @@ as_owner() {
     fi
 }
 
+# A free port below the kernel's ephemeral range: a test that stops the
+# cluster and starts it again on the same port (serve_db_down) must not find it
+# taken meanwhile by another test's outgoing connection.
 free_port() {
-    python3 - <<'EOF' 2>/dev/null && return 0
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
+    local low
+    low="$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+    [ "$low" -gt 20000 ] 2>/dev/null || low=32768
+    python3 - "$low" <<'EOF' 2>/dev/null && return 0
+import random, socket, sys
+low = int(sys.argv[1])
+for _ in range(200):
+    port = random.randrange(10000, low)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    sys.exit(0)
+sys.exit(1)
 EOF
-    # No python: pick a random high port that nothing listens on.
+    # No python: pick a random port in the same range that nothing listens on.
     local port
     for _ in $(seq 50); do
-        port=$((20000 + RANDOM % 40000))
+        port=$((10000 + RANDOM % (low - 10000)))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
             echo "$port"
             return 0

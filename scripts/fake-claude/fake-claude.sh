@@ -1,5 +1,5 @@
 #!/bin/sh
-# A stand-in for the `claude` CLI in agentd's tests (crates/cli/tests/
+# A stand-in for the `claude` CLI in agentd's tests (crates/cli/tests/cli/
 # claude_code_failures.rs): it misbehaves on purpose, or hands over to the
 # real CLI, one behaviour per start.
 #

@@ -1,4 +1,4 @@
-// Starts what crates/cli/tests/web_ui.rs starts — the scripted model server
+// Starts what crates/cli/tests/cli/web_ui.rs starts — the scripted model server
 // and `agentd serve` with a fresh data dir and an API token — for running
 // the browser test (local.mjs) and the UI bench by hand.
 

@@ -1,4 +1,4 @@
-// Runs the browser test as crates/cli/tests/web_ui.rs does, without cargo
+// Runs the browser test as crates/cli/tests/cli/web_ui.rs does, without cargo
 // test: `node web/e2e/local.mjs` (needs target/debug/agentd). With --serve it
 // only starts the servers and prints the URL and a token, for trying the UI.
 

@@ -1,5 +1,5 @@
 // The web UI's end-to-end test: a real browser against a real `agentd serve`
-// (started by crates/cli/tests/web_ui.rs, or by web/e2e/local.mjs) whose
+// (started by crates/cli/tests/cli/web_ui.rs, or by web/e2e/local.mjs) whose
 // model plays web/e2e/script.json. One line per scenario; the first failure
 // ends the run with a message, a screenshot and a non-zero exit.
 //

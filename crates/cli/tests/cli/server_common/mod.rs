@@ -431,7 +431,11 @@ pub async fn fresh_database_url() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    let schema = format!("serve_{}_{nanos}", std::process::id());
+    // All test modules share one process (and pid): a counter keeps two
+    // schemas made in the same nanosecond apart.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let schema = format!("serve_{}_{nanos}_{n}", std::process::id());
     let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&base)
         .await
         .unwrap();

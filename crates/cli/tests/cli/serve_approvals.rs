@@ -2,7 +2,7 @@
 //! the answer resumes the turn, and answers are checked.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use reqwest::StatusCode;
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! security headers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use reqwest::header::{HeaderMap, SET_COOKIE};
 use reqwest::{Method, RequestBuilder, StatusCode};

@@ -2,7 +2,7 @@
 //! server in both wire formats, real bubblewrap, a real SQLite store.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use agentd_protocol::{Event, TurnStatus};
 use agentd_store::Store;

@@ -3,7 +3,7 @@
 //! tools offered to the model as `mcp__everything__*`, and a call answered.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! prompt templates and flags, and WebFetch's reach from the profile's rules.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

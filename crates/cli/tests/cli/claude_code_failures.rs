@@ -10,7 +10,7 @@
 //! `.tools`, or `AGENTD_CLAUDE_BIN`) against the testkit model server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;

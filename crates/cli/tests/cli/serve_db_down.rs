@@ -7,7 +7,7 @@
 //! cluster of `make test` runs (`AGENTD_TEST_POSTGRES_URL` set).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! loopback, and other users' sessions answering 404 everywhere.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};

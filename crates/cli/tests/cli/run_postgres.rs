@@ -4,8 +4,8 @@
 //! tool-using turn, then a second process resuming with full context.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod server_common;
+use crate::common;
+use crate::server_common;
 
 use agentd_protocol::{Event, Role, TurnStatus};
 use agentd_store::Store;

@@ -2,7 +2,7 @@
 //! over the real HTTP API and SSE, against the testkit model server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};

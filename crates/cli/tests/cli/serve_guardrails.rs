@@ -3,7 +3,7 @@
 //! model), and each guardrail ending a turn with its own status, recorded.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};

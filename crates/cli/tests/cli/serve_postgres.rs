@@ -4,7 +4,7 @@
 //! `make test` starts (`AGENTD_TEST_POSTGRES_URL`, see `scripts/postgres.sh`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use serde_json::json;
 use server_common::{Harness, SseEvent, assert_gapless, fresh_database_url};

@@ -4,7 +4,7 @@
 //! session able to go on.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! Needs the throwaway cluster that `make test` starts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! delete, workspace files, and the OpenAPI document against the router.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};

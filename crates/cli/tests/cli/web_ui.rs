@@ -12,7 +12,7 @@
 //! scripts/install-deps.sh` installs them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

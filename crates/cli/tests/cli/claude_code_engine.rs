@@ -3,7 +3,7 @@
 //! `agentd serve`, against the testkit model server over HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use std::path::{Path, PathBuf};
 

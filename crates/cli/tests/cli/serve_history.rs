@@ -3,7 +3,7 @@
 //! and the transcript put back as they were.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod server_common;
+use crate::server_common;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;

@@ -1,0 +1,31 @@
+//! The integration tests of `agentd-cli`, one module per area, in one test
+//! binary: each `tests/*.rs` used to link its own 20–30 MB executable (21 of
+//! them, ~450 MB and 21 links per build), which ran CI out of disk. Tests of
+//! all modules run in parallel threads of this one process, so none may rely
+//! on a process of its own (environment, globals, fixed ports or paths).
+//! Run one area with `cargo test -p agentd-cli --test cli <module>::`.
+
+mod common;
+mod server_common;
+
+mod claude_code_engine;
+mod claude_code_failures;
+mod cli;
+mod gc;
+mod run;
+mod run_agent_setup;
+mod run_postgres;
+mod serve_agent_tools;
+mod serve_approvals;
+mod serve_auth;
+mod serve_cluster;
+mod serve_db_down;
+mod serve_guardrails;
+mod serve_history;
+mod serve_input;
+mod serve_mcp;
+mod serve_postgres;
+mod serve_routes;
+mod serve_stream;
+mod serve_web_auth;
+mod web_ui;
