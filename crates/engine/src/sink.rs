@@ -12,7 +12,8 @@ pub trait TurnSink: Send + Sync {
     async fn flush(&self) -> Result<(), SinkError> {
         Ok(())
     }
-    /// Append a message to the session's transcript.
+    /// Append a message to the session's transcript. It may be recorded
+    /// later, in order with the events around it; `flush` waits for it.
     async fn append_message(&self, turn_id: &str, message: &Message) -> Result<(), SinkError>;
     /// The model's context was compacted: from now on it is `compaction.context`
     /// followed by the messages appended after this call. The transcript itself
@@ -27,7 +28,7 @@ pub trait TurnSink: Send + Sync {
 #[async_trait]
 pub trait Checkpointer: Send + Sync {
     /// Called once per turn, before the first tool that may change files
-    /// runs. Returns the checkpoint's id and the paths that changed since the
+    /// runs, after the turn's sink was flushed (its messages so far recorded). Returns the checkpoint's id and the paths that changed since the
     /// previous checkpoint, or `None` when none was needed.
     async fn checkpoint(&self, turn_id: &str) -> Result<Option<(String, Vec<String>)>, String>;
 }

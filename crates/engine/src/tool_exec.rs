@@ -136,6 +136,12 @@ impl TurnRun<'_> {
         self.shared
             .checkpoint
             .get_or_init(|| async {
+                // The checkpoint is placed after the turn's messages so far:
+                // have them recorded first.
+                if let Err(err) = self.sink.flush().await {
+                    outcome = Err(err);
+                    return;
+                }
                 outcome = match checkpointer.checkpoint(&self.turn_id).await {
                     Ok(Some((checkpoint_id, files))) => {
                         self.sink

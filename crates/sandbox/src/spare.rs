@@ -22,7 +22,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use tokio::process::{Child, ChildStdin};
@@ -155,11 +155,55 @@ pub(crate) fn replenish(policy: &Policy, spec: BwrapSpec) {
     let Some(id) = lock().reserve(key) else {
         return;
     };
-    let policy = policy.clone();
-    let runtime_id = runtime.id();
-    // On a runtime thread, not the blocking pool: bwrap's --die-with-parent
-    // fires when the *thread* that spawned it ends, and idle blocking threads end.
-    runtime.spawn(async move { start(id, &policy, runtime_id) });
+    let job = Job {
+        id,
+        policy: policy.clone(),
+        runtime,
+    };
+    if let Err(mpsc::SendError(job)) = starter().send(job) {
+        // No starter thread: a runtime thread (not the blocking pool, whose
+        // idle threads end and would fire bwrap's --die-with-parent).
+        let Job {
+            id,
+            policy,
+            runtime,
+        } = job;
+        let runtime_id = runtime.id();
+        runtime.spawn(async move { start(id, &policy, runtime_id) });
+    }
+}
+
+/// A spare to start: its place, its policy and the runtime it is for.
+struct Job {
+    id: u64,
+    policy: Policy,
+    runtime: Handle,
+}
+
+/// The thread that starts spares. Starting one (paths to stat, a cgroup to
+/// make, a process to spawn) takes from half a millisecond to several, which
+/// must not block a turn's runtime thread. One thread that lives as long as
+/// the process, because bwrap's --die-with-parent fires when the *thread*
+/// that spawned it ends.
+fn starter() -> &'static mpsc::Sender<Job> {
+    static STARTER: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
+    STARTER.get_or_init(|| {
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        let spawned = std::thread::Builder::new()
+            .name("agentd-spare-starter".into())
+            .spawn(move || {
+                for job in inbox {
+                    // The spare's pipes and reaper belong to its runtime.
+                    let _entered = job.runtime.enter();
+                    start(job.id, &job.policy, job.runtime.id());
+                }
+            });
+        if let Err(err) = spawned {
+            tracing::warn!(%err, "no spare starter thread; spares start on runtime threads");
+        }
+        // With no thread the receiver is gone and every send fails.
+        jobs
+    })
 }
 
 fn start(id: u64, policy: &Policy, runtime: RuntimeId) {

@@ -6,8 +6,9 @@
 //! the latest keyframe, so a checkpoint of a large workspace where a few files
 //! changed costs bytes in proportion to the change.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use agentd_engine::Checkpointer;
 use agentd_engine::checkpoint::{
@@ -50,32 +51,95 @@ pub enum CheckpointFailure {
     Broken(String, String),
 }
 
+/// How many decoded manifests [`MANIFESTS`] keeps, and the largest it keeps
+/// (in entries): a bigger workspace's manifest is read back when needed.
+const CACHED_MANIFESTS: usize = 32;
+const MAX_CACHED_ENTRIES: usize = 20_000;
+
+/// (manifest blob hash, its base's blob hash): a delta decodes differently
+/// against another base.
+type ManifestKey = (String, Option<String>);
+
+/// Decoded manifests, least recently used first. Blobs are content-addressed,
+/// so an entry is never stale; a session's next checkpoint starts from the
+/// manifest its last one made without reading and decoding it again.
+static MANIFESTS: Mutex<VecDeque<(ManifestKey, Arc<Manifest>)>> = Mutex::new(VecDeque::new());
+
+fn cached_manifest(key: &ManifestKey) -> Option<Arc<Manifest>> {
+    let mut cache = MANIFESTS.lock().unwrap_or_else(PoisonError::into_inner);
+    let index = cache.iter().position(|(k, _)| k == key)?;
+    let entry = cache.remove(index)?;
+    let manifest = entry.1.clone();
+    cache.push_back(entry);
+    Some(manifest)
+}
+
+fn remember_manifest(key: ManifestKey, manifest: Arc<Manifest>) {
+    if manifest.entries.len() > MAX_CACHED_ENTRIES {
+        return;
+    }
+    let mut cache = MANIFESTS.lock().unwrap_or_else(PoisonError::into_inner);
+    cache.retain(|(k, _)| *k != key);
+    if cache.len() >= CACHED_MANIFESTS {
+        cache.pop_front();
+    }
+    cache.push_back((key, manifest));
+}
+
+/// The manifest in blob `hash` (of checkpoint `owner`), decoded against
+/// `base` (its blob hash and manifest) when it is a delta.
+async fn decoded(
+    store: &dyn Store,
+    owner: &str,
+    hash: &str,
+    base: Option<(&str, &Manifest)>,
+) -> Result<Arc<Manifest>, CheckpointFailure> {
+    let key = (
+        hash.to_string(),
+        base.map(|(base_hash, _)| base_hash.to_string()),
+    );
+    if let Some(manifest) = cached_manifest(&key) {
+        return Ok(manifest);
+    }
+    let bytes = store.get_blob(hash).await?.ok_or_else(|| {
+        CheckpointFailure::Broken(owner.to_string(), format!("blob {hash} is missing"))
+    })?;
+    let manifest = Arc::new(decode_manifest(&bytes, base.map(|(_, base)| base))?);
+    remember_manifest(key, manifest.clone());
+    Ok(manifest)
+}
+
 /// Loads a checkpoint's manifest (decoding a delta against its keyframe).
 pub async fn load_manifest(
     store: &dyn Store,
     record: &CheckpointRecord,
-) -> Result<Manifest, CheckpointFailure> {
-    let blob = |hash: String| async move {
-        store.get_blob(&hash).await?.ok_or_else(|| {
-            CheckpointFailure::Broken(record.id.clone(), format!("blob {hash} is missing"))
-        })
-    };
+) -> Result<Arc<Manifest>, CheckpointFailure> {
     let base = match &record.base_checkpoint_id {
-        Some(base_id) => {
-            let base = store.get_checkpoint(base_id).await?.ok_or_else(|| {
-                CheckpointFailure::Broken(record.id.clone(), format!("its base {base_id} is gone"))
-            })?;
-            Some(decode_manifest(
-                &blob(base.manifest_hash.clone()).await?,
-                None,
-            )?)
-        }
+        Some(base_id) => Some(store.get_checkpoint(base_id).await?.ok_or_else(|| {
+            CheckpointFailure::Broken(record.id.clone(), format!("its base {base_id} is gone"))
+        })?),
         None => None,
     };
-    Ok(decode_manifest(
-        &blob(record.manifest_hash.clone()).await?,
-        base.as_ref(),
-    )?)
+    decoded_record(store, record, base.as_ref()).await
+}
+
+/// `record`'s manifest, given its base record (`None` for a keyframe).
+async fn decoded_record(
+    store: &dyn Store,
+    record: &CheckpointRecord,
+    base: Option<&CheckpointRecord>,
+) -> Result<Arc<Manifest>, CheckpointFailure> {
+    let Some(base) = base else {
+        return decoded(store, &record.id, &record.manifest_hash, None).await;
+    };
+    let base_manifest = decoded(store, &base.id, &base.manifest_hash, None).await?;
+    decoded(
+        store,
+        &record.id,
+        &record.manifest_hash,
+        Some((&base.manifest_hash, &base_manifest)),
+    )
+    .await
 }
 
 /// Snapshot `workspace` against the session's latest checkpoint and store it
@@ -92,35 +156,33 @@ pub async fn create_checkpoint(
         .iter()
         .rev()
         .find(|c| c.base_checkpoint_id.is_none());
-    // The keyframe is read once: the latest checkpoint is usually it or a
-    // delta against it.
     let base = match keyframe {
-        Some(keyframe) => Some(load_manifest(store.as_ref(), keyframe).await?),
+        Some(keyframe) => Some(decoded_record(store.as_ref(), keyframe, None).await?),
         None => None,
     };
-    let previous = match (existing.last(), keyframe, &base) {
-        (None, ..) => None,
-        (Some(last), Some(keyframe), Some(base)) if last.id == keyframe.id => Some(base.clone()),
-        (Some(last), Some(keyframe), Some(base))
-            if last.base_checkpoint_id.as_deref() == Some(keyframe.id.as_str()) =>
-        {
-            let blob = store.get_blob(&last.manifest_hash).await?.ok_or_else(|| {
-                CheckpointFailure::Broken(
-                    last.id.clone(),
-                    format!("blob {} is missing", last.manifest_hash),
-                )
-            })?;
-            Some(decode_manifest(&blob, Some(base))?)
+    let previous = match existing.last() {
+        None => None,
+        Some(last) => {
+            let last_base = last
+                .base_checkpoint_id
+                .as_deref()
+                .map(|id| existing.iter().find(|c| c.id == id));
+            Some(match last_base {
+                None => decoded_record(store.as_ref(), last, None).await?,
+                Some(Some(last_base)) => {
+                    decoded_record(store.as_ref(), last, Some(last_base)).await?
+                }
+                Some(None) => load_manifest(store.as_ref(), last).await?,
+            })
         }
-        (Some(last), ..) => Some(load_manifest(store.as_ref(), last).await?),
     };
     let blobs = StoreBlobs(store.clone());
     let (manifest, stats) = snapshotter()
-        .snapshot(workspace, previous.as_ref(), &blobs)
+        .snapshot(workspace, previous.as_deref(), &blobs)
         .await?;
     let mut encoded = None;
     if let (Some(keyframe), Some(base)) = (keyframe, &base) {
-        let delta = encode_manifest(&manifest, Some(base));
+        let delta = encode_manifest(&manifest, Some(base.as_ref()));
         if delta.len() <= MAX_DELTA_BYTES {
             encoded = Some((delta, Some(keyframe.id.clone())));
         }
@@ -130,6 +192,12 @@ pub async fn create_checkpoint(
     let manifest_hash = sha256_hex(&bytes);
     let manifest_bytes = bytes.len();
     store.put_blobs(&[(manifest_hash.clone(), bytes)]).await?;
+    let skipped = manifest.skipped.len();
+    let base_hash = base_checkpoint_id
+        .as_ref()
+        .and(keyframe)
+        .map(|keyframe| keyframe.manifest_hash.clone());
+    remember_manifest((manifest_hash.clone(), base_hash), Arc::new(manifest));
     let record = CheckpointRecord {
         id: uuid::Uuid::now_v7().to_string(),
         session_id: session_id.to_string(),
@@ -144,7 +212,7 @@ pub async fn create_checkpoint(
             "new_blobs": stats.new_blobs,
             "new_bytes": stats.new_bytes,
             "manifest_bytes": manifest_bytes,
-            "skipped": manifest.skipped.len(),
+            "skipped": skipped,
         }),
         created_at: chrono::Utc::now(),
     };
@@ -179,7 +247,7 @@ pub async fn copy_workspace(
     let blobs = StoreBlobs(store.clone());
     let manifest = match record {
         Some(record) => load_manifest(store.as_ref(), record).await?,
-        None => snapshotter().snapshot(source, None, &blobs).await?.0,
+        None => Arc::new(snapshotter().snapshot(source, None, &blobs).await?.0),
     };
     snapshotter().restore(target, &manifest, &blobs).await?;
     let (source, target) = (source.to_path_buf(), target.to_path_buf());
@@ -247,5 +315,59 @@ impl Checkpointer for SessionCheckpointer {
         .await
         .map_err(|e| e.to_string())?;
         Ok(Some((record.id, record.files)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentd_store::NewSession;
+    use agentd_store::sqlite::SqliteStore;
+
+    use super::*;
+
+    /// A chain of checkpoints (a keyframe, then deltas) made from cached
+    /// manifests records what changed, and reads back cold as it was cached.
+    #[tokio::test]
+    async fn cached_manifests_are_the_stored_ones() {
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open_url("sqlite::memory:").await.unwrap());
+        let session = store
+            .create_session(NewSession {
+                id: None,
+                owner: "local".into(),
+                title: None,
+                workspace: "/tmp".into(),
+                model: "demo".into(),
+                profile: "default".into(),
+            })
+            .await
+            .unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let mut records = Vec::new();
+        for round in 0..4 {
+            let file = format!("f{round}.txt");
+            std::fs::write(workspace.path().join(&file), "new").unwrap();
+            std::fs::write(workspace.path().join("a.txt"), format!("round {round}")).unwrap();
+            let record = create_checkpoint(&store, &session.id, None, workspace.path(), round)
+                .await
+                .unwrap();
+            if round > 0 {
+                let mut files = record.files.clone();
+                files.sort();
+                assert_eq!(files, vec!["a.txt".to_string(), file]);
+            }
+            records.push(record);
+        }
+        assert!(records[1..].iter().all(|r| r.base_checkpoint_id.is_some()));
+        let mut cached = Vec::new();
+        for record in &records {
+            cached.push(load_manifest(store.as_ref(), record).await.unwrap());
+        }
+        MANIFESTS.lock().unwrap().clear();
+        for (record, cached) in records.iter().zip(&cached) {
+            let cold = load_manifest(store.as_ref(), record).await.unwrap();
+            assert_eq!(*cold, **cached);
+        }
+        assert_eq!(cached[3].entries.len(), 5);
     }
 }

@@ -234,10 +234,15 @@ impl Runtime {
                 .await;
         }
         let agent = self.agent_for(session, &options, env).await?;
-        let Some(turn_id) = self.begin_turn(session, &options).await? else {
+        // The transcript is read (read pool) while the turn is recorded (writes).
+        let (begun, history) = tokio::join!(
+            self.begin_turn(session, &options),
+            self.model_context(&session.id)
+        );
+        let Some(turn_id) = begun? else {
             return Ok(None);
         };
-        let history = self.model_context(&session.id).await?;
+        let history = history?;
         let sink = StoreSink::new(
             self.store.clone(),
             session.id.clone(),

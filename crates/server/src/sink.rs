@@ -10,23 +10,26 @@ use tokio::sync::{mpsc, oneshot};
 /// Events stored per commit at most.
 const MAX_BATCH: usize = 256;
 
-/// Stores a turn's events and messages. Events are pipelined: `emit` queues
-/// them and a writer task stores whatever has queued up in one commit, then
-/// hands each event (now with its `seq`) to the observer. The turn does not
-/// wait for every small delta to hit the disk; it waits at `flush`, which the
-/// engine calls before anything that needs the events visible (asking a person,
-/// the end of the turn). A failed write fails every later `emit` and `flush`.
+/// Stores a turn's events and messages. Both are pipelined: `emit` and
+/// `append_message` queue them and a writer task stores them in order,
+/// whatever events have queued up in one commit, then hands each event (now
+/// with its `seq`) to the observer. The turn does not wait for the disk at
+/// every delta or message; it waits at `flush`, which the engine calls before
+/// anything that needs them recorded (a checkpoint, asking a person, the end
+/// of the turn). A failed write fails every later `emit`, `append_message`
+/// and `flush`.
 pub struct StoreSink {
     store: Arc<dyn Store>,
     session_id: String,
-    /// Position of the last message this sink appended.
-    last_position: Mutex<Option<u64>>,
+    /// Position of the last message the writer appended.
+    last_position: Arc<Mutex<Option<u64>>>,
     queue: mpsc::UnboundedSender<Command>,
     failure: Arc<Mutex<Option<SinkError>>>,
 }
 
 enum Command {
     Event(Event),
+    Message { turn_id: String, message: Message },
     Flush(oneshot::Sender<Result<(), SinkError>>),
 }
 
@@ -40,17 +43,19 @@ impl StoreSink {
     ) -> Self {
         let (queue, commands) = mpsc::unbounded_channel();
         let failure = Arc::new(Mutex::new(None));
-        writer_on.spawn(write_events(
-            store.clone(),
-            session_id.clone(),
+        let last_position = Arc::new(Mutex::new(None));
+        let writer = Writer {
+            store: store.clone(),
+            session_id: session_id.clone(),
             observer,
-            commands,
-            failure.clone(),
-        ));
+            failure: failure.clone(),
+            last_position: last_position.clone(),
+        };
+        writer_on.spawn(writer.run(commands));
         Self {
             store,
             session_id,
-            last_position: Mutex::new(None),
+            last_position,
             queue,
             failure,
         }
@@ -59,60 +64,106 @@ impl StoreSink {
     fn failed(&self) -> Option<SinkError> {
         self.failure.lock().ok().and_then(|failure| failure.clone())
     }
+
+    fn send(&self, command: Command) -> Result<(), SinkError> {
+        if let Some(err) = self.failed() {
+            return Err(err);
+        }
+        self.queue.send(command).map_err(|_| stopped())
+    }
 }
 
 fn stopped() -> SinkError {
     SinkError("the event writer stopped".into())
 }
 
-async fn write_events(
+/// The task that stores what a [`StoreSink`] queues.
+struct Writer {
     store: Arc<dyn Store>,
     session_id: String,
     observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
-    mut commands: mpsc::UnboundedReceiver<Command>,
     failure: Arc<Mutex<Option<SinkError>>>,
-) {
-    let mut events = Vec::with_capacity(MAX_BATCH);
-    let mut flushes = Vec::new();
-    while let Some(first) = commands.recv().await {
-        let mut next = Some(first);
-        while let Some(command) = next {
-            match command {
-                Command::Event(event) => events.push(event),
-                Command::Flush(done) => flushes.push(done),
+    last_position: Arc<Mutex<Option<u64>>>,
+}
+
+impl Writer {
+    async fn run(self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        let mut events = Vec::with_capacity(MAX_BATCH);
+        let mut flushes = Vec::new();
+        while let Some(first) = commands.recv().await {
+            let mut next = Some(first);
+            while let Some(command) = next {
+                match command {
+                    Command::Event(event) => events.push(event),
+                    Command::Message { turn_id, message } => {
+                        // In order: the events emitted before it go first.
+                        self.store_events(&mut events).await;
+                        self.store_message(&turn_id, &message).await;
+                    }
+                    Command::Flush(done) => flushes.push(done),
+                }
+                next = if events.len() < MAX_BATCH {
+                    commands.try_recv().ok()
+                } else {
+                    None
+                };
             }
-            next = if events.len() < MAX_BATCH {
-                commands.try_recv().ok()
-            } else {
-                None
+            self.store_events(&mut events).await;
+            let outcome = match self.failure.lock() {
+                Ok(failure) => failure.clone().map_or(Ok(()), Err),
+                Err(_) => Err(stopped()),
             };
+            for done in flushes.drain(..) {
+                let _ = done.send(outcome.clone());
+            }
         }
-        let failed = failure.lock().map(|f| f.is_some()).unwrap_or(true);
-        if !events.is_empty() && !failed {
-            match store.append_events(&session_id, &events).await {
-                Ok(stored) => {
-                    if let Some(observer) = &observer {
-                        for envelope in stored {
-                            // An observer that went away must not stop the turn.
-                            let _ = observer.send(envelope);
-                        }
-                    }
-                }
-                Err(err) => {
-                    tracing::error!(%err, session_id, "could not store events");
-                    if let Ok(mut failure) = failure.lock() {
-                        *failure = Some(SinkError(err.to_string()));
+    }
+
+    fn has_failed(&self) -> bool {
+        self.failure.lock().map(|f| f.is_some()).unwrap_or(true)
+    }
+
+    fn fail(&self, what: &str, err: agentd_store::StoreError) {
+        tracing::error!(%err, session_id = %self.session_id, "could not store {what}");
+        if let Ok(mut failure) = self.failure.lock() {
+            *failure = Some(SinkError(err.to_string()));
+        }
+    }
+
+    async fn store_events(&self, events: &mut Vec<Event>) {
+        if events.is_empty() || self.has_failed() {
+            events.clear();
+            return;
+        }
+        match self.store.append_events(&self.session_id, events).await {
+            Ok(stored) => {
+                if let Some(observer) = &self.observer {
+                    for envelope in stored {
+                        // An observer that went away must not stop the turn.
+                        let _ = observer.send(envelope);
                     }
                 }
             }
+            Err(err) => self.fail("events", err),
         }
         events.clear();
-        let outcome = match failure.lock() {
-            Ok(failure) => failure.clone().map_or(Ok(()), Err),
-            Err(_) => Err(stopped()),
-        };
-        for done in flushes.drain(..) {
-            let _ = done.send(outcome.clone());
+    }
+
+    async fn store_message(&self, turn_id: &str, message: &Message) {
+        if self.has_failed() {
+            return;
+        }
+        match self
+            .store
+            .append_message(&self.session_id, Some(turn_id), message)
+            .await
+        {
+            Ok(stored) => {
+                if let Ok(mut last) = self.last_position.lock() {
+                    *last = Some(stored.position);
+                }
+            }
+            Err(err) => self.fail("a message", err),
         }
     }
 }
@@ -120,12 +171,7 @@ async fn write_events(
 #[async_trait]
 impl TurnSink for StoreSink {
     async fn emit(&self, event: Event) -> Result<(), SinkError> {
-        if let Some(err) = self.failed() {
-            return Err(err);
-        }
-        self.queue
-            .send(Command::Event(event))
-            .map_err(|_| stopped())
+        self.send(Command::Event(event))
     }
 
     async fn flush(&self) -> Result<(), SinkError> {
@@ -137,19 +183,16 @@ impl TurnSink for StoreSink {
     }
 
     async fn append_message(&self, turn_id: &str, message: &Message) -> Result<(), SinkError> {
-        let stored = self
-            .store
-            .append_message(&self.session_id, Some(turn_id), message)
-            .await
-            .map_err(|err| SinkError(err.to_string()))?;
-        if let Ok(mut last) = self.last_position.lock() {
-            *last = Some(stored.position);
-        }
-        Ok(())
+        self.send(Command::Message {
+            turn_id: turn_id.to_string(),
+            message: message.clone(),
+        })
     }
 
     async fn compacted(&self, turn_id: &str, compaction: &Compaction) -> Result<(), SinkError> {
         let store_error = |err: agentd_store::StoreError| SinkError(err.to_string());
+        // The compaction starts after the last message appended: have it stored.
+        self.flush().await?;
         let last = self.last_position.lock().ok().and_then(|last| *last);
         let last = match last {
             Some(last) => last,
@@ -179,5 +222,78 @@ impl TurnSink for StoreSink {
             .add_compaction(&record)
             .await
             .map_err(store_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentd_protocol::ErrorInfo;
+    use agentd_store::NewSession;
+    use agentd_store::sqlite::SqliteStore;
+
+    use super::*;
+
+    async fn store_with_session() -> (Arc<dyn Store>, String) {
+        let store = SqliteStore::open_url("sqlite::memory:").await.unwrap();
+        let session = store
+            .create_session(NewSession {
+                id: None,
+                owner: "local".into(),
+                title: None,
+                workspace: "/tmp".into(),
+                model: "demo".into(),
+                profile: "default".into(),
+            })
+            .await
+            .unwrap();
+        (Arc::new(store), session.id)
+    }
+
+    fn event(n: u32) -> Event {
+        Event::Error(ErrorInfo {
+            code: format!("e{n}"),
+            message: String::new(),
+            retryable: false,
+        })
+    }
+
+    /// Queued messages and events are all stored, in order, once `flush` returns.
+    #[tokio::test]
+    async fn flush_returns_once_queued_messages_and_events_are_stored() {
+        let (store, session) = store_with_session().await;
+        let sink = StoreSink::new(store.clone(), session.clone(), None, &Handle::current());
+        for n in 0..3 {
+            sink.emit(event(n)).await.unwrap();
+            sink.append_message("t", &Message::user_text(format!("m{n}")))
+                .await
+                .unwrap();
+        }
+        sink.flush().await.unwrap();
+        let texts: Vec<String> = store
+            .messages(&session)
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| m.message.text())
+            .collect();
+        assert_eq!(texts, ["m0", "m1", "m2"]);
+        assert_eq!(store.events_after(&session, 0, 100).await.unwrap().len(), 3);
+    }
+
+    /// A message the store refuses fails the next flush and every later call.
+    #[tokio::test]
+    async fn a_refused_message_fails_what_follows() {
+        let (store, _) = store_with_session().await;
+        let sink = StoreSink::new(store, "no-such-session".into(), None, &Handle::current());
+        sink.append_message("t", &Message::user_text("lost?"))
+            .await
+            .unwrap();
+        assert!(sink.flush().await.is_err());
+        assert!(sink.emit(event(0)).await.is_err());
+        assert!(
+            sink.append_message("t", &Message::user_text("again"))
+                .await
+                .is_err()
+        );
     }
 }

@@ -14,65 +14,138 @@
 //!   message carry `cache_control` breakpoints, so each call of an agent loop
 //!   reads the previous call's prefix from the cache.
 
+//!
+//! The body borrows from the request and is serialised straight to bytes: the
+//! transcript is sent whole at every call, so no copy of it is built.
+
 use agentd_protocol::{ContentBlock, Message, Role};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
-use crate::ModelRequest;
+use crate::{ModelRequest, ToolSpec};
 
-pub(crate) fn body(request: &ModelRequest, prompt_caching: bool) -> Value {
-    let mut messages: Vec<Value> = request.messages.iter().filter_map(message).collect();
-    let mut tools: Vec<Value> = request
-        .tools
-        .iter()
-        .map(|tool| {
-            json!({
-                "name": tool.name,
-                "description": tool.description,
-                "input_schema": tool.input_schema,
-            })
-        })
-        .collect();
+/// A Messages API request body, borrowing from a [`ModelRequest`].
+#[derive(Serialize)]
+pub(crate) struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<&'a str>,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Vec<Cached<WireBlock<'a>>>,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Ephemeral>,
+}
+
+/// `{"type": "ephemeral"}`: a prompt-cache breakpoint.
+#[derive(Serialize, Clone, Copy)]
+struct Ephemeral {
+    r#type: &'static str,
+}
+
+const EPHEMERAL: Ephemeral = Ephemeral {
+    r#type: "ephemeral",
+};
+
+/// A block and, at a cache breakpoint, its `cache_control`.
+#[derive(Serialize)]
+struct Cached<T> {
+    #[serde(flatten)]
+    block: T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Ephemeral>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock<'a> {
+    Text {
+        text: &'a str,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        is_error: bool,
+    },
+    Image {
+        source: &'a Value,
+    },
+}
+
+/// What a `tool_use` with a non-object input is sent with.
+static EMPTY_OBJECT: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| Value::Object(Default::default()));
+
+pub(crate) fn body(request: &ModelRequest, prompt_caching: bool) -> Body<'_> {
+    let mut messages: Vec<WireMessage<'_>> = request.messages.iter().filter_map(message).collect();
+    let mut tools: Vec<WireTool<'_>> = request.tools.iter().map(tool).collect();
     if prompt_caching {
         if let Some(tool) = tools.last_mut() {
-            mark_cached(tool);
+            tool.cache_control = Some(EPHEMERAL);
         }
-        let last_block = messages
-            .last_mut()
-            .and_then(|m| m.get_mut("content"))
-            .and_then(Value::as_array_mut)
-            .and_then(|blocks| {
-                blocks
-                    .iter_mut()
-                    .rev()
-                    .find(|b| b.get("type").and_then(Value::as_str) != Some("thinking"))
-            });
+        let last_block = messages.last_mut().and_then(|m| {
+            m.content
+                .iter_mut()
+                .rev()
+                .find(|b| !matches!(b.block, WireBlock::Thinking { .. }))
+        });
         if let Some(block) = last_block {
-            mark_cached(block);
+            block.cache_control = Some(EPHEMERAL);
         }
     }
-
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert("max_tokens".into(), json!(request.max_tokens));
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
-        body.insert("system".into(), json!(system));
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    if !tools.is_empty() {
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    body.insert("stream".into(), json!(true));
-    Value::Object(body)
-}
-
-fn mark_cached(value: &mut Value) {
-    if let Some(object) = value.as_object_mut() {
-        object.insert("cache_control".into(), json!({"type": "ephemeral"}));
+    Body {
+        model: &request.model,
+        max_tokens: request.max_tokens,
+        system: request.system.as_deref().filter(|s| !s.is_empty()),
+        messages,
+        tools,
+        stream: true,
     }
 }
 
-fn message(message: &Message) -> Option<Value> {
-    let content: Vec<Value> = message.content.iter().filter_map(block).collect();
+fn tool(tool: &ToolSpec) -> WireTool<'_> {
+    WireTool {
+        name: &tool.name,
+        description: &tool.description,
+        input_schema: &tool.input_schema,
+        cache_control: None,
+    }
+}
+
+fn message(message: &Message) -> Option<WireMessage<'_>> {
+    let content: Vec<_> = message
+        .content
+        .iter()
+        .filter_map(block)
+        .map(|block| Cached {
+            block,
+            cache_control: None,
+        })
+        .collect();
     if content.is_empty() {
         return None;
     }
@@ -80,46 +153,54 @@ fn message(message: &Message) -> Option<Value> {
         Role::User => "user",
         Role::Assistant => "assistant",
     };
-    Some(json!({"role": role, "content": content}))
+    Some(WireMessage { role, content })
 }
 
-fn block(block: &ContentBlock) -> Option<Value> {
+fn block(block: &ContentBlock) -> Option<WireBlock<'_>> {
     Some(match block {
         ContentBlock::Text { text } if text.is_empty() => return None,
-        ContentBlock::Text { text } => json!({"type": "text", "text": text}),
+        ContentBlock::Text { text } => WireBlock::Text { text },
         ContentBlock::Thinking {
             thinking,
             signature: Some(signature),
-        } => json!({"type": "thinking", "thinking": thinking, "signature": signature}),
+        } => WireBlock::Thinking {
+            thinking,
+            signature,
+        },
         ContentBlock::Thinking {
             signature: None, ..
         } => return None,
-        ContentBlock::ToolUse { id, name, input } => {
-            let input = if input.is_object() {
-                input.clone()
+        ContentBlock::ToolUse { id, name, input } => WireBlock::ToolUse {
+            id,
+            name,
+            input: if input.is_object() {
+                input
             } else {
-                json!({})
-            };
-            json!({"type": "tool_use", "id": id, "name": name, "input": input})
-        }
+                &EMPTY_OBJECT
+            },
+        },
         ContentBlock::ToolResult {
             tool_use_id,
             content,
             is_error,
-        } => json!({
-            "type": "tool_result",
-            "tool_use_id": tool_use_id,
-            "content": content,
-            "is_error": is_error,
-        }),
-        ContentBlock::Image { source } => json!({"type": "image", "source": source}),
+        } => WireBlock::ToolResult {
+            tool_use_id,
+            content,
+            is_error: *is_error,
+        },
+        ContentBlock::Image { source } => WireBlock::Image { source },
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ToolSpec;
+    use serde_json::json;
+
+    /// The body as it goes on the wire.
+    fn body(request: &ModelRequest, prompt_caching: bool) -> Value {
+        serde_json::to_value(super::body(request, prompt_caching)).unwrap()
+    }
 
     fn request() -> ModelRequest {
         ModelRequest {

@@ -1,7 +1,7 @@
 //! `WebFetch` against real HTTP servers on loopback.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! A temporary workspace with a sibling "outside" directory, and a way to call tools.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! Scripted faults, matching, recording and the demo script over real HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! and leave nothing behind on the host.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;

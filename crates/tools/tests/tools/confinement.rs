@@ -2,7 +2,7 @@
 //! every tool turns bad input into an error naming the problem.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;

@@ -8,8 +8,11 @@ use agentd_sandbox::{ExecOutcome, ExecRequest, OutputChunk, Policy, Sandbox, bwr
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::support::shared_pool;
+
 /// `root/ws` is the workspace; `root/outside` a sibling the sandbox must not see.
 struct Fixture {
+    _pool: std::sync::RwLockReadGuard<'static, ()>,
     _root: tempfile::TempDir,
     ws: PathBuf,
     outside: PathBuf,
@@ -17,6 +20,8 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     assert!(bwrap_available(), "these tests need bubblewrap installed");
+    // No spares while the test runs (see `shared_pool`).
+    let pool = shared_pool();
     let root = tempfile::tempdir().unwrap();
     let ws = root.path().join("ws");
     let outside = root.path().join("outside");
@@ -24,6 +29,7 @@ fn fixture() -> Fixture {
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret"), "s3cret").unwrap();
     Fixture {
+        _pool: pool,
         ws: ws.canonicalize().unwrap(),
         outside: outside.canonicalize().unwrap(),
         _root: root,

@@ -1,7 +1,7 @@
 //! `Glob`, `Grep` and `LS`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::symlink;
 

@@ -2,7 +2,7 @@
 //! node and `bash scripts/install-deps.sh` (for the npm servers).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod mcp_support;
+use crate::mcp_support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

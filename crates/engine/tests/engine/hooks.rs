@@ -10,9 +10,7 @@ use std::time::Duration;
 use agentd_engine::hooks::{HookConfig, HookContext, HookDecision, HookEvent, Hooks};
 use serde_json::{Value, json};
 
-#[path = "hooks/events.rs"]
 mod events;
-#[path = "hooks/process.rs"]
 mod process;
 
 struct Fixture {

@@ -1,7 +1,7 @@
 //! The OpenAI Chat Completions wire format over real HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use agentd_testkit::ModelServer;
 use common::{openai_request, parse_sse, post, script};

@@ -1,8 +1,9 @@
-//! Shared by the escape and limit tests: a session layout on the host and
-//! helpers to run commands and find leftover processes.
-#![allow(dead_code)]
+//! Shared by the sandbox tests: a session layout on the host, helpers to run
+//! commands and find leftover processes, and the lock around the spare pool.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use agentd_sandbox::{
@@ -15,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 /// root lives under the target dir, not `/tmp`, because the sandbox's `/tmp` is
 /// a private tmpfs where writes would succeed harmlessly.
 pub struct Layout {
+    _pool: RwLockReadGuard<'static, ()>,
     _root: tempfile::TempDir,
     pub root: PathBuf,
     pub data: PathBuf,
@@ -25,8 +27,27 @@ pub struct Layout {
 pub const DB_CONTENT: &str = "SQLite format 3 -- agentd database";
 pub const OTHER_SECRET: &str = "other-session-secret";
 
+/// The spare pool is process-wide: while a `spares` test has it on, every
+/// sandboxed command of any test would start spares (taking the pool's places)
+/// or run in one (counting in `spares_used`). So the `spares` tests hold
+/// [`exclusive_pool`] and every other test that runs commands holds
+/// [`shared_pool`] (through its fixture); a holder of either must not take the
+/// other, or it deadlocks.
+static POOL: RwLock<()> = RwLock::new(());
+
+/// For a test that runs commands with spares off (the default).
+pub fn shared_pool() -> RwLockReadGuard<'static, ()> {
+    POOL.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// For a test that turns spares on.
+pub fn exclusive_pool() -> RwLockWriteGuard<'static, ()> {
+    POOL.write().unwrap_or_else(PoisonError::into_inner)
+}
+
 pub fn layout() -> Layout {
     assert!(bwrap_available(), "these tests need bubblewrap installed");
+    let pool = shared_pool();
     let root = tempfile::Builder::new()
         .prefix("agentd-escapes")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -40,6 +61,7 @@ pub fn layout() -> Layout {
     let other = create_workspace(&sessions, "other").unwrap();
     std::fs::write(other.join("secret.txt"), OTHER_SECRET).unwrap();
     Layout {
+        _pool: pool,
         _root: root,
         root: path,
         data,

@@ -1,11 +1,11 @@
 //! Secrets in the server's environment never enter a sandbox.
 //!
-//! Setting variables inside a running multi-threaded test is unsound, so this
-//! target has no test harness: it re-runs itself with the secrets set in its
-//! environment, and that copy runs the probe.
+//! Setting variables inside a running multi-threaded test is unsound, so the
+//! test re-runs this test binary, filtered to itself alone, with the secrets
+//! set in that copy's environment from its start, and that copy runs the probe.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use agentd_sandbox::Policy;
 use support::{layout, run};
@@ -16,12 +16,17 @@ const SECRET_VARS: [(&str, &str); 2] = [
 ];
 const PROBE: &str = "AGENTD_SECRET_PROBE";
 
-fn main() {
+#[test]
+fn secrets_in_the_environment_never_enter_a_sandbox() {
     if std::env::var_os(PROBE).is_some() {
         tokio::runtime::Runtime::new().unwrap().block_on(probe());
         return;
     }
+    // This test's name as the harness knows it: the module path without the crate.
+    let module = module_path!().split_once("::").unwrap().1;
+    let name = format!("{module}::secrets_in_the_environment_never_enter_a_sandbox");
     let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .env(PROBE, "1")
         .envs(SECRET_VARS)
         .output()
@@ -30,7 +35,7 @@ fn main() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("secret probe checked"), "{stdout}");
-    println!("1 passed, 0 failed");
+    assert!(stdout.contains("1 passed"), "{stdout}");
 }
 
 async fn probe() {

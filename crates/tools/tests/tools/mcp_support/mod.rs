@@ -1,7 +1,7 @@
 //! Real MCP servers for the MCP tests: the npm packages that
 //! `scripts/install-deps.sh` puts in `.tools/`, and the fixture in
 //! `scripts/mcp-fixtures/`.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! The Anthropic Messages wire format over real HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use agentd_testkit::ModelServer;
 use common::{anthropic_request, parse_sse, post, script};

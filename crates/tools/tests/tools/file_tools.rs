@@ -1,7 +1,7 @@
 //! `Read`, `Write`, `Edit` and `MultiEdit`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{Workspace, assert_error_containing, assert_ok};

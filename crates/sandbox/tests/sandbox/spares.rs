@@ -1,9 +1,10 @@
 //! Prestarted spare sandboxes against the real bubblewrap: a command run in a
 //! spare must see and do exactly what it would in a cold sandbox. The pool is
-//! process-wide, so every test holds [`SERIAL`] through [`pool`].
+//! process-wide, so every test holds [`exclusive_pool`] through [`pool`]: no
+//! other test of this binary runs a command meanwhile.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -13,14 +14,14 @@ use agentd_sandbox::{
     ExecOutcome, Policy, Sandbox, bwrap_available, set_spare_capacity, set_spare_idle, spares_used,
     spares_waiting,
 };
-use support::{assert_none_left, marker, processes_mentioning, request, run, run_for};
+use support::{
+    assert_none_left, exclusive_pool, marker, processes_mentioning, request, run, run_for,
+};
 use tokio_util::sync::CancellationToken;
-
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The pool for one test; turns spares off again when dropped.
 struct PoolGuard {
-    _serial: tokio::sync::MutexGuard<'static, ()>,
+    _exclusive: std::sync::RwLockWriteGuard<'static, ()>,
 }
 
 impl Drop for PoolGuard {
@@ -31,12 +32,14 @@ impl Drop for PoolGuard {
 }
 
 async fn pool(capacity: usize, idle: Duration) -> PoolGuard {
-    let serial = SERIAL.lock().await;
+    let exclusive = exclusive_pool();
     // Spares left by an earlier test belong to its (gone) runtime.
     set_spare_capacity(0);
     set_spare_idle(idle);
     set_spare_capacity(capacity);
-    PoolGuard { _serial: serial }
+    PoolGuard {
+        _exclusive: exclusive,
+    }
 }
 
 /// A workspace with a path unique to this test, to find its processes by.

@@ -1,7 +1,7 @@
 //! `Bash` through the real sandbox.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
