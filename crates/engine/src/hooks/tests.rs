@@ -1,5 +1,5 @@
 //! Unit tests: matchers, config validation, answer parsing and combination.
-//! Real processes are exercised in `tests/hooks.rs`.
+//! Real processes are exercised in `tests/engine/hooks.rs`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
