@@ -190,7 +190,7 @@ fn starter() -> &'static mpsc::Sender<Job> {
     STARTER.get_or_init(|| {
         let (jobs, inbox) = mpsc::channel::<Job>();
         let spawned = std::thread::Builder::new()
-            .name("agentd-spare-starter".into())
+            .name("agentd-prestart".into())
             .spawn(move || {
                 for job in inbox {
                     // The spare's pipes and reaper belong to its runtime.
