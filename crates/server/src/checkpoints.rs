@@ -320,35 +320,20 @@ impl Checkpointer for SessionCheckpointer {
 
 #[cfg(test)]
 mod tests {
-    use agentd_store::NewSession;
-    use agentd_store::sqlite::SqliteStore;
-
     use super::*;
 
     /// A chain of checkpoints (a keyframe, then deltas) made from cached
     /// manifests records what changed, and reads back cold as it was cached.
     #[tokio::test]
     async fn cached_manifests_are_the_stored_ones() {
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open_url("sqlite::memory:").await.unwrap());
-        let session = store
-            .create_session(NewSession {
-                id: None,
-                owner: "local".into(),
-                title: None,
-                workspace: "/tmp".into(),
-                model: "demo".into(),
-                profile: "default".into(),
-            })
-            .await
-            .unwrap();
+        let (store, session_id) = crate::test_support::store_with_session().await;
         let workspace = tempfile::tempdir().unwrap();
         let mut records = Vec::new();
         for round in 0..4 {
             let file = format!("f{round}.txt");
             std::fs::write(workspace.path().join(&file), "new").unwrap();
             std::fs::write(workspace.path().join("a.txt"), format!("round {round}")).unwrap();
-            let record = create_checkpoint(&store, &session.id, None, workspace.path(), round)
+            let record = create_checkpoint(&store, &session_id, None, workspace.path(), round)
                 .await
                 .unwrap();
             if round > 0 {

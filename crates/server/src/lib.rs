@@ -16,6 +16,8 @@ pub mod paths;
 pub mod registry;
 pub mod runtime;
 mod sink;
+#[cfg(test)]
+mod test_support;
 pub mod threads;
 mod worker;
 

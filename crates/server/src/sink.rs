@@ -228,26 +228,9 @@ impl TurnSink for StoreSink {
 #[cfg(test)]
 mod tests {
     use agentd_protocol::ErrorInfo;
-    use agentd_store::NewSession;
-    use agentd_store::sqlite::SqliteStore;
 
     use super::*;
-
-    async fn store_with_session() -> (Arc<dyn Store>, String) {
-        let store = SqliteStore::open_url("sqlite::memory:").await.unwrap();
-        let session = store
-            .create_session(NewSession {
-                id: None,
-                owner: "local".into(),
-                title: None,
-                workspace: "/tmp".into(),
-                model: "demo".into(),
-                profile: "default".into(),
-            })
-            .await
-            .unwrap();
-        (Arc::new(store), session.id)
-    }
+    use crate::test_support::store_with_session;
 
     fn event(n: u32) -> Event {
         Event::Error(ErrorInfo {

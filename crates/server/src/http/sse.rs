@@ -243,7 +243,6 @@ mod tests {
     use std::sync::Arc;
 
     use agentd_protocol::{DeltaKind, Event};
-    use agentd_store::{NewSession, Store};
     use futures::StreamExt;
     use tokio_util::sync::CancellationToken;
 
@@ -264,23 +263,10 @@ mod tests {
     }
 
     async fn registry() -> (Registry, String) {
-        let store = agentd_store::sqlite::SqliteStore::open_url("sqlite::memory:")
-            .await
-            .unwrap();
-        let session = store
-            .create_session(NewSession {
-                id: None,
-                owner: "local".into(),
-                title: None,
-                workspace: "/tmp".into(),
-                model: "demo".into(),
-                profile: "default".into(),
-            })
-            .await
-            .unwrap();
-        let runtime = Runtime::new(Arc::new(store), Config::default(), "/tmp/unused".into());
+        let (store, session_id) = crate::test_support::store_with_session().await;
+        let runtime = Runtime::new(store, Config::default(), "/tmp/unused".into());
         let registry = Registry::new(runtime, Default::default(), Arc::new(Metrics::default()));
-        (registry, session.id)
+        (registry, session_id)
     }
 
     fn delta(n: u32) -> Event {

@@ -1,0 +1,23 @@
+//! Shared set-up of the crate's unit tests.
+
+use std::sync::Arc;
+
+use agentd_store::sqlite::SqliteStore;
+use agentd_store::{NewSession, Store};
+
+/// An in-memory SQLite store holding one session; the store and the session's id.
+pub(crate) async fn store_with_session() -> (Arc<dyn Store>, String) {
+    let store = SqliteStore::open_url("sqlite::memory:").await.unwrap();
+    let session = store
+        .create_session(NewSession {
+            id: None,
+            owner: "local".into(),
+            title: None,
+            workspace: "/tmp".into(),
+            model: "demo".into(),
+            profile: "default".into(),
+        })
+        .await
+        .unwrap();
+    (Arc::new(store), session.id)
+}
