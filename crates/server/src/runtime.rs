@@ -383,8 +383,12 @@ impl Runtime {
     /// What the model sees of a session: its whole transcript, or after a
     /// compaction, the compacted context and the messages since.
     pub async fn model_context(&self, session_id: &str) -> Result<Vec<Message>, StoreError> {
-        let messages = self.store.messages(session_id).await?;
-        let Some(compaction) = self.store.latest_compaction(session_id).await? else {
+        let (messages, compaction) = tokio::join!(
+            self.store.messages(session_id),
+            self.store.latest_compaction(session_id)
+        );
+        let messages = messages?;
+        let Some(compaction) = compaction? else {
             return Ok(messages.into_iter().map(|stored| stored.message).collect());
         };
         let mut context = compaction.context;
