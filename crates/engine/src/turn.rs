@@ -111,10 +111,17 @@ impl Agent {
         } else {
             run.drive(input.message).await
         };
-        let exit = match outcome {
+        let mut exit = match outcome {
             Ok(exit) | Err(exit) => exit,
         };
         timer.abort();
+        // Messages may be stored behind the turn: one the store refused shows
+        // here, and the turn must not be reported complete without it.
+        if let Err(err) = sink.flush().await
+            && exit.status != TurnStatus::Failed
+        {
+            exit = err.into();
+        }
         let agent_status = run.result.as_deref().and_then(guardrails::agent_status);
         let finished = TurnFinished {
             agent_status,

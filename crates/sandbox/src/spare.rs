@@ -195,7 +195,14 @@ fn starter() -> &'static mpsc::Sender<Job> {
                 for job in inbox {
                     // The spare's pipes and reaper belong to its runtime.
                     let _entered = job.runtime.enter();
-                    start(job.id, &job.policy, job.runtime.id());
+                    // A panic must not end this thread: its end would kill
+                    // (--die-with-parent) every sandbox it started, busy ones too.
+                    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        start(job.id, &job.policy, job.runtime.id())
+                    }));
+                    if started.is_err() {
+                        abandon(job.id);
+                    }
                 }
             });
         if let Err(err) = spawned {

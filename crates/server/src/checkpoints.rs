@@ -160,21 +160,18 @@ pub async fn create_checkpoint(
         Some(keyframe) => Some(decoded_record(store.as_ref(), keyframe, None).await?),
         None => None,
     };
-    let previous = match existing.last() {
-        None => None,
-        Some(last) => {
-            let last_base = last
-                .base_checkpoint_id
-                .as_deref()
-                .map(|id| existing.iter().find(|c| c.id == id));
-            Some(match last_base {
-                None => decoded_record(store.as_ref(), last, None).await?,
-                Some(Some(last_base)) => {
-                    decoded_record(store.as_ref(), last, Some(last_base)).await?
-                }
-                Some(None) => load_manifest(store.as_ref(), last).await?,
-            })
+    // The latest checkpoint is usually the keyframe or a delta against it:
+    // its decoded manifest is reused rather than read again.
+    let previous = match (existing.last(), keyframe, &base) {
+        (None, ..) => None,
+        (Some(last), Some(keyframe), Some(base)) if last.id == keyframe.id => Some(base.clone()),
+        (Some(last), Some(keyframe), Some(base))
+            if last.base_checkpoint_id.as_deref() == Some(keyframe.id.as_str()) =>
+        {
+            let base = Some((keyframe.manifest_hash.as_str(), base.as_ref()));
+            Some(decoded(store.as_ref(), &last.id, &last.manifest_hash, base).await?)
         }
+        (Some(last), ..) => Some(load_manifest(store.as_ref(), last).await?),
     };
     let blobs = StoreBlobs(store.clone());
     let (manifest, stats) = snapshotter()

@@ -321,6 +321,16 @@ impl Runtime {
             }
             Err(err) => crate::claude_code::Outcome::store_failed(err),
         };
+        // Messages are stored behind the turn: a refused one fails it here,
+        // keeping the usage and spend the CLI reported.
+        let outcome = match sink.flush().await {
+            Err(err) if outcome.status != TurnStatus::Failed => crate::claude_code::Outcome {
+                status: TurnStatus::Failed,
+                error: crate::claude_code::Outcome::store_failed(err).error,
+                ..outcome
+            },
+            _ => outcome,
+        };
         let finished = finished_event(&turn_id, outcome, began);
         if let Some(error) = &finished.error {
             let _ = sink.emit(Event::Error(error.clone())).await;

@@ -25,6 +25,9 @@ pub struct StoreSink {
     last_position: Arc<Mutex<Option<u64>>>,
     queue: mpsc::UnboundedSender<Command>,
     failure: Arc<Mutex<Option<SinkError>>>,
+    /// A message the store refused. Events are still stored after it, so the
+    /// turn's error and `turn.finished` reach the log.
+    message_failure: Arc<Mutex<Option<SinkError>>>,
 }
 
 enum Command {
@@ -43,12 +46,14 @@ impl StoreSink {
     ) -> Self {
         let (queue, commands) = mpsc::unbounded_channel();
         let failure = Arc::new(Mutex::new(None));
+        let message_failure = Arc::new(Mutex::new(None));
         let last_position = Arc::new(Mutex::new(None));
         let writer = Writer {
             store: store.clone(),
             session_id: session_id.clone(),
             observer,
             failure: failure.clone(),
+            message_failure: message_failure.clone(),
             last_position: last_position.clone(),
         };
         writer_on.spawn(writer.run(commands));
@@ -58,19 +63,28 @@ impl StoreSink {
             last_position,
             queue,
             failure,
+            message_failure,
         }
-    }
-
-    fn failed(&self) -> Option<SinkError> {
-        self.failure.lock().ok().and_then(|failure| failure.clone())
     }
 
     fn send(&self, command: Command) -> Result<(), SinkError> {
-        if let Some(err) = self.failed() {
-            return Err(err);
+        let mut failed = first_failure(&[&self.failure]);
+        if matches!(command, Command::Message { .. }) {
+            failed = failed.or_else(|| first_failure(&[&self.message_failure]));
         }
-        self.queue.send(command).map_err(|_| stopped())
+        match failed {
+            Some(err) => Err(err),
+            None => self.queue.send(command).map_err(|_| stopped()),
+        }
     }
+}
+
+/// The first failure recorded in `slots`, if any (a poisoned slot counts).
+fn first_failure(slots: &[&Mutex<Option<SinkError>>]) -> Option<SinkError> {
+    slots.iter().find_map(|slot| match slot.lock() {
+        Ok(failure) => failure.clone(),
+        Err(_) => Some(stopped()),
+    })
 }
 
 fn stopped() -> SinkError {
@@ -83,6 +97,7 @@ struct Writer {
     session_id: String,
     observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
     failure: Arc<Mutex<Option<SinkError>>>,
+    message_failure: Arc<Mutex<Option<SinkError>>>,
     last_position: Arc<Mutex<Option<u64>>>,
 }
 
@@ -109,29 +124,23 @@ impl Writer {
                 };
             }
             self.store_events(&mut events).await;
-            let outcome = match self.failure.lock() {
-                Ok(failure) => failure.clone().map_or(Ok(()), Err),
-                Err(_) => Err(stopped()),
-            };
+            let outcome =
+                first_failure(&[&self.failure, &self.message_failure]).map_or(Ok(()), Err);
             for done in flushes.drain(..) {
                 let _ = done.send(outcome.clone());
             }
         }
     }
 
-    fn has_failed(&self) -> bool {
-        self.failure.lock().map(|f| f.is_some()).unwrap_or(true)
-    }
-
-    fn fail(&self, what: &str, err: agentd_store::StoreError) {
+    fn fail(&self, slot: &Mutex<Option<SinkError>>, what: &str, err: agentd_store::StoreError) {
         tracing::error!(%err, session_id = %self.session_id, "could not store {what}");
-        if let Ok(mut failure) = self.failure.lock() {
+        if let Ok(mut failure) = slot.lock() {
             *failure = Some(SinkError(err.to_string()));
         }
     }
 
     async fn store_events(&self, events: &mut Vec<Event>) {
-        if events.is_empty() || self.has_failed() {
+        if events.is_empty() || first_failure(&[&self.failure]).is_some() {
             events.clear();
             return;
         }
@@ -144,13 +153,13 @@ impl Writer {
                     }
                 }
             }
-            Err(err) => self.fail("events", err),
+            Err(err) => self.fail(&self.failure, "events", err),
         }
         events.clear();
     }
 
     async fn store_message(&self, turn_id: &str, message: &Message) {
-        if self.has_failed() {
+        if first_failure(&[&self.failure, &self.message_failure]).is_some() {
             return;
         }
         match self
@@ -163,7 +172,7 @@ impl Writer {
                     *last = Some(stored.position);
                 }
             }
-            Err(err) => self.fail("a message", err),
+            Err(err) => self.fail(&self.message_failure, "a message", err),
         }
     }
 }
@@ -230,7 +239,7 @@ mod tests {
     use agentd_protocol::ErrorInfo;
 
     use super::*;
-    use crate::test_support::store_with_session;
+    use crate::test_support::{sqlite_with_session, store_with_session};
 
     fn event(n: u32) -> Event {
         Event::Error(ErrorInfo {
@@ -263,20 +272,31 @@ mod tests {
         assert_eq!(store.events_after(&session, 0, 100).await.unwrap().len(), 3);
     }
 
-    /// A message the store refuses fails the next flush and every later call.
+    /// A message the store refuses fails the next flush and every later
+    /// message; events still go in, so the turn's end is recorded.
     #[tokio::test]
-    async fn a_refused_message_fails_what_follows() {
-        let (store, _) = store_with_session().await;
-        let sink = StoreSink::new(store, "no-such-session".into(), None, &Handle::current());
+    async fn a_refused_message_fails_what_follows_but_not_the_log() {
+        let (sqlite, session) = sqlite_with_session().await;
+        sqlx::query(
+            "CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.content LIKE '%lost?%' \
+             BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        )
+        .execute(sqlite.pool())
+        .await
+        .unwrap();
+        let store: Arc<dyn Store> = Arc::new(sqlite);
+        let sink = StoreSink::new(store.clone(), session.clone(), None, &Handle::current());
         sink.append_message("t", &Message::user_text("lost?"))
             .await
             .unwrap();
         assert!(sink.flush().await.is_err());
-        assert!(sink.emit(event(0)).await.is_err());
         assert!(
             sink.append_message("t", &Message::user_text("again"))
                 .await
                 .is_err()
         );
+        sink.emit(event(0)).await.unwrap();
+        assert!(sink.flush().await.is_err());
+        assert_eq!(store.events_after(&session, 0, 100).await.unwrap().len(), 1);
     }
 }

@@ -7,6 +7,12 @@ use agentd_store::{NewSession, Store};
 
 /// An in-memory SQLite store holding one session; the store and the session's id.
 pub(crate) async fn store_with_session() -> (Arc<dyn Store>, String) {
+    let (store, session_id) = sqlite_with_session().await;
+    (Arc::new(store), session_id)
+}
+
+/// [`store_with_session`] as the SQLite store itself (to reach its pool).
+pub(crate) async fn sqlite_with_session() -> (SqliteStore, String) {
     let store = SqliteStore::open_url("sqlite::memory:").await.unwrap();
     let session = store
         .create_session(NewSession {
@@ -19,5 +25,5 @@ pub(crate) async fn store_with_session() -> (Arc<dyn Store>, String) {
         })
         .await
         .unwrap();
-    (Arc::new(store), session.id)
+    (store, session.id)
 }

@@ -17,6 +17,9 @@ struct Collected {
     events: Mutex<Vec<Event>>,
     messages: Mutex<Vec<Message>>,
     fail_after: Option<usize>,
+    /// `flush` reports a failed message write, as a pipelining sink does
+    /// when the store refused a message it had queued.
+    fail_flush: bool,
 }
 
 #[async_trait]
@@ -27,6 +30,12 @@ impl TurnSink for Collected {
             return Err(SinkError("disk full".into()));
         }
         events.push(event);
+        Ok(())
+    }
+    async fn flush(&self) -> Result<(), SinkError> {
+        if self.fail_flush {
+            return Err(SinkError("the message was refused".into()));
+        }
         Ok(())
     }
     async fn append_message(&self, _turn_id: &str, message: &Message) -> Result<(), SinkError> {
@@ -152,6 +161,31 @@ async fn a_store_failure_fails_the_turn_instead_of_losing_events() {
         .await;
     assert_eq!(finished.status, TurnStatus::Failed);
     assert_eq!(finished.error.unwrap().code, "store_error");
+}
+
+/// A sink that stores messages behind the turn reports a refused one at the
+/// next flush: the turn must still end `failed`, with the error and
+/// `turn.finished` recorded, not `completed` with its answer missing.
+#[tokio::test]
+async fn a_message_write_that_fails_late_still_fails_the_turn() {
+    let ws = tempfile::tempdir().unwrap();
+    let agent = agent(
+        json!({"replies": [{"content": [{"type": "text", "text": "hello there"}]}]}),
+        ws.path(),
+    );
+    let sink = Collected {
+        fail_flush: true,
+        ..Collected::default()
+    };
+    let finished = agent
+        .run_turn(input("hi"), &sink, CancellationToken::new())
+        .await;
+    assert_eq!(finished.status, TurnStatus::Failed);
+    assert_eq!(finished.error.unwrap().code, "store_error");
+    let events = sink.events.lock().unwrap();
+    let n = events.len();
+    assert!(matches!(&events[n - 2], Event::Error(e) if e.code == "store_error"));
+    assert!(matches!(&events[n - 1], Event::TurnFinished(f) if f.status == TurnStatus::Failed));
 }
 
 #[tokio::test]
