@@ -28,8 +28,9 @@ pub trait TurnSink: Send + Sync {
 #[async_trait]
 pub trait Checkpointer: Send + Sync {
     /// Called once per turn, before the first tool that may change files
-    /// runs, after the turn's sink was flushed (its messages so far recorded). Returns the checkpoint's id and the paths that changed since the
-    /// previous checkpoint, or `None` when none was needed.
+    /// runs, after the turn's sink was flushed (its messages so far are
+    /// recorded). Returns the checkpoint's id and the paths that changed since
+    /// the previous checkpoint, or `None` when none was needed.
     async fn checkpoint(&self, turn_id: &str) -> Result<Option<(String, Vec<String>)>, String>;
 }
 

@@ -16,8 +16,9 @@ const MAX_BATCH: usize = 256;
 /// with its `seq`) to the observer. The turn does not wait for the disk at
 /// every delta or message; it waits at `flush`, which the engine calls before
 /// anything that needs them recorded (a checkpoint, asking a person, the end
-/// of the turn). A failed write fails every later `emit`, `append_message`
-/// and `flush`.
+/// of the turn). A failed event write fails every later call; a refused
+/// message fails later messages and every flush, but events still go in, so
+/// the turn's `error` and `turn.finished` are recorded.
 pub struct StoreSink {
     store: Arc<dyn Store>,
     session_id: String,
@@ -68,11 +69,11 @@ impl StoreSink {
     }
 
     fn send(&self, command: Command) -> Result<(), SinkError> {
-        let mut failed = first_failure(&[&self.failure]);
-        if matches!(command, Command::Message { .. }) {
-            failed = failed.or_else(|| first_failure(&[&self.message_failure]));
-        }
-        match failed {
+        let blocking: &[&Mutex<Option<SinkError>>] = match command {
+            Command::Message { .. } => &[&self.failure, &self.message_failure],
+            _ => &[&self.failure],
+        };
+        match first_failure(blocking) {
             Some(err) => Err(err),
             None => self.queue.send(command).map_err(|_| stopped()),
         }
