@@ -51,10 +51,12 @@ pub enum CheckpointFailure {
     Broken(String, String),
 }
 
-/// How many decoded manifests [`MANIFESTS`] keeps, and the largest it keeps
-/// (in entries): a bigger workspace's manifest is read back when needed.
+/// How many decoded manifests [`MANIFESTS`] keeps, the largest it keeps and
+/// how many entries all of them may hold together (a few MB): a bigger
+/// workspace's manifest is read back when needed.
 const CACHED_MANIFESTS: usize = 32;
 const MAX_CACHED_ENTRIES: usize = 20_000;
+const MAX_TOTAL_ENTRIES: usize = 50_000;
 
 /// (manifest blob hash, its base's blob hash): a delta decodes differently
 /// against another base.
@@ -80,7 +82,12 @@ fn remember_manifest(key: ManifestKey, manifest: Arc<Manifest>) {
     }
     let mut cache = MANIFESTS.lock().unwrap_or_else(PoisonError::into_inner);
     cache.retain(|(k, _)| *k != key);
-    if cache.len() >= CACHED_MANIFESTS {
+    let size = |cache: &VecDeque<(ManifestKey, Arc<Manifest>)>| {
+        cache.iter().map(|(_, m)| m.entries.len()).sum::<usize>()
+    };
+    while cache.len() >= CACHED_MANIFESTS
+        || (!cache.is_empty() && size(&cache) + manifest.entries.len() > MAX_TOTAL_ENTRIES)
+    {
         cache.pop_front();
     }
     cache.push_back((key, manifest));
