@@ -1,4 +1,4 @@
-use agentd_protocol::{CompactionTrigger, Event, Message};
+use agentd_protocol::{CompactionTrigger, Event, Message, TurnFinished};
 use async_trait::async_trait;
 
 /// Where a turn's output goes. The server's implementation stores events and
@@ -11,6 +11,14 @@ pub trait TurnSink: Send + Sync {
     /// that record `emit`s as they come need not override it.
     async fn flush(&self) -> Result<(), SinkError> {
         Ok(())
+    }
+    /// Record the turn's `turn.finished` and return once it is recorded, with
+    /// everything before it. A sink that records messages behind the turn
+    /// must refuse it, recording nothing of it, when one of them was refused:
+    /// the engine then reports the turn failed instead.
+    async fn finish_turn(&self, finished: &TurnFinished) -> Result<(), SinkError> {
+        self.emit(Event::TurnFinished(finished.clone())).await?;
+        self.flush().await
     }
     /// Append a message to the session's transcript. It may be recorded
     /// later, in order with the events around it; `flush` waits for it.
@@ -28,10 +36,17 @@ pub trait TurnSink: Send + Sync {
 #[async_trait]
 pub trait Checkpointer: Send + Sync {
     /// Called once per turn, before the first tool that may change files
-    /// runs, after the turn's sink was flushed (its messages so far are
-    /// recorded). Returns the checkpoint's id and the paths that changed since
+    /// runs (after the turn's sink was flushed, if [`Self::needs_flush`]).
+    /// Returns the checkpoint's id and the paths that changed since
     /// the previous checkpoint, or `None` when none was needed.
     async fn checkpoint(&self, turn_id: &str) -> Result<Option<(String, Vec<String>)>, String>;
+
+    /// Whether the turn's sink must be flushed before [`Self::checkpoint`]:
+    /// true for a checkpointer that reads the turn's messages back from
+    /// where the sink stores them.
+    fn needs_flush(&self) -> bool {
+        true
+    }
 }
 
 /// A compaction as the sink records it.

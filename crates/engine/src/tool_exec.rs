@@ -137,8 +137,10 @@ impl TurnRun<'_> {
             .checkpoint
             .get_or_init(|| async {
                 // The checkpoint is placed after the turn's messages so far:
-                // have them recorded first.
-                if let Err(err) = self.sink.flush().await {
+                // have them recorded first if it reads them back.
+                if checkpointer.needs_flush()
+                    && let Err(err) = self.sink.flush().await
+                {
                     outcome = Err(err);
                     return;
                 }

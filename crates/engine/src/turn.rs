@@ -54,6 +54,16 @@ impl Exit {
     }
 }
 
+/// The turn's `error` (if any) and `turn.finished`, recorded.
+async fn record_finished(sink: &dyn TurnSink, finished: &TurnFinished) -> Result<(), SinkError> {
+    if let Some(error) = &finished.error
+        && let Err(err) = sink.emit(Event::Error(error.clone())).await
+    {
+        tracing::error!(%err, "could not record the turn's error event");
+    }
+    sink.finish_turn(finished).await
+}
+
 impl From<SinkError> for Exit {
     fn from(err: SinkError) -> Self {
         Exit::failed("store_error", err.to_string(), true)
@@ -111,40 +121,34 @@ impl Agent {
         } else {
             run.drive(input.message).await
         };
-        let mut exit = match outcome {
+        let exit = match outcome {
             Ok(exit) | Err(exit) => exit,
         };
         timer.abort();
-        // Messages may be stored behind the turn: one the store refused shows
-        // here, and the turn must not be reported complete without it.
-        if let Err(err) = sink.flush().await
-            && exit.status != TurnStatus::Failed
-        {
-            exit = err.into();
-        }
         let agent_status = run.result.as_deref().and_then(guardrails::agent_status);
-        let finished = TurnFinished {
-            agent_status,
+        let result = run.result.take();
+        let finish = |exit: Exit| TurnFinished {
+            agent_status: agent_status.clone(),
             turn_id: run.turn_id.clone(),
             status: exit.status,
-            result: run.result.take(),
+            result: result.clone(),
             usage: run.usage,
             cost_usd: run.cost_usd,
             num_model_calls: run.model_calls,
             duration_ms: started.elapsed().as_millis() as u64,
             error: exit.error,
         };
-        if let Some(error) = &finished.error
-            && let Err(err) = sink.emit(Event::Error(error.clone())).await
+        let mut finished = finish(exit);
+        if let Err(err) = record_finished(sink, &finished).await
+            && finished.status != TurnStatus::Failed
         {
-            tracing::error!(%err, "could not record the turn's error event");
-        }
-        let recorded = match sink.emit(Event::TurnFinished(finished.clone())).await {
-            Ok(()) => sink.flush().await,
-            Err(err) => Err(err),
-        };
-        if let Err(err) = recorded {
-            tracing::error!(%err, turn_id = %finished.turn_id, "could not record turn.finished");
+            // Messages may be stored behind the turn: one the store refused
+            // shows here (the sink did not record this `turn.finished`), and
+            // the turn must not be reported complete without it.
+            finished = finish(err.into());
+            if let Err(err) = record_finished(sink, &finished).await {
+                tracing::error!(%err, turn_id = %finished.turn_id, "could not record turn.finished");
+            }
         }
         finished
     }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use agentd_engine::hooks::{HookContext, Hooks};
@@ -92,6 +92,7 @@ impl Runtime {
         session: &SessionRecord,
         options: &TurnOptions,
         env: EnvLookup<'_>,
+        turn_position: Arc<OnceLock<i64>>,
     ) -> Result<Agent, RunError> {
         let profile = self.config.profile(&session.profile)?;
         let spec = options.model.as_deref().unwrap_or(&session.model);
@@ -240,6 +241,7 @@ impl Runtime {
                 store: self.store.clone(),
                 session_id: session.id.clone(),
                 workspace: PathBuf::from(&session.workspace),
+                turn_position,
             }))
         } else {
             agent

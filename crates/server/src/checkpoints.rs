@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use agentd_engine::Checkpointer;
 use agentd_engine::checkpoint::{
@@ -38,6 +38,57 @@ impl BlobStore for StoreBlobs {
 
     async fn get(&self, hash: &str) -> Result<Option<Vec<u8>>, String> {
         self.0.get_blob(hash).await.map_err(|e| e.to_string())
+    }
+}
+
+/// Blobs a checkpoint's snapshot puts, held back (up to a few, small) to be
+/// stored with the checkpoint in one transaction; more go in as they come.
+struct DeferredBlobs {
+    store: Arc<dyn Store>,
+    held: Mutex<Vec<(String, Vec<u8>)>>,
+}
+
+/// What [`DeferredBlobs`] holds back at most.
+const MAX_HELD_BLOBS: usize = 32;
+const MAX_HELD_BYTES: usize = 1 << 20;
+
+impl DeferredBlobs {
+    fn held(&self) -> std::sync::MutexGuard<'_, Vec<(String, Vec<u8>)>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl BlobStore for DeferredBlobs {
+    async fn missing(&self, hashes: &[String]) -> Result<Vec<String>, String> {
+        StoreBlobs(self.store.clone()).missing(hashes).await
+    }
+
+    async fn put(&self, blobs: &[(String, Vec<u8>)]) -> Result<(), String> {
+        {
+            let mut held = self.held();
+            let bytes: usize = held.iter().chain(blobs).map(|(_, data)| data.len()).sum();
+            if held.len() + blobs.len() <= MAX_HELD_BLOBS && bytes <= MAX_HELD_BYTES {
+                held.extend_from_slice(blobs);
+                return Ok(());
+            }
+        }
+        let earlier = std::mem::take(&mut *self.held());
+        let store = StoreBlobs(self.store.clone());
+        store.put(&earlier).await?;
+        store.put(blobs).await
+    }
+
+    async fn get(&self, hash: &str) -> Result<Option<Vec<u8>>, String> {
+        let held = self
+            .held()
+            .iter()
+            .find(|(h, _)| h == hash)
+            .map(|(_, d)| d.clone());
+        match held {
+            Some(data) => Ok(Some(data)),
+            None => StoreBlobs(self.store.clone()).get(hash).await,
+        }
     }
 }
 
@@ -158,18 +209,15 @@ pub async fn create_checkpoint(
     workspace: &Path,
     message_position: i64,
 ) -> Result<CheckpointRecord, CheckpointFailure> {
-    let existing = store.list_checkpoints(session_id).await?;
-    let keyframe = existing
-        .iter()
-        .rev()
-        .find(|c| c.base_checkpoint_id.is_none());
+    let latest = store.latest_checkpoints(session_id).await?;
+    let keyframe = latest.keyframe.as_ref();
     let base = match keyframe {
         Some(keyframe) => Some(decoded_record(store.as_ref(), keyframe, None).await?),
         None => None,
     };
     // The latest checkpoint is usually the keyframe or a delta against it:
     // its decoded manifest is reused rather than read again.
-    let previous = match (existing.last(), keyframe, &base) {
+    let previous = match (latest.last.as_ref(), keyframe, &base) {
         (None, ..) => None,
         (Some(last), Some(keyframe), Some(base)) if last.id == keyframe.id => Some(base.clone()),
         (Some(last), Some(keyframe), Some(base))
@@ -180,7 +228,10 @@ pub async fn create_checkpoint(
         }
         (Some(last), ..) => Some(load_manifest(store.as_ref(), last).await?),
     };
-    let blobs = StoreBlobs(store.clone());
+    let blobs = DeferredBlobs {
+        store: store.clone(),
+        held: Mutex::default(),
+    };
     let (manifest, stats) = snapshotter()
         .snapshot(workspace, previous.as_deref(), &blobs)
         .await?;
@@ -195,7 +246,8 @@ pub async fn create_checkpoint(
         encoded.unwrap_or_else(|| (encode_manifest(&manifest, None), None));
     let manifest_hash = sha256_hex(&bytes);
     let manifest_bytes = bytes.len();
-    store.put_blobs(&[(manifest_hash.clone(), bytes)]).await?;
+    let mut new_blobs = std::mem::take(&mut *blobs.held());
+    new_blobs.push((manifest_hash.clone(), bytes));
     let skipped = manifest.skipped.len();
     let base_hash = base_checkpoint_id
         .as_ref()
@@ -220,7 +272,9 @@ pub async fn create_checkpoint(
         }),
         created_at: chrono::Utc::now(),
     };
-    store.create_checkpoint(&record).await?;
+    store
+        .create_checkpoint_with_blobs(&record, &new_blobs)
+        .await?;
     Ok(record)
 }
 
@@ -296,19 +350,26 @@ pub struct SessionCheckpointer {
     pub store: Arc<dyn Store>,
     pub session_id: String,
     pub workspace: PathBuf,
+    /// The position the turn's user message takes, when the turn knows it
+    /// (the last stored position at its start + 1; only the running turn
+    /// appends to a session). Unset, it is read back from the store.
+    pub turn_position: Arc<OnceLock<i64>>,
 }
 
 #[async_trait]
 impl Checkpointer for SessionCheckpointer {
     async fn checkpoint(&self, turn_id: &str) -> Result<Option<(String, Vec<String>)>, String> {
-        // The turn's user message is stored by now; rewinding to this
-        // checkpoint removes it and everything after.
-        let position = self
-            .store
-            .turn_position(&self.session_id, turn_id)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("turn {turn_id} has no message in the transcript yet"))?;
+        // Rewinding to this checkpoint removes the turn's user message and
+        // everything after. Read back, it is stored by now (`needs_flush`).
+        let position = match self.turn_position.get() {
+            Some(position) => *position,
+            None => self
+                .store
+                .turn_position(&self.session_id, turn_id)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("turn {turn_id} has no message in the transcript yet"))?,
+        };
         let record = create_checkpoint(
             &self.store,
             &self.session_id,
@@ -319,6 +380,10 @@ impl Checkpointer for SessionCheckpointer {
         .await
         .map_err(|e| e.to_string())?;
         Ok(Some((record.id, record.files)))
+    }
+
+    fn needs_flush(&self) -> bool {
+        self.turn_position.get().is_none()
     }
 }
 

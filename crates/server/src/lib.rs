@@ -19,6 +19,7 @@ mod sink;
 #[cfg(test)]
 mod test_support;
 pub mod threads;
+mod transcripts;
 mod worker;
 
 pub use sink::StoreSink;

@@ -2,7 +2,7 @@
 //! shared by `agentd run` and `agentd serve`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use agentd_engine::{TurnInput, TurnSink};
 use agentd_protocol::{Event, EventEnvelope, Message, TurnFinished, TurnStatus, Usage};
@@ -23,6 +23,7 @@ use crate::config::{Config, ConfigError};
 use crate::models::{EnvLookup, resolve_model};
 use crate::sink::StoreSink;
 use crate::threads::Threads;
+use crate::transcripts::Transcripts;
 
 /// A message that compacts the context instead of starting a conversation turn.
 pub const COMPACT_COMMAND: &str = "/compact";
@@ -82,6 +83,9 @@ pub struct Runtime {
     pub cluster: Option<Cluster>,
     /// Which Tokio runtime runs turns, and which hands their events out.
     pub threads: Threads,
+    /// Transcripts of recently active sessions, so a turn reads only what
+    /// is new.
+    pub transcripts: Arc<Transcripts>,
 }
 
 impl Runtime {
@@ -96,6 +100,7 @@ impl Runtime {
             claude: ClaudeCode::default(),
             cluster: None,
             threads: Threads::default(),
+            transcripts: Arc::default(),
         }
     }
 
@@ -233,7 +238,10 @@ impl Runtime {
                 .run_claude_turn(session, text, options, env, observer, cancel, settings)
                 .await;
         }
-        let agent = self.agent_for(session, &options, env).await?;
+        let turn_position = Arc::new(OnceLock::new());
+        let agent = self
+            .agent_for(session, &options, env, turn_position.clone())
+            .await?;
         // The transcript is read (read pool) while the turn is recorded (writes).
         let (begun, history) = tokio::join!(
             self.begin_turn(session, &options),
@@ -242,7 +250,10 @@ impl Runtime {
         let Some(turn_id) = begun? else {
             return Ok(None);
         };
-        let history = history?;
+        let (history, last_position) = history?;
+        // Only the running turn appends to its session: its user message
+        // comes next.
+        let _ = turn_position.set(last_position as i64 + 1);
         let sink = StoreSink::new(
             self.store.clone(),
             session.id.clone(),
@@ -279,7 +290,12 @@ impl Runtime {
         settings: crate::models::ClaudeCodeSettings,
     ) -> Result<Option<TurnFinished>, RunError> {
         let profile = self.config.profile(&session.profile)?;
-        let agent = Arc::new(self.agent_for(session, &options, env).await?);
+        // The CLI's user message is not the engine's: its checkpoints read
+        // the turn's position back.
+        let agent = Arc::new(
+            self.agent_for(session, &options, env, Arc::default())
+                .await?,
+        );
         let Some(turn_id) = self.begin_turn(session, &options).await? else {
             return Ok(None);
         };
@@ -362,7 +378,7 @@ impl Runtime {
         if let TurnStart::Duplicate(_) = started {
             return Ok(None);
         }
-        self.set_status(session, SessionStatus::Running).await?;
+        // `start_turn` marked the session running too.
         Ok(Some(turn_id))
     }
 
@@ -391,41 +407,25 @@ impl Runtime {
     }
 
     /// What the model sees of a session: its whole transcript, or after a
-    /// compaction, the compacted context and the messages since.
-    pub async fn model_context(&self, session_id: &str) -> Result<Vec<Message>, StoreError> {
+    /// compaction, the compacted context and the messages since; and the
+    /// position of its last message (0 for none).
+    pub async fn model_context(&self, session_id: &str) -> Result<(Vec<Message>, u64), StoreError> {
         let (messages, compaction) = tokio::join!(
-            self.store.messages(session_id),
+            self.transcripts.read(self.store.as_ref(), session_id),
             self.store.latest_compaction(session_id)
         );
         let messages = messages?;
-        let Some(compaction) = compaction? else {
-            return Ok(messages.into_iter().map(|stored| stored.message).collect());
-        };
-        let mut context = compaction.context;
+        let last = messages.last().map_or(0, |stored| stored.position);
+        let (mut context, first_kept) = compaction?
+            .map(|compaction| (compaction.context, compaction.first_kept_position))
+            .unwrap_or_default();
         context.extend(
             messages
-                .into_iter()
-                .filter(|stored| stored.position as i64 >= compaction.first_kept_position)
-                .map(|stored| stored.message),
+                .iter()
+                .filter(|stored| stored.position as i64 >= first_kept)
+                .map(|stored| stored.message.clone()),
         );
-        Ok(context)
-    }
-
-    async fn set_status(
-        &self,
-        session: &SessionRecord,
-        status: SessionStatus,
-    ) -> Result<(), StoreError> {
-        self.store
-            .update_session(
-                &session.id,
-                SessionUpdate {
-                    status: Some(status),
-                    ..SessionUpdate::default()
-                },
-            )
-            .await
-            .map(|_| ())
+        Ok((context, last))
     }
 }
 

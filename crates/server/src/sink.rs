@@ -1,24 +1,30 @@
 use std::sync::{Arc, Mutex};
 
 use agentd_engine::{Compaction, SinkError, TurnSink};
-use agentd_protocol::{CompactionTrigger, Event, EventEnvelope, Message};
-use agentd_store::{CompactionRecord, Store};
+use agentd_protocol::{CompactionTrigger, Event, EventEnvelope, Message, TurnFinished, TurnStatus};
+use agentd_store::{CompactionRecord, LogEntry, Logged, Store};
 use async_trait::async_trait;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 
-/// Events stored per commit at most.
+/// Events and messages stored per commit at most.
 const MAX_BATCH: usize = 256;
+/// How long the writer waits for more after the first thing queued, unless a
+/// flush asks for it now: a model call's or a tool's events come in bursts,
+/// and one commit for a burst costs a fraction of one per event. Readers see
+/// an event at most this much later.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Stores a turn's events and messages. Both are pipelined: `emit` and
 /// `append_message` queue them and a writer task stores them in order,
-/// whatever events have queued up in one commit, then hands each event (now
-/// with its `seq`) to the observer. The turn does not wait for the disk at
+/// whatever has queued up in one commit (`Store::append_log`), then hands
+/// each event (now with its `seq`) to the observer. The turn does not wait for the disk at
 /// every delta or message; it waits at `flush`, which the engine calls before
 /// anything that needs them recorded (a checkpoint, asking a person, the end
 /// of the turn). A failed event write fails every later call; a refused
-/// message fails later messages and every flush, but events still go in, so
-/// the turn's `error` and `turn.finished` are recorded.
+/// message fails later messages, every flush and a `turn.finished` that is not
+/// `failed` (which is then not recorded), but events still go in, so the
+/// turn's `error` and the `turn.finished` the engine sends instead are.
 pub struct StoreSink {
     store: Arc<dyn Store>,
     session_id: String,
@@ -33,8 +39,22 @@ pub struct StoreSink {
 
 enum Command {
     Event(Event),
-    Message { turn_id: String, message: Message },
+    Message {
+        turn_id: String,
+        message: Message,
+    },
     Flush(oneshot::Sender<Result<(), SinkError>>),
+    /// `turn.finished`, then a flush.
+    Finish {
+        finished: TurnFinished,
+        done: oneshot::Sender<Result<(), SinkError>>,
+    },
+}
+
+/// A turn's last event is refused after a refused message unless it says
+/// the turn failed.
+fn finishes_failed(finished: &TurnFinished) -> bool {
+    finished.status == TurnStatus::Failed
 }
 
 impl StoreSink {
@@ -69,8 +89,11 @@ impl StoreSink {
     }
 
     fn send(&self, command: Command) -> Result<(), SinkError> {
-        let blocking: &[&Mutex<Option<SinkError>>] = match command {
+        let blocking: &[&Mutex<Option<SinkError>>] = match &command {
             Command::Message { .. } => &[&self.failure, &self.message_failure],
+            Command::Finish { finished, .. } if !finishes_failed(finished) => {
+                &[&self.failure, &self.message_failure]
+            }
             _ => &[&self.failure],
         };
         match first_failure(blocking) {
@@ -102,33 +125,81 @@ struct Writer {
     last_position: Arc<Mutex<Option<u64>>>,
 }
 
+/// An event or a message waiting for the writer.
+enum Pending {
+    Event(Event),
+    Message {
+        turn_id: String,
+        message: Message,
+    },
+    /// `turn.finished`, and whether it says the turn failed.
+    Finish {
+        event: Event,
+        failed: bool,
+    },
+}
+
+impl Pending {
+    /// Still stored after a refused message.
+    fn outlives_a_refused_message(&self) -> bool {
+        match self {
+            Pending::Event(_) => true,
+            Pending::Message { .. } => false,
+            Pending::Finish { failed, .. } => *failed,
+        }
+    }
+}
+
 impl Writer {
     async fn run(self, mut commands: mpsc::UnboundedReceiver<Command>) {
-        let mut events = Vec::with_capacity(MAX_BATCH);
+        let mut pending = Vec::with_capacity(MAX_BATCH);
         let mut flushes = Vec::new();
         while let Some(first) = commands.recv().await {
+            let linger_until = tokio::time::Instant::now() + LINGER;
             let mut next = Some(first);
-            while let Some(command) = next {
-                match command {
-                    Command::Event(event) => events.push(event),
-                    Command::Message { turn_id, message } => {
-                        // In order: the events emitted before it go first.
-                        self.store_events(&mut events).await;
-                        self.store_message(&turn_id, &message).await;
+            loop {
+                while let Some(command) = next {
+                    match command {
+                        Command::Event(event) => pending.push(Pending::Event(event)),
+                        Command::Message { turn_id, message } => {
+                            pending.push(Pending::Message { turn_id, message })
+                        }
+                        Command::Flush(done) => flushes.push((done, true)),
+                        Command::Finish { finished, done } => {
+                            let failed = finishes_failed(&finished);
+                            pending.push(Pending::Finish {
+                                event: Event::TurnFinished(finished),
+                                failed,
+                            });
+                            // A failed finish was recorded even after a
+                            // refused message; any other flush was not whole.
+                            flushes.push((done, !failed));
+                        }
                     }
-                    Command::Flush(done) => flushes.push(done),
+                    next = if pending.len() < MAX_BATCH {
+                        commands.try_recv().ok()
+                    } else {
+                        None
+                    };
                 }
-                next = if events.len() < MAX_BATCH {
-                    commands.try_recv().ok()
-                } else {
-                    None
-                };
+                // Someone waits for the batch, or it is full, or nothing
+                // more came in time: store it.
+                if !flushes.is_empty() || pending.len() >= MAX_BATCH {
+                    break;
+                }
+                match tokio::time::timeout_at(linger_until, commands.recv()).await {
+                    Ok(Some(command)) => next = Some(command),
+                    Ok(None) | Err(_) => break,
+                }
             }
-            self.store_events(&mut events).await;
-            let outcome =
-                first_failure(&[&self.failure, &self.message_failure]).map_or(Ok(()), Err);
-            for done in flushes.drain(..) {
-                let _ = done.send(outcome.clone());
+            self.store(&mut pending).await;
+            for (done, needs_every_message) in flushes.drain(..) {
+                let slots: &[&Mutex<Option<SinkError>>] = if needs_every_message {
+                    &[&self.failure, &self.message_failure]
+                } else {
+                    &[&self.failure]
+                };
+                let _ = done.send(first_failure(slots).map_or(Ok(()), Err));
             }
         }
     }
@@ -140,40 +211,55 @@ impl Writer {
         }
     }
 
-    async fn store_events(&self, events: &mut Vec<Event>) {
-        if events.is_empty() || first_failure(&[&self.failure]).is_some() {
-            events.clear();
-            return;
-        }
-        match self.store.append_events(&self.session_id, events).await {
-            Ok(stored) => {
-                if let Some(observer) = &self.observer {
-                    for envelope in stored {
-                        // An observer that went away must not stop the turn.
-                        let _ = observer.send(envelope);
+    /// Store `pending` in order, in one commit when the store can. An event
+    /// that cannot be stored fails everything after it; a message, only the
+    /// messages after it (the log goes on).
+    async fn store(&self, pending: &mut Vec<Pending>) {
+        loop {
+            if first_failure(&[&self.failure]).is_some() {
+                pending.clear();
+            }
+            if first_failure(&[&self.message_failure]).is_some() {
+                pending.retain(Pending::outlives_a_refused_message);
+            }
+            if pending.is_empty() {
+                return;
+            }
+            let entries: Vec<LogEntry> = pending
+                .iter()
+                .map(|p| match p {
+                    Pending::Event(event) | Pending::Finish { event, .. } => LogEntry::Event(event),
+                    Pending::Message { turn_id, message } => LogEntry::Message {
+                        turn_id: Some(turn_id),
+                        message,
+                    },
+                })
+                .collect();
+            let appended = self.store.append_log(&self.session_id, &entries).await;
+            let done = appended.stored.len();
+            for logged in appended.stored {
+                match logged {
+                    Logged::Event(envelope) => {
+                        if let Some(observer) = &self.observer {
+                            let _ = observer.send(envelope);
+                        }
+                    }
+                    Logged::Message(stored) => {
+                        if let Ok(mut last) = self.last_position.lock() {
+                            *last = Some(stored.position);
+                        }
                     }
                 }
             }
-            Err(err) => self.fail(&self.failure, "events", err),
-        }
-        events.clear();
-    }
-
-    async fn store_message(&self, turn_id: &str, message: &Message) {
-        if first_failure(&[&self.failure, &self.message_failure]).is_some() {
-            return;
-        }
-        match self
-            .store
-            .append_message(&self.session_id, Some(turn_id), message)
-            .await
-        {
-            Ok(stored) => {
-                if let Ok(mut last) = self.last_position.lock() {
-                    *last = Some(stored.position);
-                }
+            let Some(err) = appended.error else {
+                pending.clear();
+                return;
+            };
+            match pending.get(done) {
+                Some(Pending::Message { .. }) => self.fail(&self.message_failure, "a message", err),
+                _ => self.fail(&self.failure, "events", err),
             }
-            Err(err) => self.fail(&self.message_failure, "a message", err),
+            pending.drain(..=done.min(pending.len() - 1));
         }
     }
 }
@@ -189,6 +275,15 @@ impl TurnSink for StoreSink {
         self.queue
             .send(Command::Flush(done))
             .map_err(|_| stopped())?;
+        stored.await.map_err(|_| stopped())?
+    }
+
+    async fn finish_turn(&self, finished: &TurnFinished) -> Result<(), SinkError> {
+        let (done, stored) = oneshot::channel();
+        self.send(Command::Finish {
+            finished: finished.clone(),
+            done,
+        })?;
         stored.await.map_err(|_| stopped())?
     }
 
@@ -299,5 +394,85 @@ mod tests {
         sink.emit(event(0)).await.unwrap();
         assert!(sink.flush().await.is_err());
         assert_eq!(store.events_after(&session, 0, 100).await.unwrap().len(), 1);
+    }
+
+    fn finished(status: TurnStatus) -> TurnFinished {
+        TurnFinished {
+            agent_status: None,
+            turn_id: "t".into(),
+            status,
+            result: None,
+            usage: Default::default(),
+            cost_usd: 0.0,
+            num_model_calls: 1,
+            duration_ms: 1,
+            error: None,
+        }
+    }
+
+    /// `turn.finished` goes in with what was queued before it. After a
+    /// refused message (queued in the same batch) a `completed` one is
+    /// refused and not recorded; the `failed` one the engine sends then is.
+    #[tokio::test]
+    async fn a_turn_cannot_finish_completed_without_its_messages() {
+        let (sqlite, session) = sqlite_with_session().await;
+        sqlx::query(
+            "CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.content LIKE '%lost?%' \
+             BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        )
+        .execute(sqlite.pool())
+        .await
+        .unwrap();
+        let store: Arc<dyn Store> = Arc::new(sqlite);
+        let finishes = |store: Arc<dyn Store>, session: String| async move {
+            store
+                .events_after(&session, 0, 100)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter_map(|e| match e.event {
+                    Event::TurnFinished(f) => Some(f.status),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        let sink = StoreSink::new(store.clone(), session.clone(), None, &Handle::current());
+        sink.append_message("t", &Message::user_text("kept"))
+            .await
+            .unwrap();
+        sink.finish_turn(&finished(TurnStatus::Completed))
+            .await
+            .unwrap();
+        assert_eq!(store.messages(&session).await.unwrap().len(), 1);
+        assert_eq!(
+            finishes(store.clone(), session.clone()).await,
+            [TurnStatus::Completed]
+        );
+
+        let sink = StoreSink::new(store.clone(), session.clone(), None, &Handle::current());
+        sink.append_message("t", &Message::user_text("lost?"))
+            .await
+            .unwrap();
+        sink.emit(event(1)).await.unwrap();
+        assert!(
+            sink.finish_turn(&finished(TurnStatus::Completed))
+                .await
+                .is_err()
+        );
+        // Once the failure is known, refused at once.
+        assert!(
+            sink.finish_turn(&finished(TurnStatus::MaxTurns))
+                .await
+                .is_err()
+        );
+        sink.finish_turn(&finished(TurnStatus::Failed))
+            .await
+            .unwrap();
+        assert_eq!(
+            finishes(store.clone(), session.clone()).await,
+            [TurnStatus::Completed, TurnStatus::Failed]
+        );
+        // The event queued after the refused message is in.
+        assert_eq!(store.events_after(&session, 0, 100).await.unwrap().len(), 3);
     }
 }

@@ -21,6 +21,22 @@ pub(crate) fn list_checkpoints() -> String {
     )
 }
 
+/// The session's latest checkpoint (`which` = 0) and latest keyframe (one
+/// with no base, `which` = 1), in one query.
+pub(crate) fn latest_checkpoints() -> String {
+    let latest = |keyframe: &str, which: u8| {
+        format!(
+            "SELECT * FROM (SELECT {CHECKPOINT_COLUMNS}, {which} AS which FROM checkpoints \
+             WHERE session_id = $1{keyframe} ORDER BY created_at DESC, id DESC LIMIT 1) AS c{which}"
+        )
+    };
+    format!(
+        "{} UNION ALL {}",
+        latest("", 0),
+        latest(" AND base_checkpoint_id IS NULL", 1)
+    )
+}
+
 pub(crate) fn get_checkpoint() -> String {
     format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = $1")
 }
@@ -97,6 +113,29 @@ macro_rules! history_impl {
                     .await
                     .map_err($crate::records::db("listing checkpoints"))?;
                 rows.iter().map($crate::records::checkpoint).collect()
+            }
+
+            pub(super) async fn latest_checkpoints_impl(
+                &self,
+                session_id: &str,
+            ) -> $crate::StoreResult<$crate::LatestCheckpoints> {
+                let rows = sqlx::query(&$crate::history::latest_checkpoints())
+                    .bind(session_id)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err($crate::records::db("reading the latest checkpoints"))?;
+                let mut latest = $crate::LatestCheckpoints::default();
+                for row in &rows {
+                    let which: i32 = sqlx::Row::try_get(row, "which")
+                        .map_err($crate::records::db("reading the latest checkpoints"))?;
+                    let record = Some($crate::records::checkpoint(row)?);
+                    if which == 0 {
+                        latest.last = record;
+                    } else {
+                        latest.keyframe = record;
+                    }
+                }
+                Ok(latest)
             }
 
             pub(super) async fn get_checkpoint_impl(

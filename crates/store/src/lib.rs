@@ -9,6 +9,7 @@
 
 mod error;
 mod history;
+mod log;
 mod records;
 mod types;
 
@@ -16,9 +17,11 @@ pub mod postgres;
 pub mod sqlite;
 
 pub use error::StoreError;
+pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
 pub use types::{
-    CheckpointRecord, CompactionRecord, NewSession, PendingRecord, SessionExport, SessionRecord,
-    SessionStatus, SessionUpdate, StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
+    CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
+    SessionExport, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TokenRecord,
+    TurnRecord, TurnStart, UserRecord,
 };
 
 use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
@@ -67,6 +70,17 @@ pub trait Store: Send + Sync {
     ) -> StoreResult<StoredMessage>;
     /// The whole transcript in order (empty for an unknown session).
     async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>>;
+    /// The messages at `from_position` and after, in order: what a reader
+    /// that holds the transcript up to there needs to catch up.
+    async fn messages_from(
+        &self,
+        session_id: &str,
+        from_position: u64,
+    ) -> StoreResult<Vec<StoredMessage>> {
+        let mut messages = self.messages(session_id).await?;
+        messages.retain(|stored| stored.position >= from_position);
+        Ok(messages)
+    }
 
     /// Store an event with the next `seq` of its session (1, 2, 3, … no gaps,
     /// atomic under concurrent appends). `NotFound` for an unknown session.
@@ -84,6 +98,14 @@ pub trait Store: Send + Sync {
         }
         Ok(stored)
     }
+    /// Store a session's events and messages in order, each as
+    /// [`Self::append_event`] and [`Self::append_message`] would. Stops at the
+    /// first entry that cannot be stored and says so; what came before it is
+    /// stored. Backends may commit all of it together; the default appends
+    /// each run of events, then each message, on its own.
+    async fn append_log(&self, session_id: &str, entries: &[LogEntry<'_>]) -> LogAppend {
+        append_one_kind_at_a_time(self, session_id, entries).await
+    }
     /// Events with `seq > after`, in order, at most `limit` (empty for an
     /// unknown session).
     async fn events_after(
@@ -93,8 +115,9 @@ pub trait Store: Send + Sync {
         limit: u32,
     ) -> StoreResult<Vec<EventEnvelope>>;
 
-    /// Record a turn as running. With a `client_request_id` already used in this
-    /// session, nothing is written and the existing turn is returned.
+    /// Record a turn as running, and its session as `running`, in one
+    /// transaction. With a `client_request_id` already used in this session,
+    /// nothing is written and the existing turn is returned.
     async fn start_turn(
         &self,
         session_id: &str,
@@ -168,9 +191,33 @@ pub trait Store: Send + Sync {
     /// Record a checkpoint. `NotFound` for an unknown session; an id already
     /// used is a `Database` error.
     async fn create_checkpoint(&self, record: &CheckpointRecord) -> StoreResult<()>;
+    /// [`Self::put_blobs`] then [`Self::create_checkpoint`]; backends may do
+    /// both in one transaction (a few blobs: say, the changed files and the
+    /// manifest of a checkpoint).
+    async fn create_checkpoint_with_blobs(
+        &self,
+        record: &CheckpointRecord,
+        blobs: &[(String, Vec<u8>)],
+    ) -> StoreResult<()> {
+        self.put_blobs(blobs).await?;
+        self.create_checkpoint(record).await
+    }
     /// A session's checkpoints, oldest first by `(created_at, id)` (empty
     /// for an unknown session).
     async fn list_checkpoints(&self, session_id: &str) -> StoreResult<Vec<CheckpointRecord>>;
+    /// The session's latest checkpoint and latest keyframe (what a new
+    /// checkpoint is made against), as `list_checkpoints` orders them.
+    async fn latest_checkpoints(&self, session_id: &str) -> StoreResult<LatestCheckpoints> {
+        let all = self.list_checkpoints(session_id).await?;
+        Ok(LatestCheckpoints {
+            keyframe: all
+                .iter()
+                .rev()
+                .find(|c| c.base_checkpoint_id.is_none())
+                .cloned(),
+            last: all.last().cloned(),
+        })
+    }
     async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>>;
 
     /// Record a compaction. `NotFound` for an unknown session; an id already

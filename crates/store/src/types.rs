@@ -11,7 +11,7 @@ pub enum SessionStatus {
 }
 
 impl SessionStatus {
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             SessionStatus::Idle => "idle",
             SessionStatus::Running => "running",
@@ -227,4 +227,12 @@ pub struct SessionExport {
 
 impl SessionExport {
     pub const FORMAT: u32 = 1;
+}
+
+/// What a new checkpoint is made against: the session's latest checkpoint
+/// and its latest keyframe (a checkpoint with a full manifest).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LatestCheckpoints {
+    pub keyframe: Option<CheckpointRecord>,
+    pub last: Option<CheckpointRecord>,
 }

@@ -2,6 +2,7 @@
 //! recurses), and panics caught. Every failure is an error, which the policy treats as Ask.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{OnceLock, mpsc};
 
 use brush_parser::ast;
 
@@ -18,15 +19,64 @@ pub(crate) fn analyze(src: &str, pattern: bool) -> Result<Vec<Part>, String> {
     if nesting_depth(src) > MAX_NESTING {
         return Err("the command nests too deeply to check".to_owned());
     }
-    let src = src.to_owned();
+    let (reply, answer) = mpsc::sync_channel(1);
+    let job = Job {
+        src: src.to_owned(),
+        pattern,
+        reply,
+    };
+    // The parser thread, or (if it could not be started) one for this call.
+    let job = match parser() {
+        Some(jobs) => match jobs.send(job) {
+            Ok(()) => return answer.recv().unwrap_or_else(|_| Err(failed())),
+            Err(mpsc::SendError(job)) => job,
+        },
+        None => job,
+    };
     let worker = std::thread::Builder::new()
         .name("bash-rule-parser".to_owned())
         .stack_size(PARSER_STACK)
-        .spawn(move || analyze_here(&src, pattern))
+        .spawn(move || analyze_caught(&job.src, job.pattern))
         .map_err(|e| format!("could not start the shell parser: {e}"))?;
-    worker
-        .join()
-        .unwrap_or_else(|_| Err("the shell parser failed".to_owned()))
+    worker.join().unwrap_or_else(|_| Err(failed()))
+}
+
+/// A command to parse and where its answer goes.
+struct Job {
+    src: String,
+    pattern: bool,
+    reply: mpsc::SyncSender<Result<Vec<Part>, String>>,
+}
+
+/// The one long-lived parser thread, started on first use: a thread with a
+/// stack this size per command cost a mapping and a clone each time, more
+/// than parsing a typical command.
+fn parser() -> Option<&'static mpsc::Sender<Job>> {
+    static PARSER: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
+    PARSER
+        .get_or_init(|| {
+            let (jobs, inbox) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("bash-rule-parser".to_owned())
+                .stack_size(PARSER_STACK)
+                .spawn(move || {
+                    for job in inbox {
+                        let _ = job.reply.send(analyze_caught(&job.src, job.pattern));
+                    }
+                })
+                .ok()
+                .map(|_| jobs)
+        })
+        .as_ref()
+}
+
+/// [`analyze_here`], a panic in it made an error (the thread goes on).
+fn analyze_caught(src: &str, pattern: bool) -> Result<Vec<Part>, String> {
+    catch_unwind(AssertUnwindSafe(|| analyze_here(src, pattern))).unwrap_or_else(|_| Err(failed()))
+}
+
+fn failed() -> String {
+    "the shell parser failed".to_owned()
 }
 
 /// A rough upper bound of how deeply `src` nests (brackets and compound commands).

@@ -27,9 +27,9 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use crate::{
-    CheckpointRecord, CompactionRecord, NewSession, PendingRecord, SessionExport, SessionRecord,
-    SessionUpdate, Store, StoreError, StoreResult, StoredMessage, TokenRecord, TurnRecord,
-    TurnStart, UserRecord,
+    CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
+    SessionExport, SessionRecord, SessionUpdate, Store, StoreError, StoreResult, StoredMessage,
+    TokenRecord, TurnRecord, TurnStart, UserRecord,
 };
 
 const POOL_SIZE: u32 = 10;
@@ -220,6 +220,14 @@ impl Store for PostgresStore {
         self.messages_impl(session_id).await
     }
 
+    async fn messages_from(
+        &self,
+        session_id: &str,
+        from_position: u64,
+    ) -> StoreResult<Vec<StoredMessage>> {
+        self.messages_from_impl(session_id, from_position).await
+    }
+
     async fn append_event(&self, session_id: &str, event: &Event) -> StoreResult<EventEnvelope> {
         self.append_event_impl(session_id, event).await
     }
@@ -352,6 +360,10 @@ impl Store for PostgresStore {
 
     async fn list_checkpoints(&self, session_id: &str) -> StoreResult<Vec<CheckpointRecord>> {
         self.list_checkpoints_impl(session_id).await
+    }
+
+    async fn latest_checkpoints(&self, session_id: &str) -> StoreResult<LatestCheckpoints> {
+        self.latest_checkpoints_impl(session_id).await
     }
 
     async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>> {

@@ -6,7 +6,7 @@ use agentd_protocol::TurnStatus;
 use super::PostgresStore;
 use super::util::{db, is_fk_violation, now, to_ms};
 pub(super) use crate::records::{TURN_COLUMNS as COLUMNS, turn as turn_from_row};
-use crate::{StoreError, StoreResult, TurnRecord, TurnStart};
+use crate::{SessionStatus, StoreError, StoreResult, TurnRecord, TurnStart};
 
 impl PostgresStore {
     pub(super) async fn start_turn_impl(
@@ -52,7 +52,16 @@ impl PostgresStore {
                 }
             })?;
         let outcome = match inserted {
-            Some(row) => TurnStart::Started(turn_from_row(&row)?),
+            Some(row) => {
+                sqlx::query("UPDATE sessions SET status = $1, updated_at = $2 WHERE id = $3")
+                    .bind(SessionStatus::Running.as_str())
+                    .bind(to_ms(at))
+                    .bind(session_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db("starting turn"))?;
+                TurnStart::Started(turn_from_row(&row)?)
+            }
             None => {
                 let sql = format!(
                     "SELECT {COLUMNS} FROM turns WHERE session_id = $1 AND client_request_id = $2"

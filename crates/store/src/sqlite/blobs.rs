@@ -1,12 +1,14 @@
 //! Content-addressed blobs: file contents and manifests of checkpoints. Blob
-//! writes are transactions of their own, never part of an event batch.
+//! writes are transactions of their own (with the checkpoint they belong to,
+//! at most), never part of an event batch.
 
 use std::collections::HashSet;
 
 use super::SqliteStore;
 use super::util::{db, now, to_json, to_ms};
-use crate::records::{BLOB_LOOKUP_BATCH, missing_in_order};
-use crate::{StoreError, StoreResult};
+use super::writer::{repeat, rollback};
+use crate::records::{BLOB_LOOKUP_BATCH, insert_error, missing_in_order};
+use crate::{CheckpointRecord, StoreError, StoreResult};
 
 impl SqliteStore {
     pub(super) async fn put_blobs_impl(&self, blobs: &[(String, Vec<u8>)]) -> StoreResult<()> {
@@ -38,6 +40,61 @@ impl SqliteStore {
             .map_err(db(ctx))?;
         }
         tx.commit().await.map_err(db(ctx))
+    }
+
+    /// The blobs and the checkpoint in one round trip and one transaction;
+    /// more blobs than one statement should bind go first, on their own.
+    pub(super) async fn create_checkpoint_with_blobs_impl(
+        &self,
+        r: &CheckpointRecord,
+        blobs: &[(String, Vec<u8>)],
+    ) -> StoreResult<()> {
+        const MAX_INLINE_BLOBS: usize = 64;
+        if blobs.len() > MAX_INLINE_BLOBS {
+            self.put_blobs_impl(blobs).await?;
+            return self.create_checkpoint_impl(r).await;
+        }
+        let ctx = "storing a checkpoint";
+        let files = to_json(&r.files, "checkpoint files")?;
+        let stats = to_json(&r.stats, "checkpoint stats")?;
+        let at = to_ms(now());
+        let mut sql = String::from("BEGIN IMMEDIATE;\n");
+        if !blobs.is_empty() {
+            sql.push_str("INSERT INTO blobs (hash, size, data, created_at) VALUES ");
+            repeat(&mut sql, "(?, ?, ?, ?)", blobs.len());
+            // A stored hash is not rewritten: content-addressed, same data.
+            sql.push_str(" ON CONFLICT (hash) DO NOTHING;\n");
+        }
+        sql.push_str(
+            "INSERT INTO checkpoints (id, session_id, turn_id, message_position, manifest_hash, \
+             base_checkpoint_id, files, stats, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);\n\
+             COMMIT;",
+        );
+        let mut query = sqlx::query(&sql);
+        for (hash, data) in blobs {
+            let size = i64::try_from(data.len())
+                .map_err(|_| StoreError::Database(format!("{ctx}: blob {hash} is too large")))?;
+            query = query.bind(hash).bind(size).bind(data.as_slice()).bind(at);
+        }
+        query = query
+            .bind(&r.id)
+            .bind(&r.session_id)
+            .bind(&r.turn_id)
+            .bind(r.message_position)
+            .bind(&r.manifest_hash)
+            .bind(&r.base_checkpoint_id)
+            .bind(files)
+            .bind(stats)
+            .bind(to_ms(r.created_at));
+        let _write = self.write_guard().await;
+        let mut conn = self.writes.acquire().await.map_err(db(ctx))?;
+        match query.execute(&mut *conn).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                rollback(&mut conn).await;
+                Err(insert_error(ctx, &r.session_id, &r.id)(e))
+            }
+        }
     }
 
     /// One bound JSON array per batch: SQLite limits bound parameters, not

@@ -1,16 +1,18 @@
 //! The event log: per-session `seq` 1, 2, 3, … assigned in the append
 //! transaction (see `writer`), so it has no gaps and no duplicates under
-//! concurrency.
+//! concurrency. A turn's messages go through the same writer
+//! ([`crate::Store::append_log`]), committed with the events around them.
 
 use agentd_protocol::{Event, EventEnvelope};
 
 use super::SqliteStore;
 use tokio::sync::oneshot;
 
+use super::messages::role_str;
 use super::util::{db, to_json};
-use super::writer::AppendJob;
+use super::writer::{AppendJob, Entry, MAX_BATCH};
 pub(super) use crate::records::envelope as envelope_from_row;
-use crate::{StoreError, StoreResult};
+use crate::{LogAppend, LogEntry, Logged, StoreError, StoreResult, StoredMessage};
 
 impl SqliteStore {
     pub(super) async fn append_event_impl(
@@ -18,58 +20,136 @@ impl SqliteStore {
         session_id: &str,
         event: &Event,
     ) -> StoreResult<EventEnvelope> {
-        let data = to_json(event, "event")?;
-        let (reply, result) = oneshot::channel();
-        let job = AppendJob {
-            session_id: session_id.to_owned(),
-            type_name: event.type_name(),
-            data,
-            reply,
-        };
-        let stopped =
-            || StoreError::Database("appending event: the event writer has stopped".into());
-        self.appends.send(job).await.map_err(|_| stopped())?;
-        let (seq, at) = result.await.map_err(|_| stopped())??;
-        Ok(EventEnvelope {
-            seq,
-            session_id: session_id.to_owned(),
-            at,
-            event: event.clone(),
-        })
+        let mut stored = self
+            .append_events_impl(session_id, std::slice::from_ref(event))
+            .await?;
+        stored
+            .pop()
+            .ok_or_else(|| StoreError::Database("appending event: no result".into()))
     }
 
-    /// All jobs are queued before any reply is awaited, so the writer commits
-    /// them together (in order: one sender, one queue).
     pub(super) async fn append_events_impl(
         &self,
         session_id: &str,
         events: &[Event],
     ) -> StoreResult<Vec<EventEnvelope>> {
-        let stopped =
-            || StoreError::Database("appending events: the event writer has stopped".into());
-        let mut replies = Vec::with_capacity(events.len());
-        for event in events {
-            let (reply, result) = oneshot::channel();
-            let job = AppendJob {
-                session_id: session_id.to_owned(),
-                type_name: event.type_name(),
-                data: to_json(event, "event")?,
-                reply,
-            };
-            self.appends.send(job).await.map_err(|_| stopped())?;
-            replies.push(result);
+        let entries: Vec<LogEntry> = events.iter().map(LogEntry::Event).collect();
+        let appended = self.append_log_impl(session_id, &entries).await;
+        if let Some(error) = appended.error {
+            return Err(error);
         }
-        let mut stored = Vec::with_capacity(events.len());
-        for (event, result) in events.iter().zip(replies) {
-            let (seq, at) = result.await.map_err(|_| stopped())??;
-            stored.push(EventEnvelope {
-                seq,
-                session_id: session_id.to_owned(),
-                at,
-                event: event.clone(),
+        Ok(appended
+            .stored
+            .into_iter()
+            .filter_map(|logged| match logged {
+                Logged::Event(envelope) => Some(envelope),
+                Logged::Message(_) => None,
+            })
+            .collect())
+    }
+
+    /// Up to [`MAX_BATCH`] entries a job, committed by the writer with what
+    /// else is queued. When a job fails, its entries are tried one by one so
+    /// that exactly those before the one refused are stored.
+    pub(super) async fn append_log_impl(
+        &self,
+        session_id: &str,
+        entries: &[LogEntry<'_>],
+    ) -> LogAppend {
+        let mut stored = Vec::with_capacity(entries.len());
+        for chunk in entries.chunks(MAX_BATCH) {
+            let error = match self.append_job(session_id, chunk).await {
+                Ok(logged) => {
+                    stored.extend(logged);
+                    continue;
+                }
+                Err(error) if chunk.len() == 1 => error,
+                Err(_) => {
+                    let mut failed = None;
+                    for one in chunk.chunks(1) {
+                        match self.append_job(session_id, one).await {
+                            Ok(logged) => stored.extend(logged),
+                            Err(error) => {
+                                failed = Some(error);
+                                break;
+                            }
+                        }
+                    }
+                    match failed {
+                        Some(error) => error,
+                        None => continue,
+                    }
+                }
+            };
+            return LogAppend {
+                stored,
+                error: Some(error),
+            };
+        }
+        LogAppend {
+            stored,
+            error: None,
+        }
+    }
+
+    /// Commit `entries` (at most [`MAX_BATCH`]) together through the writer.
+    async fn append_job(
+        &self,
+        session_id: &str,
+        entries: &[LogEntry<'_>],
+    ) -> StoreResult<Vec<Logged>> {
+        let stopped = || StoreError::Database("appending: the event writer has stopped".into());
+        let mut serialised = Vec::with_capacity(entries.len());
+        for entry in entries {
+            serialised.push(match entry {
+                LogEntry::Event(event) => Entry::Event {
+                    type_name: event.type_name(),
+                    data: to_json(event, "event")?,
+                },
+                LogEntry::Message { turn_id, message } => Entry::Message {
+                    id: uuid::Uuid::now_v7().to_string(),
+                    turn_id: turn_id.map(str::to_owned),
+                    role: role_str(message.role),
+                    content: to_json(message, "message")?,
+                },
             });
         }
-        Ok(stored)
+        let ids: Vec<Option<String>> = serialised
+            .iter()
+            .map(|entry| match entry {
+                Entry::Message { id, .. } => Some(id.clone()),
+                Entry::Event { .. } => None,
+            })
+            .collect();
+        let (reply, result) = oneshot::channel();
+        let job = AppendJob {
+            session_id: session_id.to_owned(),
+            entries: serialised,
+            reply,
+        };
+        self.appends.send(job).await.map_err(|_| stopped())?;
+        let (stamps, at) = result.await.map_err(|_| stopped())??;
+        Ok(entries
+            .iter()
+            .zip(stamps)
+            .zip(ids)
+            .map(|((entry, stamp), id)| match entry {
+                LogEntry::Event(event) => Logged::Event(EventEnvelope {
+                    seq: stamp,
+                    session_id: session_id.to_owned(),
+                    at,
+                    event: (*event).clone(),
+                }),
+                LogEntry::Message { turn_id, message } => Logged::Message(StoredMessage {
+                    id: id.unwrap_or_default(),
+                    session_id: session_id.to_owned(),
+                    turn_id: turn_id.map(str::to_owned),
+                    position: stamp,
+                    message: (*message).clone(),
+                    created_at: at,
+                }),
+            })
+            .collect())
     }
 
     /// Events with `seq > after`, in order; empty for an unknown session.

@@ -29,9 +29,9 @@ use sqlx::sqlite::{
 use tokio::sync::{Mutex, MutexGuard, mpsc};
 
 use crate::{
-    CheckpointRecord, CompactionRecord, NewSession, PendingRecord, SessionExport, SessionRecord,
-    SessionUpdate, Store, StoreError, StoreResult, StoredMessage, TokenRecord, TurnRecord,
-    TurnStart, UserRecord,
+    CheckpointRecord, CompactionRecord, LatestCheckpoints, LogAppend, LogEntry, NewSession,
+    PendingRecord, SessionExport, SessionRecord, SessionUpdate, Store, StoreError, StoreResult,
+    StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
 };
 
 /// Connections for a file database: readers run in parallel under WAL.
@@ -304,6 +304,18 @@ impl Store for SqliteStore {
         self.messages_impl(session_id).await
     }
 
+    async fn messages_from(
+        &self,
+        session_id: &str,
+        from_position: u64,
+    ) -> StoreResult<Vec<StoredMessage>> {
+        self.messages_from_impl(session_id, from_position).await
+    }
+
+    async fn append_log(&self, session_id: &str, entries: &[LogEntry<'_>]) -> LogAppend {
+        self.append_log_impl(session_id, entries).await
+    }
+
     async fn append_event(&self, session_id: &str, event: &Event) -> StoreResult<EventEnvelope> {
         self.append_event_impl(session_id, event).await
     }
@@ -426,8 +438,20 @@ impl Store for SqliteStore {
         self.create_checkpoint_impl(record).await
     }
 
+    async fn create_checkpoint_with_blobs(
+        &self,
+        record: &CheckpointRecord,
+        blobs: &[(String, Vec<u8>)],
+    ) -> StoreResult<()> {
+        self.create_checkpoint_with_blobs_impl(record, blobs).await
+    }
+
     async fn list_checkpoints(&self, session_id: &str) -> StoreResult<Vec<CheckpointRecord>> {
         self.list_checkpoints_impl(session_id).await
+    }
+
+    async fn latest_checkpoints(&self, session_id: &str) -> StoreResult<LatestCheckpoints> {
+        self.latest_checkpoints_impl(session_id).await
     }
 
     async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>> {

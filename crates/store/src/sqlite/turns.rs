@@ -6,7 +6,9 @@ use agentd_protocol::TurnStatus;
 use super::SqliteStore;
 use super::util::{db, now, to_ms};
 pub(super) use crate::records::{TURN_COLUMNS as COLUMNS, turn as turn_from_row};
-use crate::{StoreError, StoreResult, TurnRecord, TurnStart};
+use crate::{SessionStatus, StoreError, StoreResult, TurnRecord, TurnStart};
+
+const RUNNING: &str = SessionStatus::Running.as_str();
 
 impl SqliteStore {
     pub(super) async fn start_turn_impl(
@@ -26,6 +28,8 @@ impl SqliteStore {
              SELECT ?, id, NULL, ?, ? FROM sessions WHERE id = ? \
              ON CONFLICT (session_id, client_request_id) DO NOTHING \
              RETURNING {COLUMNS};\n\
+             UPDATE sessions SET status = ?, updated_at = ? WHERE id = ? \
+               AND EXISTS (SELECT 1 FROM turns WHERE id = ? AND session_id = ?);\n\
              COMMIT;"
         );
         let mut conn = self.writes.acquire().await.map_err(db("starting turn"))?;
@@ -33,6 +37,11 @@ impl SqliteStore {
             .bind(turn_id)
             .bind(client_request_id)
             .bind(to_ms(at))
+            .bind(session_id)
+            .bind(RUNNING)
+            .bind(to_ms(at))
+            .bind(session_id)
+            .bind(turn_id)
             .bind(session_id)
             .fetch_all(&mut *conn)
             .await;
@@ -79,7 +88,16 @@ impl SqliteStore {
             .await
             .map_err(db("starting turn"))?;
         let outcome = match inserted {
-            Some(row) => TurnStart::Started(turn_from_row(&row)?),
+            Some(row) => {
+                sqlx::query("UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?")
+                    .bind(RUNNING)
+                    .bind(to_ms(at))
+                    .bind(session_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db("starting turn"))?;
+                TurnStart::Started(turn_from_row(&row)?)
+            }
             None => {
                 let sql = format!(
                     "SELECT {COLUMNS} FROM turns WHERE session_id = ? AND client_request_id = ?"

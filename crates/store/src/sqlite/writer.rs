@@ -1,7 +1,8 @@
-//! Group commit for event appends. Every append goes to one writer task, which
-//! takes whatever appends are queued (any sessions), assigns their `seq`s and
-//! commits them in a single round trip to SQLite. Under load one commit
-//! carries many events; a lone append costs one round trip.
+//! Group commit for event and message appends. Every append goes to one
+//! writer task, which takes whatever appends are queued (any sessions),
+//! assigns their `seq`s and positions and commits them in a single round trip
+//! to SQLite. Under load one commit carries many appends; a turn's events and
+//! the message they end with share one.
 //!
 //! The task, not the caller, runs the write: a caller that gives up waiting
 //! cannot leave a transaction half done, so `seq`s stay gapless.
@@ -17,20 +18,50 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use super::util::{db, now, to_ms, to_u64};
 use crate::{StoreError, StoreResult};
 
-/// Rows per commit: 5 binds each stays far below SQLite's 32766 limit.
-const MAX_BATCH: usize = 256;
-/// Stop gathering once this much event JSON is in the batch.
+/// Entries per job and per commit: an event binds 6 values and a message 8,
+/// far below SQLite's 32766 even padded to the next power of two.
+pub(super) const MAX_BATCH: usize = 256;
+/// Stop gathering once this much JSON is in the batch.
 const MAX_BATCH_BYTES: usize = 8 * 1024 * 1024;
 /// Appends waiting for the writer before senders wait (backpressure).
 const QUEUE: usize = 4096;
 
-/// What an append answers: the event's `seq` and `at`.
-pub(super) type Reply = StoreResult<(u64, DateTime<Utc>)>;
+/// One thing to store, serialised.
+pub(super) enum Entry {
+    Event {
+        type_name: &'static str,
+        data: String,
+    },
+    Message {
+        id: String,
+        turn_id: Option<String>,
+        role: &'static str,
+        content: String,
+    },
+}
 
+impl Entry {
+    fn bytes(&self) -> usize {
+        match self {
+            Entry::Event { data, .. } => data.len(),
+            Entry::Message { content, .. } => content.len(),
+        }
+    }
+
+    fn is_event(&self) -> bool {
+        matches!(self, Entry::Event { .. })
+    }
+}
+
+/// What an append answers: per entry, in order, the event's `seq` or the
+/// message's position; and the time stamped on all of them.
+pub(super) type Reply = StoreResult<(Vec<u64>, DateTime<Utc>)>;
+
+/// Entries of one session (at most [`MAX_BATCH`]), committed together or not
+/// at all.
 pub(super) struct AppendJob {
     pub session_id: String,
-    pub type_name: &'static str,
-    pub data: String,
+    pub entries: Vec<Entry>,
     pub reply: oneshot::Sender<Reply>,
 }
 
@@ -43,15 +74,18 @@ pub(super) fn spawn(pool: SqlitePool, write_lock: Arc<Mutex<()>>) -> mpsc::Sende
 
 async fn run(pool: SqlitePool, write_lock: Arc<Mutex<()>>, mut rx: mpsc::Receiver<AppendJob>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    let size = |job: &AppendJob| job.entries.iter().map(Entry::bytes).sum::<usize>();
     while let Some(first) = rx.recv().await {
-        let mut bytes = first.data.len();
+        let mut bytes = size(&first);
+        let mut entries = first.entries.len();
         batch.push(first);
         // Other writes (sessions, messages, turns) hold this lock too.
         let _write = write_lock.lock().await;
-        while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
+        while entries < MAX_BATCH && bytes < MAX_BATCH_BYTES {
             match rx.try_recv() {
                 Ok(job) => {
-                    bytes += job.data.len();
+                    bytes += size(&job);
+                    entries += job.entries.len();
                     batch.push(job);
                 }
                 Err(_) => break,
@@ -67,23 +101,23 @@ async fn write(pool: &SqlitePool, batch: &mut Vec<AppendJob>) {
     // grows.
     let at = now();
     match commit(pool, batch, at).await {
-        Ok(seqs) => {
-            for (job, seq) in batch.drain(..).zip(seqs) {
-                let _ = job.reply.send(seq.map(|seq| (seq, at)));
+        Ok(stamps) => {
+            for (job, stamps) in batch.drain(..).zip(stamps) {
+                let _ = job.reply.send(stamps.map(|stamps| (stamps, at)));
             }
         }
-        // Nothing of the batch was committed; retry one by one so that one
-        // bad event (say, over SQLite's size limit) fails only its caller.
+        // Nothing of the batch was committed; retry job by job so that one
+        // bad append (say, over SQLite's size limit) fails only its caller.
         Err(_) if batch.len() > 1 => {
             for job in batch.drain(..) {
                 let one = std::slice::from_ref(&job);
                 let result = match commit(pool, one, at).await {
-                    Ok(mut seqs) => seqs.pop().unwrap_or_else(|| {
-                        Err(StoreError::Database("appending event: no result".into()))
+                    Ok(mut stamps) => stamps.pop().unwrap_or_else(|| {
+                        Err(StoreError::Database("appending: no result".into()))
                     }),
                     Err(e) => Err(e),
                 };
-                let _ = job.reply.send(result.map(|seq| (seq, at)));
+                let _ = job.reply.send(result.map(|stamps| (stamps, at)));
             }
         }
         Err(e) => {
@@ -94,60 +128,131 @@ async fn write(pool: &SqlitePool, batch: &mut Vec<AppendJob>) {
     }
 }
 
-/// Insert all `jobs` in one transaction. Per job: its `seq`, or `NotFound`
+/// The k-th event (or message) of a session in a batch: its `k`, 1-based,
+/// counted in batch order separately for events and messages.
+fn ordinals(jobs: &[AppendJob]) -> Vec<Vec<i64>> {
+    let mut counts: HashMap<(&str, bool), i64> = HashMap::new();
+    jobs.iter()
+        .map(|job| {
+            job.entries
+                .iter()
+                .map(|entry| {
+                    let k = counts
+                        .entry((job.session_id.as_str(), entry.is_event()))
+                        .or_default();
+                    *k += 1;
+                    *k
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The distinct sessions of `jobs` that have entries of the kind, in order.
+fn sessions_with<'a>(jobs: &'a [AppendJob], events: bool) -> Vec<&'a str> {
+    let mut sessions: Vec<&str> = Vec::new();
+    for job in jobs {
+        if job.entries.iter().any(|e| e.is_event() == events)
+            && !sessions.contains(&job.session_id.as_str())
+        {
+            sessions.push(&job.session_id);
+        }
+    }
+    sessions
+}
+
+/// Insert all `jobs` in one transaction. Per job: its stamps, or `NotFound`
 /// when its session does not exist. `Err` means nothing was committed (and
 /// the jobs may be retried).
 async fn commit(
     pool: &SqlitePool,
     jobs: &[AppendJob],
     at: DateTime<Utc>,
-) -> StoreResult<Vec<StoreResult<u64>>> {
-    // The k-th event of a session in this batch gets `last_seq + k`.
-    let mut counts: HashMap<&str, i64> = HashMap::new();
-    let mut sessions: Vec<&str> = Vec::new();
-    let ks: Vec<i64> = jobs
-        .iter()
-        .map(|job| {
-            let k = counts.entry(job.session_id.as_str()).or_insert_with(|| {
-                sessions.push(job.session_id.as_str());
-                0
-            });
-            *k += 1;
-            *k
-        })
-        .collect();
-
+) -> StoreResult<Vec<StoreResult<Vec<u64>>>> {
+    let ks = ordinals(jobs);
+    let count = |events: bool| {
+        jobs.iter()
+            .flat_map(|job| &job.entries)
+            .filter(|e| e.is_event() == events)
+            .count()
+    };
     // Padding to a power of two keeps the number of distinct statements (and
     // so of prepares) small; padded rows have a NULL session and match nothing.
-    let slots = jobs.len().next_power_of_two();
-    let sql = batch_sql(slots);
+    let slots = |n: usize| if n == 0 { 0 } else { n.next_power_of_two() };
+    let (event_slots, message_slots) = (slots(count(true)), slots(count(false)));
+    let sql = batch_sql(event_slots, message_slots);
     let mut query = sqlx::query(&sql);
-    for (job, k) in jobs.iter().zip(&ks) {
-        query = query
-            .bind(job.session_id.as_str())
-            .bind(*k)
-            .bind(job.type_name)
-            .bind(job.data.as_str())
-            .bind(to_ms(at));
+    let at_ms = to_ms(at);
+    if event_slots > 0 {
+        for (job, ks) in jobs.iter().zip(&ks) {
+            for (entry, k) in job.entries.iter().zip(ks) {
+                if let Entry::Event { type_name, data } = entry {
+                    query = query
+                        .bind(job.session_id.as_str())
+                        .bind(*k)
+                        .bind(*type_name)
+                        .bind(data.as_str())
+                        .bind(at_ms);
+                }
+            }
+        }
+        for _ in count(true)..event_slots {
+            query = query
+                .bind(None::<&str>)
+                .bind(0_i64)
+                .bind(None::<&str>)
+                .bind(None::<&str>)
+                .bind(0_i64);
+        }
+        let sessions = sessions_with(jobs, true);
+        for i in 0..event_slots {
+            query = query.bind(sessions.get(i).copied());
+        }
     }
-    for _ in jobs.len()..slots {
-        query = query
-            .bind(None::<&str>)
-            .bind(0_i64)
-            .bind(None::<&str>)
-            .bind(None::<&str>)
-            .bind(0_i64);
-    }
-    for i in 0..slots {
-        query = query.bind(sessions.get(i).copied());
+    if message_slots > 0 {
+        for (job, ks) in jobs.iter().zip(&ks) {
+            for (entry, k) in job.entries.iter().zip(ks) {
+                if let Entry::Message {
+                    id,
+                    turn_id,
+                    role,
+                    content,
+                } = entry
+                {
+                    query = query
+                        .bind(id.as_str())
+                        .bind(job.session_id.as_str())
+                        .bind(turn_id.as_deref())
+                        .bind(*k)
+                        .bind(*role)
+                        .bind(content.as_str())
+                        .bind(at_ms);
+                }
+            }
+        }
+        for _ in count(false)..message_slots {
+            query = query
+                .bind(None::<&str>)
+                .bind(None::<&str>)
+                .bind(None::<&str>)
+                .bind(0_i64)
+                .bind(None::<&str>)
+                .bind(None::<&str>)
+                .bind(0_i64);
+        }
+        query = query.bind(at_ms);
+        let sessions = sessions_with(jobs, false);
+        for i in 0..message_slots {
+            query = query.bind(sessions.get(i).copied());
+        }
     }
 
-    let mut conn = pool.acquire().await.map_err(db("appending events"))?;
+    let mut conn = pool.acquire().await.map_err(db("appending"))?;
     let rows = match query.fetch_all(&mut *conn).await {
         Ok(rows) => rows,
         Err(e) => {
             rollback(&mut conn).await;
-            return Err(db("appending events")(e));
+            return Err(db("appending")(e));
         }
     };
 
@@ -155,15 +260,25 @@ async fn commit(
 }
 
 /// Match the committed rows to the jobs. RETURNING order is unspecified:
-/// sort each session's seqs, then the k-th smallest is its k-th job's. Runs
-/// after COMMIT, so a failure here must not make the caller retry.
-fn assign(jobs: &[AppendJob], ks: &[i64], rows: &[SqliteRow]) -> Vec<StoreResult<u64>> {
-    let mut assigned: HashMap<String, Vec<i64>> = HashMap::new();
+/// sort each session's seqs (and positions), then the k-th smallest is its
+/// k-th event's (message's). Runs after COMMIT, so a failure here must not
+/// make the caller retry.
+fn assign(jobs: &[AppendJob], ks: &[Vec<i64>], rows: &[SqliteRow]) -> Vec<StoreResult<Vec<u64>>> {
+    let mut assigned: HashMap<(String, bool), Vec<i64>> = HashMap::new();
     for row in rows {
-        match (row.try_get::<String, _>(0), row.try_get::<i64, _>(1)) {
-            (Ok(session), Ok(seq)) => assigned.entry(session).or_default().push(seq),
-            (Err(e), _) | (_, Err(e)) => {
-                let msg = format!("appended events were stored but cannot be read back: {e}");
+        match (
+            row.try_get::<String, _>(0),
+            row.try_get::<i64, _>(1),
+            row.try_get::<i64, _>(2),
+        ) {
+            (Ok(session), Ok(stamp), Ok(kind)) => {
+                assigned
+                    .entry((session, kind == 0))
+                    .or_default()
+                    .push(stamp);
+            }
+            (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => {
+                let msg = format!("appended entries were stored but cannot be read back: {e}");
                 return jobs
                     .iter()
                     .map(|_| Err(StoreError::Corrupt(msg.clone())))
@@ -171,17 +286,26 @@ fn assign(jobs: &[AppendJob], ks: &[i64], rows: &[SqliteRow]) -> Vec<StoreResult
             }
         }
     }
-    for seqs in assigned.values_mut() {
-        seqs.sort_unstable();
+    for stamps in assigned.values_mut() {
+        stamps.sort_unstable();
     }
     jobs.iter()
         .zip(ks)
-        .map(|(job, k)| {
-            let seq = assigned
-                .get(&job.session_id)
-                .and_then(|seqs| seqs.get(usize::try_from(*k - 1).ok()?))
-                .ok_or_else(|| StoreError::NotFound(format!("session {}", job.session_id)))?;
-            to_u64(*seq, "seq")
+        .map(|(job, ks)| {
+            job.entries
+                .iter()
+                .zip(ks)
+                .map(|(entry, k)| {
+                    let key = (job.session_id.clone(), entry.is_event());
+                    let stamp = assigned
+                        .get(&key)
+                        .and_then(|stamps| stamps.get(usize::try_from(*k - 1).ok()?))
+                        .ok_or_else(|| {
+                            StoreError::NotFound(format!("session {}", job.session_id))
+                        })?;
+                    to_u64(*stamp, if entry.is_event() { "seq" } else { "position" })
+                })
+                .collect()
         })
         .collect()
 }
@@ -195,35 +319,62 @@ pub(super) async fn rollback(conn: &mut sqlx::pool::PoolConnection<sqlx::Sqlite>
     }
 }
 
-/// One round trip: begin, insert every event with its seq computed from the
-/// session's `last_seq`, advance `last_seq`, commit. `slots` rows of binds,
-/// then `slots` session ids (both NULL-padded).
-fn batch_sql(slots: usize) -> String {
-    let mut sql = String::with_capacity(400 + slots * 20);
-    sql.push_str(
-        "BEGIN IMMEDIATE;\n\
-         INSERT INTO events (session_id, seq, type, data, created_at) \
-         SELECT v.column1, s.last_seq + v.column2, v.column3, v.column4, v.column5 \
-         FROM (VALUES ",
-    );
-    for i in 0..slots {
-        sql.push_str(if i == 0 {
-            "(?, ?, ?, ?, ?)"
-        } else {
-            ", (?, ?, ?, ?, ?)"
-        });
+/// `n` comma-separated groups of `group`.
+pub(super) fn repeat(sql: &mut String, group: &str, n: usize) {
+    for i in 0..n {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(group);
     }
-    sql.push_str(
-        ") AS v JOIN sessions AS s ON s.id = v.column1 \
-         RETURNING session_id, seq;\n\
-         UPDATE sessions SET last_seq = \
-         (SELECT MAX(seq) FROM events WHERE events.session_id = sessions.id) \
-         WHERE id IN (",
-    );
-    for i in 0..slots {
-        sql.push_str(if i == 0 { "?" } else { ", ?" });
+}
+
+/// One round trip: begin; insert every event with its seq computed from the
+/// session's `last_seq` and advance `last_seq`; insert every message at the
+/// session's last position + its ordinal and touch the session; commit.
+/// Binds: `event_slots` event rows, then as many session ids; `message_slots`
+/// message rows, the time, then as many session ids (all NULL-padded).
+/// Rows back: (session, seq or position, 0 for an event or 1 for a message).
+fn batch_sql(event_slots: usize, message_slots: usize) -> String {
+    let mut sql = String::with_capacity(800 + (event_slots + message_slots) * 24);
+    sql.push_str("BEGIN IMMEDIATE;\n");
+    if event_slots > 0 {
+        sql.push_str(
+            "INSERT INTO events (session_id, seq, type, data, created_at) \
+             SELECT v.column1, s.last_seq + v.column2, v.column3, v.column4, v.column5 \
+             FROM (VALUES ",
+        );
+        repeat(&mut sql, "(?, ?, ?, ?, ?)", event_slots);
+        sql.push_str(
+            ") AS v JOIN sessions AS s ON s.id = v.column1 \
+             RETURNING session_id, seq, 0;\n\
+             UPDATE sessions SET last_seq = \
+             (SELECT MAX(seq) FROM events WHERE events.session_id = sessions.id) \
+             WHERE id IN (",
+        );
+        repeat(&mut sql, "?", event_slots);
+        sql.push_str(");\n");
     }
-    sql.push_str(");\nCOMMIT;");
+    if message_slots > 0 {
+        // SQLite evaluates the whole SELECT before inserting (it reads the
+        // table it writes), so MAX(position) is the one from before the batch.
+        sql.push_str(
+            "INSERT INTO messages (id, session_id, turn_id, position, role, content, created_at) \
+             SELECT v.column1, s.id, v.column3, \
+               COALESCE((SELECT MAX(position) FROM messages AS m WHERE m.session_id = s.id), 0) \
+               + v.column4, v.column5, v.column6, v.column7 \
+             FROM (VALUES ",
+        );
+        repeat(&mut sql, "(?, ?, ?, ?, ?, ?, ?)", message_slots);
+        sql.push_str(
+            ") AS v JOIN sessions AS s ON s.id = v.column2 \
+             RETURNING session_id, position, 1;\n\
+             UPDATE sessions SET updated_at = ? WHERE id IN (",
+        );
+        repeat(&mut sql, "?", message_slots);
+        sql.push_str(");\n");
+    }
+    sql.push_str("COMMIT;");
     sql
 }
 
@@ -254,13 +405,33 @@ mod tests {
 
     fn job(session: &str, data: &str) -> (AppendJob, oneshot::Receiver<Reply>) {
         let (reply, rx) = oneshot::channel();
-        let job = AppendJob {
-            session_id: session.into(),
+        let entry = Entry::Event {
             type_name: "session.updated",
             data: data.into(),
-            reply,
         };
-        (job, rx)
+        (with_entries(session, vec![entry], reply), rx)
+    }
+
+    fn with_entries(
+        session: &str,
+        entries: Vec<Entry>,
+        reply: oneshot::Sender<Reply>,
+    ) -> AppendJob {
+        AppendJob {
+            session_id: session.into(),
+            entries,
+            reply,
+        }
+    }
+
+    fn message(text: &str) -> Entry {
+        let message = agentd_protocol::Message::user_text(text);
+        Entry::Message {
+            id: uuid::Uuid::now_v7().to_string(),
+            turn_id: None,
+            role: "user",
+            content: serde_json::to_string(&message).unwrap(),
+        }
     }
 
     async fn run_batch(store: &SqliteStore, specs: &[(&str, &str)]) -> Vec<StoreResult<u64>> {
@@ -269,7 +440,7 @@ mod tests {
         assert!(batch.is_empty());
         let mut out = Vec::new();
         for rx in rxs {
-            out.push(rx.await.unwrap().map(|(seq, _)| seq));
+            out.push(rx.await.unwrap().map(|(seqs, _)| seqs[0]));
         }
         out
     }
@@ -331,10 +502,109 @@ mod tests {
         );
     }
 
+    /// Events and messages of two sessions in one commit: messages go on
+    /// from each transcript's end in order, events from each log's.
+    #[tokio::test]
+    async fn events_and_messages_share_a_commit() {
+        let (store, a, b) = setup().await;
+        let text = agentd_protocol::Message::user_text("before");
+        store.append_message(&a, None, &text).await.unwrap();
+        let event = |data: &str| Entry::Event {
+            type_name: "session.updated",
+            data: data.into(),
+        };
+        let (reply_a, rx_a) = oneshot::channel();
+        let (reply_b, rx_b) = oneshot::channel();
+        let (reply_a2, rx_a2) = oneshot::channel();
+        let mut batch = vec![
+            with_entries(
+                &a,
+                vec![event("1"), message("a2"), event("2"), message("a3")],
+                reply_a,
+            ),
+            with_entries(&b, vec![message("b1"), event("3")], reply_b),
+            with_entries(&a, vec![message("a4")], reply_a2),
+        ];
+        write(store.pool(), &mut batch).await;
+        assert_eq!(rx_a.await.unwrap().unwrap().0, [1, 2, 2, 3]);
+        assert_eq!(rx_b.await.unwrap().unwrap().0, [1, 1]);
+        assert_eq!(rx_a2.await.unwrap().unwrap().0, [4]);
+        let texts: Vec<String> = store
+            .messages(&a)
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| m.message.text())
+            .collect();
+        assert_eq!(texts, ["before", "a2", "a3", "a4"]);
+        let (reply, rx) = oneshot::channel();
+        let mut ghost = vec![with_entries("ghost", vec![message("x"), event("4")], reply)];
+        write(store.pool(), &mut ghost).await;
+        assert!(matches!(rx.await.unwrap(), Err(StoreError::NotFound(_))));
+    }
+
+    /// `append_log` stores exactly what comes before a refused entry.
+    #[tokio::test]
+    async fn a_log_append_stops_at_the_refused_entry() {
+        use crate::{LogEntry, Logged};
+        use agentd_protocol::{ErrorInfo, Event, Message};
+        let (store, a, _) = setup().await;
+        sqlx::query(
+            "CREATE TRIGGER poison BEFORE INSERT ON messages WHEN NEW.content LIKE '%poison%' \
+             BEGIN SELECT RAISE(ABORT, 'poisoned'); END",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let event = Event::Error(ErrorInfo {
+            code: "e".into(),
+            message: String::new(),
+            retryable: false,
+        });
+        let (good, bad) = (Message::user_text("good"), Message::user_text("poison"));
+        let message = |message| LogEntry::Message {
+            turn_id: Some("t"),
+            message,
+        };
+        let entries = [
+            LogEntry::Event(&event),
+            message(&good),
+            LogEntry::Event(&event),
+            message(&bad),
+            LogEntry::Event(&event),
+        ];
+        let appended = store.append_log(&a, &entries).await;
+        assert!(
+            matches!(appended.error, Some(StoreError::Database(ref m)) if m.contains("poisoned"))
+        );
+        assert_eq!(appended.stored.len(), 3);
+        assert!(matches!(&appended.stored[1], Logged::Message(m) if m.position == 1));
+        assert_eq!(store.messages(&a).await.unwrap().len(), 1);
+        assert_eq!(store.events_after(&a, 0, 10).await.unwrap().len(), 2);
+        // Without the refused message, all of it goes in one commit.
+        let appended = store
+            .append_log(&a, &[entries[0], entries[1], entries[2]])
+            .await;
+        assert!(appended.error.is_none());
+        let seqs: Vec<u64> = appended
+            .stored
+            .iter()
+            .map(|logged| match logged {
+                Logged::Event(e) => e.seq,
+                Logged::Message(m) => m.position,
+            })
+            .collect();
+        assert_eq!(seqs, [3, 2, 4]);
+    }
+
     #[test]
     fn statement_shape() {
-        let sql = batch_sql(4);
+        let sql = batch_sql(4, 0);
         assert_eq!(sql.matches("(?, ?, ?, ?, ?)").count(), 4);
+        assert!(!sql.contains("INSERT INTO messages"));
         assert!(sql.starts_with("BEGIN IMMEDIATE;") && sql.ends_with("COMMIT;"));
+        let sql = batch_sql(0, 2);
+        assert_eq!(sql.matches("(?, ?, ?, ?, ?, ?, ?)").count(), 2);
+        assert!(!sql.contains("INSERT INTO events"));
     }
 }

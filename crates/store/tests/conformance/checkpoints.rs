@@ -150,6 +150,54 @@ async fn missing_blobs_answers_for_tens_of_thousands_of_hashes() {
     );
 }
 
+/// A checkpoint stored with its new blobs: both there afterwards, a blob
+/// already stored kept as it was; for an unknown session, no checkpoint.
+#[tokio::test]
+async fn a_checkpoint_goes_in_with_its_blobs() {
+    let (_guard, store) = store().await;
+    let s = session(&store, "alice").await;
+    store
+        .put_blobs(&[("h-old".into(), b"old".to_vec())])
+        .await
+        .unwrap();
+    let record = checkpoint("cp-1", &s.id, 1, at(10));
+    let blobs = [
+        ("h-old".to_string(), b"rewritten?".to_vec()),
+        ("h-file".to_string(), vec![0, 159, 146, 150]),
+        ("manifest-cp-1".to_string(), b"manifest".to_vec()),
+    ];
+    store
+        .create_checkpoint_with_blobs(&record, &blobs)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.list_checkpoints(&s.id).await.unwrap(),
+        [record.clone()]
+    );
+    assert_eq!(store.get_blob("h-old").await.unwrap().unwrap(), b"old");
+    assert_eq!(
+        store.get_blob("h-file").await.unwrap().unwrap(),
+        [0, 159, 146, 150]
+    );
+    assert_eq!(
+        store.get_blob("manifest-cp-1").await.unwrap().unwrap(),
+        b"manifest"
+    );
+    let ghost = checkpoint("cp-2", "nope", 1, at(20));
+    let err = store
+        .create_checkpoint_with_blobs(&ghost, &blobs[1..])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound(_)), "{err}");
+    assert!(store.get_checkpoint("cp-2").await.unwrap().is_none());
+    // An id is used once, with or without blobs.
+    let again = store
+        .create_checkpoint_with_blobs(&record, &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(again, StoreError::Database(ref m) if m.contains("already exists")));
+}
+
 #[tokio::test]
 async fn checkpoints_round_trip_oldest_first() {
     let (_guard, store) = store().await;
@@ -175,7 +223,21 @@ async fn checkpoints_round_trip_oldest_first() {
         .unwrap();
 
     let listed = store.list_checkpoints(&s.id).await.unwrap();
-    assert_eq!(listed, [first.clone(), second_a, second_b, third.clone()]);
+    assert_eq!(
+        listed,
+        [first.clone(), second_a, second_b.clone(), third.clone()]
+    );
+    // What the next checkpoint is made against: the last, the last keyframe.
+    let latest = store.latest_checkpoints(&s.id).await.unwrap();
+    assert_eq!(latest.last.as_ref(), Some(&third));
+    assert_eq!(latest.keyframe.as_ref(), Some(&second_b));
+    assert_eq!(
+        store.latest_checkpoints("nope").await.unwrap(),
+        Default::default()
+    );
+    let other_latest = store.latest_checkpoints(&other.id).await.unwrap();
+    assert_eq!(other_latest.last, other_latest.keyframe);
+    assert!(other_latest.last.is_some());
     assert_eq!(store.get_checkpoint("cp-c").await.unwrap().unwrap(), third);
     assert_eq!(store.get_checkpoint("cp-a").await.unwrap().unwrap(), first);
     assert!(store.get_checkpoint("cp-none").await.unwrap().is_none());

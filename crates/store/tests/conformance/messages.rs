@@ -70,6 +70,92 @@ async fn transcript_round_trips_losslessly_in_order() {
 }
 
 #[tokio::test]
+async fn messages_from_a_position_are_the_tail_in_order() {
+    let (_dir, store) = store().await;
+    let s = session(&store, "alice").await;
+    let other = session(&store, "alice").await;
+    for text in ["one", "two", "three", "four"] {
+        store
+            .append_message(&s.id, None, &Message::user_text(text))
+            .await
+            .unwrap();
+    }
+    store
+        .append_message(&other.id, None, &Message::user_text("elsewhere"))
+        .await
+        .unwrap();
+    let all = store.messages(&s.id).await.unwrap();
+    let tail = store.messages_from(&s.id, 3).await.unwrap();
+    assert_eq!(tail, all[2..]);
+    assert_eq!(store.messages_from(&s.id, 1).await.unwrap(), all);
+    assert!(store.messages_from(&s.id, 5).await.unwrap().is_empty());
+    assert!(store.messages_from("nope", 1).await.unwrap().is_empty());
+}
+
+/// Events and messages appended as one log land where each kind's own
+/// append would put them.
+#[tokio::test]
+async fn a_log_of_events_and_messages_appends_in_order() {
+    use agentd_protocol::{ErrorInfo, Event};
+    use agentd_store::{LogEntry, Logged};
+    let (_dir, store) = store().await;
+    let s = session(&store, "alice").await;
+    store
+        .append_message(&s.id, Some("t0"), &Message::user_text("first"))
+        .await
+        .unwrap();
+    let event = |code: &str| {
+        Event::Error(ErrorInfo {
+            code: code.into(),
+            message: String::new(),
+            retryable: false,
+        })
+    };
+    let (e1, e2) = (event("one"), event("two"));
+    let (m1, m2) = (Message::user_text("second"), every_block_kind());
+    let appended = store
+        .append_log(
+            &s.id,
+            &[
+                LogEntry::Event(&e1),
+                LogEntry::Message {
+                    turn_id: Some("t1"),
+                    message: &m1,
+                },
+                LogEntry::Message {
+                    turn_id: None,
+                    message: &m2,
+                },
+                LogEntry::Event(&e2),
+            ],
+        )
+        .await;
+    assert!(appended.error.is_none(), "{:?}", appended.error);
+    let stored_messages: Vec<_> = appended
+        .stored
+        .iter()
+        .filter_map(|l| match l {
+            Logged::Message(m) => Some(m.clone()),
+            Logged::Event(_) => None,
+        })
+        .collect();
+    let read = store.messages(&s.id).await.unwrap();
+    assert_eq!(read[1..], stored_messages);
+    assert_eq!(read[1].position, 2);
+    assert_eq!(read[1].turn_id.as_deref(), Some("t1"));
+    assert_eq!(read[2].message, m2);
+    let events = store.events_after(&s.id, 0, 10).await.unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!((events[0].event.clone(), events[1].event.clone()), (e1, e2));
+    assert!(matches!(&appended.stored[3], Logged::Event(e) if *e == events[1]));
+    let missing = store
+        .append_log("nope", &[LogEntry::Event(&events[0].event)])
+        .await;
+    assert!(missing.stored.is_empty());
+    assert!(matches!(missing.error, Some(StoreError::NotFound(_))));
+}
+
+#[tokio::test]
 async fn transcripts_are_per_session() {
     let (_dir, store) = store().await;
     let a = session(&store, "alice").await;

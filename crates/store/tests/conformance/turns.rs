@@ -1,5 +1,5 @@
 use agentd_protocol::TurnStatus;
-use agentd_store::{Store, StoreError, TurnStart};
+use agentd_store::{SessionStatus, SessionUpdate, Store, StoreError, TurnStart};
 
 use crate::{session, store};
 
@@ -15,6 +15,13 @@ async fn start_finish_and_running_turns() {
     assert_eq!(t1.status, None);
     assert_eq!(t1.client_request_id.as_deref(), Some("req-1"));
     assert_eq!(t1.finished_at, None);
+    let session = store.get_session(&s.id).await.unwrap().unwrap();
+    assert_eq!(session.status, SessionStatus::Running);
+    let idle = SessionUpdate {
+        status: Some(SessionStatus::Idle),
+        ..SessionUpdate::default()
+    };
+    store.update_session(&s.id, idle.clone()).await.unwrap();
     let TurnStart::Started(t2) = store.start_turn(&s.id, "t2", None).await.unwrap() else {
         panic!("expected Started");
     };
@@ -40,6 +47,10 @@ async fn start_finish_and_running_turns() {
         panic!("expected Duplicate");
     };
     assert_eq!(done.id, "t1");
+    // A repeated request starts nothing: the session stays as it was.
+    store.update_session(&s.id, idle).await.unwrap();
+    let session = store.get_session(&s.id).await.unwrap().unwrap();
+    assert_eq!(session.status, SessionStatus::Idle);
     assert_eq!(done.status, Some(TurnStatus::Completed));
     let finished_at = done.finished_at.unwrap();
     assert!(finished_at >= done.started_at);

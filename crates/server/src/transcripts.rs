@@ -1,0 +1,232 @@
+//! The transcripts of recently active sessions, kept decoded between turns.
+//!
+//! Every turn gives the model the whole transcript. Reading and decoding it
+//! from the store costs in proportion to the session's length; with this
+//! cache a turn reads only the messages from the last one it saw on.
+//!
+//! The cache is a shortcut, never a source of truth: each read asks the store
+//! for the messages from the cached last position on and uses the cache only
+//! when the first of them is still the cached last message (same id at the
+//! same position). Rewinding deletes that message and message ids are never
+//! reused, so a rewound, re-written or deleted transcript reads in full again,
+//! and what another node appended comes back with the rows.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agentd_protocol::{ContentBlock, Message};
+use agentd_store::{Store, StoreError, StoredMessage};
+
+/// Sessions kept, least recently read first, and the bytes of text they may
+/// hold together; a transcript larger than a quarter of that is not kept.
+const MAX_SESSIONS: usize = 256;
+const MAX_BYTES: usize = 64 << 20;
+
+#[derive(Default)]
+pub struct Transcripts {
+    entries: Mutex<VecDeque<Entry>>,
+}
+
+struct Entry {
+    session_id: String,
+    messages: Arc<Vec<StoredMessage>>,
+    bytes: usize,
+}
+
+impl Transcripts {
+    /// `session_id`'s whole transcript, in order, as the store has it now.
+    pub async fn read(
+        &self,
+        store: &dyn Store,
+        session_id: &str,
+    ) -> Result<Arc<Vec<StoredMessage>>, StoreError> {
+        let Some(entry) = self.take(session_id) else {
+            return self.read_all(store, session_id).await;
+        };
+        let Some(last) = entry.messages.last() else {
+            return self.read_all(store, session_id).await;
+        };
+        let tail = store.messages_from(session_id, last.position).await?;
+        let Some((first, new)) = tail.split_first().filter(|(first, _)| first.id == last.id) else {
+            return self.read_all(store, session_id).await;
+        };
+        debug_assert_eq!(first.position, last.position);
+        let mut messages = entry.messages;
+        let bytes = entry.bytes + new.iter().map(|m| approx_bytes(&m.message)).sum::<usize>();
+        Arc::make_mut(&mut messages).extend_from_slice(new);
+        self.keep(session_id, &messages, bytes);
+        Ok(messages)
+    }
+
+    async fn read_all(
+        &self,
+        store: &dyn Store,
+        session_id: &str,
+    ) -> Result<Arc<Vec<StoredMessage>>, StoreError> {
+        let messages = Arc::new(store.messages(session_id).await?);
+        let bytes = messages.iter().map(|m| approx_bytes(&m.message)).sum();
+        self.keep(session_id, &messages, bytes);
+        Ok(messages)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Entry>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn take(&self, session_id: &str) -> Option<Entry> {
+        let mut entries = self.lock();
+        let index = entries.iter().position(|e| e.session_id == session_id)?;
+        entries.remove(index)
+    }
+
+    /// Remember `messages` as `session_id`'s transcript (an empty one is not
+    /// worth a place: it reads in one cheap query).
+    fn keep(&self, session_id: &str, messages: &Arc<Vec<StoredMessage>>, bytes: usize) {
+        if messages.is_empty() || bytes > MAX_BYTES / 4 {
+            return;
+        }
+        let mut entries = self.lock();
+        entries.retain(|e| e.session_id != session_id);
+        let mut total: usize = entries.iter().map(|e| e.bytes).sum::<usize>() + bytes;
+        while entries.len() >= MAX_SESSIONS || total > MAX_BYTES {
+            let Some(evicted) = entries.pop_front() else {
+                break;
+            };
+            total -= evicted.bytes;
+        }
+        entries.push_back(Entry {
+            session_id: session_id.to_string(),
+            messages: messages.clone(),
+            bytes,
+        });
+    }
+}
+
+/// About the bytes a message holds (its strings; a little per block).
+fn approx_bytes(message: &Message) -> usize {
+    message
+        .content
+        .iter()
+        .map(|block| {
+            64 + match block {
+                ContentBlock::Text { text } => text.len(),
+                ContentBlock::Thinking {
+                    thinking,
+                    signature,
+                } => thinking.len() + signature.as_ref().map_or(0, String::len),
+                ContentBlock::ToolUse { id, name, input } => {
+                    id.len() + name.len() + json_len(input)
+                }
+                ContentBlock::ToolResult {
+                    tool_use_id,
+                    content,
+                    ..
+                } => tool_use_id.len() + content.len(),
+                ContentBlock::Image { source } => json_len(source),
+            }
+        })
+        .sum()
+}
+
+/// The bytes of a JSON value's strings and keys, roughly.
+fn json_len(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(json_len).sum::<usize>() + 8,
+        Value::Object(map) => map.iter().map(|(k, v)| k.len() + json_len(v) + 16).sum(),
+        _ => 8,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::store_with_session;
+
+    async fn append(store: &Arc<dyn Store>, session: &str, text: &str) {
+        store
+            .append_message(session, None, &Message::user_text(text))
+            .await
+            .unwrap();
+    }
+
+    fn texts(messages: &[StoredMessage]) -> Vec<String> {
+        messages.iter().map(|m| m.message.text()).collect()
+    }
+
+    /// A cached transcript follows appends, a rewind followed by as many new
+    /// messages (same count, same last position), and another writer.
+    #[tokio::test]
+    async fn a_cached_transcript_is_always_the_stored_one() {
+        let (store, session) = store_with_session().await;
+        let cache = Transcripts::default();
+        for text in ["a", "b", "c"] {
+            append(&store, &session, text).await;
+        }
+        assert_eq!(
+            texts(&cache.read(store.as_ref(), &session).await.unwrap()),
+            ["a", "b", "c"]
+        );
+        append(&store, &session, "d").await;
+        assert_eq!(
+            texts(&cache.read(store.as_ref(), &session).await.unwrap()),
+            ["a", "b", "c", "d"]
+        );
+        // Rewind to before "c", then write two messages again: the same
+        // count and last position as the cached transcript.
+        store.truncate_history(&session, 3).await.unwrap();
+        append(&store, &session, "x").await;
+        append(&store, &session, "y").await;
+        let read = cache.read(store.as_ref(), &session).await.unwrap();
+        assert_eq!(texts(&read), ["a", "b", "x", "y"]);
+        assert_eq!(*read, store.messages(&session).await.unwrap());
+        // Rewound to nothing.
+        store.truncate_history(&session, 1).await.unwrap();
+        assert!(
+            cache
+                .read(store.as_ref(), &session)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        append(&store, &session, "z").await;
+        assert_eq!(
+            texts(&cache.read(store.as_ref(), &session).await.unwrap()),
+            ["z"]
+        );
+    }
+
+    #[test]
+    fn the_cache_keeps_to_its_budget() {
+        let cache = Transcripts::default();
+        let message = |bytes: usize| StoredMessage {
+            id: uuid::Uuid::now_v7().to_string(),
+            session_id: String::new(),
+            turn_id: None,
+            position: 1,
+            message: Message::user_text("x".repeat(bytes)),
+            created_at: chrono::Utc::now(),
+        };
+        for i in 0..MAX_SESSIONS + 10 {
+            let messages = Arc::new(vec![message(10)]);
+            cache.keep(&format!("s{i}"), &messages, 100);
+        }
+        assert_eq!(cache.lock().len(), MAX_SESSIONS);
+        assert!(cache.take("s0").is_none(), "the least recent went first");
+        let big = MAX_BYTES / 8;
+        for i in 0..10 {
+            let messages = Arc::new(vec![message(big)]);
+            cache.keep(
+                &format!("big{i}"),
+                &messages,
+                approx_bytes(&messages[0].message),
+            );
+        }
+        let total: usize = cache.lock().iter().map(|e| e.bytes).sum();
+        assert!(total <= MAX_BYTES, "{total}");
+        let huge = Arc::new(vec![message(MAX_BYTES / 2)]);
+        cache.keep("huge", &huge, MAX_BYTES / 2);
+        assert!(cache.take("huge").is_none());
+    }
+}
