@@ -368,10 +368,8 @@ mod tests {
         assert_eq!(store.events_after(&session, 0, 100).await.unwrap().len(), 3);
     }
 
-    /// A message the store refuses fails the next flush and every later
-    /// message; events still go in, so the turn's end is recorded.
-    #[tokio::test]
-    async fn a_refused_message_fails_what_follows_but_not_the_log() {
+    /// A store with a session that refuses every message containing "lost?".
+    async fn refusing_lost_messages() -> (Arc<dyn Store>, String) {
         let (sqlite, session) = sqlite_with_session().await;
         sqlx::query(
             "CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.content LIKE '%lost?%' \
@@ -380,7 +378,14 @@ mod tests {
         .execute(sqlite.pool())
         .await
         .unwrap();
-        let store: Arc<dyn Store> = Arc::new(sqlite);
+        (Arc::new(sqlite), session)
+    }
+
+    /// A message the store refuses fails the next flush and every later
+    /// message; events still go in, so the turn's end is recorded.
+    #[tokio::test]
+    async fn a_refused_message_fails_what_follows_but_not_the_log() {
+        let (store, session) = refusing_lost_messages().await;
         let sink = StoreSink::new(store.clone(), session.clone(), None, &Handle::current());
         sink.append_message("t", &Message::user_text("lost?"))
             .await
@@ -415,15 +420,7 @@ mod tests {
     /// refused and not recorded; the `failed` one the engine sends then is.
     #[tokio::test]
     async fn a_turn_cannot_finish_completed_without_its_messages() {
-        let (sqlite, session) = sqlite_with_session().await;
-        sqlx::query(
-            "CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.content LIKE '%lost?%' \
-             BEGIN SELECT RAISE(ABORT, 'refused'); END",
-        )
-        .execute(sqlite.pool())
-        .await
-        .unwrap();
-        let store: Arc<dyn Store> = Arc::new(sqlite);
+        let (store, session) = refusing_lost_messages().await;
         let finishes = |store: Arc<dyn Store>, session: String| async move {
             store
                 .events_after(&session, 0, 100)

@@ -14,6 +14,31 @@ pub(crate) const INSERT_CHECKPOINT: &str = "INSERT INTO checkpoints (id, session
     message_position, manifest_hash, base_checkpoint_id, files, stats, created_at) \
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
+/// Binds a checkpoint row's columns in [`INSERT_CHECKPOINT`]'s order (`files`
+/// and `stats` as JSON text).
+macro_rules! bind_checkpoint {
+    ($query:expr, $r:expr, $files:expr, $stats:expr) => {
+        $query
+            .bind(&$r.id)
+            .bind(&$r.session_id)
+            .bind(&$r.turn_id)
+            .bind($r.message_position)
+            .bind(&$r.manifest_hash)
+            .bind(&$r.base_checkpoint_id)
+            .bind($files)
+            .bind($stats)
+            .bind($crate::records::to_ms($r.created_at))
+    };
+}
+pub(crate) use bind_checkpoint;
+
+/// Marks session `$3` running (`$1`) at `$2`, when it starts a turn.
+pub(crate) const MARK_RUNNING: &str =
+    "UPDATE sessions SET status = $1, updated_at = $2 WHERE id = $3";
+
+pub(crate) const MESSAGES_FROM: &str = "SELECT id, session_id, turn_id, position, content, \
+    created_at FROM messages WHERE session_id = $1 AND position >= $2 ORDER BY position";
+
 pub(crate) fn list_checkpoints() -> String {
     format!(
         "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE session_id = $1 \
@@ -83,24 +108,35 @@ macro_rules! history_impl {
                 &self,
                 r: &$crate::CheckpointRecord,
             ) -> $crate::StoreResult<()> {
-                use $crate::records::{insert_error, to_json, to_ms};
+                use $crate::records::{insert_error, to_json};
                 let files = to_json(&r.files, "checkpoint files")?;
                 let stats = to_json(&r.stats, "checkpoint stats")?;
                 let _write = self.write_guard().await;
-                sqlx::query($crate::history::INSERT_CHECKPOINT)
-                    .bind(&r.id)
-                    .bind(&r.session_id)
-                    .bind(&r.turn_id)
-                    .bind(r.message_position)
-                    .bind(&r.manifest_hash)
-                    .bind(&r.base_checkpoint_id)
-                    .bind(files)
-                    .bind(stats)
-                    .bind(to_ms(r.created_at))
-                    .execute(self.writer())
-                    .await
-                    .map_err(insert_error("storing a checkpoint", &r.session_id, &r.id))?;
+                $crate::history::bind_checkpoint!(
+                    sqlx::query($crate::history::INSERT_CHECKPOINT),
+                    r,
+                    files,
+                    stats
+                )
+                .execute(self.writer())
+                .await
+                .map_err(insert_error("storing a checkpoint", &r.session_id, &r.id))?;
                 Ok(())
+            }
+
+            /// The messages from `from_position` on, in order.
+            pub(super) async fn messages_from_impl(
+                &self,
+                session_id: &str,
+                from_position: u64,
+            ) -> $crate::StoreResult<Vec<$crate::StoredMessage>> {
+                let rows = sqlx::query($crate::history::MESSAGES_FROM)
+                    .bind(session_id)
+                    .bind(i64::try_from(from_position).unwrap_or(i64::MAX))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err($crate::records::db("reading messages"))?;
+                rows.iter().map($crate::records::message).collect()
             }
 
             pub(super) async fn list_checkpoints_impl(

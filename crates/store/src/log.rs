@@ -30,6 +30,12 @@ pub struct LogAppend {
     pub error: Option<StoreError>,
 }
 
+impl LogAppend {
+    pub fn new(stored: Vec<Logged>, error: Option<StoreError>) -> Self {
+        Self { stored, error }
+    }
+}
+
 /// Appends `entries` with the store's one-kind methods, in order: each run of
 /// events in one call (committed whole or not at all), each message alone.
 pub async fn append_one_kind_at_a_time<S: Store + ?Sized>(
@@ -68,14 +74,8 @@ pub async fn append_one_kind_at_a_time<S: Store + ?Sized>(
             }
         };
         if let Err(error) = outcome {
-            return LogAppend {
-                stored,
-                error: Some(error),
-            };
+            return LogAppend::new(stored, Some(error));
         }
     }
-    LogAppend {
-        stored,
-        error: None,
-    }
+    LogAppend::new(stored, None)
 }

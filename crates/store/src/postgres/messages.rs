@@ -79,22 +79,4 @@ impl PostgresStore {
         .map_err(db("reading messages"))?;
         rows.iter().map(message_from_row).collect()
     }
-
-    /// The messages from `from_position` on, in order.
-    pub(super) async fn messages_from_impl(
-        &self,
-        session_id: &str,
-        from_position: u64,
-    ) -> StoreResult<Vec<StoredMessage>> {
-        let rows = sqlx::query(
-            "SELECT id, session_id, turn_id, position, content, created_at \
-             FROM messages WHERE session_id = $1 AND position >= $2 ORDER BY position",
-        )
-        .bind(session_id)
-        .bind(i64::try_from(from_position).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("reading messages"))?;
-        rows.iter().map(message_from_row).collect()
-    }
 }

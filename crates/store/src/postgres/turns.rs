@@ -53,7 +53,7 @@ impl PostgresStore {
             })?;
         let outcome = match inserted {
             Some(row) => {
-                sqlx::query("UPDATE sessions SET status = $1, updated_at = $2 WHERE id = $3")
+                sqlx::query(crate::history::MARK_RUNNING)
                     .bind(SessionStatus::Running.as_str())
                     .bind(to_ms(at))
                     .bind(session_id)

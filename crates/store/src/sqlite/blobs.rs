@@ -76,16 +76,7 @@ impl SqliteStore {
                 .map_err(|_| StoreError::Database(format!("{ctx}: blob {hash} is too large")))?;
             query = query.bind(hash).bind(size).bind(data.as_slice()).bind(at);
         }
-        query = query
-            .bind(&r.id)
-            .bind(&r.session_id)
-            .bind(&r.turn_id)
-            .bind(r.message_position)
-            .bind(&r.manifest_hash)
-            .bind(&r.base_checkpoint_id)
-            .bind(files)
-            .bind(stats)
-            .bind(to_ms(r.created_at));
+        let query = crate::history::bind_checkpoint!(query, r, files, stats);
         let _write = self.write_guard().await;
         let mut conn = self.writes.acquire().await.map_err(db(ctx))?;
         match query.execute(&mut *conn).await {

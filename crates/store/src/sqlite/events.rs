@@ -81,15 +81,9 @@ impl SqliteStore {
                     }
                 }
             };
-            return LogAppend {
-                stored,
-                error: Some(error),
-            };
+            return LogAppend::new(stored, Some(error));
         }
-        LogAppend {
-            stored,
-            error: None,
-        }
+        LogAppend::new(stored, None)
     }
 
     /// Commit `entries` (at most [`MAX_BATCH`]) together through the writer.

@@ -89,7 +89,7 @@ impl SqliteStore {
             .map_err(db("starting turn"))?;
         let outcome = match inserted {
             Some(row) => {
-                sqlx::query("UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?")
+                sqlx::query(crate::history::MARK_RUNNING)
                     .bind(RUNNING)
                     .bind(to_ms(at))
                     .bind(session_id)
