@@ -139,16 +139,18 @@ impl Agent {
             error: exit.error,
         };
         let mut finished = finish(exit);
-        if let Err(err) = record_finished(sink, &finished).await
+        let mut recorded = record_finished(sink, &finished).await;
+        if let Err(err) = &recorded
             && finished.status != TurnStatus::Failed
         {
             // Messages may be stored behind the turn: one the store refused
             // shows here (the sink did not record this `turn.finished`), and
             // the turn must not be reported complete without it.
-            finished = finish(err.into());
-            if let Err(err) = record_finished(sink, &finished).await {
-                tracing::error!(%err, turn_id = %finished.turn_id, "could not record turn.finished");
-            }
+            finished = finish(err.clone().into());
+            recorded = record_finished(sink, &finished).await;
+        }
+        if let Err(err) = recorded {
+            tracing::error!(%err, turn_id = %finished.turn_id, "could not record turn.finished");
         }
         finished
     }

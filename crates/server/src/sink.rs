@@ -20,8 +20,8 @@ const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 /// whatever has queued up in one commit (`Store::append_log`), then hands
 /// each event (now with its `seq`) to the observer. The turn does not wait for the disk at
 /// every delta or message; it waits at `flush`, which the engine calls before
-/// anything that needs them recorded (a checkpoint, asking a person, the end
-/// of the turn). A failed event write fails every later call; a refused
+/// anything that needs them recorded (a compaction, asking a person), and at
+/// `finish_turn`. A failed event write fails every later call; a refused
 /// message fails later messages, every flush and a `turn.finished` that is not
 /// `failed` (which is then not recorded), but events still go in, so the
 /// turn's `error` and the `turn.finished` the engine sends instead are.

@@ -7,9 +7,13 @@
 //! The cache is a shortcut, never a source of truth: each read asks the store
 //! for the messages from the cached last position on and uses the cache only
 //! when the first of them is still the cached last message (same id at the
-//! same position). Rewinding deletes that message and message ids are never
-//! reused, so a rewound, re-written or deleted transcript reads in full again,
-//! and what another node appended comes back with the rows.
+//! same position). Rewinding deletes that message and new messages get new
+//! ids, so a rewound or re-written transcript reads in full again, and what
+//! another node appended comes back with the rows. Only an import keeps ids:
+//! deleting a session through this server forgets its entry, so a session
+//! deleted and imported again reads whole. (One deleted and re-imported by
+//! another process, edited but ending in the same message, is not noticed
+//! until the entry is evicted or the server restarts.)
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -69,6 +73,11 @@ impl Transcripts {
         Ok(messages)
     }
 
+    /// Forget `session_id`'s transcript (the session was deleted).
+    pub fn forget(&self, session_id: &str) {
+        self.take(session_id);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Entry>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -102,13 +111,14 @@ impl Transcripts {
     }
 }
 
-/// About the bytes a message holds (its strings; a little per block).
+/// About the bytes a message holds: its strings, and some for the record
+/// around them and per block.
 fn approx_bytes(message: &Message) -> usize {
-    message
+    256 + message
         .content
         .iter()
         .map(|block| {
-            64 + match block {
+            96 + match block {
                 ContentBlock::Text { text } => text.len(),
                 ContentBlock::Thinking {
                     thinking,
@@ -125,7 +135,7 @@ fn approx_bytes(message: &Message) -> usize {
                 ContentBlock::Image { source } => json_len(source),
             }
         })
-        .sum()
+        .sum::<usize>()
 }
 
 /// The bytes of a JSON value's strings and keys, roughly.

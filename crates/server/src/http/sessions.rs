@@ -374,6 +374,8 @@ pub async fn delete_session(
         crate::cluster::localize(&state.registry.runtime().data_dir, &mut session);
     }
     state.registry.runtime().store.delete_session(&id).await?;
+    // An import may bring the same session back, with the same message ids.
+    state.registry.runtime().transcripts.forget(&id);
     guard.finish();
     state.registry.runtime().mcp.shutdown_session(&id).await;
     state.registry.runtime().claude.stop_session(&id).await;

@@ -63,7 +63,9 @@ impl SqliteStore {
                     stored.extend(logged);
                     continue;
                 }
-                Err(error) if chunk.len() == 1 => error,
+                // `Corrupt`: stored, but the answer could not be read; a
+                // retry would store the entries twice.
+                Err(error) if chunk.len() == 1 || matches!(error, StoreError::Corrupt(_)) => error,
                 Err(_) => {
                     let mut failed = None;
                     for one in chunk.chunks(1) {

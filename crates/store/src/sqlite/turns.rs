@@ -28,8 +28,7 @@ impl SqliteStore {
              SELECT ?, id, NULL, ?, ? FROM sessions WHERE id = ? \
              ON CONFLICT (session_id, client_request_id) DO NOTHING \
              RETURNING {COLUMNS};\n\
-             UPDATE sessions SET status = ?, updated_at = ? WHERE id = ? \
-               AND EXISTS (SELECT 1 FROM turns WHERE id = ? AND session_id = ?);\n\
+             UPDATE sessions SET status = ?, updated_at = ? WHERE id = ? AND changes() = 1;\n\
              COMMIT;"
         );
         let mut conn = self.writes.acquire().await.map_err(db("starting turn"))?;
@@ -40,8 +39,6 @@ impl SqliteStore {
             .bind(session_id)
             .bind(RUNNING)
             .bind(to_ms(at))
-            .bind(session_id)
-            .bind(turn_id)
             .bind(session_id)
             .fetch_all(&mut *conn)
             .await;

@@ -18,8 +18,9 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use super::util::{db, now, to_ms, to_u64};
 use crate::{StoreError, StoreResult};
 
-/// Entries per job and per commit: an event binds 6 values and a message 8,
-/// far below SQLite's 32766 even padded to the next power of two.
+/// Entries per job, and per commit once one job is in (a batch stops taking
+/// jobs at this many, so it holds fewer than twice as many): an event binds 6
+/// values and a message 8, far below SQLite's 32766 even padded.
 pub(super) const MAX_BATCH: usize = 256;
 /// Stop gathering once this much JSON is in the batch.
 const MAX_BATCH_BYTES: usize = 8 * 1024 * 1024;

@@ -47,8 +47,11 @@ async fn start_finish_and_running_turns() {
         panic!("expected Duplicate");
     };
     assert_eq!(done.id, "t1");
-    // A repeated request starts nothing: the session stays as it was.
+    // A repeated request starts nothing: the session stays as it was, also
+    // when it repeats the turn id too.
     store.update_session(&s.id, idle).await.unwrap();
+    let again = store.start_turn(&s.id, "t1", Some("req-1")).await.unwrap();
+    assert!(matches!(again, TurnStart::Duplicate(ref t) if t.id == "t1"));
     let session = store.get_session(&s.id).await.unwrap().unwrap();
     assert_eq!(session.status, SessionStatus::Idle);
     assert_eq!(done.status, Some(TurnStatus::Completed));
