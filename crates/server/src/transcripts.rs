@@ -205,6 +205,10 @@ mod tests {
             texts(&cache.read(store.as_ref(), &session).await.unwrap()),
             ["z"]
         );
+        // A deleted session (which an import could bring back with the same
+        // ids) is forgotten.
+        cache.forget(&session);
+        assert!(cache.take(&session).is_none());
     }
 
     #[test]
