@@ -128,7 +128,7 @@ impl Agent {
         let agent_status = run.result.as_deref().and_then(guardrails::agent_status);
         let result = run.result.take();
         let finish = |exit: Exit| TurnFinished {
-            agent_status: agent_status.clone(),
+            agent_status,
             turn_id: run.turn_id.clone(),
             status: exit.status,
             result: result.clone(),

@@ -150,7 +150,7 @@ fn ordinals(jobs: &[AppendJob]) -> Vec<Vec<i64>> {
 }
 
 /// The distinct sessions of `jobs` that have entries of the kind, in order.
-fn sessions_with<'a>(jobs: &'a [AppendJob], events: bool) -> Vec<&'a str> {
+fn sessions_with(jobs: &[AppendJob], events: bool) -> Vec<&str> {
     let mut sessions: Vec<&str> = Vec::new();
     for job in jobs {
         if job.entries.iter().any(|e| e.is_event() == events)
