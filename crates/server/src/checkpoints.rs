@@ -44,7 +44,7 @@ impl BlobStore for StoreBlobs {
 /// Blobs a checkpoint's snapshot puts, held back (up to a few, small) to be
 /// stored with the checkpoint in one transaction; more go in as they come.
 struct DeferredBlobs {
-    store: Arc<dyn Store>,
+    store: StoreBlobs,
     held: Mutex<Vec<(String, Vec<u8>)>>,
 }
 
@@ -61,7 +61,7 @@ impl DeferredBlobs {
 #[async_trait]
 impl BlobStore for DeferredBlobs {
     async fn missing(&self, hashes: &[String]) -> Result<Vec<String>, String> {
-        StoreBlobs(self.store.clone()).missing(hashes).await
+        self.store.missing(hashes).await
     }
 
     async fn put(&self, blobs: &[(String, Vec<u8>)]) -> Result<(), String> {
@@ -74,9 +74,8 @@ impl BlobStore for DeferredBlobs {
             }
         }
         let earlier = std::mem::take(&mut *self.held());
-        let store = StoreBlobs(self.store.clone());
-        store.put(&earlier).await?;
-        store.put(blobs).await
+        self.store.put(&earlier).await?;
+        self.store.put(blobs).await
     }
 
     async fn get(&self, hash: &str) -> Result<Option<Vec<u8>>, String> {
@@ -87,7 +86,7 @@ impl BlobStore for DeferredBlobs {
             .map(|(_, d)| d.clone());
         match held {
             Some(data) => Ok(Some(data)),
-            None => StoreBlobs(self.store.clone()).get(hash).await,
+            None => self.store.get(hash).await,
         }
     }
 }
@@ -229,7 +228,7 @@ pub async fn create_checkpoint(
         (Some(last), ..) => Some(load_manifest(store.as_ref(), last).await?),
     };
     let blobs = DeferredBlobs {
-        store: store.clone(),
+        store: StoreBlobs(store.clone()),
         held: Mutex::default(),
     };
     let (manifest, stats) = snapshotter()
@@ -423,5 +422,30 @@ mod tests {
             assert_eq!(*cold, **cached);
         }
         assert_eq!(cached[3].entries.len(), 5);
+    }
+
+    /// A snapshot with more new blobs than are held back for the checkpoint's
+    /// transaction (32) stores them as it goes, and restores whole.
+    #[tokio::test]
+    async fn a_checkpoint_of_many_new_files_restores_them_all() {
+        let (store, session_id) = crate::test_support::store_with_session().await;
+        let workspace = tempfile::tempdir().unwrap();
+        let content = |i: usize| format!("file {i}\n").repeat(i + 1);
+        for i in 0..(MAX_HELD_BLOBS + 8) {
+            std::fs::write(workspace.path().join(format!("f{i}.txt")), content(i)).unwrap();
+        }
+        let record = create_checkpoint(&store, &session_id, None, workspace.path(), 1)
+            .await
+            .unwrap();
+        for i in 0..(MAX_HELD_BLOBS + 8) {
+            std::fs::write(workspace.path().join(format!("f{i}.txt")), "changed").unwrap();
+        }
+        restore_files(&store, &record, workspace.path())
+            .await
+            .unwrap();
+        for i in 0..(MAX_HELD_BLOBS + 8) {
+            let path = workspace.path().join(format!("f{i}.txt"));
+            assert_eq!(std::fs::read_to_string(path).unwrap(), content(i));
+        }
     }
 }

@@ -57,6 +57,10 @@ fn finishes_failed(finished: &TurnFinished) -> bool {
     finished.status == TurnStatus::Failed
 }
 
+fn is_failed_finish(event: &Event) -> bool {
+    matches!(event, Event::TurnFinished(finished) if finishes_failed(finished))
+}
+
 impl StoreSink {
     /// The writer runs on `writer_on`.
     pub fn new(
@@ -132,11 +136,8 @@ enum Pending {
         turn_id: String,
         message: Message,
     },
-    /// `turn.finished`, and whether it says the turn failed.
-    Finish {
-        event: Event,
-        failed: bool,
-    },
+    /// `turn.finished` (an `Event::TurnFinished`).
+    Finish(Event),
 }
 
 impl Pending {
@@ -145,7 +146,7 @@ impl Pending {
         match self {
             Pending::Event(_) => true,
             Pending::Message { .. } => false,
-            Pending::Finish { failed, .. } => *failed,
+            Pending::Finish(event) => is_failed_finish(event),
         }
     }
 }
@@ -166,14 +167,10 @@ impl Writer {
                         }
                         Command::Flush(done) => flushes.push((done, true)),
                         Command::Finish { finished, done } => {
-                            let failed = finishes_failed(&finished);
-                            pending.push(Pending::Finish {
-                                event: Event::TurnFinished(finished),
-                                failed,
-                            });
                             // A failed finish was recorded even after a
                             // refused message; any other flush was not whole.
-                            flushes.push((done, !failed));
+                            flushes.push((done, !finishes_failed(&finished)));
+                            pending.push(Pending::Finish(Event::TurnFinished(finished)));
                         }
                     }
                     next = if pending.len() < MAX_BATCH {
@@ -228,7 +225,7 @@ impl Writer {
             let entries: Vec<LogEntry> = pending
                 .iter()
                 .map(|p| match p {
-                    Pending::Event(event) | Pending::Finish { event, .. } => LogEntry::Event(event),
+                    Pending::Event(event) | Pending::Finish(event) => LogEntry::Event(event),
                     Pending::Message { turn_id, message } => LogEntry::Message {
                         turn_id: Some(turn_id),
                         message,
