@@ -101,6 +101,9 @@ pub struct Agent {
     pub(crate) checkpointer: Option<Arc<dyn crate::sink::Checkpointer>>,
     /// 0 for the session's agent, 1 for its subagents, …
     pub(crate) depth: u32,
+    /// Built from the fields above on first use; a `with_…` that changes
+    /// what is offered resets it.
+    pub(crate) offered: std::sync::OnceLock<crate::turn::OfferedTools>,
 }
 
 impl Agent {
@@ -122,6 +125,7 @@ impl Agent {
             subagents: None,
             checkpointer: None,
             depth: 0,
+            offered: Default::default(),
         }
     }
 
@@ -129,6 +133,7 @@ impl Agent {
     /// default; `Task` only with [`Agent::with_subagents`]).
     pub fn with_agent_tools(mut self, tools: AgentToolSet) -> Self {
         self.agent_tools = tools;
+        self.offered = Default::default();
         self
     }
 
@@ -142,6 +147,7 @@ impl Agent {
     /// Lets the agent start these subagents through `Task`.
     pub fn with_subagents(mut self, subagents: Subagents) -> Self {
         self.subagents = Some(Arc::new(subagents));
+        self.offered = Default::default();
         self
     }
 
@@ -165,8 +171,8 @@ impl Agent {
     /// Every tool name this agent offers, for error messages.
     pub(crate) fn tool_names(&self) -> Vec<String> {
         self.tool_specs()
-            .into_iter()
-            .map(|spec| spec.name)
+            .iter()
+            .map(|spec| spec.name.clone())
             .collect()
     }
 
@@ -233,6 +239,7 @@ impl Agent {
             subagents: self.subagents.clone(),
             checkpointer: self.checkpointer.clone(),
             depth: self.depth + 1,
+            offered: Default::default(),
         }
     }
 

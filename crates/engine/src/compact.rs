@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
-use agentd_model::{ModelEvent, ModelRequest, ToolSpec};
+use agentd_model::{ModelEvent, ModelRequest};
 use agentd_protocol::{CompactionTrigger, ContentBlock, Event, Message, Role};
 use futures::StreamExt;
 
 use crate::sink::Compaction;
-use crate::turn::{Exit, TurnRun, model_exit};
+use crate::turn::{Exit, TurnRun, json_len, model_exit};
 
 /// Share of the window the recent messages kept verbatim may take.
 const KEEP_SHARE: f64 = 0.25;
@@ -33,12 +33,10 @@ Answer with the summary only.";
 
 /// Tokens of a request, estimated (about four characters a token, plus a
 /// little per message); the provider's count is only known after the call.
-pub(crate) fn estimate_tokens(system: &str, tools: &[ToolSpec], messages: &[Message]) -> u64 {
-    let tools: usize = tools
-        .iter()
-        .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
-        .sum();
-    let chars = system.len() + tools + messages.iter().map(message_chars).sum::<usize>();
+/// Tokens of a context whose tool specs are `tool_chars` long: a quarter of
+/// its characters, plus a little per message.
+pub(crate) fn estimate_tokens(system: &str, tool_chars: usize, messages: &[Message]) -> u64 {
+    let chars = system.len() + tool_chars + messages.iter().map(message_chars).sum::<usize>();
     (chars / 4 + messages.len() * 4) as u64
 }
 
@@ -49,7 +47,7 @@ fn message_chars(message: &Message) -> usize {
         .map(|block| match block {
             ContentBlock::Text { text } => text.len(),
             ContentBlock::Thinking { thinking, .. } => thinking.len(),
-            ContentBlock::ToolUse { name, input, .. } => name.len() + input.to_string().len(),
+            ContentBlock::ToolUse { name, input, .. } => name.len() + json_len(input),
             ContentBlock::ToolResult { content, .. } => content.len(),
             ContentBlock::Image { .. } => 6_000,
         })
@@ -130,7 +128,7 @@ impl TurnRun<'_> {
         let config = &self.agent.config;
         estimate_tokens(
             &config.system_prompt,
-            &self.agent.tool_specs(),
+            self.agent.offered().chars,
             &self.messages,
         )
     }
@@ -170,7 +168,7 @@ impl TurnRun<'_> {
         // Keep at most a quarter of the window, and at most half of what
         // there is, so a compaction always makes room.
         let window_share = (self.agent.config.context_window() as f64 * KEEP_SHARE) as u64;
-        let budget = window_share.min(estimate_tokens("", &[], &self.messages) / 2);
+        let budget = window_share.min(estimate_tokens("", 0, &self.messages) / 2);
         let Some(cut) = cut_point(&self.messages, budget) else {
             return Ok(None);
         };
@@ -221,7 +219,7 @@ impl TurnRun<'_> {
             model: config.model_name.clone(),
             system: Some(SUMMARY_SYSTEM.to_string()),
             messages: Arc::new(vec![Message::user_text(prompt)]),
-            tools: Vec::new(),
+            tools: Default::default(),
             max_tokens: config.limits.max_output_tokens.min(8192),
         };
         let cancel = self.cancel.clone();

@@ -30,7 +30,7 @@ impl Agent {
     /// The tools this agent offers (built-ins, skills, MCP, and the engine's
     /// own `TodoWrite`/`AskUserQuestion`/`Task` when offered).
     pub fn offered_tools(&self) -> Vec<ToolSpec> {
-        self.tool_specs()
+        self.tool_specs().to_vec()
     }
 
     /// Whether `name` changes nothing (no approval needed in `default` mode).

@@ -13,7 +13,7 @@ pub const NOT_RUN: &str = "This tool call did not run: the turn ended before it 
 
 /// Every tool call answered exactly once, right after it; no orphaned results;
 /// consecutive messages of one role merged.
-pub fn normalize(messages: &[Message]) -> Vec<Message> {
+pub fn normalize(messages: Vec<Message>) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::with_capacity(messages.len());
     let mut pending: Vec<String> = Vec::new();
     for message in messages {
@@ -21,10 +21,10 @@ pub fn normalize(messages: &[Message]) -> Vec<Message> {
             Role::Assistant => {
                 close_pending(&mut out, &mut pending, None);
                 pending = message.tool_uses().map(|u| u.id.to_string()).collect();
-                push_merged(&mut out, message.clone());
+                push_merged(&mut out, message);
             }
             Role::User => {
-                let mut content = message.content.clone();
+                let mut content = message.content;
                 close_pending(&mut out, &mut pending, Some(&mut content));
                 if !content.is_empty() {
                     push_merged(
@@ -136,7 +136,7 @@ mod tests {
                 text: "done".into(),
             }]),
         ];
-        assert_eq!(normalize(&history), history);
+        assert_eq!(normalize(history.clone()), history);
     }
 
     #[test]
@@ -150,7 +150,7 @@ mod tests {
             },
             Message::user_text("again"),
         ];
-        let out = normalize(&history);
+        let out = normalize(history.clone());
         assert_eq!(out.len(), 3);
         let ids: Vec<_> = out[2]
             .content
@@ -173,7 +173,7 @@ mod tests {
             },
             Message::assistant(vec![tool_use("a")]),
         ];
-        let out = normalize(&history);
+        let out = normalize(history.clone());
         assert_eq!(out[0].content.len(), 1, "orphan result dropped");
         assert_eq!(out.len(), 3);
         assert!(matches!(

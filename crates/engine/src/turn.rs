@@ -114,7 +114,7 @@ impl Agent {
                 cancel.cancel();
             }
         });
-        let history = history::normalize(&input.history);
+        let history = history::normalize(input.history);
         let mut run = TurnRun::new(self, sink, input.turn_id, history, cancel, shared);
         let outcome = if compact_only {
             run.compact_turn(input.message).await
@@ -155,19 +155,60 @@ impl Agent {
         finished
     }
 
-    pub(crate) fn tool_specs(&self) -> Vec<ToolSpec> {
-        let plain = self.tools.iter().map(|tool| ToolSpec {
-            name: tool.name().to_string(),
-            description: tool.description().to_string(),
-            input_schema: tool.input_schema(),
-        });
-        let own = self
-            .agent_tools
-            .iter()
-            .filter(|tool| self.agent_tool(tool.name()).is_some())
-            .map(|tool| tool.spec(self.subagents()));
-        plain.chain(own).collect()
+    /// The tools this agent offers, built on first use: every model call
+    /// sends them unchanged.
+    pub(crate) fn tool_specs(&self) -> Arc<Vec<ToolSpec>> {
+        self.offered().specs.clone()
     }
+
+    pub(crate) fn offered(&self) -> &OfferedTools {
+        self.offered.get_or_init(|| {
+            let plain = self.tools.iter().map(|tool| ToolSpec {
+                name: tool.name().to_string(),
+                description: tool.description().to_string(),
+                input_schema: tool.input_schema(),
+            });
+            let own = self
+                .agent_tools
+                .iter()
+                .filter(|tool| self.agent_tool(tool.name()).is_some())
+                .map(|tool| tool.spec(self.subagents()));
+            let specs: Vec<ToolSpec> = plain.chain(own).collect();
+            let chars = specs
+                .iter()
+                .map(|t| t.name.len() + t.description.len() + json_len(&t.input_schema))
+                .sum();
+            OfferedTools {
+                specs: Arc::new(specs),
+                chars,
+            }
+        })
+    }
+}
+
+/// An agent's tool specs, and their size for the context estimate.
+#[derive(Debug)]
+pub(crate) struct OfferedTools {
+    pub(crate) specs: Arc<Vec<ToolSpec>>,
+    pub(crate) chars: usize,
+}
+
+/// The length of `value` as compact JSON, without building the text.
+pub(crate) fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// What the runs of one turn (the agent's and its subagents') share.
@@ -458,12 +499,23 @@ impl<'a> TurnRun<'a> {
             stream = self.agent.model.stream(request) => stream.map_err(model_exit)?,
         };
         let mut coalescer: Coalescer<(u32, DeltaKind)> = Coalescer::new();
+        // One timer, moved when the deadline moves: a stream is hundreds of
+        // deltas, and a timer armed and dropped for each costs.
+        let timer = sleep_until(Instant::now());
+        tokio::pin!(timer);
+        let mut armed = None;
         let outcome = loop {
             let deadline = coalescer.deadline();
+            if deadline != armed {
+                if let Some(at) = deadline {
+                    timer.as_mut().reset(at);
+                }
+                armed = deadline;
+            }
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => break Err(self.cancelled()),
-                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                _ = &mut timer, if deadline.is_some() => {
                     self.emit_deltas(coalescer.take()).await?;
                 }
                 item = stream.next() => match item {

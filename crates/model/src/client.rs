@@ -25,7 +25,8 @@ pub struct ModelRequest {
     pub system: Option<String>,
     /// Shared, not copied: an agent loop sends a growing transcript many times.
     pub messages: Arc<Vec<Message>>,
-    pub tools: Vec<ToolSpec>,
+    /// Shared too: the same for every call of an agent.
+    pub tools: Arc<Vec<ToolSpec>>,
     pub max_tokens: u32,
 }
 

@@ -245,11 +245,11 @@ mod tests {
                     ],
                 },
             ]),
-            tools: vec![ToolSpec {
+            tools: std::sync::Arc::new(vec![ToolSpec {
                 name: "Bash".into(),
                 description: "run a command".into(),
                 input_schema: json!({"type": "object"}),
-            }],
+            }]),
             max_tokens: 1024,
         }
     }
@@ -307,7 +307,7 @@ mod tests {
     fn omits_empty_system_tools_and_messages() {
         let mut request = request();
         request.system = Some(String::new());
-        request.tools.clear();
+        request.tools = Default::default();
         request.messages = std::sync::Arc::new(vec![
             Message::user_text("hi"),
             Message::assistant(vec![ContentBlock::Thinking {

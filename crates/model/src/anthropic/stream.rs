@@ -4,6 +4,7 @@
 //! its position in the final content as its delta `index` (blocks we have no
 //! type for, like `redacted_thinking` or server tool results, are skipped).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use agentd_protocol::{ContentBlock, Usage};
@@ -107,36 +108,55 @@ impl Parser {
     }
 
     fn block_delta(&mut self, data: &Value, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
-        let index = data.get("index").and_then(Value::as_u64);
-        let Some(&position) = index.and_then(|i| self.positions.get(&i)) else {
+        let delta = &data["delta"];
+        let piece = |key: &str| delta[key].as_str().unwrap_or_default();
+        let wire = WireDelta {
+            event: None,
+            index: data.get("index").and_then(Value::as_u64),
+            delta: DeltaBody {
+                kind: delta["type"].as_str().map(Cow::Borrowed),
+                text: Cow::Borrowed(piece("text")),
+                thinking: Cow::Borrowed(piece("thinking")),
+                signature: Cow::Borrowed(piece("signature")),
+                partial_json: Cow::Borrowed(piece("partial_json")),
+            },
+        };
+        self.apply_delta(wire, out)
+    }
+
+    fn apply_delta(
+        &mut self,
+        wire: WireDelta<'_>,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ModelError> {
+        let Some(&position) = wire.index.and_then(|i| self.positions.get(&i)) else {
             // A delta for a block we skipped (or never saw start): nothing to keep.
             return Ok(());
         };
-        let delta = &data["delta"];
-        let piece = |key: &str| delta[key].as_str().unwrap_or_default();
+        let delta = wire.delta;
         let index = position_index(position);
-        match (delta["type"].as_str(), &mut self.blocks[position]) {
+        match (delta.kind.as_deref(), &mut self.blocks[position]) {
             (Some("text_delta"), Block::Text(text)) => {
-                text.push_str(piece("text"));
+                text.push_str(&delta.text);
                 out.push(ModelEvent::TextDelta {
                     index,
-                    text: piece("text").to_string(),
+                    text: delta.text.into_owned(),
                 });
             }
             (Some("thinking_delta"), Block::Thinking { thinking, .. }) => {
-                thinking.push_str(piece("thinking"));
+                thinking.push_str(&delta.thinking);
                 out.push(ModelEvent::ThinkingDelta {
                     index,
-                    text: piece("thinking").to_string(),
+                    text: delta.thinking.into_owned(),
                 });
             }
             (Some("signature_delta"), Block::Thinking { signature, .. }) => {
                 signature
                     .get_or_insert_with(String::new)
-                    .push_str(piece("signature"));
+                    .push_str(&delta.signature);
             }
             (Some("input_json_delta"), Block::ToolUse { json, .. }) => {
-                json.push_str(piece("partial_json"));
+                json.push_str(&delta.partial_json);
             }
             (
                 Some(
@@ -221,8 +241,47 @@ pub(crate) fn stop_reason(reason: &str) -> StopReason {
     }
 }
 
+/// A `content_block_delta`, read without building a JSON tree: most of a
+/// stream is these.
+#[derive(Deserialize)]
+struct WireDelta<'a> {
+    /// The data's `type` (`None` when taken from a parsed tree).
+    #[serde(rename = "type", borrow)]
+    event: Option<Cow<'a, str>>,
+    index: Option<u64>,
+    #[serde(borrow)]
+    delta: DeltaBody<'a>,
+}
+
+#[derive(Deserialize)]
+struct DeltaBody<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Cow<'a, str>,
+    #[serde(borrow, default)]
+    thinking: Cow<'a, str>,
+    #[serde(borrow, default)]
+    signature: Cow<'a, str>,
+    #[serde(borrow, default)]
+    partial_json: Cow<'a, str>,
+}
+
+/// The event's data when it is a well-formed `content_block_delta`.
+fn fast_delta(data: &str) -> Option<WireDelta<'_>> {
+    let delta: WireDelta<'_> = serde_json::from_str(data).ok()?;
+    (delta.event.as_deref() == Some("content_block_delta")).then_some(delta)
+}
+
 impl EventParser for Parser {
     fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<Step, ModelError> {
+        if self.started
+            && event.event.as_deref() == Some("content_block_delta")
+            && let Some(delta) = fast_delta(&event.data)
+        {
+            self.apply_delta(delta, out)?;
+            return Ok(Step::Continue);
+        }
         let data: Value = serde_json::from_str(&event.data).map_err(|err| {
             ModelError::Protocol(format!("event data is not JSON ({err}): {:?}", event.data))
         })?;

@@ -215,11 +215,11 @@ mod tests {
                     ],
                 },
             ]),
-            tools: vec![ToolSpec {
+            tools: std::sync::Arc::new(vec![ToolSpec {
                 name: "Bash".into(),
                 description: "run a command".into(),
                 input_schema: json!({"type": "object"}),
-            }],
+            }]),
             max_tokens: 1024,
         }
     }
@@ -282,7 +282,7 @@ mod tests {
     fn thinking_only_messages_and_empty_system_are_dropped() {
         let mut request = request();
         request.system = None;
-        request.tools.clear();
+        request.tools = Default::default();
         request.messages = std::sync::Arc::new(vec![
             Message::user_text("hi"),
             Message::assistant(vec![ContentBlock::Thinking {

@@ -6,7 +6,7 @@ fn request(messages: Vec<Message>) -> ModelRequest {
         model: "demo".to_string(),
         system: Some("You are a test.".to_string()),
         messages: std::sync::Arc::new(messages),
-        tools: Vec::new(),
+        tools: Default::default(),
         max_tokens: 1000,
     }
 }

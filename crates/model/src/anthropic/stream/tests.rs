@@ -271,3 +271,34 @@ async fn bytes_after_message_stop_are_ignored() {
     let events = run(&body, 3).await;
     completed(&events);
 }
+
+/// Deltas are read without a JSON tree when the `event:` line names them;
+/// without that line they go through the tree. Both readings agree, escapes
+/// and a delta of the wrong shape included.
+#[tokio::test]
+async fn deltas_read_the_same_with_or_without_the_event_line() {
+    let with_lines = TOOL_TURN.replace(
+        r#""text":"files 🌍."}"#,
+        r#""text":"files \"🌍\"\n\u00e9."}"#,
+    );
+    let without: String = with_lines
+        .lines()
+        .filter(|line| !line.starts_with("event: content_block_delta"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let fast = completed(&run(&with_lines, 64).await);
+    let tree = completed(&run(&without, 64).await);
+    assert_eq!(fast, tree);
+    assert!(matches!(
+        &fast.content[1],
+        ContentBlock::Text { text } if text == "Listing files \"🌍\"\né."
+    ));
+
+    // A text piece that is not a string is read as empty by both.
+    let odd = with_lines.replace(r#""text":"Listing "}"#, r#""text":5}"#);
+    let odd_without = without.replace(r#""text":"Listing "}"#, r#""text":5}"#);
+    assert_eq!(
+        completed(&run(&odd, 64).await),
+        completed(&run(&odd_without, 64).await)
+    );
+}

@@ -51,11 +51,11 @@ pub fn request(model: &str) -> ModelRequest {
                 }],
             },
         ]),
-        tools: vec![ToolSpec {
+        tools: std::sync::Arc::new(vec![ToolSpec {
             name: "LS".into(),
             description: "List a directory".into(),
             input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
+        }]),
         max_tokens: 2048,
     }
 }
