@@ -89,13 +89,28 @@ impl Sandbox {
                 spawn_confined(command, Stdio::null(), &policy.limits)?
             }
         };
+        // The next command's sandbox starts while this one runs, on a core
+        // that would otherwise wait for it. If this command changes what a
+        // sandbox is made of (a new `.git`, a replaced bind source), `take`
+        // finds the spare does not match and that command starts cold.
+        if let Some(spec) = bwrap {
+            spare::replenish(policy, spec);
+        }
         let capture: SharedCapture = Arc::new(Mutex::new(Capture::new(request.output_cap)));
-        let pumps = start_pumps(&mut child, &capture, output);
-
-        let ending = tokio::select! {
-            status = child.wait() => Ending::Exited(status),
-            () = tokio::time::sleep(request.timeout) => Ending::TimedOut,
-            () = cancel.cancelled() => Ending::Cancelled,
+        // The pipes are read in this task, not tasks of their own: the exit
+        // and the pipes' end come together, and one task wakes once for both.
+        let pumps = pumps(&mut child, &capture, output);
+        tokio::pin!(pumps);
+        let mut pipes_closed = false;
+        let deadline = tokio::time::sleep(request.timeout);
+        tokio::pin!(deadline);
+        let ending = loop {
+            tokio::select! {
+                status = child.wait() => break Ending::Exited(status),
+                () = &mut pumps, if !pipes_closed => pipes_closed = true,
+                () = &mut deadline => break Ending::TimedOut,
+                () = cancel.cancelled() => break Ending::Cancelled,
+            }
         };
         let (timed_out, cancelled) = (
             matches!(ending, Ending::TimedOut),
@@ -110,7 +125,11 @@ impl Sandbox {
         };
         // Background jobs in the group would keep the pipes (and us) waiting.
         group.kill();
-        drain(pumps).await;
+        if !pipes_closed && tokio::time::timeout(DRAIN_GRACE, &mut pumps).await.is_err() {
+            tracing::debug!(
+                "output pipes still open after the process group was killed; abandoning them"
+            );
+        }
         // Everything in it is killed; its removal need not hold up the turn.
         // The kernel takes a couple of milliseconds to tear the namespaces
         // down: wait that out asleep rather than polling beside the turn.
@@ -118,9 +137,6 @@ impl Sandbox {
             tokio::time::sleep(CGROUP_SETTLE).await;
             group.finish().await;
         });
-        if let Some(spec) = bwrap {
-            spare::replenish(policy, spec);
-        }
 
         let status = status.map_err(|err| SandboxError::Spawn(format!("waiting failed: {err}")))?;
         let capture = std::mem::take(&mut *capture.lock().unwrap_or_else(|err| err.into_inner()));
@@ -229,44 +245,34 @@ fn cgroup_or_refusal<T>(
     }
 }
 
-fn start_pumps(
+/// Copies the child's stdout and stderr to `capture` (and `output`) until
+/// both close.
+fn pumps(
     child: &mut Child,
     capture: &SharedCapture,
     output: Option<mpsc::UnboundedSender<OutputChunk>>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut pumps = Vec::with_capacity(2);
-    if let Some(stdout) = child.stdout.take() {
-        pumps.push(tokio::spawn(pump(
-            stdout,
-            Stream::Stdout,
-            capture.clone(),
-            output.clone(),
-        )));
-    }
-    if let Some(stderr) = child.stderr.take() {
-        pumps.push(tokio::spawn(pump(
-            stderr,
-            Stream::Stderr,
-            capture.clone(),
-            output,
-        )));
-    }
-    pumps
-}
-
-/// Wait for the pipes to close, but give up after [`DRAIN_GRACE`].
-async fn drain(pumps: Vec<tokio::task::JoinHandle<()>>) {
-    let aborts: Vec<_> = pumps.iter().map(|pump| pump.abort_handle()).collect();
-    let all_closed = async {
-        for pump in pumps {
-            let _ = pump.await;
-        }
-    };
-    if tokio::time::timeout(DRAIN_GRACE, all_closed).await.is_err() {
-        tracing::debug!(
-            "output pipes still open after the process group was killed; abandoning them"
-        );
-        aborts.iter().for_each(|abort| abort.abort());
+) -> impl std::future::Future<Output = ()> + use<> {
+    let stdout = child
+        .stdout
+        .take()
+        .map(|out| pump(out, Stream::Stdout, capture.clone(), output.clone()));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|err| pump(err, Stream::Stderr, capture.clone(), output));
+    async move {
+        let stdout = async {
+            if let Some(pump) = stdout {
+                pump.await;
+            }
+        };
+        let stderr = async {
+            if let Some(pump) = stderr {
+                pump.await;
+            }
+        };
+        // In order: of output that is there at once, stdout's goes first.
+        tokio::join!(biased; stdout, stderr);
     }
 }
 
