@@ -237,12 +237,12 @@ impl Runtime {
             .with_permissions(permissions, Arc::new(approver))
             .with_hooks(hooks, hook_context);
         let agent = if profile.checkpoints {
-            agent.with_checkpointer(Arc::new(SessionCheckpointer {
-                store: self.store.clone(),
-                session_id: session.id.clone(),
-                workspace: PathBuf::from(&session.workspace),
+            agent.with_checkpointer(Arc::new(SessionCheckpointer::new(
+                self.store.clone(),
+                session.id.clone(),
+                PathBuf::from(&session.workspace),
                 turn_position,
-            }))
+            )))
         } else {
             agent
         };

@@ -14,7 +14,7 @@ use agentd_engine::Checkpointer;
 use agentd_engine::checkpoint::{
     BlobStore, Manifest, SnapshotPolicy, Snapshotter, decode_manifest, encode_manifest, sha256_hex,
 };
-use agentd_store::{CheckpointRecord, Store, StoreError};
+use agentd_store::{CheckpointRecord, LatestCheckpoints, Store, StoreError};
 use async_trait::async_trait;
 
 /// A delta manifest larger than this is stored as a new keyframe instead.
@@ -209,6 +209,26 @@ pub async fn create_checkpoint(
     message_position: i64,
 ) -> Result<CheckpointRecord, CheckpointFailure> {
     let latest = store.latest_checkpoints(session_id).await?;
+    checkpoint_on(
+        store,
+        session_id,
+        turn_id,
+        workspace,
+        message_position,
+        latest,
+    )
+    .await
+}
+
+/// [`create_checkpoint`] on the session's latest checkpoints as read before.
+async fn checkpoint_on(
+    store: &Arc<dyn Store>,
+    session_id: &str,
+    turn_id: Option<&str>,
+    workspace: &Path,
+    message_position: i64,
+    latest: LatestCheckpoints,
+) -> Result<CheckpointRecord, CheckpointFailure> {
     let keyframe = latest.keyframe.as_ref();
     let base = match keyframe {
         Some(keyframe) => Some(decoded_record(store.as_ref(), keyframe, None).await?),
@@ -353,6 +373,61 @@ pub struct SessionCheckpointer {
     /// (the last stored position at its start + 1; only the running turn
     /// appends to a session). Unset, it is read back from the store.
     pub turn_position: Arc<OnceLock<i64>>,
+    /// The session's latest checkpoints, read while the turn starts; the
+    /// turn's checkpoint (one a turn) takes them. Only the running turn adds
+    /// checkpoints, and older bases would cost only a bigger delta.
+    prefetched: Mutex<Option<tokio::task::JoinHandle<Result<LatestCheckpoints, StoreError>>>>,
+}
+
+impl SessionCheckpointer {
+    /// Starts reading the session's latest checkpoints at once, so the
+    /// turn's first file-changing tool does not wait for the read.
+    pub fn new(
+        store: Arc<dyn Store>,
+        session_id: String,
+        workspace: PathBuf,
+        turn_position: Arc<OnceLock<i64>>,
+    ) -> Self {
+        let prefetched = {
+            let (store, session_id) = (store.clone(), session_id.clone());
+            tokio::spawn(async move { store.latest_checkpoints(&session_id).await })
+        };
+        Self {
+            store,
+            session_id,
+            workspace,
+            turn_position,
+            prefetched: Mutex::new(Some(prefetched)),
+        }
+    }
+
+    async fn latest(&self) -> Result<LatestCheckpoints, StoreError> {
+        let prefetched = self
+            .prefetched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(Ok(latest)) = match prefetched {
+            Some(task) => task.await.ok(),
+            None => None,
+        } {
+            return Ok(latest);
+        }
+        self.store.latest_checkpoints(&self.session_id).await
+    }
+}
+
+impl Drop for SessionCheckpointer {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .prefetched
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
 }
 
 #[async_trait]
@@ -369,12 +444,14 @@ impl Checkpointer for SessionCheckpointer {
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| format!("turn {turn_id} has no message in the transcript yet"))?,
         };
-        let record = create_checkpoint(
+        let latest = self.latest().await.map_err(|e| e.to_string())?;
+        let record = checkpoint_on(
             &self.store,
             &self.session_id,
             Some(turn_id),
             &self.workspace,
             position,
+            latest,
         )
         .await
         .map_err(|e| e.to_string())?;

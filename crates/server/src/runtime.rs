@@ -390,18 +390,15 @@ impl Runtime {
         text: &str,
         finished: &TurnFinished,
     ) -> Result<(), StoreError> {
-        self.store.finish_turn(turn_id, finished.status).await?;
+        let update = SessionUpdate {
+            title: session.title.is_none().then(|| title_from(text)),
+            status: Some(SessionStatus::Idle),
+            add_usage: Some(finished.usage),
+            add_cost_usd: Some(finished.cost_usd),
+            add_turns: Some(1),
+        };
         self.store
-            .update_session(
-                &session.id,
-                SessionUpdate {
-                    title: session.title.is_none().then(|| title_from(text)),
-                    status: Some(SessionStatus::Idle),
-                    add_usage: Some(finished.usage),
-                    add_cost_usd: Some(finished.cost_usd),
-                    add_turns: Some(1),
-                },
-            )
+            .finish_turn_with_session(turn_id, finished.status, &session.id, update)
             .await?;
         Ok(())
     }

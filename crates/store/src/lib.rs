@@ -127,6 +127,20 @@ pub trait Store: Send + Sync {
     /// Set the turn's status and `finished_at`. The first finish wins: a
     /// finished turn is left as it is. `NotFound` for an unknown turn.
     async fn finish_turn(&self, turn_id: &str, status: TurnStatus) -> StoreResult<()>;
+    /// A turn's end: [`Store::finish_turn`], then [`Store::update_session`]
+    /// of its session (`NotFound` for an unknown turn, the session left as
+    /// it was). One transaction where the backend can: the session's next
+    /// turn waits for it.
+    async fn finish_turn_with_session(
+        &self,
+        turn_id: &str,
+        status: TurnStatus,
+        session_id: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<SessionRecord> {
+        self.finish_turn(turn_id, status).await?;
+        self.update_session(session_id, update).await
+    }
     /// Turns recorded as running (after a crash: the ones to finish as interrupted).
     async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>>;
 

@@ -351,6 +351,17 @@ impl Store for SqliteStore {
         self.finish_turn_impl(turn_id, status).await
     }
 
+    async fn finish_turn_with_session(
+        &self,
+        turn_id: &str,
+        status: TurnStatus,
+        session_id: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<SessionRecord> {
+        self.finish_turn_with_session_impl(turn_id, status, session_id, update)
+            .await
+    }
+
     async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>> {
         self.running_turns_impl().await
     }

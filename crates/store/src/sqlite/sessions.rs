@@ -1,6 +1,6 @@
 //! Sessions: create, read, list (cursor pagination), update totals, delete.
 
-use agentd_protocol::Usage;
+use agentd_protocol::{TurnStatus, Usage};
 
 use super::SqliteStore;
 use super::util::{db, now, to_i64, to_ms};
@@ -118,31 +118,8 @@ impl SqliteStore {
         id: &str,
         update: SessionUpdate,
     ) -> StoreResult<SessionRecord> {
-        let usage = update.add_usage.unwrap_or_default();
-        let sql = format!(
-            "UPDATE sessions SET \
-               title = COALESCE(?, title), \
-               status = COALESCE(?, status), \
-               input_tokens = input_tokens + ?, \
-               output_tokens = output_tokens + ?, \
-               cache_read_tokens = cache_read_tokens + ?, \
-               cache_write_tokens = cache_write_tokens + ?, \
-               cost_usd = cost_usd + ?, \
-               turns = turns + ?, \
-               updated_at = ? \
-             WHERE id = ? RETURNING {COLUMNS}"
-        );
-        let query = sqlx::query(&sql)
-            .bind(update.title)
-            .bind(update.status.map(SessionStatus::as_str))
-            .bind(to_i64(usage.input_tokens, "input_tokens")?)
-            .bind(to_i64(usage.output_tokens, "output_tokens")?)
-            .bind(to_i64(usage.cache_read_tokens, "cache_read_tokens")?)
-            .bind(to_i64(usage.cache_write_tokens, "cache_write_tokens")?)
-            .bind(update.add_cost_usd.unwrap_or(0.0))
-            .bind(to_i64(update.add_turns.unwrap_or(0), "turns")?)
-            .bind(to_ms(now()))
-            .bind(id);
+        let sql = format!("{UPDATE_SESSION} WHERE id = ? RETURNING {COLUMNS}");
+        let query = bind_update(sqlx::query(&sql), update)?.bind(id);
         let _write = self.write_guard().await;
         let row = query
             .fetch_optional(&self.writes)
@@ -151,6 +128,55 @@ impl SqliteStore {
         match row {
             Some(row) => session_from_row(&row),
             None => Err(StoreError::NotFound(format!("session {id}"))),
+        }
+    }
+
+    /// One round trip: the turn's status, then the session's totals if the
+    /// turn exists.
+    pub(super) async fn finish_turn_with_session_impl(
+        &self,
+        turn_id: &str,
+        status: TurnStatus,
+        session_id: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<SessionRecord> {
+        let ctx = "finishing turn";
+        let sql = format!(
+            "BEGIN IMMEDIATE;\n\
+             UPDATE turns SET status = ?, finished_at = ? WHERE id = ? AND status IS NULL;\n\
+             {UPDATE_SESSION} WHERE id = ? AND EXISTS (SELECT 1 FROM turns WHERE id = ?) \
+             RETURNING {COLUMNS};\n\
+             COMMIT;"
+        );
+        let at = to_ms(now());
+        let query = sqlx::query(&sql)
+            .bind(status.as_str())
+            .bind(at)
+            .bind(turn_id);
+        let query = bind_update(query, update)?.bind(session_id).bind(turn_id);
+        let _write = self.write_guard().await;
+        let mut conn = self.writes.acquire().await.map_err(db(ctx))?;
+        let rows = match query.fetch_all(&mut *conn).await {
+            Ok(rows) => rows,
+            Err(err) => {
+                super::writer::rollback(&mut conn).await;
+                return Err(db(ctx)(err));
+            }
+        };
+        drop(conn);
+        match rows.first() {
+            Some(row) => session_from_row(row),
+            None => {
+                let turn: Option<i64> = sqlx::query_scalar("SELECT 1 FROM turns WHERE id = ?")
+                    .bind(turn_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db(ctx))?;
+                Err(StoreError::NotFound(match turn {
+                    Some(_) => format!("session {session_id}"),
+                    None => format!("turn {turn_id}"),
+                }))
+            }
         }
     }
 
@@ -184,4 +210,33 @@ impl SqliteStore {
             .map_err(db("listing sessions by age"))?;
         rows.iter().map(session_from_row).collect()
     }
+}
+
+/// The `SET` of a [`SessionUpdate`], its values bound by [`bind_update`].
+const UPDATE_SESSION: &str = "UPDATE sessions SET \
+    title = COALESCE(?, title), \
+    status = COALESCE(?, status), \
+    input_tokens = input_tokens + ?, \
+    output_tokens = output_tokens + ?, \
+    cache_read_tokens = cache_read_tokens + ?, \
+    cache_write_tokens = cache_write_tokens + ?, \
+    cost_usd = cost_usd + ?, \
+    turns = turns + ?, \
+    updated_at = ?";
+
+fn bind_update<'q>(
+    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    update: SessionUpdate,
+) -> StoreResult<sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>> {
+    let usage = update.add_usage.unwrap_or_default();
+    Ok(query
+        .bind(update.title)
+        .bind(update.status.map(SessionStatus::as_str))
+        .bind(to_i64(usage.input_tokens, "input_tokens")?)
+        .bind(to_i64(usage.output_tokens, "output_tokens")?)
+        .bind(to_i64(usage.cache_read_tokens, "cache_read_tokens")?)
+        .bind(to_i64(usage.cache_write_tokens, "cache_write_tokens")?)
+        .bind(update.add_cost_usd.unwrap_or(0.0))
+        .bind(to_i64(update.add_turns.unwrap_or(0), "turns")?)
+        .bind(to_ms(now())))
 }

@@ -167,3 +167,45 @@ async fn reusing_a_turn_id_is_an_error() {
     let err = store.start_turn(&s.id, "t1", None).await.unwrap_err();
     assert!(matches!(err, StoreError::Database(_)), "{err}");
 }
+
+#[tokio::test]
+async fn a_turn_finishes_with_its_session_totals() {
+    let (_dir, store) = store().await;
+    let s = session(&store, "alice").await;
+    store.start_turn(&s.id, "t1", None).await.unwrap();
+    let update = || SessionUpdate {
+        title: Some("first".into()),
+        status: Some(SessionStatus::Idle),
+        add_usage: Some(agentd_protocol::Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Default::default()
+        }),
+        add_cost_usd: Some(0.25),
+        add_turns: Some(1),
+    };
+    let after = store
+        .finish_turn_with_session("t1", TurnStatus::Completed, &s.id, update())
+        .await
+        .unwrap();
+    assert_eq!(after.status, SessionStatus::Idle);
+    assert_eq!(after.title.as_deref(), Some("first"));
+    assert_eq!(
+        (after.usage.input_tokens, after.usage.output_tokens),
+        (10, 5)
+    );
+    assert_eq!((after.cost_usd, after.turns), (0.25, 1));
+    assert_eq!(store.get_session(&s.id).await.unwrap(), Some(after.clone()));
+    assert!(store.running_turns().await.unwrap().is_empty());
+
+    // An unknown turn: NotFound, and the session is left as it was.
+    let err = store
+        .finish_turn_with_session("nope", TurnStatus::Completed, &s.id, update())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::NotFound(ref what) if what.contains("nope")),
+        "{err}"
+    );
+    assert_eq!(store.get_session(&s.id).await.unwrap(), Some(after));
+}
