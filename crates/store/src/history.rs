@@ -32,6 +32,32 @@ macro_rules! bind_checkpoint {
 }
 pub(crate) use bind_checkpoint;
 
+/// Binds a [`crate::SessionUpdate`]'s nine values in the order of the
+/// backends' `UPDATE sessions SET title, status, the five totals, turns,
+/// updated_at` (an `Err` for a count beyond `i64`).
+macro_rules! bind_session_update {
+    ($query:expr, $update:expr) => {{
+        let update: $crate::SessionUpdate = $update;
+        let usage = update.add_usage.unwrap_or_default();
+        let to_i64 = $crate::records::to_i64;
+        (|| {
+            Ok::<_, $crate::StoreError>(
+                $query
+                    .bind(update.title)
+                    .bind(update.status.map($crate::SessionStatus::as_str))
+                    .bind(to_i64(usage.input_tokens, "input_tokens")?)
+                    .bind(to_i64(usage.output_tokens, "output_tokens")?)
+                    .bind(to_i64(usage.cache_read_tokens, "cache_read_tokens")?)
+                    .bind(to_i64(usage.cache_write_tokens, "cache_write_tokens")?)
+                    .bind(update.add_cost_usd.unwrap_or(0.0))
+                    .bind(to_i64(update.add_turns.unwrap_or(0), "turns")?)
+                    .bind($crate::records::to_ms($crate::records::now())),
+            )
+        })()
+    }};
+}
+pub(crate) use bind_session_update;
+
 /// Marks session `$3` running (`$1`) at `$2`, when it starts a turn.
 pub(crate) const MARK_RUNNING: &str =
     "UPDATE sessions SET status = $1, updated_at = $2 WHERE id = $3";

@@ -3,7 +3,7 @@
 use agentd_protocol::Usage;
 
 use super::PostgresStore;
-use super::util::{db, now, to_i64, to_ms};
+use super::util::{db, now, to_ms};
 pub(super) use crate::records::{SESSION_COLUMNS as COLUMNS, session as session_from_row};
 use crate::{NewSession, SessionRecord, SessionStatus, SessionUpdate, StoreError, StoreResult};
 
@@ -117,7 +117,6 @@ impl PostgresStore {
         id: &str,
         update: SessionUpdate,
     ) -> StoreResult<SessionRecord> {
-        let usage = update.add_usage.unwrap_or_default();
         let sql = format!(
             "UPDATE sessions SET \
                title = COALESCE($1, title), \
@@ -131,17 +130,7 @@ impl PostgresStore {
                updated_at = $9 \
              WHERE id = $10 RETURNING {COLUMNS}"
         );
-        let query = sqlx::query(&sql)
-            .bind(update.title)
-            .bind(update.status.map(SessionStatus::as_str))
-            .bind(to_i64(usage.input_tokens, "input_tokens")?)
-            .bind(to_i64(usage.output_tokens, "output_tokens")?)
-            .bind(to_i64(usage.cache_read_tokens, "cache_read_tokens")?)
-            .bind(to_i64(usage.cache_write_tokens, "cache_write_tokens")?)
-            .bind(update.add_cost_usd.unwrap_or(0.0))
-            .bind(to_i64(update.add_turns.unwrap_or(0), "turns")?)
-            .bind(to_ms(now()))
-            .bind(id);
+        let query = crate::history::bind_session_update!(sqlx::query(&sql), update)?.bind(id);
         let row = query
             .fetch_optional(&self.pool)
             .await

@@ -3,7 +3,7 @@
 use agentd_protocol::{TurnStatus, Usage};
 
 use super::SqliteStore;
-use super::util::{db, now, to_i64, to_ms};
+use super::util::{db, now, to_ms};
 pub(super) use crate::records::{SESSION_COLUMNS as COLUMNS, session as session_from_row};
 use crate::{NewSession, SessionRecord, SessionStatus, SessionUpdate, StoreError, StoreResult};
 
@@ -119,7 +119,7 @@ impl SqliteStore {
         update: SessionUpdate,
     ) -> StoreResult<SessionRecord> {
         let sql = format!("{UPDATE_SESSION} WHERE id = ? RETURNING {COLUMNS}");
-        let query = bind_update(sqlx::query(&sql), update)?.bind(id);
+        let query = crate::history::bind_session_update!(sqlx::query(&sql), update)?.bind(id);
         let _write = self.write_guard().await;
         let row = query
             .fetch_optional(&self.writes)
@@ -153,7 +153,9 @@ impl SqliteStore {
             .bind(status.as_str())
             .bind(at)
             .bind(turn_id);
-        let query = bind_update(query, update)?.bind(session_id).bind(turn_id);
+        let query = crate::history::bind_session_update!(query, update)?
+            .bind(session_id)
+            .bind(turn_id);
         let _write = self.write_guard().await;
         let mut conn = self.writes.acquire().await.map_err(db(ctx))?;
         let rows = match query.fetch_all(&mut *conn).await {
@@ -212,7 +214,7 @@ impl SqliteStore {
     }
 }
 
-/// The `SET` of a [`SessionUpdate`], its values bound by [`bind_update`].
+/// The `SET` of a [`SessionUpdate`], its values bound by `bind_session_update!`.
 const UPDATE_SESSION: &str = "UPDATE sessions SET \
     title = COALESCE(?, title), \
     status = COALESCE(?, status), \
@@ -223,20 +225,3 @@ const UPDATE_SESSION: &str = "UPDATE sessions SET \
     cost_usd = cost_usd + ?, \
     turns = turns + ?, \
     updated_at = ?";
-
-fn bind_update<'q>(
-    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
-    update: SessionUpdate,
-) -> StoreResult<sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>> {
-    let usage = update.add_usage.unwrap_or_default();
-    Ok(query
-        .bind(update.title)
-        .bind(update.status.map(SessionStatus::as_str))
-        .bind(to_i64(usage.input_tokens, "input_tokens")?)
-        .bind(to_i64(usage.output_tokens, "output_tokens")?)
-        .bind(to_i64(usage.cache_read_tokens, "cache_read_tokens")?)
-        .bind(to_i64(usage.cache_write_tokens, "cache_write_tokens")?)
-        .bind(update.add_cost_usd.unwrap_or(0.0))
-        .bind(to_i64(update.add_turns.unwrap_or(0), "turns")?)
-        .bind(to_ms(now())))
-}
