@@ -31,10 +31,9 @@ continue it. Use these sections:\n\
 5. Facts to keep: errors seen, commands that worked, values, names.\n\
 Answer with the summary only.";
 
-/// Tokens of a request, estimated (about four characters a token, plus a
-/// little per message); the provider's count is only known after the call.
-/// Tokens of a context whose tool specs are `tool_chars` long: a quarter of
-/// its characters, plus a little per message.
+/// Tokens of a request whose tool specs are `tool_chars` long, estimated
+/// (about four characters a token, plus a little per message); the
+/// provider's count is only known after the call.
 pub(crate) fn estimate_tokens(system: &str, tool_chars: usize, messages: &[Message]) -> u64 {
     let chars = system.len() + tool_chars + messages.iter().map(message_chars).sum::<usize>();
     (chars / 4 + messages.len() * 4) as u64

@@ -89,13 +89,6 @@ impl Sandbox {
                 spawn_confined(command, Stdio::null(), &policy.limits)?
             }
         };
-        // The next command's sandbox starts while this one runs, on a core
-        // that would otherwise wait for it. If this command changes what a
-        // sandbox is made of (a new `.git`, a replaced bind source), `take`
-        // finds the spare does not match and that command starts cold.
-        if let Some(spec) = bwrap {
-            spare::replenish(policy, spec);
-        }
         let capture: SharedCapture = Arc::new(Mutex::new(Capture::new(request.output_cap)));
         // The pipes are read in this task, not tasks of their own: the exit
         // and the pipes' end come together, and one task wakes once for both.
@@ -125,6 +118,13 @@ impl Sandbox {
         };
         // Background jobs in the group would keep the pipes (and us) waiting.
         group.kill();
+        // The next command's sandbox starts now, not while this one could
+        // still change what it is made of (swap `.git` for a link between
+        // the spare's checks and its mounts), and before the drain and the
+        // rest of the turn.
+        if let Some(spec) = bwrap {
+            spare::replenish(policy, spec);
+        }
         if !pipes_closed && tokio::time::timeout(DRAIN_GRACE, &mut pumps).await.is_err() {
             tracing::debug!(
                 "output pipes still open after the process group was killed; abandoning them"

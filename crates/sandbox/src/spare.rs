@@ -1,9 +1,8 @@
 //! Prestarted spare sandboxes. Bubblewrap's namespace and mount setup and
 //! bash's start cost several milliseconds a command; with a capacity set
-//! ([`set_spare_capacity`]), as each sandboxed command starts, a spare
-//! `bwrap <same args> -- bash -c <READER>` is started in the background (on a
-//! core the caller leaves idle while it waits for the command) to wait on
-//! its stdin. The next command under an identical policy is written there and
+//! ([`set_spare_capacity`]), each sandboxed command is followed, as soon as
+//! it has exited, by a spare `bwrap <same args> -- bash -c <READER>` started
+//! in the background and waiting on its stdin. The next command under an identical policy is written there and
 //! runs in a pristine `bash -c`, as in a fresh sandbox; a spare serves one
 //! command only.
 //!
@@ -138,12 +137,11 @@ pub(crate) fn take(
     spare.run(command)
 }
 
-/// As a sandboxed command starts as `spec`: claim a place for a spare now, if
-/// the pool has room and holds none for `spec` yet, and start it in the
-/// background. (Claiming now keeps the pool's order that of the commands.) A
-/// command that changes what its sandbox is made of (creates `.git`, replaces
-/// a bind source) leaves a spare that no longer matches: the next command
-/// starts cold, and the stale spare expires.
+/// After a sandboxed command that ran as `spec` has exited (never while it
+/// runs: it could change the host between the spare's checks and its
+/// mounts): claim a place for a spare now, if the pool has room and holds
+/// none for `spec` yet, and start it in the background. (Claiming now keeps
+/// the pool's order that of the commands.)
 pub(crate) fn replenish(policy: &Policy, spec: BwrapSpec) {
     if !reader_is_transparent(&policy.env) {
         return;
@@ -222,7 +220,7 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
         abandon(id);
         return;
     };
-    // Again, from the host as it is now (the job may have waited).
+    // Again, after the command, which may have changed the host (a new `.git`).
     let key = Key {
         spec: BwrapSpec::new(bwrap, policy),
         limits: policy.limits,

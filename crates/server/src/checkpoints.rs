@@ -380,7 +380,8 @@ pub struct SessionCheckpointer {
 }
 
 impl SessionCheckpointer {
-    /// Starts reading the session's latest checkpoints at once, so the
+    /// Starts reading the session's latest checkpoints at once (on the
+    /// current Tokio runtime; outside one, the checkpoint reads them), so the
     /// turn's first file-changing tool does not wait for the read.
     pub fn new(
         store: Arc<dyn Store>,
@@ -388,16 +389,16 @@ impl SessionCheckpointer {
         workspace: PathBuf,
         turn_position: Arc<OnceLock<i64>>,
     ) -> Self {
-        let prefetched = {
+        let prefetched = tokio::runtime::Handle::try_current().ok().map(|runtime| {
             let (store, session_id) = (store.clone(), session_id.clone());
-            tokio::spawn(async move { store.latest_checkpoints(&session_id).await })
-        };
+            runtime.spawn(async move { store.latest_checkpoints(&session_id).await })
+        });
         Self {
             store,
             session_id,
             workspace,
             turn_position,
-            prefetched: Mutex::new(Some(prefetched)),
+            prefetched: Mutex::new(prefetched),
         }
     }
 

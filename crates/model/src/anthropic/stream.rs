@@ -114,7 +114,7 @@ impl Parser {
             event: None,
             index: data.get("index").and_then(Value::as_u64),
             delta: DeltaBody {
-                kind: delta["type"].as_str().map(Cow::Borrowed),
+                kind: delta["type"].as_str(),
                 text: Cow::Borrowed(piece("text")),
                 thinking: Cow::Borrowed(piece("thinking")),
                 signature: Cow::Borrowed(piece("signature")),
@@ -135,7 +135,7 @@ impl Parser {
         };
         let delta = wire.delta;
         let index = position_index(position);
-        match (delta.kind.as_deref(), &mut self.blocks[position]) {
+        match (delta.kind, &mut self.blocks[position]) {
             (Some("text_delta"), Block::Text(text)) => {
                 text.push_str(&delta.text);
                 out.push(ModelEvent::TextDelta {
@@ -245,9 +245,10 @@ pub(crate) fn stop_reason(reason: &str) -> StopReason {
 /// stream is these.
 #[derive(Deserialize)]
 struct WireDelta<'a> {
-    /// The data's `type` (`None` when taken from a parsed tree).
+    /// The data's `type` (`None` when taken from a parsed tree). Borrowed:
+    /// a type with escapes fails here and takes the tree.
     #[serde(rename = "type", borrow)]
-    event: Option<Cow<'a, str>>,
+    event: Option<&'a str>,
     index: Option<u64>,
     #[serde(borrow)]
     delta: DeltaBody<'a>,
@@ -256,7 +257,7 @@ struct WireDelta<'a> {
 #[derive(Deserialize)]
 struct DeltaBody<'a> {
     #[serde(rename = "type", borrow)]
-    kind: Option<Cow<'a, str>>,
+    kind: Option<&'a str>,
     #[serde(borrow, default)]
     text: Cow<'a, str>,
     #[serde(borrow, default)]
@@ -270,7 +271,7 @@ struct DeltaBody<'a> {
 /// The event's data when it is a well-formed `content_block_delta`.
 fn fast_delta(data: &str) -> Option<WireDelta<'_>> {
     let delta: WireDelta<'_> = serde_json::from_str(data).ok()?;
-    (delta.event.as_deref() == Some("content_block_delta")).then_some(delta)
+    (delta.event == Some("content_block_delta")).then_some(delta)
 }
 
 impl EventParser for Parser {
