@@ -118,13 +118,6 @@ impl Sandbox {
         };
         // Background jobs in the group would keep the pipes (and us) waiting.
         group.kill();
-        // The next command's sandbox starts now, not while this one could
-        // still change what it is made of (swap `.git` for a link between
-        // the spare's checks and its mounts), and before the drain and the
-        // rest of the turn.
-        if let Some(spec) = bwrap {
-            spare::replenish(policy, spec);
-        }
         if !pipes_closed && tokio::time::timeout(DRAIN_GRACE, &mut pumps).await.is_err() {
             tracing::debug!(
                 "output pipes still open after the process group was killed; abandoning them"
@@ -137,6 +130,12 @@ impl Sandbox {
             tokio::time::sleep(CGROUP_SETTLE).await;
             group.finish().await;
         });
+        // Only now: a command still running (or, after a kill, still dying)
+        // could change what the next sandbox is made of between the spare's
+        // checks and its mounts (swap `.git` for a link).
+        if let Some(spec) = bwrap {
+            spare::replenish(policy, spec);
+        }
 
         let status = status.map_err(|err| SandboxError::Spawn(format!("waiting failed: {err}")))?;
         let capture = std::mem::take(&mut *capture.lock().unwrap_or_else(|err| err.into_inner()));

@@ -1,8 +1,8 @@
 //! Prestarted spare sandboxes. Bubblewrap's namespace and mount setup and
 //! bash's start cost several milliseconds a command; with a capacity set
-//! ([`set_spare_capacity`]), each sandboxed command is followed, as soon as
-//! it has exited, by a spare `bwrap <same args> -- bash -c <READER>` started
-//! in the background and waiting on its stdin. The next command under an identical policy is written there and
+//! ([`set_spare_capacity`]), each sandboxed command is followed, in the
+//! background, by a spare `bwrap <same args> -- bash -c <READER>` waiting on
+//! its stdin. The next command under an identical policy is written there and
 //! runs in a pristine `bash -c`, as in a fresh sandbox; a spare serves one
 //! command only.
 //!
@@ -137,11 +137,11 @@ pub(crate) fn take(
     spare.run(command)
 }
 
-/// After a sandboxed command that ran as `spec` has exited (never while it
-/// runs: it could change the host between the spare's checks and its
-/// mounts): claim a place for a spare now, if the pool has room and holds
-/// none for `spec` yet, and start it in the background. (Claiming now keeps
-/// the pool's order that of the commands.)
+/// After a sandboxed command that ran as `spec` has ended and its output is
+/// drained (never while it runs: it could change the host between the
+/// spare's checks and its mounts): claim a place for a spare now, if the
+/// pool has room and holds none for `spec` yet, and start it in the
+/// background. (Claiming now keeps the pool's order that of the commands.)
 pub(crate) fn replenish(policy: &Policy, spec: BwrapSpec) {
     if !reader_is_transparent(&policy.env) {
         return;
