@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Default)]
 struct Collected {
     events: Mutex<Vec<Event>>,
+    /// When each event was emitted (Tokio's clock, so paused time counts).
+    emitted_at: Mutex<Vec<tokio::time::Instant>>,
     messages: Mutex<Vec<Message>>,
     fail_after: Option<usize>,
     /// `flush` reports a failed message write, as a pipelining sink does
@@ -30,6 +32,10 @@ impl TurnSink for Collected {
             return Err(SinkError("disk full".into()));
         }
         events.push(event);
+        self.emitted_at
+            .lock()
+            .unwrap()
+            .push(tokio::time::Instant::now());
         Ok(())
     }
     async fn flush(&self) -> Result<(), SinkError> {
@@ -96,6 +102,45 @@ async fn a_long_reply_becomes_few_delta_events_with_the_same_text() {
     assert!(deltas.len() < 60, "{} delta events", deltas.len());
     assert!(deltas.len() > 1, "still streamed");
     assert_eq!(deltas.concat(), long);
+}
+
+/// Text the model sends and then pauses after reaches the client within the
+/// coalescing delay, not with the next chunk.
+#[tokio::test(start_paused = true)]
+async fn text_before_a_pause_goes_out_after_the_coalescing_delay() {
+    let ws = tempfile::tempdir().unwrap();
+    // Two chunks of three words, each (and the end) a second apart.
+    let agent = agent(
+        json!({"replies": [{"delay_ms": 1000, "content": [
+            {"type": "text", "text": "one two three four five six"}
+        ]}]}),
+        ws.path(),
+    );
+    let sink = Collected::default();
+    let started = tokio::time::Instant::now();
+    let finished = agent
+        .run_turn(input("talk"), &sink, CancellationToken::new())
+        .await;
+    assert_eq!(finished.status, TurnStatus::Completed);
+    let events = sink.events.lock().unwrap();
+    let emitted_at = sink.emitted_at.lock().unwrap();
+    let deltas: Vec<(&str, u128)> = events
+        .iter()
+        .zip(emitted_at.iter())
+        .filter_map(|(event, at)| match event {
+            Event::MessageDelta { text, .. } => Some((text.as_str(), (*at - started).as_millis())),
+            _ => None,
+        })
+        .collect();
+    // The engine's coalescing delay (DESIGN §11: up to 50 ms).
+    let delay = 50;
+    assert_eq!(
+        deltas,
+        [
+            ("one two three ", 1000 + delay),
+            ("four five six", 2000 + delay)
+        ]
+    );
 }
 
 #[tokio::test]
