@@ -125,26 +125,29 @@ fn approx_bytes(message: &Message) -> usize {
                     signature,
                 } => thinking.len() + signature.as_ref().map_or(0, String::len),
                 ContentBlock::ToolUse { id, name, input } => {
-                    id.len() + name.len() + json_len(input)
+                    id.len() + name.len() + json_heap_bytes(input)
                 }
                 ContentBlock::ToolResult {
                     tool_use_id,
                     content,
                     ..
                 } => tool_use_id.len() + content.len(),
-                ContentBlock::Image { source } => json_len(source),
+                ContentBlock::Image { source } => json_heap_bytes(source),
             }
         })
         .sum::<usize>()
 }
 
 /// The bytes of a JSON value's strings and keys, roughly.
-fn json_len(value: &serde_json::Value) -> usize {
+fn json_heap_bytes(value: &serde_json::Value) -> usize {
     use serde_json::Value;
     match value {
         Value::String(s) => s.len(),
-        Value::Array(items) => items.iter().map(json_len).sum::<usize>() + 8,
-        Value::Object(map) => map.iter().map(|(k, v)| k.len() + json_len(v) + 16).sum(),
+        Value::Array(items) => items.iter().map(json_heap_bytes).sum::<usize>() + 8,
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| k.len() + json_heap_bytes(v) + 16)
+            .sum(),
         _ => 8,
     }
 }
