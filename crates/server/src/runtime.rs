@@ -239,15 +239,21 @@ impl Runtime {
                 .await;
         }
         let turn_position = Arc::new(OnceLock::new());
-        let agent = self
-            .agent_for(session, &options, env, turn_position.clone())
-            .await?;
-        // The transcript is read (read pool) while the turn is recorded (writes).
-        let (begun, history) = tokio::join!(
-            self.begin_turn(session, &options),
+        // The transcript is read (read pool) while the agent is built and the
+        // turn recorded (writes): the read is the longest of the three. The
+        // turn is recorded only once its agent could be built.
+        let (prepared, history) = tokio::join!(
+            async {
+                let agent = self
+                    .agent_for(session, &options, env, turn_position.clone())
+                    .await?;
+                let begun = self.begin_turn(session, &options).await?;
+                Ok::<_, RunError>((agent, begun))
+            },
             self.model_context(&session.id)
         );
-        let Some(turn_id) = begun? else {
+        let (agent, begun) = prepared?;
+        let Some(turn_id) = begun else {
             return Ok(None);
         };
         let (history, last_position) = history?;

@@ -331,3 +331,48 @@ async fn a_busy_session_answers_409_queues_in_order_and_interrupts() {
     server.wait_idle(&id).await;
     assert_gapless(&server.all_events(&id).await);
 }
+
+/// A turn whose agent cannot be put together (here: the session's workspace
+/// is gone) fails with the reason, asks no model, and leaves the session
+/// usable once the cause is fixed.
+#[tokio::test]
+async fn a_turn_that_cannot_start_fails_with_the_reason_and_the_session_goes_on() {
+    let h = Harness::open(json!({"replies": [
+        {"content": [{"type": "text", "text": "back in business"}]}
+    ]}))
+    .await;
+    let server = h.start().await;
+    let id = server.session().await;
+    let workspace = h.data().join("workspaces").join(&id);
+    std::fs::remove_dir_all(&workspace).unwrap();
+
+    let failed = server.message(&id, "hello?").await;
+    server.wait_idle(&id).await;
+    let events = server.all_events(&id).await;
+    let error = events
+        .iter()
+        .find(|e| e.event == "error")
+        .expect("an error event says why");
+    assert_eq!(error.data["code"], "turn_not_started", "{}", error.data);
+    assert!(
+        error.data["message"].as_str().unwrap().contains(&id),
+        "{}",
+        error.data
+    );
+    let finished = events
+        .iter()
+        .find(|e| e.event == "turn.finished")
+        .expect("the turn ends");
+    assert_eq!(finished.data["turn_id"], failed.as_str());
+    assert_eq!(finished.data["status"], "failed");
+    assert!(h.model_requests().is_empty());
+
+    std::fs::create_dir_all(&workspace).unwrap();
+    let next = server.message(&id, "and now?").await;
+    server.wait_idle(&id).await;
+    let events = server.all_events(&id).await;
+    let last = events.iter().rfind(|e| e.event == "turn.finished").unwrap();
+    assert_eq!(last.data["turn_id"], next.as_str());
+    assert_eq!(last.data["status"], "completed", "{}", last.data);
+    assert_eq!(h.model_requests().len(), 1);
+}
