@@ -49,24 +49,22 @@ pub fn normalize(messages: Vec<Message>) -> Vec<Message> {
 fn close_pending(
     out: &mut Vec<Message>,
     pending: &mut Vec<String>,
-    next_user: Option<&mut Vec<ContentBlock>>,
+    mut next_user: Option<&mut Vec<ContentBlock>>,
 ) {
     let expected: HashSet<&str> = pending.iter().map(String::as_str).collect();
     let mut answered = HashSet::new();
     let mut results = Vec::new();
     let mut rest = Vec::new();
-    if let Some(content) = next_user.as_deref() {
-        for block in content {
-            match block {
-                ContentBlock::ToolResult { tool_use_id, .. } => {
-                    if expected.contains(tool_use_id.as_str())
-                        && answered.insert(tool_use_id.clone())
-                    {
-                        results.push(block.clone());
-                    }
+    // Moved, not copied: the user message's blocks are put back below.
+    let given = next_user.as_deref_mut().map(std::mem::take);
+    for block in given.into_iter().flatten() {
+        match &block {
+            ContentBlock::ToolResult { tool_use_id, .. } => {
+                if expected.contains(tool_use_id.as_str()) && answered.insert(tool_use_id.clone()) {
+                    results.push(block);
                 }
-                other => rest.push(other.clone()),
             }
+            _ => rest.push(block),
         }
     }
     for id in pending.iter().filter(|id| !answered.contains(*id)) {
