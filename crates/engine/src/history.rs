@@ -14,6 +14,66 @@ pub const NOT_RUN: &str = "This tool call did not run: the turn ended before it 
 /// Every tool call answered exactly once, right after it; no orphaned results;
 /// consecutive messages of one role merged.
 pub fn normalize(messages: Vec<Message>) -> Vec<Message> {
+    // Nearly always so: the check allocates nothing, the repair rebuilds
+    // every message.
+    if is_normal(&messages) {
+        return messages;
+    }
+    repair(messages)
+}
+
+/// True when [`repair`] would return `messages` as they are: roles
+/// alternate, no user message is empty, each user message starts with one
+/// result for every call of the assistant message before it (and has no
+/// other results), and the last message is not a call waiting for results.
+fn is_normal(messages: &[Message]) -> bool {
+    let mut previous: Option<&Message> = None;
+    for message in messages {
+        if previous.is_some_and(|p| p.role == message.role) {
+            return false;
+        }
+        if message.role == Role::User {
+            let calls = previous.map(|p| &p.content[..]).unwrap_or_default();
+            if message.content.is_empty() || !answers_exactly(calls, &message.content) {
+                return false;
+            }
+        }
+        previous = Some(message);
+    }
+    !previous.is_some_and(|p| p.role == Role::Assistant && p.tool_uses().next().is_some())
+}
+
+/// `content` opens with one result per distinct call in `calls` (in any
+/// order) and holds no other result.
+fn answers_exactly(calls: &[ContentBlock], content: &[ContentBlock]) -> bool {
+    let call_ids = || {
+        calls.iter().filter_map(|block| match block {
+            ContentBlock::ToolUse { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+    };
+    let leading = content
+        .iter()
+        .take_while(|block| matches!(block, ContentBlock::ToolResult { .. }))
+        .count();
+    let results = || {
+        content[..leading].iter().filter_map(|block| match block {
+            ContentBlock::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+            _ => None,
+        })
+    };
+    let later_result = content[leading..]
+        .iter()
+        .any(|block| matches!(block, ContentBlock::ToolResult { .. }));
+    let each_known_once = results()
+        .enumerate()
+        .all(|(i, id)| call_ids().any(|c| c == id) && !results().take(i).any(|r| r == id));
+    let all_answered = call_ids().all(|c| results().any(|id| id == c));
+    !later_result && each_known_once && all_answered
+}
+
+/// [`normalize`] the long way: every message rebuilt.
+fn repair(messages: Vec<Message>) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::with_capacity(messages.len());
     let mut pending: Vec<String> = Vec::new();
     for message in messages {
@@ -119,6 +179,57 @@ mod tests {
             content: "ok".into(),
             is_error: false,
         }
+    }
+
+    /// Random small histories (roles, texts, calls and results over a few
+    /// ids): the quick check never lets a history through that the repair
+    /// would change, and a repaired history always passes it.
+    #[test]
+    fn the_quick_check_agrees_with_the_repair() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let ids = ["a", "b", "c"];
+        let mut passed = 0;
+        for _ in 0..20_000 {
+            let history: Vec<Message> = (0..next(6))
+                .map(|_| {
+                    let role = if next(2) == 0 {
+                        Role::User
+                    } else {
+                        Role::Assistant
+                    };
+                    let content = (0..next(4))
+                        .map(|_| match next(3) {
+                            0 => ContentBlock::Text { text: "t".into() },
+                            1 => tool_use(ids[next(3) as usize]),
+                            _ => result(ids[next(3) as usize]),
+                        })
+                        .collect();
+                    Message { role, content }
+                })
+                .collect();
+            let repaired = repair(history.clone());
+            if is_normal(&history) {
+                passed += 1;
+                assert_eq!(repaired, history, "passed the check but was repaired");
+            }
+            // Two calls with one id get two results, which the check (rightly
+            // cautious) sends to the repair again.
+            let repeated_id = history.iter().any(|m| {
+                let ids: Vec<_> = m.tool_uses().map(|u| u.id).collect();
+                (1..ids.len()).any(|i| ids[..i].contains(&ids[i]))
+            });
+            if !repeated_id {
+                assert!(is_normal(&repaired), "{history:?} -> {repaired:?}");
+            }
+            assert_eq!(normalize(history), repaired);
+        }
+        assert!(passed > 100, "too few normal histories generated: {passed}");
     }
 
     #[test]
