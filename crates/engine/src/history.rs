@@ -183,7 +183,8 @@ mod tests {
 
     /// Random small histories (roles, texts, calls and results over a few
     /// ids): the quick check never lets a history through that the repair
-    /// would change, and a repaired history always passes it.
+    /// would change, and a repaired history passes it (unless a message
+    /// repeats a call id).
     #[test]
     fn the_quick_check_agrees_with_the_repair() {
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
