@@ -93,6 +93,19 @@ impl BwrapSpec {
         }
     }
 
+    /// `bwrap <args> --as-pid-1 -- /proc/self/fd/3 __sandbox-serve <ns>`: a
+    /// serving sandbox, whose executable the trampoline hands over as
+    /// descriptor 3, told this process's PID namespace (it must be in another).
+    pub(crate) fn serve(&self, host_pid_namespace: u64) -> Command {
+        let mut command = Command::new(&self.bwrap);
+        command.args(&self.args);
+        command.args(["--as-pid-1", "--"]);
+        command.arg(format!("/proc/self/fd/{}", crate::serve::SELF_FD));
+        command.args([crate::serve::SERVE, &host_pid_namespace.to_string()]);
+        command.env_clear();
+        command
+    }
+
     /// `bwrap <args> -- bash -c <command>`.
     pub(crate) fn shell(&self, shell_command: &str) -> Command {
         self.exec(&["bash", "-c", shell_command])

@@ -10,8 +10,11 @@
 //!   bubblewrap fails closed.
 //! - [`create_workspace`] makes a session's private (0700) workspace.
 //! - [`set_spare_capacity`] turns on prestarted spare sandboxes, which take
-//!   bubblewrap's setup off a command's critical path without changing what
-//!   the command sees (see the `spare` module).
+//!   bubblewrap's setup off a command's critical path (see the `spare`
+//!   module). With the [`trampoline`] they are serving sandboxes that run a
+//!   session's commands one after another (the `serve` module); what a command
+//!   sees differs from a cold start only in PIDs and in what earlier commands
+//!   left in the sandbox's private `/tmp`, `/dev/shm` and IPC objects.
 //!
 //! # How the limits are enforced
 //!
@@ -21,11 +24,12 @@
 //! they apply to bubblewrap and everything under it. That is not enough for processes: the
 //! kernel never applies `RLIMIT_NPROC` to uid 0 (`INIT_USER`), and a server run
 //! as root runs its sandboxes as uid 0 mapped through a user namespace, so a
-//! fork bomb would go unchecked. Each command therefore also gets its own
+//! fork bomb would go unchecked. Each sandbox (a cold command's, or a spare
+//! serving a session's commands) therefore also gets its own
 //! cgroup, joined in the same step before anything can fork, with
 //! `pids.max` (and `memory.max` on cgroup v2), which binds root too. It also
 //! lets the sandbox kill processes that escaped the process group, and it is
-//! removed when the command ends.
+//! removed when the sandbox ends.
 //!
 //! Running sandboxes as an unprivileged host uid was the alternative; it was
 //! rejected because the workspace (written by the server's own file tools as
@@ -45,6 +49,8 @@ mod path_guard;
 mod policy;
 mod pre_exec;
 mod run;
+mod serve;
+mod served;
 mod spare;
 mod spawn;
 pub mod trampoline;

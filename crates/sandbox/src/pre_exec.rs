@@ -1,6 +1,8 @@
 //! The crate's only `unsafe`: the hook that runs in the child between fork and
-//! exec to join the command's cgroup and set its rlimits, and the sweep of
-//! inherited descriptors in the trampoline.
+//! exec to join the command's cgroup and set its rlimits, the sweep of
+//! inherited descriptors in the trampoline, the trampoline's hand-over of its
+//! executable, a serving sandbox's sweep of its processes, and registering a
+//! serving sandbox's channel with Tokio.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -56,4 +58,38 @@ pub(crate) fn close_inherited_fds() -> io::Result<()> {
         let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
     }
     Ok(())
+}
+
+/// Make `exe` descriptor [`crate::serve::SELF_FD`], open across exec, for
+/// bubblewrap to run as `/proc/self/fd/3`. Only for the trampoline, after
+/// [`close_inherited_fds`]: whatever held that number was to close at exec.
+pub(crate) fn hand_over_exe(exe: &OwnedFd) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    if exe.as_raw_fd() == crate::serve::SELF_FD {
+        return Ok(rustix::io::fcntl_setfd(exe, rustix::io::FdFlags::empty())?);
+    }
+    // SAFETY: dup2 on a descriptor we own onto a number nothing else in this
+    // single-threaded process uses afterwards; it returns the number or -1.
+    let target = unsafe { libc::dup2(exe.as_raw_fd(), crate::serve::SELF_FD) };
+    if target != crate::serve::SELF_FD {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// SIGKILL every process this one may signal but itself and PID 1. Only for
+/// a serving sandbox, which checked that it runs in a PID namespace of its
+/// own, where that means: everything its last command left.
+pub(crate) fn kill_all_others() {
+    // SAFETY: kill(2) takes no pointers; ESRCH (nothing left) is fine.
+    unsafe {
+        libc::kill(-1, libc::SIGKILL);
+    }
+}
+
+/// `fd` registered with the current Tokio runtime's reactor.
+pub(crate) fn register(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: the AsyncFd owns `fd`, an OwnedFd, which stays open and the
+    // same descriptor until the AsyncFd drops it.
+    unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(io::Error::from)
 }

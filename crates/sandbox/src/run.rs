@@ -12,7 +12,7 @@ use crate::capture::{Capture, SharedCapture, Stream, pump};
 use crate::cgroup::CommandCgroup;
 use crate::command::{BwrapSpec, find_bwrap, plain_command, plain_exec};
 use crate::policy::{ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SandboxError};
-use crate::spare;
+use crate::spare::{self, Taken};
 
 /// How long pipes may stay open after the main process is gone and its group
 /// has been killed (something that left the group may still hold them).
@@ -79,27 +79,30 @@ impl Sandbox {
         let spare = bwrap
             .as_ref()
             .and_then(|spec| spare::take(spec, &policy.limits, &request.command));
-        let (mut child, group) = match spare {
-            Some(running) => running,
+        let mut process = match spare {
+            Some(Taken::Served(served)) => Process::Served(served),
+            Some(Taken::Child(child, group)) => Process::Child(child, group),
             None => {
                 let command = match &bwrap {
                     Some(spec) => spec.shell(&request.command),
                     None => plain_command(policy, &request.command),
                 };
-                spawn_confined(command, Stdio::null(), &policy.limits)?
+                let (child, group) = spawn_confined(command, Stdio::null(), &policy.limits)?;
+                Process::Child(child, group)
             }
         };
         let capture: SharedCapture = Arc::new(Mutex::new(Capture::new(request.output_cap)));
         // The pipes are read in this task, not tasks of their own: the exit
         // and the pipes' end come together, and one task wakes once for both.
-        let pumps = pumps(&mut child, &capture, output);
+        let (stdout, stderr) = process.take_output();
+        let pumps = pumps(stdout, stderr, &capture, output);
         tokio::pin!(pumps);
         let mut pipes_closed = false;
         let deadline = tokio::time::sleep(request.timeout);
         tokio::pin!(deadline);
         let ending = loop {
             tokio::select! {
-                status = child.wait() => break Ending::Exited(status),
+                status = process.wait() => break Ending::Exited(status),
                 () = &mut pumps, if !pipes_closed => pipes_closed = true,
                 () = &mut deadline => break Ending::TimedOut,
                 () = cancel.cancelled() => break Ending::Cancelled,
@@ -112,29 +115,45 @@ impl Sandbox {
         let status = match ending {
             Ending::Exited(status) => status,
             Ending::TimedOut | Ending::Cancelled => {
-                group.kill();
-                child.wait().await
+                process.kill();
+                process.wait().await
             }
         };
         // Background jobs in the group would keep the pipes (and us) waiting.
-        group.kill();
-        if !pipes_closed && tokio::time::timeout(DRAIN_GRACE, &mut pumps).await.is_err() {
-            tracing::debug!(
-                "output pipes still open after the process group was killed; abandoning them"
-            );
+        // (A serving sandbox has killed its command's already.)
+        process.kill_leftovers();
+        if !pipes_closed {
+            pipes_closed = tokio::time::timeout(DRAIN_GRACE, &mut pumps).await.is_ok();
+            if !pipes_closed {
+                tracing::debug!(
+                    "output pipes still open after the process group was killed; abandoning them"
+                );
+            }
         }
-        // Everything in it is killed; its removal need not hold up the turn.
-        // The kernel takes a couple of milliseconds to tear the namespaces
-        // down: wait that out asleep rather than polling beside the turn.
-        tokio::spawn(async move {
-            tokio::time::sleep(CGROUP_SETTLE).await;
-            group.finish().await;
-        });
-        // Only now: a command still running (or, after a kill, still dying)
-        // could change what the next sandbox is made of between the spare's
-        // checks and its mounts (swap `.git` for a link).
-        if let Some(spec) = bwrap {
-            spare::replenish(policy, spec);
+        match process {
+            Process::Child(_, group) => {
+                // Everything in it is killed; its removal need not hold up the turn.
+                // The kernel takes a couple of milliseconds to tear the namespaces
+                // down: wait that out asleep rather than polling beside the turn.
+                tokio::spawn(async move {
+                    tokio::time::sleep(CGROUP_SETTLE).await;
+                    group.finish().await;
+                });
+                // Only now: a command still running (or, after a kill, still dying)
+                // could change what the next sandbox is made of between the spare's
+                // checks and its mounts (swap `.git` for a link).
+                if let Some(spec) = bwrap {
+                    spare::replenish(policy, spec);
+                }
+            }
+            Process::Served(served) => {
+                let clean = status.is_ok() && pipes_closed;
+                if !served.finish(clean)
+                    && let Some(spec) = bwrap
+                {
+                    spare::replenish(policy, spec);
+                }
+            }
         }
 
         let status = status.map_err(|err| SandboxError::Spawn(format!("waiting failed: {err}")))?;
@@ -178,14 +197,38 @@ pub(crate) fn build_exec(policy: &Policy, argv: &[&str]) -> Result<Command, Sand
 /// before the program is exec'd: by the trampoline when enabled, else
 /// between fork and exec). The killer ends the group and the cgroup.
 pub(crate) fn spawn_confined(
+    command: Command,
+    stdin: Stdio,
+    limits: &Limits,
+) -> Result<(Child, GroupKiller), SandboxError> {
+    spawn_confined_as(command, stdin, limits, false)
+}
+
+/// [`spawn_confined`] for a serving sandbox: the trampoline also hands its
+/// executable on (only with the trampoline enabled).
+pub(crate) fn spawn_confined_serving(
+    command: Command,
+    stdin: Stdio,
+    limits: &Limits,
+) -> Result<(Child, GroupKiller), SandboxError> {
+    spawn_confined_as(command, stdin, limits, true)
+}
+
+fn spawn_confined_as(
     mut command: Command,
     stdin: Stdio,
     limits: &Limits,
+    serving: bool,
 ) -> Result<(Child, GroupKiller), SandboxError> {
     let cgroup = command_cgroup(limits, rustix::process::geteuid().is_root())?;
     if crate::trampoline::enabled() {
         let join = cgroup.as_ref().map(CommandCgroup::join_path);
-        command = crate::trampoline::wrap(command.as_std(), join.as_deref(), &limits.rlimits());
+        command = crate::trampoline::wrap(
+            command.as_std(),
+            join.as_deref(),
+            &limits.rlimits(),
+            serving,
+        );
     } else {
         crate::pre_exec::install(
             &mut command,
@@ -244,21 +287,19 @@ fn cgroup_or_refusal<T>(
     }
 }
 
-/// Copies the child's stdout and stderr to `capture` (and `output`) until
+/// A reader of a command's output.
+type Output = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+
+/// Copies the command's stdout and stderr to `capture` (and `output`) until
 /// both close.
 fn pumps(
-    child: &mut Child,
+    stdout: Option<Output>,
+    stderr: Option<Output>,
     capture: &SharedCapture,
     output: Option<mpsc::UnboundedSender<OutputChunk>>,
 ) -> impl std::future::Future<Output = ()> + use<> {
-    let stdout = child
-        .stdout
-        .take()
-        .map(|out| pump(out, Stream::Stdout, capture.clone(), output.clone()));
-    let stderr = child
-        .stderr
-        .take()
-        .map(|err| pump(err, Stream::Stderr, capture.clone(), output));
+    let stdout = stdout.map(|out| pump(out, Stream::Stdout, capture.clone(), output.clone()));
+    let stderr = stderr.map(|err| pump(err, Stream::Stderr, capture.clone(), output));
     async move {
         let stdout = async {
             if let Some(pump) = stdout {
@@ -272,6 +313,51 @@ fn pumps(
         };
         // In order: of output that is there at once, stdout's goes first.
         tokio::join!(biased; stdout, stderr);
+    }
+}
+
+/// A running command: a process of its own (cold, or a one-shot spare), or
+/// a command in a serving sandbox.
+enum Process {
+    Child(Child, GroupKiller),
+    Served(crate::served::Served),
+}
+
+impl Process {
+    fn take_output(&mut self) -> (Option<Output>, Option<Output>) {
+        match self {
+            Process::Child(child, _) => (
+                child.stdout.take().map(|out| Box::new(out) as Output),
+                child.stderr.take().map(|err| Box::new(err) as Output),
+            ),
+            Process::Served(served) => (
+                served.stdout.take().map(|out| Box::new(out) as Output),
+                served.stderr.take().map(|err| Box::new(err) as Output),
+            ),
+        }
+    }
+
+    /// Cancel-safe.
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match self {
+            Process::Child(child, _) => child.wait().await,
+            Process::Served(served) => served.wait().await,
+        }
+    }
+
+    /// Kill the command (for a served one, its whole sandbox).
+    fn kill(&mut self) {
+        match self {
+            Process::Child(_, group) => group.kill(),
+            Process::Served(served) => served.kill(),
+        }
+    }
+
+    /// After the main process ended: kill what it left behind.
+    fn kill_leftovers(&mut self) {
+        if let Process::Child(_, group) = self {
+            group.kill();
+        }
     }
 }
 

@@ -1,10 +1,15 @@
 //! Prestarted spare sandboxes. Bubblewrap's namespace and mount setup and
 //! bash's start cost several milliseconds a command; with a capacity set
 //! ([`set_spare_capacity`]), each sandboxed command is followed, in the
-//! background, by a spare `bwrap <same args> -- bash -c <READER>` waiting on
-//! its stdin. The next command under an identical policy is written there and
-//! runs in a pristine `bash -c`, as in a fresh sandbox; a spare serves one
-//! command only.
+//! background, by a spare sandbox for the same policy, waiting for the next
+//! command. Two kinds:
+//! - **Serving** (when the [`crate::trampoline`] is enabled, as in `agentd`):
+//!   the server's own executable waits inside (the `serve` module) and runs
+//!   each command handed to it in a pristine `bash -c`, then kills whatever
+//!   the command left and goes back to the pool, so a session's commands
+//!   share one sandbox while they keep coming.
+//! - **One-shot** (otherwise): `bwrap <same args> -- bash -c <READER>` reads
+//!   one command on its stdin and becomes its `bash -c`, as in a fresh sandbox.
 //!
 //! A spare serves a command only when everything a cold start would use now
 //! is equal: the bwrap path and arguments (recomputed per command, so a new
@@ -18,6 +23,7 @@
 //! key, and kills spares idle longer than the idle lifetime: on lookup, and
 //! from a sweeper thread that runs only while the pool is not empty.
 use std::ffi::OsString;
+use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::process::Stdio;
@@ -25,21 +31,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
-use tokio::process::{Child, ChildStdin};
+use tokio::process::Child;
 use tokio::runtime::{Handle, Id as RuntimeId};
 
 use crate::command::{BwrapSpec, find_bwrap};
 use crate::policy::{Limits, Policy};
 use crate::run::{GroupKiller, spawn_confined};
+use crate::served::{self, Channel, Served};
 
 /// Reads the command up to end of input, then becomes the same `bash -c` a
 /// cold start runs, with stdin back on /dev/null. `exec` leaves `$0`, `$$`,
 /// `SHLVL` and `_` as a cold start has them (the spares test compares).
 const READER: &str = r#"IFS= read -r -d "" c; exec bash -c "$c" </dev/null"#;
 
-/// Longer commands start cold: bash reads a pipe a byte at a time (about a
-/// microsecond a byte), and a write of up to `PIPE_BUF` (4096) is whole.
-const MAX_COMMAND_BYTES: usize = 4096;
+/// Longer commands start cold in a one-shot spare: bash reads a pipe a byte
+/// at a time (about a microsecond a byte), and a write of up to `PIPE_BUF`
+/// (4096) is whole.
+const MAX_READER_COMMAND_BYTES: usize = 4096;
 
 const DEFAULT_IDLE: Duration = Duration::from_secs(30);
 
@@ -105,12 +113,8 @@ pub fn spares_waiting() -> usize {
 
 /// Take the waiting spare for `spec` and `limits`, hand it `command` and
 /// return it running; `None` when the command must start cold.
-pub(crate) fn take(
-    spec: &BwrapSpec,
-    limits: &Limits,
-    command: &str,
-) -> Option<(Child, GroupKiller)> {
-    if command.len() > MAX_COMMAND_BYTES || command.contains('\0') {
+pub(crate) fn take(spec: &BwrapSpec, limits: &Limits, command: &str) -> Option<Taken> {
+    if command.contains('\0') {
         return None;
     }
     let runtime = Handle::try_current().ok()?.id();
@@ -123,18 +127,34 @@ pub(crate) fn take(
         let found = pool
             .entries
             .iter()
-            .position(|entry| entry.spare.is_some() && entry.key.is(spec, limits, runtime))
+            .position(|entry| {
+                entry.key.is(spec, limits, runtime)
+                    && entry
+                        .spare
+                        .as_ref()
+                        .is_some_and(|spare| spare.takes(command))
+            })
             .map(|index| pool.entries.swap_remove(index));
         (found, expired)
     };
     expired.into_iter().for_each(discard);
-    let Entry { binds, spare, .. } = found?;
+    let Entry {
+        key, binds, spare, ..
+    } = found?;
     let spare = spare?;
     if binds != bind_identities(&spec.args) {
         discard(spare);
         return None;
     }
-    spare.run(command)
+    spare.run(command, key, binds)
+}
+
+/// A spare given a command.
+pub(crate) enum Taken {
+    /// A one-shot spare, now the command's own process (as a cold start is).
+    Child(Child, GroupKiller),
+    /// A serving sandbox running the command.
+    Served(Served),
 }
 
 /// After a sandboxed command that ran as `spec` has ended and its output is
@@ -227,23 +247,27 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
         runtime,
     };
     let binds = bind_identities(&key.spec.args);
-    let command = key.spec.shell(READER);
+    let serving = served::serving();
+    let host_pid_namespace = if serving {
+        crate::serve::pid_namespace().ok()
+    } else {
+        None
+    };
+    let command = if let Some(namespace) = host_pid_namespace {
+        key.spec.serve(namespace)
+    } else {
+        key.spec.shell(READER)
+    };
     if !lock().settle(id, key, binds) {
         return;
     }
-    let spare = match spawn_confined(command, Stdio::piped(), &policy.limits) {
-        Ok((mut child, group)) => match child.stdin.take().map(ChildStdin::into_owned_fd) {
-            Some(Ok(stdin)) => Spare {
-                group,
-                child,
-                stdin,
-            },
-            _ => {
-                tracing::debug!("spare sandbox has no usable stdin");
-                abandon(id);
-                return;
-            }
-        },
+    let started = if host_pid_namespace.is_some() {
+        served::start_serving(command, &policy.limits)
+    } else {
+        start_reader(command, &policy.limits)
+    };
+    let spare = match started {
+        Ok(spare) => spare,
         Err(err) => {
             tracing::debug!(%err, "could not start a spare sandbox");
             abandon(id);
@@ -262,13 +286,50 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
     pool.ensure_sweeper();
 }
 
+fn start_reader(command: tokio::process::Command, limits: &Limits) -> io::Result<Spare> {
+    let (mut child, group) =
+        spawn_confined(command, Stdio::piped(), limits).map_err(io::Error::other)?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| io::Error::other("spare sandbox has no stdin"))?
+        .into_owned_fd()?;
+    Ok(Spare {
+        group,
+        child,
+        reader: Reader::Shell(stdin),
+    })
+}
+
+/// Put a serving sandbox back after a command; false (and it killed) when
+/// the pool is full or has a spare for `key` already.
+pub(crate) fn give_back(sandbox: Spare, key: Key, binds: BindIdentities) -> bool {
+    let mut pool = lock();
+    if pool.entries.len() >= pool.capacity || pool.entries.iter().any(|entry| entry.key == key) {
+        drop(pool);
+        discard(sandbox);
+        return false;
+    }
+    let id = pool.next_id;
+    pool.next_id += 1;
+    pool.entries.push(Entry {
+        id,
+        key,
+        binds,
+        since: Instant::now(),
+        spare: Some(sandbox),
+    });
+    pool.ensure_sweeper();
+    true
+}
+
 fn abandon(id: u64) {
     lock().entries.retain(|entry| entry.id != id);
 }
 
 /// Kill a spare: its process group and cgroup (whose directory goes once
 /// empty, from a thread if need be), and bwrap itself (`kill_on_drop`).
-fn discard(spare: Spare) {
+pub(crate) fn discard(spare: Spare) {
     drop(spare);
 }
 
@@ -304,7 +365,7 @@ fn sweep() {
 /// (device, inode) of each `--bind`/`--ro-bind` source in `args`, `None` for
 /// one that is gone. (A `--setenv` value reading `--bind` only adds a stat:
 /// both sides of a comparison scan equal args.)
-fn bind_identities(args: &[OsString]) -> Vec<Option<(u64, u64)>> {
+fn bind_identities(args: &[OsString]) -> BindIdentities {
     args.windows(2)
         .filter(|pair| pair[0] == "--bind" || pair[0] == "--ro-bind")
         .map(|pair| {
@@ -362,7 +423,7 @@ impl Pool {
     /// Give place `id` the key and binds its spare is about to start with;
     /// false (and the place given up) when the place is gone or another
     /// holds that key.
-    fn settle(&mut self, id: u64, key: Key, binds: Vec<Option<(u64, u64)>>) -> bool {
+    fn settle(&mut self, id: u64, key: Key, binds: BindIdentities) -> bool {
         let taken = self
             .entries
             .iter()
@@ -395,9 +456,12 @@ impl Pool {
     }
 }
 
+/// (device, inode) of each bind source, `None` for one that is gone.
+pub(crate) type BindIdentities = Vec<Option<(u64, u64)>>;
+
 /// What must be equal for a spare to serve a command, besides its binds.
 #[derive(PartialEq, Eq)]
-struct Key {
+pub(crate) struct Key {
     spec: BwrapSpec,
     limits: Limits,
     runtime: RuntimeId,
@@ -414,41 +478,79 @@ struct Entry {
     key: Key,
     /// The bind sources' identities from just before the spare was started
     /// (empty until then).
-    binds: Vec<Option<(u64, u64)>>,
+    binds: BindIdentities,
     /// When the spare was ready, or the place claimed while it starts.
     since: Instant,
     /// `None` while it is being started.
     spare: Option<Spare>,
 }
 
-/// A started sandbox whose reader waits for a command on `stdin`.
-struct Spare {
-    group: GroupKiller,
-    child: Child,
-    stdin: OwnedFd,
+/// A started sandbox waiting for a command.
+pub(crate) struct Spare {
+    pub(crate) group: GroupKiller,
+    pub(crate) child: Child,
+    pub(crate) reader: Reader,
+}
+
+/// How a spare takes its command.
+pub(crate) enum Reader {
+    /// The write end of the reader shell's stdin.
+    Shell(OwnedFd),
+    /// A serving sandbox's channel.
+    Server(Channel),
 }
 
 impl Spare {
-    /// Hand it `command`; `None` (and the spare killed) when it has died.
-    fn run(mut self, command: &str) -> Option<(Child, GroupKiller)> {
-        let waiting = matches!(self.child.try_wait(), Ok(None));
-        // The pipe is empty and the command fits in PIPE_BUF: all or nothing.
-        let written = waiting
-            && rustix::io::write(&self.stdin, command.as_bytes()).is_ok_and(|n| n == command.len());
-        if !written {
+    /// Whether it can take `command`; one it cannot starts cold, and the
+    /// spare waits for the next.
+    fn takes(&self, command: &str) -> bool {
+        command.len()
+            <= match self.reader {
+                Reader::Shell(_) => MAX_READER_COMMAND_BYTES,
+                Reader::Server(_) => crate::serve::MAX_COMMAND_BYTES,
+            }
+    }
+
+    /// Hand it `command`; `None` (and the spare killed) when it has died or
+    /// cannot take it.
+    fn run(mut self, command: &str, key: Key, binds: BindIdentities) -> Option<Taken> {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            if let Reader::Server(channel) = &self.reader
+                && channel.unused()
+            {
+                served::ended_unused();
+            }
             discard(self);
             return None;
         }
         let Spare {
             group,
             child,
-            stdin,
-            ..
+            reader,
         } = self;
-        // End of input: the reader runs the command.
-        drop(stdin);
-        USED.fetch_add(1, Ordering::Relaxed);
-        Some((child, group))
+        let taken = match reader {
+            Reader::Shell(stdin) => {
+                // The pipe is empty and the command fits in PIPE_BUF: all or nothing.
+                let written =
+                    rustix::io::write(&stdin, command.as_bytes()).is_ok_and(|n| n == command.len());
+                // End of input (`stdin` drops here): the reader runs the command.
+                written.then_some(Taken::Child(child, group))
+            }
+            Reader::Server(channel) => {
+                match Served::start(group, child, channel, key, binds, command) {
+                    Ok(served) => Some(Taken::Served(served)),
+                    Err(err) => {
+                        tracing::debug!(%err, "a serving sandbox did not take the command");
+                        None
+                    }
+                }
+            }
+        };
+        // A spare that did not take the command is killed (with `child`'s drop).
+        if taken.is_some() {
+            USED.fetch_add(1, Ordering::Relaxed);
+        }
+        taken
     }
 }
 

@@ -24,6 +24,10 @@ use rustix::process::{Resource, Rlimit};
 /// The hidden first argument that makes the executable a trampoline.
 const ENTER: &str = "__sandbox-enter";
 
+/// The same, also handing the executable on as descriptor 3 (for bubblewrap
+/// to start a serving sandbox with, see the `serve` module).
+const ENTER_SERVING: &str = "__sandbox-enter-serving";
+
 /// The executable, as the kernel knows it: stays right even if the file on
 /// disk is replaced by an upgrade while the server runs.
 const SELF_EXE: &str = "/proc/self/exe";
@@ -50,12 +54,14 @@ pub(crate) fn wrap(
     command: &std::process::Command,
     cgroup_procs: Option<&std::path::Path>,
     rlimits: &[(Resource, Rlimit)],
+    serving: bool,
 ) -> tokio::process::Command {
     let mut wrapped = tokio::process::Command::new(SELF_EXE);
-    wrapped
-        .args(enter_args(cgroup_procs, rlimits, command.get_program()))
-        .args(command.get_args())
-        .env_clear();
+    let mut args = enter_args(cgroup_procs, rlimits, command.get_program());
+    if serving {
+        args[0] = ENTER_SERVING.into();
+    }
+    wrapped.args(args).args(command.get_args()).env_clear();
     for (key, value) in command.get_envs() {
         if let Some(value) = value {
             wrapped.env(key, value);
@@ -121,11 +127,14 @@ fn resource(name: &str) -> Option<Resource> {
 /// anything else in `main` (no threads, no runtime).
 pub fn run_if_asked() {
     let mut args = std::env::args_os();
-    if args.nth(1).as_deref() != Some(OsStr::new(ENTER)) {
-        return;
-    }
+    let serving = match args.nth(1) {
+        Some(first) if first == ENTER => false,
+        Some(first) if first == ENTER_SERVING => true,
+        Some(first) if first == crate::serve::SERVE => crate::serve::serve(),
+        _ => return,
+    };
     let rest: Vec<OsString> = args.collect();
-    let error = match enter(&rest) {
+    let error = match enter(&rest, serving) {
         Ok(never) => match never {},
         Err(error) => error,
     };
@@ -135,7 +144,7 @@ pub fn run_if_asked() {
 
 enum Never {}
 
-fn enter(args: &[OsString]) -> Result<Never, String> {
+fn enter(args: &[OsString], serving: bool) -> Result<Never, String> {
     let [join, limits, program, argv @ ..] = args else {
         return Err("usage: __sandbox-enter JOIN LIMITS PROGRAM [ARG…]".into());
     };
@@ -148,6 +157,16 @@ fn enter(args: &[OsString]) -> Result<Never, String> {
     // which may allow little of either.
     crate::pre_exec::close_inherited_fds()
         .map_err(|err| format!("closing inherited descriptors: {err}"))?;
+    // Opened here, so it is this executable even if the file was replaced.
+    let _exe = if serving {
+        let exe = std::fs::File::open(SELF_EXE).map_err(|err| format!("{SELF_EXE}: {err}"))?;
+        let exe = std::os::fd::OwnedFd::from(exe);
+        crate::pre_exec::hand_over_exe(&exe)
+            .map_err(|err| format!("handing over the executable: {err}"))?;
+        Some(exe)
+    } else {
+        None
+    };
     let mut command = std::process::Command::new(program);
     command.args(argv);
     if join != "-" {
@@ -207,7 +226,7 @@ mod tests {
             .args(["--ro-bind", "/usr", "/usr"])
             .env_clear()
             .env("A", "1");
-        let wrapped = wrap(&bwrap, Some(procs), &rlimits);
+        let wrapped = wrap(&bwrap, Some(procs), &rlimits, false);
         let wrapped = wrapped.as_std();
         assert_eq!(wrapped.get_program(), "/proc/self/exe");
         let args: Vec<_> = wrapped.get_args().collect();

@@ -15,7 +15,7 @@ use agentd_sandbox::{
     spares_waiting,
 };
 use support::{
-    assert_none_left, exclusive_pool, marker, processes_mentioning, request, run, run_for,
+    PROBE, assert_none_left, exclusive_pool, marker, processes_mentioning, request, run, run_for,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -101,27 +101,6 @@ fn assert_same(cold: &ExecOutcome, warm: &ExecOutcome) {
         (cold.truncated, cold.timed_out, cold.cancelled)
     );
 }
-
-/// What a command can observe about its start: arguments, shell state,
-/// environment, directory, descriptors, stdin, signals, limits, cgroup,
-/// mounts. Pipe inode numbers are dropped (each run has new pipes), and so
-/// are the signal queue counts (system-wide per user, so they drift).
-const PROBE: &str = r#"echo "0=$0 _=$_ SHLVL=$SHLVL pid=$$ ppid=$PPID"
-env | sort
-pwd
-ls -l --time-style=+ /proc/self/fd | sed -E 's/:\[[0-9]+\]//'
-printf 'stdin=[%s]\n' "$(cat)"
-grep -E '^(Sig(Blk|Ign|Cgt)|Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups)' /proc/$$/status
-umask
-ulimit -a
-cat /proc/$$/cgroup
-sed -E 's/^([^ ]+ ){3}//; s/ (shared|master|propagate_from):[0-9]+//g' /proc/self/mountinfo
-ls -A / /tmp
-set -o
-shopt
-declare -p | grep -vE '^declare -[^ ]+ (BASHPID|EPOCH|RANDOM|SRANDOM|SECONDS)'
-echo to-stderr >&2
-exit 7"#;
 
 #[tokio::test]
 async fn a_spare_runs_the_command_exactly_as_a_cold_sandbox() {

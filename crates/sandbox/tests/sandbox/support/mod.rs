@@ -137,3 +137,24 @@ pub async fn assert_none_left(marker: &str) {
 pub fn failed(outcome: &ExecOutcome) -> bool {
     outcome.exit_code != Some(0)
 }
+
+/// What a command can observe about its start: arguments, shell state,
+/// environment, directory, descriptors, stdin, signals, limits, cgroup,
+/// mounts. Pipe inode numbers are dropped (each run has new pipes), and so
+/// are the signal queue counts (system-wide per user, so they drift).
+pub const PROBE: &str = r#"echo "0=$0 _=$_ SHLVL=$SHLVL pid=$$ ppid=$PPID"
+env | sort
+pwd
+ls -l --time-style=+ /proc/self/fd | sed -E 's/:\[[0-9]+\]//'
+printf 'stdin=[%s]\n' "$(cat)"
+grep -E '^(Sig(Blk|Ign|Cgt)|Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups)' /proc/$$/status
+umask
+ulimit -a
+cat /proc/$$/cgroup
+sed -E 's/^([^ ]+ ){3}//; s/ (shared|master|propagate_from):[0-9]+//g' /proc/self/mountinfo
+ls -A / /tmp
+set -o
+shopt
+declare -p | grep -vE '^declare -[^ ]+ (BASHPID|EPOCH|RANDOM|SRANDOM|SECONDS)'
+echo to-stderr >&2
+exit 7"#;

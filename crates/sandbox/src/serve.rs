@@ -1,0 +1,190 @@
+//! A sandbox that serves a session's commands one after another.
+//!
+//! A one-shot spare costs a whole bubblewrap start (namespaces, mounts, ~8 ms
+//! of CPU with the trampoline and the reader shell) per command, and its
+//! teardown sits on the command's path. When the trampoline is enabled, a spare
+//! runs this server instead, as the sandbox's PID 1 (`bwrap --as-pid-1 …
+//! /proc/self/fd/3 __sandbox-serve`: the server's own executable, handed in by
+//! the trampoline, so nothing is bound into the sandbox's file system).
+//!
+//! It reads commands from a `SOCK_SEQPACKET` socket on its stdin, one message
+//! each: a sequence number and the command's text, with its stdout and stderr
+//! pipes attached (`SCM_RIGHTS`). It runs `bash -c <command>` with stdin on
+//! /dev/null, as a cold sandbox would, reaping orphans as they come. Once bash
+//! has exited it kills every other process in the sandbox (`kill(-1)` from a
+//! PID namespace's init reaches all of the namespace but itself), reaps them,
+//! and only then answers with the sequence number and bash's wait status: when
+//! the answer comes, nothing of the command is left. Being PID 1, it is the
+//! only process in the sandbox holding the socket, it ignores signals sent from
+//! inside, and it is not dumpable, so no command can take the socket
+//! (`pidfd_getfd`) or stop it; the sequence number catches any answer that is
+//! not for the command just sent.
+//!
+//! What a command sees that a fresh sandbox would not: its `$$` and `$PPID`
+//! (2, 3, … under this server rather than 2 under bubblewrap's init), and
+//! what earlier commands of the same sandbox left in its private `/tmp`,
+//! `/dev/shm` and System V IPC objects (a session's own scratch space, kept
+//! as long as the sandbox, and counted in its cgroup's memory).
+
+use std::ffi::OsStr;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::process::Stdio;
+
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendFlags, SocketFlags,
+    SocketType,
+};
+
+/// The argument that makes the executable a serving sandbox init; the
+/// host's PID namespace (`/proc/self/ns/pid`'s inode) follows it.
+pub(crate) const SERVE: &str = "__sandbox-serve";
+
+/// Where the trampoline puts its own executable for bubblewrap to run.
+pub(crate) const SELF_FD: i32 = 3;
+
+/// The longest command a served sandbox takes; longer ones start cold.
+pub(crate) const MAX_COMMAND_BYTES: usize = 64 * 1024;
+
+/// A command message: sequence number, then the text. The answer: the
+/// sequence number, then the wait status.
+pub(crate) const HEADER_BYTES: usize = 4;
+
+/// The server's end and the host's end of a new command channel.
+pub(crate) fn channel() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (server, host) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    Ok((server, host))
+}
+
+/// The identity of this process's PID namespace.
+pub(crate) fn pid_namespace() -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(std::fs::metadata("/proc/self/ns/pid")?.ino())
+}
+
+/// Runs commands until the host closes the channel; never returns.
+pub(crate) fn serve() -> ! {
+    match serve_commands() {
+        Ok(()) => std::process::exit(0),
+        Err(err) => {
+            eprintln!("agentd: the sandbox stopped serving: {err}");
+            std::process::exit(1)
+        }
+    }
+}
+
+fn serve_commands() -> io::Result<()> {
+    // Killing "everything but us" is only safe as the init of a PID namespace
+    // other than the host server's: anywhere else it would reach the host.
+    let pid = rustix::process::getpid().as_raw_nonzero().get();
+    let parent = rustix::process::getppid();
+    let host: Option<u64> = std::env::args().nth(2).and_then(|arg| arg.parse().ok());
+    if pid != 1 || parent.is_some() || host.is_none() || host == pid_namespace().ok() {
+        return Err(io::Error::other(format!(
+            "not the init of a sandbox's own PID namespace (pid {pid})"
+        )));
+    }
+    // Our own executable (fd 3) and anything else inherited stays out of commands.
+    crate::pre_exec::close_inherited_fds()?;
+    // Not dumpable: a command (same uid, no capabilities) can then neither
+    // ptrace us nor take our channel with pidfd_getfd to answer for us.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
+    rustix::thread::set_name(c"agentd-sandbox")?;
+    let channel = std::io::stdin().as_fd().try_clone_to_owned()?;
+    let mut message = vec![0u8; HEADER_BYTES + MAX_COMMAND_BYTES];
+    loop {
+        let Some((len, [stdout, stderr])) = receive(&channel, &mut message)? else {
+            return Ok(());
+        };
+        let command = OsStr::from_bytes(&message[HEADER_BYTES..len]);
+        let mut bash = std::process::Command::new("bash");
+        bash.arg("-c")
+            .arg(command)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr);
+        let child = bash.spawn();
+        // Our copies of the pipes go now: their end is the output's end.
+        drop(bash);
+        let status = match child {
+            Ok(child) => wait_for(child.id())?,
+            // As bash reports a program it cannot run.
+            Err(_) => 127 << 8,
+        };
+        // Nothing of the command may outlive it.
+        crate::pre_exec::kill_all_others();
+        while wait_any()?.is_some() {}
+        let mut answer = [0u8; 8];
+        answer[..HEADER_BYTES].copy_from_slice(&message[..HEADER_BYTES]);
+        answer[HEADER_BYTES..].copy_from_slice(&status.to_ne_bytes());
+        rustix::net::send(&channel, &answer, SendFlags::empty())?;
+    }
+}
+
+/// Reap children (orphans of the command come to us, PID 1) until `pid`
+/// ends; its wait status, a signal's death as bubblewrap reports it (128 + n).
+fn wait_for(pid: u32) -> io::Result<i32> {
+    loop {
+        let Some((reaped, status)) = wait_any()? else {
+            return Err(io::Error::other("the command's shell vanished"));
+        };
+        if reaped.as_raw_nonzero().get().cast_unsigned() != pid {
+            continue;
+        }
+        return Ok(match status.terminating_signal() {
+            Some(signal) => (128 + signal) << 8,
+            None => status.as_raw(),
+        });
+    }
+}
+
+/// The next child to end; `None` when there is none left.
+fn wait_any() -> io::Result<Option<(rustix::process::Pid, rustix::process::WaitStatus)>> {
+    use rustix::io::Errno;
+    loop {
+        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+            Ok(found) => return Ok(found),
+            Err(Errno::INTR) => {}
+            Err(Errno::CHILD) => return Ok(None),
+            Err(err) => return Err(err.into()),
+        }
+    }
+}
+
+/// The next command's message length and its pipes; `None` once the host is gone.
+fn receive(channel: &OwnedFd, text: &mut [u8]) -> io::Result<Option<(usize, [OwnedFd; 2])>> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let message = rustix::net::recvmsg(
+        channel,
+        &mut [io::IoSliceMut::new(text)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    for part in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(received) = part {
+            fds.extend(received);
+        }
+    }
+    if message.bytes == 0 && fds.is_empty() {
+        return Ok(None);
+    }
+    if message.bytes < HEADER_BYTES {
+        return Err(io::Error::other("a command without its sequence number"));
+    }
+    let pipes: [OwnedFd; 2] = fds
+        .try_into()
+        .map_err(|_| io::Error::other("a command came without exactly two pipes"))?;
+    if message.flags.contains(rustix::net::ReturnFlags::TRUNC) {
+        return Err(io::Error::other("a command longer than the limit"));
+    }
+    Ok(Some((message.bytes, pipes)))
+}

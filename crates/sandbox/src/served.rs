@@ -1,0 +1,242 @@
+//! The host's side of a serving sandbox (see the `serve` module for the
+//! sandbox's): its channel, and a command running in it.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::net::{RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+use tokio::io::unix::AsyncFd;
+use tokio::process::Child;
+
+use crate::policy::Limits;
+use crate::run::{GroupKiller, spawn_confined_serving};
+use crate::serve::HEADER_BYTES;
+use crate::spare::{self, BindIdentities, Key, Reader, Spare};
+
+/// The host's end of a served sandbox's channel.
+pub(crate) struct Channel {
+    socket: AsyncFd<OwnedFd>,
+    /// The sequence number of the last command sent.
+    sent: u32,
+}
+
+impl Channel {
+    /// Register `host` (from [`channel`]) with the current Tokio runtime.
+    pub(crate) fn new(host: OwnedFd) -> io::Result<Self> {
+        rustix::io::ioctl_fionbio(&host, true)?;
+        Ok(Self {
+            socket: crate::pre_exec::register(host)?,
+            sent: 0,
+        })
+    }
+
+    /// True until a command was sent.
+    pub(crate) fn unused(&self) -> bool {
+        self.sent == 0
+    }
+
+    /// Hand the server `command` with the write ends of its output pipes.
+    /// All or nothing: the channel is empty between commands.
+    pub(crate) fn send(
+        &mut self,
+        command: &str,
+        stdout: &OwnedFd,
+        stderr: &OwnedFd,
+    ) -> io::Result<()> {
+        let fds = [stdout.as_fd(), stderr.as_fd()];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+            return Err(io::Error::other("no room for the pipes"));
+        }
+        let sequence = self.sent.wrapping_add(1).to_ne_bytes();
+        let sent = rustix::net::sendmsg(
+            self.socket.get_ref(),
+            &[
+                io::IoSlice::new(&sequence),
+                io::IoSlice::new(command.as_bytes()),
+            ],
+            &mut control,
+            SendFlags::NOSIGNAL,
+        )?;
+        if sent != HEADER_BYTES + command.len() {
+            return Err(io::Error::other("the command went out short"));
+        }
+        self.sent = self.sent.wrapping_add(1);
+        Ok(())
+    }
+
+    /// The last command's wait status, once it and everything it started are
+    /// gone; `None` when the sandbox ended instead. Cancel-safe.
+    pub(crate) async fn status(&self) -> io::Result<Option<ExitStatus>> {
+        let mut answer = [0u8; 8];
+        loop {
+            let mut ready = self.socket.readable().await?;
+            let received = ready.try_io(|fd| {
+                rustix::net::recv(fd.get_ref(), &mut answer, RecvFlags::empty())
+                    .map(|(read, _)| read)
+                    .map_err(io::Error::from)
+            });
+            let read = match received {
+                Ok(Ok(read)) => read,
+                Ok(Err(err)) if err.kind() == io::ErrorKind::ConnectionReset => 0,
+                Ok(Err(err)) => return Err(err),
+                Err(_would_block) => continue,
+            };
+            if read == 0 {
+                return Ok(None);
+            }
+            let (sequence, status) = answer.split_at(HEADER_BYTES);
+            if read != answer.len() || sequence != self.sent.to_ne_bytes() {
+                return Err(io::Error::other("an answer that is not for this command"));
+            }
+            let status = i32::from_ne_bytes(status.try_into().unwrap_or_default());
+            return Ok(Some(ExitStatus::from_raw(status)));
+        }
+    }
+}
+
+/// A command running in a serving sandbox, which goes back to the pool
+/// after it unless something went wrong.
+pub(crate) struct Served {
+    group: GroupKiller,
+    child: Child,
+    channel: Channel,
+    /// What it goes back to the pool under (boxed: it is most of the size).
+    place: Box<(Key, BindIdentities)>,
+    /// The read ends of the command's output.
+    pub(crate) stdout: Option<Pipe>,
+    pub(crate) stderr: Option<Pipe>,
+    /// Set once the sandbox itself has ended (it must not go back).
+    ended: bool,
+}
+
+impl Served {
+    /// Hand `command` to the sandbox with two new pipes for its output.
+    pub(crate) fn start(
+        group: GroupKiller,
+        child: Child,
+        mut channel: Channel,
+        key: Key,
+        binds: BindIdentities,
+        command: &str,
+    ) -> io::Result<Self> {
+        let (stdout, stderr) = hand_over(&mut channel, command)?;
+        Ok(Self {
+            group,
+            child,
+            channel,
+            place: Box::new((key, binds)),
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+            ended: false,
+        })
+    }
+
+    /// The command's wait status, once it and everything it started are gone
+    /// (or, when the sandbox ended instead, the sandbox's). Cancel-safe.
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+        if !self.ended {
+            match self.channel.status().await {
+                Ok(Some(status)) => {
+                    STARTS_UNSERVED.store(0, Ordering::Relaxed);
+                    return Ok(status);
+                }
+                Ok(None) => self.ended = true,
+                Err(err) => {
+                    self.kill();
+                    return Err(err);
+                }
+            }
+        }
+        self.child.wait().await
+    }
+
+    /// Kill the whole sandbox (a timeout, a cancel).
+    pub(crate) fn kill(&mut self) {
+        self.ended = true;
+        self.group.kill();
+    }
+
+    /// Back to the pool when `clean` (the command ended by itself and its
+    /// output is drained); else killed. True when it went back.
+    pub(crate) fn finish(self, clean: bool) -> bool {
+        let Served {
+            group,
+            child,
+            channel,
+            place,
+            ended,
+            ..
+        } = self;
+        let sandbox = Spare {
+            group,
+            child,
+            reader: Reader::Server(channel),
+        };
+        if !clean || ended {
+            spare::discard(sandbox);
+            return false;
+        }
+        let (key, binds) = *place;
+        spare::give_back(sandbox, key, binds)
+    }
+}
+
+/// Serving sandboxes found dead before their first command, in a row: where
+/// the executable cannot run inside a sandbox (its libraries outside the
+/// bound system directories, say), spares fall back to one-shot readers.
+static STARTS_UNSERVED: AtomicU64 = AtomicU64::new(0);
+const MAX_STARTS_UNSERVED: u64 = 3;
+
+/// Whether new spares should be serving sandboxes.
+pub(crate) fn serving() -> bool {
+    crate::trampoline::enabled() && STARTS_UNSERVED.load(Ordering::Relaxed) < MAX_STARTS_UNSERVED
+}
+
+/// A serving sandbox was found dead before it took a command.
+pub(crate) fn ended_unused() {
+    if STARTS_UNSERVED.fetch_add(1, Ordering::Relaxed) + 1 == MAX_STARTS_UNSERVED {
+        tracing::warn!(
+            "serving sandboxes end before their first command; \
+             falling back to one-shot spare sandboxes"
+        );
+    }
+}
+
+/// Start `command` (from `BwrapSpec::serve`) with a new channel on its stdin.
+pub(crate) fn start_serving(
+    command: tokio::process::Command,
+    limits: &Limits,
+) -> io::Result<Spare> {
+    let (server, host) = crate::serve::channel()?;
+    let channel = Channel::new(host)?;
+    let (child, group) =
+        spawn_confined_serving(command, Stdio::from(server), limits).map_err(io::Error::other)?;
+    Ok(Spare {
+        group,
+        child,
+        reader: Reader::Server(channel),
+    })
+}
+
+/// The read end of a served command's stdout or stderr.
+pub(crate) type Pipe = tokio::net::unix::pipe::Receiver;
+
+/// Send `command` to a serving sandbox with two new pipes for its output;
+/// returns their read ends. Our write ends close on return, so the output
+/// ends when the command's copies do.
+fn hand_over(channel: &mut Channel, command: &str) -> io::Result<(Pipe, Pipe)> {
+    let (stdout_write, stdout) = tokio::net::unix::pipe::pipe()?;
+    let (stderr_write, stderr) = tokio::net::unix::pipe::pipe()?;
+    channel.send(
+        command,
+        &stdout_write.into_blocking_fd()?,
+        &stderr_write.into_blocking_fd()?,
+    )?;
+    Ok((stdout, stderr))
+}

@@ -1,0 +1,312 @@
+//! Serving sandboxes against the real bubblewrap. They exist only where the
+//! trampoline is enabled, which needs `main` to call `run_if_asked` first, so
+//! this test has a `main` of its own (`harness = false`) and runs its cases in
+//! order, each printing a line as libtest does.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "sandbox/support/mod.rs"]
+mod support;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use agentd_sandbox::{
+    ExecOutcome, Policy, Sandbox, bwrap_available, set_spare_capacity, spares_used, spares_waiting,
+};
+use support::{PROBE, assert_none_left, marker, processes_mentioning, request, run, run_for};
+use tokio_util::sync::CancellationToken;
+
+type Case = fn() -> Pin<Box<dyn Future<Output = ()>>>;
+
+fn main() {
+    agentd_sandbox::trampoline::run_if_asked();
+    agentd_sandbox::trampoline::enable();
+    let cases: [(&str, Case); 4] = [
+        ("a_served_command_sees_what_a_cold_one_does", || {
+            Box::pin(a_served_command_sees_what_a_cold_one_does())
+        }),
+        (
+            "one_sandbox_serves_the_commands_and_none_outlives_its_command",
+            || Box::pin(one_sandbox_serves_the_commands_and_none_outlives_its_command()),
+        ),
+        ("timeout_and_cancel_end_the_served_sandbox", || {
+            Box::pin(timeout_and_cancel_end_the_served_sandbox())
+        }),
+        (
+            "a_served_sandbox_cannot_be_stopped_and_a_dead_one_is_not_used",
+            || Box::pin(a_served_sandbox_cannot_be_stopped_and_a_dead_one_is_not_used()),
+        ),
+    ];
+    let filter = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut passed = 0;
+    for (name, case) in cases {
+        if filter
+            .as_ref()
+            .is_some_and(|filter| !name.contains(filter.as_str()))
+        {
+            continue;
+        }
+        // The pool is per process: every case starts from an empty one.
+        set_spare_capacity(0);
+        set_spare_capacity(4);
+        runtime.block_on(case());
+        println!("test {name} ... ok");
+        passed += 1;
+    }
+    set_spare_capacity(0);
+    println!("\ntest result: ok. {passed} passed; 0 failed; 0 ignored");
+}
+
+/// A workspace under the target dir (the sandbox's /tmp is its own).
+struct Workspace {
+    _root: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn workspace() -> Workspace {
+    assert!(bwrap_available(), "these tests need bubblewrap installed");
+    let root = tempfile::Builder::new()
+        .prefix("agentd-served")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let path = root.path().canonicalize().unwrap().join("ws");
+    std::fs::create_dir(&path).unwrap();
+    Workspace { _root: root, path }
+}
+
+async fn wait_for_spare() {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while spares_waiting() == 0 {
+        assert!(Instant::now() < deadline, "no spare was started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A workspace whose sandbox is started and waiting.
+async fn served_workspace() -> (Workspace, Policy) {
+    let ws = workspace();
+    let policy = Policy::new(&ws.path);
+    run(&policy, "true").await;
+    wait_for_spare().await;
+    (ws, policy)
+}
+
+/// Run `command` in the waiting sandbox; checks that it was used.
+async fn served(policy: &Policy, command: &str) -> ExecOutcome {
+    let used = spares_used();
+    let outcome = run(policy, command).await;
+    assert_eq!(
+        spares_used(),
+        used + 1,
+        "{command} ran in the waiting sandbox"
+    );
+    outcome
+}
+
+/// The probe's output without what differs by design: PIDs (the shell's,
+/// its parent's, and `ls`'s in the descriptor listing).
+fn without_pids(stdout: &str) -> String {
+    stdout
+        .lines()
+        .map(|line| match line.split_once(" pid=") {
+            Some((start, _)) if line.starts_with("0=") => start,
+            _ if line.starts_with("declare -ir PPID=") => "declare -ir PPID",
+            _ if line.ends_with("/fd") && line.contains(" 3 -> /proc/") => "3 -> /proc/N/fd",
+            _ => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn a_served_command_sees_what_a_cold_one_does() {
+    let ws = workspace();
+    let policy = Policy::new(&ws.path);
+    set_spare_capacity(0);
+    let cold = run(&policy, PROBE).await;
+    set_spare_capacity(4);
+    run(&policy, "true").await;
+    wait_for_spare().await;
+    let warm = served(&policy, PROBE).await;
+    let (warm_lines, cold_lines) = (without_pids(&warm.stdout), without_pids(&cold.stdout));
+    let differing: Vec<_> = warm_lines
+        .lines()
+        .zip(cold_lines.lines())
+        .filter(|(warm, cold)| warm != cold)
+        .collect();
+    assert!(differing.is_empty(), "served, cold: {differing:#?}");
+    assert_eq!(warm_lines.lines().count(), cold_lines.lines().count());
+    assert_eq!(
+        (&warm.stderr, warm.exit_code),
+        (&"to-stderr\n".to_string(), Some(7))
+    );
+    assert_eq!((&cold.stderr, cold.exit_code), (&warm.stderr, Some(7)));
+    assert!(
+        warm.stdout.starts_with("0=bash _=bash SHLVL=1 "),
+        "{}",
+        warm.stdout
+    );
+    assert!(warm.stdout.contains("\nstdin=[]\n"), "{}", warm.stdout);
+    // A shell killed by a signal reads as bubblewrap reports it: 128 + signal.
+    set_spare_capacity(0);
+    let cold = run(&policy, "kill -SEGV $$").await;
+    set_spare_capacity(4);
+    run(&policy, "true").await;
+    wait_for_spare().await;
+    let warm = served(&policy, "kill -SEGV $$").await;
+    assert_eq!((warm.exit_code, cold.exit_code), (Some(139), Some(139)));
+    // The same sandbox takes a command over the one-shot limit (4 KiB) whole,
+    // with quotes, tabs, UTF-8 and trailing newlines.
+    let long = format!(
+        ": {}\nprintf '%s|' \"a  b\" 'c\\d' $'e\\tf' 'é€'\ncat <<'END'\n x\n\n",
+        "x".repeat(20_000)
+    );
+    let outcome = served(&policy, &long).await;
+    assert_eq!(outcome.stdout, "a  b|c\\d|e\tf|é€| x\n\n", "{outcome:?}");
+}
+
+async fn one_sandbox_serves_the_commands_and_none_outlives_its_command() {
+    let (ws, policy) = served_workspace().await;
+    let background = marker("served-background");
+    let outcome = served(
+        &policy,
+        &format!(
+            "echo kept > /tmp/scratch; echo made > made.txt; \
+             (setsid bash -c 'sleep 60' {background} &); bash -c 'sleep 60' {background} & echo started"
+        ),
+    )
+    .await;
+    assert_eq!(outcome.stdout, "started\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path.join("made.txt")).unwrap(),
+        "made\n"
+    );
+    assert_none_left(&background).await;
+
+    // Orphans are reaped as they end, not left as zombies until the end.
+    let outcome = served(
+        &policy,
+        "for i in $(seq 50); do (true &); done; sleep 0.2; \
+         grep -l '^State:.*zombie' /proc/[0-9]*/status | wc -l",
+    )
+    .await;
+    assert_eq!(outcome.stdout, "0\n", "{outcome:?}");
+
+    // The next command runs in the same sandbox (its /tmp is the session's
+    // scratch space), with its own exit code, stderr and large output.
+    let outcome = served(
+        &policy,
+        "cat /tmp/scratch; head -c 300000 /dev/zero | tr '\\0' a; echo oops >&2; exit 3",
+    )
+    .await;
+    assert_eq!(outcome.exit_code, Some(3));
+    assert_eq!(outcome.stderr, "oops\n");
+    assert_eq!(outcome.stdout.len(), 5 + 300_000);
+    assert!(outcome.stdout.starts_with("kept\naaa"));
+    assert_eq!(spares_waiting(), 1, "the sandbox went back to the pool");
+
+    // A command over 64 KiB starts cold; the sandbox waits for the next one.
+    let used = spares_used();
+    let huge = format!(": {}; echo huge", "x".repeat(70_000));
+    assert_eq!(run(&policy, &huge).await.stdout, "huge\n");
+    assert_eq!(spares_used(), used);
+    assert_eq!(served(&policy, "cat /tmp/scratch").await.stdout, "kept\n");
+}
+
+async fn timeout_and_cancel_end_the_served_sandbox() {
+    let (_ws, policy) = served_workspace().await;
+    let timeout = marker("served-timeout");
+    let started = Instant::now();
+    let outcome = run_for(
+        &policy,
+        &format!("echo before; bash -c 'sleep 30' {timeout} & sleep 30"),
+        Duration::from_millis(300),
+    )
+    .await;
+    assert!(outcome.timed_out && !outcome.cancelled, "{outcome:?}");
+    assert_eq!(outcome.stdout, "before\n");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_none_left(&timeout).await;
+
+    // A new sandbox replaces it; a cancel ends that one the same way.
+    wait_for_spare().await;
+    let cancelled = marker("served-cancel");
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        trigger.cancel();
+    });
+    let used = spares_used();
+    let outcome = Sandbox
+        .exec(
+            &policy,
+            &request(
+                &format!("echo > /tmp/left; bash -c 'sleep 30' {cancelled}"),
+                Duration::from_secs(60),
+            ),
+            None,
+            cancel,
+        )
+        .await
+        .unwrap();
+    assert!(outcome.cancelled && !outcome.timed_out, "{outcome:?}");
+    assert_eq!(spares_used(), used + 1);
+    assert_none_left(&cancelled).await;
+    wait_for_spare().await;
+    let outcome = served(&policy, "test ! -e /tmp/left && echo fresh").await;
+    assert_eq!(
+        outcome.stdout, "fresh\n",
+        "a new sandbox, not the cancelled one"
+    );
+}
+
+async fn a_served_sandbox_cannot_be_stopped_and_a_dead_one_is_not_used() {
+    let (ws, policy) = served_workspace().await;
+    // The server is the sandbox's init: a command can neither kill nor stop it.
+    let outcome = served(&policy, "kill -9 $PPID; kill -STOP $PPID; echo survived").await;
+    assert_eq!(outcome.stdout, "survived\n", "{outcome:?}");
+    assert_eq!(
+        served(&policy, "echo same sandbox").await.stdout,
+        "same sandbox\n"
+    );
+
+    // One killed from outside while it waits is noticed when a command comes.
+    wait_for_spare().await;
+    let ws_name = ws.path.display().to_string();
+    let killed = kill_processes_mentioning(&ws_name);
+    assert!(killed > 0, "found the waiting sandbox");
+    assert_none_left(&ws_name).await;
+    let used = spares_used();
+    let outcome = run(&policy, "echo works").await;
+    assert_eq!(
+        (outcome.stdout.as_str(), outcome.exit_code),
+        ("works\n", Some(0))
+    );
+    assert_eq!(spares_used(), used, "ran cold");
+    assert!(processes_mentioning(&ws_name) <= 2, "no sandboxes piled up");
+}
+
+/// SIGKILL the host processes whose command line mentions `needle`.
+fn kill_processes_mentioning(needle: &str) -> usize {
+    let mut killed = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if pid != std::process::id()
+            && cmdline
+                .windows(needle.len())
+                .any(|window| window == needle.as_bytes())
+        {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+            killed += 1;
+        }
+    }
+    killed
+}
