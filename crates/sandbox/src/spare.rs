@@ -301,26 +301,37 @@ fn start_reader(command: tokio::process::Command, limits: &Limits) -> io::Result
     })
 }
 
-/// Put a serving sandbox back after a command; false (and it killed) when
-/// the pool is full or has a spare for `key` already.
+/// Put a serving sandbox back after a command. It takes the place of a
+/// spare for the same key (one a concurrent command's end started, waiting
+/// or still starting), so the session keeps the sandbox it has been using.
+/// False (and it killed) when the pool is full.
 pub(crate) fn give_back(sandbox: Spare, key: Key, binds: BindIdentities) -> bool {
     let mut pool = lock();
-    if pool.entries.len() >= pool.capacity || pool.entries.iter().any(|entry| entry.key == key) {
-        drop(pool);
-        discard(sandbox);
-        return false;
-    }
-    let id = pool.next_id;
-    pool.next_id += 1;
-    pool.entries.push(Entry {
-        id,
-        key,
-        binds,
-        since: Instant::now(),
-        spare: Some(sandbox),
-    });
-    pool.ensure_sweeper();
-    true
+    let replaced: Vec<Spare> = pool
+        .entries
+        .extract_if(.., |entry| entry.key == key)
+        .filter_map(|entry| entry.spare)
+        .collect();
+    // (Full only when the capacity was lowered meanwhile.)
+    let full = pool.entries.len() >= pool.capacity;
+    let refused = if full {
+        Some(sandbox)
+    } else {
+        let id = pool.next_id;
+        pool.next_id += 1;
+        pool.entries.push(Entry {
+            id,
+            key,
+            binds,
+            since: Instant::now(),
+            spare: Some(sandbox),
+        });
+        pool.ensure_sweeper();
+        None
+    };
+    drop(pool);
+    replaced.into_iter().chain(refused).for_each(discard);
+    !full
 }
 
 fn abandon(id: u64) {

@@ -213,6 +213,21 @@ async fn one_sandbox_serves_the_commands_and_none_outlives_its_command() {
     assert_eq!(run(&policy, &huge).await.stdout, "huge\n");
     assert_eq!(spares_used(), used);
     assert_eq!(served(&policy, "cat /tmp/scratch").await.stdout, "kept\n");
+
+    // A command that runs beside it starts cold, and its end starts a spare;
+    // the session's sandbox, coming back later, takes that one's place.
+    let used = spares_used();
+    let (slow, beside) = tokio::join!(run(&policy, "sleep 0.5; echo slow"), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        run(&policy, "echo beside").await
+    });
+    assert_eq!(
+        (slow.stdout.as_str(), beside.stdout.as_str()),
+        ("slow\n", "beside\n")
+    );
+    assert_eq!(spares_used(), used + 1, "one of the two was served");
+    wait_for_spare().await;
+    assert_eq!(served(&policy, "cat /tmp/scratch").await.stdout, "kept\n");
 }
 
 async fn timeout_and_cancel_end_the_served_sandbox() {
