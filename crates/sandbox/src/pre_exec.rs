@@ -1,8 +1,8 @@
 //! The crate's only `unsafe`: the hook that runs in the child between fork and
 //! exec to join the command's cgroup and set its rlimits, the sweep of
 //! inherited descriptors in the trampoline, the trampoline's hand-over of its
-//! executable, a serving sandbox's sweep of its processes, and registering a
-//! serving sandbox's channel with Tokio.
+//! executable, a serving sandbox's sweep of its processes and reading of its
+//! own scheduling, and registering a serving sandbox's channel with Tokio.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -92,4 +92,17 @@ pub(crate) fn register(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<Owned
     // SAFETY: the AsyncFd owns `fd`, an OwnedFd, which stays open and the
     // same descriptor until the AsyncFd drops it.
     unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(io::Error::from)
+}
+
+/// This process's scheduling policy, its priority and its I/O priority.
+pub(crate) fn scheduling() -> [i32; 3] {
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: plain syscalls on this process; `param` outlives the call.
+    unsafe {
+        let policy = libc::sched_getscheduler(0);
+        libc::sched_getparam(0, &mut param);
+        // IOPRIO_WHO_PROCESS = 1, this process.
+        let io = libc::syscall(libc::SYS_ioprio_get, 1, 0) as i32;
+        [policy, param.sched_priority, io]
+    }
 }

@@ -132,13 +132,7 @@ impl Sandbox {
         }
         match process {
             Process::Child(_, group) => {
-                // Everything in it is killed; its removal need not hold up the turn.
-                // The kernel takes a couple of milliseconds to tear the namespaces
-                // down: wait that out asleep rather than polling beside the turn.
-                tokio::spawn(async move {
-                    tokio::time::sleep(CGROUP_SETTLE).await;
-                    group.finish().await;
-                });
+                group.finish_later();
                 // Only now: a command still running (or, after a kill, still dying)
                 // could change what the next sandbox is made of between the spare's
                 // checks and its mounts (swap `.git` for a link).
@@ -385,6 +379,18 @@ impl GroupKiller {
         if let Some(cgroup) = &self.cgroup {
             cgroup.kill();
         }
+    }
+
+    /// Kill everything, and remove the cgroup in the background: its removal
+    /// need not hold up the turn. The kernel takes a couple of milliseconds
+    /// to tear the namespaces down: wait that out asleep rather than polling
+    /// beside the turn. Only on a Tokio runtime.
+    pub(crate) fn finish_later(self) {
+        self.kill();
+        tokio::spawn(async move {
+            tokio::time::sleep(CGROUP_SETTLE).await;
+            self.finish().await;
+        });
     }
 
     /// Remove the cgroup once everything in it is gone.

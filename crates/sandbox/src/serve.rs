@@ -20,16 +20,22 @@
 //! (`pidfd_getfd`) or stop it; the sequence number catches any answer that is
 //! not for the command just sent.
 //!
+//! A command can change the server's own settings that later commands would
+//! inherit (rlimits, CPU affinity, nice value, scheduling, I/O priority, OOM
+//! score adjustment: a process of the same uid needs no capability for that);
+//! the server compares them after each command and, when one changed, says so
+//! in its answer and exits, so the sandbox is not used again.
+//!
 //! What a command sees that a fresh sandbox would not: its `$$` and `$PPID`
 //! (2, 3, … under this server rather than 2 under bubblewrap's init), and
 //! what earlier commands of the same sandbox left in its private `/tmp`,
-//! `/dev/shm` and System V IPC objects (a session's own scratch space, kept
-//! as long as the sandbox, and counted in its cgroup's memory).
+//! `/dev/shm`, System V IPC objects and user keyring (a session's own scratch
+//! space, kept as long as the sandbox, and counted in its cgroup's memory).
 
 use std::ffi::OsStr;
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::process::Stdio;
 
@@ -49,8 +55,9 @@ pub(crate) const SELF_FD: i32 = 3;
 pub(crate) const MAX_COMMAND_BYTES: usize = 64 * 1024;
 
 /// A command message: sequence number, then the text. The answer: the
-/// sequence number, then the wait status.
+/// sequence number, the wait status, and whether the server retires.
 pub(crate) const HEADER_BYTES: usize = 4;
+pub(crate) const ANSWER_BYTES: usize = 9;
 
 /// The server's end and the host's end of a new command channel.
 pub(crate) fn channel() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -60,6 +67,11 @@ pub(crate) fn channel() -> io::Result<(OwnedFd, OwnedFd)> {
         SocketFlags::CLOEXEC,
         None,
     )?;
+    // A message must fit the send buffer whole (a host may set a small default).
+    let needed = 2 * (HEADER_BYTES + MAX_COMMAND_BYTES);
+    if rustix::net::sockopt::socket_send_buffer_size(&host)? < needed {
+        rustix::net::sockopt::set_socket_send_buffer_size(&host, needed)?;
+    }
     Ok((server, host))
 }
 
@@ -97,10 +109,12 @@ fn serve_commands() -> io::Result<()> {
     // ptrace us nor take our channel with pidfd_getfd to answer for us.
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
     rustix::thread::set_name(c"agentd-sandbox")?;
-    let channel = std::io::stdin().as_fd().try_clone_to_owned()?;
+    let stdin = std::io::stdin();
+    let channel = stdin.as_fd();
+    let inherited = Inherited::now();
     let mut message = vec![0u8; HEADER_BYTES + MAX_COMMAND_BYTES];
     loop {
-        let Some((len, [stdout, stderr])) = receive(&channel, &mut message)? else {
+        let Some((len, [stdout, stderr])) = receive(channel, &mut message)? else {
             return Ok(());
         };
         let command = OsStr::from_bytes(&message[HEADER_BYTES..len]);
@@ -121,10 +135,60 @@ fn serve_commands() -> io::Result<()> {
         // Nothing of the command may outlive it.
         crate::pre_exec::kill_all_others();
         while wait_any()?.is_some() {}
-        let mut answer = [0u8; 8];
+        // A command changed what the next one would inherit from us: this
+        // sandbox serves no more.
+        let retire = Inherited::now() != inherited;
+        let mut answer = [0u8; ANSWER_BYTES];
         answer[..HEADER_BYTES].copy_from_slice(&message[..HEADER_BYTES]);
-        answer[HEADER_BYTES..].copy_from_slice(&status.to_ne_bytes());
-        rustix::net::send(&channel, &answer, SendFlags::empty())?;
+        answer[HEADER_BYTES..8].copy_from_slice(&status.to_ne_bytes());
+        answer[8] = u8::from(retire);
+        rustix::net::send(channel, &answer, SendFlags::empty())?;
+        if retire {
+            return Ok(());
+        }
+    }
+}
+
+/// What a process of the sandbox's uid can change about the server (no
+/// capability needed) and every later command would inherit: rlimits, CPU
+/// affinity, nice value, scheduling, I/O priority, OOM score adjustment.
+#[derive(PartialEq)]
+struct Inherited {
+    limits: Vec<rustix::process::Rlimit>,
+    affinity: Option<rustix::thread::CpuSet>,
+    nice: Option<i32>,
+    scheduling: [i32; 3],
+    oom_score_adj: Option<String>,
+}
+
+impl Inherited {
+    fn now() -> Self {
+        use rustix::process::Resource;
+        let resources = [
+            Resource::Cpu,
+            Resource::Fsize,
+            Resource::Data,
+            Resource::Stack,
+            Resource::Core,
+            Resource::Rss,
+            Resource::Nproc,
+            Resource::Nofile,
+            Resource::Memlock,
+            Resource::As,
+            Resource::Locks,
+            Resource::Sigpending,
+            Resource::Msgqueue,
+            Resource::Nice,
+            Resource::Rtprio,
+            Resource::Rttime,
+        ];
+        Self {
+            limits: resources.map(rustix::process::getrlimit).to_vec(),
+            affinity: rustix::thread::sched_getaffinity(None).ok(),
+            nice: rustix::process::getpriority_process(None).ok(),
+            scheduling: crate::pre_exec::scheduling(),
+            oom_score_adj: std::fs::read_to_string("/proc/self/oom_score_adj").ok(),
+        }
     }
 }
 
@@ -159,7 +223,7 @@ fn wait_any() -> io::Result<Option<(rustix::process::Pid, rustix::process::WaitS
 }
 
 /// The next command's message length and its pipes; `None` once the host is gone.
-fn receive(channel: &OwnedFd, text: &mut [u8]) -> io::Result<Option<(usize, [OwnedFd; 2])>> {
+fn receive(channel: BorrowedFd<'_>, text: &mut [u8]) -> io::Result<Option<(usize, [OwnedFd; 2])>> {
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let message = rustix::net::recvmsg(
@@ -177,14 +241,19 @@ fn receive(channel: &OwnedFd, text: &mut [u8]) -> io::Result<Option<(usize, [Own
     if message.bytes == 0 && fds.is_empty() {
         return Ok(None);
     }
+    if message.flags.contains(rustix::net::ReturnFlags::CTRUNC) {
+        return Err(io::Error::other(
+            "a command's pipes did not fit (too few descriptors allowed?)",
+        ));
+    }
+    if message.flags.contains(rustix::net::ReturnFlags::TRUNC) {
+        return Err(io::Error::other("a command longer than the limit"));
+    }
     if message.bytes < HEADER_BYTES {
         return Err(io::Error::other("a command without its sequence number"));
     }
     let pipes: [OwnedFd; 2] = fds
         .try_into()
         .map_err(|_| io::Error::other("a command came without exactly two pipes"))?;
-    if message.flags.contains(rustix::net::ReturnFlags::TRUNC) {
-        return Err(io::Error::other("a command longer than the limit"));
-    }
     Ok(Some((message.bytes, pipes)))
 }

@@ -14,7 +14,7 @@ use tokio::process::Child;
 
 use crate::policy::Limits;
 use crate::run::{GroupKiller, spawn_confined_serving};
-use crate::serve::HEADER_BYTES;
+use crate::serve::{ANSWER_BYTES, HEADER_BYTES};
 use crate::spare::{self, BindIdentities, Key, Reader, Spare};
 
 /// The host's end of a served sandbox's channel.
@@ -22,6 +22,16 @@ pub(crate) struct Channel {
     socket: AsyncFd<OwnedFd>,
     /// The sequence number of the last command sent.
     sent: u32,
+    /// Whether the server has answered a command yet.
+    answered: bool,
+}
+
+/// A served command's end, as the server reports it.
+pub(crate) struct Answer {
+    pub(crate) status: ExitStatus,
+    /// The command changed something later commands would inherit from the
+    /// server; it has exited.
+    pub(crate) retired: bool,
 }
 
 impl Channel {
@@ -31,12 +41,13 @@ impl Channel {
         Ok(Self {
             socket: crate::pre_exec::register(host)?,
             sent: 0,
+            answered: false,
         })
     }
 
-    /// True until a command was sent.
+    /// True until the server has answered a command.
     pub(crate) fn unused(&self) -> bool {
-        self.sent == 0
+        !self.answered
     }
 
     /// Hand the server `command` with the write ends of its output pipes.
@@ -70,10 +81,10 @@ impl Channel {
         Ok(())
     }
 
-    /// The last command's wait status, once it and everything it started are
-    /// gone; `None` when the sandbox ended instead. Cancel-safe.
-    pub(crate) async fn status(&self) -> io::Result<Option<ExitStatus>> {
-        let mut answer = [0u8; 8];
+    /// The last command's end, once it and everything it started are gone;
+    /// `None` when the sandbox ended instead. Cancel-safe.
+    pub(crate) async fn answer(&mut self) -> io::Result<Option<Answer>> {
+        let mut answer = [0u8; ANSWER_BYTES];
         loop {
             let mut ready = self.socket.readable().await?;
             let received = ready.try_io(|fd| {
@@ -90,12 +101,18 @@ impl Channel {
             if read == 0 {
                 return Ok(None);
             }
-            let (sequence, status) = answer.split_at(HEADER_BYTES);
-            if read != answer.len() || sequence != self.sent.to_ne_bytes() {
+            let (sequence, rest) = answer.split_at(HEADER_BYTES);
+            let (status, retired) = rest.split_at(4);
+            if read != ANSWER_BYTES || sequence != self.sent.to_ne_bytes() {
                 return Err(io::Error::other("an answer that is not for this command"));
             }
-            let status = i32::from_ne_bytes(status.try_into().unwrap_or_default());
-            return Ok(Some(ExitStatus::from_raw(status)));
+            self.answered = true;
+            return Ok(Some(Answer {
+                status: ExitStatus::from_raw(i32::from_ne_bytes(
+                    status.try_into().unwrap_or_default(),
+                )),
+                retired: retired[0] != 0,
+            }));
         }
     }
 }
@@ -111,8 +128,10 @@ pub(crate) struct Served {
     /// The read ends of the command's output.
     pub(crate) stdout: Option<Pipe>,
     pub(crate) stderr: Option<Pipe>,
-    /// Set once the sandbox itself has ended (it must not go back).
+    /// Set once the sandbox has ended or must not serve again.
     ended: bool,
+    /// Set when we killed it (a timeout, a cancel).
+    killed: bool,
 }
 
 impl Served {
@@ -134,31 +153,46 @@ impl Served {
             stdout: Some(stdout),
             stderr: Some(stderr),
             ended: false,
+            killed: false,
         })
     }
 
-    /// The command's wait status, once it and everything it started are gone
-    /// (or, when the sandbox ended instead, the sandbox's). Cancel-safe.
+    /// The command's wait status, once it and everything it started are
+    /// gone. An error when the sandbox ended first: whether and how far the
+    /// command ran is unknown. Cancel-safe.
     pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
         if !self.ended {
-            match self.channel.status().await {
-                Ok(Some(status)) => {
+            match self.channel.answer().await {
+                Ok(Some(answer)) => {
                     STARTS_UNSERVED.store(0, Ordering::Relaxed);
-                    return Ok(status);
+                    self.ended = answer.retired;
+                    return Ok(answer.status);
                 }
-                Ok(None) => self.ended = true,
+                Ok(None) => {
+                    self.ended = true;
+                    if self.channel.unused() {
+                        ended_unused();
+                    }
+                }
                 Err(err) => {
                     self.kill();
                     return Err(err);
                 }
             }
         }
-        self.child.wait().await
+        let status = self.child.wait().await?;
+        if self.killed {
+            return Ok(status);
+        }
+        Err(io::Error::other(format!(
+            "the sandbox ended while running the command ({status})"
+        )))
     }
 
     /// Kill the whole sandbox (a timeout, a cancel).
     pub(crate) fn kill(&mut self) {
         self.ended = true;
+        self.killed = true;
         self.group.kill();
     }
 
@@ -173,15 +207,16 @@ impl Served {
             ended,
             ..
         } = self;
+        if !clean || ended {
+            // The child (bwrap's monitor) is killed as it drops.
+            group.finish_later();
+            return false;
+        }
         let sandbox = Spare {
             group,
             child,
             reader: Reader::Server(channel),
         };
-        if !clean || ended {
-            spare::discard(sandbox);
-            return false;
-        }
         let (key, binds) = *place;
         spare::give_back(sandbox, key, binds)
     }
@@ -193,9 +228,15 @@ impl Served {
 static STARTS_UNSERVED: AtomicU64 = AtomicU64::new(0);
 const MAX_STARTS_UNSERVED: u64 = 3;
 
-/// Whether new spares should be serving sandboxes.
-pub(crate) fn serving() -> bool {
-    crate::trampoline::enabled() && STARTS_UNSERVED.load(Ordering::Relaxed) < MAX_STARTS_UNSERVED
+/// The fewest open files a serving sandbox's server works with (its own
+/// stdio, channel and executable, and a command's two pipes), with room.
+const MIN_OPEN_FILES: u64 = 16;
+
+/// Whether a spare under `limits` should be a serving sandbox.
+pub(crate) fn serving(limits: &Limits) -> bool {
+    crate::trampoline::enabled()
+        && STARTS_UNSERVED.load(Ordering::Relaxed) < MAX_STARTS_UNSERVED
+        && limits.open_files.is_none_or(|n| n >= MIN_OPEN_FILES)
 }
 
 /// A serving sandbox was found dead before it took a command.

@@ -247,7 +247,7 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
         runtime,
     };
     let binds = bind_identities(&key.spec.args);
-    let serving = served::serving();
+    let serving = served::serving(&policy.limits);
     let host_pid_namespace = if serving {
         crate::serve::pid_namespace().ok()
     } else {

@@ -23,7 +23,7 @@ type Case = fn() -> Pin<Box<dyn Future<Output = ()>>>;
 fn main() {
     agentd_sandbox::trampoline::run_if_asked();
     agentd_sandbox::trampoline::enable();
-    let cases: [(&str, Case); 4] = [
+    let cases: [(&str, Case); 5] = [
         ("a_served_command_sees_what_a_cold_one_does", || {
             Box::pin(a_served_command_sees_what_a_cold_one_does())
         }),
@@ -37,6 +37,10 @@ fn main() {
         (
             "a_served_sandbox_cannot_be_stopped_and_a_dead_one_is_not_used",
             || Box::pin(a_served_sandbox_cannot_be_stopped_and_a_dead_one_is_not_used()),
+        ),
+        (
+            "a_command_that_changes_what_the_next_would_inherit_ends_its_sandbox",
+            || Box::pin(a_command_that_changes_what_the_next_would_inherit_ends_its_sandbox()),
         ),
     ];
     let filter = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
@@ -302,6 +306,48 @@ async fn a_served_sandbox_cannot_be_stopped_and_a_dead_one_is_not_used() {
     );
     assert_eq!(spares_used(), used, "ran cold");
     assert!(processes_mentioning(&ws_name) <= 2, "no sandboxes piled up");
+
+    // One that ends during a command says so: what the command did is unknown.
+    wait_for_spare().await;
+    let ending = tokio::spawn(async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        kill_processes_mentioning(support::SERVE_ARGUMENT)
+    });
+    let ended = Sandbox
+        .exec(
+            &policy,
+            &request("sleep 3; echo finished", Duration::from_secs(20)),
+            None,
+            CancellationToken::new(),
+        )
+        .await;
+    assert!(ending.await.unwrap() > 0, "found the server");
+    let err = ended.expect_err("the sandbox ended").to_string();
+    assert!(
+        err.contains("the sandbox ended while running the command"),
+        "{err}"
+    );
+    assert_eq!(run(&policy, "echo again").await.stdout, "again\n");
+}
+
+async fn a_command_that_changes_what_the_next_would_inherit_ends_its_sandbox() {
+    let (_ws, policy) = served_workspace().await;
+    let probe = "nice; ulimit -f -n; taskset -p $$ | sed 's/.*: //'";
+    set_spare_capacity(0);
+    let cold = run(&policy, probe).await.stdout;
+    set_spare_capacity(4);
+    for change in [
+        "renice -n 7 -p 1",
+        "prlimit --pid 1 --fsize=1000:1000 --nofile=20:20",
+        "taskset -p 1 1",
+    ] {
+        run(&policy, "true").await;
+        wait_for_spare().await;
+        let outcome = served(&policy, &format!("{change} > /dev/null; echo changed")).await;
+        assert_eq!(outcome.stdout, "changed\n", "{outcome:?}");
+        wait_for_spare().await;
+        assert_eq!(served(&policy, probe).await.stdout, cold, "after {change}");
+    }
 }
 
 /// SIGKILL the host processes whose command line mentions `needle`.

@@ -138,6 +138,9 @@ pub fn failed(outcome: &ExecOutcome) -> bool {
     outcome.exit_code != Some(0)
 }
 
+/// What a serving sandbox's server has on its command line.
+pub const SERVE_ARGUMENT: &str = "__sandbox-serve";
+
 /// What a command can observe about its start: arguments, shell state,
 /// environment, directory, descriptors, stdin, signals, limits, cgroup,
 /// mounts. Pipe inode numbers are dropped (each run has new pipes), and so
