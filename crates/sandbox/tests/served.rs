@@ -8,14 +8,16 @@
 mod support;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use agentd_sandbox::{
-    ExecOutcome, Policy, Sandbox, bwrap_available, set_spare_capacity, spares_used, spares_waiting,
+    ExecOutcome, Policy, Sandbox, set_spare_capacity, spares_used, spares_waiting,
 };
-use support::{PROBE, assert_none_left, marker, processes_mentioning, request, run, run_for};
+use support::{
+    PROBE, Workspace, assert_none_left, marker, processes_mentioning, request, run,
+    run_cancelled_after, run_for, wait_for_spare, workspace,
+};
 use tokio_util::sync::CancellationToken;
 
 type Case = fn() -> Pin<Box<dyn Future<Output = ()>>>;
@@ -64,34 +66,9 @@ fn main() {
     println!("\ntest result: ok. {passed} passed; 0 failed; 0 ignored");
 }
 
-/// A workspace under the target dir (the sandbox's /tmp is its own).
-struct Workspace {
-    _root: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn workspace() -> Workspace {
-    assert!(bwrap_available(), "these tests need bubblewrap installed");
-    let root = tempfile::Builder::new()
-        .prefix("agentd-served")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    let path = root.path().canonicalize().unwrap().join("ws");
-    std::fs::create_dir(&path).unwrap();
-    Workspace { _root: root, path }
-}
-
-async fn wait_for_spare() {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while spares_waiting() == 0 {
-        assert!(Instant::now() < deadline, "no spare was started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// A workspace whose sandbox is started and waiting.
 async fn served_workspace() -> (Workspace, Policy) {
-    let ws = workspace();
+    let ws = workspace("agentd-served");
     let policy = Policy::new(&ws.path);
     run(&policy, "true").await;
     wait_for_spare().await;
@@ -126,7 +103,7 @@ fn without_pids(stdout: &str) -> String {
 }
 
 async fn a_served_command_sees_what_a_cold_one_does() {
-    let ws = workspace();
+    let ws = workspace("agentd-served");
     let policy = Policy::new(&ws.path);
     set_spare_capacity(0);
     let cold = run(&policy, PROBE).await;
@@ -252,25 +229,13 @@ async fn timeout_and_cancel_end_the_served_sandbox() {
     // A new sandbox replaces it; a cancel ends that one the same way.
     wait_for_spare().await;
     let cancelled = marker("served-cancel");
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        trigger.cancel();
-    });
     let used = spares_used();
-    let outcome = Sandbox
-        .exec(
-            &policy,
-            &request(
-                &format!("echo > /tmp/left; bash -c 'sleep 30' {cancelled}"),
-                Duration::from_secs(60),
-            ),
-            None,
-            cancel,
-        )
-        .await
-        .unwrap();
+    let outcome = run_cancelled_after(
+        &policy,
+        &format!("echo > /tmp/left; bash -c 'sleep 30' {cancelled}"),
+        Duration::from_millis(300),
+    )
+    .await;
     assert!(outcome.cancelled && !outcome.timed_out, "{outcome:?}");
     assert_eq!(spares_used(), used + 1);
     assert_none_left(&cancelled).await;

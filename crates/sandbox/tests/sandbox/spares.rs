@@ -7,15 +7,15 @@
 use crate::support;
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agentd_sandbox::{
-    ExecOutcome, Policy, Sandbox, bwrap_available, set_spare_capacity, set_spare_idle, spares_used,
-    spares_waiting,
+    ExecOutcome, Policy, Sandbox, set_spare_capacity, set_spare_idle, spares_used, spares_waiting,
 };
 use support::{
-    PROBE, assert_none_left, exclusive_pool, marker, processes_mentioning, request, run, run_for,
+    PROBE, Workspace, assert_none_left, exclusive_pool, marker, processes_mentioning, request, run,
+    run_cancelled_after, run_for, wait_for_spare, workspace,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -42,36 +42,10 @@ async fn pool(capacity: usize, idle: Duration) -> PoolGuard {
     }
 }
 
-/// A workspace with a path unique to this test, to find its processes by.
-struct Workspace {
-    _root: tempfile::TempDir,
-    path: PathBuf,
-}
-
-fn workspace() -> Workspace {
-    assert!(bwrap_available(), "these tests need bubblewrap installed");
-    let root = tempfile::Builder::new()
-        .prefix("agentd-spares")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    let path = root.path().canonicalize().unwrap().join("ws");
-    std::fs::create_dir(&path).unwrap();
-    Workspace { _root: root, path }
-}
-
-/// The background start of a spare may take a moment.
-async fn wait_for_spare() {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while spares_waiting() == 0 {
-        assert!(Instant::now() < deadline, "no spare was started");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// A pool, a workspace with its default policy, and a spare waiting for it.
 async fn spare_ready(capacity: usize, idle: Duration) -> (PoolGuard, Workspace, Policy) {
     let guard = pool(capacity, idle).await;
-    let ws = workspace();
+    let ws = workspace("agentd-spares");
     let policy = Policy::new(&ws.path);
     run(&policy, "true").await;
     wait_for_spare().await;
@@ -105,7 +79,7 @@ fn assert_same(cold: &ExecOutcome, warm: &ExecOutcome) {
 #[tokio::test]
 async fn a_spare_runs_the_command_exactly_as_a_cold_sandbox() {
     let _pool = pool(4, Duration::from_secs(30)).await;
-    let ws = workspace();
+    let ws = workspace("agentd-spares");
     let policy = Policy::new(&ws.path);
     let (cold, warm) = cold_and_warm(&policy, PROBE).await;
     assert_same(&cold, &warm);
@@ -257,25 +231,13 @@ async fn timeout_cancel_and_background_jobs_work_in_a_spare() {
 
     wait_for_spare().await;
     let cancelled = marker("spare-cancel");
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        trigger.cancel();
-    });
     let started = Instant::now();
-    let outcome = Sandbox
-        .exec(
-            &policy,
-            &request(
-                &format!("bash -c 'sleep 30' {cancelled}"),
-                Duration::from_secs(60),
-            ),
-            None,
-            cancel,
-        )
-        .await
-        .unwrap();
+    let outcome = run_cancelled_after(
+        &policy,
+        &format!("bash -c 'sleep 30' {cancelled}"),
+        Duration::from_millis(300),
+    )
+    .await;
     assert!(outcome.cancelled && !outcome.timed_out, "{outcome:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(spares_used(), used + 2);
@@ -340,7 +302,7 @@ async fn idle_spares_expire_and_leave_no_process() {
 #[tokio::test]
 async fn capacity_zero_never_starts_a_spare() {
     let _pool = pool(0, Duration::from_secs(30)).await;
-    let ws = workspace();
+    let ws = workspace("agentd-spares");
     let policy = Policy::new(&ws.path);
     let used = spares_used();
     for _ in 0..2 {

@@ -7,7 +7,7 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use agentd_sandbox::{
-    ExecOutcome, ExecRequest, Policy, Sandbox, bwrap_available, create_workspace,
+    ExecOutcome, ExecRequest, Policy, Sandbox, bwrap_available, create_workspace, spares_waiting,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -70,6 +70,33 @@ pub fn layout() -> Layout {
     }
 }
 
+/// A workspace with a path unique to its test, to find its processes by
+/// (under the target dir: the sandbox's /tmp is its own).
+pub struct Workspace {
+    _root: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+pub fn workspace(prefix: &str) -> Workspace {
+    assert!(bwrap_available(), "these tests need bubblewrap installed");
+    let root = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let path = root.path().canonicalize().unwrap().join("ws");
+    std::fs::create_dir(&path).unwrap();
+    Workspace { _root: root, path }
+}
+
+/// The background start of a spare may take a moment.
+pub async fn wait_for_spare() {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while spares_waiting() == 0 {
+        assert!(std::time::Instant::now() < deadline, "no spare was started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 pub fn request(command: &str, timeout: Duration) -> ExecRequest {
     ExecRequest {
         command: command.into(),
@@ -89,6 +116,25 @@ pub async fn run_for(policy: &Policy, command: &str, timeout: Duration) -> ExecO
             &request(command, timeout),
             None,
             CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+}
+
+/// Run `command`, cancelling it after `after` (its timeout is a minute).
+pub async fn run_cancelled_after(policy: &Policy, command: &str, after: Duration) -> ExecOutcome {
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        trigger.cancel();
+    });
+    Sandbox
+        .exec(
+            policy,
+            &request(command, Duration::from_secs(60)),
+            None,
+            cancel,
         )
         .await
         .unwrap()
