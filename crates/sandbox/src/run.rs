@@ -230,10 +230,17 @@ fn spawn_confined_as(
             limits.rlimits(),
         );
     }
+    // A serving sandbox's commands get pipes of their own; what it says
+    // itself (why it stopped serving, bwrap's errors) goes to our stderr.
+    let (stdout, stderr) = if serving {
+        (Stdio::null(), Stdio::inherit())
+    } else {
+        (Stdio::piped(), Stdio::piped())
+    };
     command
         .stdin(stdin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(stdout)
+        .stderr(stderr)
         .process_group(0)
         .kill_on_drop(true);
     let child = command
