@@ -256,9 +256,9 @@ async fn run(
             most >= 10_000,
         );
         extra.push(format!(
-            "memory: agentd's base RSS ({base} KiB) is taken after a warm-up session (created, \
-             an SSE stream opened and closed, deleted), so one-time lazy start-up is not \
-             counted per session. claude: RSS of {} warm process tree(s) after one turn: {:?} \
+            "memory: agentd's base RSS ({base} KiB) is taken with 8 warm-up sessions live (SSE \
+             streams opened at once and held open), so one-time lazy start-up is not counted \
+             per session and the levels' sessions are counted on top of live ones. claude: RSS of {} warm process tree(s) after one turn: {:?} \
              KiB (measured); per-session figures beyond that are extrapolated.",
             claude_rss.len(),
             claude_rss

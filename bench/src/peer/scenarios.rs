@@ -126,7 +126,7 @@ pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usi
     let outcome = async {
         let pid = server.id();
         let _ = metric(&addr, "agentd_sessions_live").await?;
-        warm_up(&addr).await?;
+        let warm_up_streams = warm_up(&addr).await?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let base = super::util::rss_kib(pid);
         let mut streams: Vec<Conn> = Vec::new();
@@ -157,6 +157,7 @@ pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usi
             rows.push((level, rss, per));
         }
         drop(streams);
+        drop(warm_up_streams);
         Ok((base, rows))
     }
     .await;
@@ -164,23 +165,28 @@ pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usi
     outcome
 }
 
-/// One throwaway session (created, an SSE stream opened and closed, deleted),
-/// so that the base RSS holds the server's one-time lazy start-up (runtime
-/// threads, SQLite caches, the first connections) rather than the first session.
-async fn warm_up(addr: &str) -> Result<()> {
-    let mut conn = Conn::open(addr).await?;
-    let id = create_session(&mut conn).await?;
-    drop(Conn::open(addr).await?.events(&id).await?);
-    // Let the server notice the closed stream before the session goes.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let (status, body) = conn
-        .request("DELETE", &format!("/v1/sessions/{id}"), "")
-        .await?;
-    if status != 204 {
-        bail!("delete the warm-up session: HTTP {status} {body}");
+/// Warm-up sessions with an SSE stream each, opened eight at once as the
+/// levels open theirs and held open through the measurement, so that the base
+/// RSS holds the server's one-time lazy start-up (every runtime thread's first
+/// allocations, SQLite caches, the first connections) and the levels' sessions
+/// are measured on top of live ones, not in memory freed by deleted ones.
+async fn warm_up(addr: &str) -> Result<Vec<Conn>> {
+    let ids = create_many(addr, WARM_UP_SESSIONS).await?;
+    let streams: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let (addr, id) = (addr.to_string(), id.clone());
+            tokio::spawn(async move { Conn::open(&addr).await?.events(&id).await })
+        })
+        .collect();
+    let mut held = Vec::with_capacity(streams.len());
+    for stream in streams {
+        held.push(stream.await??);
     }
-    Ok(())
+    Ok(held)
 }
+
+const WARM_UP_SESSIONS: usize = 8;
 
 async fn create_many(addr: &str, n: usize) -> Result<Vec<String>> {
     let conns = 8.min(n.max(1));
