@@ -135,16 +135,7 @@ pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usi
             let missing = level.saturating_sub(streams.len());
             let ids = create_many(&addr, missing).await?;
             for chunk in ids.chunks(256) {
-                let tasks: Vec<_> = chunk
-                    .iter()
-                    .map(|id| {
-                        let (addr, id) = (addr.clone(), id.clone());
-                        tokio::spawn(async move { Conn::open(&addr).await?.events(&id).await })
-                    })
-                    .collect();
-                for task in tasks {
-                    streams.push(task.await??);
-                }
+                streams.extend(open_streams(&addr, chunk).await?);
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
             let live = metric(&addr, "agentd_sessions_live").await?;
@@ -172,18 +163,23 @@ pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usi
 /// are measured on top of live ones, not in memory freed by deleted ones.
 async fn warm_up(addr: &str) -> Result<Vec<Conn>> {
     let ids = create_many(addr, WARM_UP_SESSIONS).await?;
-    let streams: Vec<_> = ids
+    open_streams(addr, &ids).await
+}
+
+/// An SSE stream on each of `ids`, opened all at once.
+async fn open_streams(addr: &str, ids: &[String]) -> Result<Vec<Conn>> {
+    let tasks: Vec<_> = ids
         .iter()
         .map(|id| {
             let (addr, id) = (addr.to_string(), id.clone());
             tokio::spawn(async move { Conn::open(&addr).await?.events(&id).await })
         })
         .collect();
-    let mut held = Vec::with_capacity(streams.len());
-    for stream in streams {
-        held.push(stream.await??);
+    let mut streams = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        streams.push(task.await??);
     }
-    Ok(held)
+    Ok(streams)
 }
 
 const WARM_UP_SESSIONS: usize = 8;
