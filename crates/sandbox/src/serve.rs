@@ -81,6 +81,12 @@ pub(crate) fn pid_namespace() -> io::Result<u64> {
     Ok(std::fs::metadata("/proc/self/ns/pid")?.ino())
 }
 
+/// [`pid_namespace`] of the host server, looked up once.
+pub(crate) fn host_pid_namespace() -> Option<u64> {
+    static HOST: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *HOST.get_or_init(|| pid_namespace().ok())
+}
+
 /// Runs commands until the host closes the channel; never returns.
 pub(crate) fn serve() -> ! {
     match serve_commands() {

@@ -248,11 +248,7 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
     };
     let binds = bind_identities(&key.spec.args);
     let serving = served::serving(&policy.limits);
-    let host_pid_namespace = if serving {
-        crate::serve::pid_namespace().ok()
-    } else {
-        None
-    };
+    let host_pid_namespace = serving.then(crate::serve::host_pid_namespace).flatten();
     let command = if let Some(namespace) = host_pid_namespace {
         key.spec.serve(namespace)
     } else {

@@ -16,7 +16,7 @@ use agentd_sandbox::{
 };
 use support::{
     PROBE, Workspace, assert_none_left, marker, processes_mentioning, request, run,
-    run_cancelled_after, run_for, wait_for_spare, workspace,
+    run_cancelled_after, run_for, wait_for_spare, wait_for_spares, workspace,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -293,6 +293,22 @@ async fn a_served_sandbox_cannot_be_stopped_and_a_dead_one_is_not_used() {
         "{err}"
     );
     assert_eq!(run(&policy, "echo again").await.stdout, "again\n");
+
+    // The server itself is PID 1 of a serving sandbox; a policy allowing too
+    // few open files for it gets a one-shot spare (bubblewrap's init there).
+    wait_for_spare().await;
+    assert_eq!(
+        served(&policy, "cat /proc/1/comm").await.stdout,
+        "agentd-sandbox\n"
+    );
+    let mut few_files = policy.clone();
+    few_files.limits.open_files = Some(12);
+    run(&few_files, "true").await;
+    wait_for_spares(2).await;
+    assert_eq!(
+        served(&few_files, "cat /proc/1/comm").await.stdout,
+        "bwrap\n"
+    );
 }
 
 async fn a_command_that_changes_what_the_next_would_inherit_ends_its_sandbox() {
@@ -315,24 +331,28 @@ async fn a_command_that_changes_what_the_next_would_inherit_ends_its_sandbox() {
     }
 }
 
-/// SIGKILL the host processes whose command line mentions `needle`.
+/// SIGKILL the host processes whose command line mentions `needle`, as
+/// listed before the first kill (a sandbox the kill makes the server start
+/// again is not one of them).
 fn kill_processes_mentioning(needle: &str) -> usize {
-    let mut killed = 0;
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if pid != std::process::id()
-            && cmdline
+    let pids: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let mentions = cmdline
                 .windows(needle.len())
-                .any(|window| window == needle.as_bytes())
-        {
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
-            killed += 1;
-        }
+                .any(|window| window == needle.as_bytes());
+            (mentions && pid != std::process::id()).then_some(pid)
+        })
+        .collect();
+    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+    if !pids.is_empty() {
+        let _ = std::process::Command::new("kill")
+            .arg("-9")
+            .args(&pids)
+            .status();
     }
-    killed
+    pids.len()
 }

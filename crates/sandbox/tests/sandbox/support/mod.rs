@@ -90,8 +90,13 @@ pub fn workspace(prefix: &str) -> Workspace {
 
 /// The background start of a spare may take a moment.
 pub async fn wait_for_spare() {
+    wait_for_spares(1).await;
+}
+
+/// Until `count` spares are waiting.
+pub async fn wait_for_spares(count: usize) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while spares_waiting() == 0 {
+    while spares_waiting() < count {
         assert!(std::time::Instant::now() < deadline, "no spare was started");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -190,13 +195,16 @@ pub const SERVE_ARGUMENT: &str = "__sandbox-serve";
 /// What a command can observe about its start: arguments, shell state,
 /// environment, directory, descriptors, stdin, signals, limits, cgroup,
 /// mounts. Pipe inode numbers are dropped (each run has new pipes), and so
-/// are the signal queue counts (system-wide per user, so they drift).
+/// are the signal queue counts (system-wide per user, so they drift). The
+/// status lines are grep's own (what bash hands its commands): bash's own
+/// signal mask depends on whether grep reads it before bash blocks SIGCHLD
+/// to wait for it.
 pub const PROBE: &str = r#"echo "0=$0 _=$_ SHLVL=$SHLVL pid=$$ ppid=$PPID"
 env | sort
 pwd
 ls -l --time-style=+ /proc/self/fd | sed -E 's/:\[[0-9]+\]//'
 printf 'stdin=[%s]\n' "$(cat)"
-grep -E '^(Sig(Blk|Ign|Cgt)|Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups)' /proc/$$/status
+grep -E '^(Sig(Blk|Ign|Cgt)|Cap|NoNewPrivs|Seccomp|Uid|Gid|Groups)' /proc/self/status
 umask
 ulimit -a
 cat /proc/$$/cgroup
