@@ -40,8 +40,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::Stdio;
 
 use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendFlags, SocketFlags,
-    SocketType,
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
 };
 
 /// The argument that makes the executable a serving sandbox init; the
@@ -115,12 +115,17 @@ fn serve_commands() -> io::Result<()> {
     // ptrace us nor take our channel with pidfd_getfd to answer for us.
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
     rustix::thread::set_name(c"agentd-sandbox")?;
-    let stdin = std::io::stdin();
-    let channel = stdin.as_fd();
+    // The channel comes over stdin, which bubblewrap's monitor (outside)
+    // holds too; the channel itself only we hold, so the host sees our end.
+    let Some((_, [channel])) = receive::<1>(std::io::stdin().as_fd(), &mut [0; HEADER_BYTES])?
+    else {
+        return Ok(());
+    };
+    let channel = channel.as_fd();
     let inherited = Inherited::now();
     let mut message = vec![0u8; HEADER_BYTES + MAX_COMMAND_BYTES];
     loop {
-        let Some((len, [stdout, stderr])) = receive(channel, &mut message)? else {
+        let Some((len, [stdout, stderr])) = receive::<2>(channel, &mut message)? else {
             return Ok(());
         };
         let command = OsStr::from_bytes(&message[HEADER_BYTES..len]);
@@ -228,13 +233,17 @@ fn wait_any() -> io::Result<Option<(rustix::process::Pid, rustix::process::WaitS
     }
 }
 
-/// The next command's message length and its pipes; `None` once the host is gone.
-fn receive(channel: BorrowedFd<'_>, text: &mut [u8]) -> io::Result<Option<(usize, [OwnedFd; 2])>> {
+/// The next message's length and its `N` descriptors (a command's: its
+/// pipes); `None` once the host is gone.
+fn receive<const N: usize>(
+    channel: BorrowedFd<'_>,
+    buffer: &mut [u8],
+) -> io::Result<Option<(usize, [OwnedFd; N])>> {
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let message = rustix::net::recvmsg(
         channel,
-        &mut [io::IoSliceMut::new(text)],
+        &mut [io::IoSliceMut::new(buffer)],
         &mut control,
         RecvFlags::CMSG_CLOEXEC,
     )?;
@@ -249,17 +258,35 @@ fn receive(channel: BorrowedFd<'_>, text: &mut [u8]) -> io::Result<Option<(usize
     }
     if message.flags.contains(rustix::net::ReturnFlags::CTRUNC) {
         return Err(io::Error::other(
-            "a command's pipes did not fit (too few descriptors allowed?)",
+            "a message's descriptors did not fit (too few allowed?)",
         ));
     }
     if message.flags.contains(rustix::net::ReturnFlags::TRUNC) {
         return Err(io::Error::other("a command longer than the limit"));
     }
     if message.bytes < HEADER_BYTES {
-        return Err(io::Error::other("a command without its sequence number"));
+        return Err(io::Error::other("a message without its sequence number"));
     }
-    let pipes: [OwnedFd; 2] = fds
+    let fds: [OwnedFd; N] = fds
         .try_into()
-        .map_err(|_| io::Error::other("a command came without exactly two pipes"))?;
-    Ok(Some((message.bytes, pipes)))
+        .map_err(|_| io::Error::other(format!("a message without its {N} descriptors")))?;
+    Ok(Some((message.bytes, fds)))
+}
+
+/// Send `parts` with `fds` attached, as one message.
+pub(crate) fn send_with_fds(
+    socket: BorrowedFd<'_>,
+    parts: &[io::IoSlice<'_>],
+    fds: &[BorrowedFd<'_>],
+) -> io::Result<()> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::other("no room for the descriptors"));
+    }
+    let sent = rustix::net::sendmsg(socket, parts, &mut control, SendFlags::NOSIGNAL)?;
+    if sent != parts.iter().map(|part| part.len()).sum::<usize>() {
+        return Err(io::Error::other("a message went out short"));
+    }
+    Ok(())
 }

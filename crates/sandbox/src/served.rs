@@ -2,13 +2,12 @@
 //! sandbox's): its channel, and a command running in it.
 
 use std::io;
-use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustix::net::{RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+use rustix::net::RecvFlags;
 use tokio::io::unix::AsyncFd;
 use tokio::process::Child;
 
@@ -58,25 +57,15 @@ impl Channel {
         stdout: &OwnedFd,
         stderr: &OwnedFd,
     ) -> io::Result<()> {
-        let fds = [stdout.as_fd(), stderr.as_fd()];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
-        let mut control = SendAncillaryBuffer::new(&mut space);
-        if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
-            return Err(io::Error::other("no room for the pipes"));
-        }
         let sequence = self.sent.wrapping_add(1).to_ne_bytes();
-        let sent = rustix::net::sendmsg(
-            self.socket.get_ref(),
+        crate::serve::send_with_fds(
+            self.socket.get_ref().as_fd(),
             &[
                 io::IoSlice::new(&sequence),
                 io::IoSlice::new(command.as_bytes()),
             ],
-            &mut control,
-            SendFlags::NOSIGNAL,
+            &[stdout.as_fd(), stderr.as_fd()],
         )?;
-        if sent != HEADER_BYTES + command.len() {
-            return Err(io::Error::other("the command went out short"));
-        }
         self.sent = self.sent.wrapping_add(1);
         Ok(())
     }
@@ -254,10 +243,19 @@ pub(crate) fn start_serving(
     command: tokio::process::Command,
     limits: &Limits,
 ) -> io::Result<Spare> {
+    let (bootstrap_server, bootstrap) = crate::serve::channel()?;
     let (server, host) = crate::serve::channel()?;
     let channel = Channel::new(host)?;
-    let (child, group) =
-        spawn_confined_serving(command, Stdio::from(server), limits).map_err(io::Error::other)?;
+    let (child, group) = spawn_confined_serving(command, Stdio::from(bootstrap_server), limits)
+        .map_err(io::Error::other)?;
+    // The channel goes over stdin, which bwrap's monitor keeps open outside
+    // the sandbox: held by the server alone, the channel ends when it does,
+    // and a command for a dead server fails to send (and starts cold).
+    crate::serve::send_with_fds(
+        bootstrap.as_fd(),
+        &[io::IoSlice::new(&0u32.to_ne_bytes())],
+        &[server.as_fd()],
+    )?;
     Ok(Spare {
         group,
         child,
