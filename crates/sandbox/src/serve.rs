@@ -7,9 +7,11 @@
 //! /proc/self/fd/3 __sandbox-serve`: the server's own executable, handed in by
 //! the trampoline, so nothing is bound into the sandbox's file system).
 //!
-//! It reads commands from a `SOCK_SEQPACKET` socket on its stdin, one message
-//! each: a sequence number and the command's text, with its stdout and stderr
-//! pipes attached (`SCM_RIGHTS`). It runs `bash -c <command>` with stdin on
+//! It reads commands from a `SOCK_SEQPACKET` socket that comes first over its
+//! stdin (which bubblewrap's monitor, outside, also holds; the socket only the
+//! server holds, so the host's end sees the server's end), one message each:
+//! a sequence number and the command's text, with its stdout and stderr pipes
+//! attached (`SCM_RIGHTS`). It runs `bash -c <command>` with stdin on
 //! /dev/null, as a cold sandbox would, reaping orphans as they come. Once bash
 //! has exited it kills every other process in the sandbox (`kill(-1)` from a
 //! PID namespace's init reaches all of the namespace but itself), reaps them,
