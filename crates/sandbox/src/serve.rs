@@ -56,10 +56,39 @@ pub(crate) const SELF_FD: i32 = 3;
 /// The longest command a served sandbox takes; longer ones start cold.
 pub(crate) const MAX_COMMAND_BYTES: usize = 64 * 1024;
 
-/// A command message: sequence number, then the text. The answer: the
-/// sequence number, the wait status, and whether the server retires.
+/// A command message: sequence number, then the text.
 pub(crate) const HEADER_BYTES: usize = 4;
-pub(crate) const ANSWER_BYTES: usize = 9;
+
+/// An answer: the command's sequence number, its wait status, and whether
+/// the server retires ([`answer`], [`read_answer`]).
+pub(crate) const ANSWER_BYTES: usize = HEADER_BYTES + 4 + 1;
+
+/// The answer to command `sequence`.
+pub(crate) fn answer(
+    sequence: [u8; HEADER_BYTES],
+    status: i32,
+    retire: bool,
+) -> [u8; ANSWER_BYTES] {
+    let mut answer = [0u8; ANSWER_BYTES];
+    answer[..HEADER_BYTES].copy_from_slice(&sequence);
+    answer[HEADER_BYTES..ANSWER_BYTES - 1].copy_from_slice(&status.to_ne_bytes());
+    answer[ANSWER_BYTES - 1] = u8::from(retire);
+    answer
+}
+
+/// An [`answer`]'s sequence number, status and retire flag.
+pub(crate) fn read_answer(answer: &[u8; ANSWER_BYTES]) -> (u32, i32, bool) {
+    let field = |from: usize| {
+        let mut bytes = [0u8; 4];
+        bytes.copy_from_slice(&answer[from..from + 4]);
+        bytes
+    };
+    (
+        u32::from_ne_bytes(field(0)),
+        i32::from_ne_bytes(field(HEADER_BYTES)),
+        answer[ANSWER_BYTES - 1] != 0,
+    )
+}
 
 /// The server's end and the host's end of a new command channel.
 pub(crate) fn channel() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -151,11 +180,13 @@ fn serve_commands() -> io::Result<()> {
         // A command changed what the next one would inherit from us: this
         // sandbox serves no more.
         let retire = Inherited::now() != inherited;
-        let mut answer = [0u8; ANSWER_BYTES];
-        answer[..HEADER_BYTES].copy_from_slice(&message[..HEADER_BYTES]);
-        answer[HEADER_BYTES..8].copy_from_slice(&status.to_ne_bytes());
-        answer[8] = u8::from(retire);
-        rustix::net::send(channel, &answer, SendFlags::empty())?;
+        let mut sequence = [0u8; HEADER_BYTES];
+        sequence.copy_from_slice(&message[..HEADER_BYTES]);
+        rustix::net::send(
+            channel,
+            &answer(sequence, status, retire),
+            SendFlags::empty(),
+        )?;
         if retire {
             return Ok(());
         }
@@ -291,4 +322,19 @@ pub(crate) fn send_with_fds(
         return Err(io::Error::other("a message went out short"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_reads_back_as_written() {
+        for (sequence, status, retire) in
+            [(1u32, 0, false), (u32::MAX, 139 << 8, true), (7, -1, false)]
+        {
+            let written = answer(sequence.to_ne_bytes(), status, retire);
+            assert_eq!(read_answer(&written), (sequence, status, retire));
+        }
+    }
 }

@@ -13,7 +13,7 @@ use tokio::process::Child;
 
 use crate::policy::Limits;
 use crate::run::{GroupKiller, spawn_confined_serving};
-use crate::serve::{ANSWER_BYTES, HEADER_BYTES};
+use crate::serve::{ANSWER_BYTES, read_answer};
 use crate::spare::{self, BindIdentities, Key, Reader, Spare};
 
 /// The host's end of a served sandbox's channel.
@@ -90,17 +90,14 @@ impl Channel {
             if read == 0 {
                 return Ok(None);
             }
-            let (sequence, rest) = answer.split_at(HEADER_BYTES);
-            let (status, retired) = rest.split_at(4);
-            if read != ANSWER_BYTES || sequence != self.sent.to_ne_bytes() {
+            let (sequence, status, retired) = read_answer(&answer);
+            if read != ANSWER_BYTES || sequence != self.sent {
                 return Err(io::Error::other("an answer that is not for this command"));
             }
             self.answered = true;
             return Ok(Some(Answer {
-                status: ExitStatus::from_raw(i32::from_ne_bytes(
-                    status.try_into().unwrap_or_default(),
-                )),
-                retired: retired[0] != 0,
+                status: ExitStatus::from_raw(status),
+                retired,
             }));
         }
     }
