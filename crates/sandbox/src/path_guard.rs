@@ -9,7 +9,10 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::ErrorKind;
+use std::os::fd::BorrowedFd;
 use std::path::{Component, Path, PathBuf};
+
+use crate::confined::{ConfinedError, FsIdentity, Root};
 
 /// Linux gives up after 40 links (ELOOP); so do we.
 const MAX_SYMLINK_FOLLOWS: usize = 40;
@@ -22,11 +25,18 @@ pub enum PathError {
     Invalid { path: String, reason: String },
 }
 
-/// Resolves paths given by the agent against the workspace and extra roots.
+/// Resolves paths given by the agent against the workspace and extra roots,
+/// and does file operations on resolved paths confined to those roots (see
+/// [`crate::confined`]): [`PathGuard::resolve`] gives the answer to show and
+/// check rules against, [`PathGuard::confined`] reaches the file without
+/// trusting that answer a second time.
 #[derive(Debug, Clone)]
 pub struct PathGuard {
     workspace: PathBuf,
     roots: Vec<PathBuf>,
+    /// The workspace first, then the extra roots, held open.
+    open_roots: Vec<Root>,
+    identity: Option<FsIdentity>,
 }
 
 impl PathGuard {
@@ -34,11 +44,52 @@ impl PathGuard {
     /// allowed directories (canonicalized; missing ones ignored).
     pub fn new(workspace: &Path, extra_roots: &[PathBuf]) -> std::io::Result<Self> {
         let workspace = workspace.canonicalize()?;
-        let roots = extra_roots
+        let roots: Vec<PathBuf> = extra_roots
             .iter()
             .filter_map(|root| root.canonicalize().ok())
             .collect();
-        Ok(Self { workspace, roots })
+        let mut open_roots = vec![Root::open(&workspace)?];
+        for root in &roots {
+            open_roots.push(Root::open(root)?);
+        }
+        Ok(Self {
+            workspace,
+            roots,
+            open_roots,
+            identity: None,
+        })
+    }
+
+    /// Do every file operation as `identity` (the agent's user) from now on.
+    pub fn with_identity(mut self, identity: Option<FsIdentity>) -> Self {
+        self.identity = identity;
+        self
+    }
+
+    /// Whom file operations run as (`None`: the server's own user).
+    pub fn identity(&self) -> Option<FsIdentity> {
+        self.identity
+    }
+
+    /// Run `op` on a path [`PathGuard::resolve`] returned: with the
+    /// descriptor of the root holding it and the path relative to that root,
+    /// on this thread as the guard's identity. Blocking: call it from a
+    /// blocking thread.
+    pub fn confined<T>(
+        &self,
+        resolved: &Path,
+        op: impl FnOnce(BorrowedFd<'_>, &Path) -> Result<T, ConfinedError>,
+    ) -> Result<T, ConfinedError> {
+        let (root, relative) = self
+            .open_roots
+            .iter()
+            .filter_map(|root| Some((root, root.relative(resolved)?)))
+            .max_by_key(|(root, _)| root.path().as_os_str().len())
+            .ok_or(ConfinedError::Escapes)?;
+        match self.identity {
+            Some(identity) => identity.run(|| op(root.fd(), relative))?,
+            None => op(root.fd(), relative),
+        }
     }
 
     /// The canonical workspace directory.
