@@ -26,6 +26,10 @@ pub struct Policy {
     /// Let the command write `<workspace>/.git/hooks` and `<workspace>/.git/config`
     /// (both run code the next time anyone uses git there). Off by default.
     pub allow_git_config: bool,
+    /// The unprivileged user the sandbox runs as when the server is root
+    /// (bubblewrap, and everything inside, with no supplementary groups).
+    /// `None` for a server that is not root: it runs as the server's uid.
+    pub run_as: Option<crate::confined::FsIdentity>,
 }
 
 impl Policy {
@@ -40,6 +44,7 @@ impl Policy {
             unsandboxed: false,
             limits: Limits::default(),
             allow_git_config: false,
+            run_as: None,
         }
     }
 }

@@ -65,6 +65,18 @@ pub struct TurnOptions {
     pub turn_id: Option<String>,
 }
 
+impl Runtime {
+    /// The user a session owner's agent works as: its sandboxes and every
+    /// file operation done for it. `None` when the server is not root (its
+    /// agent work runs as its own uid).
+    pub async fn agent_identity(
+        &self,
+        _owner: &str,
+    ) -> Result<Option<agentd_sandbox::confined::FsIdentity>, RunError> {
+        Ok(None)
+    }
+}
+
 /// What every turn needs: the store, the config and the sandbox.
 #[derive(Clone)]
 pub struct Runtime {
