@@ -1,11 +1,35 @@
 //! Building the process for a [`Policy`]: the bubblewrap argument list, or the
 //! plain `bash -c` of an unsandboxed profile. Both get the same clean environment.
 use std::ffi::OsString;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 use tokio::process::Command;
 
+use crate::binds::{FIRST_BIND_FD, FdBind, MAX_BINDS, Source, inside};
+use crate::confined::{FsIdentity, open_beneath};
 use crate::policy::Policy;
+
+/// What the process that execs a sandbox's program must do first: hand over
+/// the bind sources, and become the agent's user.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Launch {
+    pub(crate) binds: Vec<FdBind>,
+    pub(crate) run_as: Option<FsIdentity>,
+}
+
+impl Launch {
+    /// For an unsandboxed command: no binds, the same user.
+    pub(crate) fn plain(policy: &Policy) -> Self {
+        Self {
+            binds: Vec::new(),
+            run_as: policy.run_as,
+        }
+    }
+}
 
 /// Host directories the system needs; on merged-/usr hosts these are symlinks.
 const SYSTEM_DIRS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
@@ -83,14 +107,48 @@ fn environment(policy: &Policy) -> Vec<(String, String)> {
 pub(crate) struct BwrapSpec {
     pub(crate) bwrap: PathBuf,
     pub(crate) args: Vec<OsString>,
+    /// The sources `--bind-fd`/`--ro-bind-fd` in `args` name, as recorded.
+    pub(crate) binds: Vec<FdBind>,
+    pub(crate) run_as: Option<FsIdentity>,
 }
 
 impl BwrapSpec {
-    pub(crate) fn new(bwrap: PathBuf, policy: &Policy) -> Self {
-        Self {
-            args: bwrap_args(policy),
+    pub(crate) fn new(bwrap: PathBuf, policy: &Policy) -> std::io::Result<Self> {
+        let (args, binds) = bwrap_args(policy)?;
+        Ok(Self {
+            args,
+            binds,
             bwrap,
+            run_as: policy.run_as,
+        })
+    }
+
+    /// Equal but perhaps for what the descriptor-bound sources are now.
+    pub(crate) fn same_shape(&self, other: &Self) -> bool {
+        self.bwrap == other.bwrap
+            && self.args == other.args
+            && self.run_as == other.run_as
+            && self.binds.len() == other.binds.len()
+            && self.binds.iter().zip(&other.binds).all(|(a, b)| {
+                a.fd == b.fd && a.source == b.source && a.directory == b.directory
+            })
+    }
+
+    /// How the process that execs bubblewrap must prepare it.
+    pub(crate) fn launch(&self) -> Launch {
+        Launch {
+            binds: self.binds.clone(),
+            run_as: self.run_as,
         }
+    }
+
+    /// Whether a source inside the workspace is bound, so that a command
+    /// swapping names there while this sandbox starts could misdirect a
+    /// mount (see the `gate` module).
+    pub(crate) fn pins_workspace(&self) -> bool {
+        self.binds
+            .iter()
+            .any(|bind| matches!(bind.source, Source::InWorkspace(_)))
     }
 
     /// `bwrap <args> --as-pid-1 -- /proc/self/fd/3 __sandbox-serve <ns>`: a
@@ -139,10 +197,13 @@ pub(crate) fn plain_exec(policy: &Policy, program: &str, args: &[&str]) -> Comma
     command
 }
 
-/// The bubblewrap arguments for `policy`. Order matters: later mounts cover
-/// earlier ones, so the workspace is bound after the `/tmp` tmpfs (a workspace
-/// under /tmp must stay visible).
-pub(crate) fn bwrap_args(policy: &Policy) -> Vec<OsString> {
+/// The bubblewrap arguments for `policy` and the sources they bind by
+/// descriptor. Order matters: later mounts cover earlier ones, so the
+/// workspace is bound after the `/tmp` tmpfs (a workspace under /tmp must
+/// stay visible). Fixed system directories are bound by path; everything
+/// else (the workspace, what is inside it, extra read-only paths) by
+/// descriptor (see the `binds` module).
+pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec<FdBind>)> {
     let mut args = Args::default();
     args.flags(&[
         "--die-with-parent",
@@ -177,6 +238,8 @@ pub(crate) fn bwrap_args(policy: &Policy) -> Vec<OsString> {
     if let Some(shield) = &shield {
         args.flag_value("--tmpfs", shield);
     }
+    let mut binds = BindList::default();
+    let workspace_fd = binds.workspace(&policy.workspace)?;
     // A read-only parent of the workspace must come before the workspace bind
     // (or it would hide it); one inside the workspace must come after (to
     // protect e.g. `.git` there).
@@ -184,12 +247,20 @@ pub(crate) fn bwrap_args(policy: &Policy) -> Vec<OsString> {
         .read_only_paths
         .iter()
         .partition(|path| policy.workspace.starts_with(path));
-    bind_read_only(&mut args, &parents);
-    args.pair("--bind", &policy.workspace, &policy.workspace);
-    if !policy.allow_git_config {
-        protect_git(&mut args, &policy.workspace);
+    for path in parents {
+        binds.read_only(&mut args, Source::Path(path.clone()), path, None)?;
     }
-    bind_read_only(&mut args, &others);
+    args.fd_bind("--bind-fd", FIRST_BIND_FD, &policy.workspace);
+    if !policy.allow_git_config {
+        protect_git(&mut args, &mut binds, &workspace_fd, policy)?;
+    }
+    for path in others {
+        let source = match inside(&policy.workspace, path) {
+            Some(rel) => Source::InWorkspace(rel),
+            None => Source::Path(path.clone()),
+        };
+        binds.read_only(&mut args, source, path, Some(&workspace_fd))?;
+    }
     if let Some(shield) = &shield {
         args.flag_value("--remount-ro", shield);
     }
@@ -201,7 +272,69 @@ pub(crate) fn bwrap_args(policy: &Policy) -> Vec<OsString> {
     for (key, value) in environment(policy) {
         args.pair("--setenv", key, value);
     }
-    args.0
+    Ok((args.0, binds.list))
+}
+
+/// The binds of one sandbox, numbered from [`FIRST_BIND_FD`].
+#[derive(Default)]
+struct BindList {
+    list: Vec<FdBind>,
+}
+
+impl BindList {
+    fn next_fd(&self) -> std::io::Result<i32> {
+        if self.list.len() >= MAX_BINDS {
+            return Err(std::io::Error::other("too many paths to bind into the sandbox"));
+        }
+        Ok(FIRST_BIND_FD + self.list.len() as i32)
+    }
+
+    /// The workspace, always the first bind; returns its descriptor.
+    fn workspace(&mut self, workspace: &Path) -> std::io::Result<OwnedFd> {
+        let source = Source::Path(workspace.to_path_buf());
+        match FdBind::record(FIRST_BIND_FD, source, None)? {
+            Some((bind, fd)) if bind.directory => {
+                self.list.push(bind);
+                Ok(fd)
+            }
+            _ => Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("the workspace {} is not a directory", workspace.display()),
+            )),
+        }
+    }
+
+    /// Add `source` as a bind of `flag` onto `dest`; false when it is missing
+    /// or not a directory or regular file.
+    fn add(
+        &mut self,
+        args: &mut Args,
+        flag: &str,
+        source: Source,
+        dest: &Path,
+        workspace: Option<&OwnedFd>,
+    ) -> std::io::Result<bool> {
+        let fd = self.next_fd()?;
+        let Some((bind, _)) = FdBind::record(fd, source, workspace)? else {
+            return Ok(false);
+        };
+        self.list.push(bind);
+        args.fd_bind(flag, fd, dest);
+        Ok(true)
+    }
+
+    fn read_only(
+        &mut self,
+        args: &mut Args,
+        source: Source,
+        dest: &Path,
+        workspace: Option<&OwnedFd>,
+    ) -> std::io::Result<()> {
+        if !self.add(args, "--ro-bind-fd", source, dest, workspace)? {
+            tracing::warn!(path = %dest.display(), "read-only sandbox path does not exist; skipped");
+        }
+        Ok(())
+    }
 }
 
 /// For a workspace deeper under `/tmp`, the directory that shields its
@@ -221,75 +354,76 @@ fn tmp_shield(workspace: &Path) -> Option<PathBuf> {
 /// anyone uses git in the workspace) and pin `.git` itself with a bind onto
 /// itself: a mount point cannot be renamed or removed, so the directory cannot
 /// be swapped for a look-alike with a hostile config. Without `.git`, nothing.
-fn protect_git(args: &mut Args, workspace: &Path) {
-    let dot_git = workspace.join(".git");
-    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
-        return;
+/// Everything is looked at through the workspace's descriptor, never by path:
+/// the agent may be swapping these names meanwhile. A `.git` (or hooks, or
+/// config) that is a symbolic link is not protected: its target could be
+/// anything the link is changed to.
+fn protect_git(
+    args: &mut Args,
+    binds: &mut BindList,
+    workspace: &OwnedFd,
+    policy: &Policy,
+) -> std::io::Result<()> {
+    let dot_git = policy.workspace.join(".git");
+    let flags = OFlags::PATH | OFlags::NOFOLLOW;
+    let Ok(git) = open_beneath(workspace.as_fd(), Path::new(".git"), flags, Mode::empty()) else {
+        return Ok(());
     };
-    if meta.is_file() {
-        // A gitfile (worktree, submodule) names the real git dir; keep it pointing there.
-        args.pair("--ro-bind", &dot_git, &dot_git);
-        return;
+    match rustix::fs::fstat(&git).map(|stat| FileType::from_raw_mode(stat.st_mode)) {
+        Ok(FileType::RegularFile) => {
+            // A gitfile (worktree, submodule) names the real git dir; keep it pointing there.
+            binds.add(args, "--ro-bind-fd", Source::InWorkspace(".git".into()), &dot_git, Some(workspace))?;
+            return Ok(());
+        }
+        Ok(FileType::Directory) => {}
+        Ok(FileType::Symlink) => {
+            tracing::warn!(workspace = %policy.workspace.display(), "`.git` is a symbolic link; its hooks and config are not protected");
+            return Ok(());
+        }
+        _ => return Ok(()),
     }
-    let git_dir = if meta.file_type().is_symlink() {
-        match inside_workspace(workspace, &dot_git) {
-            Some(real) if real.is_dir() => {
-                tracing::warn!(workspace = %workspace.display(), "`.git` is a symlink; its target is protected but the link can be replaced");
-                real
+    prepare_git_dir(&git, policy.run_as);
+    binds.add(args, "--bind-fd", Source::InWorkspace(".git".into()), &dot_git, Some(workspace))?;
+    for name in ["hooks", "config"] {
+        let rel = Path::new(".git").join(name);
+        let dest = dot_git.join(name);
+        if !binds.add(args, "--ro-bind-fd", Source::InWorkspace(rel), &dest, Some(workspace))? {
+            tracing::warn!(path = %dest.display(), "not a directory or file; left unprotected");
+        }
+    }
+    Ok(())
+}
+
+/// Binds need both to exist; an empty hooks dir or config changes nothing for
+/// git. Made under `.git`'s descriptor, never through a link, and owned by
+/// the agent's user like the rest of the workspace.
+fn prepare_git_dir(git: &OwnedFd, run_as: Option<FsIdentity>) {
+    let owner = |name: &str| {
+        if let Some(identity) = run_as.filter(|_| rustix::process::geteuid().is_root()) {
+            let (uid, gid) = (
+                rustix::process::Uid::from_raw(identity.uid),
+                rustix::process::Gid::from_raw(identity.gid),
+            );
+            if let Err(err) = rustix::fs::chownat(git, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW) {
+                tracing::warn!(%err, name, "cannot hand the git protection's file to the agent's user");
             }
-            _ => return,
         }
-    } else if meta.is_dir() {
-        dot_git
-    } else {
-        return;
     };
-    // Binds need both to exist; an empty hooks dir or config changes nothing for git.
-    let hooks = git_dir.join("hooks");
-    let config = git_dir.join("config");
-    if let Err(err) = std::fs::create_dir(&hooks) {
-        log_unless_exists(&hooks, &err);
+    match rustix::fs::mkdirat(git, "hooks", Mode::from_raw_mode(0o755)) {
+        Ok(()) => owner("hooks"),
+        Err(Errno::EXIST) => {}
+        Err(err) => tracing::warn!(%err, "cannot prepare git protection: .git/hooks"),
     }
-    let created = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&config);
-    if let Err(err) = created {
-        log_unless_exists(&config, &err);
-    }
-    args.pair("--bind", &git_dir, &git_dir);
-    for path in [hooks, config] {
-        let target = match std::fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_symlink() => inside_workspace(workspace, &path),
-            Ok(_) => Some(path),
-            Err(_) => None,
-        };
-        // A link pointing out of the workspace leads somewhere not writable anyway.
-        if let Some(target) = target {
-            args.pair("--ro-bind", &target, &target);
-        }
-    }
-}
-
-fn inside_workspace(workspace: &Path, path: &Path) -> Option<PathBuf> {
-    let real = path.canonicalize().ok()?;
-    let workspace = workspace.canonicalize().ok()?;
-    real.starts_with(&workspace).then_some(real)
-}
-
-fn log_unless_exists(path: &Path, err: &std::io::Error) {
-    if err.kind() != std::io::ErrorKind::AlreadyExists {
-        tracing::warn!(path = %path.display(), %err, "cannot prepare git protection");
-    }
-}
-
-fn bind_read_only(args: &mut Args, paths: &[&PathBuf]) {
-    for path in paths {
-        if path.exists() {
-            args.pair("--ro-bind", path, path);
-        } else {
-            tracing::warn!(path = %path.display(), "read-only sandbox path does not exist; skipped");
-        }
+    let created = rustix::fs::openat(
+        git,
+        "config",
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    );
+    match created {
+        Ok(_) => owner("config"),
+        Err(Errno::EXIST) => {}
+        Err(err) => tracing::warn!(%err, "cannot prepare git protection: .git/config"),
     }
 }
 
@@ -297,6 +431,10 @@ fn bind_read_only(args: &mut Args, paths: &[&PathBuf]) {
 struct Args(Vec<OsString>);
 
 impl Args {
+    fn fd_bind(&mut self, flag: &str, fd: i32, dest: &Path) {
+        self.pair(flag, fd.to_string(), dest);
+    }
+
     fn flags(&mut self, flags: &[&str]) {
         self.0.extend(flags.iter().map(OsString::from));
     }
@@ -353,6 +491,10 @@ mod tests {
         assert_eq!(vars.iter().filter(|(key, _)| key == "TERM").count(), 1);
     }
 
+    fn args_of(policy: &Policy) -> Vec<OsString> {
+        bwrap_args(policy).unwrap().0
+    }
+
     #[test]
     fn read_only_paths_are_ordered_around_the_workspace_bind() {
         let root = tempfile::tempdir().unwrap();
@@ -360,21 +502,22 @@ mod tests {
         std::fs::create_dir_all(ws.join(".git")).unwrap();
         let mut policy = Policy::new(&ws);
         policy.read_only_paths = vec![ws.join(".git"), root.path().to_path_buf()];
-        let args = bwrap_args(&policy);
+        let args = args_of(&policy);
         let position = |value: &Path| {
             args.iter()
                 .position(|arg| arg == value.as_os_str())
                 .unwrap()
         };
-        let workspace_bind = args.iter().position(|arg| arg == "--bind").unwrap();
+        let workspace_bind = args.iter().position(|arg| arg == "--bind-fd").unwrap();
         assert!(position(root.path()) < workspace_bind);
         assert!(position(&ws.join(".git")) > workspace_bind);
     }
 
+    /// The destinations of `flag` (a `--bind-fd`/`--ro-bind-fd` or path bind).
     fn binds_of(args: &[OsString], flag: &str) -> Vec<PathBuf> {
         args.windows(3)
             .filter(|w| w[0] == flag)
-            .map(|w| PathBuf::from(&w[1]))
+            .map(|w| PathBuf::from(&w[2]))
             .collect()
     }
 
@@ -384,44 +527,55 @@ mod tests {
         let ws = root.path().canonicalize().unwrap();
         std::fs::create_dir_all(ws.join(".git/objects")).unwrap();
         let mut policy = Policy::new(&ws);
-        let args = bwrap_args(&policy);
+        let (args, binds) = bwrap_args(&policy).unwrap();
         // Missing pieces are created so they can be bound.
         assert!(ws.join(".git/hooks").is_dir() && ws.join(".git/config").is_file());
-        let read_only = binds_of(&args, "--ro-bind");
+        let read_only = binds_of(&args, "--ro-bind-fd");
         assert!(read_only.contains(&ws.join(".git/hooks")));
         assert!(read_only.contains(&ws.join(".git/config")));
-        assert_eq!(binds_of(&args, "--bind"), vec![ws.clone(), ws.join(".git")]);
+        assert_eq!(binds_of(&args, "--bind-fd"), vec![ws.clone(), ws.join(".git")]);
+        // Sources inside the workspace are recorded relative to it.
+        let inside: Vec<_> = binds
+            .iter()
+            .filter_map(|bind| match &bind.source {
+                Source::InWorkspace(rel) => Some(rel.clone()),
+                Source::Path(_) => None,
+            })
+            .collect();
+        assert_eq!(inside, [".git", ".git/hooks", ".git/config"].map(PathBuf::from));
+        assert!(!binds_of(&args, "--bind").iter().any(|p| p.starts_with(&ws)));
 
         policy.allow_git_config = true;
-        let args = bwrap_args(&policy);
-        assert_eq!(binds_of(&args, "--bind"), vec![ws.clone()]);
-        assert!(
-            !binds_of(&args, "--ro-bind")
-                .iter()
-                .any(|p| p.starts_with(&ws))
-        );
+        let args = args_of(&policy);
+        assert_eq!(binds_of(&args, "--bind-fd"), vec![ws.clone()]);
+        assert!(binds_of(&args, "--ro-bind-fd").is_empty());
     }
 
     #[test]
     fn no_git_dir_means_nothing_is_created_or_bound() {
         let root = tempfile::tempdir().unwrap();
         let ws = root.path().canonicalize().unwrap();
-        let args = bwrap_args(&Policy::new(&ws));
+        let (args, binds) = bwrap_args(&Policy::new(&ws)).unwrap();
         assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0);
-        assert!(
-            !binds_of(&args, "--ro-bind")
-                .iter()
-                .any(|p| p.starts_with(&ws))
-        );
+        assert!(binds_of(&args, "--ro-bind-fd").is_empty());
+        assert_eq!(binds.len(), 1, "the workspace alone");
     }
 
     #[test]
-    fn a_gitfile_is_bound_read_only() {
+    fn a_gitfile_is_bound_read_only_and_a_git_link_is_left_alone() {
         let root = tempfile::tempdir().unwrap();
         let ws = root.path().canonicalize().unwrap();
         std::fs::write(ws.join(".git"), "gitdir: /elsewhere\n").unwrap();
-        let args = bwrap_args(&Policy::new(&ws));
-        assert!(binds_of(&args, "--ro-bind").contains(&ws.join(".git")));
+        let args = args_of(&Policy::new(&ws));
+        assert!(binds_of(&args, "--ro-bind-fd").contains(&ws.join(".git")));
+
+        std::fs::remove_file(ws.join(".git")).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws.join(".git")).unwrap();
+        let args = args_of(&Policy::new(&ws));
+        assert_eq!(binds_of(&args, "--bind-fd"), vec![ws.clone()]);
+        assert!(binds_of(&args, "--ro-bind-fd").is_empty());
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing made through the link");
     }
 
     #[test]
@@ -436,22 +590,26 @@ mod tests {
             "nothing between /tmp and it"
         );
         assert_eq!(tmp_shield(Path::new("/home/u/ws")), None);
-        let args = bwrap_args(&Policy::new("/tmp/ci/target/ws"));
+        let root = tempfile::tempdir_in("/tmp").unwrap();
+        let ws = root.path().canonicalize().unwrap().join("target/ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let args = args_of(&Policy::new(&ws));
         let tmpfs: Vec<usize> = (0..args.len()).filter(|&i| args[i] == "--tmpfs").collect();
-        let bind = args.iter().position(|a| a == "--bind").unwrap();
+        let bind = args.iter().position(|a| a == "--bind-fd").unwrap();
         let remounts: Vec<usize> = (0..args.len())
             .filter(|&i| args[i] == "--remount-ro")
             .collect();
-        assert_eq!(args[tmpfs[1] + 1], "/tmp/ci");
+        assert_eq!(args[tmpfs[1] + 1], root.path().canonicalize().unwrap().as_os_str());
         assert!(tmpfs[1] < bind && bind < remounts[0]);
-        assert_eq!(args[remounts[0] + 1], "/tmp/ci");
+        assert_eq!(args[remounts[0] + 1], args[tmpfs[1] + 1]);
     }
 
     #[test]
     fn network_is_shared_only_when_allowed() {
-        let mut policy = Policy::new("/ws");
-        assert!(!bwrap_args(&policy).iter().any(|arg| arg == "--share-net"));
+        let ws = tempfile::tempdir().unwrap();
+        let mut policy = Policy::new(ws.path());
+        assert!(!args_of(&policy).iter().any(|arg| arg == "--share-net"));
         policy.network = true;
-        assert!(bwrap_args(&policy).iter().any(|arg| arg == "--share-net"));
+        assert!(args_of(&policy).iter().any(|arg| arg == "--share-net"));
     }
 }

@@ -42,6 +42,8 @@
 //! server falls back to rlimits alone, which the kernel does enforce for it
 //! (note `RLIMIT_NPROC` then counts all of that user's processes).
 
+mod become_user;
+mod binds;
 mod capture;
 mod cgroup;
 mod command;

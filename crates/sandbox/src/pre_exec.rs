@@ -19,6 +19,7 @@ pub(crate) fn install(
     command: &mut Command,
     cgroup_join: Option<Arc<OwnedFd>>,
     rlimits: Vec<(Resource, Rlimit)>,
+    setup: ChildSetup,
 ) {
     // SAFETY: the closure runs in the forked child of a multi-threaded parent,
     // where only async-signal-safe work is allowed. It only reads data built
@@ -27,12 +28,28 @@ pub(crate) fn install(
     // Errors become `io::Error` from a raw errno, which does not allocate.
     // The child has a single thread, so moving "0" (itself) through a v1
     // `tasks` file moves the whole process.
+    // The bind sources are staged (unshare, mount) and the user switched
+    // with raw system calls too (`become_user`), from data built before.
     unsafe {
-        command.pre_exec(move || enter(cgroup_join.as_deref(), &rlimits));
+        command.pre_exec(move || enter(cgroup_join.as_deref(), &rlimits, &setup));
     }
 }
 
-fn enter(cgroup_join: Option<&OwnedFd>, rlimits: &[(Resource, Rlimit)]) -> io::Result<()> {
+/// What the child does after its limits: hand over bind sources (staged for
+/// the agent's user, or made inheritable as they are), then become that user.
+pub(crate) struct ChildSetup {
+    /// The bind sources, opened by the parent (close-on-exec there).
+    pub(crate) binds: Vec<OwnedFd>,
+    /// `(/proc/self/fd/N, /tmp/<bind>, directory)` when staging for `run_as`.
+    pub(crate) staged: Vec<(std::ffi::CString, std::ffi::CString, bool)>,
+    pub(crate) run_as: Option<crate::confined::FsIdentity>,
+}
+
+fn enter(
+    cgroup_join: Option<&OwnedFd>,
+    rlimits: &[(Resource, Rlimit)],
+    setup: &ChildSetup,
+) -> io::Result<()> {
     if let Some(join) = cgroup_join {
         // First, so every process the command ever starts is counted.
         rustix::io::write(join, b"0")?;
@@ -40,7 +57,31 @@ fn enter(cgroup_join: Option<&OwnedFd>, rlimits: &[(Resource, Rlimit)]) -> io::R
     for (resource, limit) in rlimits {
         rustix::process::setrlimit(*resource, *limit)?;
     }
+    if setup.run_as.is_some() {
+        let mut staged = [const { None }; crate::binds::MAX_BINDS];
+        for (slot, (from, to, directory)) in staged.iter_mut().zip(&setup.staged) {
+            *slot = Some(crate::become_user::Staged {
+                from,
+                to,
+                directory: *directory,
+            });
+        }
+        let count = setup.staged.len().min(crate::binds::MAX_BINDS);
+        stage_all(&staged[..count])?;
+    } else {
+        for fd in &setup.binds {
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+        }
+    }
+    if let Some(identity) = setup.run_as {
+        crate::become_user::become_user(identity)?;
+    }
     Ok(())
+}
+
+/// [`crate::become_user::stage`] over a fixed array (no allocation).
+fn stage_all(staged: &[Option<crate::become_user::Staged<'_>>]) -> io::Result<()> {
+    crate::become_user::stage_each(staged.iter().flatten())
 }
 
 /// Mark every descriptor above stderr close-on-exec. Only for the trampoline:
@@ -105,4 +146,26 @@ pub(crate) fn scheduling() -> [i32; 3] {
         let io = libc::syscall(libc::SYS_ioprio_get, 1, 0) as i32;
         [policy, param.sched_priority, io]
     }
+}
+
+/// `dup2(fd, target)`: the copy is open across exec. Only in a
+/// single-threaded process about to exec (the trampoline, a forked child).
+pub(crate) fn dup_onto(fd: &OwnedFd, target: i32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: dup2 takes two integers; `fd` is open, and whatever `target`
+    // held in this single-threaded process was to close at exec anyway.
+    if unsafe { libc::dup2(fd.as_raw_fd(), target) } != target {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Move this (single-threaded) process into a mount namespace of its own.
+pub(crate) fn unshare_mount_namespace() -> io::Result<()> {
+    // SAFETY: unshare takes a flag word; CLONE_NEWNS only affects this
+    // process's view of mounts, which the caller sets up next.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

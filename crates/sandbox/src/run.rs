@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capture::{Capture, SharedCapture, Stream, pump};
 use crate::cgroup::CommandCgroup;
-use crate::command::{BwrapSpec, find_bwrap, plain_command, plain_exec};
+use crate::command::{BwrapSpec, Launch, find_bwrap, plain_command, plain_exec};
 use crate::policy::{ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SandboxError};
 use crate::spare::{self, Taken};
 
@@ -83,11 +83,15 @@ impl Sandbox {
             Some(Taken::Served(served)) => Process::Served(served),
             Some(Taken::Child(child, group)) => Process::Child(child, group),
             None => {
-                let command = match &bwrap {
-                    Some(spec) => spec.shell(&request.command),
-                    None => plain_command(policy, &request.command),
+                let (command, launch) = match &bwrap {
+                    Some(spec) => (spec.shell(&request.command), spec.launch()),
+                    None => (
+                        plain_command(policy, &request.command),
+                        Launch::plain(policy),
+                    ),
                 };
-                let (child, group) = spawn_confined(command, Stdio::null(), &policy.limits)?;
+                let (child, group) =
+                    spawn_confined(command, Stdio::null(), &policy.limits, &launch)?;
                 Process::Child(child, group)
             }
         };
@@ -172,17 +176,22 @@ fn bwrap_spec(policy: &Policy) -> Result<Option<BwrapSpec>, SandboxError> {
         return Ok(None);
     }
     let bwrap = find_bwrap().ok_or(SandboxError::BwrapMissing)?;
-    Ok(Some(BwrapSpec::new(bwrap, policy)))
+    let spec = BwrapSpec::new(bwrap, policy)
+        .map_err(|err| SandboxError::Spawn(format!("preparing the sandbox: {err}")))?;
+    Ok(Some(spec))
 }
 
 /// Build the process for a program and its arguments (no shell).
-pub(crate) fn build_exec(policy: &Policy, argv: &[&str]) -> Result<Command, SandboxError> {
+pub(crate) fn build_exec(
+    policy: &Policy,
+    argv: &[&str],
+) -> Result<(Command, Launch), SandboxError> {
     let Some((program, args)) = argv.split_first() else {
         return Err(SandboxError::Spawn("no program given".to_string()));
     };
     Ok(match bwrap_spec(policy)? {
-        Some(spec) => spec.exec(argv),
-        None => plain_exec(policy, program, args),
+        Some(spec) => (spec.exec(argv), spec.launch()),
+        None => (plain_exec(policy, program, args), Launch::plain(policy)),
     })
 }
 
@@ -194,8 +203,9 @@ pub(crate) fn spawn_confined(
     command: Command,
     stdin: Stdio,
     limits: &Limits,
+    launch: &Launch,
 ) -> Result<(Child, GroupKiller), SandboxError> {
-    spawn_confined_as(command, stdin, limits, false)
+    spawn_confined_as(command, stdin, limits, launch, false)
 }
 
 /// [`spawn_confined`] for a serving sandbox: the trampoline also hands its
@@ -204,17 +214,29 @@ pub(crate) fn spawn_confined_serving(
     command: Command,
     stdin: Stdio,
     limits: &Limits,
+    launch: &Launch,
 ) -> Result<(Child, GroupKiller), SandboxError> {
-    spawn_confined_as(command, stdin, limits, true)
+    spawn_confined_as(command, stdin, limits, launch, true)
 }
 
 fn spawn_confined_as(
     mut command: Command,
     stdin: Stdio,
     limits: &Limits,
+    launch: &Launch,
     serving: bool,
 ) -> Result<(Child, GroupKiller), SandboxError> {
-    let cgroup = command_cgroup(limits, rustix::process::geteuid().is_root())?;
+    // A root server never runs agent work as root: no user, no command.
+    let is_root = rustix::process::geteuid().is_root();
+    let run_as = launch.run_as.filter(|_| is_root);
+    if run_as.is_some_and(|identity| identity.uid == 0) {
+        return Err(SandboxError::Spawn("refusing to run a sandbox as uid 0".into()));
+    }
+    let launch = Launch {
+        binds: launch.binds.clone(),
+        run_as,
+    };
+    let cgroup = command_cgroup(limits, is_root)?;
     if crate::trampoline::enabled() {
         let join = cgroup.as_ref().map(CommandCgroup::join_path);
         command = crate::trampoline::wrap(
@@ -222,12 +244,16 @@ fn spawn_confined_as(
             join.as_deref(),
             &limits.rlimits(),
             serving,
+            &launch,
         );
     } else {
+        let setup;
+        (command, setup) = child_setup(command, &launch)?;
         crate::pre_exec::install(
             &mut command,
             cgroup.as_ref().map(CommandCgroup::join_file),
             limits.rlimits(),
+            setup,
         );
     }
     // A serving sandbox's commands get pipes of their own; what it says
@@ -248,6 +274,49 @@ fn spawn_confined_as(
         .map_err(|err| SandboxError::Spawn(err.to_string()))?;
     let group = GroupKiller::new(&child, cgroup);
     Ok((child, group))
+}
+
+/// Without the trampoline: open the bind sources here, and point the
+/// arguments at what the child will have (the descriptors themselves, or
+/// their staged copies when it becomes the agent's user).
+fn child_setup(
+    command: Command,
+    launch: &Launch,
+) -> Result<(Command, crate::pre_exec::ChildSetup), SandboxError> {
+    use std::os::fd::AsRawFd;
+    let opened = crate::binds::open_all(&launch.binds)
+        .map_err(|err| SandboxError::Spawn(err.to_string()))?;
+    let std_command = command.as_std();
+    let mut args: Vec<std::ffi::OsString> = std_command.get_args().map(ToOwned::to_owned).collect();
+    let mut staged = Vec::new();
+    if launch.run_as.is_some() {
+        crate::binds::point_at_staged(&mut args);
+        for ((target, fd), bind) in opened.iter().zip(&launch.binds) {
+            let from = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+            let to = std::ffi::CString::new(format!("/tmp/{target}"));
+            if let (Ok(from), Ok(to)) = (from, to) {
+                staged.push((from, to, bind.directory));
+            }
+        }
+    } else {
+        crate::binds::renumber(&mut args, &opened);
+    }
+    let mut rebuilt = Command::new(std_command.get_program());
+    rebuilt.args(args).env_clear();
+    for (key, value) in std_command.get_envs() {
+        if let Some(value) = value {
+            rebuilt.env(key, value);
+        }
+    }
+    if let Some(dir) = std_command.get_current_dir() {
+        rebuilt.current_dir(dir);
+    }
+    let setup = crate::pre_exec::ChildSetup {
+        binds: opened.into_iter().map(|(_, fd)| fd).collect(),
+        staged,
+        run_as: launch.run_as,
+    };
+    Ok((rebuilt, setup))
 }
 
 fn warn_unsandboxed(policy: &Policy) {

@@ -239,11 +239,12 @@ pub(crate) fn ended_unused() {
 pub(crate) fn start_serving(
     command: tokio::process::Command,
     limits: &Limits,
+    launch: &crate::command::Launch,
 ) -> io::Result<Spare> {
     let (bootstrap_server, bootstrap) = crate::serve::channel()?;
     let (server, host) = crate::serve::channel()?;
     let channel = Channel::new(host)?;
-    let (child, group) = spawn_confined_serving(command, Stdio::from(bootstrap_server), limits)
+    let (child, group) = spawn_confined_serving(command, Stdio::from(bootstrap_server), limits, launch)
         .map_err(io::Error::other)?;
     // The channel goes over stdin, which bwrap's monitor keeps open outside
     // the sandbox: held by the server alone, the channel ends when it does,

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use tokio::process::Child;
 use tokio::runtime::{Handle, Id as RuntimeId};
 
-use crate::command::{BwrapSpec, find_bwrap};
+use crate::command::{BwrapSpec, Launch, find_bwrap};
 use crate::policy::{Limits, Policy};
 use crate::run::{GroupKiller, spawn_confined};
 use crate::served::{self, Channel, Served};
@@ -142,7 +142,8 @@ pub(crate) fn take(spec: &BwrapSpec, limits: &Limits, command: &str) -> Option<T
         key, binds, spare, ..
     } = found?;
     let spare = spare?;
-    if binds != bind_identities(&spec.args) {
+    if binds != bind_identities(&spec.args) || key.spec.binds != spec.binds {
+        // Made of what was there before (a replaced workspace, a new `.git`).
         discard(spare);
         return None;
     }
@@ -241,8 +242,16 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
         return;
     };
     // Again, after the command, which may have changed the host (a new `.git`).
+    let spec = match BwrapSpec::new(bwrap, policy) {
+        Ok(spec) => spec,
+        Err(err) => {
+            tracing::debug!(%err, "no spare sandbox");
+            abandon(id);
+            return;
+        }
+    };
     let key = Key {
-        spec: BwrapSpec::new(bwrap, policy),
+        spec,
         limits: policy.limits,
         runtime,
     };
@@ -254,13 +263,14 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
     } else {
         key.spec.shell(READER)
     };
+    let launch = key.spec.launch();
     if !lock().settle(id, key, binds) {
         return;
     }
     let started = if host_pid_namespace.is_some() {
-        served::start_serving(command, &policy.limits)
+        served::start_serving(command, &policy.limits, &launch)
     } else {
-        start_reader(command, &policy.limits)
+        start_reader(command, &policy.limits, &launch)
     };
     let spare = match started {
         Ok(spare) => spare,
@@ -282,9 +292,13 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
     pool.ensure_sweeper();
 }
 
-fn start_reader(command: tokio::process::Command, limits: &Limits) -> io::Result<Spare> {
+fn start_reader(
+    command: tokio::process::Command,
+    limits: &Limits,
+    launch: &Launch,
+) -> io::Result<Spare> {
     let (mut child, group) =
-        spawn_confined(command, Stdio::piped(), limits).map_err(io::Error::other)?;
+        spawn_confined(command, Stdio::piped(), limits, launch).map_err(io::Error::other)?;
     let stdin = child
         .stdin
         .take()
@@ -467,16 +481,25 @@ impl Pool {
 pub(crate) type BindIdentities = Vec<Option<(u64, u64)>>;
 
 /// What must be equal for a spare to serve a command, besides its binds.
-#[derive(PartialEq, Eq)]
 pub(crate) struct Key {
     spec: BwrapSpec,
     limits: Limits,
     runtime: RuntimeId,
 }
 
+/// Keys are equal when their sandboxes would be made the same way; what
+/// their descriptor-bound sources are now is checked when one is taken.
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.is(&other.spec, &other.limits, other.runtime)
+    }
+}
+
+impl Eq for Key {}
+
 impl Key {
     fn is(&self, spec: &BwrapSpec, limits: &Limits, runtime: RuntimeId) -> bool {
-        self.spec == *spec && self.limits == *limits && self.runtime == runtime
+        self.spec.same_shape(spec) && self.limits == *limits && self.runtime == runtime
     }
 }
 
@@ -570,6 +593,8 @@ mod tests {
             spec: BwrapSpec {
                 bwrap: "/usr/bin/bwrap".into(),
                 args: vec!["--bind".into(), workspace.into(), workspace.into()],
+                binds: Vec::new(),
+                run_as: None,
             },
             limits: Limits::default(),
             runtime,

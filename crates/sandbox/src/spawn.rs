@@ -49,9 +49,9 @@ impl Sandbox {
         argv: &[String],
     ) -> Result<SandboxedProcess, SandboxError> {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let command = build_exec(policy, &argv)?;
-        let (mut child, group) =
-            spawn_confined(command, Stdio::piped(), &policy.limits).map_err(|err| match err {
+        let (command, launch) = build_exec(policy, &argv)?;
+        let (mut child, group) = spawn_confined(command, Stdio::piped(), &policy.limits, &launch)
+            .map_err(|err| match err {
                 SandboxError::Spawn(message) => {
                     SandboxError::Spawn(format!("{}: {message}", argv[0]))
                 }

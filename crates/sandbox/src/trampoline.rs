@@ -21,6 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::process::{Resource, Rlimit};
 
+use crate::command::Launch;
+use crate::confined::FsIdentity;
+
 /// The hidden first argument that makes the executable a trampoline.
 const ENTER: &str = "__sandbox-enter";
 
@@ -55,9 +58,10 @@ pub(crate) fn wrap(
     cgroup_procs: Option<&std::path::Path>,
     rlimits: &[(Resource, Rlimit)],
     serving: bool,
+    launch: &Launch,
 ) -> tokio::process::Command {
     let mut wrapped = tokio::process::Command::new(SELF_EXE);
-    let mut args = enter_args(cgroup_procs, rlimits, command.get_program());
+    let mut args = enter_args(cgroup_procs, rlimits, launch, command.get_program());
     if serving {
         args[0] = ENTER_SERVING.into();
     }
@@ -76,6 +80,7 @@ pub(crate) fn wrap(
 fn enter_args(
     cgroup_procs: Option<&std::path::Path>,
     rlimits: &[(Resource, Rlimit)],
+    launch: &Launch,
     program: &OsStr,
 ) -> Vec<OsString> {
     let join = cgroup_procs.map_or_else(|| OsString::from("-"), |p| p.as_os_str().to_owned());
@@ -90,7 +95,10 @@ fn enter_args(
         })
         .collect::<Vec<_>>()
         .join(",");
-    vec![
+    let run_as = launch
+        .run_as
+        .map_or_else(|| "-".to_string(), |id| format!("{}:{}", id.uid, id.gid));
+    let mut args = vec![
         ENTER.into(),
         join,
         if limits.is_empty() {
@@ -98,8 +106,11 @@ fn enter_args(
         } else {
             limits.into()
         },
-        program.to_owned(),
-    ]
+        run_as.into(),
+    ];
+    args.extend(crate::binds::to_args(&launch.binds));
+    args.push(program.to_owned());
+    args
 }
 
 const NAMES: [(Resource, &str); 6] = [
@@ -145,18 +156,24 @@ pub fn run_if_asked() {
 enum Never {}
 
 fn enter(args: &[OsString], serving: bool) -> Result<Never, String> {
-    let [join, limits, program, argv @ ..] = args else {
-        return Err("usage: __sandbox-enter JOIN LIMITS PROGRAM [ARG…]".into());
+    let [join, limits, run_as, rest @ ..] = args else {
+        return Err("usage: __sandbox-enter JOIN LIMITS RUN_AS BINDS PROGRAM [ARG…]".into());
+    };
+    let (binds, rest) = crate::binds::from_args(rest)?;
+    let [program, argv @ ..] = rest else {
+        return Err("no program".into());
     };
     let limits = if limits == "-" {
         Vec::new()
     } else {
         parse_limits(limits)?
     };
+    let run_as = parse_identity(run_as)?;
     // Everything that needs descriptors or memory comes before the limits,
     // which may allow little of either.
     crate::pre_exec::close_inherited_fds()
         .map_err(|err| format!("closing inherited descriptors: {err}"))?;
+    let _binds = hand_over_binds(&binds, run_as)?;
     // Opened here, so it is this executable even if the file was replaced.
     let _exe = if serving {
         let exe = std::fs::File::open(SELF_EXE).map_err(|err| format!("{SELF_EXE}: {err}"))?;
@@ -178,11 +195,83 @@ fn enter(args: &[OsString], serving: bool) -> Result<Never, String> {
         rustix::process::setrlimit(resource, limit)
             .map_err(|err| format!("setting limit {resource:?}: {err}"))?;
     }
+    if let Some(identity) = run_as {
+        crate::become_user::become_user(identity)
+            .map_err(|err| format!("becoming uid {}: {err}", identity.uid))?;
+    }
     // Environment, working directory and stdio are this process's: the
     // server set them up for the program.
     use std::os::unix::process::CommandExt;
     let err = command.exec();
     Err(format!("{}: {err}", program.to_string_lossy()))
+}
+
+fn parse_identity(arg: &OsStr) -> Result<Option<FsIdentity>, String> {
+    if arg == "-" {
+        return Ok(None);
+    }
+    let text = arg.to_str().ok_or("bad user")?;
+    let (uid, gid) = text.split_once(':').ok_or("bad user")?;
+    let identity = FsIdentity {
+        uid: uid.parse().map_err(|_| "bad uid")?,
+        gid: gid.parse().map_err(|_| "bad gid")?,
+    };
+    if identity.uid == 0 {
+        return Err("refusing to run a sandbox as uid 0 on purpose".into());
+    }
+    Ok(Some(identity))
+}
+
+/// Open the bind sources, check they are what the arguments were built
+/// from, stage them for the agent's user when there is one, and put them
+/// where bubblewrap's `--bind-fd` arguments expect them.
+fn hand_over_binds(
+    binds: &[crate::binds::FdBind],
+    run_as: Option<FsIdentity>,
+) -> Result<Vec<std::os::fd::OwnedFd>, String> {
+    use std::os::fd::AsRawFd;
+    let opened = crate::binds::open_all(binds).map_err(|err| err.to_string())?;
+    let opened = if run_as.is_some() && !opened.is_empty() {
+        let paths: Vec<(std::ffi::CString, std::ffi::CString, bool)> = opened
+            .iter()
+            .zip(binds)
+            .map(|((target, fd), bind)| {
+                let from = format!("/proc/self/fd/{}", fd.as_raw_fd());
+                let to = format!("/tmp/{target}");
+                (cstring(from), cstring(to), bind.directory)
+            })
+            .collect();
+        let staged: Vec<crate::become_user::Staged<'_>> = paths
+            .iter()
+            .map(|(from, to, directory)| crate::become_user::Staged {
+                from,
+                to,
+                directory: *directory,
+            })
+            .collect();
+        crate::become_user::stage(&staged).map_err(|err| format!("staging the binds: {err}"))?;
+        paths
+            .iter()
+            .zip(&opened)
+            .map(|((_, to, _), (target, _))| {
+                let fd = rustix::fs::open(
+                    to.as_c_str(),
+                    rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                )
+                .map_err(|err| format!("reopening a staged bind: {err}"))?;
+                Ok((*target, fd))
+            })
+            .collect::<Result<Vec<_>, String>>()?
+    } else {
+        opened
+    };
+    crate::binds::place(opened).map_err(|err| format!("handing over the binds: {err}"))
+}
+
+fn cstring(text: String) -> std::ffi::CString {
+    // Digits and slashes only: never an interior NUL.
+    std::ffi::CString::new(text).unwrap_or_default()
 }
 
 fn parse_limits(limits: &OsStr) -> Result<Vec<(Resource, Rlimit)>, String> {
@@ -226,7 +315,7 @@ mod tests {
             .args(["--ro-bind", "/usr", "/usr"])
             .env_clear()
             .env("A", "1");
-        let wrapped = wrap(&bwrap, Some(procs), &rlimits, false);
+        let wrapped = wrap(&bwrap, Some(procs), &rlimits, false, &Launch::default());
         let wrapped = wrapped.as_std();
         assert_eq!(wrapped.get_program(), "/proc/self/exe");
         let args: Vec<_> = wrapped.get_args().collect();
@@ -236,6 +325,8 @@ mod tests {
                 "__sandbox-enter",
                 "/sys/fs/cgroup/x/cgroup.procs",
                 "cpu=300,nofile=1024,core=0",
+                "-",
+                "0",
                 "/usr/bin/bwrap",
                 "--ro-bind",
                 "/usr",
@@ -244,7 +335,7 @@ mod tests {
         );
         let envs: Vec<_> = wrapped.get_envs().collect();
         assert_eq!(envs, [(OsStr::new("A"), Some(OsStr::new("1")))]);
-        let bare = enter_args(None, &[], OsStr::new("bash"));
+        let bare = enter_args(None, &[], &Launch::default(), OsStr::new("bash"));
         assert_eq!(bare[1..3], ["-", "-"]);
         for (resource, _) in rlimits {
             assert_eq!(name(resource).and_then(super::resource), Some(resource));
@@ -254,7 +345,7 @@ mod tests {
     #[test]
     fn every_limit_the_policy_sets_reaches_the_trampoline() {
         let rlimits = crate::Limits::default().rlimits();
-        let args = enter_args(None, &rlimits, OsStr::new("bash"));
+        let args = enter_args(None, &rlimits, &Launch::default(), OsStr::new("bash"));
         let passed = parse_limits(&args[2]).unwrap();
         assert_eq!(passed.len(), rlimits.len(), "{args:?}");
         for ((sent, _), (got, limit)) in rlimits.iter().zip(&passed) {
