@@ -21,9 +21,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 
+mod extra;
 mod identity;
 mod walk;
 
+pub use extra::{open_no_links, open_no_links_by_walk, open_regular_no_links, set_mode_no_follow};
 pub use identity::FsIdentity;
 
 /// How often `openat2` is retried when the kernel saw a concurrent rename

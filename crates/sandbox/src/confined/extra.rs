@@ -1,0 +1,264 @@
+//! Confined operations through real directories only: a symbolic link on
+//! the way is refused, not followed, even one that stays beneath the root.
+//! Checkpoint scans and restores (and copies of a workspace) record and
+//! restore links as links, so a link where they expect a directory or a
+//! file means the tree changed under them; following it, even inside the
+//! workspace, would read or write another file than the one they named.
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` does it in one call; a
+//! kernel without `openat2` gets a per-component `O_NOFOLLOW` walk with the
+//! same verdicts (`ELOOP` for a link, `EXDEV` for a way out).
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path};
+use std::sync::atomic::Ordering;
+
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::io::Errno;
+
+use super::{ConfinedError, NO_OPENAT2, RETRIES, file_type, kind_name, opened, reopen};
+
+/// Open `rel` beneath `dir` through real directories only. A link in any
+/// component is refused with `ELOOP`, except a last one when `flags` has
+/// both `O_PATH` and `O_NOFOLLOW` (then the link itself is opened, as
+/// `openat2` does); `..` may not leave `dir` (`EXDEV`).
+pub fn open_no_links(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlags,
+    mode: Mode,
+) -> io::Result<OwnedFd> {
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    if rel.is_absolute() {
+        return Err(Errno::XDEV.into());
+    }
+    if !NO_OPENAT2.load(Ordering::Relaxed) {
+        let resolve =
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        for _ in 0..RETRIES {
+            match rustix::fs::openat2(dir, rel, flags | OFlags::CLOEXEC, mode, resolve) {
+                Err(Errno::AGAIN) => continue,
+                Err(Errno::NOSYS) => {
+                    NO_OPENAT2.store(true, Ordering::Relaxed);
+                    break;
+                }
+                other => return other.map_err(io::Error::from),
+            }
+        }
+        if !NO_OPENAT2.load(Ordering::Relaxed) {
+            return Err(Errno::AGAIN.into());
+        }
+    }
+    walk(dir, rel, flags, mode).map_err(io::Error::from)
+}
+
+/// The walk `open_no_links` falls back on, for tests of it on kernels that
+/// have `openat2`.
+#[doc(hidden)]
+pub fn open_no_links_by_walk(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlags,
+    mode: Mode,
+) -> io::Result<OwnedFd> {
+    walk(dir, rel, flags, mode).map_err(io::Error::from)
+}
+
+fn walk(root: BorrowedFd<'_>, rel: &Path, flags: OFlags, mode: Mode) -> Result<OwnedFd, Errno> {
+    let mut names: Vec<&OsStr> = Vec::new();
+    for component in rel.components() {
+        match component {
+            Component::Normal(name) => names.push(name),
+            Component::ParentDir => names.push(OsStr::new("..")),
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => return Err(Errno::XDEV),
+        }
+    }
+    let Some((last, parents)) = names.split_last() else {
+        return rustix::fs::openat(root, ".", flags | OFlags::CLOEXEC, mode);
+    };
+    // The directories walked so far; `..` goes back to the one before.
+    let mut stack: Vec<OwnedFd> = Vec::new();
+    for name in parents {
+        let current = stack.last().map_or(root, |fd| fd.as_fd());
+        if *name == ".." {
+            stack.pop().ok_or(Errno::XDEV)?;
+            continue;
+        }
+        let fd = rustix::fs::openat(
+            current,
+            *name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        match file_type(&rustix::fs::fstat(&fd)?) {
+            FileType::Directory => stack.push(fd),
+            FileType::Symlink => return Err(Errno::LOOP),
+            _ => return Err(Errno::NOTDIR),
+        }
+    }
+    let current = stack.last().map_or(root, |fd| fd.as_fd());
+    if *last == ".." {
+        stack.pop().ok_or(Errno::XDEV)?;
+        let current = stack.last().map_or(root, |fd| fd.as_fd());
+        return rustix::fs::openat(current, ".", flags | OFlags::CLOEXEC, mode);
+    }
+    let fd = rustix::fs::openat(
+        current,
+        *last,
+        flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        mode,
+    )?;
+    // `O_PATH | O_NOFOLLOW` opens a link itself: only asked for, is it kept.
+    if flags.contains(OFlags::PATH)
+        && !flags.contains(OFlags::NOFOLLOW)
+        && file_type(&rustix::fs::fstat(&fd)?) == FileType::Symlink
+    {
+        return Err(Errno::LOOP);
+    }
+    Ok(fd)
+}
+
+/// Open `rel` for reading through real directories only, if it is a regular
+/// file; a link anywhere on the way fails with `ELOOP`. As `open_regular`,
+/// nothing but an `O_PATH` descriptor is opened before the type is known,
+/// so a FIFO or a device is refused without blocking.
+pub fn open_regular_no_links(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+) -> Result<(File, Stat), ConfinedError> {
+    let path_fd = opened(open_no_links(dir, rel, OFlags::PATH, Mode::empty()))?;
+    let stat = rustix::fs::fstat(&path_fd).map_err(io::Error::from)?;
+    let found = file_type(&stat);
+    if found != FileType::RegularFile {
+        return Err(ConfinedError::Kind {
+            found: kind_name(found),
+            wanted: "a regular file",
+        });
+    }
+    Ok((reopen(&path_fd, OFlags::RDONLY)?, stat))
+}
+
+/// Set the permission bits of `rel` beneath `dir` (reached through real
+/// directories) unless it is a link: `chmod` follows links, so the very inode
+/// looked at is changed, through its descriptor. Returns whether it was
+/// changed (`false` for a link).
+pub fn set_mode_no_follow(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    mode: u32,
+) -> Result<bool, ConfinedError> {
+    let fd = opened(open_no_links(
+        dir,
+        rel,
+        OFlags::PATH | OFlags::NOFOLLOW,
+        Mode::empty(),
+    ))?;
+    if file_type(&rustix::fs::fstat(&fd).map_err(io::Error::from)?) == FileType::Symlink {
+        return Ok(false);
+    }
+    // `fchmod` refuses an `O_PATH` descriptor; its /proc link reaches the
+    // same inode without a name in between.
+    let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rustix::fs::chmod(proc_path.as_str(), Mode::from_raw_mode(mode & 0o7777))
+        .map_err(io::Error::from)?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    use super::super::Root;
+    use super::*;
+
+    type Opener = fn(BorrowedFd<'_>, &Path, OFlags, Mode) -> io::Result<OwnedFd>;
+
+    fn errno(result: io::Result<OwnedFd>) -> Option<i32> {
+        result.err().and_then(|err| err.raw_os_error())
+    }
+
+    /// The same verdicts from `openat2` and from the walk: real dirs pass,
+    /// any link is refused, even one that stays inside.
+    #[test]
+    fn both_ways_refuse_every_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub/deeper")).unwrap();
+        std::fs::write(ws.join("sub/file"), "inside").unwrap();
+        std::fs::write(tmp.path().join("secret"), "outside").unwrap();
+        symlink("sub", ws.join("dir_link")).unwrap();
+        symlink("sub/file", ws.join("file_link")).unwrap();
+        let root = Root::open(&ws).unwrap();
+        for open in [open_no_links as Opener, open_no_links_by_walk as Opener] {
+            let read = |rel: &str| open(root.fd(), Path::new(rel), OFlags::RDONLY, Mode::empty());
+            let fd = read("sub/file").unwrap();
+            let text = std::fs::read_to_string(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+            assert_eq!(text.unwrap(), "inside");
+            assert!(read("sub/deeper/../file").is_ok());
+            for link in ["dir_link/file", "file_link"] {
+                assert_eq!(errno(read(link)), Some(libc::ELOOP), "{link}");
+            }
+            for out in ["../secret", "sub/../../secret", "/etc/hostname"] {
+                assert_eq!(errno(read(out)), Some(libc::EXDEV), "{out}");
+            }
+            assert_eq!(errno(read("sub/file/x")), Some(libc::ENOTDIR));
+            let path_only =
+                |rel: &str, flags| open(root.fd(), Path::new(rel), flags, Mode::empty());
+            assert_eq!(
+                errno(path_only("file_link", OFlags::PATH)),
+                Some(libc::ELOOP)
+            );
+            let link = path_only("file_link", OFlags::PATH | OFlags::NOFOLLOW).unwrap();
+            let stat = rustix::fs::fstat(&link).unwrap();
+            assert_eq!(file_type(&stat), FileType::Symlink);
+        }
+    }
+
+    #[test]
+    fn regular_files_only_and_a_fifo_does_not_block() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("d")).unwrap();
+        std::fs::write(tmp.path().join("d/f"), "x").unwrap();
+        symlink("d", tmp.path().join("l")).unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            tmp.path().join("fifo"),
+            Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let root = Root::open(tmp.path()).unwrap();
+        let (_, stat) = open_regular_no_links(root.fd(), Path::new("d/f")).unwrap();
+        assert_eq!(stat.st_size, 1);
+        let err = open_regular_no_links(root.fd(), Path::new("fifo")).unwrap_err();
+        assert!(matches!(err, ConfinedError::Kind { found, .. } if found.contains("FIFO")));
+        let err = open_regular_no_links(root.fd(), Path::new("l/f")).unwrap_err();
+        let ConfinedError::Io(err) = err else {
+            panic!("{err}")
+        };
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
+    }
+
+    #[test]
+    fn modes_are_set_on_the_entry_never_through_a_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("target");
+        std::fs::write(&target, "x").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::create_dir(tmp.path().join("ws")).unwrap();
+        std::fs::write(tmp.path().join("ws/f"), "y").unwrap();
+        symlink(&target, tmp.path().join("ws/link")).unwrap();
+        let root = Root::open(&tmp.path().join("ws")).unwrap();
+        assert!(set_mode_no_follow(root.fd(), Path::new("f"), 0o600).unwrap());
+        assert!(!set_mode_no_follow(root.fd(), Path::new("link"), 0o600).unwrap());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&tmp.path().join("ws/f")), 0o600);
+        assert_eq!(mode(&target), 0o644);
+    }
+}
