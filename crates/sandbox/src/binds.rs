@@ -63,6 +63,14 @@ impl FdBind {
             {
                 return Ok(None);
             }
+            Err(err) if err.raw_os_error() == Some(libc::EXDEV) => {
+                let shown = match &source {
+                    Source::Path(path) | Source::InWorkspace(path) => path.display().to_string(),
+                };
+                return Err(io::Error::other(format!(
+                    "{shown} leads outside the workspace (it changed while the sandbox was being prepared); run the command again"
+                )));
+            }
             Err(err) => return Err(err),
         };
         let stat = rustix::fs::fstat(&opened)?;
@@ -86,8 +94,14 @@ fn open_source(source: &Source, workspace: Option<&OwnedFd>) -> io::Result<Owned
     match source {
         Source::Path(path) => Ok(rustix::fs::open(path, flags, Mode::empty())?),
         Source::InWorkspace(rel) => {
-            let workspace = workspace.ok_or_else(|| io::Error::other("no workspace to bind from"))?;
-            open_beneath(workspace.as_fd(), rel, flags | OFlags::NOFOLLOW, Mode::empty())
+            let workspace =
+                workspace.ok_or_else(|| io::Error::other("no workspace to bind from"))?;
+            open_beneath(
+                workspace.as_fd(),
+                rel,
+                flags | OFlags::NOFOLLOW,
+                Mode::empty(),
+            )
         }
     }
 }
@@ -262,7 +276,11 @@ mod tests {
         std::fs::rename(ws.join(".git"), ws.join("real")).unwrap();
         std::os::unix::fs::symlink(tmp.path(), ws.join(".git")).unwrap();
         let err = open_all(&binds).unwrap_err();
-        assert!(err.to_string().contains("changed while the sandbox was starting"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("changed while the sandbox was starting"),
+            "{err}"
+        );
         // Replaced by another directory: refused.
         std::fs::remove_file(ws.join(".git")).unwrap();
         std::fs::create_dir(ws.join(".git")).unwrap();
@@ -279,9 +297,19 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let fd = rustix::fs::open(tmp.path(), OFlags::PATH, Mode::empty()).unwrap();
         let real = fd.as_raw_fd().to_string();
-        let mut args: Vec<OsString> = ["--setenv", "X", "10", "--bind-fd", "10", "/ws", "--ro-bind-fd", "11", "/x"]
-            .map(OsString::from)
-            .to_vec();
+        let mut args: Vec<OsString> = [
+            "--setenv",
+            "X",
+            "10",
+            "--bind-fd",
+            "10",
+            "/ws",
+            "--ro-bind-fd",
+            "11",
+            "/x",
+        ]
+        .map(OsString::from)
+        .to_vec();
         renumber(&mut args, &[(10, fd)]);
         assert_eq!(args[2], "10");
         assert_eq!(args[4], real.as_str());

@@ -129,9 +129,11 @@ impl BwrapSpec {
             && self.args == other.args
             && self.run_as == other.run_as
             && self.binds.len() == other.binds.len()
-            && self.binds.iter().zip(&other.binds).all(|(a, b)| {
-                a.fd == b.fd && a.source == b.source && a.directory == b.directory
-            })
+            && self
+                .binds
+                .iter()
+                .zip(&other.binds)
+                .all(|(a, b)| a.fd == b.fd && a.source == b.source && a.directory == b.directory)
     }
 
     /// How the process that execs bubblewrap must prepare it.
@@ -284,7 +286,9 @@ struct BindList {
 impl BindList {
     fn next_fd(&self) -> std::io::Result<i32> {
         if self.list.len() >= MAX_BINDS {
-            return Err(std::io::Error::other("too many paths to bind into the sandbox"));
+            return Err(std::io::Error::other(
+                "too many paths to bind into the sandbox",
+            ));
         }
         Ok(FIRST_BIND_FD + self.list.len() as i32)
     }
@@ -372,7 +376,13 @@ fn protect_git(
     match rustix::fs::fstat(&git).map(|stat| FileType::from_raw_mode(stat.st_mode)) {
         Ok(FileType::RegularFile) => {
             // A gitfile (worktree, submodule) names the real git dir; keep it pointing there.
-            binds.add(args, "--ro-bind-fd", Source::InWorkspace(".git".into()), &dot_git, Some(workspace))?;
+            binds.add(
+                args,
+                "--ro-bind-fd",
+                Source::InWorkspace(".git".into()),
+                &dot_git,
+                Some(workspace),
+            )?;
             return Ok(());
         }
         Ok(FileType::Directory) => {}
@@ -383,11 +393,23 @@ fn protect_git(
         _ => return Ok(()),
     }
     prepare_git_dir(&git, policy.run_as);
-    binds.add(args, "--bind-fd", Source::InWorkspace(".git".into()), &dot_git, Some(workspace))?;
+    binds.add(
+        args,
+        "--bind-fd",
+        Source::InWorkspace(".git".into()),
+        &dot_git,
+        Some(workspace),
+    )?;
     for name in ["hooks", "config"] {
         let rel = Path::new(".git").join(name);
         let dest = dot_git.join(name);
-        if !binds.add(args, "--ro-bind-fd", Source::InWorkspace(rel), &dest, Some(workspace))? {
+        if !binds.add(
+            args,
+            "--ro-bind-fd",
+            Source::InWorkspace(rel),
+            &dest,
+            Some(workspace),
+        )? {
             tracing::warn!(path = %dest.display(), "not a directory or file; left unprotected");
         }
     }
@@ -404,7 +426,9 @@ fn prepare_git_dir(git: &OwnedFd, run_as: Option<FsIdentity>) {
                 rustix::process::Uid::from_raw(identity.uid),
                 rustix::process::Gid::from_raw(identity.gid),
             );
-            if let Err(err) = rustix::fs::chownat(git, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW) {
+            if let Err(err) =
+                rustix::fs::chownat(git, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)
+            {
                 tracing::warn!(%err, name, "cannot hand the git protection's file to the agent's user");
             }
         }
@@ -533,7 +557,10 @@ mod tests {
         let read_only = binds_of(&args, "--ro-bind-fd");
         assert!(read_only.contains(&ws.join(".git/hooks")));
         assert!(read_only.contains(&ws.join(".git/config")));
-        assert_eq!(binds_of(&args, "--bind-fd"), vec![ws.clone(), ws.join(".git")]);
+        assert_eq!(
+            binds_of(&args, "--bind-fd"),
+            vec![ws.clone(), ws.join(".git")]
+        );
         // Sources inside the workspace are recorded relative to it.
         let inside: Vec<_> = binds
             .iter()
@@ -542,7 +569,10 @@ mod tests {
                 Source::Path(_) => None,
             })
             .collect();
-        assert_eq!(inside, [".git", ".git/hooks", ".git/config"].map(PathBuf::from));
+        assert_eq!(
+            inside,
+            [".git", ".git/hooks", ".git/config"].map(PathBuf::from)
+        );
         assert!(!binds_of(&args, "--bind").iter().any(|p| p.starts_with(&ws)));
 
         policy.allow_git_config = true;
@@ -575,7 +605,11 @@ mod tests {
         let args = args_of(&Policy::new(&ws));
         assert_eq!(binds_of(&args, "--bind-fd"), vec![ws.clone()]);
         assert!(binds_of(&args, "--ro-bind-fd").is_empty());
-        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing made through the link");
+        assert_eq!(
+            std::fs::read_dir(outside.path()).unwrap().count(),
+            0,
+            "nothing made through the link"
+        );
     }
 
     #[test]
@@ -599,7 +633,10 @@ mod tests {
         let remounts: Vec<usize> = (0..args.len())
             .filter(|&i| args[i] == "--remount-ro")
             .collect();
-        assert_eq!(args[tmpfs[1] + 1], root.path().canonicalize().unwrap().as_os_str());
+        assert_eq!(
+            args[tmpfs[1] + 1],
+            root.path().canonicalize().unwrap().as_os_str()
+        );
         assert!(tmpfs[1] < bind && bind < remounts[0]);
         assert_eq!(args[remounts[0] + 1], args[tmpfs[1] + 1]);
     }

@@ -47,6 +47,7 @@ mod binds;
 mod capture;
 mod cgroup;
 mod command;
+mod gate;
 mod path_guard;
 mod policy;
 mod pre_exec;

@@ -6,7 +6,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use rustix::process::{Resource, Rlimit};
@@ -40,8 +40,8 @@ pub(crate) fn install(
 pub(crate) struct ChildSetup {
     /// The bind sources, opened by the parent (close-on-exec there).
     pub(crate) binds: Vec<OwnedFd>,
-    /// `(/proc/self/fd/N, /tmp/<bind>, directory)` when staging for `run_as`.
-    pub(crate) staged: Vec<(std::ffi::CString, std::ffi::CString, bool)>,
+    /// `(/tmp/<bind>, directory)` for each bind when staging for `run_as`.
+    pub(crate) staged: Vec<(std::ffi::CString, bool)>,
     pub(crate) run_as: Option<crate::confined::FsIdentity>,
 }
 
@@ -59,15 +59,14 @@ fn enter(
     }
     if setup.run_as.is_some() {
         let mut staged = [const { None }; crate::binds::MAX_BINDS];
-        for (slot, (from, to, directory)) in staged.iter_mut().zip(&setup.staged) {
+        for (slot, (fd, to)) in staged.iter_mut().zip(setup.binds.iter().zip(&setup.staged)) {
             *slot = Some(crate::become_user::Staged {
-                from,
-                to,
-                directory: *directory,
+                from: fd.as_fd(),
+                to: &to.0,
+                directory: to.1,
             });
         }
-        let count = setup.staged.len().min(crate::binds::MAX_BINDS);
-        stage_all(&staged[..count])?;
+        crate::become_user::stage(staged.iter().flatten())?;
     } else {
         for fd in &setup.binds {
             rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
@@ -77,11 +76,6 @@ fn enter(
         crate::become_user::become_user(identity)?;
     }
     Ok(())
-}
-
-/// [`crate::become_user::stage`] over a fixed array (no allocation).
-fn stage_all(staged: &[Option<crate::become_user::Staged<'_>>]) -> io::Result<()> {
-    crate::become_user::stage_each(staged.iter().flatten())
 }
 
 /// Mark every descriptor above stderr close-on-exec. Only for the trampoline:

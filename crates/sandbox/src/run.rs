@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::capture::{Capture, SharedCapture, Stream, pump};
 use crate::cgroup::CommandCgroup;
 use crate::command::{BwrapSpec, Launch, find_bwrap, plain_command, plain_exec};
+use crate::gate;
 use crate::policy::{ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SandboxError};
 use crate::spare::{self, Taken};
 
@@ -62,7 +63,7 @@ impl Sandbox {
         cancel: CancellationToken,
     ) -> Result<ExecOutcome, SandboxError> {
         let started = Instant::now();
-        let bwrap = bwrap_spec(policy)?;
+        let mut bwrap = bwrap_spec(policy)?;
         if cancel.is_cancelled() {
             // Interrupted before it started: run nothing (a spare stays for the next one).
             return Ok(ExecOutcome {
@@ -76,13 +77,36 @@ impl Sandbox {
                 duration: started.elapsed(),
             });
         }
-        let spare = bwrap
-            .as_ref()
-            .and_then(|spec| spare::take(spec, &policy.limits, &request.command));
+        let spare = bwrap.as_ref().and_then(|spec| {
+            spare::take(spec, &policy.limits, &request.command, &policy.workspace)
+        });
+        // Held until the command has ended (see the `gate` module).
+        let _pass: Option<gate::Pass>;
         let mut process = match spare {
-            Some(Taken::Served(served)) => Process::Served(served),
-            Some(Taken::Child(child, group)) => Process::Child(child, group),
+            Some((Taken::Served(served), pass)) => {
+                _pass = pass;
+                Process::Served(served)
+            }
+            Some((Taken::Child(child, group), pass)) => {
+                _pass = pass;
+                Process::Child(child, group)
+            }
             None => {
+                let pass;
+                (pass, bwrap) = tokio::select! {
+                    entered = enter_gate(policy, bwrap) => entered?,
+                    () = cancel.cancelled() => return Ok(ExecOutcome {
+                        exit_code: None,
+                        stdout: String::new(),
+                        stderr: String::new(),
+                        truncated: false,
+                        dropped_bytes: 0,
+                        timed_out: false,
+                        cancelled: true,
+                        duration: started.elapsed(),
+                    }),
+                };
+                _pass = Some(pass);
                 let (command, launch) = match &bwrap {
                     Some(spec) => (spec.shell(&request.command), spec.launch()),
                     None => (
@@ -169,6 +193,36 @@ impl Sandbox {
     }
 }
 
+/// The gate's side of a cold start: a pinned start, or a command that could
+/// rename things in the workspace (an unsandboxed one can too).
+fn side_of(spec: Option<&BwrapSpec>) -> gate::Side {
+    if spec.is_some_and(BwrapSpec::pins_workspace) {
+        gate::Side::PinnedStart
+    } else {
+        gate::Side::UnpinnedCommand
+    }
+}
+
+/// Pass the gate for a cold start of `spec`; after a wait the workspace may
+/// have changed (`.git` made or removed), so the spec is built again, and
+/// the gate passed again if that changes its side.
+async fn enter_gate(
+    policy: &Policy,
+    mut spec: Option<BwrapSpec>,
+) -> Result<(gate::Pass, Option<BwrapSpec>), SandboxError> {
+    loop {
+        let side = side_of(spec.as_ref());
+        let (pass, waited) = gate::enter(&policy.workspace, side).await;
+        if !waited {
+            return Ok((pass, spec));
+        }
+        spec = bwrap_spec(policy)?;
+        if side_of(spec.as_ref()) == side {
+            return Ok((pass, spec));
+        }
+    }
+}
+
 /// How `policy` runs under bubblewrap; `None` when it runs unsandboxed.
 fn bwrap_spec(policy: &Policy) -> Result<Option<BwrapSpec>, SandboxError> {
     if policy.unsandboxed {
@@ -230,7 +284,9 @@ fn spawn_confined_as(
     let is_root = rustix::process::geteuid().is_root();
     let run_as = launch.run_as.filter(|_| is_root);
     if run_as.is_some_and(|identity| identity.uid == 0) {
-        return Err(SandboxError::Spawn("refusing to run a sandbox as uid 0".into()));
+        return Err(SandboxError::Spawn(
+            "refusing to run a sandbox as uid 0".into(),
+        ));
     }
     let launch = Launch {
         binds: launch.binds.clone(),
@@ -283,7 +339,6 @@ fn child_setup(
     command: Command,
     launch: &Launch,
 ) -> Result<(Command, crate::pre_exec::ChildSetup), SandboxError> {
-    use std::os::fd::AsRawFd;
     let opened = crate::binds::open_all(&launch.binds)
         .map_err(|err| SandboxError::Spawn(err.to_string()))?;
     let std_command = command.as_std();
@@ -291,12 +346,10 @@ fn child_setup(
     let mut staged = Vec::new();
     if launch.run_as.is_some() {
         crate::binds::point_at_staged(&mut args);
-        for ((target, fd), bind) in opened.iter().zip(&launch.binds) {
-            let from = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-            let to = std::ffi::CString::new(format!("/tmp/{target}"));
-            if let (Ok(from), Ok(to)) = (from, to) {
-                staged.push((from, to, bind.directory));
-            }
+        for ((target, _), bind) in opened.iter().zip(&launch.binds) {
+            let to = std::ffi::CString::new(format!("/tmp/{target}"))
+                .map_err(|err| SandboxError::Spawn(err.to_string()))?;
+            staged.push((to, bind.directory));
         }
     } else {
         crate::binds::renumber(&mut args, &opened);

@@ -153,6 +153,13 @@ fn serve_commands() -> io::Result<()> {
         return Ok(());
     };
     let channel = channel.as_fd();
+    // Sequence 0: set up and serving. Sent only now, from inside: the host
+    // knows bubblewrap has finished its mounts (the `gate` module).
+    rustix::net::send(
+        channel,
+        &answer(0u32.to_ne_bytes(), 0, false),
+        rustix::net::SendFlags::empty(),
+    )?;
     let inherited = Inherited::now();
     let mut message = vec![0u8; HEADER_BYTES + MAX_COMMAND_BYTES];
     loop {

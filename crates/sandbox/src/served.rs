@@ -6,6 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use rustix::net::RecvFlags;
 use tokio::io::unix::AsyncFd;
@@ -23,6 +24,8 @@ pub(crate) struct Channel {
     sent: u32,
     /// Whether the server has answered a command yet.
     answered: bool,
+    /// Whether the server's "ready" (sequence 0) has been read.
+    ready: bool,
 }
 
 /// A served command's end, as the server reports it.
@@ -41,6 +44,7 @@ impl Channel {
             socket: crate::pre_exec::register(host)?,
             sent: 0,
             answered: false,
+            ready: false,
         })
     }
 
@@ -91,6 +95,10 @@ impl Channel {
                 return Ok(None);
             }
             let (sequence, status, retired) = read_answer(&answer);
+            if read == ANSWER_BYTES && sequence == 0 && !self.ready {
+                self.ready = true;
+                continue;
+            }
             if read != ANSWER_BYTES || sequence != self.sent {
                 return Err(io::Error::other("an answer that is not for this command"));
             }
@@ -235,17 +243,23 @@ pub(crate) fn ended_unused() {
     }
 }
 
+/// How long a start waits for a serving sandbox to say it is ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Start `command` (from `BwrapSpec::serve`) with a new channel on its stdin.
+/// With `wait_ready`, return only once the server inside says it serves
+/// (bubblewrap's set-up is over), blocking this thread meanwhile.
 pub(crate) fn start_serving(
     command: tokio::process::Command,
     limits: &Limits,
     launch: &crate::command::Launch,
+    wait_ready: bool,
 ) -> io::Result<Spare> {
     let (bootstrap_server, bootstrap) = crate::serve::channel()?;
     let (server, host) = crate::serve::channel()?;
-    let channel = Channel::new(host)?;
-    let (child, group) = spawn_confined_serving(command, Stdio::from(bootstrap_server), limits, launch)
-        .map_err(io::Error::other)?;
+    let (child, group) =
+        spawn_confined_serving(command, Stdio::from(bootstrap_server), limits, launch)
+            .map_err(io::Error::other)?;
     // The channel goes over stdin, which bwrap's monitor keeps open outside
     // the sandbox: held by the server alone, the channel ends when it does,
     // and a command for a dead server fails to send (and starts cold).
@@ -254,11 +268,50 @@ pub(crate) fn start_serving(
         &[io::IoSlice::new(&0u32.to_ne_bytes())],
         &[server.as_fd()],
     )?;
+    drop(server);
+    let mut ready = false;
+    if wait_ready {
+        wait_until_ready(&host)?;
+        ready = true;
+    }
+    let mut channel = Channel::new(host)?;
+    channel.ready = ready;
     Ok(Spare {
         group,
         child,
         reader: Reader::Server(channel),
     })
+}
+
+/// Block until the server's "ready" arrives on `host` (still blocking).
+fn wait_until_ready(host: &OwnedFd) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + READY_TIMEOUT;
+    let mut answer = [0u8; ANSWER_BYTES];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::other("the sandbox did not start in time"));
+        }
+        let timeout = rustix::event::Timespec::try_from(left).map_err(io::Error::other)?;
+        let mut poll = [rustix::event::PollFd::new(
+            host,
+            rustix::event::PollFlags::IN,
+        )];
+        if rustix::event::poll(&mut poll, Some(&timeout))? == 0 {
+            continue;
+        }
+        let (read, _) = rustix::net::recv(host, &mut answer, RecvFlags::empty())?;
+        if read == 0 {
+            return Err(io::Error::other("the sandbox ended before it was ready"));
+        }
+        let (sequence, _, _) = read_answer(&answer);
+        if read != ANSWER_BYTES || sequence != 0 {
+            return Err(io::Error::other(
+                "an unexpected first message from the sandbox",
+            ));
+        }
+        return Ok(());
+    }
 }
 
 /// The read end of a served command's stdout or stderr.

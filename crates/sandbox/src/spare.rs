@@ -26,6 +26,7 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
@@ -35,6 +36,7 @@ use tokio::process::Child;
 use tokio::runtime::{Handle, Id as RuntimeId};
 
 use crate::command::{BwrapSpec, Launch, find_bwrap};
+use crate::gate::{self, Pass, Side};
 use crate::policy::{Limits, Policy};
 use crate::run::{GroupKiller, spawn_confined};
 use crate::served::{self, Channel, Served};
@@ -112,11 +114,23 @@ pub fn spares_waiting() -> usize {
 }
 
 /// Take the waiting spare for `spec` and `limits`, hand it `command` and
-/// return it running; `None` when the command must start cold.
-pub(crate) fn take(spec: &BwrapSpec, limits: &Limits, command: &str) -> Option<Taken> {
+/// return it running, with the gate's pass the command holds while it runs
+/// (an unpinned sandbox's); `None` when the command must start cold.
+pub(crate) fn take(
+    spec: &BwrapSpec,
+    limits: &Limits,
+    command: &str,
+    workspace: &Path,
+) -> Option<(Taken, Option<Pass>)> {
     if command.contains('\0') {
         return None;
     }
+    // Checked first: a spare put back meanwhile would wait for nothing.
+    let pass = if spec.pins_workspace() {
+        None
+    } else {
+        Some(gate::try_enter(workspace, Side::UnpinnedCommand)?)
+    };
     let runtime = Handle::try_current().ok()?.id();
     let (found, expired) = {
         let mut pool = lock();
@@ -147,7 +161,7 @@ pub(crate) fn take(spec: &BwrapSpec, limits: &Limits, command: &str) -> Option<T
         discard(spare);
         return None;
     }
-    spare.run(command, key, binds)
+    Some((spare.run(command, key, binds)?, pass))
 }
 
 /// A spare given a command.
@@ -264,14 +278,31 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
         key.spec.shell(READER)
     };
     let launch = key.spec.launch();
+    // A start that binds inside the workspace must not overlap a command that
+    // could rename things there (the `gate` module); it holds its pass until
+    // the sandbox says it is set up, which only a serving one can.
+    let pinned = key.spec.pins_workspace();
+    let pass = if pinned {
+        match host_pid_namespace.and_then(|_| gate::try_enter(&policy.workspace, Side::PinnedStart))
+        {
+            Some(pass) => Some(pass),
+            None => {
+                abandon(id);
+                return;
+            }
+        }
+    } else {
+        None
+    };
     if !lock().settle(id, key, binds) {
         return;
     }
     let started = if host_pid_namespace.is_some() {
-        served::start_serving(command, &policy.limits, &launch)
+        served::start_serving(command, &policy.limits, &launch, pinned)
     } else {
         start_reader(command, &policy.limits, &launch)
     };
+    drop(pass);
     let spare = match started {
         Ok(spare) => spare,
         Err(err) => {

@@ -52,11 +52,9 @@ impl Sandbox {
         let (command, launch) = build_exec(policy, &argv)?;
         let (mut child, group) = spawn_confined(command, Stdio::piped(), &policy.limits, &launch)
             .map_err(|err| match err {
-                SandboxError::Spawn(message) => {
-                    SandboxError::Spawn(format!("{}: {message}", argv[0]))
-                }
-                other => other,
-            })?;
+            SandboxError::Spawn(message) => SandboxError::Spawn(format!("{}: {message}", argv[0])),
+            other => other,
+        })?;
         let pid = child.id();
         let tail = Arc::new(Mutex::new(Tail::default()));
         let stderr = child

@@ -229,38 +229,41 @@ fn hand_over_binds(
     binds: &[crate::binds::FdBind],
     run_as: Option<FsIdentity>,
 ) -> Result<Vec<std::os::fd::OwnedFd>, String> {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     let opened = crate::binds::open_all(binds).map_err(|err| err.to_string())?;
     let opened = if run_as.is_some() && !opened.is_empty() {
-        let paths: Vec<(std::ffi::CString, std::ffi::CString, bool)> = opened
+        let places: Vec<std::ffi::CString> = opened
+            .iter()
+            .map(|(target, _)| cstring(format!("/tmp/{target}")))
+            .collect();
+        let staged: Vec<crate::become_user::Staged<'_>> = opened
             .iter()
             .zip(binds)
-            .map(|((target, fd), bind)| {
-                let from = format!("/proc/self/fd/{}", fd.as_raw_fd());
-                let to = format!("/tmp/{target}");
-                (cstring(from), cstring(to), bind.directory)
-            })
-            .collect();
-        let staged: Vec<crate::become_user::Staged<'_>> = paths
-            .iter()
-            .map(|(from, to, directory)| crate::become_user::Staged {
-                from,
+            .zip(&places)
+            .map(|(((_, fd), bind), to)| crate::become_user::Staged {
+                from: fd.as_fd(),
                 to,
-                directory: *directory,
+                directory: bind.directory,
             })
             .collect();
-        crate::become_user::stage(&staged).map_err(|err| format!("staging the binds: {err}"))?;
-        paths
+        crate::become_user::stage(staged.iter())
+            .map_err(|err| format!("staging the binds: {err}"))?;
+        drop(staged);
+        // Closed before `place` puts descriptors at their numbers: a
+        // descriptor dropped after that could close one of those.
+        let targets: Vec<i32> = opened.iter().map(|(target, _)| *target).collect();
+        drop(opened);
+        places
             .iter()
-            .zip(&opened)
-            .map(|((_, to, _), (target, _))| {
+            .zip(targets)
+            .map(|(to, target)| {
                 let fd = rustix::fs::open(
                     to.as_c_str(),
                     rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
                     rustix::fs::Mode::empty(),
                 )
                 .map_err(|err| format!("reopening a staged bind: {err}"))?;
-                Ok((*target, fd))
+                Ok((target, fd))
             })
             .collect::<Result<Vec<_>, String>>()?
     } else {

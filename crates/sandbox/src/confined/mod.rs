@@ -428,7 +428,9 @@ pub fn read_link(dir: BorrowedFd<'_>, rel: &Path) -> Result<PathBuf, ConfinedErr
         Mode::empty(),
     ))?;
     let target = rustix::fs::readlinkat(&parent, name, Vec::new()).map_err(io::Error::from)?;
-    Ok(PathBuf::from(std::ffi::OsStr::from_bytes(target.to_bytes())))
+    Ok(PathBuf::from(std::ffi::OsStr::from_bytes(
+        target.to_bytes(),
+    )))
 }
 
 #[cfg(test)]

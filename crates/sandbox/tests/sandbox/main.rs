@@ -13,5 +13,6 @@ mod support;
 mod escapes;
 mod exec;
 mod limits;
+mod run_as;
 mod secrets;
 mod spares;
