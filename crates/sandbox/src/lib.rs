@@ -1,7 +1,9 @@
 //! Confinement for everything the agent touches.
 //!
 //! - [`PathGuard`] resolves agent-given paths (relative, `~`, `..`, symlinks)
-//!   and refuses any that land outside the allowed roots.
+//!   and refuses any that land outside the allowed roots; [`confined`] then
+//!   does the file operation through a descriptor of the root, so nothing a
+//!   concurrent command swaps in between can lead it out.
 //! - [`Sandbox`] runs a shell command under bubblewrap with a [`Policy`]: the
 //!   workspace is the only writable place (its `.git/hooks` and `.git/config`
 //!   read-only unless allowed), no network unless allowed, a clean
@@ -31,10 +33,12 @@
 //! lets the sandbox kill processes that escaped the process group, and it is
 //! removed when the sandbox ends.
 //!
-//! Running sandboxes as an unprivileged host uid was the alternative; it was
-//! rejected because the workspace (written by the server's own file tools as
-//! root) would no longer be writable inside, and it needs unprivileged user
-//! namespaces.
+//! A root server also never runs agent work as root: with
+//! [`Policy::run_as`] (which the server always sets when it is root) bubblewrap
+//! starts as the session user's unprivileged uid, in a user namespace, so a
+//! bug anywhere in the sandbox is that uid's reach, not root's; the file tools
+//! do their work as the same uid ([`confined::FsIdentity`]). RLIMIT_NPROC then
+//! binds too, per uid.
 //!
 //! Fail safe: when the server runs as root and no cgroup can be made (no
 //! `pids` controller, read-only `/sys/fs/cgroup` in a container), a command
