@@ -1,16 +1,13 @@
 //! Building the process for a [`Policy`]: the bubblewrap argument list, or the
 //! plain `bash -c` of an unsandboxed profile. Both get the same clean environment.
 use std::ffi::OsString;
-use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-use rustix::io::Errno;
 
 use tokio::process::Command;
 
-use crate::binds::{FIRST_BIND_FD, FdBind, MAX_BINDS, Source, inside};
-use crate::confined::{FsIdentity, open_beneath};
+use crate::bind_args::{Args, BindList, protect_git};
+use crate::binds::{FIRST_BIND_FD, FdBind, Source, inside};
+use crate::confined::FsIdentity;
 use crate::policy::Policy;
 
 /// What the process that execs a sandbox's program must do first: hand over
@@ -277,70 +274,6 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
     Ok((args.0, binds.list))
 }
 
-/// The binds of one sandbox, numbered from [`FIRST_BIND_FD`].
-#[derive(Default)]
-struct BindList {
-    list: Vec<FdBind>,
-}
-
-impl BindList {
-    fn next_fd(&self) -> std::io::Result<i32> {
-        if self.list.len() >= MAX_BINDS {
-            return Err(std::io::Error::other(
-                "too many paths to bind into the sandbox",
-            ));
-        }
-        Ok(FIRST_BIND_FD + self.list.len() as i32)
-    }
-
-    /// The workspace, always the first bind; returns its descriptor.
-    fn workspace(&mut self, workspace: &Path) -> std::io::Result<OwnedFd> {
-        let source = Source::Path(workspace.to_path_buf());
-        match FdBind::record(FIRST_BIND_FD, source, None)? {
-            Some((bind, fd)) if bind.directory => {
-                self.list.push(bind);
-                Ok(fd)
-            }
-            _ => Err(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("the workspace {} is not a directory", workspace.display()),
-            )),
-        }
-    }
-
-    /// Add `source` as a bind of `flag` onto `dest`; false when it is missing
-    /// or not a directory or regular file.
-    fn add(
-        &mut self,
-        args: &mut Args,
-        flag: &str,
-        source: Source,
-        dest: &Path,
-        workspace: Option<&OwnedFd>,
-    ) -> std::io::Result<bool> {
-        let fd = self.next_fd()?;
-        let Some((bind, _)) = FdBind::record(fd, source, workspace)? else {
-            return Ok(false);
-        };
-        self.list.push(bind);
-        args.fd_bind(flag, fd, dest);
-        Ok(true)
-    }
-
-    fn read_only(
-        &mut self,
-        args: &mut Args,
-        source: Source,
-        dest: &Path,
-        workspace: Option<&OwnedFd>,
-    ) -> std::io::Result<()> {
-        if !self.add(args, "--ro-bind-fd", source, dest, workspace)? {
-            tracing::warn!(path = %dest.display(), "read-only sandbox path does not exist; skipped");
-        }
-        Ok(())
-    }
-}
-
 /// For a workspace deeper under `/tmp`, the directory that shields its
 /// ancestors: without it they would be writable directories of the `/tmp`
 /// tmpfs, and `echo x > ../f` would "succeed" in a throwaway layer. The shield
@@ -352,127 +285,6 @@ fn tmp_shield(workspace: &Path) -> Option<PathBuf> {
     let first = components.next()?;
     components.next()?;
     Some(Path::new("/tmp").join(first))
-}
-
-/// Make `.git/hooks` and `.git/config` read-only (both run code the next time
-/// anyone uses git in the workspace) and pin `.git` itself with a bind onto
-/// itself: a mount point cannot be renamed or removed, so the directory cannot
-/// be swapped for a look-alike with a hostile config. Without `.git`, nothing.
-/// Everything is looked at through the workspace's descriptor, never by path:
-/// the agent may be swapping these names meanwhile. A `.git` (or hooks, or
-/// config) that is a symbolic link is not protected: its target could be
-/// anything the link is changed to.
-fn protect_git(
-    args: &mut Args,
-    binds: &mut BindList,
-    workspace: &OwnedFd,
-    policy: &Policy,
-) -> std::io::Result<()> {
-    let dot_git = policy.workspace.join(".git");
-    let flags = OFlags::PATH | OFlags::NOFOLLOW;
-    let Ok(git) = open_beneath(workspace.as_fd(), Path::new(".git"), flags, Mode::empty()) else {
-        return Ok(());
-    };
-    match rustix::fs::fstat(&git).map(|stat| FileType::from_raw_mode(stat.st_mode)) {
-        Ok(FileType::RegularFile) => {
-            // A gitfile (worktree, submodule) names the real git dir; keep it pointing there.
-            binds.add(
-                args,
-                "--ro-bind-fd",
-                Source::InWorkspace(".git".into()),
-                &dot_git,
-                Some(workspace),
-            )?;
-            return Ok(());
-        }
-        Ok(FileType::Directory) => {}
-        Ok(FileType::Symlink) => {
-            tracing::warn!(workspace = %policy.workspace.display(), "`.git` is a symbolic link; its hooks and config are not protected");
-            return Ok(());
-        }
-        _ => return Ok(()),
-    }
-    prepare_git_dir(&git, policy.run_as);
-    binds.add(
-        args,
-        "--bind-fd",
-        Source::InWorkspace(".git".into()),
-        &dot_git,
-        Some(workspace),
-    )?;
-    for name in ["hooks", "config"] {
-        let rel = Path::new(".git").join(name);
-        let dest = dot_git.join(name);
-        if !binds.add(
-            args,
-            "--ro-bind-fd",
-            Source::InWorkspace(rel),
-            &dest,
-            Some(workspace),
-        )? {
-            tracing::warn!(path = %dest.display(), "not a directory or file; left unprotected");
-        }
-    }
-    Ok(())
-}
-
-/// Binds need both to exist; an empty hooks dir or config changes nothing for
-/// git. Made under `.git`'s descriptor, never through a link, and owned by
-/// the agent's user like the rest of the workspace.
-fn prepare_git_dir(git: &OwnedFd, run_as: Option<FsIdentity>) {
-    let owner = |name: &str| {
-        if let Some(identity) = run_as.filter(|_| rustix::process::geteuid().is_root()) {
-            let (uid, gid) = (
-                rustix::process::Uid::from_raw(identity.uid),
-                rustix::process::Gid::from_raw(identity.gid),
-            );
-            if let Err(err) =
-                rustix::fs::chownat(git, name, Some(uid), Some(gid), AtFlags::SYMLINK_NOFOLLOW)
-            {
-                tracing::warn!(%err, name, "cannot hand the git protection's file to the agent's user");
-            }
-        }
-    };
-    match rustix::fs::mkdirat(git, "hooks", Mode::from_raw_mode(0o755)) {
-        Ok(()) => owner("hooks"),
-        Err(Errno::EXIST) => {}
-        Err(err) => tracing::warn!(%err, "cannot prepare git protection: .git/hooks"),
-    }
-    let created = rustix::fs::openat(
-        git,
-        "config",
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o644),
-    );
-    match created {
-        Ok(_) => owner("config"),
-        Err(Errno::EXIST) => {}
-        Err(err) => tracing::warn!(%err, "cannot prepare git protection: .git/config"),
-    }
-}
-
-#[derive(Default)]
-struct Args(Vec<OsString>);
-
-impl Args {
-    fn fd_bind(&mut self, flag: &str, fd: i32, dest: &Path) {
-        self.pair(flag, fd.to_string(), dest);
-    }
-
-    fn flags(&mut self, flags: &[&str]) {
-        self.0.extend(flags.iter().map(OsString::from));
-    }
-
-    fn flag_value(&mut self, flag: &str, value: impl Into<OsString>) {
-        self.0.push(flag.into());
-        self.0.push(value.into());
-    }
-
-    fn pair(&mut self, flag: &str, first: impl Into<OsString>, second: impl Into<OsString>) {
-        self.0.push(flag.into());
-        self.0.push(first.into());
-        self.0.push(second.into());
-    }
 }
 
 #[cfg(test)]

@@ -47,11 +47,13 @@
 //! (note `RLIMIT_NPROC` then counts all of that user's processes).
 
 mod become_user;
+mod bind_args;
 mod binds;
 mod capture;
 mod cgroup;
 mod command;
 mod gate;
+mod launch;
 mod path_guard;
 mod policy;
 mod pre_exec;

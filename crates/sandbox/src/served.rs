@@ -12,8 +12,9 @@ use rustix::net::RecvFlags;
 use tokio::io::unix::AsyncFd;
 use tokio::process::Child;
 
+use crate::launch::spawn_confined_serving;
 use crate::policy::Limits;
-use crate::run::{GroupKiller, spawn_confined_serving};
+use crate::run::GroupKiller;
 use crate::serve::{ANSWER_BYTES, read_answer};
 use crate::spare::{self, BindIdentities, Key, Reader, Spare};
 

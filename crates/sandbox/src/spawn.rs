@@ -17,8 +17,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::capture::Utf8Chunker;
+use crate::launch::spawn_confined;
 use crate::policy::{Policy, SandboxError};
-use crate::run::{GroupKiller, Sandbox, build_exec, spawn_confined};
+use crate::run::{GroupKiller, Sandbox, build_exec};
 
 /// How much of a spawned process's stderr is kept (the most recent bytes).
 pub const STDERR_TAIL_BYTES: usize = 16 * 1024;
