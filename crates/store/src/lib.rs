@@ -7,6 +7,7 @@
 //! [`postgres::PostgresStore`] (shared, pooled). Each backend
 //! has its own migration set and must behave identically.
 
+mod agent_uids;
 mod error;
 mod history;
 mod log;
@@ -177,6 +178,14 @@ pub trait Store: Send + Sync {
     /// Revoke a token by id. `false` when there is no such token; revoking
     /// again keeps the first time.
     async fn revoke_token(&self, id: &str) -> StoreResult<bool>;
+
+    /// The uid `user`'s agent works as when the server is root: the one
+    /// recorded for them, else the lowest uid in `first..=last` no user has,
+    /// recorded now. Atomic across processes and nodes: two allocations at
+    /// once never get the same uid, nor one user two. A recorded uid is kept
+    /// even when it is outside the range (the range changed). A range with
+    /// no free uid left is a `Database` error saying so.
+    async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32>;
 
     /// Record an open permission request or question.
     async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()>;

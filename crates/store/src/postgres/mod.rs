@@ -5,6 +5,7 @@
 //! that row's lock, so concurrent appends (from any number of processes)
 //! serialize per session and never leave gaps.
 
+mod agent_uids;
 mod blobs;
 pub mod cluster;
 mod events;
@@ -60,6 +61,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         4,
         "cluster",
         include_str!("../../migrations/postgres/0004_cluster.sql"),
+    ),
+    (
+        5,
+        "agent_uids",
+        include_str!("../../migrations/postgres/0005_agent_uids.sql"),
     ),
 ];
 
@@ -316,6 +322,10 @@ impl Store for PostgresStore {
 
     async fn revoke_token(&self, id: &str) -> StoreResult<bool> {
         self.revoke_token_impl(id).await
+    }
+
+    async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
+        self.agent_uid_impl(user, first, last).await
     }
 
     async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()> {

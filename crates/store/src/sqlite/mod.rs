@@ -3,6 +3,7 @@
 //! assignment never race (SQLite allows one writer anyway). Event appends go
 //! through a group-commit writer task (`writer`).
 
+mod agent_uids;
 mod blobs;
 mod events;
 mod messages;
@@ -57,6 +58,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "checkpoints_compactions",
         include_str!("../../migrations/sqlite/0003_checkpoints_compactions.sql"),
+    ),
+    (
+        4,
+        "agent_uids",
+        include_str!("../../migrations/sqlite/0004_agent_uids.sql"),
     ),
 ];
 
@@ -407,6 +413,10 @@ impl Store for SqliteStore {
 
     async fn revoke_token(&self, id: &str) -> StoreResult<bool> {
         self.revoke_token_impl(id).await
+    }
+
+    async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
+        self.agent_uid_impl(user, first, last).await
     }
 
     async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()> {

@@ -21,6 +21,7 @@ async fn a_fresh_database_has_every_table_empty() {
         "blobs",
         "session_rules",
         "compactions",
+        "agent_uids",
     ] {
         let n = crate::strings(
             &store,

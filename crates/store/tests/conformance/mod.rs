@@ -12,6 +12,7 @@
 //!   migrated only up to `version`, then `statements` run on it (for upgrade
 //!   tests; open it with `reopen`).
 
+mod agent_uids;
 mod checkpoints;
 mod events;
 mod history;

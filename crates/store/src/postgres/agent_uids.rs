@@ -1,0 +1,59 @@
+//! The uids of users' agents (see [`Store::agent_uid`](crate::Store::agent_uid)):
+//! looked up, or allocated by an insert that a concurrent allocation of the
+//! same uid (or for the same user) turns into nothing, then tried again.
+
+use super::PostgresStore;
+use super::util::db;
+use crate::agent_uids::{check_range, lowest_free, range_full, to_uid};
+use crate::{StoreError, StoreResult};
+
+/// Each failed attempt means another allocation succeeded meanwhile.
+const ATTEMPTS: usize = 100;
+
+impl PostgresStore {
+    pub(super) async fn agent_uid_impl(
+        &self,
+        user: &str,
+        first: u32,
+        last: u32,
+    ) -> StoreResult<u32> {
+        check_range(first, last)?;
+        let context = "allocating an agent uid";
+        let free_sql = lowest_free(|n| format!("${n}::BIGINT"));
+        for _ in 0..ATTEMPTS {
+            let recorded: Option<i64> =
+                sqlx::query_scalar("SELECT uid FROM agent_uids WHERE user_name = $1")
+                    .bind(user)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db("reading an agent uid"))?;
+            if let Some(uid) = recorded {
+                return to_uid(uid);
+            }
+            let free: Option<i64> = sqlx::query_scalar(&free_sql)
+                .bind(i64::from(first))
+                .bind(i64::from(last))
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db(context))?;
+            let uid = free.ok_or_else(|| range_full(user, first, last))?;
+            // Either unique constraint (the user's, the uid's) makes this a
+            // no-op: then look again.
+            let inserted: Option<i64> = sqlx::query_scalar(
+                "INSERT INTO agent_uids (user_name, uid) VALUES ($1, $2) \
+                 ON CONFLICT DO NOTHING RETURNING uid",
+            )
+            .bind(user)
+            .bind(uid)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db(context))?;
+            if let Some(uid) = inserted {
+                return to_uid(uid);
+            }
+        }
+        Err(StoreError::Database(format!(
+            "{context} for user {user:?}: too many allocations at once; try again"
+        )))
+    }
+}
