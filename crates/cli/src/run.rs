@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use agentd_server::config::Config;
 use agentd_server::models::resolve_model;
-use agentd_server::paths::open_store;
+use agentd_server::paths::{open_store, prepare_data_dir};
 use agentd_server::runtime::{Runtime, TurnOptions, check_workspace};
+use agentd_server::workspace_owner::check_may_hand_over;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -40,11 +41,20 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         (None, Some(dir)) => Some(dir.clone()),
         (None, None) => Some(std::env::current_dir().map_err(usage)?),
     };
-    if let Some(workspace) = &workspace {
-        check_workspace(workspace, &data_dir).map_err(usage)?;
-    }
+    let workspace = match &workspace {
+        Some(workspace) => Some(check_workspace(workspace, &data_dir).map_err(usage)?),
+        None => None,
+    };
+    prepare_data_dir(&data_dir).map_err(usage)?;
     let store = open_store(&data_dir, &config, &env).await.map_err(usage)?;
     let runtime = Runtime::new(store, config, data_dir);
+    // As root, the agent works as the local user's own uid, and the
+    // directory is handed to it before the turn: refuse one that must not be.
+    if let Some(workspace) = &workspace
+        && let Some(identity) = runtime.agent_identity(LOCAL_USER).await.map_err(usage)?
+    {
+        check_may_hand_over(workspace, &runtime.data_dir, identity).map_err(usage)?;
+    }
     let session = match &args.resume {
         Some(id) => {
             let session = runtime

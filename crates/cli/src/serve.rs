@@ -9,7 +9,7 @@ use std::sync::Arc;
 use agentd_server::cluster::{Cluster, node_id};
 use agentd_server::config::{AuthMode, Config};
 use agentd_server::http::auth::Auth;
-use agentd_server::paths::open_server_store;
+use agentd_server::paths::{open_server_store, prepare_data_dir};
 use agentd_server::runtime::Runtime;
 use agentd_server::threads::Threads;
 use clap::ValueEnum;
@@ -65,6 +65,7 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
     };
     let auth = Auth::from_config(&config.server, mode, lookup("AGENTD_HEADER_SECRET"), addr)
         .map_err(|err| usage(err.to_string()))?;
+    prepare_data_dir(&data_dir).map_err(|err| usage(err.to_string()))?;
     let (store, cluster_store) = open_server_store(&data_dir, &config, &lookup)
         .await
         .map_err(|err| usage(err.to_string()))?;

@@ -102,14 +102,29 @@ impl Runtime {
         for warning in warnings {
             tracing::warn!(session = %session.id, "skills: {warning}");
         }
+        // A root server runs the agent as its owner's own uid: the
+        // workspace must be theirs before anything runs in it.
+        let identity = self.agent_identity(&session.owner).await?;
+        if let Some(identity) = identity {
+            crate::workspace_owner::hand_over_before_turn(
+                &session.id,
+                &workspace,
+                &self.data_dir,
+                identity,
+            )
+            .await?;
+        }
         // Skill folders are read through the Skill tool and are visible,
         // read-only, in the sandbox (for their scripts); the file tools'
         // roots stay the workspace alone.
-        let guard = PathGuard::new(&workspace, &[]).map_err(|err| RunError::Workspace {
-            path: workspace.clone(),
-            message: format!("cannot be opened: {err}"),
-        })?;
+        let guard = PathGuard::new(&workspace, &[])
+            .map_err(|err| RunError::Workspace {
+                path: workspace.clone(),
+                message: format!("cannot be opened: {err}"),
+            })?
+            .with_identity(identity);
         let mut policy = Policy::new(guard.workspace());
+        policy.run_as = identity;
         policy.read_only_paths.extend(skills.dirs());
         policy.network = profile.network;
         policy.unsandboxed = profile.sandbox == SandboxMode::Off;

@@ -10,6 +10,7 @@ pub mod claude_code;
 pub mod cluster;
 pub mod config;
 pub mod http;
+mod identity;
 pub mod metrics;
 pub mod models;
 pub mod paths;
@@ -21,5 +22,6 @@ mod test_support;
 pub mod threads;
 mod transcripts;
 mod worker;
+pub mod workspace_owner;
 
 pub use sink::StoreSink;

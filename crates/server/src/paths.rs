@@ -27,6 +27,51 @@ pub fn data_dir(flag: Option<&Path>, config: &Config, env: EnvLookup<'_>) -> Pat
     PathBuf::from(home).join(".local/share/agentd")
 }
 
+/// Create `data_dir` (mode 0700) if it is missing. When agentd runs as
+/// root its agents work as other uids, which must never reach the database,
+/// tokens or other users' workspaces: the data dir must then be root's, and
+/// any access it gives the group or others is taken away (it becomes 0700).
+/// Workspaces inside it stay reachable: the sandbox is handed them by
+/// descriptor.
+pub fn prepare_data_dir(data_dir: &Path) -> Result<(), ConfigError> {
+    use std::os::unix::fs::DirBuilderExt;
+
+    use rustix::fs::{Mode, OFlags};
+
+    let failed = |err: std::io::Error| {
+        ConfigError::Invalid(format!("data dir {}: {err}", data_dir.display()))
+    };
+    let created = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data_dir);
+    if !rustix::process::geteuid().is_root() {
+        // As before: what needs the data dir says so when it cannot have it.
+        return Ok(());
+    }
+    created.map_err(failed)?;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let dir = rustix::fs::open(data_dir, flags, Mode::empty()).map_err(|e| failed(e.into()))?;
+    let stat = rustix::fs::fstat(&dir).map_err(|e| failed(e.into()))?;
+    if stat.st_uid != 0 {
+        return Err(ConfigError::Invalid(format!(
+            "data dir {} belongs to uid {}, not root: agentd runs as root and its agents as \
+             other uids, which must not reach the database. `chown -R root: {}` it, or \
+             choose another --data-dir",
+            data_dir.display(),
+            stat.st_uid,
+            data_dir.display()
+        )));
+    }
+    let mode = stat.st_mode & 0o7777;
+    if mode & 0o077 != 0 {
+        rustix::fs::fchmod(&dir, Mode::from_raw_mode(mode & 0o700))
+            .map_err(|e| failed(e.into()))?;
+        tracing::info!(data_dir = %data_dir.display(), "made the data dir private to root (0700)");
+    }
+    Ok(())
+}
+
 fn expand_home(path: &Path, env: EnvLookup<'_>) -> PathBuf {
     match path.strip_prefix("~") {
         Ok(rest) => PathBuf::from(env("HOME").unwrap_or_else(|| "/".into())).join(rest),
@@ -100,4 +145,36 @@ pub async fn open_server_store(
     let store =
         store.map_err(|err| ConfigError::Invalid(format!("cannot open the database: {err}")))?;
     Ok((store, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    use super::*;
+
+    #[test]
+    fn a_root_server_s_data_dir_is_root_s_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let made = tmp.path().join("new/data");
+        prepare_data_dir(&made).unwrap();
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&made), 0o700);
+
+        let open = tmp.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        prepare_data_dir(&open).unwrap();
+        if !rustix::process::geteuid().is_root() {
+            assert_eq!(mode(&open), 0o755, "not root: left as it was");
+            return;
+        }
+        assert_eq!(mode(&open), 0o700);
+        let theirs = tmp.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(4242), Some(4242)).unwrap();
+        let err = prepare_data_dir(&theirs).unwrap_err().to_string();
+        assert!(err.contains("uid 4242"), "{err}");
+        assert_eq!(std::fs::metadata(&theirs).unwrap().uid(), 4242);
+    }
 }

@@ -65,18 +65,6 @@ pub struct TurnOptions {
     pub turn_id: Option<String>,
 }
 
-impl Runtime {
-    /// The user a session owner's agent works as: its sandboxes and every
-    /// file operation done for it. `None` when the server is not root (its
-    /// agent work runs as its own uid).
-    pub async fn agent_identity(
-        &self,
-        _owner: &str,
-    ) -> Result<Option<agentd_sandbox::confined::FsIdentity>, RunError> {
-        Ok(None)
-    }
-}
-
 /// What every turn needs: the store, the config and the sandbox.
 #[derive(Clone)]
 pub struct Runtime {
@@ -98,6 +86,8 @@ pub struct Runtime {
     /// Transcripts of recently active sessions, so a turn reads only what
     /// is new.
     pub transcripts: Arc<Transcripts>,
+    /// Whom each owner's agent works as (see [`Runtime::agent_identity`]).
+    pub(crate) identities: Arc<crate::identity::AgentIdentities>,
 }
 
 impl Runtime {
@@ -113,6 +103,7 @@ impl Runtime {
             cluster: None,
             threads: Threads::default(),
             transcripts: Arc::default(),
+            identities: Arc::default(),
         }
     }
 

@@ -16,6 +16,7 @@ mod run;
 mod run_agent_setup;
 mod run_postgres;
 mod serve_agent_tools;
+mod serve_agent_uids;
 mod serve_approvals;
 mod serve_auth;
 mod serve_cluster;

@@ -217,7 +217,11 @@ pub(super) async fn ensure_process(
     stop_process(live).await;
     // A fresh config dir each start: what the CLI resumes comes from the store.
     let _ = tokio::fs::remove_dir_all(&live.config_dir).await;
-    tokio::fs::create_dir_all(&live.config_dir)
+    // Private: it holds the transcript (and the CLI's settings).
+    tokio::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&live.config_dir)
         .await
         .map_err(|e| format!("cannot create {}: {e}", live.config_dir.display()))?;
     let pointer = transcript::latest(

@@ -500,6 +500,13 @@ pub fn node_id(configured: Option<&str>, data_dir: &Path) -> std::io::Result<Str
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let id = format!("{host}-{suffix}");
     std::fs::create_dir_all(data_dir)?;
-    std::fs::write(&file, format!("{id}\n"))?;
+    let mut private = std::fs::OpenOptions::new();
+    std::os::unix::fs::OpenOptionsExt::mode(&mut private, 0o600);
+    let mut out = private
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&file)?;
+    std::io::Write::write_all(&mut out, format!("{id}\n").as_bytes())?;
     Ok(id)
 }

@@ -9,7 +9,9 @@ use agentd_engine::permissions::{PermissionMode, PermissionPolicy, RuleError};
 use serde::Deserialize;
 
 mod agents;
+mod users;
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
+pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -43,6 +45,9 @@ pub struct Config {
     pub skills: SkillsToml,
     #[serde(default)]
     pub cluster: ClusterConfig,
+    /// `[users.NAME]`: per-user settings (the uid their agent works as).
+    #[serde(default)]
+    pub users: BTreeMap<String, UserToml>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -62,6 +67,10 @@ pub struct ServerConfig {
     /// sandbox policy, so a session's next command skips bubblewrap's set-up
     /// (default 32; 0 turns it off). Each waits at most 30 s.
     pub spare_sandboxes: Option<usize>,
+    /// `[FIRST, LAST]`: the uids agentd gives users' agents when it runs as
+    /// root (default [`DEFAULT_AGENT_UIDS`]); see [`UserToml`].
+    #[serde(default, deserialize_with = "users::uid_range")]
+    pub agent_uids: Option<[u32; 2]>,
 }
 
 /// [`ServerConfig::spare_sandboxes`] when unset.
@@ -377,6 +386,7 @@ impl Config {
             }
         }
         agents::check(&config.mcp_servers, &config.subagents, &config.models)?;
+        users::check(&config.server, &config.users)?;
         if config.cluster.lease_timeout_s == 0 || config.cluster.max_running_turns == 0 {
             return Err(
                 "[cluster] lease_timeout_s and max_running_turns must be at least 1".into(),

@@ -200,6 +200,34 @@ pub(super) async fn new_workspace(state: &AppState, session_id: &str) -> ApiResu
     .map_err(|err| ApiError::Internal(format!("creating the workspace: {err}")))
 }
 
+/// [`new_workspace`], owned by `identity` (the agent's user; see
+/// [`crate::runtime::Runtime::agent_identity`]) when there is one: what its
+/// agent, and file operations done as it, can write.
+pub(super) async fn new_workspace_for(
+    state: &AppState,
+    session_id: &str,
+    identity: Option<agentd_sandbox::confined::FsIdentity>,
+) -> ApiResult<PathBuf> {
+    let workspace = new_workspace(state, session_id).await?;
+    let Some(identity) = identity else {
+        return Ok(workspace);
+    };
+    let dir = workspace.clone();
+    let given =
+        tokio::task::spawn_blocking(move || crate::workspace_owner::give_new(&dir, identity))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|given| given);
+    if let Err(err) = given {
+        let _ = tokio::fs::remove_dir(&workspace).await;
+        return Err(ApiError::Internal(format!(
+            "giving the workspace to uid {}: {err}",
+            identity.uid
+        )));
+    }
+    Ok(workspace)
+}
+
 pub(super) fn workspaces_dir(state: &AppState) -> PathBuf {
     state.registry.runtime().data_dir.join("workspaces")
 }
@@ -230,8 +258,14 @@ pub async fn create_session(
         .map_err(|err| ApiError::BadRequest(err.to_string()))?;
     let title = body.title.as_deref().map(check_title).transpose()?;
 
+    // Whom the agent works as comes first: no workspace is left behind when
+    // no uid can be had.
+    let identity = runtime
+        .agent_identity(&user.name)
+        .await
+        .map_err(|err| ApiError::Internal(err.to_string()))?;
     let id = uuid::Uuid::now_v7().to_string();
-    let workspace = new_workspace(&state, &id).await?;
+    let workspace = new_workspace_for(&state, &id, identity).await?;
     let created = runtime
         .store
         .create_session(NewSession {
