@@ -82,8 +82,10 @@ fn walk(root: BorrowedFd<'_>, rel: &Path, flags: OFlags, mode: Mode) -> Result<O
     let Some((last, parents)) = names.split_last() else {
         return rustix::fs::openat(root, ".", flags | OFlags::CLOEXEC, mode);
     };
-    // The directories walked so far; `..` goes back to the one before.
+    // The directories walked so far; `..` goes back to the one before. A
+    // path without `..` needs only the last (a deep path holds one open).
     let mut stack: Vec<OwnedFd> = Vec::new();
+    let keep_all = names.iter().any(|name| *name == "..");
     for name in parents {
         let current = stack.last().map_or(root, |fd| fd.as_fd());
         if *name == ".." {
@@ -97,7 +99,8 @@ fn walk(root: BorrowedFd<'_>, rel: &Path, flags: OFlags, mode: Mode) -> Result<O
             Mode::empty(),
         )?;
         match file_type(&rustix::fs::fstat(&fd)?) {
-            FileType::Directory => stack.push(fd),
+            FileType::Directory if keep_all => stack.push(fd),
+            FileType::Directory => stack = vec![fd],
             FileType::Symlink => return Err(Errno::LOOP),
             _ => return Err(Errno::NOTDIR),
         }
