@@ -22,13 +22,19 @@
 //!   `too_many_files` and left alone by a restore.
 //! - **Symlinks** are recorded as symlinks (their target, verbatim, even if it
 //!   points outside the workspace) and never followed, neither by the scan nor by
-//!   a restore: every parent of a path a restore writes or deletes is checked
-//!   with lstat to be a real directory, and files are written to a temp file in
-//!   that directory and renamed into place, which replaces a symlink rather than
-//!   writing through it.
+//!   a restore. The agent's commands may swap any directory or file for a link
+//!   while either runs, so no path is trusted twice: both work by descriptors.
+//!   The scan opens each directory `O_NOFOLLOW` beneath its parent's descriptor
+//!   and looks at entries through it; files are read through real directories
+//!   only (`RESOLVE_NO_SYMLINKS`), opened `O_PATH` and checked to be regular
+//!   before they are read. A restore opens every parent of what it writes or
+//!   deletes the same way (a link there is a conflict), creates files
+//!   `O_EXCL | O_NOFOLLOW` in that directory and renames them into place, which
+//!   replaces a symlink rather than writing through it, and changes modes
+//!   through a descriptor of the entry itself.
 //! - **Special files** (fifos, sockets, devices), unreadable paths and names (or
 //!   link targets) that are not UTF-8 are listed in `skipped` with the reason;
-//!   a restore does not delete them.
+//!   a restore does not delete them. Nothing ever opens one for reading.
 //! - Timestamps are not restored; contents, kinds, modes (`0o7777`) and empty
 //!   dirs are. A restore assumes the workspace's directories are writable by
 //!   its owner.
@@ -50,6 +56,7 @@ mod snapshot;
 use std::path::Path;
 use std::sync::OnceLock;
 
+use agentd_sandbox::confined::FsIdentity;
 use serde::{Deserialize, Serialize};
 
 pub use blobs::{BlobStore, MemoryBlobs};
@@ -158,7 +165,21 @@ impl Snapshotter {
         manifest: &Manifest,
         blobs: &dyn BlobStore,
     ) -> Result<Vec<String>, CheckpointError> {
-        restore::restore(&self.policy, workspace, manifest, blobs).await
+        restore::restore(&self.policy, workspace, manifest, blobs, None).await
+    }
+
+    /// [`Snapshotter::restore`] done as `identity` (the workspace's user;
+    /// `None`: the server's own), so what it creates belongs to that user and
+    /// nothing that user could not write is written. The workspace itself is
+    /// opened (and made, when missing) by the server.
+    pub async fn restore_as(
+        &self,
+        workspace: &Path,
+        manifest: &Manifest,
+        blobs: &dyn BlobStore,
+        identity: Option<FsIdentity>,
+    ) -> Result<Vec<String>, CheckpointError> {
+        restore::restore(&self.policy, workspace, manifest, blobs, identity).await
     }
 }
 

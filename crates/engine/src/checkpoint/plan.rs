@@ -1,11 +1,12 @@
 //! Deciding what a restore must do: compare the current tree with the manifest.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs;
-use std::io;
 use std::path::Path;
 
-use super::fsutil::{Content, read_file};
+use agentd_sandbox::confined::{self, Root};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+use super::fsutil::{Content, read_file, split};
 use super::manifest::{Entry, EntryKind, Manifest, ancestors};
 use super::{CheckpointError, SnapshotPolicy};
 
@@ -41,14 +42,11 @@ enum Now {
 }
 
 pub(crate) fn plan(
-    root: &Path,
+    root: &Root,
     policy: &SnapshotPolicy,
     m: &Manifest,
 ) -> Result<Plan, CheckpointError> {
     validate(m)?;
-    if fs::symlink_metadata(root).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
-        fs::create_dir_all(root).map_err(|e| CheckpointError::io(root, e))?;
-    }
     let cur = super::scan::scan(root, policy)?;
     let ignored = |p: &str| {
         p.split('/')
@@ -162,42 +160,48 @@ fn same_kind(a: &EntryKind, b: &EntryKind) -> bool {
 
 /// Whether the current file `now` holds the manifest's content: an identical
 /// fingerprint says so without reading; otherwise equal size and hash.
-fn same_content(root: &Path, path: &str, now: &Entry, want: &Entry, hash: &str) -> bool {
+fn same_content(root: &Root, path: &str, now: &Entry, want: &Entry, hash: &str) -> bool {
     if now.size != want.size {
         return false;
     }
     if !want.stat.is_zero() && want.stat == now.stat {
         return true;
     }
-    matches!(read_file(&root.join(path), want.size, want.size),
+    matches!(read_file(root.fd(), path, want.size, want.size),
         Content::Read { hash: h, .. } if h == hash)
 }
 
-/// lstat a path the scan did not capture, without looking through a symlink
-/// on the way: a parent that is not a real dir means nothing is there for us.
-fn probe(root: &Path, path: &str) -> Result<Option<Now>, CheckpointError> {
-    let parents: Vec<&str> = ancestors(path).collect();
-    for dir in parents.into_iter().rev() {
-        match fs::symlink_metadata(root.join(dir)) {
-            Ok(meta) if meta.file_type().is_dir() => {}
-            _ => return Ok(None),
-        }
-    }
-    let abs = root.join(path);
-    match fs::symlink_metadata(&abs) {
-        Ok(meta) if meta.file_type().is_dir() => Ok(Some(Now::Dir {
-            mode: std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777,
+/// lstat a path the scan did not capture, through real directories only: a
+/// parent that is not one means nothing is there for us.
+fn probe(root: &Root, path: &str) -> Result<Option<Now>, CheckpointError> {
+    let (dir, name) = split(path);
+    let parent = confined::open_no_links(
+        root.fd(),
+        Path::new(dir),
+        OFlags::PATH | OFlags::DIRECTORY,
+        Mode::empty(),
+    );
+    let stat = parent.and_then(|parent| {
+        Ok(rustix::fs::statat(
+            &parent,
+            name,
+            AtFlags::SYMLINK_NOFOLLOW,
+        )?)
+    });
+    match stat {
+        Ok(stat) if confined::file_type(&stat) == FileType::Directory => Ok(Some(Now::Dir {
+            mode: stat.st_mode & 0o7777,
         })),
         Ok(_) => Ok(Some(Now::Other)),
         Err(e)
             if matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
             ) =>
         {
             Ok(None)
         }
-        Err(e) => Err(CheckpointError::io(&abs, e)),
+        Err(e) => Err(CheckpointError::io(&root.path().join(path), e)),
     }
 }
 

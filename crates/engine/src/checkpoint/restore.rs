@@ -1,15 +1,16 @@
 //! Running a restore: removals and new dirs, then file contents fetched from the
-//! blob store in bounded batches, then symlinks and modes.
+//! blob store in bounded batches, then symlinks and modes. Every step works
+//! beneath descriptors of the workspace's directories ([`Tree`]), on a blocking
+//! thread that acts as the workspace's user when one is given, so what is
+//! created belongs to it and nothing it could not write is written.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fs;
-use std::io;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use agentd_sandbox::confined::{FsIdentity, Root};
 use futures::{StreamExt, TryStreamExt};
 
-use super::fsutil::{SafeDirs, write_file, write_symlink};
+use super::fsutil::Tree;
 use super::manifest::{Manifest, sha256_hex};
 use super::plan::{Plan, plan};
 use super::{BATCH_BYTES, BlobStore, CheckpointError, SnapshotPolicy, batches, blocking};
@@ -24,14 +25,18 @@ pub(crate) async fn restore(
     workspace: &Path,
     manifest: &Manifest,
     blobs: &dyn BlobStore,
+    identity: Option<FsIdentity>,
 ) -> Result<Vec<String>, CheckpointError> {
-    let root = workspace.to_path_buf();
+    let workspace = workspace.to_path_buf();
     let (policy, manifest) = (policy.clone(), manifest.clone());
-    let (plan, mut safe) = blocking(move || {
-        let plan = plan(&root, &policy, &manifest)?;
-        let mut safe = SafeDirs::new(root);
-        prepare(&plan, &mut safe)?;
-        Ok((plan, safe))
+    let (plan, mut tree) = blocking(move || {
+        let root = open_root(&workspace)?;
+        as_identity(identity, &workspace, || {
+            let plan = plan(&root, &policy, &manifest)?;
+            let mut tree = Tree::new(root);
+            prepare(&plan, &mut tree)?;
+            Ok((plan, tree))
+        })
     })
     .await?;
     let Plan {
@@ -60,48 +65,60 @@ pub(crate) async fn restore(
             .try_collect()
             .await
             .map_err(CheckpointError::Blobs)?;
-        safe = blocking(move || write_batch(safe, batch, fetched)).await?;
+        tree = blocking(move || {
+            let workspace = tree.path().to_path_buf();
+            as_identity(identity, &workspace, || write_batch(tree, batch, fetched))
+        })
+        .await?;
     }
-    blocking(move || finish(safe, links, chmod)).await?;
+    blocking(move || {
+        let workspace = tree.path().to_path_buf();
+        as_identity(identity, &workspace, || finish(tree, links, chmod))
+    })
+    .await?;
     Ok(changed.into_iter().collect())
 }
 
+/// The workspace held open, made first when missing (by the server: the
+/// workspace's own user may not write where it goes).
+fn open_root(workspace: &Path) -> Result<Root, CheckpointError> {
+    if std::fs::symlink_metadata(workspace).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    {
+        std::fs::create_dir_all(workspace).map_err(|e| CheckpointError::io(workspace, e))?;
+    }
+    Root::open(workspace).map_err(|e| CheckpointError::io(workspace, e))
+}
+
+/// Run `work` on this thread as `identity`, if any.
+fn as_identity<T>(
+    identity: Option<FsIdentity>,
+    workspace: &Path,
+    work: impl FnOnce() -> Result<T, CheckpointError>,
+) -> Result<T, CheckpointError> {
+    match identity {
+        Some(identity) => identity
+            .run(work)
+            .map_err(|e| CheckpointError::io(workspace, e))?,
+        None => work(),
+    }
+}
+
 /// Removals (children first), then new directories (parents first).
-fn prepare(plan: &Plan, safe: &mut SafeDirs) -> Result<(), CheckpointError> {
+fn prepare(plan: &Plan, tree: &mut Tree) -> Result<(), CheckpointError> {
     for (path, is_dir) in &plan.remove {
-        safe.check_parent(path)?;
-        let abs = safe.abs(path);
-        let result = if *is_dir {
-            fs::remove_dir(&abs)
-        } else {
-            fs::remove_file(&abs)
-        };
-        match result {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(CheckpointError::io(&abs, e)),
-        }
-        if *is_dir {
-            safe.forget(path);
-        }
+        tree.remove(path, *is_dir)?;
     }
     for path in &plan.mkdir {
-        safe.check_parent(path)?;
-        let abs = safe.abs(path);
-        match fs::create_dir(&abs) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && is_real_dir(&abs) => {}
-            Err(e) => return Err(CheckpointError::io(&abs, e)),
-        }
+        tree.mkdir(path)?;
     }
     Ok(())
 }
 
 fn write_batch(
-    mut safe: SafeDirs,
+    mut tree: Tree,
     batch: Vec<FileWrite>,
     fetched: Vec<(String, Option<Vec<u8>>)>,
-) -> Result<SafeDirs, CheckpointError> {
+) -> Result<Tree, CheckpointError> {
     let contents: HashMap<String, Option<Vec<u8>>> = fetched.into_iter().collect();
     let mut verified: HashSet<&str> = HashSet::new();
     for (path, hash, mode, _) in &batch {
@@ -121,37 +138,22 @@ fn write_batch(
             }
             verified.insert(hash);
         }
-        safe.check_parent(path)?;
-        let abs = safe.abs(path);
-        write_file(&abs, bytes, *mode).map_err(|e| CheckpointError::io(&abs, e))?;
+        tree.write_file(path, bytes, *mode)?;
     }
-    Ok(safe)
+    Ok(tree)
 }
 
 fn finish(
-    mut safe: SafeDirs,
+    mut tree: Tree,
     links: Vec<(String, String)>,
     chmod: Vec<(String, u32)>,
 ) -> Result<(), CheckpointError> {
     for (path, target) in &links {
-        safe.check_parent(path)?;
-        let abs = safe.abs(path);
-        write_symlink(&abs, target).map_err(|e| CheckpointError::io(&abs, e))?;
+        tree.write_symlink(path, target)?;
     }
     for (path, mode) in &chmod {
-        safe.check_parent(path)?;
-        let abs = safe.abs(path);
-        // chmod follows symlinks: only ever apply it to what lstat says is not one.
-        let meta = fs::symlink_metadata(&abs).map_err(|e| CheckpointError::io(&abs, e))?;
-        if meta.file_type().is_symlink() {
-            continue;
-        }
-        fs::set_permissions(&abs, fs::Permissions::from_mode(*mode))
-            .map_err(|e| CheckpointError::io(&abs, e))?;
+        // A link is left alone: chmod would follow it.
+        tree.chmod(path, *mode)?;
     }
     Ok(())
-}
-
-fn is_real_dir(path: &Path) -> bool {
-    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_dir())
 }

@@ -1,11 +1,20 @@
 //! Walking a workspace: lstat only, never following a symlink, no file reads.
+//! The walk goes by descriptors: each directory is opened `O_NOFOLLOW` beneath
+//! its parent's descriptor and listed through its own, and each entry is
+//! looked at (`fstatat`, `readlinkat`) through that, so a directory swapped
+//! for a link while the walk runs is refused, never entered.
 
-use std::fs;
+use std::ffi::OsString;
 use std::io;
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
+
+use agentd_sandbox::confined::{self, Root};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
 
 use super::manifest::{Entry, EntryKind, Fingerprint, Manifest, SkipReason};
 use super::{CheckpointError, SnapshotPolicy};
@@ -18,7 +27,7 @@ const INLINE_DIRS: usize = 32;
 /// (the caller hashes or reuses them). Symlinks are recorded, not followed.
 /// Directories are read by a few threads at once: the cost is mostly one lstat
 /// per entry, and those run in parallel.
-pub(crate) fn scan(root: &Path, policy: &SnapshotPolicy) -> Result<Manifest, CheckpointError> {
+pub(crate) fn scan(root: &Root, policy: &SnapshotPolicy) -> Result<Manifest, CheckpointError> {
     let threads = super::cores().min(4);
     let (m, truncated) = scan_with(root, policy, threads)?;
     if truncated && threads > 1 {
@@ -31,10 +40,12 @@ pub(crate) fn scan(root: &Path, policy: &SnapshotPolicy) -> Result<Manifest, Che
 
 /// The scan on `threads` threads, and whether it stopped at `max_files`.
 fn scan_with(
-    root: &Path,
+    root: &Root,
     policy: &SnapshotPolicy,
     threads: usize,
 ) -> Result<(Manifest, bool), CheckpointError> {
+    let root_path = root.path();
+    let root = root.fd();
     let queue = Queue::default();
     let count = AtomicUsize::new(0);
     let inline = if threads > 1 { INLINE_DIRS } else { usize::MAX };
@@ -57,7 +68,7 @@ fn scan_with(
     let mut abandoned = Vec::new();
     for part in parts {
         if let Some(e) = part.root_error {
-            return Err(CheckpointError::io(root, e));
+            return Err(CheckpointError::io(root_path, e));
         }
         m.entries.extend(part.entries);
         m.skipped.extend(part.skipped);
@@ -85,7 +96,7 @@ struct Part {
 
 /// Reads directories from `queue` until it is done or `limit` were read.
 fn worker(
-    root: &Path,
+    root: BorrowedFd<'_>,
     policy: &SnapshotPolicy,
     queue: &Queue,
     count: &AtomicUsize,
@@ -102,13 +113,23 @@ fn worker(
             part.abandoned.push((dir, Some(SkipReason::TooManyFiles)));
             continue;
         }
-        let children = match list(root, &dir) {
-            Ok(children) => children,
+        let listed = open_dir(root, &job).and_then(|fd| {
+            let children = list(&fd)?;
+            Ok((fd, children))
+        });
+        let (fd, children) = match listed {
+            Ok(listed) => listed,
             Err(e) if dir.is_empty() => {
                 part.root_error = Some(e);
                 continue;
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // Gone, or no longer a directory (a link swapped in): not captured.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+                ) =>
+            {
                 part.abandoned.push((dir, None));
                 continue;
             }
@@ -117,7 +138,8 @@ fn worker(
                 continue;
             }
         };
-        for (name, entry) in children {
+        let fd = Arc::new(fd);
+        for (name, stat) in children {
             let Some(name) = name.to_str() else {
                 let lossy = join(&dir, &name.to_string_lossy());
                 part.skipped.push((lossy, SkipReason::NonUtf8));
@@ -132,18 +154,21 @@ fn worker(
                 part.skipped.push((rel, SkipReason::TooManyFiles));
                 continue;
             }
-            let meta = match entry.metadata() {
-                Ok(meta) => meta,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            let stat = match stat {
+                Ok(stat) => stat,
+                Err(Errno::NOENT) => continue,
                 Err(e) => {
-                    part.skipped.push((rel, unreadable(&e)));
+                    part.skipped.push((rel, unreadable(&e.into())));
                     continue;
                 }
             };
-            match classify(root, &rel, &meta, policy) {
+            match classify(fd.as_fd(), name, &stat, policy) {
                 Ok(e) => {
                     if e.kind == EntryKind::Dir {
-                        job.found.push(rel.clone());
+                        job.found.push(Pending {
+                            dir: rel.clone(),
+                            parent: Some(Arc::clone(&fd)),
+                        });
                     }
                     part.entries.push((rel, e));
                 }
@@ -155,17 +180,29 @@ fn worker(
     part
 }
 
+/// A directory waiting to be read: its path and the descriptor of its parent
+/// (`None` for the root), which it is opened beneath. Siblings share their
+/// parent's descriptor, so the walk holds about one per level of depth.
+struct Pending {
+    dir: String,
+    parent: Option<Arc<OwnedFd>>,
+}
+
 /// Directories waiting to be read, shared by the workers; the walk ends when
 /// none is waiting and no worker is reading one (it could still find more).
 struct Queue {
-    state: Mutex<(Vec<String>, usize)>,
+    state: Mutex<(Vec<Pending>, usize)>,
     ready: Condvar,
 }
 
 impl Default for Queue {
     fn default() -> Self {
+        let root = Pending {
+            dir: String::new(),
+            parent: None,
+        };
         Self {
-            state: Mutex::new((vec![String::new()], 0)),
+            state: Mutex::new((vec![root], 0)),
             ready: Condvar::new(),
         }
     }
@@ -176,7 +213,8 @@ impl Default for Queue {
 struct Job<'a> {
     queue: &'a Queue,
     dir: String,
-    found: Vec<String>,
+    parent: Option<Arc<OwnedFd>>,
+    found: Vec<Pending>,
 }
 
 impl Queue {
@@ -189,11 +227,12 @@ impl Queue {
     fn next(&self) -> Option<Job<'_>> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if let Some(dir) = state.0.pop() {
+            if let Some(Pending { dir, parent }) = state.0.pop() {
                 state.1 += 1;
                 return Some(Job {
                     queue: self,
                     dir,
+                    parent,
                     found: Vec::new(),
                 });
             }
@@ -223,73 +262,97 @@ impl Drop for Job<'_> {
     }
 }
 
-/// One directory's entries, sorted by name.
-fn list(root: &Path, dir: &str) -> io::Result<Vec<(std::ffi::OsString, fs::DirEntry)>> {
+/// Open the job's directory for reading: its last name beneath its parent's
+/// descriptor, `O_NOFOLLOW` (a link swapped in fails with `ENOTDIR`/`ELOOP`),
+/// non-blocking.
+fn open_dir(root: BorrowedFd<'_>, job: &Job<'_>) -> io::Result<OwnedFd> {
+    let flags =
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let (parent, name) = match &job.parent {
+        Some(parent) => (parent.as_fd(), super::fsutil::split(&job.dir).1),
+        None => (root, "."),
+    };
+    Ok(rustix::fs::openat(parent, name, flags, Mode::empty())?)
+}
+
+/// One directory's entries with their own lstat (through the directory's
+/// descriptor), sorted by name.
+fn list(dir: &OwnedFd) -> io::Result<Vec<(OsString, Result<Stat, Errno>)>> {
     let mut out = Vec::new();
-    for entry in fs::read_dir(root.join(dir))? {
+    let mut listing = rustix::fs::Dir::read_from(dir)?;
+    while let Some(entry) = listing.read() {
         let entry = entry?;
-        out.push((entry.file_name(), entry));
+        let name = entry.file_name();
+        if name.to_bytes() == b"." || name.to_bytes() == b".." {
+            continue;
+        }
+        let stat = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW);
+        let name = std::ffi::OsStr::from_bytes(name.to_bytes()).to_os_string();
+        out.push((name, stat));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
 
-/// The entry for one lstat result; `Err(None)` when it vanished meanwhile.
+/// The entry for one lstat result of `name` in `dir`; `Err(None)` when it
+/// vanished meanwhile.
 fn classify(
-    root: &Path,
-    rel: &str,
-    meta: &fs::Metadata,
+    dir: BorrowedFd<'_>,
+    name: &str,
+    stat: &Stat,
     policy: &SnapshotPolicy,
 ) -> Result<Entry, Option<SkipReason>> {
-    let ft = meta.file_type();
-    let mode = meta.mode() & 0o7777;
-    if ft.is_dir() {
-        return Ok(Entry {
+    let mode = stat.st_mode & 0o7777;
+    let size = stat.st_size.max(0) as u64;
+    match confined::file_type(stat) {
+        FileType::Directory => Ok(Entry {
             kind: EntryKind::Dir,
             size: 0,
             mode,
             stat: Fingerprint::default(),
-        });
-    }
-    if ft.is_symlink() {
-        let target = match fs::read_link(root.join(rel)) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(None),
-            Err(e) => return Err(Some(unreadable(&e))),
-        };
-        let target = target.into_os_string().into_string();
-        let target = target.map_err(|_| Some(SkipReason::NonUtf8))?;
-        // Re-read every scan (one readlink), so no fingerprint is kept.
-        return Ok(Entry {
-            size: target.len() as u64,
-            kind: EntryKind::Symlink { target },
+        }),
+        FileType::Symlink => {
+            let target = match rustix::fs::readlinkat(dir, name, Vec::new()) {
+                Ok(t) => t,
+                Err(Errno::NOENT) => return Err(None),
+                // Swapped for something else since the lstat.
+                Err(Errno::INVAL) => return Err(None),
+                Err(e) => return Err(Some(unreadable(&e.into()))),
+            };
+            let target =
+                String::from_utf8(target.into_bytes()).map_err(|_| Some(SkipReason::NonUtf8))?;
+            // Re-read every scan (one readlink), so no fingerprint is kept.
+            Ok(Entry {
+                size: target.len() as u64,
+                kind: EntryKind::Symlink { target },
+                mode,
+                stat: Fingerprint::default(),
+            })
+        }
+        FileType::RegularFile if size > policy.max_file_bytes => {
+            Err(Some(SkipReason::TooLarge { size }))
+        }
+        FileType::RegularFile => Ok(Entry {
+            kind: EntryKind::File {
+                hash: String::new(),
+            },
+            size,
             mode,
-            stat: Fingerprint::default(),
-        });
+            stat: fingerprint(stat),
+        }),
+        _ => Err(Some(SkipReason::Special)),
     }
-    if !ft.is_file() {
-        return Err(Some(SkipReason::Special));
-    }
-    if meta.len() > policy.max_file_bytes {
-        return Err(Some(SkipReason::TooLarge { size: meta.len() }));
-    }
-    Ok(Entry {
-        kind: EntryKind::File {
-            hash: String::new(),
-        },
-        size: meta.len(),
-        mode,
-        stat: fingerprint(meta),
-    })
 }
 
-pub(crate) fn fingerprint(meta: &fs::Metadata) -> Fingerprint {
+// The stat fields' integer types differ between architectures.
+#[allow(clippy::unnecessary_cast)]
+pub(crate) fn fingerprint(stat: &Stat) -> Fingerprint {
     let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
     Fingerprint {
-        mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
-        ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
-        inode: meta.ino(),
-        size: meta.len(),
+        mtime_ns: ns(stat.st_mtime as i64, stat.st_mtime_nsec as i64),
+        ctime_ns: ns(stat.st_ctime as i64, stat.st_ctime_nsec as i64),
+        inode: stat.st_ino as u64,
+        size: stat.st_size.max(0) as u64,
     }
 }
 

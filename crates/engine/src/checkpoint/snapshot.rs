@@ -3,8 +3,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use agentd_sandbox::confined::Root;
 
 use super::fsutil::{Content, read_file};
 use super::manifest::{Entry, EntryKind, Fingerprint, Manifest, SkipReason};
@@ -20,9 +21,14 @@ pub(crate) async fn snapshot(
     blobs: &dyn BlobStore,
 ) -> Result<(Manifest, SnapshotStats), CheckpointError> {
     let now = now_ns();
-    let root = Arc::new(workspace.to_path_buf());
-    let (scan_root, scan_policy) = (Arc::clone(&root), policy.clone());
-    let mut manifest = blocking(move || super::scan::scan(&scan_root, &scan_policy)).await?;
+    let (workspace, scan_policy) = (workspace.to_path_buf(), policy.clone());
+    // The workspace is held open from here on: every file is reached beneath it.
+    let (root, mut manifest) = blocking(move || {
+        let root = Root::open(&workspace).map_err(|e| CheckpointError::io(&workspace, e))?;
+        let manifest = super::scan::scan(&root, &scan_policy)?;
+        Ok((root, manifest))
+    })
+    .await?;
 
     let mut to_hash: Vec<(String, u64)> = Vec::new();
     for (path, entry) in manifest.entries.iter_mut() {
@@ -41,7 +47,7 @@ pub(crate) async fn snapshot(
 
     let mut stats = SnapshotStats::default();
     for batch in batches(to_hash, |f| f.1, BATCH_BYTES) {
-        let (read_root, max) = (Arc::clone(&root), policy.max_file_bytes);
+        let (read_root, max) = (root.clone(), policy.max_file_bytes);
         let read = blocking(move || Ok(read_batch(&read_root, batch, max))).await?;
         let mut fresh: Vec<String> = Vec::new();
         let mut seen = HashSet::new();
@@ -119,10 +125,10 @@ pub(crate) async fn snapshot(
 
 /// Read and hash a batch, split over the available cores (reads are mostly
 /// syscalls and sha256, both parallel).
-fn read_batch(root: &Path, batch: Vec<(String, u64)>, max: u64) -> Vec<(String, Content)> {
+fn read_batch(root: &Root, batch: Vec<(String, u64)>, max: u64) -> Vec<(String, Content)> {
     let threads = super::cores().min(8);
     let read_one = |(path, size): (String, u64)| {
-        let content = read_file(&root.join(&path), max, size);
+        let content = read_file(root.fd(), &path, max, size);
         (path, content)
     };
     if threads == 1 || batch.len() < 64 {

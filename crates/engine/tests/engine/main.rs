@@ -7,6 +7,7 @@
 
 mod agent_tools;
 mod checkpoint;
+mod checkpoint_race;
 mod guardrails;
 mod hooks;
 mod prompt;
