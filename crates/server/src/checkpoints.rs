@@ -14,8 +14,11 @@ use agentd_engine::Checkpointer;
 use agentd_engine::checkpoint::{
     BlobStore, Manifest, SnapshotPolicy, Snapshotter, decode_manifest, encode_manifest, sha256_hex,
 };
+use agentd_sandbox::confined::FsIdentity;
 use agentd_store::{CheckpointRecord, LatestCheckpoints, Store, StoreError};
 use async_trait::async_trait;
+
+mod copy;
 
 /// A delta manifest larger than this is stored as a new keyframe instead.
 const MAX_DELTA_BYTES: usize = 64 * 1024;
@@ -301,67 +304,46 @@ fn snapshotter() -> Snapshotter {
     Snapshotter::new(SnapshotPolicy::default())
 }
 
-/// Restores `workspace` to the checkpoint's files; returns the paths changed.
+/// Restores `workspace` to the checkpoint's files, as `identity` (the
+/// session owner's agent user) when given; returns the paths changed.
 pub async fn restore_files(
     store: &Arc<dyn Store>,
     record: &CheckpointRecord,
     workspace: &Path,
+    identity: Option<FsIdentity>,
 ) -> Result<Vec<String>, CheckpointFailure> {
     let manifest = load_manifest(store.as_ref(), record).await?;
     Ok(snapshotter()
-        .restore(workspace, &manifest, &StoreBlobs(store.clone()))
+        .restore_as(workspace, &manifest, &StoreBlobs(store.clone()), identity)
         .await?)
 }
 
 /// Fills the empty `target` with `source` as `record` (or, without one, as it
-/// is now), then copies the ignored folders (`.git`, …) as they are now.
+/// is now), then copies the ignored folders (`.git`, …) as they are now. All
+/// of it goes by descriptors (the source's agent may be swapping paths for
+/// links meanwhile), and what is written is written as `identity`, the
+/// fork's owner's agent user, when given.
 pub async fn copy_workspace(
     store: &Arc<dyn Store>,
     source: &Path,
     target: &Path,
     record: Option<&CheckpointRecord>,
+    identity: Option<FsIdentity>,
 ) -> Result<(), CheckpointFailure> {
     let blobs = StoreBlobs(store.clone());
     let manifest = match record {
         Some(record) => load_manifest(store.as_ref(), record).await?,
         None => Arc::new(snapshotter().snapshot(source, None, &blobs).await?.0),
     };
-    snapshotter().restore(target, &manifest, &blobs).await?;
+    snapshotter()
+        .restore_as(target, &manifest, &blobs, identity)
+        .await?;
     let (source, target) = (source.to_path_buf(), target.to_path_buf());
     let ignored = SnapshotPolicy::default().ignored_dirs;
-    tokio::task::spawn_blocking(move || copy_ignored(&source, &target, &ignored))
+    tokio::task::spawn_blocking(move || copy::copy_ignored(&source, &target, &ignored, identity))
         .await
         .map_err(|e| CheckpointFailure::Broken("fork".into(), e.to_string()))?
         .map_err(|e| CheckpointFailure::Broken("fork".into(), e.to_string()))
-}
-
-/// Copies the top-level ignored folders of `source` into `target`, symlinks
-/// as symlinks.
-fn copy_ignored(source: &Path, target: &Path, ignored: &[String]) -> std::io::Result<()> {
-    for name in ignored {
-        let from = source.join(name);
-        if std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_dir()) {
-            copy_tree(&from, &target.join(name))?;
-        }
-    }
-    Ok(())
-}
-
-fn copy_tree(from: &Path, to: &PathBuf) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type()?;
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
-        } else if kind.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else if kind.is_file() {
-            std::fs::copy(&src, &dst)?;
-        }
-    }
-    Ok(())
 }
 
 /// The engine's checkpoint hook for one turn of one session.
@@ -465,65 +447,4 @@ impl Checkpointer for SessionCheckpointer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A chain of checkpoints (a keyframe, then deltas) made from cached
-    /// manifests records what changed, and reads back cold as it was cached.
-    #[tokio::test]
-    async fn cached_manifests_are_the_stored_ones() {
-        let (store, session_id) = crate::test_support::store_with_session().await;
-        let workspace = tempfile::tempdir().unwrap();
-        let mut records = Vec::new();
-        for round in 0..4 {
-            let file = format!("f{round}.txt");
-            std::fs::write(workspace.path().join(&file), "new").unwrap();
-            std::fs::write(workspace.path().join("a.txt"), format!("round {round}")).unwrap();
-            let record = create_checkpoint(&store, &session_id, None, workspace.path(), round)
-                .await
-                .unwrap();
-            if round > 0 {
-                let mut files = record.files.clone();
-                files.sort();
-                assert_eq!(files, vec!["a.txt".to_string(), file]);
-            }
-            records.push(record);
-        }
-        assert!(records[1..].iter().all(|r| r.base_checkpoint_id.is_some()));
-        let mut cached = Vec::new();
-        for record in &records {
-            cached.push(load_manifest(store.as_ref(), record).await.unwrap());
-        }
-        MANIFESTS.lock().unwrap().clear();
-        for (record, cached) in records.iter().zip(&cached) {
-            let cold = load_manifest(store.as_ref(), record).await.unwrap();
-            assert_eq!(*cold, **cached);
-        }
-        assert_eq!(cached[3].entries.len(), 5);
-    }
-
-    /// A snapshot with more new blobs than are held back for the checkpoint's
-    /// transaction (32) stores them as it goes, and restores whole.
-    #[tokio::test]
-    async fn a_checkpoint_of_many_new_files_restores_them_all() {
-        let (store, session_id) = crate::test_support::store_with_session().await;
-        let workspace = tempfile::tempdir().unwrap();
-        let content = |i: usize| format!("file {i}\n").repeat(i + 1);
-        for i in 0..(MAX_HELD_BLOBS + 8) {
-            std::fs::write(workspace.path().join(format!("f{i}.txt")), content(i)).unwrap();
-        }
-        let record = create_checkpoint(&store, &session_id, None, workspace.path(), 1)
-            .await
-            .unwrap();
-        for i in 0..(MAX_HELD_BLOBS + 8) {
-            std::fs::write(workspace.path().join(format!("f{i}.txt")), "changed").unwrap();
-        }
-        restore_files(&store, &record, workspace.path())
-            .await
-            .unwrap();
-        for i in 0..(MAX_HELD_BLOBS + 8) {
-            let path = workspace.path().join(format!("f{i}.txt"));
-            assert_eq!(std::fs::read_to_string(path).unwrap(), content(i));
-        }
-    }
-}
+mod tests;

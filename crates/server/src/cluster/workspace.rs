@@ -112,8 +112,25 @@ pub(super) async fn prepare(
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("the saved workspace {hash} is missing from the blob store"))?;
     let manifest = decode_manifest(&bytes, None).map_err(|e| e.to_string())?;
+    // Written as the owner's agent user, by descriptors (see the engine's
+    // checkpoint module): the files are the agent's, and no link it made
+    // is followed.
+    let identity = runtime
+        .agent_identity(&session.owner)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(identity) = identity {
+        crate::workspace_owner::hand_over_before_turn(
+            &session.id,
+            &local,
+            &runtime.data_dir,
+            identity,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    }
     let changed = snapshotter()
-        .restore(&local, &manifest, &StoreBlobs(store.clone()))
+        .restore_as(&local, &manifest, &StoreBlobs(store.clone()), identity)
         .await
         .map_err(|e| format!("restoring the workspace: {e}"))?;
     tracing::info!(session_id = %session.id, files = changed.len(), "restored the workspace saved by another node");

@@ -1,19 +1,26 @@
-//! Read-only browsing of a session's workspace. Paths go through
-//! [`PathGuard`] (no `..` or symlink out of the workspace), and what is then
-//! opened is checked again through `/proc/self/fd`, so a symlink swapped in
-//! between the check and the open (the agent can write there) is caught too.
+//! Read-only browsing of a session's workspace, by descriptors. The agent
+//! can swap any file or directory of its workspace for a symlink at any
+//! moment, so no path is trusted twice: the workspace is held open and what
+//! is asked for is opened beneath it (`openat2(RESOLVE_BENEATH)`, see
+//! [`agentd_sandbox::confined`]), where no link can lead outside whatever is
+//! swapped in meanwhile (links that stay inside are followed). What is
+//! listed or read is the very directory or file opened, looked at through
+//! its descriptor: a FIFO or a device is refused before anything could block
+//! on it. The work runs as the session owner's agent user, so only what that
+//! user may read is served.
 
-use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use agentd_sandbox::{PathError, PathGuard};
+use agentd_sandbox::confined::{self, ConfinedError, FsIdentity, Root};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use rustix::fs::{AtFlags, FileType};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -69,11 +76,10 @@ pub async fn list_files(
 ) -> ApiResult<Json<FileList>> {
     let session = owned_session(&state, &user, &id).await?;
     let session = with_local_workspace(&state, session).await?;
+    let identity = owner_identity(&state, &session.owner).await?;
     let raw = query.path.unwrap_or_else(|| ".".into());
     let workspace = PathBuf::from(session.workspace);
-    let list = tokio::task::spawn_blocking(move || list_dir(&workspace, &raw))
-        .await
-        .map_err(|err| ApiError::Internal(err.to_string()))??;
+    let list = in_workspace(workspace, identity, move |root| list_dir(root, &raw)).await?;
     Ok(Json(list))
 }
 
@@ -100,10 +106,9 @@ pub async fn file_content(
     let raw = query
         .path
         .ok_or_else(|| ApiError::BadRequest("the query parameter `path` is required".into()))?;
+    let identity = owner_identity(&state, &session.owner).await?;
     let workspace = PathBuf::from(session.workspace);
-    let bytes = tokio::task::spawn_blocking(move || read_file(&workspace, &raw))
-        .await
-        .map_err(|err| ApiError::Internal(err.to_string()))??;
+    let bytes = in_workspace(workspace, identity, move |root| read_file(root, &raw)).await?;
     let kind = content_type(&bytes);
     let mut response = Body::from(bytes).into_response();
     let headers = response.headers_mut();
@@ -123,109 +128,197 @@ pub async fn file_content(
     Ok(response)
 }
 
-fn guard(workspace: &Path) -> ApiResult<PathGuard> {
-    PathGuard::new(workspace, &[])
-        .map_err(|_| ApiError::NotFound("the session's workspace no longer exists".into()))
+/// Whom file work for `owner`'s sessions runs as (`None`: the server itself).
+pub(super) async fn owner_identity(state: &AppState, owner: &str) -> ApiResult<Option<FsIdentity>> {
+    state
+        .registry
+        .runtime()
+        .agent_identity(owner)
+        .await
+        .map_err(|err| ApiError::Internal(err.to_string()))
 }
 
-/// Resolve `raw` inside the workspace and open it without following a final
-/// symlink; then check where the open file really is.
-fn open_inside(guard: &PathGuard, raw: &str) -> ApiResult<(File, PathBuf)> {
-    let resolved = guard.resolve(raw).map_err(|err| match err {
-        PathError::Outside { .. } => ApiError::Forbidden(err.to_string()),
-        PathError::Invalid { .. } => ApiError::BadRequest(err.to_string()),
-    })?;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&resolved)
-        .map_err(|err| match err.kind() {
-            std::io::ErrorKind::NotFound => ApiError::NotFound(format!("no file {raw:?}")),
-            _ => ApiError::Forbidden(format!("path {raw:?} cannot be opened")),
-        })?;
-    let real = std::fs::read_link(fd_path(&file))
-        .map_err(|err| ApiError::Internal(format!("checking an opened file: {err}")))?;
-    if !guard.is_allowed(&real) {
-        return Err(ApiError::Forbidden(format!(
-            "path {raw:?} is outside the workspace"
-        )));
+/// Run `work` on a blocking thread with the workspace held open (opened by
+/// the server: the agent's user may not reach the data dir), as `identity`.
+async fn in_workspace<T: Send + 'static>(
+    workspace: PathBuf,
+    identity: Option<FsIdentity>,
+    work: impl FnOnce(&Workspace) -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::task::spawn_blocking(move || {
+        let root = Root::open(&workspace)
+            .map_err(|_| ApiError::NotFound("the session's workspace no longer exists".into()))?;
+        // Absolute paths name files by the canonical path as well as the given one.
+        let canonical = workspace
+            .canonicalize()
+            .unwrap_or_else(|_| workspace.clone());
+        let workspace = Workspace { root, canonical };
+        match identity {
+            Some(identity) => identity.run(|| work(&workspace)).map_err(|err| {
+                ApiError::Internal(format!("acting as uid {}: {err}", identity.uid))
+            })?,
+            None => work(&workspace),
+        }
+    })
+    .await
+    .map_err(|err| ApiError::Internal(err.to_string()))?
+}
+
+struct Workspace {
+    root: Root,
+    canonical: PathBuf,
+}
+
+impl Workspace {
+    /// `raw` relative to the workspace; an absolute path must lie inside it.
+    /// Only the text is looked at: the kernel resolves it, beneath the root.
+    fn relative(&self, raw: &str) -> ApiResult<PathBuf> {
+        if raw.is_empty() || raw.contains('\0') {
+            return Err(ApiError::BadRequest(format!(
+                "path {raw:?} is invalid: it is empty or holds a NUL byte"
+            )));
+        }
+        let path = Path::new(raw);
+        if raw.starts_with('~') {
+            return Err(outside(raw));
+        }
+        if !path.is_absolute() {
+            return Ok(path.to_path_buf());
+        }
+        [self.root.path(), self.canonical.as_path()]
+            .into_iter()
+            .find_map(|base| path.strip_prefix(base).ok())
+            .map(Path::to_path_buf)
+            .ok_or_else(|| outside(raw))
     }
-    Ok((file, real))
-}
 
-fn fd_path(file: &File) -> PathBuf {
-    use std::os::fd::AsRawFd;
-    PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
-}
-
-fn list_dir(workspace: &Path, raw: &str) -> ApiResult<FileList> {
-    let guard = guard(workspace)?;
-    let (file, real) = open_inside(&guard, raw)?;
-    let meta = file
-        .metadata()
-        .map_err(|err| ApiError::Internal(err.to_string()))?;
-    if !meta.is_dir() {
-        return Err(ApiError::BadRequest(format!("{raw:?} is not a directory")));
+    /// The opened `fd`'s path relative to the workspace, for display: what
+    /// the kernel says it is now, else the path as asked.
+    fn display(&self, fd: &OwnedFd, rel: &Path) -> String {
+        let now = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok();
+        let inside = now.as_deref().and_then(|now| {
+            [self.canonical.as_path(), self.root.path()]
+                .into_iter()
+                .find_map(|base| now.strip_prefix(base).ok())
+                .map(Path::to_path_buf)
+        });
+        let shown = inside.unwrap_or_else(|| {
+            rel.components()
+                .filter(|c| *c != std::path::Component::CurDir)
+                .collect()
+        });
+        if shown.as_os_str().is_empty() {
+            ".".into()
+        } else {
+            shown.display().to_string()
+        }
     }
-    // Read through the open descriptor: the checked directory, not a name.
-    let reader = std::fs::read_dir(fd_path(&file))
+}
+
+fn outside(raw: &str) -> ApiError {
+    ApiError::Forbidden(format!("path {raw:?} is outside the workspace"))
+}
+
+/// The answer for a path the confined open refused.
+fn refused(raw: &str, err: ConfinedError) -> ApiError {
+    match err {
+        ConfinedError::Escapes => outside(raw),
+        ConfinedError::Kind {
+            found: "a directory",
+            wanted,
+        } => ApiError::BadRequest(format!(
+            "{raw:?} is a directory, not {wanted}; list it with /files"
+        )),
+        ConfinedError::Kind { found, wanted } if found.starts_with("not ") => {
+            ApiError::BadRequest(format!("{raw:?} is not {wanted}"))
+        }
+        ConfinedError::Kind { found, wanted } => {
+            ApiError::BadRequest(format!("{raw:?} is {found}, not {wanted}"))
+        }
+        ConfinedError::TooLarge { size, limit } => ApiError::TooLarge(format!(
+            "{raw:?} is {size} bytes; at most {limit} are served"
+        )),
+        ConfinedError::Io(err) => match err.raw_os_error() {
+            Some(libc::ENOENT) => ApiError::NotFound(format!("no file {raw:?}")),
+            Some(libc::ENOTDIR) => ApiError::BadRequest(format!(
+                "path {raw:?} is invalid: a part of it is not a directory"
+            )),
+            Some(libc::ELOOP) => ApiError::BadRequest(format!(
+                "path {raw:?} is invalid: too many levels of symbolic links"
+            )),
+            Some(libc::EACCES | libc::EPERM) => {
+                ApiError::Forbidden(format!("path {raw:?} cannot be opened"))
+            }
+            _ => ApiError::Internal(format!("opening {raw:?}: {err}")),
+        },
+    }
+}
+
+fn list_dir(workspace: &Workspace, raw: &str) -> ApiResult<FileList> {
+    let rel = workspace.relative(raw)?;
+    let dir = confined::open_dir(workspace.root.fd(), &rel).map_err(|err| refused(raw, err))?;
+    // Read through the open descriptor, each entry looked at through it.
+    let mut listing = rustix::fs::Dir::read_from(&dir)
         .map_err(|err| ApiError::Internal(format!("listing {raw:?}: {err}")))?;
     let mut entries = Vec::new();
     let mut truncated = false;
-    for entry in reader.flatten() {
+    while let Some(entry) = listing.read() {
+        let Ok(entry) = entry else { break };
+        let name = entry.file_name();
+        if name.to_bytes() == b"." || name.to_bytes() == b".." {
+            continue;
+        }
         if entries.len() == MAX_ENTRIES {
             truncated = true;
             break;
         }
-        let Ok(meta) = entry.metadata() else { continue };
-        let kind = if meta.is_symlink() {
-            "symlink"
-        } else if meta.is_dir() {
-            "dir"
-        } else if meta.is_file() {
-            "file"
-        } else {
-            "other"
+        // Gone since the listing: not listed.
+        let Ok(stat) = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let kind = match confined::file_type(&stat) {
+            FileType::Symlink => "symlink",
+            FileType::Directory => "dir",
+            FileType::RegularFile => "file",
+            _ => "other",
         };
         entries.push(FileEntry {
-            name: entry.file_name().to_string_lossy().into_owned(),
+            name: String::from_utf8_lossy(name.to_bytes()).into_owned(),
             kind: kind.into(),
-            size: meta.len(),
-            modified: meta.modified().ok().map(DateTime::<Utc>::from),
+            size: stat.st_size.max(0) as u64,
+            modified: modified(&stat),
         });
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(FileList {
-        path: guard.display(&real),
+        path: workspace.display(&dir, &rel),
         entries,
         truncated,
     })
 }
 
-fn read_file(workspace: &Path, raw: &str) -> ApiResult<Vec<u8>> {
-    use std::io::Read;
-    let guard = guard(workspace)?;
-    let (file, _) = open_inside(&guard, raw)?;
-    let meta = file
-        .metadata()
-        .map_err(|err| ApiError::Internal(err.to_string()))?;
-    if meta.is_dir() {
-        return Err(ApiError::BadRequest(format!(
-            "{raw:?} is a directory; list it with /files"
-        )));
+// The stat fields' integer types differ between architectures.
+#[allow(clippy::unnecessary_cast)]
+fn modified(stat: &rustix::fs::Stat) -> Option<DateTime<Utc>> {
+    let nanos = u32::try_from(stat.st_mtime_nsec).ok()?;
+    DateTime::<Utc>::from_timestamp(stat.st_mtime as i64, nanos)
+}
+
+fn read_file(workspace: &Workspace, raw: &str) -> ApiResult<Vec<u8>> {
+    let rel = workspace.relative(raw)?;
+    let (file, stat) =
+        confined::open_regular(workspace.root.fd(), &rel).map_err(|err| refused(raw, err))?;
+    let size = stat.st_size.max(0) as u64;
+    if size > MAX_FILE_BYTES {
+        return Err(refused(
+            raw,
+            ConfinedError::TooLarge {
+                size,
+                limit: MAX_FILE_BYTES,
+            },
+        ));
     }
-    if !meta.is_file() {
-        return Err(ApiError::BadRequest(format!(
-            "{raw:?} is not a regular file"
-        )));
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(ApiError::TooLarge(format!(
-            "{raw:?} is {} bytes; at most {MAX_FILE_BYTES} are served",
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    let mut bytes = Vec::with_capacity(size as usize);
     // The file may grow meanwhile: never read past the cap.
     file.take(MAX_FILE_BYTES)
         .read_to_end(&mut bytes)

@@ -13,11 +13,13 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
+use super::files::owner_identity;
 use super::sessions::{
     SessionView, idle_in_cluster, new_workspace, owned_session, share_workspace, turn_running,
     view, with_local_workspace,
 };
 use crate::checkpoints::{copy_workspace, restore_files};
+use crate::workspace_owner::hand_over_before_turn;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CheckpointList {
@@ -134,7 +136,16 @@ pub async fn rewind(
         .ok_or_else(turn_running)?;
     let files_restored = if body.files {
         let session = with_local_workspace(&state, session).await?;
-        let restored = restore_files(&store, &record, &PathBuf::from(&session.workspace))
+        let identity = owner_identity(&state, &session.owner).await?;
+        let workspace = PathBuf::from(&session.workspace);
+        // Restored as the agent's user: the workspace must be theirs first.
+        if let Some(identity) = identity {
+            let data_dir = &state.registry.runtime().data_dir;
+            hand_over_before_turn(&id, &workspace, data_dir, identity)
+                .await
+                .map_err(|err| ApiError::Internal(err.to_string()))?;
+        }
+        let restored = restore_files(&store, &record, &workspace, identity)
             .await
             .map_err(|err| ApiError::Internal(format!("restoring the files: {err}")))?;
         share_workspace(&state, &id).await?;
@@ -199,14 +210,23 @@ pub async fn fork(
         .await?
         .into_iter()
         .find(|c| c.message_position > end);
+    // Whom the copy is written as, before a workspace exists to clean up.
+    let identity = owner_identity(&state, &user.name).await?;
     let new_id = uuid::Uuid::now_v7().to_string();
     let workspace = new_workspace(&state, &new_id).await?;
-    let copied = copy_workspace(
-        &store,
-        &PathBuf::from(&source.workspace),
-        &workspace,
-        later.as_ref(),
-    )
+    let copied = async {
+        // Written as the agent's user: the new workspace is theirs first.
+        if let Some(identity) = identity {
+            let data_dir = &state.registry.runtime().data_dir;
+            hand_over_before_turn(&new_id, &workspace, data_dir, identity)
+                .await
+                .map_err(|err| err.to_string())?;
+        }
+        let source = PathBuf::from(&source.workspace);
+        copy_workspace(&store, &source, &workspace, later.as_ref(), identity)
+            .await
+            .map_err(|err| err.to_string())
+    }
     .await;
     if let Err(err) = copied {
         let _ = tokio::fs::remove_dir_all(&workspace).await;
