@@ -140,14 +140,14 @@ fn unknown_model_is_a_usage_error() {
 #[test]
 fn the_sandbox_trampoline_runs_nothing_it_cannot_confine() {
     let (data, ws) = (TempDir::new().unwrap(), TempDir::new().unwrap());
-    let enter = |join: &str, limits: &str| {
-        let script = "ulimit -n; ulimit -t";
+    let enter_as = |join: &str, limits: &str, run_as: &str, script: &str| {
         agentd(
             data.path(),
             ws.path(),
-            &["__sandbox-enter", join, limits, "bash", "-c", script],
+            &["__sandbox-enter", join, limits, run_as, "0", "bash", "-c", script],
         )
     };
+    let enter = |join: &str, limits: &str| enter_as(join, limits, "-", "ulimit -n; ulimit -t");
     let ok = enter("-", "nofile=64,cpu=7");
     assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
     assert_eq!(text(&ok.stdout), "64\n7\n");
@@ -165,4 +165,14 @@ fn the_sandbox_trampoline_runs_nothing_it_cannot_confine() {
     assert_eq!(bad_limit.status.code(), Some(126));
     assert!(bad_limit.stdout.is_empty());
     assert!(text(&bad_limit.stderr).contains("unknown limit"));
+
+    // Agent work is never root's: asked to be uid 0, nothing runs.
+    let as_root = enter_as("-", "-", "0:0", "id -u");
+    assert_eq!(as_root.status.code(), Some(126));
+    assert!(as_root.stdout.is_empty());
+    if rustix::process::geteuid().is_root() {
+        let as_agent = enter_as("-", "-", "231019:231019", "id -u; id -G");
+        assert_eq!(as_agent.status.code(), Some(0), "{}", text(&as_agent.stderr));
+        assert_eq!(text(&as_agent.stdout), "231019\n231019\n");
+    }
 }
