@@ -247,6 +247,7 @@ impl Runtime {
             cwd: workspace,
             transcript_path: None,
             env: Default::default(),
+            run_as: identity,
         };
         let agent = Agent::new(model.client, tools, context, config)
             .with_permissions(permissions, Arc::new(approver))

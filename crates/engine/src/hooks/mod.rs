@@ -115,6 +115,9 @@ pub struct HookContext {
     pub transcript_path: Option<PathBuf>,
     /// Extra environment for hook processes (on top of PATH, HOME and LANG).
     pub env: BTreeMap<String, String>,
+    /// The agent's user, whom a root server runs hooks as: a hook works in
+    /// the workspace the agent writes, and may even run a script from it.
+    pub run_as: Option<agentd_sandbox::confined::FsIdentity>,
 }
 
 /// A hook's permission answer for a tool call.

@@ -106,6 +106,10 @@ pub(crate) async fn run_hook(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(identity) = ctx.run_as.filter(|_| rustix::process::geteuid().is_root()) {
+        // The standard library also drops root's supplementary groups here.
+        process.uid(identity.uid).gid(identity.gid);
+    }
     let mut child = match process.spawn() {
         Ok(child) => child,
         Err(err) => {

@@ -369,6 +369,7 @@ fn context() -> HookContext {
         cwd: PathBuf::from("/work/space"),
         transcript_path: None,
         env: BTreeMap::from([("EXTRA".to_owned(), "1".to_owned())]),
+        run_as: None,
     }
 }
 

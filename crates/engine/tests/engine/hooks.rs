@@ -49,6 +49,7 @@ impl Fixture {
             cwd: self.workspace.clone(),
             transcript_path: Some(self.path("transcript.jsonl")),
             env: BTreeMap::from([("HOOK_EXTRA".to_owned(), "extra-value".to_owned())]),
+            run_as: None,
         }
     }
 

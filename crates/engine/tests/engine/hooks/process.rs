@@ -200,3 +200,29 @@ async fn hook_env_is_clean() {
         Some(fx.workspace.clone())
     );
 }
+
+/// A root server runs hooks as the agent's user: a hook works in the
+/// workspace the agent writes (and may run a script from it).
+#[tokio::test]
+async fn a_root_servers_hooks_run_as_the_agents_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    std::fs::set_permissions(fx.dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let cmd = fx.script("whoami.sh", "id -u > \"$OUT/uid\"; id -G > \"$OUT/groups\"");
+    let mut ctx = fx.ctx();
+    ctx.run_as = Some(agentd_sandbox::confined::FsIdentity {
+        uid: 231_020,
+        gid: 231_020,
+    });
+    let outcome = pre_hook(&cmd)
+        .pre_tool_use(&ctx, "Bash", &bash_input())
+        .await;
+    assert!(!outcome.is_denied(), "{:?}", outcome.reason);
+    let uid = std::fs::read_to_string(fx.path("uid")).unwrap();
+    let groups = std::fs::read_to_string(fx.path("groups")).unwrap();
+    if rustix::process::geteuid().is_root() {
+        assert_eq!((uid.trim(), groups.trim()), ("231020", "231020"));
+    } else {
+        assert_eq!(uid.trim(), rustix::process::geteuid().as_raw().to_string());
+    }
+}
