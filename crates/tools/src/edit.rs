@@ -1,6 +1,7 @@
 //! `Edit`: replace an exact string in a file.
 use std::path::Path;
 
+use agentd_sandbox::PathGuard;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -74,17 +75,24 @@ impl Tool for EditTool {
             Err(message) => return ToolResult::error(message),
         };
         let shown = ctx.guard.display(&path);
-        let outcome = tokio::task::spawn_blocking(move || edit_file(&path, &shown, &input.edit))
-            .await
-            .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
+        let guard = ctx.guard.clone();
+        let outcome =
+            tokio::task::spawn_blocking(move || edit_file(&guard, &path, &shown, &input.edit))
+                .await
+                .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
         to_result(outcome, ctx)
     }
 }
 
-fn edit_file(path: &Path, shown: &str, edit: &EditSpec) -> Result<String, String> {
-    let original = load_text(path, shown, edit.old_string.is_empty())?;
+fn edit_file(
+    guard: &PathGuard,
+    path: &Path,
+    shown: &str,
+    edit: &EditSpec,
+) -> Result<String, String> {
+    let original = load_text(guard, path, shown, edit.old_string.is_empty())?;
     let applied = apply_edit(&original, edit)?;
-    save_text(path, shown, &applied.text)?;
+    save_text(guard, path, shown, &applied.text)?;
     let what = match applied.replacements {
         1 => "1 replacement".to_string(),
         count => format!("{count} replacements"),

@@ -2,9 +2,16 @@
 //! uniqueness rule, and loading/saving the file as UTF-8 text.
 use std::path::Path;
 
+use agentd_sandbox::PathGuard;
+use agentd_sandbox::confined::{self, ConfinedError, Written};
 use serde::Deserialize;
 
 use crate::common::numbered_line;
+use crate::host_fs::{describe, is_directory, is_not_found};
+
+/// Largest file Edit and MultiEdit load: the whole text is held in memory,
+/// several times over while replacing.
+pub(crate) const MAX_EDIT_BYTES: u64 = 256 * 1024 * 1024;
 
 /// One replacement, as the model sends it.
 #[derive(Debug, Clone, Deserialize)]
@@ -94,11 +101,18 @@ fn match_line_endings(text: &str, spec: &EditSpec) -> (String, String) {
 
 /// Load a file for editing. A missing file reads as empty when `may_create`
 /// (the first edit has an empty `old_string`); otherwise it is an error.
-pub(crate) fn load_text(path: &Path, shown: &str, may_create: bool) -> Result<String, String> {
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => return Err(format!("{shown} is a directory, not a file")),
-        Ok(_) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+pub(crate) fn load_text(
+    guard: &PathGuard,
+    path: &Path,
+    shown: &str,
+    may_create: bool,
+) -> Result<String, String> {
+    let loaded = guard.confined(path, |root, relative| {
+        confined::read_regular(root, relative, MAX_EDIT_BYTES)
+    });
+    let bytes = match loaded {
+        Ok(bytes) => bytes,
+        Err(err) if is_not_found(&err) => {
             return if may_create {
                 Ok(String::new())
             } else {
@@ -107,9 +121,23 @@ pub(crate) fn load_text(path: &Path, shown: &str, may_create: bool) -> Result<St
                 ))
             };
         }
-        Err(err) => return Err(format!("cannot read {shown}: {err}")),
-    }
-    let bytes = std::fs::read(path).map_err(|err| format!("cannot read {shown}: {err}"))?;
+        Err(err) if is_directory(&err) => {
+            return Err(format!("{shown} is a directory, not a file"));
+        }
+        Err(ConfinedError::Kind { found, .. }) => {
+            return Err(format!(
+                "{shown} is {found}, not a regular file; only regular files can be edited"
+            ));
+        }
+        Err(ConfinedError::TooLarge { size, .. }) => {
+            return Err(format!(
+                "{shown} is {size} bytes; files over {} MiB cannot be edited here (use Bash, \
+                 e.g. sed, for it)",
+                MAX_EDIT_BYTES / (1024 * 1024)
+            ));
+        }
+        Err(err) => return Err(describe(&err, "read", shown)),
+    };
     if bytes.contains(&0) {
         return Err(format!(
             "{shown} is a binary file; only text files can be edited"
@@ -119,12 +147,26 @@ pub(crate) fn load_text(path: &Path, shown: &str, may_create: bool) -> Result<St
         .map_err(|_| format!("{shown} is not valid UTF-8 text; it cannot be edited"))
 }
 
-pub(crate) fn save_text(path: &Path, shown: &str, text: &str) -> Result<(), String> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|err| format!("cannot create the directories for {shown}: {err}"))?;
-    }
-    std::fs::write(path, text).map_err(|err| format!("cannot write {shown}: {err}"))
+/// Replace (or create, with its missing parents) the file at `path` with
+/// `text`, atomically: a link swapped in at the name is replaced, never
+/// followed, and anything but a regular file there is refused.
+pub(crate) fn save_text(
+    guard: &PathGuard,
+    path: &Path,
+    shown: &str,
+    text: &str,
+) -> Result<Written, String> {
+    guard
+        .confined(path, |root, relative| {
+            confined::write_atomic(root, relative, text.as_bytes(), true)
+        })
+        .map_err(|err| match err {
+            err if is_directory(&err) => format!("{shown} is a directory, not a file"),
+            ConfinedError::Kind { found, .. } => {
+                format!("{shown} is {found}, not a regular file; only regular files can be written")
+            }
+            err => describe(&err, "write", shown),
+        })
 }
 
 /// A few numbered lines around an edit, so the model can check the result.

@@ -1,15 +1,18 @@
 //! `Glob`: find files by name pattern, newest first.
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
+use agentd_sandbox::PathGuard;
+use agentd_sandbox::confined;
 use async_trait::async_trait;
 use globset::GlobBuilder;
+use rustix::fs::{FileType, Stat};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{resolve_path, run_blocking, to_result};
 use crate::context::HiddenPaths;
+use crate::host_fs::{confirmed_entry, describe, is_not_found, kind_of, modified};
 use crate::input::parse_input;
 use crate::walk::{split_literal_prefix, walker};
 use crate::{Tool, ToolContext, ToolResult};
@@ -68,9 +71,12 @@ impl Tool for GlobTool {
             Ok(found) => found,
             Err(message) => return ToolResult::error(message),
         };
-        let cancel = ctx.cancel.clone();
-        let hidden = ctx.hidden.clone();
-        let outcome = run_blocking(ctx, move || find_files(&root, &rest, &hidden, &cancel)).await;
+        let search = Search {
+            guard: ctx.guard.clone(),
+            hidden: ctx.hidden.clone(),
+            cancel: ctx.cancel.clone(),
+        };
+        let outcome = run_blocking(ctx, move || find_files(&search, &root, &rest)).await;
         to_result(outcome, ctx)
     }
 }
@@ -98,35 +104,45 @@ fn search_root(input: &GlobInput, ctx: &ToolContext) -> Result<(PathBuf, String)
     Ok((resolve_path(ctx, "pattern", &joined)?, rest))
 }
 
-fn find_files(
-    root: &Path,
-    glob: &str,
-    hidden: &HiddenPaths,
-    cancel: &CancellationToken,
-) -> Result<String, String> {
+/// What a Glob search works with, on its blocking thread.
+struct Search {
+    guard: PathGuard,
+    hidden: HiddenPaths,
+    cancel: CancellationToken,
+}
+
+fn find_files(search: &Search, root: &Path, glob: &str) -> Result<String, String> {
+    let shown = root.display().to_string();
+    let root_stat = search.guard.confined(root, confined::stat_beneath);
     if glob.is_empty() {
         // A plain path: report whether it exists.
-        return Ok(if root.exists() {
-            root.display().to_string()
-        } else {
-            no_files()
-        });
+        return Ok(if root_stat.is_ok() { shown } else { no_files() });
     }
-    if !root.is_dir() {
-        return Err(if root.exists() {
-            format!("{} is a file, not a directory to search in", root.display())
-        } else {
-            format!("directory does not exist: {}", root.display())
-        });
+    match root_stat.map(|stat| kind_of(&stat)) {
+        Ok(FileType::Directory) => {}
+        Ok(FileType::RegularFile) => {
+            return Err(format!("{shown} is a file, not a directory to search in"));
+        }
+        Ok(found) => {
+            return Err(format!(
+                "{shown} is {}, not a directory to search in",
+                confined::kind_name(found)
+            ));
+        }
+        Err(err) if is_not_found(&err) => {
+            return Err(format!("directory does not exist: {shown}"));
+        }
+        Err(err) => return Err(describe(&err, "search", &shown)),
     }
     let matcher = GlobBuilder::new(glob)
         .literal_separator(true)
         .build()
         .map_err(|err| format!("invalid glob pattern {glob:?}: {err}"))?
         .compile_matcher();
-    let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
-    for entry in walker(root, hidden).build().flatten() {
-        if cancel.is_cancelled() {
+    let mut found: Vec<(Stat, PathBuf)> = Vec::new();
+    let walk = walker(root, &search.guard, &search.hidden, None).build();
+    for entry in walk.flatten() {
+        if search.cancel.is_cancelled() {
             return Err("interrupted".into());
         }
         if entry.depth() == 0 || entry.file_type().is_some_and(|kind| kind.is_dir()) {
@@ -135,17 +151,27 @@ fn find_files(
         let Ok(relative) = entry.path().strip_prefix(root) else {
             continue;
         };
-        if matcher.is_match(relative) {
-            let modified = std::fs::symlink_metadata(entry.path())
-                .and_then(|meta| meta.modified())
-                .unwrap_or(SystemTime::UNIX_EPOCH);
-            found.push((modified, entry.into_path()));
+        if !matcher.is_match(relative) {
+            continue;
+        }
+        // Reported only if the name is beneath the root now: the walker may
+        // have listed a directory swapped for a link to elsewhere.
+        let Some(stat) = confirmed_entry(&search.guard, entry.path()) else {
+            continue;
+        };
+        // Pipes, sockets and devices are not files to work on.
+        if matches!(kind_of(&stat), FileType::RegularFile | FileType::Symlink) {
+            found.push((stat, entry.into_path()));
         }
     }
     if found.is_empty() {
         return Ok(no_files());
     }
-    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    found.sort_by(|a, b| {
+        modified(&b.0)
+            .cmp(&modified(&a.0))
+            .then_with(|| a.1.cmp(&b.1))
+    });
     let total = found.len();
     let mut lines: Vec<String> = found
         .into_iter()

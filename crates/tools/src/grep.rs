@@ -1,16 +1,21 @@
 //! `Grep`: regex search over file contents with ripgrep's libraries.
 use std::path::{Path, PathBuf};
 
+use agentd_sandbox::PathGuard;
+use agentd_sandbox::confined;
 use async_trait::async_trait;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
+use rustix::fs::FileType;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::common::{NOTE_RESERVE, resolve_path, run_blocking, to_result};
 use crate::context::HiddenPaths;
 use crate::grep_search::{OutputMode, SearchOptions, search};
+use crate::host_fs::{describe, is_not_found, kind_of};
 use crate::input::parse_input;
 use crate::walk::walker;
 use crate::{Tool, ToolContext, ToolResult};
@@ -100,40 +105,34 @@ impl Tool for GrepTool {
             Ok(prepared) => prepared,
             Err(message) => return ToolResult::error(message),
         };
-        let (options, matcher, walk) = prepared;
         let guard = ctx.guard.clone();
+        let hidden = ctx.hidden.clone();
         let cancel = ctx.cancel.clone();
-        let outcome = run_blocking(ctx, move || {
-            search(&options, &matcher, walk, &guard, &cancel)
-        })
-        .await;
+        let outcome = run_blocking(ctx, move || run(prepared, &guard, &hidden, &cancel)).await;
         to_result(outcome, ctx)
     }
 }
 
-/// Check the input and build the search: options, compiled regex, file walk.
-fn prepare(
-    input: GrepInput,
-    ctx: &ToolContext,
-) -> Result<(SearchOptions, RegexMatcher, ignore::Walk), String> {
+/// A checked search, before it touches the file system.
+struct Prepared {
+    options: SearchOptions,
+    matcher: RegexMatcher,
+    base: PathBuf,
+    glob: Option<String>,
+    file_type: Option<String>,
+}
+
+/// Check the input: resolve the path, compile the regex, gather the options.
+fn prepare(input: GrepInput, ctx: &ToolContext) -> Result<Prepared, String> {
     let base = match &input.path {
         Some(path) => resolve_path(ctx, "path", path)?,
         None => ctx.guard.workspace().to_path_buf(),
     };
-    if !base.exists() {
-        return Err(format!("path does not exist: {}", ctx.guard.display(&base)));
-    }
     let multiline = input.multiline.unwrap_or(false);
     let matcher = build_matcher(
         &input.pattern,
         input.case_insensitive.unwrap_or(false),
         multiline,
-    )?;
-    let walk = build_walk(
-        &base,
-        &ctx.hidden,
-        input.glob.as_deref(),
-        input.file_type.as_deref(),
     )?;
     let options = SearchOptions {
         mode: input.output_mode.unwrap_or(OutputMode::FilesWithMatches),
@@ -144,7 +143,48 @@ fn prepare(
         head_limit: input.head_limit,
         char_budget: ctx.result_cap.saturating_sub(NOTE_RESERVE),
     };
-    Ok((options, matcher, walk))
+    Ok(Prepared {
+        options,
+        matcher,
+        base,
+        glob: input.glob,
+        file_type: input.file_type,
+    })
+}
+
+/// Look at what `path` names (through the guard), then walk and search it.
+fn run(
+    prepared: Prepared,
+    guard: &PathGuard,
+    hidden: &HiddenPaths,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
+    let base = &prepared.base;
+    let shown = guard.display(base);
+    let is_dir = match guard.confined(base, confined::stat_beneath) {
+        Ok(stat) => match kind_of(&stat) {
+            FileType::Directory => true,
+            FileType::RegularFile => false,
+            found => {
+                return Err(format!(
+                    "{shown} is {}, not a regular file or a directory; Grep only searches \
+                     regular files",
+                    confined::kind_name(found)
+                ));
+            }
+        },
+        Err(err) if is_not_found(&err) => return Err(format!("path does not exist: {shown}")),
+        Err(err) => return Err(describe(&err, "search", &shown)),
+    };
+    let walk = build_walk(
+        base,
+        is_dir,
+        guard,
+        hidden,
+        prepared.glob.as_deref(),
+        prepared.file_type.as_deref(),
+    )?;
+    search(&prepared.options, &prepared.matcher, walk, guard, cancel)
 }
 
 fn build_matcher(
@@ -170,27 +210,32 @@ fn build_matcher(
 
 fn build_walk(
     base: &Path,
+    is_dir: bool,
+    guard: &PathGuard,
     hidden: &HiddenPaths,
     glob: Option<&str>,
     file_type: Option<&str>,
 ) -> Result<ignore::Walk, String> {
-    let mut builder = walker(base, hidden);
-    builder.sort_by_file_path(|a, b| a.cmp(b));
-    let root: PathBuf = if base.is_dir() {
-        base.to_path_buf()
+    let root = if is_dir {
+        base
     } else {
-        base.parent().unwrap_or(base).to_path_buf()
+        base.parent().unwrap_or(base)
     };
-    if let Some(glob) = glob.filter(|glob| !glob.is_empty()) {
-        let mut overrides = OverrideBuilder::new(&root);
-        overrides
-            .add(glob)
-            .map_err(|err| format!("invalid `glob` {glob:?}: {err}"))?;
-        let overrides = overrides
-            .build()
-            .map_err(|err| format!("invalid `glob` {glob:?}: {err}"))?;
-        builder.overrides(overrides);
-    }
+    let overrides = match glob.filter(|glob| !glob.is_empty()) {
+        Some(glob) => {
+            let mut overrides = OverrideBuilder::new(root);
+            overrides
+                .add(glob)
+                .map_err(|err| format!("invalid `glob` {glob:?}: {err}"))?;
+            let overrides = overrides
+                .build()
+                .map_err(|err| format!("invalid `glob` {glob:?}: {err}"))?;
+            Some(overrides)
+        }
+        None => None,
+    };
+    let mut builder = walker(base, guard, hidden, overrides);
+    builder.sort_by_file_path(|a, b| a.cmp(b));
     if let Some(file_type) = file_type.filter(|file_type| !file_type.is_empty()) {
         let mut types = TypesBuilder::new();
         types.add_defaults();

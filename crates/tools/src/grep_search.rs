@@ -1,15 +1,18 @@
 //! The search behind `Grep`: walk, match with grep-searcher, and format the
 //! results the way ripgrep would print them.
+use std::fs::File;
 use std::path::PathBuf;
-use std::time::SystemTime;
 
 use agentd_sandbox::PathGuard;
+use agentd_sandbox::confined;
 use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use rustix::fs::Stat;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::common::truncate_line;
+use crate::host_fs::{confirmed_entry, modified};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -54,14 +57,14 @@ pub(crate) fn search(
         .binary_detection(BinaryDetection::quit(0))
         .build();
     let mut content = ContentOutput::new(options);
-    let mut files: Vec<(SystemTime, PathBuf)> = Vec::new();
+    let mut files: Vec<(Stat, PathBuf)> = Vec::new();
     let mut counts: Vec<(PathBuf, u64)> = Vec::new();
 
     for entry in walk.flatten() {
         if cancel.is_cancelled() {
             return Err("interrupted".into());
         }
-        let Some(target) = searchable_file(&entry, guard) else {
+        let Some((file, stat)) = open_searchable(&entry, guard) else {
             continue;
         };
         let shown = entry.path().display().to_string();
@@ -73,7 +76,7 @@ pub(crate) fn search(
                     out: &mut content,
                     started: false,
                 };
-                let _ = searcher.search_path(matcher, &target, &mut sink);
+                let _ = searcher.search_file(matcher, &file, &mut sink);
                 if content.full {
                     break;
                 }
@@ -83,12 +86,8 @@ pub(crate) fn search(
                     matches: 0,
                     stop_at_first: true,
                 };
-                if searcher.search_path(matcher, &target, &mut sink).is_ok() && sink.matches > 0 {
-                    let modified = std::fs::metadata(&target).and_then(|meta| meta.modified());
-                    files.push((
-                        modified.unwrap_or(SystemTime::UNIX_EPOCH),
-                        entry.into_path(),
-                    ));
+                if searcher.search_file(matcher, &file, &mut sink).is_ok() && sink.matches > 0 {
+                    files.push((stat, entry.into_path()));
                 }
             }
             OutputMode::Count => {
@@ -96,7 +95,7 @@ pub(crate) fn search(
                     matches: 0,
                     stop_at_first: false,
                 };
-                if searcher.search_path(matcher, &target, &mut sink).is_ok() && sink.matches > 0 {
+                if searcher.search_file(matcher, &file, &mut sink).is_ok() && sink.matches > 0 {
                     counts.push((entry.into_path(), sink.matches));
                 }
             }
@@ -109,25 +108,35 @@ pub(crate) fn search(
     })
 }
 
-/// The file to read for a walk entry: regular files as they are; symlinks
-/// only when their target resolves inside the allowed roots.
-fn searchable_file(entry: &ignore::DirEntry, guard: &PathGuard) -> Option<PathBuf> {
+/// The file behind a walk entry, opened beneath its root (so its name is
+/// confirmed there now, whatever the walker was shown): a regular file as it
+/// is, a link only when it leads to a regular file inside the allowed roots.
+/// Anything else (a pipe, a device, a name that no longer resolves beneath
+/// the root) is skipped, never opened by path.
+fn open_searchable(entry: &ignore::DirEntry, guard: &PathGuard) -> Option<(File, Stat)> {
     let kind = entry.file_type()?;
     if kind.is_file() {
-        return Some(entry.path().to_path_buf());
+        return guard.confined(entry.path(), confined::open_regular).ok();
     }
     if kind.is_symlink() {
+        // The guard resolves the link (an absolute one inside the workspace
+        // is fine), and what it names is opened beneath its root.
+        confirmed_entry(guard, entry.path())?;
         let resolved = guard.resolve(entry.path().to_str()?).ok()?;
-        return resolved.is_file().then_some(resolved);
+        return guard.confined(&resolved, confined::open_regular).ok();
     }
     None
 }
 
-fn render_files(mut files: Vec<(SystemTime, PathBuf)>, head_limit: Option<usize>) -> String {
+fn render_files(mut files: Vec<(Stat, PathBuf)>, head_limit: Option<usize>) -> String {
     if files.is_empty() {
         return "No files found".into();
     }
-    files.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    files.sort_by(|a, b| {
+        modified(&b.0)
+            .cmp(&modified(&a.0))
+            .then_with(|| a.1.cmp(&b.1))
+    });
     let total = files.len();
     let shown = head_limit.unwrap_or(total).min(total);
     let mut lines = vec![format!("Found {total} file{}", plural(total))];

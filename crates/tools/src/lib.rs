@@ -2,8 +2,11 @@
 //! and the built-in set with Claude Code's names and input schemas
 //! (`Bash`, `Read`, `Write`, `Edit`, `MultiEdit`, `Glob`, `Grep`, `LS`).
 //!
-//! Every path a tool receives goes through the context's `PathGuard`; `Bash`
-//! runs in the context's sandbox. Results are capped before they reach the model.
+//! Every path a tool receives goes through the context's `PathGuard`, and
+//! every host file operation on it runs beneath the root's descriptor
+//! (`PathGuard::confined`), never by path again, so a link swapped in
+//! meanwhile cannot lead it out (see `host_fs`); `Bash` runs in the context's
+//! sandbox. Results are capped before they reach the model.
 //! Bad input (missing, unknown or mistyped fields, or a string where an object
 //! belongs) is a `ToolResult::error` naming the field, never a panic.
 
@@ -15,6 +18,8 @@ mod edit_core;
 mod glob;
 mod grep;
 mod grep_search;
+mod host_fs;
+mod ignore_files;
 mod input;
 mod ls;
 pub mod mcp;

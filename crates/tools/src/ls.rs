@@ -1,13 +1,18 @@
 //! `LS`: the entries of one directory.
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 
+use agentd_sandbox::PathGuard;
+use agentd_sandbox::confined::{self, ConfinedError};
 use async_trait::async_trait;
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use rustix::fs::FileType;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{resolve_path, run_blocking, to_result};
+use crate::host_fs::{describe, is_not_found, kind_of};
 use crate::input::parse_input;
 use crate::{Tool, ToolContext, ToolResult};
 
@@ -73,7 +78,8 @@ impl Tool for LsTool {
             Err(message) => return ToolResult::error(message),
         };
         let cancel = ctx.cancel.clone();
-        let outcome = run_blocking(ctx, move || list(&path, &ignore, &cancel)).await;
+        let guard = ctx.guard.clone();
+        let outcome = run_blocking(ctx, move || list(&guard, &path, &ignore, &cancel)).await;
         to_result(outcome, ctx)
     }
 }
@@ -90,48 +96,35 @@ fn build_ignore(patterns: &[String]) -> Result<GlobSet, String> {
         .map_err(|err| format!("invalid `ignore` patterns: {err}"))
 }
 
-fn list(dir: &Path, ignore: &GlobSet, cancel: &CancellationToken) -> Result<String, String> {
-    let shown = dir.display();
-    let meta = std::fs::metadata(dir).map_err(|err| match err.kind() {
-        std::io::ErrorKind::NotFound => format!("directory does not exist: {shown}"),
-        _ => format!("cannot list {shown}: {err}"),
+fn list(
+    guard: &PathGuard,
+    dir: &Path,
+    ignore: &GlobSet,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
+    let shown = dir.display().to_string();
+    // Listed through the directory's descriptor, opened beneath the root: a
+    // link swapped in for it is refused, never followed.
+    let listed = guard.confined(dir, |root, relative| {
+        list_entries(root, relative, ignore, cancel)
+    });
+    let (mut dirs, mut others) = listed.map_err(|err| match err {
+        err if is_not_found(&err) => format!("directory does not exist: {shown}"),
+        ConfinedError::Kind { found, .. }
+            if found == confined::kind_name(FileType::RegularFile) =>
+        {
+            format!("{shown} is a file, not a directory; use Read to read it")
+        }
+        ConfinedError::Kind { found, .. } => format!("{shown} is {found}, not a directory"),
+        ConfinedError::Io(err) if err.kind() == std::io::ErrorKind::Interrupted => {
+            "interrupted".to_string()
+        }
+        err => describe(&err, "list", &shown),
     })?;
-    if !meta.is_dir() {
-        return Err(format!(
-            "{shown} is a file, not a directory; use Read to read it"
-        ));
-    }
-    let reader = std::fs::read_dir(dir).map_err(|err| format!("cannot list {shown}: {err}"))?;
-    let mut dirs = Vec::new();
-    let mut others = Vec::new();
-    for entry in reader.flatten() {
-        if cancel.is_cancelled() {
-            return Err("interrupted".into());
-        }
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if ignore.is_match(&name) {
-            continue;
-        }
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        if kind.is_dir() {
-            dirs.push(format!("{name}/"));
-        } else if kind.is_symlink() {
-            let target =
-                std::fs::read_link(entry.path()).map(|target| target.display().to_string());
-            others.push(format!(
-                "{name} -> {}",
-                target.unwrap_or_else(|_| "?".into())
-            ));
-        } else {
-            others.push(name);
-        }
-    }
     dirs.sort();
     others.sort();
     let total = dirs.len() + others.len();
-    let mut lines = vec![format!("{}/", shown.to_string().trim_end_matches('/'))];
+    let mut lines = vec![format!("{}/", shown.trim_end_matches('/'))];
     if total == 0 {
         lines.push("  (empty directory)".into());
     }
@@ -147,4 +140,42 @@ fn list(dir: &Path, ignore: &GlobSet, cancel: &CancellationToken) -> Result<Stri
         ));
     }
     Ok(lines.join("\n"))
+}
+
+/// The entries of `relative` beneath `root` not matched by `ignore`, as
+/// shown: directories (`name/`) and the rest (links with their targets).
+fn list_entries(
+    root: BorrowedFd<'_>,
+    relative: &Path,
+    ignore: &GlobSet,
+    cancel: &CancellationToken,
+) -> Result<(Vec<String>, Vec<String>), ConfinedError> {
+    let mut dirs = Vec::new();
+    let mut others = Vec::new();
+    for entry in confined::list_dir(root, relative)? {
+        if cancel.is_cancelled() {
+            return Err(std::io::Error::from(std::io::ErrorKind::Interrupted).into());
+        }
+        let name = entry.name.to_string_lossy().into_owned();
+        if ignore.is_match(&name) {
+            continue;
+        }
+        // Gone between the listing and the look.
+        let Some(stat) = entry.stat else {
+            continue;
+        };
+        match kind_of(&stat) {
+            FileType::Directory => dirs.push(format!("{name}/")),
+            FileType::Symlink => {
+                let target = confined::read_link(root, &relative.join(&entry.name))
+                    .map(|target| target.display().to_string());
+                others.push(format!(
+                    "{name} -> {}",
+                    target.unwrap_or_else(|_| "?".into())
+                ));
+            }
+            _ => others.push(name),
+        }
+    }
+    Ok((dirs, others))
 }

@@ -1,6 +1,7 @@
 //! `MultiEdit`: several replacements in one file, all or nothing.
 use std::path::Path;
 
+use agentd_sandbox::PathGuard;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -72,16 +73,23 @@ impl Tool for MultiEditTool {
             Err(message) => return ToolResult::error(message),
         };
         let shown = ctx.guard.display(&path);
-        let outcome = tokio::task::spawn_blocking(move || edit_file(&path, &shown, &input.edits))
-            .await
-            .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
+        let guard = ctx.guard.clone();
+        let outcome =
+            tokio::task::spawn_blocking(move || edit_file(&guard, &path, &shown, &input.edits))
+                .await
+                .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
         to_result(outcome, ctx)
     }
 }
 
-fn edit_file(path: &Path, shown: &str, edits: &[EditSpec]) -> Result<String, String> {
+fn edit_file(
+    guard: &PathGuard,
+    path: &Path,
+    shown: &str,
+    edits: &[EditSpec],
+) -> Result<String, String> {
     let may_create = edits.first().is_some_and(|edit| edit.old_string.is_empty());
-    let mut text = load_text(path, shown, may_create)?;
+    let mut text = load_text(guard, path, shown, may_create)?;
     let mut total = 0;
     for (index, edit) in edits.iter().enumerate() {
         let applied = apply_edit(&text, edit).map_err(|reason| {
@@ -94,7 +102,7 @@ fn edit_file(path: &Path, shown: &str, edits: &[EditSpec]) -> Result<String, Str
         total += applied.replacements;
         text = applied.text;
     }
-    save_text(path, shown, &text)?;
+    save_text(guard, path, shown, &text)?;
     Ok(format!(
         "Applied {} edits to {shown} ({total} replacements)",
         edits.len()

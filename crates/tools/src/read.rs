@@ -1,8 +1,9 @@
 //! `Read`: a text file's lines, numbered like `cat -n`.
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read as _};
 use std::path::Path;
 
+use agentd_sandbox::PathGuard;
+use agentd_sandbox::confined::{self, ConfinedError};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -11,6 +12,7 @@ use crate::common::{
     MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, resolve_path, run_blocking, to_result,
     truncate_line,
 };
+use crate::host_fs::{describe, is_directory, is_not_found};
 use crate::input::parse_input;
 use crate::{Tool, ToolContext, ToolResult};
 
@@ -24,7 +26,8 @@ const DESCRIPTION: &str = "Read a text file. Lines are returned numbered like `c
 (number, tab, text); the numbers are not part of the file. By default up to 2000 lines \
 from the start; for longer files pass `offset` (the 1-based line to start at) and `limit` \
 (how many lines). Lines longer than 2000 characters are cut. Relative paths are resolved \
-against the workspace. Directories (use LS) and binary files are refused.";
+against the workspace. Directories (use LS), binary files and special files (pipes, \
+devices, sockets) are refused.";
 
 #[derive(Debug, Deserialize)]
 struct ReadInput {
@@ -79,7 +82,8 @@ impl Tool for ReadTool {
             char_budget: ctx.result_cap.saturating_sub(NOTE_RESERVE),
         };
         let shown = ctx.guard.display(&path);
-        let outcome = run_blocking(ctx, move || read_numbered(&path, &shown, window)).await;
+        let guard = ctx.guard.clone();
+        let outcome = run_blocking(ctx, move || read_numbered(&guard, &path, &shown, window)).await;
         to_result(outcome, ctx)
     }
 }
@@ -93,14 +97,18 @@ struct LineWindow {
     char_budget: usize,
 }
 
-fn read_numbered(path: &Path, shown: &str, window: LineWindow) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|err| describe_open_error(shown, &err))?;
-    if meta.is_dir() {
-        return Err(format!(
-            "{shown} is a directory, not a file; use LS to list it"
-        ));
-    }
-    let mut file = File::open(path).map_err(|err| describe_open_error(shown, &err))?;
+fn read_numbered(
+    guard: &PathGuard,
+    path: &Path,
+    shown: &str,
+    window: LineWindow,
+) -> Result<String, String> {
+    // Opened beneath the root, and only if regular: a FIFO or a device is
+    // refused before anything could block on it.
+    let (mut file, stat) = guard
+        .confined(path, confined::open_regular)
+        .map_err(|err| describe_open_error(shown, &err))?;
+    let size = stat.st_size as u64;
     let mut head = Vec::with_capacity(BINARY_SNIFF_BYTES);
     (&mut file)
         .take(BINARY_SNIFF_BYTES as u64)
@@ -108,11 +116,10 @@ fn read_numbered(path: &Path, shown: &str, window: LineWindow) -> Result<String,
         .map_err(|err| format!("cannot read {shown}: {err}"))?;
     if head.contains(&0) {
         return Err(format!(
-            "{shown} is a binary file, {} bytes; Read only shows text",
-            meta.len()
+            "{shown} is a binary file, {size} bytes; Read only shows text"
         ));
     }
-    if meta.len() == 0 {
+    if size == 0 {
         return Ok(format!("(the file {shown} is empty)"));
     }
     let mut reader = BufReader::new(head.as_slice().chain(file));
@@ -190,10 +197,15 @@ fn read_line_capped(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::R
     }
 }
 
-fn describe_open_error(shown: &str, err: &std::io::Error) -> String {
-    match err.kind() {
-        std::io::ErrorKind::NotFound => format!("file does not exist: {shown}"),
-        std::io::ErrorKind::PermissionDenied => format!("permission denied: {shown}"),
-        _ => format!("cannot read {shown}: {err}"),
+fn describe_open_error(shown: &str, err: &ConfinedError) -> String {
+    match err {
+        err if is_not_found(err) => format!("file does not exist: {shown}"),
+        err if is_directory(err) => {
+            format!("{shown} is a directory, not a file; use LS to list it")
+        }
+        ConfinedError::Kind { found, .. } => {
+            format!("{shown} is {found}, not a regular file; Read only reads regular files")
+        }
+        err => describe(err, "read", shown),
     }
 }

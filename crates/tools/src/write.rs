@@ -1,11 +1,14 @@
 //! `Write`: create or overwrite a file.
 use std::path::Path;
 
+use agentd_sandbox::PathGuard;
+use agentd_sandbox::confined::Written;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::common::{resolve_path, to_result};
+use crate::edit_core::save_text;
 use crate::input::parse_input;
 use crate::{Tool, ToolContext, ToolResult};
 
@@ -60,28 +63,28 @@ impl Tool for WriteTool {
             Err(message) => return ToolResult::error(message),
         };
         let shown = ctx.guard.display(&path);
+        let guard = ctx.guard.clone();
         // Not raced against cancel: a write is short and should not be left half-done.
         let outcome =
-            tokio::task::spawn_blocking(move || write_file(&path, &shown, &input.content))
+            tokio::task::spawn_blocking(move || write_file(&guard, &path, &shown, &input.content))
                 .await
                 .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
         to_result(outcome, ctx)
     }
 }
 
-fn write_file(path: &Path, shown: &str, content: &str) -> Result<String, String> {
-    let existed = match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => return Err(format!("{shown} is a directory")),
-        Ok(_) => true,
-        Err(_) => false,
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|err| format!("cannot create the directories for {shown}: {err}"))?;
-    }
-    std::fs::write(path, content).map_err(|err| format!("cannot write {shown}: {err}"))?;
+fn write_file(
+    guard: &PathGuard,
+    path: &Path,
+    shown: &str,
+    content: &str,
+) -> Result<String, String> {
+    let written = save_text(guard, path, shown, content)?;
     let lines = content.lines().count();
-    let verb = if existed { "Overwrote" } else { "Created" };
+    let verb = match written {
+        Written::Replaced => "Overwrote",
+        Written::Created => "Created",
+    };
     Ok(format!(
         "{verb} {shown} ({} bytes, {lines} lines)",
         content.len()

@@ -6,8 +6,9 @@
 //! is returned as a warning, so an operator sees why a skill is missing.
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
+
+use agentd_sandbox::confined::{self, ConfinedError, Root};
 
 mod front_matter;
 mod tool;
@@ -131,7 +132,9 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The skills in one source directory, in folder-name order.
+/// The skills in one source directory, in folder-name order. The directory
+/// is the operator's (server configuration, not the agent's), so it is
+/// listed by path; each skill's files are then read beneath its folder.
 fn scan(root: &Path, source: SkillSource, warnings: &mut Vec<String>) -> Vec<Skill> {
     let shown = root.display();
     match fs::metadata(root) {
@@ -240,34 +243,32 @@ fn load(root: &Path, path: &Path, folder: &str, source: SkillSource) -> Result<S
     })
 }
 
-/// The text of `dir/SKILL.md`, which must resolve inside `dir` (the folder the
-/// server exposes) and stay under the size cap.
+/// The text of `dir/SKILL.md`, which must lie in `dir` (the folder the server
+/// exposes; a link out of it is refused) and stay under the size cap.
 pub(crate) fn read_skill_file(dir: &Path) -> Result<String, String> {
-    let path = dir.join(SKILL_FILE);
-    let resolved = match path.canonicalize() {
-        Ok(resolved) => resolved,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!("the folder has no {SKILL_FILE}"));
+    let bytes = read_in_folder(dir, Path::new(SKILL_FILE)).map_err(|err| match err {
+        err if err.io_kind() == Some(std::io::ErrorKind::NotFound) => {
+            format!("the folder has no {SKILL_FILE}")
         }
-        Err(err) => return Err(format!("{SKILL_FILE} cannot be read: {err}")),
-    };
-    if !resolved.starts_with(dir) {
-        return Err(format!(
-            "{SKILL_FILE} links to {}, outside the skill's folder",
-            resolved.display()
-        ));
-    }
-    let file =
-        fs::File::open(&resolved).map_err(|err| format!("{SKILL_FILE} cannot be read: {err}"))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_SKILL_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| format!("{SKILL_FILE} cannot be read: {err}"))?;
-    if bytes.len() as u64 > MAX_SKILL_FILE_BYTES {
-        return Err(format!(
+        ConfinedError::Escapes => {
+            format!("{SKILL_FILE} links to a place outside the skill's folder")
+        }
+        ConfinedError::TooLarge { .. } => format!(
             "{SKILL_FILE} is larger than {} KiB",
             MAX_SKILL_FILE_BYTES / 1024
-        ));
-    }
+        ),
+        ConfinedError::Kind { found, .. } => {
+            format!("{SKILL_FILE} is {found}, not a regular file")
+        }
+        err => format!("{SKILL_FILE} cannot be read: {err}"),
+    })?;
     String::from_utf8(bytes).map_err(|_| format!("{SKILL_FILE} is not UTF-8 text"))
+}
+
+/// The bytes of `relative` in the skill folder `dir`, opened beneath the
+/// folder's descriptor (links may not lead out of it, whatever is swapped in
+/// meanwhile), only if a regular file of at most `MAX_SKILL_FILE_BYTES`.
+pub(crate) fn read_in_folder(dir: &Path, relative: &Path) -> Result<Vec<u8>, ConfinedError> {
+    let folder = Root::open(dir)?;
+    confined::read_regular(folder.fd(), relative, MAX_SKILL_FILE_BYTES)
 }

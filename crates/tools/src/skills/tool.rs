@@ -1,12 +1,14 @@
 //! `Skill`: load a skill's instructions into the conversation.
-use std::fs;
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 
+use agentd_sandbox::confined::{self, ConfinedError, Root};
 use async_trait::async_trait;
+use rustix::fs::FileType;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{SKILL_FILE, Skill, SkillSet, front_matter, read_skill_file};
+use super::{SKILL_FILE, Skill, SkillSet, front_matter, read_in_folder, read_skill_file};
 use crate::common::{run_blocking, to_result};
 use crate::input::parse_input;
 use crate::{Tool, ToolContext, ToolResult};
@@ -107,29 +109,21 @@ fn names(skills: &SkillSet) -> String {
     names.join(", ")
 }
 
-/// A file inside the skill's folder (symlinks resolved, and refused when they
-/// lead out of it), as text, capped like `SKILL.md`.
+/// A file inside the skill's folder (links followed only while they stay in
+/// it), as text, capped like `SKILL.md`.
 fn read_supporting_file(skill: &Skill, file: &str) -> Result<String, String> {
     let refused = |reason: &str| format!("skill {:?}: cannot read {file:?}: {reason}", skill.name);
-    let path = skill
-        .dir
-        .join(file)
-        .canonicalize()
-        .map_err(|err| refused(&err.to_string()))?;
-    if !path.starts_with(&skill.dir) {
-        return Err(refused("it is outside the skill's folder"));
-    }
-    let meta = fs::metadata(&path).map_err(|err| refused(&err.to_string()))?;
-    if !meta.is_file() {
-        return Err(refused("not a file"));
-    }
-    if meta.len() > super::MAX_SKILL_FILE_BYTES {
-        return Err(refused(&format!(
+    let bytes = read_in_folder(&skill.dir, Path::new(file)).map_err(|err| match err {
+        ConfinedError::Escapes => refused("it is outside the skill's folder"),
+        ConfinedError::Kind { found, .. } => {
+            refused(&format!("not a file ({found}, not a regular file)"))
+        }
+        ConfinedError::TooLarge { .. } => refused(&format!(
             "larger than {} KiB",
             super::MAX_SKILL_FILE_BYTES / 1024
-        )));
-    }
-    let bytes = fs::read(&path).map_err(|err| refused(&err.to_string()))?;
+        )),
+        err => refused(&err.to_string()),
+    })?;
     String::from_utf8(bytes).map_err(|_| refused("not UTF-8 text"))
 }
 
@@ -162,7 +156,11 @@ fn load_instructions(skill: &Skill) -> Result<String, String> {
 /// symlinks are left out: the agent could not read links that leave the folder.
 fn list_files(dir: &Path) -> (Vec<String>, usize) {
     let mut lister = Lister::default();
-    lister.walk(dir, "", 0);
+    // Listed beneath the folder's descriptor, so a subfolder swapped for a
+    // link cannot show another place's names.
+    if let Ok(folder) = Root::open(dir) {
+        lister.walk(folder.fd(), Path::new(""), "", 0);
+    }
     (lister.files, lister.total)
 }
 
@@ -174,30 +172,30 @@ struct Lister {
 }
 
 impl Lister {
-    fn walk(&mut self, dir: &Path, prefix: &str, depth: usize) {
-        let Ok(entries) = fs::read_dir(dir) else {
+    fn walk(&mut self, folder: BorrowedFd<'_>, relative: &Path, prefix: &str, depth: usize) {
+        let Ok(mut entries) = confined::list_dir(folder, relative) else {
             return;
         };
-        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
-        entries.sort_by_key(fs::DirEntry::file_name);
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
         for entry in entries {
             self.visited += 1;
             if self.visited > MAX_VISITED_ENTRIES {
                 return;
             }
-            let name = entry.file_name().to_string_lossy().into_owned();
+            let name = entry.name.to_string_lossy().into_owned();
             if name.starts_with('.') || (depth == 0 && name == SKILL_FILE) {
                 continue;
             }
-            let relative = format!("{prefix}{name}");
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() && depth < MAX_LIST_DEPTH => {
-                    self.walk(&entry.path(), &format!("{relative}/"), depth + 1);
+            let shown = format!("{prefix}{name}");
+            match entry.stat.as_ref().map(confined::file_type) {
+                Some(FileType::Directory) if depth < MAX_LIST_DEPTH => {
+                    let inner = relative.join(&entry.name);
+                    self.walk(folder, &inner, &format!("{shown}/"), depth + 1);
                 }
-                Ok(kind) if kind.is_file() => {
+                Some(FileType::RegularFile) => {
                     self.total += 1;
                     if self.files.len() < MAX_LISTED_FILES {
-                        self.files.push(relative);
+                        self.files.push(shown);
                     }
                 }
                 _ => {}

@@ -12,6 +12,7 @@ mod bash_tool;
 mod confinement;
 mod file_tools;
 mod mcp;
+mod races;
 mod search_tools;
 mod skills;
 mod web_fetch;

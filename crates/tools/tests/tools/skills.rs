@@ -360,6 +360,63 @@ async fn unknown_skills_and_bad_input_are_errors() {
 }
 
 #[tokio::test]
+async fn skill_tool_reads_supporting_files_only_inside_the_folder() {
+    let d = Dirs::new();
+    let folder = skill(&d.global, "docs", "Docs.");
+    fs::write(folder.join("guide.md"), "guide text").unwrap();
+    fs::write(d.root.join("outside.txt"), "OUTSIDE-SECRET").unwrap();
+    std::os::unix::fs::symlink(d.root.join("outside.txt"), folder.join("out-link")).unwrap();
+    std::os::unix::fs::symlink("guide.md", folder.join("in-link")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        folder.join("pipe"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let (tool, ctx) = tool_for(&d);
+    let read = |file: String| {
+        let call = tool.call(json!({"skill": "docs", "file": file}), &ctx);
+        async {
+            tokio::time::timeout(std::time::Duration::from_secs(2), call)
+                .await
+                .unwrap()
+        }
+    };
+    for file in ["guide.md", "in-link"] {
+        let result = read(file.into()).await;
+        assert_eq!(
+            (result.is_error, result.content.as_str()),
+            (false, "guide text")
+        );
+    }
+    let outside = d.root.join("outside.txt").display().to_string();
+    let refusals = [
+        ("out-link".to_string(), "outside the skill's folder"),
+        (
+            "../../outside.txt".to_string(),
+            "outside the skill's folder",
+        ),
+        (outside, "outside the skill's folder"),
+        (
+            "pipe".to_string(),
+            "a FIFO (named pipe), not a regular file",
+        ),
+        ("missing.md".to_string(), "No such file"),
+    ];
+    for (file, needle) in refusals {
+        let result = read(file.clone()).await;
+        assert!(
+            result.is_error && result.content.contains(needle),
+            "{file}: {}",
+            result.content
+        );
+        assert!(!result.content.contains("OUTSIDE-SECRET"));
+    }
+}
+
+#[tokio::test]
 async fn a_skill_file_gone_since_discovery_is_an_error() {
     let d = Dirs::new();
     let folder = skill(&d.global, "fleeting", "Here, then gone.");
