@@ -193,8 +193,14 @@ fn resolve_links(absolute: &Path) -> Result<PathBuf, String> {
                 if follows > MAX_SYMLINK_FOLLOWS {
                     return Err("too many levels of symbolic links".into());
                 }
-                let target = std::fs::read_link(&candidate)
-                    .map_err(|err| format!("cannot read symlink {}: {err}", candidate.display()))?;
+                let target = std::fs::read_link(&candidate).map_err(|err| {
+                    // A link replaced between the look and the read.
+                    if err.kind() == ErrorKind::InvalidInput || err.kind() == ErrorKind::NotFound {
+                        "it changed while it was being resolved; try again".to_string()
+                    } else {
+                        format!("cannot read symlink {}: {err}", candidate.display())
+                    }
+                })?;
                 if target.is_absolute() {
                     resolved = PathBuf::from("/");
                 }

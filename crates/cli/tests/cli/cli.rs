@@ -144,7 +144,16 @@ fn the_sandbox_trampoline_runs_nothing_it_cannot_confine() {
         agentd(
             data.path(),
             ws.path(),
-            &["__sandbox-enter", join, limits, run_as, "0", "bash", "-c", script],
+            &[
+                "__sandbox-enter",
+                join,
+                limits,
+                run_as,
+                "0",
+                "bash",
+                "-c",
+                script,
+            ],
         )
     };
     let enter = |join: &str, limits: &str| enter_as(join, limits, "-", "ulimit -n; ulimit -t");
@@ -172,7 +181,12 @@ fn the_sandbox_trampoline_runs_nothing_it_cannot_confine() {
     assert!(as_root.stdout.is_empty());
     if rustix::process::geteuid().is_root() {
         let as_agent = enter_as("-", "-", "231019:231019", "id -u; id -G");
-        assert_eq!(as_agent.status.code(), Some(0), "{}", text(&as_agent.stderr));
+        assert_eq!(
+            as_agent.status.code(),
+            Some(0),
+            "{}",
+            text(&as_agent.stderr)
+        );
         assert_eq!(text(&as_agent.stdout), "231019\n231019\n");
     }
 }
