@@ -297,6 +297,11 @@ impl Server {
         child.wait().await.unwrap();
     }
 
+    /// The server process's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id().unwrap()
+    }
+
     /// SIGTERM, then the exit code.
     pub async fn terminate(mut self) -> i32 {
         self.signal("TERM").await;
