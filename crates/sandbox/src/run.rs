@@ -67,16 +67,7 @@ impl Sandbox {
         let mut bwrap = bwrap_spec(policy)?;
         if cancel.is_cancelled() {
             // Interrupted before it started: run nothing (a spare stays for the next one).
-            return Ok(ExecOutcome {
-                exit_code: None,
-                stdout: String::new(),
-                stderr: String::new(),
-                truncated: false,
-                dropped_bytes: 0,
-                timed_out: false,
-                cancelled: true,
-                duration: started.elapsed(),
-            });
+            return Ok(not_started(started));
         }
         let spare = bwrap.as_ref().and_then(|spec| {
             spare::take(spec, &policy.limits, &request.command, &policy.workspace)
@@ -96,16 +87,7 @@ impl Sandbox {
                 let pass;
                 (pass, bwrap) = tokio::select! {
                     entered = enter_gate(policy, bwrap) => entered?,
-                    () = cancel.cancelled() => return Ok(ExecOutcome {
-                        exit_code: None,
-                        stdout: String::new(),
-                        stderr: String::new(),
-                        truncated: false,
-                        dropped_bytes: 0,
-                        timed_out: false,
-                        cancelled: true,
-                        duration: started.elapsed(),
-                    }),
+                    () = cancel.cancelled() => return Ok(not_started(started)),
                 };
                 _pass = Some(pass);
                 let (command, launch) = match &bwrap {
@@ -191,6 +173,20 @@ impl Sandbox {
             cancelled,
             duration: started.elapsed(),
         })
+    }
+}
+
+/// A command interrupted before it started: nothing ran.
+fn not_started(started: Instant) -> ExecOutcome {
+    ExecOutcome {
+        exit_code: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        truncated: false,
+        dropped_bytes: 0,
+        timed_out: false,
+        cancelled: true,
+        duration: started.elapsed(),
     }
 }
 

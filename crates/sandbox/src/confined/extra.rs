@@ -12,12 +12,11 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path};
-use std::sync::atomic::Ordering;
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 
-use super::{ConfinedError, NO_OPENAT2, RETRIES, file_type, kind_name, opened, reopen};
+use super::{ConfinedError, file_type, kind_name, open_resolving, opened, reopen};
 
 /// Open `rel` beneath `dir` through real directories only. A link in any
 /// component is refused with `ELOOP`, except a last one when `flags` has
@@ -29,32 +28,8 @@ pub fn open_no_links(
     flags: OFlags,
     mode: Mode,
 ) -> io::Result<OwnedFd> {
-    let rel = if rel.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        rel
-    };
-    if rel.is_absolute() {
-        return Err(Errno::XDEV.into());
-    }
-    if !NO_OPENAT2.load(Ordering::Relaxed) {
-        let resolve =
-            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-        for _ in 0..RETRIES {
-            match rustix::fs::openat2(dir, rel, flags | OFlags::CLOEXEC, mode, resolve) {
-                Err(Errno::AGAIN) => continue,
-                Err(Errno::NOSYS) => {
-                    NO_OPENAT2.store(true, Ordering::Relaxed);
-                    break;
-                }
-                other => return other.map_err(io::Error::from),
-            }
-        }
-        if !NO_OPENAT2.load(Ordering::Relaxed) {
-            return Err(Errno::AGAIN.into());
-        }
-    }
-    walk(dir, rel, flags, mode).map_err(io::Error::from)
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    open_resolving(dir, rel, flags, mode, resolve, walk)
 }
 
 /// The walk `open_no_links` falls back on, for tests of it on kernels that

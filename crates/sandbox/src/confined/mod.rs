@@ -78,6 +78,24 @@ pub fn open_beneath(
     flags: OFlags,
     mode: Mode,
 ) -> io::Result<OwnedFd> {
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    open_resolving(dir, rel, flags, mode, resolve, walk::open)
+}
+
+/// The fallback walk for a kernel without `openat2`, with the same verdicts.
+type Walk = fn(BorrowedFd<'_>, &Path, OFlags, Mode) -> Result<OwnedFd, Errno>;
+
+/// `openat2(dir, rel, flags, resolve)`, retried while the kernel saw a
+/// concurrent rename, or `walk` where there is no `openat2`. An absolute
+/// `rel` leaves `dir` (`EXDEV`); an empty one is `dir` itself.
+pub(crate) fn open_resolving(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlags,
+    mode: Mode,
+    resolve: ResolveFlags,
+    walk: Walk,
+) -> io::Result<OwnedFd> {
     let rel = if rel.as_os_str().is_empty() {
         Path::new(".")
     } else {
@@ -87,7 +105,6 @@ pub fn open_beneath(
         return Err(Errno::XDEV.into());
     }
     if !NO_OPENAT2.load(Ordering::Relaxed) {
-        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
         for _ in 0..RETRIES {
             match rustix::fs::openat2(dir, rel, flags | OFlags::CLOEXEC, mode, resolve) {
                 Err(Errno::AGAIN) => continue,
@@ -102,7 +119,7 @@ pub fn open_beneath(
             return Err(Errno::AGAIN.into());
         }
     }
-    walk::open(dir, rel, flags, mode).map_err(io::Error::from)
+    walk(dir, rel, flags, mode).map_err(io::Error::from)
 }
 
 /// The walk `open_beneath` falls back on, for tests of it on kernels that
