@@ -105,7 +105,7 @@ async fn special_files_fail_at_once_and_leave_no_thread_blocked() {
 
     rustix::fs::mkfifoat(
         rustix::fs::CWD,
-        &ws.join("fifo"),
+        ws.join("fifo"),
         rustix::fs::Mode::from_raw_mode(0o666),
     )
     .unwrap();
@@ -116,7 +116,7 @@ async fn special_files_fail_at_once_and_leave_no_thread_blocked() {
         // /dev/null's numbers.
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &ws.join("chardev"),
+            ws.join("chardev"),
             rustix::fs::FileType::CharacterDevice,
             rustix::fs::Mode::from_raw_mode(0o666),
             rustix::fs::makedev(1, 3),
