@@ -15,10 +15,17 @@ use tokio::net::TcpStream;
 pub const FILE: &str = "src/main.txt";
 
 /// The workspace contents both tools start from.
+/// They belong to the workspace's owner, as the agent's own files would (a
+/// root server's agent works as its own uid).
 pub fn seed_workspace(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
     std::fs::create_dir_all(dir.join("src"))?;
     let text: String = (1..=40).map(|i| format!("counter = {i}\n")).collect();
     std::fs::write(dir.join(FILE), text)?;
+    let owner = std::fs::metadata(dir)?;
+    for made in [dir.join("src"), dir.join(FILE)] {
+        std::os::unix::fs::chown(made, Some(owner.uid()), Some(owner.gid()))?;
+    }
     Ok(())
 }
 

@@ -27,12 +27,13 @@ const CALLS_PER_TOOL: usize = 600;
 const TASKS_PER_TOOL: usize = 4;
 /// Errors a tool may give while its path is being swapped. The last is the
 /// path guard's, when a link it saw was gone when it read it.
-const CLEAR_ERRORS: [&str; 5] = [
+const CLEAR_ERRORS: [&str; 6] = [
     "outside the workspace",
     "kept changing; try again",
     "is a symbolic link, not a regular file",
     "old_string was not found in the file",
     "is invalid: cannot read symlink",
+    "changed while it was being resolved; try again",
 ];
 
 /// Workspace A (`ws`), another session's workspace B (`other`), a root-only
