@@ -106,9 +106,31 @@ pub(crate) async fn run_hook(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // Held until the hook has started: its working directory for the switch.
+    let mut _workspace_fd = None;
     if let Some(identity) = ctx.run_as.filter(|_| rustix::process::geteuid().is_root()) {
         // The standard library also drops root's supplementary groups here.
         process.uid(identity.uid).gid(identity.gid);
+        // The child changes directory after it became the agent's user, who
+        // may not walk the server's private data dir to the workspace: it
+        // enters through a descriptor opened here (open until its exec).
+        match rustix::fs::open(
+            &ctx.cwd,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) {
+            Ok(fd) => {
+                use std::os::fd::AsRawFd;
+                process.current_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+                _workspace_fd = Some(fd);
+            }
+            Err(err) => {
+                return HookRun::failed(format!(
+                    "could not open its working directory {}: {err}",
+                    ctx.cwd.display()
+                ));
+            }
+        }
     }
     let mut child = match process.spawn() {
         Ok(child) => child,

@@ -208,8 +208,23 @@ async fn a_root_servers_hooks_run_as_the_agents_user() {
     use std::os::unix::fs::PermissionsExt;
     let fx = Fixture::new();
     std::fs::set_permissions(fx.dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let cmd = fx.script("whoami.sh", "id -u > \"$OUT/uid\"; id -G > \"$OUT/groups\"");
+    let cmd = fx.script(
+        "whoami.sh",
+        "id -u > \"$OUT/uid\"; id -G > \"$OUT/groups\"; ls > \"$OUT/listing\"",
+    );
+    // The workspace lies in a directory only root may walk (as under the
+    // server's data dir), and belongs to the agent's user.
+    let private = fx.dir.path().join("private");
+    let workspace = private.join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("mine.txt"), "x").unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        std::os::unix::fs::chown(&workspace, Some(231_020), Some(231_020)).unwrap();
+    }
     let mut ctx = fx.ctx();
+    ctx.cwd = workspace;
     ctx.run_as = Some(agentd_sandbox::confined::FsIdentity {
         uid: 231_020,
         gid: 231_020,
@@ -220,7 +235,9 @@ async fn a_root_servers_hooks_run_as_the_agents_user() {
     assert!(!outcome.is_denied(), "{:?}", outcome.reason);
     let uid = std::fs::read_to_string(fx.path("uid")).unwrap();
     let groups = std::fs::read_to_string(fx.path("groups")).unwrap();
-    if rustix::process::geteuid().is_root() {
+    let listing = std::fs::read_to_string(fx.path("listing")).unwrap();
+    assert_eq!(listing.trim(), "mine.txt", "it ran in the workspace");
+    if root {
         assert_eq!((uid.trim(), groups.trim()), ("231020", "231020"));
     } else {
         assert_eq!(uid.trim(), rustix::process::geteuid().as_raw().to_string());
