@@ -23,6 +23,11 @@ use super::{CheckpointError, SnapshotPolicy};
 /// workspaces are done by then, and starting threads costs more than it saves.
 const INLINE_DIRS: usize = 32;
 
+/// Directories nested deeper are skipped: the walk holds a descriptor for
+/// each level still to be read, and an agent can nest directories without
+/// end (`mkdir 0 1; cd 0` in a loop) to exhaust the server's descriptors.
+pub(crate) const MAX_DEPTH: usize = 128;
+
 /// The tree under `root` as a manifest whose file hashes are still empty
 /// (the caller hashes or reuses them). Symlinks are recorded, not followed.
 /// Directories are read by a few threads at once: the cost is mostly one lstat
@@ -164,6 +169,12 @@ fn worker(
             };
             match classify(fd.as_fd(), name, &stat, policy) {
                 Ok(e) => {
+                    if e.kind == EntryKind::Dir && rel.matches('/').count() + 1 >= MAX_DEPTH {
+                        // Each level still to be read holds its parent open.
+                        let error = format!("nested deeper than {MAX_DEPTH} directories");
+                        part.skipped.push((rel, SkipReason::Unreadable { error }));
+                        continue;
+                    }
                     if e.kind == EntryKind::Dir {
                         job.found.push(Pending {
                             dir: rel.clone(),

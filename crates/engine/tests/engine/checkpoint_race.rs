@@ -268,3 +268,52 @@ async fn a_restore_as_an_identity_creates_files_it_owns() {
     assert!(err.is_err(), "wrote into root's directory as nobody");
     assert_eq!(fs::read_dir(&locked).unwrap().count(), 0);
 }
+
+/// An agent can nest directories without end (`mkdir 0 1; cd 0` in a loop);
+/// the scan holds a descriptor per level still to be read, so it stops at a
+/// depth instead of running the server out of descriptors.
+#[tokio::test]
+async fn a_deep_comb_of_directories_is_cut_off_not_held_open() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = root.path().join("ws");
+    fs::create_dir(&ws).unwrap();
+    let mut dir = ws.clone();
+    for _ in 0..600 {
+        fs::create_dir(dir.join("1")).unwrap();
+        dir = dir.join("0");
+        fs::create_dir(&dir).unwrap();
+    }
+    let open_fds = || fs::read_dir("/proc/self/fd").unwrap().count();
+    let before = open_fds();
+    let peak = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, stop) = (peak.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                peak.fetch_max(
+                    fs::read_dir("/proc/self/fd").unwrap().count(),
+                    Ordering::Relaxed,
+                );
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        })
+    };
+    let blobs = MemoryBlobs::default();
+    let (manifest, _) = Snapshotter::default()
+        .snapshot(&ws, None, &blobs)
+        .await
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    sampler.join().unwrap();
+    let deep = manifest
+        .skipped
+        .iter()
+        .find(|(_, reason)| matches!(reason, SkipReason::Unreadable { error } if error.contains("nested deeper")));
+    assert!(deep.is_some(), "{:?}", manifest.skipped);
+    let peak = peak.load(Ordering::Relaxed);
+    assert!(
+        peak < before + 200,
+        "{before} descriptors before, {peak} during the scan"
+    );
+}
