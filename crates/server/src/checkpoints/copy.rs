@@ -46,7 +46,12 @@ struct Pending {
     source_parent: Arc<OwnedFd>,
     target_parent: Arc<OwnedFd>,
     name: OsString,
+    depth: usize,
 }
+
+/// Deeper directories are not copied: every level still to be copied holds
+/// two descriptors, and an agent can nest directories without end.
+const MAX_DEPTH: usize = 128;
 
 /// Copy the directory `name` of `source` (if it is a real one) to `target`.
 /// Depth-first with a stack, not recursion: an agent's tree can be deeper
@@ -56,6 +61,7 @@ fn copy_tree(source: BorrowedFd<'_>, target: BorrowedFd<'_>, name: &OsStr) -> io
         source_parent: Arc::new(source.try_clone_to_owned()?),
         target_parent: Arc::new(target.try_clone_to_owned()?),
         name: name.to_os_string(),
+        depth: 1,
     }];
     while let Some(dir) = stack.pop() {
         let flags = OFlags::RDONLY
@@ -93,10 +99,14 @@ fn copy_tree(source: BorrowedFd<'_>, target: BorrowedFd<'_>, name: &OsStr) -> io
                 Err(e) => return Err(e.into()),
             };
             match confined::file_type(&stat) {
+                FileType::Directory if dir.depth >= MAX_DEPTH => {
+                    tracing::warn!(depth = dir.depth, "not copying directories nested deeper");
+                }
                 FileType::Directory => stack.push(Pending {
                     source_parent: Arc::clone(&from),
                     target_parent: Arc::clone(&to),
                     name: name.to_os_string(),
+                    depth: dir.depth + 1,
                 }),
                 FileType::Symlink => copy_link(from.as_fd(), to.as_fd(), name)?,
                 FileType::RegularFile => copy_file(from.as_fd(), to.as_fd(), name)?,
