@@ -54,12 +54,19 @@ fn spawn_confined_as(
         run_as,
     };
     let cgroup = command_cgroup(limits, is_root)?;
+    // RLIMIT_NPROC counts every process of a uid on the machine: as the
+    // agent's uid it would be shared by all of that user's sessions. The
+    // sandbox's cgroup (`pids.max`) limits this sandbox alone.
+    let mut rlimits = limits.rlimits();
+    if run_as.is_some() && cgroup.is_some() {
+        rlimits.retain(|(resource, _)| *resource != rustix::process::Resource::Nproc);
+    }
     if crate::trampoline::enabled() {
         let join = cgroup.as_ref().map(CommandCgroup::join_path);
         command = crate::trampoline::wrap(
             command.as_std(),
             join.as_deref(),
-            &limits.rlimits(),
+            &rlimits,
             serving,
             &launch,
         );
@@ -69,7 +76,7 @@ fn spawn_confined_as(
         crate::pre_exec::install(
             &mut command,
             cgroup.as_ref().map(CommandCgroup::join_file),
-            limits.rlimits(),
+            rlimits,
             setup,
         );
     }

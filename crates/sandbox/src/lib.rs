@@ -37,8 +37,9 @@
 //! [`Policy::run_as`] (which the server always sets when it is root) bubblewrap
 //! starts as the session user's unprivileged uid, in a user namespace, so a
 //! bug anywhere in the sandbox is that uid's reach, not root's; the file tools
-//! do their work as the same uid ([`confined::FsIdentity`]). RLIMIT_NPROC then
-//! binds too, per uid.
+//! do their work as the same uid ([`confined::FsIdentity`]). Such a sandbox
+//! gets no RLIMIT_NPROC: it would count all of that user's sessions together;
+//! its cgroup's `pids.max` limits it alone.
 //!
 //! Fail safe: when the server runs as root and no cgroup can be made (no
 //! `pids` controller, read-only `/sys/fs/cgroup` in a container), a command
