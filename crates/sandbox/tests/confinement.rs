@@ -23,7 +23,7 @@ type Case = fn() -> Pin<Box<dyn Future<Output = ()>>>;
 fn main() {
     agentd_sandbox::trampoline::run_if_asked();
     agentd_sandbox::trampoline::enable();
-    let cases: [(&str, Case, usize); 4] = [
+    let cases: [(&str, Case, usize); 5] = [
         (
             "agent_work_runs_as_the_session_user_cold",
             || Box::pin(run_as::agent_work_runs_as_the_session_user(false)),
@@ -43,6 +43,11 @@ fn main() {
             "git_swaps_never_reach_the_host_served",
             || Box::pin(git_race::git_swaps_never_reach_the_host(true)),
             4,
+        ),
+        (
+            "the_process_limit_binds_the_agents_sandbox",
+            || Box::pin(run_as::the_process_limit_binds_the_agents_sandbox()),
+            0,
         ),
     ];
     let filter = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));

@@ -66,3 +66,28 @@ pub async fn agent_work_runs_as_the_session_user(served: bool) {
         assert_eq!(served_now, served && round > 0, "round {round}");
     }
 }
+
+/// As the agent's uid the sandbox gets no RLIMIT_NPROC (it would count all of
+/// that user's sessions together): its cgroup's `pids.max` still binds it.
+pub async fn the_process_limit_binds_the_agents_sandbox() {
+    let ws = workspace("agentd-run-as-pids");
+    if is_root() {
+        std::os::unix::fs::chown(&ws.path, Some(AGENT_UID), Some(AGENT_UID)).unwrap();
+    }
+    let mut policy = Policy::new(&ws.path);
+    policy.run_as = Some(FsIdentity {
+        uid: AGENT_UID,
+        gid: AGENT_UID,
+    });
+    policy.limits.processes = Some(16);
+    let outcome = crate::support::run_for(
+        &policy,
+        "for i in $(seq 40); do sleep 30 & done",
+        std::time::Duration::from_secs(3),
+    )
+    .await;
+    assert!(
+        outcome.stderr.contains("fork"),
+        "40 background processes were allowed: {outcome:?}"
+    );
+}
