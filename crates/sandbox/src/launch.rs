@@ -44,7 +44,7 @@ fn spawn_confined_as(
     // A root server never runs agent work as root: no user, no command.
     let is_root = rustix::process::geteuid().is_root();
     let run_as = launch.run_as.filter(|_| is_root);
-    if run_as.is_some_and(|identity| identity.uid == 0) {
+    if run_as.is_some_and(|identity| identity.uid == 0 || identity.gid == 0) {
         return Err(SandboxError::Spawn(
             "refusing to run a sandbox as uid 0".into(),
         ));

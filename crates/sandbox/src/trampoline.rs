@@ -216,8 +216,8 @@ fn parse_identity(arg: &OsStr) -> Result<Option<FsIdentity>, String> {
         uid: uid.parse().map_err(|_| "bad uid")?,
         gid: gid.parse().map_err(|_| "bad gid")?,
     };
-    if identity.uid == 0 {
-        return Err("refusing to run a sandbox as uid 0 on purpose".into());
+    if identity.uid == 0 || identity.gid == 0 {
+        return Err("refusing to run a sandbox as uid or gid 0".into());
     }
     Ok(Some(identity))
 }

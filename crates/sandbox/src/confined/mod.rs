@@ -362,9 +362,9 @@ pub fn write_atomic(
         }
     }
     let permissions = existing.map_or(0o644, |stat| stat.st_mode & 0o7777);
+    // Of a fixed length: a long name must still fit in NAME_MAX.
     let temp_name = format!(
-        ".{}.agentd-{}-{}.tmp",
-        name.to_string_lossy(),
+        ".agentd-{}-{}.tmp",
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     );
