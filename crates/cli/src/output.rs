@@ -161,7 +161,7 @@ impl Printer {
     }
 }
 
-/// The `--output-format json` object (DESIGN §8).
+/// The `--output-format json` object.
 pub fn result_json(session_id: &str, finished: &TurnFinished) -> Value {
     json!({
         "session_id": session_id,

@@ -1,4 +1,4 @@
-//! Coalescing of small text pieces into fewer events (DESIGN §11): a long reply
+//! Coalescing of small text pieces into fewer events: a long reply
 //! becomes tens of stored events, not thousands, and live and replaying clients
 //! see the same ones.
 

@@ -1,4 +1,4 @@
-//! The native agent loop (DESIGN §3).
+//! The native agent loop.
 //!
 //! [`Agent::run_turn`] takes a session's history and a user message, calls the
 //! model, runs the tools it asks for, and loops until the model stops asking or a

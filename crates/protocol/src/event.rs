@@ -1,4 +1,4 @@
-//! The event vocabulary (DESIGN §8): what a session streams to its clients.
+//! The event vocabulary: what a session streams to its clients.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

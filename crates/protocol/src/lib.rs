@@ -1,5 +1,5 @@
 //! agentd's wire vocabulary: conversation [`Message`]s and their [`ContentBlock`]s,
-//! token [`Usage`], and the session [`Event`]s of DESIGN §8 with their stored and
+//! token [`Usage`], and the session [`Event`]s of docs/api.md with their stored and
 //! streamed form, [`EventEnvelope`]. Serde types only: no I/O, no runtime.
 
 mod event;

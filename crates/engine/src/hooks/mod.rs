@@ -1,4 +1,4 @@
-//! Operator-configured hooks (DESIGN §5): external commands run at fixed points of
+//! Operator-configured hooks: external commands run at fixed points of
 //! the agent loop, speaking Claude Code's hook protocol so existing hook scripts work.
 //!
 //! Each hook is `bash -c <command>`, started in the session workspace with a minimal

@@ -1,4 +1,4 @@
-//! Permission rules and modes (DESIGN §5): decides whether a tool call is allowed, denied
+//! Permission rules and modes: decides whether a tool call is allowed, denied
 //! or needs a human's approval. Pure logic: no I/O, no filesystem access (`PathGuard`
 //! confines paths separately).
 //!

@@ -132,7 +132,7 @@ async fn text_before_a_pause_goes_out_after_the_coalescing_delay() {
             _ => None,
         })
         .collect();
-    // The engine's coalescing delay (DESIGN §11: up to 50 ms).
+    // The engine's coalescing delay (up to 50 ms).
     let delay = 50;
     assert_eq!(
         deltas,

@@ -1,4 +1,4 @@
-//! The `claude-code` engine (DESIGN §10): a turn of a session whose model has
+//! The `claude-code` engine: a turn of a session whose model has
 //! `provider = "claude-code"` runs in the real `claude` CLI, one warm process
 //! per live session, while agentd keeps the session, the events, the
 //! transcript, the tools (served over MCP, see [`mcp`]) and the permissions.

@@ -1,4 +1,4 @@
-//! Several `agentd serve` nodes sharing one PostgreSQL (DESIGN §9). Any node
+//! Several `agentd serve` nodes sharing one PostgreSQL. Any node
 //! accepts any request; the database decides who runs what:
 //!
 //! - a message becomes a row of the shared turn queue; a node with room takes

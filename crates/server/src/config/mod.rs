@@ -1,4 +1,4 @@
-//! `agentd.toml` (DESIGN §6): parsed strictly, so a typo is a startup error that
+//! `agentd.toml`: parsed strictly, so a typo is a startup error that
 //! names the file, line and key instead of a silent default.
 
 use std::collections::BTreeMap;
@@ -94,7 +94,7 @@ pub struct DatabaseConfig {
     pub url: Option<String>,
 }
 
-/// `[cluster]`: several `agentd serve` nodes on one PostgreSQL (DESIGN §9).
+/// `[cluster]`: several `agentd serve` nodes on one PostgreSQL.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterConfig {
@@ -127,7 +127,7 @@ pub enum Provider {
     Openai,
     /// Replies from a script file, or the built-in offline demo script.
     Scripted,
-    /// The real `claude` CLI drives the turn (DESIGN §10); agentd serves it
+    /// The real `claude` CLI drives the turn; agentd serves it
     /// its tools over MCP and keeps sessions, events and permissions.
     ClaudeCode,
 }

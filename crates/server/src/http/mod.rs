@@ -1,4 +1,4 @@
-//! `agentd serve`: the HTTP API of DESIGN §7 (REST + SSE) in front of the
+//! `agentd serve`: the HTTP API of docs/api.md (REST + SSE) in front of the
 //! [`Registry`]. Routes and the OpenAPI document come from the same handler
 //! annotations (utoipa-axum), so they cannot drift apart.
 

@@ -1,4 +1,4 @@
--- Several `agentd serve` nodes on one database (DESIGN §9): node heartbeats,
+-- Several `agentd serve` nodes on one database: node heartbeats,
 -- the queue of accepted turns, one lease per running turn, messages between
 -- nodes, and where each session's workspace was last saved. Times here are
 -- the database's clock (TIMESTAMPTZ), so nodes' clocks never need to agree.

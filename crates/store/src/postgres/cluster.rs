@@ -1,5 +1,5 @@
 //! What several `agentd serve` nodes sharing one database coordinate through
-//! (DESIGN §9, migration 0004): node heartbeats, the queue of accepted turns,
+//! (migration 0004): node heartbeats, the queue of accepted turns,
 //! the lease of each running turn, signals to the owner of a turn, and where
 //! each session's workspace was last saved.
 //!
