@@ -7,16 +7,15 @@
 //! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` does it in one call; a
 //! kernel without `openat2` gets a per-component `O_NOFOLLOW` walk with the
 //! same verdicts (`ELOOP` for a link, `EXDEV` for a way out).
-use std::ffi::OsStr;
+
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::path::{Component, Path};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::path::Path;
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
-use rustix::io::Errno;
 
-use super::{ConfinedError, file_type, kind_name, open_resolving, opened, reopen};
+use super::{ConfinedError, file_type, open_resolving, opened, regular_from};
 
 /// Open `rel` beneath `dir` through real directories only. A link in any
 /// component is refused with `ELOOP`, except a last one when `flags` has
@@ -29,7 +28,7 @@ pub fn open_no_links(
     mode: Mode,
 ) -> io::Result<OwnedFd> {
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    open_resolving(dir, rel, flags, mode, resolve, walk)
+    open_resolving(dir, rel, flags, mode, resolve, super::walk::open_no_links)
 }
 
 /// The walk `open_no_links` falls back on, for tests of it on kernels that
@@ -41,65 +40,7 @@ pub fn open_no_links_by_walk(
     flags: OFlags,
     mode: Mode,
 ) -> io::Result<OwnedFd> {
-    walk(dir, rel, flags, mode).map_err(io::Error::from)
-}
-
-fn walk(root: BorrowedFd<'_>, rel: &Path, flags: OFlags, mode: Mode) -> Result<OwnedFd, Errno> {
-    let mut names: Vec<&OsStr> = Vec::new();
-    for component in rel.components() {
-        match component {
-            Component::Normal(name) => names.push(name),
-            Component::ParentDir => names.push(OsStr::new("..")),
-            Component::CurDir => {}
-            Component::RootDir | Component::Prefix(_) => return Err(Errno::XDEV),
-        }
-    }
-    let Some((last, parents)) = names.split_last() else {
-        return rustix::fs::openat(root, ".", flags | OFlags::CLOEXEC, mode);
-    };
-    // The directories walked so far; `..` goes back to the one before. A
-    // path without `..` needs only the last (a deep path holds one open).
-    let mut stack: Vec<OwnedFd> = Vec::new();
-    let keep_all = names.iter().any(|name| *name == "..");
-    for name in parents {
-        let current = stack.last().map_or(root, |fd| fd.as_fd());
-        if *name == ".." {
-            stack.pop().ok_or(Errno::XDEV)?;
-            continue;
-        }
-        let fd = rustix::fs::openat(
-            current,
-            *name,
-            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        match file_type(&rustix::fs::fstat(&fd)?) {
-            FileType::Directory if keep_all => stack.push(fd),
-            FileType::Directory => stack = vec![fd],
-            FileType::Symlink => return Err(Errno::LOOP),
-            _ => return Err(Errno::NOTDIR),
-        }
-    }
-    let current = stack.last().map_or(root, |fd| fd.as_fd());
-    if *last == ".." {
-        stack.pop().ok_or(Errno::XDEV)?;
-        let current = stack.last().map_or(root, |fd| fd.as_fd());
-        return rustix::fs::openat(current, ".", flags | OFlags::CLOEXEC, mode);
-    }
-    let fd = rustix::fs::openat(
-        current,
-        *last,
-        flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        mode,
-    )?;
-    // `O_PATH | O_NOFOLLOW` opens a link itself: only asked for, is it kept.
-    if flags.contains(OFlags::PATH)
-        && !flags.contains(OFlags::NOFOLLOW)
-        && file_type(&rustix::fs::fstat(&fd)?) == FileType::Symlink
-    {
-        return Err(Errno::LOOP);
-    }
-    Ok(fd)
+    super::walk::open_no_links(dir, rel, flags, mode).map_err(io::Error::from)
 }
 
 /// Open `rel` for reading through real directories only, if it is a regular
@@ -110,16 +51,12 @@ pub fn open_regular_no_links(
     dir: BorrowedFd<'_>,
     rel: &Path,
 ) -> Result<(File, Stat), ConfinedError> {
-    let path_fd = opened(open_no_links(dir, rel, OFlags::PATH, Mode::empty()))?;
-    let stat = rustix::fs::fstat(&path_fd).map_err(io::Error::from)?;
-    let found = file_type(&stat);
-    if found != FileType::RegularFile {
-        return Err(ConfinedError::Kind {
-            found: kind_name(found),
-            wanted: "a regular file",
-        });
-    }
-    Ok((reopen(&path_fd, OFlags::RDONLY)?, stat))
+    regular_from(opened(open_no_links(
+        dir,
+        rel,
+        OFlags::PATH,
+        Mode::empty(),
+    ))?)
 }
 
 /// Set the permission bits of `rel` beneath `dir` (reached through real

@@ -213,7 +213,12 @@ pub fn lstat_beneath(dir: BorrowedFd<'_>, rel: &Path) -> Result<Stat, ConfinedEr
 /// `O_PATH` descriptor is opened before the type is known, so a FIFO or a
 /// device is refused without blocking or touching its driver.
 pub fn open_regular(dir: BorrowedFd<'_>, rel: &Path) -> Result<(File, Stat), ConfinedError> {
-    let path_fd = opened(open_beneath(dir, rel, OFlags::PATH, Mode::empty()))?;
+    regular_from(opened(open_beneath(dir, rel, OFlags::PATH, Mode::empty()))?)
+}
+
+/// The regular file behind the `O_PATH` descriptor `path_fd`, opened for
+/// reading; anything else is refused by its type.
+pub(crate) fn regular_from(path_fd: OwnedFd) -> Result<(File, Stat), ConfinedError> {
     let stat = rustix::fs::fstat(&path_fd).map_err(io::Error::from)?;
     let found = file_type(&stat);
     if found != FileType::RegularFile {

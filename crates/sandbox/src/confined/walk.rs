@@ -21,6 +21,28 @@ pub(crate) fn open(
     flags: OFlags,
     mode: Mode,
 ) -> Result<OwnedFd, Errno> {
+    open_with(root, rel, flags, mode, true)
+}
+
+/// [`open`], but a link in any component is refused with `ELOOP` (the last
+/// one too, unless `flags` has `O_PATH | O_NOFOLLOW`: then the link itself is
+/// opened), as `RESOLVE_NO_SYMLINKS` refuses it.
+pub(crate) fn open_no_links(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlags,
+    mode: Mode,
+) -> Result<OwnedFd, Errno> {
+    open_with(root, rel, flags, mode, false)
+}
+
+fn open_with(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlags,
+    mode: Mode,
+    follow_links: bool,
+) -> Result<OwnedFd, Errno> {
     let mut pending = components(rel)?;
     let mut stack: Vec<OwnedFd> = Vec::new();
     let mut links = 0;
@@ -51,6 +73,9 @@ pub(crate) fn open(
             if !(is_link && follow_last) {
                 return opened;
             }
+            if !follow_links {
+                return Err(Errno::LOOP);
+            }
             splice_link(current, &name, &mut pending, &mut links)?;
             continue;
         }
@@ -62,6 +87,7 @@ pub(crate) fn open(
         )?;
         match FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode) {
             FileType::Directory => stack.push(fd),
+            FileType::Symlink if !follow_links => return Err(Errno::LOOP),
             FileType::Symlink => splice_link(current, &name, &mut pending, &mut links)?,
             _ => return Err(Errno::NOTDIR),
         }
