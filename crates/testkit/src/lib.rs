@@ -19,6 +19,7 @@ mod recording;
 mod reply;
 mod server;
 mod stats;
+pub mod swapper;
 
 use std::path::Path;
 

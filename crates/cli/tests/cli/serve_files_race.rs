@@ -5,15 +5,15 @@
 //! FIFO is refused at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use agentd_testkit::swapper::Swapper;
+use rustix::fs::CWD;
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
-use rustix::fs::{CWD, RenameFlags};
 use serde_json::{Value, json};
 
 use crate::server_common::{Harness, Server};
@@ -21,54 +21,6 @@ use crate::server_common::{Harness, Server};
 const MARKER: &str = "MARKER-c4e9: the other side of the swap";
 /// Names only the other directory has: a listing showing one looked there.
 const OTHER_NAMES: [&str; 2] = ["marker.txt", "other-only.txt"];
-
-/// Swaps each pair with `RENAME_EXCHANGE` in a loop until stopped.
-struct Flipper {
-    stop: Arc<AtomicBool>,
-    swaps: Arc<AtomicUsize>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Flipper {
-    fn start(pairs: Vec<(PathBuf, PathBuf)>) -> Self {
-        let (stop, swaps) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicUsize::new(0)),
-        );
-        let (stop_flag, count) = (stop.clone(), swaps.clone());
-        let thread = std::thread::spawn(move || {
-            while !stop_flag.load(Ordering::Relaxed) {
-                for (a, b) in &pairs {
-                    if rustix::fs::renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).is_ok() {
-                        count.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-        });
-        Self {
-            stop,
-            swaps,
-            thread: Some(thread),
-        }
-    }
-
-    fn finish(mut self) -> usize {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            thread.join().unwrap();
-        }
-        self.swaps.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Flipper {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// Names and contents under `dir`, links not followed.
 fn state(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
@@ -134,7 +86,7 @@ async fn files_are_never_served_through_links_swapped_in() {
     symlink(&other, ws.join("swap_dir")).unwrap();
     let other_before = state(&other);
 
-    let flipper = Flipper::start(vec![
+    let flipper = Swapper::start(vec![
         (ws.join("a.txt"), ws.join("swap_file")),
         (ws.join("d"), ws.join("swap_dir")),
     ]);

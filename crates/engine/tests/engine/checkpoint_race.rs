@@ -4,6 +4,8 @@
 //! and a FIFO never blocks either.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use agentd_testkit::swapper::Swapper;
+use rustix::fs::CWD;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, symlink};
@@ -14,57 +16,8 @@ use std::time::Duration;
 
 use agentd_engine::checkpoint::{BlobStore, MemoryBlobs, SkipReason, Snapshotter};
 use async_trait::async_trait;
-use rustix::fs::{CWD, RenameFlags};
 
 const MARKER: &[u8] = b"MARKER-7f3a: the other side of the swap";
-
-/// Swaps each pair of paths with `renameat2(RENAME_EXCHANGE)` in a loop
-/// until dropped, counting the swaps that happened.
-struct Flipper {
-    stop: Arc<AtomicBool>,
-    swaps: Arc<AtomicUsize>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Flipper {
-    fn start(pairs: Vec<(PathBuf, PathBuf)>) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let swaps = Arc::new(AtomicUsize::new(0));
-        let (stop_flag, count) = (stop.clone(), swaps.clone());
-        let thread = std::thread::spawn(move || {
-            while !stop_flag.load(Ordering::Relaxed) {
-                for (a, b) in &pairs {
-                    if rustix::fs::renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).is_ok() {
-                        count.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-        });
-        Self {
-            stop,
-            swaps,
-            thread: Some(thread),
-        }
-    }
-
-    /// Stops the thread; the number of swaps it made.
-    fn finish(mut self) -> usize {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            thread.join().unwrap();
-        }
-        self.swaps.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Flipper {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// A blob store that counts blobs holding the marker.
 #[derive(Default)]
@@ -152,7 +105,7 @@ async fn swapped_links_are_never_followed_by_snapshots_or_restores() {
     let snap = Snapshotter::default();
     let (base, _) = snap.snapshot(&ws, None, &blobs).await.unwrap();
 
-    let flipper = Flipper::start(vec![
+    let flipper = Swapper::start(vec![
         (ws.join("a.txt"), ws.join("swap_file")),
         (ws.join("d"), ws.join("swap_dir")),
     ]);
@@ -216,7 +169,7 @@ async fn a_fifo_never_blocks_a_snapshot_or_a_restore() {
     assert_eq!(base.skipped.get("pipe"), Some(&SkipReason::Special));
     assert!(base.entries.contains_key("a.txt"));
 
-    let flipper = Flipper::start(vec![(ws.join("a.txt"), ws.join("swap_pipe"))]);
+    let flipper = Swapper::start(vec![(ws.join("a.txt"), ws.join("swap_pipe"))]);
     for _ in 0..100 {
         let snapshot = tokio::time::timeout(bounded, snap.snapshot(&ws, None, &blobs));
         snapshot.await.expect("no snapshot blocks").unwrap();

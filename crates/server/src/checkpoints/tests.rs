@@ -1,9 +1,8 @@
 //! Checkpoints over a real store and real workspaces.
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, symlink};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use rustix::fs::{CWD, RenameFlags};
+use rustix::fs::CWD;
 
 use super::*;
 
@@ -127,10 +126,6 @@ async fn a_fork_never_follows_links_swapped_into_its_source() {
     }
     let other_before = state(&other);
 
-    let (stop, swaps) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicUsize::new(0)),
-    );
     let pairs: Vec<(PathBuf, PathBuf)> = [
         (".git/HEAD", ".git/swap_file"),
         (".git/objects", ".git/swap_dir"),
@@ -140,18 +135,7 @@ async fn a_fork_never_follows_links_swapped_into_its_source() {
     .into_iter()
     .map(|(a, b)| (source.join(a), source.join(b)))
     .collect();
-    let flipper = {
-        let (stop, swaps) = (stop.clone(), swaps.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                for (a, b) in &pairs {
-                    if rustix::fs::renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).is_ok() {
-                        swaps.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-        })
-    };
+    let flipper = agentd_testkit::swapper::Swapper::start(pairs);
     let forks = async {
         for round in 0..150 {
             let target = dir.path().join(format!("fork{round}"));
@@ -168,12 +152,8 @@ async fn a_fork_never_follows_links_swapped_into_its_source() {
         }
     };
     let done = tokio::time::timeout(std::time::Duration::from_secs(120), forks).await;
-    stop.store(true, Ordering::Relaxed);
-    flipper.join().unwrap();
+    let swaps = flipper.finish();
     done.expect("150 forks in bounded time");
-    assert!(
-        swaps.load(Ordering::Relaxed) > 0,
-        "the flipper never swapped"
-    );
+    assert!(swaps > 0, "the flipper never swapped");
     assert_eq!(state(&other), other_before, "the other side was written");
 }
