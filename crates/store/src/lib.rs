@@ -7,6 +7,7 @@
 //! [`postgres::PostgresStore`] (shared, pooled). Each backend
 //! has its own migration set and must behave identically.
 
+mod access;
 mod agent_uids;
 mod error;
 mod history;
@@ -17,6 +18,9 @@ mod types;
 pub mod postgres;
 pub mod sqlite;
 
+pub use access::{
+    AuditQuery, AuditRecord, GrantKind, GrantRecord, NewAudit, UsageWindow, UserUsage,
+};
 pub use error::StoreError;
 pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
 pub use types::{
@@ -186,6 +190,35 @@ pub trait Store: Send + Sync {
     /// even when it is outside the range (the range changed). A range with
     /// no free uid left is a `Database` error saying so.
     async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32>;
+
+    /// Every user with a row, by name.
+    async fn list_users(&self) -> StoreResult<Vec<UserRecord>>;
+    /// Set a user's admin flag and/or disabled state (`None`: unchanged;
+    /// disabling again keeps the first time). `false` when no such user.
+    async fn set_user_flags(
+        &self,
+        name: &str,
+        admin: Option<bool>,
+        disabled: Option<bool>,
+    ) -> StoreResult<bool>;
+    /// Grant (`true`) or take back a profile or model. `false` when nothing
+    /// changed (already granted, or no such grant).
+    async fn set_grant(
+        &self,
+        user: &str,
+        kind: GrantKind,
+        name: &str,
+        granted: bool,
+    ) -> StoreResult<bool>;
+    /// Grants of one user, or of everyone with `None`.
+    async fn grants(&self, user: Option<&str>) -> StoreResult<Vec<GrantRecord>>;
+    /// What `owner` uses now: running and recent turns, spend (kept when
+    /// sessions are deleted), sessions.
+    async fn user_usage(&self, owner: &str, window: UsageWindow) -> StoreResult<UserUsage>;
+    /// Append to the audit log, which nothing updates or deletes.
+    async fn append_audit(&self, entry: &NewAudit) -> StoreResult<AuditRecord>;
+    /// Read the audit log, oldest first.
+    async fn audit_log(&self, query: &AuditQuery) -> StoreResult<Vec<AuditRecord>>;
 
     /// Record an open permission request or question.
     async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()>;

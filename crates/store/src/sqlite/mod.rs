@@ -3,6 +3,7 @@
 //! assignment never race (SQLite allows one writer anyway). Event appends go
 //! through a group-commit writer task (`writer`).
 
+mod access;
 mod agent_uids;
 mod blobs;
 mod events;
@@ -30,6 +31,7 @@ use sqlx::sqlite::{
 use tokio::sync::{Mutex, MutexGuard, mpsc};
 
 use crate::{
+    AuditQuery, AuditRecord, GrantKind, GrantRecord, NewAudit, UsageWindow, UserUsage,
     CheckpointRecord, CompactionRecord, LatestCheckpoints, LogAppend, LogEntry, NewSession,
     PendingRecord, SessionExport, SessionRecord, SessionUpdate, Store, StoreError, StoreResult,
     StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
@@ -63,6 +65,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         4,
         "agent_uids",
         include_str!("../../migrations/sqlite/0004_agent_uids.sql"),
+    ),
+    (
+        5,
+        "access",
+        include_str!("../../migrations/sqlite/0005_access.sql"),
     ),
 ];
 
@@ -413,6 +420,45 @@ impl Store for SqliteStore {
 
     async fn revoke_token(&self, id: &str) -> StoreResult<bool> {
         self.revoke_token_impl(id).await
+    }
+
+    async fn list_users(&self) -> StoreResult<Vec<UserRecord>> {
+        self.list_users_impl().await
+    }
+
+    async fn set_user_flags(
+        &self,
+        name: &str,
+        admin: Option<bool>,
+        disabled: Option<bool>,
+    ) -> StoreResult<bool> {
+        self.set_user_flag_impl(name, admin, disabled).await
+    }
+
+    async fn set_grant(
+        &self,
+        user: &str,
+        kind: GrantKind,
+        name: &str,
+        granted: bool,
+    ) -> StoreResult<bool> {
+        self.set_grant_impl(user, kind, name, granted).await
+    }
+
+    async fn grants(&self, user: Option<&str>) -> StoreResult<Vec<GrantRecord>> {
+        self.grants_impl(user).await
+    }
+
+    async fn user_usage(&self, owner: &str, window: UsageWindow) -> StoreResult<UserUsage> {
+        self.user_usage_impl(owner, window).await
+    }
+
+    async fn append_audit(&self, entry: &NewAudit) -> StoreResult<AuditRecord> {
+        self.append_audit_impl(entry).await
+    }
+
+    async fn audit_log(&self, query: &AuditQuery) -> StoreResult<Vec<AuditRecord>> {
+        self.audit_log_impl(query).await
     }
 
     async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {

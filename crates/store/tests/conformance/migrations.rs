@@ -22,6 +22,9 @@ async fn a_fresh_database_has_every_table_empty() {
         "session_rules",
         "compactions",
         "agent_uids",
+        "grants",
+        "spend",
+        "audit_log",
     ] {
         let n = crate::strings(
             &store,

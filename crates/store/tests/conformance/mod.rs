@@ -6,12 +6,13 @@
 //! - `store() -> (Guard, TestStore)`: a fresh, empty, migrated store;
 //! - `reopen(&Guard) -> TestStore`: the same database opened (and migrated) again;
 //! - `count_rows(&store, table, session_id)`, `strings(&store, sql, arg)` and
-//!   `exec(&store, sql)`: looks behind the trait's back (SQL placeholders are
+//!   `exec(&store, sql)` (and `try_exec`, which returns the error): looks behind the trait's back (SQL placeholders are
 //!   written `$1`);
 //! - `database_at_version(version, statements) -> Guard`: a fresh database
 //!   migrated only up to `version`, then `statements` run on it (for upgrade
 //!   tests; open it with `reopen`).
 
+mod access;
 mod agent_uids;
 mod checkpoints;
 mod events;

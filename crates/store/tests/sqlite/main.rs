@@ -54,6 +54,15 @@ pub async fn exec(store: &SqliteStore, sql: &str) {
     sqlx::query(sql).execute(store.pool()).await.unwrap();
 }
 
+/// `sql`, which may be refused: the database's error as text.
+pub async fn try_exec(store: &SqliteStore, sql: &str) -> Result<(), String> {
+    sqlx::query(sql)
+        .execute(store.pool())
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// A fresh database migrated only up to `version` (by the migration files,
 /// which must match the embedded ones), then `statements` run on it.
 pub async fn database_at_version(version: i64, statements: &[&str]) -> TempDir {

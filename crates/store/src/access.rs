@@ -1,0 +1,179 @@
+//! What both backends share of grants, usage and the audit log: the records,
+//! the SQL (written with `$N` placeholders, which SQLite takes as `?N`), and
+//! reading rows.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::StoreResult;
+use crate::records::{Columns, from_json};
+
+/// What a grant gives: a profile or a model, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantKind {
+    Profile,
+    Model,
+}
+
+impl GrantKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            GrantKind::Profile => "profile",
+            GrantKind::Model => "model",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "profile" => Some(GrantKind::Profile),
+            "model" => Some(GrantKind::Model),
+            _ => None,
+        }
+    }
+}
+
+/// A profile or model a user may choose beyond the server's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrantRecord {
+    pub user_name: String,
+    pub kind: GrantKind,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The windows [`UserUsage`] counts over.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UsageWindow {
+    /// Turns started since then count as recent (an hour ago, say).
+    pub turns_since: DateTime<Utc>,
+    pub day_start: DateTime<Utc>,
+    pub month_start: DateTime<Utc>,
+}
+
+/// One user's use of the server, by the owner of sessions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UserUsage {
+    pub running_turns: u64,
+    /// Turns started since [`UsageWindow::turns_since`].
+    pub recent_turns: u64,
+    /// When the oldest of those started.
+    pub oldest_recent_turn: Option<DateTime<Utc>>,
+    pub spend_day_usd: f64,
+    pub spend_month_usd: f64,
+    pub sessions: u64,
+}
+
+/// One entry of the append-only audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Increasing; the cursor for reading on.
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    /// The user who did it, or `operator` for the command line.
+    pub actor: String,
+    /// `session.create`, `grant.add`, `token.revoke`, …
+    pub action: String,
+    /// What it was done to: a session id, a user name, a token id.
+    pub target: Option<String>,
+    pub detail: serde_json::Value,
+}
+
+/// An entry to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewAudit {
+    pub actor: String,
+    pub action: String,
+    pub target: Option<String>,
+    pub detail: serde_json::Value,
+}
+
+/// Which entries to read: after `after` (an id), oldest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditQuery {
+    pub after: Option<i64>,
+    pub limit: u32,
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    pub since: Option<DateTime<Utc>>,
+}
+
+pub(crate) const LIST_USERS: &str = "SELECT id, name, is_admin, created_at, disabled_at \
+     FROM users ORDER BY name";
+
+pub(crate) const ADD_GRANT: &str = "INSERT INTO grants (user_name, kind, name, created_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+
+pub(crate) const REMOVE_GRANT: &str =
+    "DELETE FROM grants WHERE user_name = $1 AND kind = $2 AND name = $3";
+
+pub(crate) const GRANTS: &str = "SELECT user_name, kind, name, created_at FROM grants \
+     WHERE ($1 IS NULL OR user_name = $1) ORDER BY user_name, kind, name";
+
+/// `$1` owner, `$2` turns since, `$3` day start, `$4` month start.
+pub(crate) const USER_USAGE: &str = "SELECT \
+     (SELECT COUNT(*) FROM turns t JOIN sessions s ON s.id = t.session_id \
+        WHERE s.owner = $1 AND t.status IS NULL) AS running_turns, \
+     (SELECT COUNT(*) FROM turns t JOIN sessions s ON s.id = t.session_id \
+        WHERE s.owner = $1 AND t.started_at >= $2) AS recent_turns, \
+     (SELECT MIN(t.started_at) FROM turns t JOIN sessions s ON s.id = t.session_id \
+        WHERE s.owner = $1 AND t.started_at >= $2) AS oldest_recent_turn, \
+     (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend WHERE owner = $1 AND at >= $3) \
+        AS spend_day_usd, \
+     (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend WHERE owner = $1 AND at >= $4) \
+        AS spend_month_usd, \
+     (SELECT COUNT(*) FROM sessions WHERE owner = $1) AS sessions";
+
+pub(crate) const APPEND_AUDIT: &str = "INSERT INTO audit_log (at, actor, action, target, detail) \
+     VALUES ($1, $2, $3, $4, $5) RETURNING id";
+
+/// `$1` after, `$2` actor, `$3` action, `$4` since, `$5` limit.
+pub(crate) const AUDIT_LOG: &str = "SELECT id, at, actor, action, target, detail FROM audit_log \
+     WHERE id > $1 AND ($2 IS NULL OR actor = $2) AND ($3 IS NULL OR action = $3) \
+     AND at >= $4 ORDER BY id LIMIT $5";
+
+/// `sql` for SQLite, which numbers placeholders `?N`.
+pub(crate) fn sqlite(sql: &str) -> String {
+    sql.replace('$', "?")
+}
+
+pub(crate) fn grant(row: &impl Columns) -> StoreResult<GrantRecord> {
+    let kind = row.text("kind")?;
+    Ok(GrantRecord {
+        user_name: row.text("user_name")?,
+        kind: GrantKind::parse(&kind)
+            .ok_or_else(|| crate::StoreError::Corrupt(format!("grant kind {kind:?}")))?,
+        name: row.text("name")?,
+        created_at: row.time("created_at")?,
+    })
+}
+
+pub(crate) fn usage(row: &impl Columns) -> StoreResult<UserUsage> {
+    Ok(UserUsage {
+        running_turns: row.count("running_turns")?,
+        recent_turns: row.count("recent_turns")?,
+        oldest_recent_turn: row.opt_time("oldest_recent_turn")?,
+        spend_day_usd: row.real("spend_day_usd")?,
+        spend_month_usd: row.real("spend_month_usd")?,
+        sessions: row.count("sessions")?,
+    })
+}
+
+pub(crate) fn audit(row: &impl Columns) -> StoreResult<AuditRecord> {
+    Ok(AuditRecord {
+        id: row.int("id")?,
+        at: row.time("at")?,
+        actor: row.text("actor")?,
+        action: row.text("action")?,
+        target: row.opt_text("target")?,
+        detail: from_json(&row.text("detail")?, "audit detail")?,
+    })
+}
+
+/// The audit query's bounds: from the start, and at most 10 000 at a time.
+pub(crate) fn audit_bounds(query: &AuditQuery) -> (i64, i64, i64) {
+    let after = query.after.unwrap_or(0);
+    let since = query.since.map_or(i64::MIN, |at| at.timestamp_millis());
+    let limit = i64::from(query.limit.clamp(1, 10_000));
+    (after, since, limit)
+}
