@@ -9,6 +9,7 @@ mod run;
 mod serve;
 mod sessions;
 mod tokens;
+mod users;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -49,6 +50,11 @@ enum Command {
     /// Create, list or revoke API tokens.
     #[command(subcommand)]
     Tokens(tokens::TokensCommand),
+    /// Users: roles, grants of profiles and models, usage.
+    #[command(subcommand)]
+    Users(users::UsersCommand),
+    /// Read or export the audit log (who did what).
+    Audit(users::AuditArgs),
     /// Serve the scripted model of agentd-testkit (Anthropic and OpenAI wire formats).
     ModelServer {
         /// JSON script of replies (see the testkit docs); the demo script if omitted.
@@ -191,6 +197,8 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Sessions(command) => sessions::run(command, config, data_dir).await,
         Command::Serve(args) => serve::run(args, config, data_dir).await,
         Command::Tokens(command) => tokens::run(command, config, data_dir).await,
+        Command::Users(command) => users::run(command, config, data_dir).await,
+        Command::Audit(args) => users::audit(args, config, data_dir).await,
         Command::Gc(args) => gc::run(args, config, data_dir).await,
         Command::ModelServer { script, bind } => {
             let script = match script {

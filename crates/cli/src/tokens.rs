@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use agentd_server::access::{Audit, OPERATOR};
 use agentd_server::config::Config;
 use agentd_server::http::auth::{new_token, valid_user_name};
 use agentd_server::paths::open_store;
@@ -19,6 +20,9 @@ pub enum TokensCommand {
         /// A label to recognise the token by (say, the machine it is for).
         #[arg(long, default_value = "")]
         name: String,
+        /// Make the user an admin (every profile and model, `/v1/admin/*`).
+        #[arg(long)]
+        admin: bool,
     },
     /// List tokens (never the tokens themselves).
     Ls {
@@ -42,7 +46,9 @@ pub async fn run(command: TokensCommand, config: Config, data_dir: PathBuf) -> u
         }
     };
     let outcome = match command {
-        TokensCommand::Create { user, name } => create(store.as_ref(), &user, &name).await,
+        TokensCommand::Create { user, name, admin } => {
+            create(store.as_ref(), &user, &name, admin).await
+        }
         TokensCommand::Ls { user, json } => ls(store.as_ref(), user.as_deref(), json).await,
         TokensCommand::Revoke { id } => revoke(store.as_ref(), &id).await,
     };
@@ -55,7 +61,12 @@ pub async fn run(command: TokensCommand, config: Config, data_dir: PathBuf) -> u
     }
 }
 
-async fn create(store: &dyn Store, user: &str, label: &str) -> Result<u8, StoreError> {
+async fn create(
+    store: &dyn Store,
+    user: &str,
+    label: &str,
+    admin: bool,
+) -> Result<u8, StoreError> {
     if !valid_user_name(user) {
         eprintln!("agentd: invalid user name {user:?}: use 1-64 letters, digits and . - _ @ +");
         return Ok(exit::USAGE);
@@ -64,8 +75,16 @@ async fn create(store: &dyn Store, user: &str, label: &str) -> Result<u8, StoreE
         Some(user) => user,
         None => store.create_user(user).await?,
     };
+    let audit = Audit::new(store, OPERATOR);
+    if admin && !user.is_admin {
+        store.set_user_flags(&user.name, Some(true), None).await?;
+        let detail = serde_json::json!({"is_admin": true});
+        audit.record("user.update", Some(&user.name), detail).await;
+    }
     let (token, hash, prefix) = new_token();
     let record = store.create_token(&user.id, label, &hash, &prefix).await?;
+    let detail = serde_json::json!({"token_id": record.id, "name": label});
+    audit.record("token.create", Some(&user.name), detail).await;
     println!("{token}");
     eprintln!(
         "agentd: token {} for user {}; it is shown only now. Send it as \
@@ -129,6 +148,10 @@ async fn ls(store: &dyn Store, user: Option<&str>, as_json: bool) -> Result<u8, 
 
 async fn revoke(store: &dyn Store, id: &str) -> Result<u8, StoreError> {
     if store.revoke_token(id).await? {
+        let detail = serde_json::json!({"token_id": id});
+        Audit::new(store, OPERATOR)
+            .record("token.revoke", None, detail)
+            .await;
         eprintln!("agentd: token {id} revoked");
         Ok(exit::OK)
     } else {

@@ -25,6 +25,8 @@ pub struct TurnLimits {
     /// Spend per session, in USD; `session_spent_usd` is what earlier turns spent.
     pub max_session_budget_usd: Option<f64>,
     pub session_spent_usd: f64,
+    /// What the session's owner may still spend under a quota of theirs.
+    pub owner_spend: Option<SpendCap>,
     /// Circuit breaker: this many failing tool calls in a row end the turn (0: off).
     pub max_failed_calls: u32,
     /// Circuit breaker: the same call (tool and input) this many times in a
@@ -39,6 +41,16 @@ pub struct TurnLimits {
     pub compact_threshold: f64,
 }
 
+/// A spend quota of the session's owner (per day, per month), as the
+/// turn starts: the turn ends as `budget_exceeded` when it has spent what
+/// is left.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpendCap {
+    pub remaining_usd: f64,
+    /// The quota's name, for the message (`spend_usd_per_day`).
+    pub quota: String,
+}
+
 impl Default for TurnLimits {
     fn default() -> Self {
         Self {
@@ -47,6 +59,7 @@ impl Default for TurnLimits {
             max_budget_usd: None,
             max_session_budget_usd: None,
             session_spent_usd: 0.0,
+            owner_spend: None,
             max_failed_calls: 8,
             max_identical_calls: 5,
             max_output_tokens: 8192,

@@ -35,6 +35,19 @@ impl TurnRun<'_> {
                 ),
             ));
         }
+        if let Some(cap) = &limits.owner_spend
+            && spent >= cap.remaining_usd
+        {
+            return Some(stop(
+                TurnStatus::BudgetExceeded,
+                "spend_quota_exceeded",
+                format!(
+                    "The turn spent ${spent:.4}, all that was left of your {} quota \
+                     (${:.4}). Ask an admin to raise it, or wait for it to reset.",
+                    cap.quota, cap.remaining_usd
+                ),
+            ));
+        }
         let session = limits.session_spent_usd + spent;
         if let Some(budget) = limits.max_session_budget_usd
             && session >= budget

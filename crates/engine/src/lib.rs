@@ -24,7 +24,7 @@ mod sink;
 mod tool_exec;
 mod turn;
 
-pub use agent::{Agent, AgentConfig, TurnLimits};
+pub use agent::{Agent, AgentConfig, SpendCap, TurnLimits};
 pub use agent_tools::{AgentToolSet, SubagentDef, SubagentModel, Subagents, validate_answers};
 pub use approval::{
     Answer, ApprovalRequest, Approver, Decision, FixedApprover, QuestionAnswer, QuestionRequest,

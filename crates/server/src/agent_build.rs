@@ -105,6 +105,7 @@ impl Runtime {
         // A root server runs the agent as its owner's own uid: the
         // workspace must be theirs before anything runs in it.
         let identity = self.agent_identity(&session.owner).await?;
+        let owner_spend = self.access().owner_spend_cap(&session.owner).await?;
         if let Some(identity) = identity {
             crate::workspace_owner::hand_over_before_turn(
                 &session.id,
@@ -220,6 +221,7 @@ impl Runtime {
                 max_budget_usd: options.max_budget_usd.or(profile.max_budget_usd),
                 max_session_budget_usd: profile.max_session_budget_usd,
                 session_spent_usd: session.cost_usd,
+                owner_spend,
                 max_failed_calls: profile.max_failed_calls,
                 max_identical_calls: profile.max_identical_calls,
                 max_output_tokens: model.max_output_tokens,

@@ -45,8 +45,9 @@ impl Runtime {
         if let Some(identity) = self.identities.get(owner) {
             return Ok(identity);
         }
-        let identity = match self.config.users.get(owner) {
-            Some(user) => user.identity(),
+        let pinned = self.config.users.get(owner).and_then(|user| user.identity());
+        let identity = match pinned {
+            Some(identity) => identity,
             None => {
                 let (first, last) = self.config.server.agent_uid_range();
                 let uid = self.store.agent_uid(owner, first, last).await?;

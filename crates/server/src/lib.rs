@@ -10,6 +10,7 @@ pub mod claude_code;
 pub mod cluster;
 pub mod config;
 pub mod http;
+pub mod access;
 mod identity;
 pub mod metrics;
 pub mod models;

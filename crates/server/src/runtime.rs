@@ -409,6 +409,7 @@ impl Runtime {
         self.store
             .finish_turn_with_session(turn_id, finished.status, &session.id, update)
             .await?;
+        crate::access::metrics::spent(&session.owner, finished.cost_usd);
         Ok(())
     }
 

@@ -241,7 +241,7 @@ pub(crate) fn user(row: &impl Columns) -> StoreResult<UserRecord> {
 }
 
 pub(crate) const TOKEN_SELECT: &str = "SELECT t.id, t.user_id, u.name AS user_name, \
-    u.disabled_at AS user_disabled_at, t.name, t.token_hash, t.prefix, t.created_at, \
+    u.disabled_at AS user_disabled_at, u.is_admin AS user_is_admin, t.name, t.token_hash, t.prefix, t.created_at, \
     t.last_used_at, t.expires_at, t.revoked_at \
     FROM api_tokens t JOIN users u ON u.id = t.user_id";
 
@@ -251,6 +251,7 @@ pub(crate) fn token(row: &impl Columns) -> StoreResult<TokenRecord> {
         user_id: row.text("user_id")?,
         user_name: row.text("user_name")?,
         user_disabled: row.opt_int("user_disabled_at")?.is_some(),
+        user_is_admin: row.flag("user_is_admin")?,
         name: row.text("name")?,
         token_hash: row.text("token_hash")?,
         prefix: row.text("prefix")?,

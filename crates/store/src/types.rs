@@ -119,6 +119,9 @@ pub struct TokenRecord {
     pub user_name: String,
     /// Set when the owner is disabled: the token no longer works.
     pub user_disabled: bool,
+    /// Whether the owner is an admin.
+    #[serde(default)]
+    pub user_is_admin: bool,
     /// A label chosen at creation.
     pub name: String,
     pub token_hash: String,

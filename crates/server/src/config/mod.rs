@@ -8,8 +8,10 @@ use agentd_engine::hooks::{HookConfig, Hooks};
 use agentd_engine::permissions::{PermissionMode, PermissionPolicy, RuleError};
 use serde::Deserialize;
 
+mod access;
 mod agents;
 mod users;
+pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
 pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
 
@@ -45,9 +47,16 @@ pub struct Config {
     pub skills: SkillsToml,
     #[serde(default)]
     pub cluster: ClusterConfig,
-    /// `[users.NAME]`: per-user settings (the uid their agent works as).
+    /// `[users.NAME]`: per-user settings (the uid their agent works as,
+    /// their quotas).
     #[serde(default)]
     pub users: BTreeMap<String, UserToml>,
+    /// Which profiles and models users may choose; who is an admin.
+    #[serde(default)]
+    pub access: AccessConfig,
+    /// Every user's limits (off unless set); `[users.NAME.quotas]` overrides.
+    #[serde(default)]
+    pub quotas: QuotaToml,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -71,6 +80,11 @@ pub struct ServerConfig {
     /// root (default [`DEFAULT_AGENT_UIDS`]); see [`UserToml`].
     #[serde(default, deserialize_with = "users::uid_range")]
     pub agent_uids: Option<[u32; 2]>,
+    /// `auth = "none"`: `Host` names accepted besides loopback addresses and
+    /// `localhost` (say, a name in /etc/hosts for this machine). Everything
+    /// else is refused, so a page elsewhere cannot rebind a name to us.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// [`ServerConfig::spare_sandboxes`] when unset.
@@ -387,6 +401,7 @@ impl Config {
         }
         agents::check(&config.mcp_servers, &config.subagents, &config.models)?;
         users::check(&config.server, &config.users)?;
+        access::check(&config)?;
         if config.cluster.lease_timeout_s == 0 || config.cluster.max_running_turns == 0 {
             return Err(
                 "[cluster] lease_timeout_s and max_running_turns must be at least 1".into(),

@@ -2,6 +2,7 @@
 //! agent works as when agentd runs as root (its sandboxes and every file
 //! operation of its tools). A user without `[users.NAME] uid` gets the lowest
 //! free uid of the range, recorded in the database, kept for good.
+//! `[users.NAME.quotas]` overrides `[quotas]` for that user.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,6 +10,7 @@ use agentd_sandbox::confined::FsIdentity;
 use serde::Deserialize;
 
 use super::ServerConfig;
+use super::access::QuotaToml;
 
 /// [`ServerConfig::agent_uids`] when unset.
 pub const DEFAULT_AGENT_UIDS: [u32; 2] = [200_000, 299_999];
@@ -19,23 +21,28 @@ pub const MIN_AGENT_ID: u32 = 1000;
 const RESERVED_IDS: [u32; 3] = [65_534, 65_535, u32::MAX];
 
 /// `[users.NAME]`: settings of one user (the name sessions are owned by).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UserToml {
     /// The uid this user's agent works as, instead of one from
     /// `[server] agent_uids`. At least 1000, outside that range, and no other
     /// user's.
-    pub uid: u32,
+    pub uid: Option<u32>,
     /// Its gid (at least 1000); the uid when absent.
     pub gid: Option<u32>,
+    /// This user's limits, over `[quotas]` key by key.
+    #[serde(default)]
+    pub quotas: QuotaToml,
 }
 
 impl UserToml {
-    pub fn identity(&self) -> FsIdentity {
-        FsIdentity {
-            uid: self.uid,
-            gid: self.gid.unwrap_or(self.uid),
-        }
+    /// The pinned uid and gid, if `uid` is set.
+    pub fn identity(&self) -> Option<FsIdentity> {
+        let uid = self.uid?;
+        Some(FsIdentity {
+            uid,
+            gid: self.gid.unwrap_or(uid),
+        })
     }
 }
 
@@ -80,7 +87,18 @@ pub(super) fn check(
     }
     let mut pinned = BTreeSet::new();
     for (name, user) in users {
-        let ids = [("uid", Some(user.uid)), ("gid", user.gid)];
+        if let Some(message) = user.quotas.problem() {
+            return Err(format!("[users.{name:?}.quotas] {message}"));
+        }
+        let Some(uid) = user.uid else {
+            if user.gid.is_some() {
+                return Err(format!(
+                    "[users.{name:?}] gid without uid: set the uid the agent works as too"
+                ));
+            }
+            continue;
+        };
+        let ids = [("uid", Some(uid)), ("gid", user.gid)];
         for (key, id) in ids.into_iter().filter_map(|(key, id)| Some((key, id?))) {
             if id < MIN_AGENT_ID || RESERVED_IDS.contains(&id) {
                 return Err(format!(
@@ -90,17 +108,15 @@ pub(super) fn check(
                 ));
             }
         }
-        if (first..=last).contains(&user.uid) {
+        if (first..=last).contains(&uid) {
             return Err(format!(
-                "[users.{name:?}] uid = {}: inside [server] agent_uids ({first}-{last}), \
-                 where agentd gives uids to other users; choose one outside it",
-                user.uid
+                "[users.{name:?}] uid = {uid}: inside [server] agent_uids ({first}-{last}), \
+                 where agentd gives uids to other users; choose one outside it"
             ));
         }
-        if !pinned.insert(user.uid) {
+        if !pinned.insert(uid) {
             return Err(format!(
-                "[users.{name:?}] uid = {}: another user has this uid; each user needs their own",
-                user.uid
+                "[users.{name:?}] uid = {uid}: another user has this uid; each user needs their own"
             ));
         }
     }
@@ -120,9 +136,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.server.agent_uid_range(), (5000, 5999));
-        let alice = config.users["alice"].identity();
+        let alice = config.users["alice"].identity().unwrap();
         assert_eq!((alice.uid, alice.gid), (1500, 1500));
-        let bob = config.users["bob smith"].identity();
+        let bob = config.users["bob smith"].identity().unwrap();
         assert_eq!((bob.uid, bob.gid), (1600, 2000));
         let default = Config::parse("").unwrap();
         assert_eq!(default.server.agent_uid_range(), (200_000, 299_999));

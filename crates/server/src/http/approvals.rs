@@ -8,6 +8,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::AppState;
+use super::access_check::audit;
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
 use super::sessions::owned_session;
@@ -137,6 +138,9 @@ pub async fn answer_permission(
             message: "no turn is waiting for this request any more".into(),
         });
     }
+    let detail = serde_json::json!({"request_id": request_id, "decision": decision.as_str(),
+        "tool": record.data.get("tool")});
+    audit(&state, &user, "permission.answer", Some(&id), detail).await;
     Ok(Json(PermissionAnswered {
         request_id,
         decision: decision.as_str().to_string(),
@@ -201,6 +205,8 @@ pub async fn answer_question(
             message: "no turn is waiting for this question any more".into(),
         });
     }
+    let detail = serde_json::json!({"request_id": request_id, "answers": body.answers});
+    audit(&state, &user, "question.answer", Some(&id), detail).await;
     Ok(Json(QuestionAnswered {
         request_id,
         answers: body.answers,

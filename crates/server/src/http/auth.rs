@@ -6,8 +6,12 @@
 //!   own `Origin` (cross-site request forgery); Bearer requests need none.
 //! - `header`: a trusted proxy names the user in a header and proves itself
 //!   with a shared secret header (compared in constant time).
-//! - `none`: everyone is [`LOCAL_USER`], the owner `agentd run` uses; only
-//!   allowed on a loopback address.
+//! - `none`: everyone is [`LOCAL_USER`], the owner `agentd run` uses, an
+//!   admin; only allowed on a loopback address, and only for requests whose
+//!   `Host` names this machine (see `local_host`).
+//!
+//! Admins are the users marked so in the database (`agentd users admin`,
+//! `agentd tokens create --admin`) and those named in `[access] admins`.
 //!
 //! Every failure is the same bare 401.
 
@@ -42,7 +46,10 @@ pub const SESSION_MAX_AGE_S: i64 = 30 * 24 * 3600;
 
 #[derive(Debug, Clone)]
 pub enum Auth {
-    None,
+    None {
+        /// `Host` names answered besides loopback ones (`[server] allowed_hosts`).
+        allowed_hosts: Vec<String>,
+    },
     Token,
     Header {
         user_header: HeaderName,
@@ -68,7 +75,9 @@ impl Auth {
                 "auth = \"none\" is only allowed on a loopback address, not {bind}; \
                  use auth = \"token\" (and `agentd tokens create`) or bind 127.0.0.1"
             ))),
-            AuthMode::None => Ok(Auth::None),
+            AuthMode::None => Ok(Auth::None {
+                allowed_hosts: server.allowed_hosts.clone(),
+            }),
             AuthMode::Token => Ok(Auth::Token),
             AuthMode::Header => {
                 let name = server.header_name.as_deref().unwrap_or(DEFAULT_USER_HEADER);
@@ -100,6 +109,18 @@ impl Auth {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {
     pub name: String,
+    /// May use every profile and model, and the admin routes.
+    pub is_admin: bool,
+}
+
+impl User {
+    /// The user of the command line and of `auth = "none"`.
+    pub fn local() -> Self {
+        User {
+            name: LOCAL_USER.into(),
+            is_admin: true,
+        }
+    }
 }
 
 impl FromRequestParts<AppState> for User {
@@ -117,15 +138,14 @@ pub(super) async fn authenticate(
     headers: &HeaderMap,
 ) -> Result<User, ApiError> {
     match state.auth.as_ref() {
-        Auth::None => {
+        Auth::None { .. } => {
             // Nobody signs in, so any page the browser shows could write
             // here: a browser names a foreign page's origin, so refuse it.
+            // (The `Host` was checked for every request, in `common`.)
             if is_write(method) && headers.contains_key(ORIGIN) && !same_origin(headers) {
                 return Err(ApiError::BadOrigin);
             }
-            Ok(User {
-                name: LOCAL_USER.into(),
-            })
+            Ok(User::local())
         }
         Auth::Token => {
             if let Some(value) = headers.get(AUTHORIZATION) {
@@ -135,9 +155,7 @@ pub(super) async fn authenticate(
                     .and_then(bearer)
                     .ok_or(ApiError::Unauthorized)?;
                 let record = token_record(state, token).await?;
-                return Ok(User {
-                    name: record.user_name,
-                });
+                return Ok(token_user(state, record));
             }
             let token = session_cookie(headers).ok_or(ApiError::Unauthorized)?;
             let record = token_record(state, token).await?;
@@ -148,9 +166,7 @@ pub(super) async fn authenticate(
             if is_write(method) && !same_origin(headers) {
                 return Err(ApiError::BadOrigin);
             }
-            Ok(User {
-                name: record.user_name,
-            })
+            Ok(token_user(state, record))
         }
         Auth::Header {
             user_header,
@@ -170,11 +186,33 @@ pub(super) async fn authenticate(
                 .map(str::trim)
                 .filter(|name| valid_user_name(name))
                 .ok_or(ApiError::Unauthorized)?;
+            // The proxy names users who may have no row: admins are those
+            // marked in the database or in the config.
+            let store = &state.registry.runtime().store;
+            let row = store.get_user_by_name(name).await?;
+            if row.as_ref().is_some_and(|user| user.disabled_at.is_some()) {
+                return Err(ApiError::Unauthorized);
+            }
+            let is_admin = row.is_some_and(|user| user.is_admin) || configured_admin(state, name);
             Ok(User {
                 name: name.to_string(),
+                is_admin,
             })
         }
     }
+}
+
+fn token_user(state: &AppState, record: TokenRecord) -> User {
+    let is_admin = record.user_is_admin || configured_admin(state, &record.user_name);
+    User {
+        name: record.user_name,
+        is_admin,
+    }
+}
+
+fn configured_admin(state: &AppState, name: &str) -> bool {
+    let admins = &state.registry.runtime().config.access.admins;
+    admins.iter().any(|admin| admin == name)
 }
 
 /// The usable token record of `token`, or 401.

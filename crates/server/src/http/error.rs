@@ -32,6 +32,22 @@ pub enum ApiError {
     MethodNotAllowed,
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// A profile or model the caller has no grant for.
+    #[error("{0}")]
+    NotGranted(String),
+    /// An admin-only route.
+    #[error("this needs an admin; ask one to run it or to make you one")]
+    AdminOnly,
+    /// Spend, stored sessions or workspace bytes at the caller's quota.
+    #[error("{0}")]
+    QuotaExceeded(String),
+    /// Too many turns at once or in the hour: try again after `retry_after_s`.
+    #[error("{message}")]
+    RateLimited { message: String, retry_after_s: u64 },
+    /// `auth = "none"` and a `Host` that is not this machine's: possibly a
+    /// page elsewhere that rebound its name to us.
+    #[error("this server answers only to localhost and loopback addresses (and [server] allowed_hosts)")]
+    BadHost,
     #[error("{0}")]
     TooLarge(String),
     #[error("{0}")]
@@ -52,7 +68,13 @@ impl ApiError {
         match self {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Forbidden(_) | ApiError::BadOrigin => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_)
+            | ApiError::BadOrigin
+            | ApiError::NotGranted(_)
+            | ApiError::AdminOnly
+            | ApiError::QuotaExceeded(_) => StatusCode::FORBIDDEN,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::BadHost => StatusCode::MISDIRECTED_REQUEST,
             ApiError::NotFound(_) | ApiError::RouteNotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -71,6 +93,11 @@ impl ApiError {
             ApiError::BadRequest(_) => "invalid_request",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::BadOrigin => "bad_origin",
+            ApiError::NotGranted(_) => "not_granted",
+            ApiError::AdminOnly => "admin_only",
+            ApiError::QuotaExceeded(_) => "quota_exceeded",
+            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::BadHost => "bad_host",
             ApiError::NotFound(_) => "not_found",
             ApiError::RouteNotFound => "route_not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
@@ -106,6 +133,10 @@ pub struct ErrorDetail {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
+        let retry_after = match &self {
+            ApiError::RateLimited { retry_after_s, .. } => Some(*retry_after_s),
+            _ => None,
+        };
         if let ApiError::Internal(detail) = &self {
             tracing::error!(%detail, "request failed");
         }
@@ -122,6 +153,9 @@ impl IntoResponse for ApiError {
         let headers = response.headers_mut();
         if status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(seconds) = retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
         }
         if status == StatusCode::PAYLOAD_TOO_LARGE {
             // The rest of the body is never read, so the connection cannot be

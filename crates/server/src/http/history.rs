@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::AppState;
+use super::access_check::{audit, check_new_session};
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
 use super::files::owner_identity;
@@ -159,6 +160,12 @@ pub async fn rewind(
         0
     };
     tracing::info!(session_id = %id, checkpoint = %record.id, files = files_restored.len(), messages_removed, "rewound");
+    let detail = serde_json::json!({
+        "checkpoint_id": record.id,
+        "files_restored": files_restored.len(),
+        "messages_removed": messages_removed,
+    });
+    audit(&state, &user, "session.rewind", Some(&id), detail).await;
     Ok(Json(Rewound {
         checkpoint_id: record.id,
         files_restored,
@@ -191,6 +198,7 @@ pub async fn fork(
     ApiJson(body): ApiJson<ForkRequest>,
 ) -> ApiResult<(StatusCode, Json<SessionView>)> {
     let source = owned_session(&state, &user, &id).await?;
+    check_new_session(&state, &user, &source.profile, &source.model).await?;
     let source = with_local_workspace(&state, source).await?;
     let store = state.registry.runtime().store.clone();
     let messages = store.messages(&id).await?;
@@ -257,5 +265,7 @@ pub async fn fork(
     }
     share_workspace(&state, &new_id).await?;
     tracing::info!(from = %id, session_id = %new_id, messages = kept.len(), "forked");
+    let detail = serde_json::json!({"from": id, "messages": kept.len()});
+    audit(&state, &user, "session.fork", Some(&new_id), detail).await;
     Ok((StatusCode::CREATED, Json(view(&state, session))))
 }

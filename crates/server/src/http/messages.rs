@@ -9,6 +9,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::AppState;
+use super::access_check::check_turn;
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
 use super::sessions::owned_session;
@@ -80,6 +81,7 @@ pub async fn post_message(
             "client_request_id must be 1 to {MAX_REQUEST_ID_CHARS} characters"
         )));
     }
+    check_turn(&state, &user, &session).await?;
     let submission = Submission {
         text: body.content,
         client_request_id: body.client_request_id,
@@ -103,6 +105,9 @@ pub async fn post_message(
         Accepted::Duplicate(_) => "duplicate",
     };
     tracing::info!(session_id = %id, turn_id = accepted.turn_id(), kind, "message accepted");
+    if !matches!(accepted, Accepted::Duplicate(_)) {
+        crate::access::metrics::turn_started(&user.name);
+    }
     Ok((
         StatusCode::ACCEPTED,
         Json(TurnAccepted {

@@ -77,12 +77,15 @@ fn provider_name(provider: Provider) -> &'static str {
     }
 }
 
-/// Models sessions can use: the configured ones, the default, and `demo`.
+/// Models the caller may choose: the configured ones, the default, and
+/// `demo`, less those not granted to them.
 #[utoipa::path(get, path = "/v1/models", tag = "server",
     responses((status = 200, body = ModelList), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn models(State(state): State<AppState>, _user: User) -> ApiResult<Json<ModelList>> {
-    let config = &state.registry.runtime().config;
+pub async fn models(State(state): State<AppState>, user: User) -> ApiResult<Json<ModelList>> {
+    let runtime = state.registry.runtime();
+    let usable = runtime.access().usable(&user.name, user.is_admin).await?;
+    let config = &runtime.config;
     let env = state.registry.env().clone();
     let lookup = move |key: &str| env.get(key).cloned();
     let mut models: Vec<ModelInfo> = config
@@ -112,24 +115,29 @@ pub async fn models(State(state): State<AppState>, _user: User) -> ApiResult<Jso
             model: "demo".into(),
         });
     }
+    models.retain(|m| usable.model(config, &m.id));
     Ok(Json(ModelList {
         models,
         default: default.map(|d| d.spec),
     }))
 }
 
-/// Profiles sessions can use (`default` always exists).
+/// Profiles the caller may choose (`default` always exists, though it may
+/// not be theirs).
 #[utoipa::path(get, path = "/v1/profiles", tag = "server",
     responses((status = 200, body = ProfileList), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn profiles(State(state): State<AppState>, _user: User) -> ApiResult<Json<ProfileList>> {
-    let config = &state.registry.runtime().config;
+pub async fn profiles(State(state): State<AppState>, user: User) -> ApiResult<Json<ProfileList>> {
+    let runtime = state.registry.runtime();
+    let usable = runtime.access().usable(&user.name, user.is_admin).await?;
+    let config = &runtime.config;
     let mut names: Vec<String> = config.profiles.keys().cloned().collect();
     if !names.iter().any(|n| n == "default") {
         names.insert(0, "default".into());
     }
     let profiles = names
         .into_iter()
+        .filter(|name| usable.profile(config, name))
         .filter_map(|name| {
             let profile = config.profile(&name).ok()?;
             Some(ProfileInfo {

@@ -6,7 +6,10 @@ pub mod approvals;
 pub mod auth;
 pub mod error;
 mod files;
+mod access_check;
+mod admin;
 mod history;
+mod local_host;
 mod messages;
 mod meta;
 mod sessions;
@@ -70,6 +73,7 @@ pub struct AppState {
         (name = "sessions", description = "Sessions, their messages and live events"),
         (name = "files", description = "Read-only workspace browsing"),
         (name = "auth", description = "Signing the web UI in and out"),
+        (name = "admin", description = "Users, grants, usage and the audit log (admins only)"),
         (name = "server", description = "What the server offers, health and metrics")
     )
 )]
@@ -111,6 +115,13 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(files::file_content))
         .routes(routes!(meta::models))
         .routes(routes!(meta::profiles))
+        .routes(routes!(admin::usage))
+        .routes(routes!(admin::list_users))
+        .routes(routes!(admin::get_user, admin::update_user))
+        .routes(routes!(admin::add_grant))
+        .routes(routes!(admin::remove_grant))
+        .routes(routes!(admin::audit_log))
+        .routes(routes!(admin::user_metrics))
         .routes(routes!(meta::healthz))
         .routes(routes!(meta::metrics))
         .routes(routes!(meta::openapi))
@@ -164,7 +175,17 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
         path = %request.uri().path(),
     );
     let started = Instant::now();
-    let mut response = if declared_length(&request).is_some_and(|n| n > BODY_LIMIT as u64) {
+    let foreign_host = match state.auth.as_ref() {
+        Auth::None { allowed_hosts } => !local_host::is_local_host(
+            request.headers(),
+            request.uri().authority(),
+            allowed_hosts,
+        ),
+        _ => false,
+    };
+    let mut response = if foreign_host {
+        ApiError::BadHost.into_response()
+    } else if declared_length(&request).is_some_and(|n| n > BODY_LIMIT as u64) {
         // Refused before a byte of the body is read.
         ApiError::TooLarge(format!("the request body is over {BODY_LIMIT} bytes")).into_response()
     } else {

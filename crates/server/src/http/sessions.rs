@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
+use super::access_check::{audit, check_new_session};
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
 use crate::models::resolve_model;
@@ -257,6 +258,7 @@ pub async fn create_session(
     let model = resolve_model(&runtime.config, body.model.as_deref(), &lookup)
         .map_err(|err| ApiError::BadRequest(err.to_string()))?;
     let title = body.title.as_deref().map(check_title).transpose()?;
+    check_new_session(&state, &user, &profile, &model.spec).await?;
 
     // Whom the agent works as comes first: no workspace is left behind when
     // no uid can be had.
@@ -270,7 +272,7 @@ pub async fn create_session(
         .store
         .create_session(NewSession {
             id: Some(id),
-            owner: user.name,
+            owner: user.name.clone(),
             title,
             workspace: workspace.display().to_string(),
             model: model.spec,
@@ -285,6 +287,8 @@ pub async fn create_session(
         }
     };
     tracing::info!(session_id = %session.id, "session created");
+    let detail = serde_json::json!({"profile": session.profile, "model": session.model});
+    audit(&state, &user, "session.create", Some(&session.id), detail).await;
     Ok((StatusCode::CREATED, Json(view(&state, session))))
 }
 
@@ -427,5 +431,6 @@ pub async fn delete_session(
         tracing::warn!(session_id = %id, %err, "cannot remove the workspace");
     }
     tracing::info!(session_id = %id, "session deleted");
+    audit(&state, &user, "session.delete", Some(&id), serde_json::json!({})).await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 use utoipa::openapi::security::SecurityRequirement;
 
 use super::AppState;
+use crate::access::Audit;
 use super::auth::{
     Auth, SESSION_COOKIE, SESSION_MAX_AGE_S, User, authenticate, new_token, over_https,
     same_origin, session_cookie, token_record,
@@ -41,7 +42,7 @@ pub struct SignedIn {
 
 fn mode_name(auth: &Auth) -> &'static str {
     match auth {
-        Auth::None => "none",
+        Auth::None { .. } => "none",
         Auth::Token => "token",
         Auth::Header { .. } => "header",
     }
@@ -94,6 +95,10 @@ pub async fn login(
         .create_token(&record.user_id, SIGN_IN_TOKEN_NAME, &hash, &prefix)
         .await?;
     let cookie = cookie(&headers, &token, SESSION_MAX_AGE_S)?;
+    let store = store.as_ref();
+    Audit::new(store, &record.user_name)
+        .record("login", Some(&record.user_name), serde_json::json!({"token_id": record.id}))
+        .await;
     let mut response = Json(signed_in(&state, record.user_name)).into_response();
     response.headers_mut().insert(SET_COOKIE, cookie);
     Ok(response)
@@ -115,12 +120,11 @@ pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> ApiRes
         if matches!(state.auth.as_ref(), Auth::Token)
             && let Ok(record) = token_record(&state, token).await
         {
-            state
-                .registry
-                .runtime()
-                .store
-                .revoke_token(&record.id)
-                .await?;
+            let store = state.registry.runtime().store.as_ref();
+            store.revoke_token(&record.id).await?;
+            Audit::new(store, &record.user_name)
+                .record("logout", Some(&record.user_name), serde_json::json!({}))
+                .await;
         }
     }
     let mut response = StatusCode::NO_CONTENT.into_response();

@@ -1,0 +1,268 @@
+//! A server shared by a team, over real HTTP: admins and grants decide who
+//! may use which profile and model (checked on create, fork and every turn),
+//! and the audit log says who did what.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::server_common::{Harness, Server, WAIT};
+
+const CONFIG: &str = "[models.default]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
+    base_url = \"{URL}\"\n\
+    [models.dear]\nprovider = \"anthropic\"\nmodel = \"claude-opus-4-1\"\nbase_url = \"{URL}\"\n\
+    [access]\nmodels = [\"default\"]\n\
+    [profiles.default]\n\
+    [profiles.yolo]\nmode = \"bypass\"\n";
+
+fn names(list: &Value, key: &str, field: &str) -> Vec<String> {
+    list[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item[field].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn create(server: &Server, body: Value) -> (StatusCode, Value) {
+    server.post("/v1/sessions", body).await
+}
+
+async fn wait_pending(server: &Server, session: &str) -> String {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (_, pending) = server.get(&format!("/v1/sessions/{session}/pending")).await;
+        if let Some(id) = pending["pending"][0]["request_id"].as_str() {
+            return id.to_string();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no permission request");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() {
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "run it"},
+         "content": [{"type": "tool_use", "name": "Bash", "input": {"command": "echo ran"}}]},
+        {"repeat": true, "content": [{"type": "text", "text": "ok"}]}
+    ]});
+    let h = Harness::new(script, CONFIG).await;
+    let (code, admin_token, stderr) = h
+        .cli(&["tokens", "create", "--user", "root", "--admin"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let alice_token = h.token("alice").await;
+    let server = h.start().await;
+    let root = server.as_user(admin_token.trim());
+    let alice = server.as_user(&alice_token);
+
+    // What alice sees: no admin-only profile, no model outside [access].
+    let (_, profiles) = alice.get("/v1/profiles").await;
+    assert_eq!(names(&profiles, "profiles", "name"), ["default"]);
+    let (_, models) = alice.get("/v1/models").await;
+    assert!(!names(&models, "models", "id").contains(&"dear".into()), "{models}");
+    let (_, profiles) = root.get("/v1/profiles").await;
+    assert!(names(&profiles, "profiles", "name").contains(&"yolo".into()));
+    let (_, models) = root.get("/v1/models").await;
+    assert!(names(&models, "models", "id").contains(&"dear".into()));
+
+    // Refused, and nothing made: no session, no workspace.
+    for body in [json!({"profile": "yolo"}), json!({"model": "dear"})] {
+        let (status, error) = create(&alice, body.clone()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}: {error}");
+        assert_eq!(error["error"]["code"], "not_granted", "{error}");
+    }
+    let (_, mine) = alice.get("/v1/sessions").await;
+    assert_eq!(mine["sessions"], json!([]));
+    let workspaces = h.data().join("workspaces");
+    let made = std::fs::read_dir(&workspaces).map_or(0, |dir| dir.count());
+    assert_eq!(made, 0, "no workspace for a refused session");
+    let (status, _) = create(&root, json!({"profile": "yolo", "model": "dear"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    // Admin routes are admins' only.
+    let (status, error) = alice.get("/v1/admin/users").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(error["error"]["code"], "admin_only");
+
+    // A grant opens the model; taking it back stops the next turn.
+    let (status, changed) = root
+        .post(
+            "/v1/admin/users/alice/grants",
+            json!({"kind": "model", "name": "dear"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["changed"], true);
+    assert_eq!(changed["user"]["grants"]["models"], json!(["dear"]));
+    let (_, models) = alice.get("/v1/models").await;
+    assert!(names(&models, "models", "id").contains(&"dear".into()));
+    let (status, session) = create(&alice, json!({"model": "dear"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let dear = session["id"].as_str().unwrap().to_string();
+    alice.message(&dear, "hello").await;
+    alice.wait_idle(&dear).await;
+    let (status, _) = root
+        .send(root.request(Method::DELETE, "/v1/admin/users/alice/grants/model/dear"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, error) = alice
+        .post(
+            &format!("/v1/sessions/{dear}/messages"),
+            json!({"content": "again"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{error}");
+    assert_eq!(error["error"]["code"], "not_granted");
+    assert!(
+        error["error"]["message"].as_str().unwrap().contains("dear"),
+        "the message names the model: {error}"
+    );
+    let (_, record) = alice.get(&format!("/v1/sessions/{dear}")).await;
+    assert_eq!(record["totals"]["turns"], 1, "no turn was started");
+    let (status, _) = alice.post(&format!("/v1/sessions/{dear}/fork"), json!({})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "a fork chooses the model too");
+
+    // The command line grants a profile by name.
+    let (code, _, stderr) = h.cli(&["users", "grant", "alice", "--profile", "yolo"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (status, _) = create(&alice, json!({"profile": "yolo"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (code, _, stderr) = h.cli(&["users", "revoke", "alice", "--profile", "yolo"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = h.cli(&["users", "grant", "alice", "--profile", "nope"]).await;
+    assert_ne!(code, 0, "an unknown profile is not granted");
+    assert!(stderr.contains("nope"), "{stderr}");
+
+    // An approval, a fork and a delete, each in the log with its actor.
+    let (_, session) = create(&alice, json!({})).await;
+    let plain = session["id"].as_str().unwrap().to_string();
+    alice.message(&plain, "run it").await;
+    let request = wait_pending(&alice, &plain).await;
+    let (status, _) = alice
+        .post(
+            &format!("/v1/sessions/{plain}/permissions/{request}"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    alice.wait_idle(&plain).await;
+    let (status, fork) = alice.post(&format!("/v1/sessions/{plain}/fork"), json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{fork}");
+    let (status, _) = alice
+        .send(alice.request(Method::DELETE, &format!("/v1/sessions/{plain}")))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    let (status, page) = root.get("/v1/admin/audit?limit=1000").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let entries = page["entries"].as_array().unwrap().clone();
+    let has = |actor: &str, action: &str, target: Option<&str>| {
+        entries.iter().any(|e| {
+            e["actor"] == actor
+                && e["action"] == action
+                && target.is_none_or(|t| e["target"] == t)
+        })
+    };
+    for (actor, action, target) in [
+        ("operator", "token.create", Some("root")),
+        ("operator", "user.update", Some("root")),
+        ("operator", "token.create", Some("alice")),
+        ("root", "session.create", None),
+        ("root", "grant.add", Some("alice")),
+        ("root", "grant.remove", Some("alice")),
+        ("operator", "grant.add", Some("alice")),
+        ("operator", "grant.remove", Some("alice")),
+        ("alice", "session.create", Some(dear.as_str())),
+        ("alice", "permission.answer", Some(plain.as_str())),
+        ("alice", "session.fork", fork["id"].as_str()),
+        ("alice", "session.delete", Some(plain.as_str())),
+    ] {
+        assert!(has(actor, action, target), "{actor} {action} {target:?} in {entries:#?}");
+    }
+    let answer = entries
+        .iter()
+        .find(|e| e["action"] == "permission.answer")
+        .unwrap();
+    assert_eq!(answer["detail"]["decision"], "allow");
+    let ids: Vec<i64> = entries.iter().map(|e| e["id"].as_i64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "oldest first: {ids:?}");
+    let (_, alices) = root.get("/v1/admin/audit?actor=alice").await;
+    assert!(
+        alices["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["actor"] == "alice")
+    );
+
+    // `agentd audit --json` exports the same entries, one per line.
+    let (code, stdout, stderr) = h.cli(&["audit", "--json"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let exported: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(exported.len(), entries.len());
+    assert_eq!(exported[0]["id"], entries[0]["id"]);
+
+    // Admins see users with grants and usage.
+    let (_, users) = root.get("/v1/admin/users").await;
+    let alice_view = users["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "alice")
+        .unwrap()
+        .clone();
+    assert_eq!(alice_view["is_admin"], false);
+    assert_eq!(alice_view["usage"]["sessions"], 3, "{alice_view}");
+    let (code, stdout, _) = h.cli(&["users", "ls"]).await;
+    assert_eq!(code, 0);
+    assert!(stdout.lines().any(|l| l.starts_with("root") && l.contains("admin")), "{stdout}");
+}
+
+#[tokio::test]
+async fn without_authentication_only_this_machines_names_are_answered() {
+    let h = Harness::new(
+        json!({"replies": [{"repeat": true, "content": [{"type": "text", "text": "ok"}]}]}),
+        "[server]\nauth = \"none\"\nallowed_hosts = [\"devbox.lan\"]\n",
+    )
+    .await;
+    let server = h.start().await;
+    let port = server.url.rsplit(':').next().unwrap().to_string();
+    let rebound = format!("rebind.attacker.example:{port}");
+    let origin = format!("http://{rebound}");
+    for (method, path) in [
+        (Method::GET, "/v1/sessions"),
+        (Method::POST, "/v1/sessions"),
+        (Method::GET, "/"),
+        (Method::GET, "/v1/auth/me"),
+    ] {
+        let request = server
+            .request(method.clone(), path)
+            .header("host", &rebound)
+            .header("origin", &origin)
+            .json(&json!({}));
+        let (status, body) = server.send(request).await;
+        assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{method} {path}: {body}");
+    }
+    let (_, sessions) = server.get("/v1/sessions").await;
+    assert_eq!(sessions["sessions"], json!([]), "the forged POST made nothing");
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("devbox.lan:{port}"),
+    ] {
+        let request = server
+            .request(Method::POST, "/v1/sessions")
+            .header("host", &host)
+            .header("origin", format!("http://{host}"))
+            .json(&json!({}));
+        let (status, body) = server.send(request).await;
+        assert_eq!(status, StatusCode::CREATED, "{host}: {body}");
+    }
+}

@@ -1,0 +1,262 @@
+//! `/v1/usage` (the caller's own) and the admin routes under `/v1/admin`:
+//! users with their grants and usage, changing flags and grants, the audit
+//! log, and per-user metrics (kept off the unauthenticated `/metrics`).
+
+use agentd_store::{AuditQuery, AuditRecord, GrantKind};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::auth::User;
+use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
+use crate::access::{AdminError, UsageReport, UserView};
+
+const DEFAULT_AUDIT_PAGE: u32 = 100;
+const MAX_AUDIT_PAGE: u32 = 1000;
+
+fn admin(user: &User) -> ApiResult<()> {
+    if user.is_admin {
+        Ok(())
+    } else {
+        Err(ApiError::AdminOnly)
+    }
+}
+
+impl From<AdminError> for ApiError {
+    fn from(err: AdminError) -> Self {
+        match err {
+            AdminError::Invalid(message) => ApiError::BadRequest(message),
+            AdminError::Store(err) => err.into(),
+        }
+    }
+}
+
+/// The caller's usage against their quotas.
+#[utoipa::path(get, path = "/v1/usage", tag = "server",
+    responses((status = 200, body = UsageReport), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn usage(State(state): State<AppState>, user: User) -> ApiResult<Json<UsageReport>> {
+    let report = state.registry.runtime().access().usage_report(&user.name).await?;
+    Ok(Json(report))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UserList {
+    pub users: Vec<UserView>,
+}
+
+/// Every user with a row, a grant or an admin entry: flags, grants, usage.
+#[utoipa::path(get, path = "/v1/admin/users", tag = "admin",
+    responses((status = 200, body = UserList), (status = 401, body = ErrorBody),
+        (status = 403, description = "`admin_only`", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn list_users(State(state): State<AppState>, user: User) -> ApiResult<Json<UserList>> {
+    admin(&user)?;
+    let users = state.registry.runtime().access().user_views().await?;
+    Ok(Json(UserList { users }))
+}
+
+/// One user (also one without a row: a proxy's user).
+#[utoipa::path(get, path = "/v1/admin/users/{name}", tag = "admin",
+    params(("name" = String, Path, description = "User name")),
+    responses((status = 200, body = UserView), (status = 401, body = ErrorBody),
+        (status = 403, description = "`admin_only`", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn get_user(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<UserView>> {
+    admin(&user)?;
+    let view = state.registry.runtime().access().user_view(&name).await?;
+    Ok(Json(view))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UserChange {
+    /// Make the user an admin, or not.
+    pub is_admin: Option<bool>,
+    /// Disable the user (their tokens stop working), or enable them again.
+    pub disabled: Option<bool>,
+}
+
+/// Make a user an admin or not, disable or enable them.
+#[utoipa::path(patch, path = "/v1/admin/users/{name}", tag = "admin",
+    params(("name" = String, Path, description = "User name")),
+    request_body = UserChange,
+    responses((status = 200, body = UserView), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "`admin_only`", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn update_user(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<UserChange>,
+) -> ApiResult<Json<UserView>> {
+    admin(&user)?;
+    if name == user.name && (body.is_admin == Some(false) || body.disabled == Some(true)) {
+        return Err(ApiError::BadRequest(
+            "an admin cannot demote or disable themselves; ask another admin".into(),
+        ));
+    }
+    let runtime = state.registry.runtime();
+    let view = runtime
+        .access()
+        .set_user_flags(&user.name, &name, body.is_admin, body.disabled)
+        .await?;
+    Ok(Json(view))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrantRequest {
+    /// `profile` or `model`.
+    #[schema(value_type = String)]
+    pub kind: GrantKind,
+    /// A profile of the config, or a model of `GET /v1/models`.
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GrantChanged {
+    /// `false` when it was already so.
+    pub changed: bool,
+    pub user: UserView,
+}
+
+/// Grant a user a profile or model beyond the defaults.
+#[utoipa::path(post, path = "/v1/admin/users/{name}/grants", tag = "admin",
+    params(("name" = String, Path, description = "User name")),
+    request_body = GrantRequest,
+    responses((status = 200, body = GrantChanged), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "`admin_only`", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn add_grant(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<GrantRequest>,
+) -> ApiResult<Json<GrantChanged>> {
+    change_grant(&state, &user, &name, body.kind, &body.name, true).await
+}
+
+/// Take a grant back: the user's next turn with it is refused.
+#[utoipa::path(delete, path = "/v1/admin/users/{name}/grants/{kind}/{grant}", tag = "admin",
+    params(("name" = String, Path, description = "User name"),
+           ("kind" = String, Path, description = "`profile` or `model`"),
+           ("grant" = String, Path, description = "The profile or model")),
+    responses((status = 200, body = GrantChanged), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "`admin_only`", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn remove_grant(
+    State(state): State<AppState>,
+    user: User,
+    ApiPath((name, kind, grant)): ApiPath<(String, String, String)>,
+) -> ApiResult<Json<GrantChanged>> {
+    let kind = GrantKind::parse(&kind)
+        .ok_or_else(|| ApiError::BadRequest("kind is `profile` or `model`".into()))?;
+    change_grant(&state, &user, &name, kind, &grant, false).await
+}
+
+async fn change_grant(
+    state: &AppState,
+    user: &User,
+    name: &str,
+    kind: GrantKind,
+    grant: &str,
+    granted: bool,
+) -> ApiResult<Json<GrantChanged>> {
+    admin(user)?;
+    let runtime = state.registry.runtime();
+    let changed = runtime
+        .access()
+        .set_grant(&user.name, name, kind, grant, granted)
+        .await?;
+    let user = runtime.access().user_view(name).await?;
+    Ok(Json(GrantChanged { changed, user }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct AuditParams {
+    /// Entries after this id (`next_after` of the previous page).
+    pub after: Option<i64>,
+    /// Entries per page, 1–1000 (default 100).
+    pub limit: Option<u32>,
+    /// Only this actor's.
+    pub actor: Option<String>,
+    /// Only this action (`session.create`, `grant.add`, …).
+    pub action: Option<String>,
+    /// Only entries at or after this time (RFC 3339).
+    pub since: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditPage {
+    #[schema(value_type = Vec<Object>)]
+    pub entries: Vec<AuditRecord>,
+    /// Pass as `after` for the next page; `null` on the last.
+    pub next_after: Option<i64>,
+}
+
+/// The audit log, oldest first: who did what, when.
+#[utoipa::path(get, path = "/v1/admin/audit", tag = "admin",
+    params(AuditParams),
+    responses((status = 200, body = AuditPage), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "`admin_only`", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn audit_log(
+    State(state): State<AppState>,
+    user: User,
+    ApiQuery(params): ApiQuery<AuditParams>,
+) -> ApiResult<Json<AuditPage>> {
+    admin(&user)?;
+    let limit = params.limit.unwrap_or(DEFAULT_AUDIT_PAGE);
+    if !(1..=MAX_AUDIT_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be 1 to {MAX_AUDIT_PAGE}"
+        )));
+    }
+    let query = AuditQuery {
+        after: params.after,
+        limit,
+        actor: params.actor,
+        action: params.action,
+        since: params.since,
+    };
+    let entries = state.registry.runtime().store.audit_log(&query).await?;
+    let next_after = (entries.len() == limit as usize)
+        .then(|| entries.last().map(|e| e.id))
+        .flatten();
+    Ok(Json(AuditPage {
+        entries,
+        next_after,
+    }))
+}
+
+/// Per-user series (turns, spend, refusals) in the Prometheus text format.
+#[utoipa::path(get, path = "/v1/admin/metrics", tag = "admin",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "`admin_only`", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn user_metrics(user: User) -> ApiResult<Response> {
+    admin(&user)?;
+    let mut text = String::new();
+    crate::access::metrics::render(&mut text);
+    let mut response = (StatusCode::OK, text).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    Ok(response)
+}
