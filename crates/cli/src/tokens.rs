@@ -61,12 +61,7 @@ pub async fn run(command: TokensCommand, config: Config, data_dir: PathBuf) -> u
     }
 }
 
-async fn create(
-    store: &dyn Store,
-    user: &str,
-    label: &str,
-    admin: bool,
-) -> Result<u8, StoreError> {
+async fn create(store: &dyn Store, user: &str, label: &str, admin: bool) -> Result<u8, StoreError> {
     if !valid_user_name(user) {
         eprintln!("agentd: invalid user name {user:?}: use 1-64 letters, digits and . - _ @ +");
         return Ok(exit::USAGE);

@@ -88,7 +88,10 @@ pub struct AuditArgs {
     json: bool,
 }
 
-async fn store(config: &Config, data_dir: &std::path::Path) -> Result<std::sync::Arc<dyn Store>, u8> {
+async fn store(
+    config: &Config,
+    data_dir: &std::path::Path,
+) -> Result<std::sync::Arc<dyn Store>, u8> {
     let env = |key: &str| std::env::var(key).ok();
     open_store(data_dir, config, &env).await.map_err(|err| {
         eprintln!("agentd: {err}");
@@ -160,9 +163,16 @@ async fn users(access: Access<'_>, command: UsersCommand) -> anyhow::Result<u8> 
     Ok(exit::OK)
 }
 
-async fn grant(access: Access<'_>, user: &str, what: &GrantArgs, granted: bool) -> anyhow::Result<()> {
+async fn grant(
+    access: Access<'_>,
+    user: &str,
+    what: &GrantArgs,
+    granted: bool,
+) -> anyhow::Result<()> {
     let (kind, name) = what.kind_and_name();
-    let changed = access.set_grant(OPERATOR, user, kind, name, granted).await?;
+    let changed = access
+        .set_grant(OPERATOR, user, kind, name, granted)
+        .await?;
     let (done, verb) = if granted {
         ("granted", "has")
     } else {

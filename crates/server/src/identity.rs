@@ -45,7 +45,11 @@ impl Runtime {
         if let Some(identity) = self.identities.get(owner) {
             return Ok(identity);
         }
-        let pinned = self.config.users.get(owner).and_then(|user| user.identity());
+        let pinned = self
+            .config
+            .users
+            .get(owner)
+            .and_then(|user| user.identity());
         let identity = match pinned {
             Some(identity) => identity,
             None => {

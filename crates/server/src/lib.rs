@@ -3,6 +3,7 @@
 //! stored sessions through the engine, recording every event and message in the
 //! store. `agentd run` uses it in-process; `agentd serve` puts HTTP in front.
 
+pub mod access;
 pub mod agent_build;
 pub mod approvals;
 pub mod checkpoints;
@@ -10,7 +11,6 @@ pub mod claude_code;
 pub mod cluster;
 pub mod config;
 pub mod http;
-pub mod access;
 mod identity;
 pub mod metrics;
 pub mod models;

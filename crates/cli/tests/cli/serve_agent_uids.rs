@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 
 use crate::server_common::{Harness, SseEvent};
 
-const CONFIG: &str = "[server]\nauth = \"token\"\n[profiles.default]\nmode = \"bypass\"\n";
+/// The bypass profile is granted to everyone by name (admin-only otherwise).
+const CONFIG: &str = "[server]\nauth = \"token\"\n[access]\nprofiles = [\"default\"]\n\
+    [profiles.default]\nmode = \"bypass\"\n";
 const SECRET: &str = "BOB-SECRET-42";
 /// A file of Bob's that Alice's agent never names: only a listing could show it.
 const UNNAMED: &str = "bob-only-listing.txt";

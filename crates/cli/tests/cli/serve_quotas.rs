@@ -36,7 +36,11 @@ fn script() -> Value {
     ]})
 }
 
-async fn post_message(server: &Server, session: &str, content: &str) -> (StatusCode, Value, Option<u64>) {
+async fn post_message(
+    server: &Server,
+    session: &str,
+    content: &str,
+) -> (StatusCode, Value, Option<u64>) {
     let request = server
         .request(Method::POST, &format!("/v1/sessions/{session}/messages"))
         .json(&json!({"content": content}));
@@ -81,7 +85,9 @@ async fn each_quota_trips_with_its_status_and_recovers() {
         }
         for (user, token) in &mut tokens {
             *token = if *user == "root" {
-                let (_, out, _) = h.cli(&["tokens", "create", "--user", "root", "--admin"]).await;
+                let (_, out, _) = h
+                    .cli(&["tokens", "create", "--user", "root", "--admin"])
+                    .await;
                 out.trim().to_string()
             } else {
                 h.token(user).await
@@ -103,15 +109,27 @@ async fn each_quota_trips_with_its_status_and_recovers() {
     let (status, error, retry_after) = post_message(&carol, &second, "hello").await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{error}");
     assert_eq!(error["error"]["code"], "rate_limited");
-    assert!(error["error"]["message"].as_str().unwrap().contains("max_running_turns"));
-    assert!(retry_after.is_some_and(|s| s >= 1), "Retry-After: {retry_after:?}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_running_turns")
+    );
+    assert!(
+        retry_after.is_some_and(|s| s >= 1),
+        "Retry-After: {retry_after:?}"
+    );
     let (status, _) = carol
         .post(&format!("/v1/sessions/{first}/interrupt"), json!({}))
         .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     carol.wait_idle(&first).await;
     let (status, body, _) = post_message(&carol, &second, "hello").await;
-    assert_eq!(status, StatusCode::ACCEPTED, "recovers once the turn ended: {body}");
+    assert_eq!(
+        status,
+        StatusCode::ACCEPTED,
+        "recovers once the turn ended: {body}"
+    );
     carol.wait_idle(&second).await;
 
     // Turns per hour: the third is refused until the first is an hour old.
@@ -132,7 +150,12 @@ async fn each_quota_trips_with_its_status_and_recovers() {
     let (status, error) = erin.post("/v1/sessions", json!({})).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(error["error"]["code"], "quota_exceeded");
-    assert!(error["error"]["message"].as_str().unwrap().contains("max_sessions"));
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_sessions")
+    );
     let (status, _) = erin
         .post(&format!("/v1/sessions/{kept}/fork"), json!({}))
         .await;
@@ -153,17 +176,28 @@ async fn each_quota_trips_with_its_status_and_recovers() {
         let (status, error, _) = post_message(&gina, &full, "more").await;
         if status == StatusCode::FORBIDDEN {
             assert_eq!(error["error"]["code"], "quota_exceeded");
-            assert!(error["error"]["message"].as_str().unwrap().contains("workspace_bytes"));
+            assert!(
+                error["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("workspace_bytes")
+            );
             break;
         }
         // Sizes are remembered a few seconds; until then turns still run.
         assert_eq!(status, StatusCode::ACCEPTED, "{error}");
         gina.wait_idle(&full).await;
-        assert!(tokio::time::Instant::now() < deadline, "never over the quota");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never over the quota"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let (_, usage) = gina.get("/v1/usage").await;
-    assert!(usage["workspace_bytes"].as_u64().unwrap() >= 3_000_000, "{usage}");
+    assert!(
+        usage["workspace_bytes"].as_u64().unwrap() >= 3_000_000,
+        "{usage}"
+    );
     assert_eq!(usage["limits"]["workspace_bytes"], 1_000_000);
     let (status, _) = gina.post("/v1/sessions", json!({})).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "no new session either");
@@ -192,7 +226,10 @@ async fn each_quota_trips_with_its_status_and_recovers() {
     let done = events.iter().rfind(|e| e.event == "turn.finished").unwrap();
     assert_eq!(done.data["status"], "budget_exceeded", "{:?}", done.data);
     assert_eq!(done.data["error"]["code"], "spend_quota_exceeded");
-    assert_eq!(done.data["cost_usd"], 3.0, "stopped at the call that crossed $2.50");
+    assert_eq!(
+        done.data["cost_usd"], 3.0,
+        "stopped at the call that crossed $2.50"
+    );
     let (status, error, _) = post_message(&frank, &spender, "SPEND-IT again").await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{error}");
     assert_eq!(error["error"]["code"], "quota_exceeded");
@@ -200,7 +237,11 @@ async fn each_quota_trips_with_its_status_and_recovers() {
     assert_eq!(usage["spend_today_usd"], 3.0, "{usage}");
 
     // Everything above, counted per user for admins.
-    let response = root.request(Method::GET, "/v1/admin/metrics").send().await.unwrap();
+    let response = root
+        .request(Method::GET, "/v1/admin/metrics")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let metrics = response.text().await.unwrap();
     for series in [
@@ -222,7 +263,10 @@ async fn each_quota_trips_with_its_status_and_recovers() {
         .text()
         .await
         .unwrap();
-    assert!(!public.contains("frank"), "no user names on the open /metrics");
+    assert!(
+        !public.contains("frank"),
+        "no user names on the open /metrics"
+    );
 
     // Raising the cap (a restart with the new config) lets frank go on;
     // dave's hour is still counted after the restart, from the store.

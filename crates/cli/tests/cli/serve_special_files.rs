@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use crate::server_common::{Harness, SseEvent};
 
-const CONFIG: &str = "[profiles.default]\nmode = \"bypass\"\n";
+/// The bypass profile is granted to everyone by name (admin-only otherwise).
+const CONFIG: &str = "[access]\nprofiles = [\"default\"]\n[profiles.default]\nmode = \"bypass\"\n";
 
 fn tool(id: &str, name: &str, input: Value) -> Value {
     json!({"type": "tool_use", "id": id, "name": name, "input": input})

@@ -37,7 +37,10 @@ async fn wait_pending(server: &Server, session: &str) -> String {
         if let Some(id) = pending["pending"][0]["request_id"].as_str() {
             return id.to_string();
         }
-        assert!(tokio::time::Instant::now() < deadline, "no permission request");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no permission request"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -63,7 +66,10 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
     let (_, profiles) = alice.get("/v1/profiles").await;
     assert_eq!(names(&profiles, "profiles", "name"), ["default"]);
     let (_, models) = alice.get("/v1/models").await;
-    assert!(!names(&models, "models", "id").contains(&"dear".into()), "{models}");
+    assert!(
+        !names(&models, "models", "id").contains(&"dear".into()),
+        "{models}"
+    );
     let (_, profiles) = root.get("/v1/profiles").await;
     assert!(names(&profiles, "profiles", "name").contains(&"yolo".into()));
     let (_, models) = root.get("/v1/models").await;
@@ -123,17 +129,29 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
     );
     let (_, record) = alice.get(&format!("/v1/sessions/{dear}")).await;
     assert_eq!(record["totals"]["turns"], 1, "no turn was started");
-    let (status, _) = alice.post(&format!("/v1/sessions/{dear}/fork"), json!({})).await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "a fork chooses the model too");
+    let (status, _) = alice
+        .post(&format!("/v1/sessions/{dear}/fork"), json!({}))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "a fork chooses the model too"
+    );
 
     // The command line grants a profile by name.
-    let (code, _, stderr) = h.cli(&["users", "grant", "alice", "--profile", "yolo"]).await;
+    let (code, _, stderr) = h
+        .cli(&["users", "grant", "alice", "--profile", "yolo"])
+        .await;
     assert_eq!(code, 0, "{stderr}");
     let (status, _) = create(&alice, json!({"profile": "yolo"})).await;
     assert_eq!(status, StatusCode::CREATED);
-    let (code, _, stderr) = h.cli(&["users", "revoke", "alice", "--profile", "yolo"]).await;
+    let (code, _, stderr) = h
+        .cli(&["users", "revoke", "alice", "--profile", "yolo"])
+        .await;
     assert_eq!(code, 0, "{stderr}");
-    let (code, _, stderr) = h.cli(&["users", "grant", "alice", "--profile", "nope"]).await;
+    let (code, _, stderr) = h
+        .cli(&["users", "grant", "alice", "--profile", "nope"])
+        .await;
     assert_ne!(code, 0, "an unknown profile is not granted");
     assert!(stderr.contains("nope"), "{stderr}");
 
@@ -150,7 +168,9 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
         .await;
     assert_eq!(status, StatusCode::OK);
     alice.wait_idle(&plain).await;
-    let (status, fork) = alice.post(&format!("/v1/sessions/{plain}/fork"), json!({})).await;
+    let (status, fork) = alice
+        .post(&format!("/v1/sessions/{plain}/fork"), json!({}))
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{fork}");
     let (status, _) = alice
         .send(alice.request(Method::DELETE, &format!("/v1/sessions/{plain}")))
@@ -162,9 +182,7 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
     let entries = page["entries"].as_array().unwrap().clone();
     let has = |actor: &str, action: &str, target: Option<&str>| {
         entries.iter().any(|e| {
-            e["actor"] == actor
-                && e["action"] == action
-                && target.is_none_or(|t| e["target"] == t)
+            e["actor"] == actor && e["action"] == action && target.is_none_or(|t| e["target"] == t)
         })
     };
     for (actor, action, target) in [
@@ -181,7 +199,10 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
         ("alice", "session.fork", fork["id"].as_str()),
         ("alice", "session.delete", Some(plain.as_str())),
     ] {
-        assert!(has(actor, action, target), "{actor} {action} {target:?} in {entries:#?}");
+        assert!(
+            has(actor, action, target),
+            "{actor} {action} {target:?} in {entries:#?}"
+        );
     }
     let answer = entries
         .iter()
@@ -222,7 +243,12 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
     assert_eq!(alice_view["usage"]["sessions"], 3, "{alice_view}");
     let (code, stdout, _) = h.cli(&["users", "ls"]).await;
     assert_eq!(code, 0);
-    assert!(stdout.lines().any(|l| l.starts_with("root") && l.contains("admin")), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("root") && l.contains("admin")),
+        "{stdout}"
+    );
 }
 
 #[tokio::test]
@@ -248,10 +274,18 @@ async fn without_authentication_only_this_machines_names_are_answered() {
             .header("origin", &origin)
             .json(&json!({}));
         let (status, body) = server.send(request).await;
-        assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{method} {path}: {body}");
+        assert_eq!(
+            status,
+            StatusCode::MISDIRECTED_REQUEST,
+            "{method} {path}: {body}"
+        );
     }
     let (_, sessions) = server.get("/v1/sessions").await;
-    assert_eq!(sessions["sessions"], json!([]), "the forged POST made nothing");
+    assert_eq!(
+        sessions["sessions"],
+        json!([]),
+        "the forged POST made nothing"
+    );
     for host in [
         format!("localhost:{port}"),
         format!("127.0.0.1:{port}"),

@@ -8,8 +8,8 @@ use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
-use super::{Audit, UsageReport};
 use super::Access;
+use super::{Audit, UsageReport};
 
 /// Longest model name a grant may name.
 const MAX_GRANT_CHARS: usize = 200;

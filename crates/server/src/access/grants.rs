@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 
 use agentd_store::{GrantKind, StoreError};
 
-use crate::config::Config;
 use super::Access;
+use crate::config::Config;
 
 /// What one user may choose.
 #[derive(Debug, Clone, Default)]

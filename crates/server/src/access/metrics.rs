@@ -33,7 +33,9 @@ pub fn spent(user: &str, usd: f64) {
 }
 
 pub fn refused(user: &str, limit: &str) {
-    with(user, |c| *c.refusals.entry(limit.to_string()).or_default() += 1);
+    with(user, |c| {
+        *c.refusals.entry(limit.to_string()).or_default() += 1
+    });
 }
 
 /// A label value with `\`, `"` and newlines escaped.
@@ -52,7 +54,12 @@ pub fn render(out: &mut String) {
          # TYPE agentd_user_turns_total counter"
     );
     for (user, c) in users.iter() {
-        let _ = writeln!(out, "agentd_user_turns_total{{user=\"{}\"}} {}", label(user), c.turns);
+        let _ = writeln!(
+            out,
+            "agentd_user_turns_total{{user=\"{}\"}} {}",
+            label(user),
+            c.turns
+        );
     }
     let _ = writeln!(
         out,

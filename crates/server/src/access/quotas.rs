@@ -10,8 +10,8 @@ use chrono::{DateTime, Datelike, Duration, TimeZone, Utc};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::config::QuotaToml;
 use super::Access;
+use crate::config::QuotaToml;
 
 /// How long a client over `max_running_turns` is asked to wait.
 const RUNNING_RETRY_S: u64 = 5;
@@ -26,7 +26,10 @@ pub enum QuotaRefusal {
         retry_after_s: u64,
     },
     /// Over a quota (`403 quota_exceeded`).
-    Exceeded { limit: &'static str, message: String },
+    Exceeded {
+        limit: &'static str,
+        message: String,
+    },
 }
 
 /// A user's use of the server against their limits.
@@ -89,7 +92,11 @@ fn window(now: DateTime<Utc>) -> UsageWindow {
 /// The spend quotas and what is left of each, tightest first.
 fn spend_left(limits: &QuotaToml, usage: &UserUsage) -> Option<(f64, &'static str, f64)> {
     [
-        ("spend_usd_per_day", limits.spend_usd_per_day, usage.spend_day_usd),
+        (
+            "spend_usd_per_day",
+            limits.spend_usd_per_day,
+            usage.spend_day_usd,
+        ),
         (
             "spend_usd_per_month",
             limits.spend_usd_per_month,
@@ -264,8 +271,14 @@ mod tests {
     fn days_and_months_start_at_midnight_utc() {
         let now = Utc.with_ymd_and_hms(2026, 11, 26, 22, 5, 9).unwrap();
         let w = window(now);
-        assert_eq!(w.day_start, Utc.with_ymd_and_hms(2026, 11, 26, 0, 0, 0).unwrap());
-        assert_eq!(w.month_start, Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap());
+        assert_eq!(
+            w.day_start,
+            Utc.with_ymd_and_hms(2026, 11, 26, 0, 0, 0).unwrap()
+        );
+        assert_eq!(
+            w.month_start,
+            Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()
+        );
         assert_eq!(w.turns_since, now - Duration::hours(1));
     }
 

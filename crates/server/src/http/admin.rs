@@ -41,7 +41,12 @@ impl From<AdminError> for ApiError {
     responses((status = 200, body = UsageReport), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn usage(State(state): State<AppState>, user: User) -> ApiResult<Json<UsageReport>> {
-    let report = state.registry.runtime().access().usage_report(&user.name).await?;
+    let report = state
+        .registry
+        .runtime()
+        .access()
+        .usage_report(&user.name)
+        .await?;
     Ok(Json(report))
 }
 

@@ -46,7 +46,9 @@ pub enum ApiError {
     RateLimited { message: String, retry_after_s: u64 },
     /// `auth = "none"` and a `Host` that is not this machine's: possibly a
     /// page elsewhere that rebound its name to us.
-    #[error("this server answers only to localhost and loopback addresses (and [server] allowed_hosts)")]
+    #[error(
+        "this server answers only to localhost and loopback addresses (and [server] allowed_hosts)"
+    )]
     BadHost,
     #[error("{0}")]
     TooLarge(String),

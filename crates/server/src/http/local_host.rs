@@ -18,7 +18,11 @@ pub(super) fn is_local_host(
     allowed: &[String],
 ) -> bool {
     let host = match headers.get(HOST) {
-        Some(value) => match value.to_str().ok().and_then(|v| v.parse::<Authority>().ok()) {
+        Some(value) => match value
+            .to_str()
+            .ok()
+            .and_then(|v| v.parse::<Authority>().ok())
+        {
             Some(parsed) => parsed.host().to_ascii_lowercase(),
             None => return false,
         },
@@ -32,9 +36,10 @@ pub(super) fn is_local_host(
         return ip.is_loopback();
     }
     host == "localhost"
-        || allowed
-            .iter()
-            .any(|name| name.trim_end_matches('.').eq_ignore_ascii_case(host.trim_end_matches('.')))
+        || allowed.iter().any(|name| {
+            name.trim_end_matches('.')
+                .eq_ignore_ascii_case(host.trim_end_matches('.'))
+        })
 }
 
 #[cfg(test)]

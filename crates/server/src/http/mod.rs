@@ -2,12 +2,12 @@
 //! [`Registry`]. Routes and the OpenAPI document come from the same handler
 //! annotations (utoipa-axum), so they cannot drift apart.
 
+mod access_check;
+mod admin;
 pub mod approvals;
 pub mod auth;
 pub mod error;
 mod files;
-mod access_check;
-mod admin;
 mod history;
 mod local_host;
 mod messages;
@@ -176,11 +176,9 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
     );
     let started = Instant::now();
     let foreign_host = match state.auth.as_ref() {
-        Auth::None { allowed_hosts } => !local_host::is_local_host(
-            request.headers(),
-            request.uri().authority(),
-            allowed_hosts,
-        ),
+        Auth::None { allowed_hosts } => {
+            !local_host::is_local_host(request.headers(), request.uri().authority(), allowed_hosts)
+        }
         _ => false,
     };
     let mut response = if foreign_host {

@@ -431,6 +431,13 @@ pub async fn delete_session(
         tracing::warn!(session_id = %id, %err, "cannot remove the workspace");
     }
     tracing::info!(session_id = %id, "session deleted");
-    audit(&state, &user, "session.delete", Some(&id), serde_json::json!({})).await;
+    audit(
+        &state,
+        &user,
+        "session.delete",
+        Some(&id),
+        serde_json::json!({}),
+    )
+    .await;
     Ok(StatusCode::NO_CONTENT)
 }

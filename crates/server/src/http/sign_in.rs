@@ -14,12 +14,12 @@ use utoipa::ToSchema;
 use utoipa::openapi::security::SecurityRequirement;
 
 use super::AppState;
-use crate::access::Audit;
 use super::auth::{
     Auth, SESSION_COOKIE, SESSION_MAX_AGE_S, User, authenticate, new_token, over_https,
     same_origin, session_cookie, token_record,
 };
 use super::error::{ApiError, ApiJson, ApiResult, ErrorBody};
+use crate::access::Audit;
 
 /// The label of the tokens sign-ins make (in `agentd tokens ls`).
 pub const SIGN_IN_TOKEN_NAME: &str = "web sign-in";
@@ -97,7 +97,11 @@ pub async fn login(
     let cookie = cookie(&headers, &token, SESSION_MAX_AGE_S)?;
     let store = store.as_ref();
     Audit::new(store, &record.user_name)
-        .record("login", Some(&record.user_name), serde_json::json!({"token_id": record.id}))
+        .record(
+            "login",
+            Some(&record.user_name),
+            serde_json::json!({"token_id": record.id}),
+        )
         .await;
     let mut response = Json(signed_in(&state, record.user_name)).into_response();
     response.headers_mut().insert(SET_COOKIE, cookie);

@@ -29,10 +29,10 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use crate::{
-    AuditQuery, AuditRecord, GrantKind, GrantRecord, NewAudit, UsageWindow, UserUsage,
-    CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
-    SessionExport, SessionRecord, SessionUpdate, Store, StoreError, StoreResult, StoredMessage,
-    TokenRecord, TurnRecord, TurnStart, UserRecord,
+    AuditQuery, AuditRecord, CheckpointRecord, CompactionRecord, GrantKind, GrantRecord,
+    LatestCheckpoints, NewAudit, NewSession, PendingRecord, SessionExport, SessionRecord,
+    SessionUpdate, Store, StoreError, StoreResult, StoredMessage, TokenRecord, TurnRecord,
+    TurnStart, UsageWindow, UserRecord, UserUsage,
 };
 
 const POOL_SIZE: u32 = 10;

@@ -31,10 +31,10 @@ use sqlx::sqlite::{
 use tokio::sync::{Mutex, MutexGuard, mpsc};
 
 use crate::{
-    AuditQuery, AuditRecord, GrantKind, GrantRecord, NewAudit, UsageWindow, UserUsage,
-    CheckpointRecord, CompactionRecord, LatestCheckpoints, LogAppend, LogEntry, NewSession,
-    PendingRecord, SessionExport, SessionRecord, SessionUpdate, Store, StoreError, StoreResult,
-    StoredMessage, TokenRecord, TurnRecord, TurnStart, UserRecord,
+    AuditQuery, AuditRecord, CheckpointRecord, CompactionRecord, GrantKind, GrantRecord,
+    LatestCheckpoints, LogAppend, LogEntry, NewAudit, NewSession, PendingRecord, SessionExport,
+    SessionRecord, SessionUpdate, Store, StoreError, StoreResult, StoredMessage, TokenRecord,
+    TurnRecord, TurnStart, UsageWindow, UserRecord, UserUsage,
 };
 
 /// Connections for a file database: readers run in parallel under WAL.

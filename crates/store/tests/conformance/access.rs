@@ -34,14 +34,25 @@ async fn admin_and_disabled_flags_change_only_what_is_asked() {
             .unwrap()
     );
     let users = store.list_users().await.unwrap();
-    let names: Vec<_> = users.iter().map(|u| (u.name.as_str(), u.is_admin)).collect();
+    let names: Vec<_> = users
+        .iter()
+        .map(|u| (u.name.as_str(), u.is_admin))
+        .collect();
     assert_eq!(names, [("alice", true), ("bob", false)]);
 
-    assert!(store.set_user_flags("alice", None, Some(true)).await.unwrap());
+    assert!(
+        store
+            .set_user_flags("alice", None, Some(true))
+            .await
+            .unwrap()
+    );
     let alice = store.get_user_by_name("alice").await.unwrap().unwrap();
     assert!(alice.is_admin, "disabling keeps the admin flag");
     let first = alice.disabled_at.expect("disabled");
-    store.set_user_flags("alice", None, Some(true)).await.unwrap();
+    store
+        .set_user_flags("alice", None, Some(true))
+        .await
+        .unwrap();
     let again = store.get_user_by_name("alice").await.unwrap().unwrap();
     assert_eq!(again.disabled_at, Some(first), "the first time stays");
     store
