@@ -48,11 +48,10 @@ fn label(value: &str) -> String {
 
 pub fn render(out: &mut String) {
     let Ok(users) = USERS.lock() else { return };
-    let _ = writeln!(
-        out,
-        "# HELP agentd_user_turns_total Turns started, by user.\n\
-         # TYPE agentd_user_turns_total counter"
-    );
+    let header = |out: &mut String, name: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    };
+    header(out, "agentd_user_turns_total", "Turns started, by user.");
     for (user, c) in users.iter() {
         let _ = writeln!(
             out,
@@ -61,10 +60,10 @@ pub fn render(out: &mut String) {
             c.turns
         );
     }
-    let _ = writeln!(
+    header(
         out,
-        "# HELP agentd_user_spend_usd_total Model spend in USD, by user.\n\
-         # TYPE agentd_user_spend_usd_total counter"
+        "agentd_user_spend_usd_total",
+        "Model spend in USD, by user.",
     );
     for (user, c) in users.iter() {
         let _ = writeln!(
@@ -74,18 +73,17 @@ pub fn render(out: &mut String) {
             c.spend_usd
         );
     }
-    let _ = writeln!(
+    header(
         out,
-        "# HELP agentd_user_refusals_total Requests refused by a grant, quota or rate limit, \
-         by user and limit.\n# TYPE agentd_user_refusals_total counter"
+        "agentd_user_refusals_total",
+        "Requests refused by a grant, quota or rate limit, by user and limit.",
     );
     for (user, c) in users.iter() {
         for (limit, n) in &c.refusals {
+            let (user, limit) = (label(user), label(limit));
             let _ = writeln!(
                 out,
-                "agentd_user_refusals_total{{user=\"{}\",limit=\"{}\"}} {n}",
-                label(user),
-                label(limit)
+                "agentd_user_refusals_total{{user=\"{user}\",limit=\"{limit}\"}} {n}"
             );
         }
     }

@@ -46,31 +46,8 @@ pub struct UsageReport {
     pub sessions: u64,
     /// Bytes in all of the user's workspaces.
     pub workspace_bytes: u64,
-    pub limits: Limits,
-}
-
-/// The limits that apply (`null`: none).
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Limits {
-    pub max_running_turns: Option<u32>,
-    pub turns_per_hour: Option<u32>,
-    pub spend_usd_per_day: Option<f64>,
-    pub spend_usd_per_month: Option<f64>,
-    pub max_sessions: Option<u64>,
-    pub workspace_bytes: Option<u64>,
-}
-
-impl From<QuotaToml> for Limits {
-    fn from(q: QuotaToml) -> Self {
-        Limits {
-            max_running_turns: q.max_running_turns,
-            turns_per_hour: q.turns_per_hour,
-            spend_usd_per_day: q.spend_usd_per_day,
-            spend_usd_per_month: q.spend_usd_per_month,
-            max_sessions: q.max_sessions,
-            workspace_bytes: q.workspace_bytes,
-        }
-    }
+    /// The limits that apply (`null`: none).
+    pub limits: QuotaToml,
 }
 
 fn window(now: DateTime<Utc>) -> UsageWindow {
@@ -239,7 +216,7 @@ impl Access<'_> {
             spend_this_month_usd: usage.spend_month_usd,
             sessions: usage.sessions,
             workspace_bytes,
-            limits: self.quotas_of(user).into(),
+            limits: self.quotas_of(user),
         })
     }
 }

@@ -1,7 +1,8 @@
 //! `[access]` and `[quotas]`: which profiles and models users may choose
 //! without a grant of their own, who is an admin, and each user's limits.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::{Config, ProfileConfig, SandboxMode};
 use agentd_engine::permissions::PermissionMode;
@@ -23,7 +24,7 @@ pub struct AccessConfig {
 }
 
 /// `[quotas]`, and `[users.NAME.quotas]` over it. Every limit is off unless set.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuotaToml {
     /// Turns running at once (over it: 429).
