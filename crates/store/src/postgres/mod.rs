@@ -67,6 +67,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "agent_uids",
         include_str!("../../migrations/postgres/0005_agent_uids.sql"),
     ),
+    (
+        6,
+        "health_probe",
+        include_str!("../../migrations/postgres/0006_health_probe.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
@@ -326,6 +331,17 @@ impl Store for PostgresStore {
 
     async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
         self.agent_uid_impl(user, first, last).await
+    }
+
+    async fn probe_write(&self) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO health_probe (id, at) VALUES (1, now()) \
+             ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+        )
+        .execute(&self.pool)
+        .await
+        .map(|_| ())
+        .map_err(|e| StoreError::Database(format!("probing a write: {e}")))
     }
 
     async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()> {
