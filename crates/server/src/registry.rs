@@ -332,6 +332,9 @@ impl Registry {
         if self.inner.stopping.is_cancelled() {
             return Err(SubmitError::Stopping);
         }
+        // Refused now if the store takes no writes (a full disk answers
+        // reads): never a `202` for a turn that cannot be recorded.
+        crate::health::probe_write(self.inner.runtime.store.as_ref()).await?;
         let pending = PendingTurn {
             turn_id: uuid::Uuid::now_v7().to_string(),
             text: submission.text,

@@ -9,6 +9,7 @@ use agentd_engine::permissions::{PermissionMode, PermissionPolicy, RuleError};
 use serde::Deserialize;
 
 mod agents;
+pub mod server_limits;
 mod users;
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
 pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
@@ -71,6 +72,19 @@ pub struct ServerConfig {
     /// root (default [`DEFAULT_AGENT_UIDS`]); see [`UserToml`].
     #[serde(default, deserialize_with = "users::uid_range")]
     pub agent_uids: Option<[u32; 2]>,
+    /// `/healthz` is `degraded` when the data dir has less free space (MiB;
+    /// see [`server_limits`] for this and the keys below).
+    pub min_free_disk_mb: Option<u64>,
+    /// A connection must send a request's whole head within this (seconds).
+    pub header_timeout_s: Option<u64>,
+    /// An idle keep-alive connection is closed after this (seconds).
+    pub keepalive_idle_s: Option<u64>,
+    /// Open connections at most; more are closed at once.
+    pub max_connections: Option<usize>,
+    /// Open event streams per user at most; more answer 429.
+    pub max_streams_per_user: Option<usize>,
+    /// SIGTERM ends the process within this (seconds), whatever it waits for.
+    pub shutdown_deadline_s: Option<u64>,
 }
 
 /// [`ServerConfig::spare_sandboxes`] when unset.

@@ -1,0 +1,62 @@
+//! `[server]` limits that keep one server usable by many users: disk space
+//! for `/healthz`, connection timeouts and caps, and the shutdown deadline.
+//! Each key is optional; these are the defaults.
+
+use std::time::Duration;
+
+use super::ServerConfig;
+
+pub const DEFAULT_MIN_FREE_DISK_MB: u64 = 256;
+pub const DEFAULT_HEADER_TIMEOUT_S: u64 = 10;
+pub const DEFAULT_KEEPALIVE_IDLE_S: u64 = 60;
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+pub const DEFAULT_MAX_STREAMS_PER_USER: usize = 64;
+pub const DEFAULT_SHUTDOWN_DEADLINE_S: u64 = 30;
+
+/// The connection limits of `agentd serve`'s HTTP listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    pub header_timeout: Duration,
+    pub keepalive_idle: Duration,
+    pub max_connections: usize,
+}
+
+impl ServerConfig {
+    pub fn min_free_disk_bytes(&self) -> u64 {
+        self.min_free_disk_mb
+            .unwrap_or(DEFAULT_MIN_FREE_DISK_MB)
+            .saturating_mul(1024 * 1024)
+    }
+
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            // Zero would close every connection at once: one second at least.
+            header_timeout: seconds(self.header_timeout_s, DEFAULT_HEADER_TIMEOUT_S),
+            keepalive_idle: seconds(self.keepalive_idle_s, DEFAULT_KEEPALIVE_IDLE_S),
+            max_connections: self
+                .max_connections
+                .unwrap_or(DEFAULT_MAX_CONNECTIONS)
+                .max(1),
+        }
+    }
+
+    pub fn max_streams_per_user(&self) -> usize {
+        self.max_streams_per_user
+            .unwrap_or(DEFAULT_MAX_STREAMS_PER_USER)
+            .max(1)
+    }
+
+    pub fn shutdown_deadline(&self) -> Duration {
+        seconds(self.shutdown_deadline_s, DEFAULT_SHUTDOWN_DEADLINE_S)
+    }
+}
+
+fn seconds(value: Option<u64>, default: u64) -> Duration {
+    Duration::from_secs(value.unwrap_or(default).max(1))
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ServerConfig::default().connection_limits()
+    }
+}
