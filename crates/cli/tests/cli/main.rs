@@ -21,6 +21,7 @@ mod serve_approvals;
 mod serve_auth;
 mod serve_cluster;
 mod serve_db_down;
+mod serve_disk_full;
 mod serve_files_race;
 mod serve_guardrails;
 mod serve_history;
