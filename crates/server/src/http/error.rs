@@ -38,6 +38,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// The user has `max_streams_per_user` event streams open here.
+    #[error("too many open event streams ({0} per user); close one or retry later")]
+    TooManyStreams(usize),
     /// The store failed (database down, disk full): worth retrying later.
     /// The detail is logged, not sent.
     #[error("the database is unavailable; try again shortly")]
@@ -58,6 +61,7 @@ impl ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ShuttingDown | ApiError::StoreUnavailable(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -78,6 +82,7 @@ impl ApiError {
             ApiError::TooLarge(_) => "too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::ShuttingDown => "shutting_down",
+            ApiError::TooManyStreams(_) => "too_many_streams",
             ApiError::StoreUnavailable(_) => "store_unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -87,6 +92,9 @@ impl ApiError {
         ApiError::NotFound("no session with this id".into())
     }
 }
+
+/// `Retry-After` of a refused event stream (seconds).
+const STREAMS_RETRY_AFTER_S: &str = "5";
 
 /// The error body, for the OpenAPI document.
 #[derive(Debug, Serialize, ToSchema)]
@@ -122,6 +130,12 @@ impl IntoResponse for ApiError {
         let headers = response.headers_mut();
         if status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let ApiError::TooManyStreams(_) = &self {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(STREAMS_RETRY_AFTER_S),
+            );
         }
         if status == StatusCode::PAYLOAD_TOO_LARGE {
             // The rest of the body is never read, so the connection cannot be
