@@ -574,8 +574,9 @@ impl Registry {
     }
 
     /// Stop: interrupt every running turn, record queued ones as
-    /// interrupted, and wait (at most `grace`) for the turns to be recorded.
-    pub async fn shutdown(&self, grace: std::time::Duration) {
+    /// interrupted, and wait (at most `grace`) for the turns to be recorded;
+    /// whether they all were in time.
+    pub async fn shutdown(&self, grace: std::time::Duration) -> bool {
         self.inner.stopping.cancel();
         self.inner.tasks.close();
         if tokio::time::timeout(grace, self.inner.tasks.wait())
@@ -583,7 +584,9 @@ impl Registry {
             .is_err()
         {
             tracing::warn!("turns did not finish within {grace:?} of shutdown");
+            return false;
         }
+        true
     }
 
     pub fn is_stopping(&self) -> bool {
