@@ -20,6 +20,7 @@ mod serve_agent_uids;
 mod serve_approvals;
 mod serve_auth;
 mod serve_cluster;
+mod serve_connections;
 mod serve_db_down;
 mod serve_disk_full;
 mod serve_files_race;
