@@ -55,6 +55,8 @@ pub(crate) struct Inner {
     /// Cancelled at shutdown: interrupts every turn.
     stopping: CancellationToken,
     tasks: TaskTracker,
+    /// Turns whose end could not be recorded before shutdown.
+    unrecorded: AtomicU64,
 }
 
 pub struct Entry {
@@ -245,6 +247,7 @@ impl Registry {
                 entries: Mutex::new(HashMap::new()),
                 stopping: CancellationToken::new(),
                 tasks: TaskTracker::new(),
+                unrecorded: AtomicU64::new(0),
             }),
         }
     }
@@ -587,6 +590,17 @@ impl Registry {
             return false;
         }
         true
+    }
+
+    /// A turn's end was given up on at shutdown (the next start records it
+    /// as interrupted).
+    pub(crate) fn gave_up_recording(&self) {
+        self.inner.unrecorded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Turns whose end could not be recorded before shutdown.
+    pub fn unrecorded_turns(&self) -> u64 {
+        self.inner.unrecorded.load(Ordering::Relaxed)
     }
 
     pub fn is_stopping(&self) -> bool {

@@ -219,6 +219,7 @@ async fn record_end(
         }
         if registry.is_stopping() {
             tracing::warn!("shutting down before the turn's end could be recorded");
+            registry.gave_up_recording();
             return;
         }
         tokio::select! {

@@ -57,6 +57,13 @@ impl Stopping {
                 "{turns} turn(s) not recorded as interrupted (the next start records them)"
             ));
         }
+        let unrecorded = self.registry.unrecorded_turns();
+        if unrecorded > 0 {
+            pending.push(format!(
+                "recording {unrecorded} turn(s) as interrupted: the store did not take it \
+                 (the next start records them)"
+            ));
+        }
         let registry = self.registry.clone();
         let runtime = registry.runtime();
         step(
@@ -76,7 +83,9 @@ impl Stopping {
         self.cluster_stop.cancel();
         if let Some(cluster) = &self.cluster {
             let what = "leaving the cluster (the database did not answer)";
-            step(end, &mut pending, what, cluster.leave()).await;
+            if step(end, &mut pending, what, cluster.leave()).await == Some(false) {
+                pending.push(what.to_string());
+            }
         }
         self.streams.cancel();
         if tokio::time::timeout_at(end, &mut self.connections)
@@ -104,8 +113,15 @@ impl Stopping {
 }
 
 /// Run `work` until `end`; past it, note `what` as pending.
-async fn step(end: Instant, pending: &mut Vec<String>, what: &str, work: impl Future<Output = ()>) {
-    if tokio::time::timeout_at(end, work).await.is_err() {
+async fn step<T>(
+    end: Instant,
+    pending: &mut Vec<String>,
+    what: &str,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    let done = tokio::time::timeout_at(end, work).await.ok();
+    if done.is_none() {
         pending.push(what.to_string());
     }
+    done
 }
