@@ -42,8 +42,8 @@ pub(super) struct Stopping {
 
 impl Stopping {
     /// Stop within `deadline` (measured from now): accept nothing more,
-    /// interrupt turns and give them most of the time to be recorded, stop
-    /// helpers, leave the cluster, end streams, wait for connections.
+    /// interrupt turns and give them most of the time to be recorded, end
+    /// streams, stop helpers, leave the cluster, wait for connections.
     pub(super) async fn run(mut self, deadline: Duration) -> Stopped {
         let started = Instant::now();
         let end = started + deadline.saturating_sub(EXIT_RESERVE).max(deadline / 2);
@@ -64,6 +64,9 @@ impl Stopping {
                  (the next start records them)"
             ));
         }
+        // Turns are recorded (or given up on): streams end, so their
+        // connections close while the rest is stopped.
+        self.streams.cancel();
         let registry = self.registry.clone();
         let runtime = registry.runtime();
         step(
@@ -87,7 +90,6 @@ impl Stopping {
                 pending.push(what.to_string());
             }
         }
-        self.streams.cancel();
         if tokio::time::timeout_at(end, &mut self.connections)
             .await
             .is_err()
