@@ -30,6 +30,7 @@ mod serve_input;
 mod serve_mcp;
 mod serve_postgres;
 mod serve_routes;
+mod serve_shutdown;
 mod serve_special_files;
 mod serve_stream;
 mod serve_web_auth;
