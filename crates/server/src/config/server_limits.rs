@@ -55,8 +55,36 @@ fn seconds(value: Option<u64>, default: u64) -> Duration {
     Duration::from_secs(value.unwrap_or(default).max(1))
 }
 
-impl Default for ConnectionLimits {
-    fn default() -> Self {
-        ServerConfig::default().connection_limits()
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+    use super::*;
+
+    #[test]
+    fn limits_default_and_parse_from_the_server_table() {
+        let defaults = Config::parse("").unwrap().server;
+        assert_eq!(defaults.min_free_disk_bytes(), 256 * 1024 * 1024);
+        assert_eq!(defaults.connection_limits().max_connections, 4096);
+        assert_eq!(defaults.max_streams_per_user(), 64);
+        assert_eq!(defaults.shutdown_deadline(), Duration::from_secs(30));
+
+        let server = Config::parse(
+            "[server]\nmin_free_disk_mb = 1\nheader_timeout_s = 2\nkeepalive_idle_s = 0\n\
+             max_connections = 9\nmax_streams_per_user = 3\nshutdown_deadline_s = 5\n",
+        )
+        .unwrap()
+        .server;
+        assert_eq!(server.min_free_disk_bytes(), 1024 * 1024);
+        let limits = server.connection_limits();
+        assert_eq!(limits.header_timeout, Duration::from_secs(2));
+        assert_eq!(
+            limits.keepalive_idle,
+            Duration::from_secs(1),
+            "at least 1 s"
+        );
+        assert_eq!(limits.max_connections, 9);
+        assert_eq!(server.max_streams_per_user(), 3);
+        assert_eq!(server.shutdown_deadline(), Duration::from_secs(5));
+        assert!(Config::parse("[server]\nmax_conections = 9\n").is_err());
     }
 }
