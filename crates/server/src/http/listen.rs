@@ -20,13 +20,14 @@ use crate::config::server_limits::ConnectionLimits;
 use crate::metrics::Metrics;
 
 /// Serve `app` on `listener` until `stop` is cancelled, then until every
-/// connection has closed.
+/// connection has closed; `cut` closes them all at once.
 pub(super) async fn serve_connections(
     listener: TcpListener,
     app: Router,
     limits: ConnectionLimits,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
+    cut: CancellationToken,
 ) {
     let connections = TaskTracker::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -65,6 +66,7 @@ pub(super) async fn serve_connections(
             limits,
             metrics.clone(),
             stop.clone(),
+            cut.clone(),
             slot,
         );
         connections.spawn(connection);
@@ -103,6 +105,7 @@ async fn serve_one(
     limits: ConnectionLimits,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
+    cut: CancellationToken,
     slot: OwnedSemaphorePermit,
 ) {
     metrics.connections_open.fetch_add(1, Ordering::Relaxed);
@@ -143,6 +146,7 @@ async fn serve_one(
                     return;
                 }
             }
+            () = cut.cancelled() => return,
             () = stop.cancelled(), if !stopping => {
                 stopping = true;
                 connection.as_mut().graceful_shutdown();

@@ -253,13 +253,14 @@ pub async fn serve(
     };
     let streams = CancellationToken::new();
     let app = app(registry.clone(), auth, streams.clone());
-    let accepting = CancellationToken::new();
+    let (accepting, cut) = (CancellationToken::new(), CancellationToken::new());
     let mut connections = tokio::spawn(listen::serve_connections(
         listener,
         app,
         limits,
         registry.metrics().clone(),
         accepting.clone(),
+        cut.clone(),
     ));
     tokio::select! {
         result = &mut connections => {
@@ -276,6 +277,7 @@ pub async fn serve(
         accepting,
         streams,
         connections,
+        cut,
     };
     Ok(stopping.run(deadline).await)
 }

@@ -38,6 +38,8 @@ pub(super) struct Stopping {
     pub streams: CancellationToken,
     /// The accept loop, done once every connection has closed.
     pub connections: JoinHandle<()>,
+    /// Closes every connection at once, at the deadline.
+    pub cut: CancellationToken,
 }
 
 impl Stopping {
@@ -100,6 +102,7 @@ impl Stopping {
                 .connections_open
                 .load(std::sync::atomic::Ordering::Relaxed);
             pending.push(format!("{open} connection(s) still open, closed"));
+            self.cut.cancel();
             self.connections.abort();
         }
         if pending.is_empty() {
