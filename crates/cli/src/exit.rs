@@ -1,4 +1,4 @@
-//! Exit codes of `agentd run` (documented in the README).
+//! Exit codes of `agentd run` and `agentd serve` (documented in the README).
 
 use agentd_protocol::TurnStatus;
 
@@ -9,6 +9,10 @@ pub const MAX_TURNS: u8 = 3;
 pub const TIMEOUT: u8 = 4;
 pub const BUDGET_EXCEEDED: u8 = 5;
 pub const CIRCUIT_BREAKER: u8 = 6;
+/// `agentd serve`: the shutdown gave up on something at `[server]
+/// shutdown_deadline_s` (turns not recorded, a database that did not answer,
+/// connections cut); what is logged.
+pub const SHUTDOWN_INCOMPLETE: u8 = 7;
 pub const INTERRUPTED: u8 = 130;
 
 pub fn for_status(status: TurnStatus) -> u8 {

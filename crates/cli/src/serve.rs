@@ -5,9 +5,11 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentd_server::cluster::{Cluster, node_id};
 use agentd_server::config::{AuthMode, Config};
+use agentd_server::http::Stopped;
 use agentd_server::http::auth::Auth;
 use agentd_server::paths::{open_server_store, prepare_data_dir};
 use agentd_server::runtime::Runtime;
@@ -107,6 +109,7 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
                 format!("cannot start the turn runtime: {err}"),
             )
         })?;
+    let deadline = config.server.shutdown_deadline();
     let mut runtime = Runtime::new(store, config, data_dir);
     runtime.cluster = cluster.clone();
     runtime.threads = Threads::split(
@@ -119,10 +122,13 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
     if let Some(cluster) = cluster {
         tokio::spawn(drain_on_signal(cluster));
     }
-    let served =
-        agentd_server::http::serve(listener, runtime, Arc::new(env), auth, shutdown_signal())
-            .await
-            .map_err(|err| (exit::FAILED, err.to_string()));
+    let signal = async move {
+        shutdown_signal().await;
+        exit_after(deadline, "the shutdown deadline passed");
+    };
+    let served = agentd_server::http::serve(listener, runtime, Arc::new(env), auth, signal).await;
+    // What is left below must not hold the process either.
+    exit_after(EXIT_GRACE, "stopping the turn runtime took too long");
     // Turns have drained (or been given up on) by now. Drop what is left on
     // the turn runtime while this process still lives, so kill-on-drop
     // reaches every process a turn started; spares go too.
@@ -131,7 +137,39 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
         turn_threads.shutdown_timeout(std::time::Duration::from_secs(1));
     })
     .await;
-    served
+    match served {
+        Ok(Stopped::Clean) => Ok(()),
+        Ok(Stopped::Incomplete { pending }) => Err((
+            exit::SHUTDOWN_INCOMPLETE,
+            format!(
+                "the shutdown gave up after {}s on: {}",
+                deadline.as_secs(),
+                pending.join("; ")
+            ),
+        )),
+        Err(err) => Err((exit::FAILED, err.to_string())),
+    }
+}
+
+/// After the serving runtime's own deadline: time for the rest.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// The last resort of a bounded shutdown: whatever the process still waits
+/// for (a blocking call, a wedged runtime), it exits `after` from now with
+/// [`exit::SHUTDOWN_INCOMPLETE`]. A plain thread, so a stuck runtime cannot
+/// hold it up.
+fn exit_after(after: Duration, why: &'static str) {
+    let spawned = std::thread::Builder::new()
+        .name("agentd-exit".into())
+        .spawn(move || {
+            std::thread::sleep(after);
+            tracing::error!("{why}: exiting");
+            eprintln!("agentd serve: {why}: exiting");
+            std::process::exit(i32::from(exit::SHUTDOWN_INCOMPLETE));
+        });
+    if let Err(err) = spawned {
+        tracing::warn!(%err, "cannot start the shutdown watchdog");
+    }
 }
 
 /// `host:port` to one address; a name (say `localhost:7878`) is looked up.

@@ -10,6 +10,7 @@ pub mod checkpoints;
 pub mod claude_code;
 pub mod cluster;
 pub mod config;
+pub mod health;
 pub mod http;
 mod identity;
 pub mod metrics;

@@ -25,6 +25,13 @@ pub struct Metrics {
     pub events: AtomicU64,
     pub sse_clients: AtomicU64,
     pub sse_lagged: AtomicU64,
+    /// Event streams refused: the user had `max_streams_per_user` open.
+    pub sse_refused: AtomicU64,
+    pub connections_open: AtomicU64,
+    /// Closed at once: `max_connections` were open.
+    pub connections_refused: AtomicU64,
+    /// Closed for sending no complete request head in time.
+    pub connections_timed_out: AtomicU64,
     pub turns_started: AtomicU64,
     turns_finished: [AtomicU64; 7],
     input_tokens: AtomicU64,
@@ -204,6 +211,30 @@ impl Metrics {
             "gauge",
             "Open event streams.",
             &one(load(&self.sse_clients)),
+        );
+        metric(
+            "agentd_sse_refused_total",
+            "counter",
+            "Event streams refused: the user had max_streams_per_user open.",
+            &one(load(&self.sse_refused)),
+        );
+        metric(
+            "agentd_connections_open",
+            "gauge",
+            "Open HTTP connections.",
+            &one(load(&self.connections_open)),
+        );
+        metric(
+            "agentd_connections_refused_total",
+            "counter",
+            "Connections closed at once: max_connections were open.",
+            &one(load(&self.connections_refused)),
+        );
+        metric(
+            "agentd_connections_timed_out_total",
+            "counter",
+            "Connections closed for sending no complete request head within header_timeout_s.",
+            &one(load(&self.connections_timed_out)),
         );
         metric(
             "agentd_sse_lagged_total",

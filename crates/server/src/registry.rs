@@ -55,6 +55,8 @@ pub(crate) struct Inner {
     /// Cancelled at shutdown: interrupts every turn.
     stopping: CancellationToken,
     tasks: TaskTracker,
+    /// Turns whose end could not be recorded before shutdown.
+    unrecorded: AtomicU64,
 }
 
 pub struct Entry {
@@ -245,6 +247,7 @@ impl Registry {
                 entries: Mutex::new(HashMap::new()),
                 stopping: CancellationToken::new(),
                 tasks: TaskTracker::new(),
+                unrecorded: AtomicU64::new(0),
             }),
         }
     }
@@ -332,6 +335,9 @@ impl Registry {
         if self.inner.stopping.is_cancelled() {
             return Err(SubmitError::Stopping);
         }
+        // Refused now if the store takes no writes (a full disk answers
+        // reads): never a `202` for a turn that cannot be recorded.
+        crate::health::probe_write(self.inner.runtime.store.as_ref()).await?;
         let pending = PendingTurn {
             turn_id: uuid::Uuid::now_v7().to_string(),
             text: submission.text,
@@ -571,8 +577,9 @@ impl Registry {
     }
 
     /// Stop: interrupt every running turn, record queued ones as
-    /// interrupted, and wait (at most `grace`) for the turns to be recorded.
-    pub async fn shutdown(&self, grace: std::time::Duration) {
+    /// interrupted, and wait (at most `grace`) for the turns to be recorded;
+    /// whether they all were in time.
+    pub async fn shutdown(&self, grace: std::time::Duration) -> bool {
         self.inner.stopping.cancel();
         self.inner.tasks.close();
         if tokio::time::timeout(grace, self.inner.tasks.wait())
@@ -580,7 +587,20 @@ impl Registry {
             .is_err()
         {
             tracing::warn!("turns did not finish within {grace:?} of shutdown");
+            return false;
         }
+        true
+    }
+
+    /// A turn's end was given up on at shutdown (the next start records it
+    /// as interrupted).
+    pub(crate) fn gave_up_recording(&self) {
+        self.inner.unrecorded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Turns whose end could not be recorded before shutdown.
+    pub fn unrecorded_turns(&self) -> u64 {
+        self.inner.unrecorded.load(Ordering::Relaxed)
     }
 
     pub fn is_stopping(&self) -> bool {

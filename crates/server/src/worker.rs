@@ -44,7 +44,7 @@ pub(crate) async fn drive(
                 message: "agentd stopped before this queued turn could start.".into(),
                 retryable: true,
             };
-            record_unrun(&registry, &handle, &turn, TurnStatus::Interrupted, error).await;
+            record_end(&registry, &handle, &turn, TurnStatus::Interrupted, error).await;
             if let Some(cluster) = &registry.runtime().cluster {
                 cluster
                     .turn_ended(&registry, &handle.session_id, &turn.turn_id)
@@ -71,14 +71,12 @@ async fn run_one(
             // The turn was accepted: record that it failed once the store
             // answers again, so its client sees its end.
             tracing::error!(%err, "cannot read the session to start its turn");
-            if wait_for_store(registry).await {
-                let error = ErrorInfo {
-                    code: "store_error".into(),
-                    message: format!("the turn could not start: {err}"),
-                    retryable: true,
-                };
-                record_unrun(registry, handle, turn, TurnStatus::Failed, error).await;
-            }
+            let error = ErrorInfo {
+                code: "store_error".into(),
+                message: format!("the turn could not start: {err}"),
+                retryable: true,
+            };
+            record_end(registry, handle, turn, TurnStatus::Failed, error).await;
             return;
         }
     };
@@ -91,7 +89,7 @@ async fn run_one(
             message: format!("the turn could not start: {message}"),
             retryable: true,
         };
-        record_unrun(registry, handle, turn, TurnStatus::Failed, error).await;
+        record_end(registry, handle, turn, TurnStatus::Failed, error).await;
         return;
     }
     registry
@@ -136,6 +134,14 @@ async fn run_one(
         tracing::error!(%err, "the event forwarder failed");
     }
     match outcome {
+        Ok(Some(finished)) if finished.status == TurnStatus::Failed => {
+            tracing::info!(status = finished.status.as_str(), "turn finished");
+            // A store that failed mid-turn and came back before its end may
+            // have taken the turn's status but not its `turn.finished`.
+            if !matches!(finished_is_stored(registry, handle, turn).await, Ok(true)) {
+                record_store_failure(registry, handle, turn, "its end was not stored").await;
+            }
+        }
         Ok(Some(finished)) => {
             tracing::info!(status = finished.status.as_str(), "turn finished");
         }
@@ -148,7 +154,7 @@ async fn run_one(
                 message: err.to_string(),
                 retryable: false,
             };
-            record_unrun(registry, handle, turn, TurnStatus::Failed, error).await;
+            record_end(registry, handle, turn, TurnStatus::Failed, error).await;
         }
         Err(err) => {
             tracing::error!(%err, "turn failed in the store");
@@ -157,17 +163,13 @@ async fn run_one(
     }
 }
 
-/// First wait between attempts to record a turn that failed in the store.
+/// First wait between attempts to record a turn's end.
 const RETRY_FIRST: Duration = Duration::from_millis(500);
 /// Longest wait between attempts.
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// The store failed during the turn (database down, disk full): its end may
-/// be unrecorded. Record it as `failed` — the turn row, an `error` and a
-/// `turn.finished` unless the latter is already stored, the session idle —
-/// retrying until the store takes it, so the session is usable again once
-/// the database is back, without a restart. Gives up at shutdown (the next
-/// start finishes the turn as interrupted).
+/// be unrecorded. Record it as `failed` (see [`record_end`]).
 async fn record_store_failure(
     registry: &Registry,
     handle: &EntryHandle,
@@ -179,81 +181,96 @@ async fn record_store_failure(
         message: format!("the turn failed in the store: {detail}"),
         retryable: true,
     };
+    record_end(registry, handle, turn, TurnStatus::Failed, error).await;
+}
+
+/// Record how a turn ended when the turn itself could not (it never ran, or
+/// the store failed under it): the turn row (made if it never was), an
+/// `error` and a `turn.finished` unless one is stored, the session idle.
+/// Retried with backoff until the store takes it: a turn accepted with `202`
+/// always ends in the log, and the session stays busy until then. Gives up
+/// at shutdown after a last attempt (the next start finishes a recorded
+/// turn as interrupted).
+async fn record_end(
+    registry: &Registry,
+    handle: &EntryHandle,
+    turn: &PendingTurn,
+    status: TurnStatus,
+    error: ErrorInfo,
+) {
     let mut wait = RETRY_FIRST;
     let mut attempt = 1u32;
     loop {
-        match try_record_failure(registry, handle, turn, &error).await {
+        match try_record_end(registry, handle, turn, status, &error).await {
             Ok(()) => {
                 if attempt > 1 {
-                    tracing::info!(
-                        attempt,
-                        "recorded the failed turn after the store came back"
-                    );
+                    tracing::info!(attempt, "recorded the turn's end after the store came back");
                 }
                 return;
             }
-            Err(StoreError::NotFound(what)) => {
-                // The turn (or session) was never recorded: record it now, once.
-                tracing::warn!(%what, "the failed turn was never recorded");
-                record_unrun(registry, handle, turn, TurnStatus::Failed, error).await;
-                return;
+            Err(err @ StoreError::Database(_)) => {
+                tracing::warn!(%err, attempt, "cannot record the turn's end yet; retrying");
             }
             Err(err) => {
-                tracing::warn!(%err, attempt, "cannot record the failed turn yet; retrying");
+                // Not the store being away: retrying cannot help.
+                tracing::error!(%err, "cannot record the turn's end");
+                return;
             }
+        }
+        if registry.is_stopping() {
+            tracing::warn!("shutting down before the turn's end could be recorded");
+            registry.gave_up_recording();
+            return;
         }
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
-            () = registry.stopping() => {
-                tracing::warn!("shutting down before the failed turn could be recorded");
-                return;
-            }
+            () = registry.stopping() => {}
         }
         wait = (wait * 2).min(RETRY_MAX);
         attempt += 1;
     }
 }
 
-/// Wait until the store answers a ping; `false` when shutdown came first.
-async fn wait_for_store(registry: &Registry) -> bool {
-    let mut wait = RETRY_FIRST;
-    loop {
-        if registry.runtime().store.ping().await.is_ok() {
-            return true;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            () = registry.stopping() => return false,
-        }
-        wait = (wait * 2).min(RETRY_MAX);
-    }
-}
-
-/// One attempt of [`record_store_failure`]; every step may be repeated.
-async fn try_record_failure(
+/// One attempt of [`record_end`]; every step may be repeated.
+async fn try_record_end(
     registry: &Registry,
     handle: &EntryHandle,
     turn: &PendingTurn,
+    status: TurnStatus,
     error: &ErrorInfo,
 ) -> Result<(), StoreError> {
     let store = &registry.runtime().store;
-    // First: `NotFound` here means the turn was never recorded.
-    store.finish_turn(&turn.turn_id, TurnStatus::Failed).await?;
-    let session = store
-        .get_session(&handle.session_id)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(handle.session_id.clone()))?;
-    let last = store
-        .events_after(&handle.session_id, session.last_seq.saturating_sub(1), 1)
-        .await?;
-    let finished_stored = last.iter().any(
-        |envelope| matches!(&envelope.event, Event::TurnFinished(f) if f.turn_id == turn.turn_id),
-    );
-    if !finished_stored {
+    match store.finish_turn(&turn.turn_id, status).await {
+        Ok(()) => {}
+        Err(StoreError::NotFound(_)) => {
+            // Never recorded: record it now.
+            let started = store
+                .start_turn(
+                    &handle.session_id,
+                    &turn.turn_id,
+                    turn.client_request_id.as_deref(),
+                )
+                .await;
+            match started {
+                Ok(TurnStart::Started(_)) => store.finish_turn(&turn.turn_id, status).await?,
+                // Its request id belongs to a recorded turn: that one has its end.
+                Ok(TurnStart::Duplicate(_)) => return Ok(()),
+                // The session was deleted: nothing is left to record in.
+                Err(StoreError::NotFound(_)) => return Ok(()),
+                Err(err) => return Err(err),
+            }
+        }
+        Err(err) => return Err(err),
+    }
+    let stored = match finished_is_stored(registry, handle, turn).await {
+        Err(StoreError::NotFound(_)) => return Ok(()),
+        stored => stored?,
+    };
+    if !stored {
         let finished = TurnFinished {
             agent_status: None,
             turn_id: turn.turn_id.clone(),
-            status: TurnStatus::Failed,
+            status,
             result: None,
             usage: Usage::default(),
             cost_usd: 0.0,
@@ -279,64 +296,22 @@ async fn try_record_failure(
     Ok(())
 }
 
-/// Record a turn that never ran: the turn row, an `error` and its one
-/// `turn.finished`, published like any other events.
-async fn record_unrun(
+/// The session's last event is this turn's `turn.finished` (nothing of the
+/// session is stored after it while the turn holds the session).
+async fn finished_is_stored(
     registry: &Registry,
     handle: &EntryHandle,
     turn: &PendingTurn,
-    status: TurnStatus,
-    error: ErrorInfo,
-) {
+) -> Result<bool, StoreError> {
     let store = &registry.runtime().store;
-    let started = store
-        .start_turn(
-            &handle.session_id,
-            &turn.turn_id,
-            turn.client_request_id.as_deref(),
-        )
-        .await;
-    if !matches!(started, Ok(TurnStart::Started(_))) {
-        // Recorded before (or the store is failing): never a second finish.
-        return;
-    }
-    let finished = TurnFinished {
-        agent_status: None,
-        turn_id: turn.turn_id.clone(),
-        status,
-        result: None,
-        usage: Usage::default(),
-        cost_usd: 0.0,
-        num_model_calls: 0,
-        duration_ms: 0,
-        error: Some(error.clone()),
-    };
-    for event in [Event::Error(error), Event::TurnFinished(finished)] {
-        match store.append_event(&handle.session_id, &event).await {
-            Ok(envelope) => {
-                registry
-                    .metrics()
-                    .event(&envelope, &mut TurnClock::default());
-                handle.publish(&envelope);
-            }
-            Err(err) => tracing::error!(%err, "cannot record why the turn did not run"),
-        }
-    }
-    let _ = store.finish_turn(&turn.turn_id, status).await;
-    set_idle(registry, &handle.session_id).await;
-}
-
-async fn set_idle(registry: &Registry, session_id: &str) {
-    let update = SessionUpdate {
-        status: Some(SessionStatus::Idle),
-        ..SessionUpdate::default()
-    };
-    if let Err(err) = registry
-        .runtime()
-        .store
-        .update_session(session_id, update)
-        .await
-    {
-        tracing::error!(%err, "cannot mark the session idle");
-    }
+    let session = store
+        .get_session(&handle.session_id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(handle.session_id.clone()))?;
+    let last = store
+        .events_after(&handle.session_id, session.last_seq.saturating_sub(1), 1)
+        .await?;
+    Ok(last.iter().any(
+        |envelope| matches!(&envelope.event, Event::TurnFinished(f) if f.turn_id == turn.turn_id),
+    ))
 }

@@ -164,6 +164,11 @@ pub trait Store: Send + Sync {
         self.count_sessions().await.map(|_| ())
     }
 
+    /// A tiny write (one row of `health_probe`), for `/healthz` and before a
+    /// turn is accepted: [`Store::ping`] is a read, which a full disk still
+    /// answers.
+    async fn probe_write(&self) -> StoreResult<()>;
+
     /// Create a user; a name already taken is a `Database` error naming it.
     async fn create_user(&self, name: &str) -> StoreResult<UserRecord>;
     async fn get_user_by_name(&self, name: &str) -> StoreResult<Option<UserRecord>>;

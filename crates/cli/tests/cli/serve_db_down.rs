@@ -21,15 +21,16 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/postgres.sh")
 }
 
-/// A PostgreSQL cluster of this test only; removed on drop.
-struct Cluster {
+/// A PostgreSQL cluster of this test only; removed on drop (also used by
+/// `serve_shutdown`).
+pub(crate) struct Cluster {
     state: PathBuf,
-    url: String,
+    pub(crate) url: String,
     port: String,
 }
 
 impl Cluster {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -98,7 +99,7 @@ impl Cluster {
     }
 
     /// Like a crash: no shutdown checkpoint, connections cut.
-    async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         let data = self.data().display().to_string();
         self.pg_ctl(&["-D", &data, "-m", "immediate", "-w", "stop"])
             .await;

@@ -472,10 +472,13 @@ impl Cluster {
     }
 
     /// Leave the cluster (a clean stop): others need not wait for a timeout.
-    pub async fn leave(&self) {
+    /// Whether the database took it.
+    pub async fn leave(&self) -> bool {
         if let Err(err) = self.inner.store.remove_node(&self.inner.node_id).await {
             tracing::warn!(%err, "could not leave the cluster cleanly");
+            return false;
         }
+        true
     }
 }
 

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 mod access;
 mod agents;
+pub mod server_limits;
 mod users;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
@@ -85,6 +86,19 @@ pub struct ServerConfig {
     /// else is refused, so a page elsewhere cannot rebind a name to us.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// `/healthz` is `degraded` when the data dir has less free space (MiB;
+    /// see [`server_limits`] for this and the keys below).
+    pub min_free_disk_mb: Option<u64>,
+    /// A connection must send a request's whole head within this (seconds).
+    pub header_timeout_s: Option<u64>,
+    /// An idle keep-alive connection is closed after this (seconds).
+    pub keepalive_idle_s: Option<u64>,
+    /// Open connections at most; more are closed at once.
+    pub max_connections: Option<usize>,
+    /// Open event streams per user at most; more answer 429.
+    pub max_streams_per_user: Option<usize>,
+    /// SIGTERM ends the process within this (seconds), whatever it waits for.
+    pub shutdown_deadline_s: Option<u64>,
 }
 
 /// [`ServerConfig::spare_sandboxes`] when unset.

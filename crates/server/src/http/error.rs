@@ -56,6 +56,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// The user has `max_streams_per_user` event streams open here.
+    #[error("too many open event streams ({0} per user); close one or retry later")]
+    TooManyStreams(usize),
     /// The store failed (database down, disk full): worth retrying later.
     /// The detail is logged, not sent.
     #[error("the database is unavailable; try again shortly")]
@@ -82,6 +85,7 @@ impl ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::ShuttingDown | ApiError::StoreUnavailable(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -107,6 +111,7 @@ impl ApiError {
             ApiError::TooLarge(_) => "too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::ShuttingDown => "shutting_down",
+            ApiError::TooManyStreams(_) => "too_many_streams",
             ApiError::StoreUnavailable(_) => "store_unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -116,6 +121,9 @@ impl ApiError {
         ApiError::NotFound("no session with this id".into())
     }
 }
+
+/// `Retry-After` of a refused event stream (seconds).
+const STREAMS_RETRY_AFTER_S: u64 = 5;
 
 /// The error body, for the OpenAPI document.
 #[derive(Debug, Serialize, ToSchema)]
@@ -137,6 +145,7 @@ impl IntoResponse for ApiError {
         let status = self.status();
         let retry_after = match &self {
             ApiError::RateLimited { retry_after_s, .. } => Some(*retry_after_s),
+            ApiError::TooManyStreams(_) => Some(STREAMS_RETRY_AFTER_S),
             _ => None,
         };
         if let ApiError::Internal(detail) = &self {

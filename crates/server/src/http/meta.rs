@@ -13,6 +13,7 @@ use super::AppState;
 use super::auth::User;
 use super::error::{ApiResult, ErrorBody};
 use crate::config::{Provider, SandboxMode};
+use crate::health::HealthCheck;
 use crate::metrics::Gauges;
 use crate::models::resolve_model;
 
@@ -51,22 +52,27 @@ pub struct ProfileInfo {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
-    /// `ok`, `degraded` (the database is down), `draining` (a cluster node
+    /// `ok`, `degraded` (the database is down or takes no writes, or the
+    /// data dir is low on space), `draining` (a cluster node
     /// finishing its turns before it exits) or `stopping`.
     pub status: String,
     /// This node's id, in a cluster.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
     pub version: String,
-    /// `up` or `down`.
+    /// `up`, `down` (no answer) or `read_only` (it answers reads, takes
+    /// no writes: a full disk).
     pub database: String,
-    /// Why the database is down.
+    /// What failed: `database`, `database_write`, `disk_space`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing: Vec<String>,
+    /// Free space of the data dir, in MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub free_disk_mb: Option<u64>,
+    /// Why the database is down, or what else failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
-
-/// How long `/healthz` waits for the database.
-const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn provider_name(provider: Provider) -> &'static str {
     match provider {
@@ -157,21 +163,16 @@ pub async fn profiles(State(state): State<AppState>, user: User) -> ApiResult<Js
 }
 
 /// Health: answers while the server runs (no authentication), with whether
-/// the database answers a ping within 2 s; `503` when it does not, or while
-/// a cluster node drains (load balancers stop sending it requests).
+/// the database answers a read and takes a write within 2 s each and the
+/// data dir has `[server] min_free_disk_mb` free; `503` when not, or while a
+/// cluster node drains (load balancers stop sending it requests).
 #[utoipa::path(get, path = "/healthz", tag = "server",
     responses((status = 200, body = Health),
-        (status = 503, description = "The database is down, or the node drains", body = Health)))]
+        (status = 503, description = "The database is down or takes no writes, the disk is low, or the node drains", body = Health)))]
 pub async fn healthz(State(state): State<AppState>) -> Response {
-    let store = state.registry.runtime().store.clone();
-    let error = match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
-        Ok(Ok(())) => None,
-        Ok(Err(err)) => Some(err.to_string()),
-        Err(_) => Some(format!(
-            "the database did not answer within {}s",
-            PING_TIMEOUT.as_secs()
-        )),
-    };
+    let check = HealthCheck::run(state.registry.runtime()).await;
+    let failing = check.failing();
+    let error = check.error();
     let cluster = state.registry.runtime().cluster.as_ref();
     let draining = cluster.is_some_and(|c| c.is_draining());
     let status = if state.registry.is_stopping() {
@@ -188,11 +189,20 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
     } else {
         StatusCode::OK
     };
+    let database = if check.read_error.is_some() {
+        "down"
+    } else if check.write_error.is_some() {
+        "read_only"
+    } else {
+        "up"
+    };
     let health = Health {
         status: status.into(),
         version: env!("CARGO_PKG_VERSION").into(),
         node_id: cluster.map(|c| c.node_id().to_string()),
-        database: if error.is_some() { "down" } else { "up" }.into(),
+        database: database.into(),
+        failing: failing.into_iter().map(String::from).collect(),
+        free_disk_mb: check.free_disk_bytes.map(|b| b / (1024 * 1024)),
         error,
     };
     (code, Json(health)).into_response()

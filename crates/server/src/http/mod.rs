@@ -6,20 +6,24 @@ mod access_check;
 mod admin;
 pub mod approvals;
 pub mod auth;
+mod conn_watch;
 pub mod error;
 mod files;
 mod history;
+mod listen;
 mod local_host;
 mod messages;
 mod meta;
 mod sessions;
+mod shutdown;
 pub mod sign_in;
 mod sse;
+pub mod stream_limit;
 mod web;
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -27,7 +31,6 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -41,11 +44,10 @@ use crate::runtime::Runtime;
 use auth::Auth;
 use error::ApiError;
 
+pub use shutdown::Stopped;
+
 /// Largest request body accepted (413 beyond).
 pub const BODY_LIMIT: usize = 1024 * 1024;
-/// How long shutdown waits for interrupted turns to be recorded, and then
-/// for connections to close.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// What every handler gets.
 #[derive(Clone)]
@@ -56,6 +58,8 @@ pub struct AppState {
     pub streams: CancellationToken,
     /// The OpenAPI document, rendered once.
     pub openapi: Arc<String>,
+    /// Open event streams per user (`[server] max_streams_per_user`).
+    pub stream_limit: Arc<stream_limit::StreamLimit>,
 }
 
 #[derive(OpenApi)]
@@ -147,7 +151,9 @@ pub fn app(registry: Registry, auth: Auth, streams: CancellationToken) -> Router
         tracing::error!(%err, "cannot render the OpenAPI document");
         "{}".into()
     });
+    let max_streams = registry.runtime().config.server.max_streams_per_user();
     let state = AppState {
+        stream_limit: stream_limit::StreamLimit::new(max_streams),
         registry,
         auth: Arc::new(auth),
         streams,
@@ -218,16 +224,17 @@ fn declared_length(request: &Request) -> Option<u64> {
         .ok()
 }
 
-/// Serve until `signal` resolves, then shut down gracefully: stop accepting,
-/// interrupt running turns (recorded as `interrupted`), end event streams
-/// once those are stored, and wait for connections to close.
+/// Serve until `signal` resolves, then shut down gracefully within `[server]
+/// shutdown_deadline_s`: stop accepting, interrupt running turns (recorded as
+/// `interrupted`), end event streams once those are stored, and wait for
+/// connections to close. Whether all of that happened in time.
 pub async fn serve(
     listener: TcpListener,
     runtime: Runtime,
     env: Env,
     auth: Auth,
     signal: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<Stopped> {
     let cluster = runtime.cluster.clone();
     // In a cluster, other nodes' turns run: only this node's own leases (and
     // dead nodes') are recovered, by `Cluster::start`.
@@ -243,6 +250,8 @@ pub async fn serve(
             );
         }
     }
+    let limits = runtime.config.server.connection_limits();
+    let deadline = runtime.config.server.shutdown_deadline();
     let registry = Registry::new(runtime, env, Arc::new(Metrics::default()));
     let cluster_stop = CancellationToken::new();
     if let Some(cluster) = &cluster {
@@ -263,36 +272,31 @@ pub async fn serve(
     };
     let streams = CancellationToken::new();
     let app = app(registry.clone(), auth, streams.clone());
-    let accepting = CancellationToken::new();
-    // SSE is many small writes: without TCP_NODELAY, Nagle delays them.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(accepting.clone().cancelled_owned())
-        .into_future();
-    let mut server = tokio::spawn(server);
+    let (accepting, cut) = (CancellationToken::new(), CancellationToken::new());
+    let mut connections = tokio::spawn(listen::serve_connections(
+        listener,
+        app,
+        limits,
+        registry.metrics().clone(),
+        accepting.clone(),
+        cut.clone(),
+    ));
     tokio::select! {
-        result = &mut server => return result.map_err(std::io::Error::other)?,
+        result = &mut connections => {
+            return result.map(|()| Stopped::Clean).map_err(std::io::Error::other);
+        }
         () = signal => {}
         () = drained => tracing::info!("drained: no turn left running here"),
     }
-    tracing::info!("shutting down");
-    accepting.cancel();
-    registry.shutdown(SHUTDOWN_GRACE).await;
-    registry.runtime().mcp.shutdown().await;
-    registry.runtime().claude.shutdown().await;
-    cluster_stop.cancel();
-    if let Some(cluster) = &cluster {
-        cluster.leave().await;
-    }
-    streams.cancel();
-    match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
-        Ok(result) => result.map_err(std::io::Error::other)?,
-        Err(_) => {
-            tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
-            server.abort();
-            Ok(())
-        }
-    }
+    tracing::info!(?deadline, "shutting down");
+    let stopping = shutdown::Stopping {
+        registry,
+        cluster,
+        cluster_stop,
+        accepting,
+        streams,
+        connections,
+        cut,
+    };
+    Ok(stopping.run(deadline).await)
 }

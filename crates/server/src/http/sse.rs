@@ -55,6 +55,7 @@ pub struct EventsQuery {
         (status = 200, description = "An endless `text/event-stream`", content_type = "text/event-stream", body = String),
         (status = 400, description = "Bad `Last-Event-ID` or `after`", body = ErrorBody),
         (status = 404, body = ErrorBody),
+        (status = 429, description = "The user has `max_streams_per_user` streams open; see `Retry-After`", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub async fn events(
@@ -83,6 +84,14 @@ pub async fn events(
             session.last_seq
         )));
     }
+    let Some(slot) = state.stream_limit.open(&user.name) else {
+        state
+            .registry
+            .metrics()
+            .sse_refused
+            .fetch_add(1, Ordering::Relaxed);
+        return Err(ApiError::TooManyStreams(state.stream_limit.max()));
+    };
     let handle = state.registry.handle(&id);
     // Subscribe first: whatever is stored from now on reaches us live.
     let live = handle.subscribe();
@@ -94,7 +103,11 @@ pub async fn events(
         live,
         after,
     )
-    .map(|outgoing| Ok::<_, Infallible>(outgoing.into_sse()));
+    .map(move |outgoing| {
+        // The stream holds its user's slot until it ends.
+        let _slot = &slot;
+        Ok::<_, Infallible>(outgoing.into_sse())
+    });
     let mut response = Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(HEARTBEAT))
         .into_response();

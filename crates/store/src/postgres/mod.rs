@@ -74,6 +74,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "access",
         include_str!("../../migrations/postgres/0006_access.sql"),
     ),
+    (
+        7,
+        "health_probe",
+        include_str!("../../migrations/postgres/0007_health_probe.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
@@ -372,6 +377,17 @@ impl Store for PostgresStore {
 
     async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
         self.agent_uid_impl(user, first, last).await
+    }
+
+    async fn probe_write(&self) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO health_probe (id, at) VALUES (1, now()) \
+             ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+        )
+        .execute(&self.pool)
+        .await
+        .map(|_| ())
+        .map_err(|e| StoreError::Database(format!("probing a write: {e}")))
     }
 
     async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()> {

@@ -71,6 +71,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "access",
         include_str!("../../migrations/sqlite/0005_access.sql"),
     ),
+    (
+        6,
+        "health_probe",
+        include_str!("../../migrations/sqlite/0006_health_probe.sql"),
+    ),
 ];
 
 fn migrator() -> Migrator {
@@ -463,6 +468,19 @@ impl Store for SqliteStore {
 
     async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
         self.agent_uid_impl(user, first, last).await
+    }
+
+    async fn probe_write(&self) -> StoreResult<()> {
+        let _write = self.write_guard().await;
+        sqlx::query(
+            "INSERT INTO health_probe (id, at) VALUES (1, ?) \
+             ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+        )
+        .bind(util::to_ms(util::now()))
+        .execute(self.writer())
+        .await
+        .map(|_| ())
+        .map_err(util::db("probing a write"))
     }
 
     async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()> {

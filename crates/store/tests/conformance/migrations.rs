@@ -25,6 +25,7 @@ async fn a_fresh_database_has_every_table_empty() {
         "grants",
         "spend",
         "audit_log",
+        "health_probe",
     ] {
         let n = crate::strings(
             &store,
@@ -175,4 +176,19 @@ async fn two_stores_appending_at_once_stay_gapless() {
         .map(|m| m.position)
         .collect();
     assert_eq!(positions, (1..=40).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn probe_write_keeps_one_row_however_often_it_runs() {
+    let (_guard, store) = store().await;
+    for _ in 0..3 {
+        store.probe_write().await.unwrap();
+    }
+    let n = crate::strings(
+        &store,
+        "SELECT CAST(COUNT(*) AS TEXT) FROM health_probe WHERE '' = $1",
+        "",
+    )
+    .await;
+    assert_eq!(n, ["1"]);
 }

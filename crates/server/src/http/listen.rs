@@ -1,0 +1,156 @@
+//! The accept loop of `agentd serve`: HTTP/1.1 connections served by hyper,
+//! each closed when it misses its header or keep-alive deadline (see
+//! `conn_watch`), at most `max_connections` open at once (more are closed at
+//! once, counted), and a graceful stop: no new connections, idle ones closed,
+//! in-flight requests and event streams finished.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::conn_watch::{Activity, WatchedIo, WatchedService};
+use crate::config::server_limits::ConnectionLimits;
+use crate::metrics::Metrics;
+
+/// Serve `app` on `listener` until `stop` is cancelled, then until every
+/// connection has closed; `cut` closes them all at once.
+pub(super) async fn serve_connections(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+    cut: CancellationToken,
+) {
+    let connections = TaskTracker::new();
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            Err(err) => {
+                // Out of descriptors and the like: wait rather than spin.
+                if !is_connection_error(&err) {
+                    tracing::error!(%err, "accepting a connection failed");
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                    }
+                }
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            metrics.connections_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                max_connections = limits.max_connections,
+                "connection refused: too many open"
+            );
+            continue;
+        };
+        // SSE is many small writes: without TCP_NODELAY, Nagle delays them.
+        let _ = tcp.set_nodelay(true);
+        let connection = serve_one(
+            tcp,
+            app.clone(),
+            limits,
+            metrics.clone(),
+            stop.clone(),
+            cut.clone(),
+            slot,
+        );
+        connections.spawn(connection);
+    }
+    drop(listener);
+    connections.close();
+    connections.wait().await;
+}
+
+/// Errors of one connection (not of the listener): try the next one.
+fn is_connection_error(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(
+        err.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}
+
+/// Counts an open connection for `/metrics`, and holds its slot.
+struct Open {
+    metrics: Arc<Metrics>,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.metrics
+            .connections_open
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn serve_one(
+    tcp: TcpStream,
+    app: Router,
+    limits: ConnectionLimits,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+    cut: CancellationToken,
+    slot: OwnedSemaphorePermit,
+) {
+    metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+    let _open = Open {
+        metrics: metrics.clone(),
+        _slot: slot,
+    };
+    let activity = Activity::new(limits);
+    let io = TokioIo::new(WatchedIo {
+        inner: tcp,
+        activity: activity.clone(),
+    });
+    let service = WatchedService::new(app, activity.clone());
+    let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    tokio::pin!(connection);
+    let mut stopping = false;
+    loop {
+        // While a request is in flight, look again a header timeout later.
+        let wake = activity
+            .deadline()
+            .unwrap_or_else(|| tokio::time::Instant::now() + limits.header_timeout);
+        tokio::select! {
+            served = connection.as_mut() => {
+                if let Err(err) = served {
+                    tracing::debug!(%err, "connection ended with an error");
+                }
+                return;
+            }
+            () = tokio::time::sleep_until(wake) => {
+                let expired = activity
+                    .deadline()
+                    .is_some_and(|deadline| deadline <= tokio::time::Instant::now());
+                if expired {
+                    if activity.awaiting_head() {
+                        metrics.connections_timed_out.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // Dropping the connection closes the socket.
+                    return;
+                }
+            }
+            () = cut.cancelled() => return,
+            () = stop.cancelled(), if !stopping => {
+                stopping = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
