@@ -1,6 +1,6 @@
 //! `agentd users` and `agentd audit`: what admins do over the API
 //! (`/v1/admin/*`), done on the store directly by whoever runs the server;
-//! every change is in the audit log as the `operator`'s.
+//! every change is in the audit log as the `cli:operator`'s.
 
 use std::path::PathBuf;
 
@@ -71,7 +71,7 @@ pub struct AuditArgs {
     /// Entries after this id.
     #[arg(long)]
     after: Option<i64>,
-    /// Only this actor's (`operator` for the command line).
+    /// Only this actor's (`cli:operator` for the command line).
     #[arg(long)]
     actor: Option<String>,
     /// Only this action (`session.create`, `grant.add`, …).

@@ -4,6 +4,7 @@
 //! store. `agentd run` uses it in-process; `agentd serve` puts HTTP in front.
 
 pub mod access;
+pub mod admission;
 pub mod agent_build;
 pub mod approvals;
 pub mod checkpoints;

@@ -21,6 +21,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::admission::{Admissions, Caller};
 use crate::metrics::{Gauges, Metrics};
 use crate::runtime::Runtime;
 use crate::worker;
@@ -57,6 +58,7 @@ pub(crate) struct Inner {
     tasks: TaskTracker,
     /// Turns whose end could not be recorded before shutdown.
     unrecorded: AtomicU64,
+    admissions: Admissions,
 }
 
 pub struct Entry {
@@ -96,6 +98,9 @@ pub struct PendingTurn {
     pub turn_id: String,
     pub text: String,
     pub client_request_id: Option<String>,
+    /// Who it was accepted from, when it was accepted on this node (and
+    /// counted in [`Registry::admissions`] until it ends).
+    pub by: Option<Caller>,
 }
 
 /// What a submission asks for.
@@ -105,6 +110,8 @@ pub struct Submission {
     pub client_request_id: Option<String>,
     /// Wait behind a running turn instead of being refused.
     pub queue: bool,
+    /// Who sends it (counted and checked again as them; see [`Caller`]).
+    pub by: Option<Caller>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,7 +255,20 @@ impl Registry {
                 stopping: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 unrecorded: AtomicU64::new(0),
+                admissions: Admissions::default(),
             }),
+        }
+    }
+
+    /// Turns accepted here and not ended, by user.
+    pub fn admissions(&self) -> &Admissions {
+        &self.inner.admissions
+    }
+
+    /// `turn` ended (ran, failed, or was dropped at shutdown).
+    pub(crate) fn turn_done(&self, turn: &PendingTurn) {
+        if let Some(by) = &turn.by {
+            self.inner.admissions.ended(&by.name);
         }
     }
 
@@ -342,6 +362,7 @@ impl Registry {
             turn_id: uuid::Uuid::now_v7().to_string(),
             text: submission.text,
             client_request_id: submission.client_request_id,
+            by: submission.by,
         };
         let mut turns = handle.lock_turns();
         let busy = turns.running.as_ref().is_some_and(|r| !r.finishing) || !turns.queue.is_empty();
@@ -354,6 +375,9 @@ impl Registry {
                 .insert(request_id.clone(), pending.turn_id.clone());
         }
         let turn_id = pending.turn_id.clone();
+        if let Some(by) = &pending.by {
+            self.inner.admissions.admitted(&by.name);
+        }
         if turns.running.is_some() {
             // Behind a finishing turn it starts in a moment: not "queued".
             turns.queue.push_back(pending);
@@ -365,6 +389,26 @@ impl Registry {
         }
         self.spawn_worker(&session.id, turns, pending);
         Ok(Accepted::Started(turn_id))
+    }
+
+    /// Whether `request_id` already made a turn of this session (here or in
+    /// the store).
+    pub async fn is_known_request(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<bool, agentd_store::StoreError> {
+        let known_here = {
+            let entries = self.inner.lock_entries();
+            entries
+                .get(session_id)
+                .is_some_and(|entry| entry.lock_turns().request_ids.contains_key(request_id))
+        };
+        if known_here {
+            return Ok(true);
+        }
+        let store = &self.inner.runtime.store;
+        Ok(store.find_turn(session_id, request_id).await?.is_some())
     }
 
     /// Run `pending` now: mark it running (under the `turns` lock the caller

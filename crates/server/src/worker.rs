@@ -5,11 +5,14 @@
 use std::time::Duration;
 
 use agentd_protocol::{ErrorInfo, Event, TurnFinished, TurnStatus, Usage};
-use agentd_store::{SessionStatus, SessionUpdate, StoreError, TurnStart};
+use agentd_store::{SessionRecord, SessionStatus, SessionUpdate, StoreError, TurnStart};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::access::QuotaRefusal;
+use crate::access::quotas::QuotaCheckError;
+use crate::admission::Caller;
 use crate::metrics::TurnClock;
 use crate::registry::{EntryHandle, PendingTurn, Registry};
 use crate::runtime::{RunError, TurnOptions};
@@ -23,12 +26,15 @@ pub(crate) async fn drive(
     cancel: CancellationToken,
 ) {
     let mut next = Some((first, cancel));
+    let mut waited = false;
     while let Some((turn, cancel)) = next {
         let span =
             tracing::info_span!("turn", session_id = %handle.session_id, turn_id = %turn.turn_id);
-        run_one(&registry, &handle, &turn, cancel)
+        run_one(&registry, &handle, &turn, cancel, waited)
             .instrument(span)
             .await;
+        registry.turn_done(&turn);
+        waited = true;
         // A turn taken from the cluster's queue: save and release it.
         if let Some(cluster) = &registry.runtime().cluster {
             cluster
@@ -45,6 +51,7 @@ pub(crate) async fn drive(
                 retryable: true,
             };
             record_end(&registry, &handle, &turn, TurnStatus::Interrupted, error).await;
+            registry.turn_done(&turn);
             if let Some(cluster) = &registry.runtime().cluster {
                 cluster
                     .turn_ended(&registry, &handle.session_id, &turn.turn_id)
@@ -59,6 +66,7 @@ async fn run_one(
     handle: &EntryHandle,
     turn: &PendingTurn,
     cancel: CancellationToken,
+    waited: bool,
 ) {
     let runtime = registry.runtime();
     let mut session = match runtime.store.get_session(&handle.session_id).await {
@@ -80,6 +88,15 @@ async fn run_one(
             return;
         }
     };
+    // A grant taken back or a quota reached while it waited stops it.
+    if waited
+        && let Some(by) = &turn.by
+        && let Err(error) = still_allowed(registry, by, &session).await
+    {
+        tracing::info!(code = %error.code, "a queued turn is no longer allowed");
+        record_end(registry, handle, turn, TurnStatus::Failed, error).await;
+        return;
+    }
     if let Some(cluster) = &runtime.cluster
         && let Err(message) = cluster.prepare(registry, &mut session).await
     {
@@ -314,4 +331,36 @@ async fn finished_is_stored(
     Ok(last.iter().any(
         |envelope| matches!(&envelope.event, Event::TurnFinished(f) if f.turn_id == turn.turn_id),
     ))
+}
+
+/// Whether `by` may still run a turn of `session`: its profile and model
+/// granted, no spend or storage quota reached.
+async fn still_allowed(
+    registry: &Registry,
+    by: &Caller,
+    session: &SessionRecord,
+) -> Result<(), ErrorInfo> {
+    let access = registry.runtime().access();
+    let refused = |code: &str, message: String| ErrorInfo {
+        code: code.into(),
+        message,
+        retryable: false,
+    };
+    let usable = access
+        .usable(&by.name, by.is_admin)
+        .await
+        .map_err(|err| refused("store_error", err.to_string()))?;
+    if let Some(message) = usable.refusal(access.config, &session.profile, &session.model) {
+        return Err(refused("not_granted", message));
+    }
+    match access.recheck_queued(&by.name).await {
+        Ok(()) => Ok(()),
+        Err(QuotaCheckError::Refused(QuotaRefusal::Exceeded { message, .. })) => {
+            Err(refused("quota_exceeded", message))
+        }
+        Err(QuotaCheckError::Refused(QuotaRefusal::Rate { message, .. })) => {
+            Err(refused("rate_limited", message))
+        }
+        Err(QuotaCheckError::Store(err)) => Err(refused("store_error", err.to_string())),
+    }
 }

@@ -114,10 +114,8 @@ pub(crate) const GRANTS: &str = "SELECT user_name, kind, name, created_at FROM g
 pub(crate) const USER_USAGE: &str = "SELECT \
      (SELECT COUNT(*) FROM turns t JOIN sessions s ON s.id = t.session_id \
         WHERE s.owner = $1 AND t.status IS NULL) AS running_turns, \
-     (SELECT COUNT(*) FROM turns t JOIN sessions s ON s.id = t.session_id \
-        WHERE s.owner = $1 AND t.started_at >= $2) AS recent_turns, \
-     (SELECT MIN(t.started_at) FROM turns t JOIN sessions s ON s.id = t.session_id \
-        WHERE s.owner = $1 AND t.started_at >= $2) AS oldest_recent_turn, \
+     (SELECT COUNT(*) FROM turn_starts WHERE owner = $1 AND at >= $2) AS recent_turns, \
+     (SELECT MIN(at) FROM turn_starts WHERE owner = $1 AND at >= $2) AS oldest_recent_turn, \
      (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend WHERE owner = $1 AND at >= $3) \
         AS spend_day_usd, \
      (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend WHERE owner = $1 AND at >= $4) \

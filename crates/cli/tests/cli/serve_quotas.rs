@@ -103,9 +103,11 @@ async fn each_quota_trips_with_its_status_and_recovers() {
     let carol = server.as_user(&token("carol"));
     let first = carol.session().await;
     let second = carol.session().await;
-    carol.message(&first, "wait for me").await;
-    let mut events = carol.events(&first, None).await;
-    while events.next().await.unwrap().event != "tool.started" {}
+    // Refused at once: counted from the 202, not from when it starts.
+    let waiting = json!({"content": "wait for me", "client_request_id": "r-1"});
+    let path = format!("/v1/sessions/{first}/messages");
+    let (status, accepted) = carol.post(&path, waiting.clone()).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
     let (status, error, retry_after) = post_message(&carol, &second, "hello").await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{error}");
     assert_eq!(error["error"]["code"], "rate_limited");
@@ -119,6 +121,11 @@ async fn each_quota_trips_with_its_status_and_recovers() {
         retry_after.is_some_and(|s| s >= 1),
         "Retry-After: {retry_after:?}"
     );
+    // A retry of the accepted request is its turn, whatever the limit says.
+    let (status, again) = carol.post(&path, waiting).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{again}");
+    assert_eq!(again["state"], "duplicate");
+    assert_eq!(again["turn_id"], accepted["turn_id"]);
     let (status, _) = carol
         .post(&format!("/v1/sessions/{first}/interrupt"), json!({}))
         .await;
@@ -132,13 +139,25 @@ async fn each_quota_trips_with_its_status_and_recovers() {
     );
     carol.wait_idle(&second).await;
 
-    // Turns per hour: the third is refused until the first is an hour old.
+    // Turns per hour: queued turns count; the third is refused until the
+    // first is an hour old.
     let dave = server.as_user(&token("dave"));
     let session = dave.session().await;
-    for _ in 0..2 {
-        dave.message(&session, "hi").await;
-        dave.wait_idle(&session).await;
+    let queue = |content: &str| {
+        dave.request(Method::POST, &format!("/v1/sessions/{session}/messages"))
+            .json(&json!({"content": content, "queue": true}))
+    };
+    for content in ["one", "two"] {
+        let (status, body) = dave.send(queue(content)).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
+    let (status, error) = dave.send(queue("three")).await;
+    assert_eq!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "queued turns count: {error}"
+    );
+    dave.wait_idle(&session).await;
     let (status, error, retry_after) = post_message(&dave, &session, "hi").await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{error}");
     let wait = retry_after.unwrap();
@@ -246,7 +265,7 @@ async fn each_quota_trips_with_its_status_and_recovers() {
     let metrics = response.text().await.unwrap();
     for series in [
         "agentd_user_refusals_total{user=\"carol\",limit=\"max_running_turns\"} 1",
-        "agentd_user_refusals_total{user=\"dave\",limit=\"turns_per_hour\"} 1",
+        "agentd_user_refusals_total{user=\"dave\",limit=\"turns_per_hour\"} 2",
         "agentd_user_refusals_total{user=\"frank\",limit=\"spend_usd_per_day\"} 1",
         "agentd_user_turns_total{user=\"dave\"} 2",
         "agentd_user_spend_usd_total{user=\"frank\"} 3",

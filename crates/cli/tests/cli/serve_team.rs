@@ -48,7 +48,9 @@ async fn wait_pending(server: &Server, session: &str) -> String {
 #[tokio::test]
 async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() {
     let script = json!({"replies": [
-        {"when": {"last_user_contains": "run it"},
+        {"repeat": true, "when": {"last_tool_result_contains": "ran"},
+         "content": [{"type": "text", "text": "it ran"}]},
+        {"repeat": true, "when": {"last_user_contains": "run it"},
          "content": [{"type": "tool_use", "name": "Bash", "input": {"command": "echo ran"}}]},
         {"repeat": true, "content": [{"type": "text", "text": "ok"}]}
     ]});
@@ -111,10 +113,41 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
     let dear = session["id"].as_str().unwrap().to_string();
     alice.message(&dear, "hello").await;
     alice.wait_idle(&dear).await;
+    // A turn queued while the grant holds, started after it was taken back,
+    // is refused when it starts.
+    alice.message(&dear, "run it").await;
+    let request = wait_pending(&alice, &dear).await;
+    let (status, queued) = alice
+        .post(
+            &format!("/v1/sessions/{dear}/messages"),
+            json!({"content": "later", "queue": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(queued["state"], "queued");
     let (status, _) = root
         .send(root.request(Method::DELETE, "/v1/admin/users/alice/grants/model/dear"))
         .await;
     assert_eq!(status, StatusCode::OK);
+    let (status, _) = alice
+        .post(
+            &format!("/v1/sessions/{dear}/permissions/{request}"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    alice.wait_idle(&dear).await;
+    let events = alice.all_events(&dear).await;
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.event == "turn.finished")
+        .map(|e| &e.data)
+        .collect();
+    assert_eq!(ends.len(), 3, "{ends:?}");
+    assert_eq!(ends[1]["status"], "completed", "the running turn finishes");
+    assert_eq!(ends[2]["status"], "failed", "{:?}", ends[2]);
+    assert_eq!(ends[2]["turn_id"], queued["turn_id"]);
+    assert_eq!(ends[2]["error"]["code"], "not_granted");
     let (status, error) = alice
         .post(
             &format!("/v1/sessions/{dear}/messages"),
@@ -127,8 +160,10 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
         error["error"]["message"].as_str().unwrap().contains("dear"),
         "the message names the model: {error}"
     );
+    let before = alice.all_events(&dear).await.len();
     let (_, record) = alice.get(&format!("/v1/sessions/{dear}")).await;
-    assert_eq!(record["totals"]["turns"], 1, "no turn was started");
+    assert_eq!(record["status"], "idle", "no turn was started");
+    assert_eq!(alice.all_events(&dear).await.len(), before);
     let (status, _) = alice
         .post(&format!("/v1/sessions/{dear}/fork"), json!({}))
         .await;
@@ -186,14 +221,14 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
         })
     };
     for (actor, action, target) in [
-        ("operator", "token.create", Some("root")),
-        ("operator", "user.update", Some("root")),
-        ("operator", "token.create", Some("alice")),
+        ("cli:operator", "token.create", Some("root")),
+        ("cli:operator", "user.update", Some("root")),
+        ("cli:operator", "token.create", Some("alice")),
         ("root", "session.create", None),
         ("root", "grant.add", Some("alice")),
         ("root", "grant.remove", Some("alice")),
-        ("operator", "grant.add", Some("alice")),
-        ("operator", "grant.remove", Some("alice")),
+        ("cli:operator", "grant.add", Some("alice")),
+        ("cli:operator", "grant.remove", Some("alice")),
         ("alice", "session.create", Some(dear.as_str())),
         ("alice", "permission.answer", Some(plain.as_str())),
         ("alice", "session.fork", fork["id"].as_str()),

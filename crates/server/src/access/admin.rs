@@ -142,6 +142,11 @@ impl Access<'_> {
                 }
             }
         }
+        if grant.chars().any(char::is_control) {
+            return Err(AdminError::Invalid(
+                "a grant's name has no control characters".into(),
+            ));
+        }
         let changed = self.store.set_grant(user, kind, grant, granted).await?;
         if changed {
             let action = if granted { "grant.add" } else { "grant.remove" };

@@ -5,8 +5,9 @@
 use agentd_store::{NewAudit, Store};
 use serde_json::Value;
 
-/// The actor of changes made on the command line.
-pub const OPERATOR: &str = "operator";
+/// The actor of changes made on the command line: not a user name (those
+/// have no `:`), so no user's entries can pass for the operator's.
+pub const OPERATOR: &str = "cli:operator";
 
 /// Appends to the audit log.
 pub struct Audit<'a> {

@@ -99,41 +99,65 @@ impl Access<'_> {
         self.store.user_usage(user, window(Utc::now())).await
     }
 
-    /// Whether `user` may start another turn now.
-    pub async fn check_turn_quotas(&self, user: &str) -> Result<(), QuotaCheckError> {
+    /// Whether `user` may start another turn now, with `in_flight` of
+    /// theirs accepted on this node and not ended (the store counts only
+    /// those that started; see `crate::admission`).
+    pub async fn check_turn_quotas(
+        &self,
+        user: &str,
+        in_flight: u64,
+    ) -> Result<(), QuotaCheckError> {
         let limits = self.quotas_of(user);
         let usage = self.usage_now(user).await?;
+        let running = usage.running_turns.max(in_flight);
+        // Accepted but not started yet: not in the store's hour either.
+        let recent = usage.recent_turns + in_flight.saturating_sub(usage.running_turns);
         if let Some(max) = limits.max_running_turns
-            && usage.running_turns >= u64::from(max)
+            && running >= u64::from(max)
         {
             return Err(QuotaRefusal::Rate {
                 limit: "max_running_turns",
                 message: format!(
-                    "you have {} turns running or queued, your limit at once \
-                     (max_running_turns = {max}); wait for one to finish",
-                    usage.running_turns
+                    "you have {running} turns running or queued, your limit at once \
+                     (max_running_turns = {max}); wait for one to finish"
                 ),
                 retry_after_s: RUNNING_RETRY_S,
             }
             .into());
         }
         if let Some(max) = limits.turns_per_hour
-            && usage.recent_turns >= u64::from(max)
+            && recent >= u64::from(max)
         {
             let frees_at = usage.oldest_recent_turn.unwrap_or_else(Utc::now) + Duration::hours(1);
             let wait = (frees_at - Utc::now()).num_seconds().max(1) as u64;
             return Err(QuotaRefusal::Rate {
                 limit: "turns_per_hour",
                 message: format!(
-                    "you have started {} turns in the last hour, your limit \
-                     (turns_per_hour = {max}); try again in {wait} s",
-                    usage.recent_turns
+                    "you have started {recent} turns in the last hour, your limit \
+                     (turns_per_hour = {max}); try again in {wait} s"
                 ),
                 retry_after_s: wait,
             }
             .into());
         }
-        if let Some((left, key, cap)) = spend_left(&limits, &usage)
+        self.check_exceeded(user, &limits, &usage).await
+    }
+
+    /// Whether a turn of `user`'s that waited in a queue may still start:
+    /// the quotas that are not about rates (those counted it when it came).
+    pub async fn recheck_queued(&self, user: &str) -> Result<(), QuotaCheckError> {
+        let limits = self.quotas_of(user);
+        let usage = self.usage_now(user).await?;
+        self.check_exceeded(user, &limits, &usage).await
+    }
+
+    async fn check_exceeded(
+        &self,
+        user: &str,
+        limits: &QuotaToml,
+        usage: &UserUsage,
+    ) -> Result<(), QuotaCheckError> {
+        if let Some((left, key, cap)) = spend_left(limits, usage)
             && left <= 0.0
         {
             return Err(QuotaRefusal::Exceeded {
@@ -145,7 +169,7 @@ impl Access<'_> {
             }
             .into());
         }
-        self.check_workspace_bytes(user, &limits).await
+        self.check_workspace_bytes(user, limits).await
     }
 
     /// Whether `user` may store another session.

@@ -264,6 +264,7 @@ impl Cluster {
                 turn_id: turn.turn_id.clone(),
                 text: turn.text,
                 client_request_id: turn.client_request_id,
+                by: None,
             },
         );
         Ok(Some(turn.turn_id))

@@ -66,18 +66,20 @@ pub(super) async fn check_new_session(
         .map_err(|err| refused(user, err))
 }
 
-/// Before a turn of `session` starts: its profile and model still granted,
-/// and the turn within the caller's quotas.
+/// Before a turn of `session` is accepted: its profile and model still
+/// granted, and the turn within the caller's quotas (hold
+/// `Admissions::serialize` from before this until the turn is accepted).
 pub(super) async fn check_turn(
     state: &AppState,
     user: &User,
     session: &SessionRecord,
 ) -> ApiResult<()> {
     check_choice(state, user, &session.profile, &session.model).await?;
+    let in_flight = state.registry.admissions().in_flight(&user.name);
     let runtime = state.registry.runtime();
     runtime
         .access()
-        .check_turn_quotas(&user.name)
+        .check_turn_quotas(&user.name, in_flight)
         .await
         .map_err(|err| refused(user, err))
 }

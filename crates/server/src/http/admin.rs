@@ -78,6 +78,9 @@ pub async fn get_user(
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<UserView>> {
     admin(&user)?;
+    if !crate::http::auth::valid_user_name(&name) {
+        return Err(ApiError::BadRequest(format!("invalid user name {name:?}")));
+    }
     let view = state.registry.runtime().access().user_view(&name).await?;
     Ok(Json(view))
 }
@@ -230,6 +233,15 @@ pub async fn audit_log(
         return Err(ApiError::BadRequest(format!(
             "limit must be 1 to {MAX_AUDIT_PAGE}"
         )));
+    }
+    let filters = [&params.actor, &params.action];
+    if filters.iter().any(|f| {
+        f.as_deref()
+            .is_some_and(|f| f.chars().any(char::is_control))
+    }) {
+        return Err(ApiError::BadRequest(
+            "actor and action have no control characters".into(),
+        ));
     }
     let query = AuditQuery {
         after: params.after,

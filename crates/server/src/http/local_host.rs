@@ -35,11 +35,12 @@ pub(super) fn is_local_host(
     if let Ok(ip) = bare.parse::<IpAddr>() {
         return ip.is_loopback();
     }
-    host == "localhost"
-        || allowed.iter().any(|name| {
-            name.trim_end_matches('.')
-                .eq_ignore_ascii_case(host.trim_end_matches('.'))
-        })
+    // `localhost.` is the same name, fully qualified.
+    let name = host.trim_end_matches('.');
+    name == "localhost"
+        || allowed
+            .iter()
+            .any(|allowed| allowed.trim_end_matches('.').eq_ignore_ascii_case(name))
 }
 
 #[cfg(test)]
@@ -62,6 +63,7 @@ mod tests {
             "127.1.2.3",
             "localhost:7878",
             "LOCALHOST",
+            "localhost.:7878",
             "[::1]:7878",
             "[::1]",
         ] {

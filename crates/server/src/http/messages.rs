@@ -13,6 +13,7 @@ use super::access_check::check_turn;
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
 use super::sessions::owned_session;
+use crate::admission::Caller;
 use crate::registry::{Accepted, Submission, SubmitError};
 
 const MAX_REQUEST_ID_CHARS: usize = 200;
@@ -81,11 +82,24 @@ pub async fn post_message(
             "client_request_id must be 1 to {MAX_REQUEST_ID_CHARS} characters"
         )));
     }
-    check_turn(&state, &user, &session).await?;
+    // A retry of an accepted request answers with its turn, whatever the
+    // quotas say now.
+    let _admission = state.registry.admissions().serialize(&user.name).await;
+    let duplicate = match &body.client_request_id {
+        Some(request_id) => state.registry.is_known_request(&id, request_id).await?,
+        None => false,
+    };
+    if !duplicate {
+        check_turn(&state, &user, &session).await?;
+    }
     let submission = Submission {
         text: body.content,
         client_request_id: body.client_request_id,
         queue: body.queue,
+        by: Some(Caller {
+            name: user.name.clone(),
+            is_admin: user.is_admin,
+        }),
     };
     let accepted = state
         .registry

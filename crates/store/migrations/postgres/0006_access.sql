@@ -31,8 +31,22 @@ DROP TRIGGER IF EXISTS sessions_spend ON sessions;
 CREATE TRIGGER sessions_spend AFTER UPDATE OF cost_usd ON sessions
 FOR EACH ROW EXECUTE FUNCTION agentd_record_spend();
 
--- Turns per hour count a user's turns, by the session's owner.
-CREATE INDEX IF NOT EXISTS turns_session_started ON turns(session_id, started_at);
+-- Every turn's start, by owner: turns per hour survive deleting the session.
+CREATE TABLE IF NOT EXISTS turn_starts (
+    owner TEXT NOT NULL,
+    at    BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS turn_starts_owner_at ON turn_starts(owner, at);
+CREATE OR REPLACE FUNCTION agentd_record_turn_start() RETURNS trigger AS $$
+BEGIN
+    INSERT INTO turn_starts (owner, at)
+    SELECT owner, NEW.started_at FROM sessions WHERE id = NEW.session_id;
+    RETURN NEW;
+END
+$$ LANGUAGE plpgsql;
+DROP TRIGGER IF EXISTS turns_started ON turns;
+CREATE TRIGGER turns_started AFTER INSERT ON turns
+FOR EACH ROW EXECUTE FUNCTION agentd_record_turn_start();
 
 -- Append-only: who did what, when. `detail` is a JSON object.
 CREATE TABLE IF NOT EXISTS audit_log (
@@ -52,3 +66,6 @@ $$ LANGUAGE plpgsql;
 DROP TRIGGER IF EXISTS audit_log_append_only ON audit_log;
 CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log
 FOR EACH ROW EXECUTE FUNCTION agentd_audit_append_only();
+DROP TRIGGER IF EXISTS audit_log_no_truncate ON audit_log;
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
+FOR EACH STATEMENT EXECUTE FUNCTION agentd_audit_append_only();

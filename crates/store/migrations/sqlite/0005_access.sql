@@ -25,8 +25,17 @@ BEGIN
     VALUES (NEW.owner, NEW.updated_at, NEW.cost_usd - OLD.cost_usd);
 END;
 
--- Turns per hour count a user's turns, by the session's owner.
-CREATE INDEX turns_session_started ON turns(session_id, started_at);
+-- Every turn's start, by owner: turns per hour survive deleting the session.
+CREATE TABLE turn_starts (
+    owner TEXT NOT NULL,
+    at    INTEGER NOT NULL
+) STRICT;
+CREATE INDEX turn_starts_owner_at ON turn_starts(owner, at);
+CREATE TRIGGER turns_started AFTER INSERT ON turns
+BEGIN
+    INSERT INTO turn_starts (owner, at)
+    SELECT owner, NEW.started_at FROM sessions WHERE id = NEW.session_id;
+END;
 
 -- Append-only: who did what, when. `detail` is a JSON object.
 CREATE TABLE audit_log (

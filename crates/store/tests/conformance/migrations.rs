@@ -24,6 +24,7 @@ async fn a_fresh_database_has_every_table_empty() {
         "agent_uids",
         "grants",
         "spend",
+        "turn_starts",
         "audit_log",
         "health_probe",
     ] {
