@@ -113,3 +113,50 @@ fn peak_rss_bytes(pid: u32) -> usize {
     let kib: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     kib * 1024
 }
+
+#[tokio::test]
+async fn past_the_turn_limit_only_the_notice_and_the_final_records_are_stored() {
+    let reply = "word ".repeat(20_000);
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "two"}, "content": [
+            {"type": "tool_use", "name": "Bash", "input": {"command": "head -c 60000 /dev/zero | tr '\\0' a"}}]},
+        {"when": {"last_tool_result_contains": "aaaa"}, "content": [
+            {"type": "tool_use", "name": "Bash", "input": {"command": "head -c 60000 /dev/zero | tr '\\0' b"}}]},
+        {"when": {"last_tool_result_contains": "bbbb"}, "content": [{"type": "text", "text": reply}]}
+    ]});
+    let toml = format!("{CONFIG}max_turn_stream_bytes = 100000\n");
+    let h = Harness::new(script, &toml).await;
+    let server = h.start().await;
+    let session = server.session().await;
+    server.message(&session, "run two commands").await;
+    server.wait_idle(&session).await;
+
+    let events = server.all_events(&session).await;
+    let deltas: usize = events
+        .iter()
+        .filter(|e| e.event == "message.delta")
+        .map(|e| e.data["text"].as_str().unwrap().len())
+        .sum();
+    assert!(output_bytes(&events) + deltas <= 100_000);
+    let notices: Vec<&SseEvent> = events
+        .iter()
+        .filter(|e| e.event == "output.truncated")
+        .collect();
+    assert_eq!(notices.len(), 1, "one notice for the turn");
+    assert_eq!(notices[0].data["limit"], "turn");
+    // The results, the whole final message and turn.finished are there.
+    assert_eq!(
+        events.iter().filter(|e| e.event == "tool.finished").count(),
+        2
+    );
+    let completed = events
+        .iter()
+        .rev()
+        .find(|e| e.event == "message.completed")
+        .unwrap();
+    assert_eq!(completed.data["message"]["content"][0]["text"], reply);
+    let finished = events.last().unwrap();
+    assert_eq!(finished.event, "turn.finished");
+    assert_eq!(finished.data["status"], "completed");
+    assert_eq!(finished.data["result"], reply);
+}
