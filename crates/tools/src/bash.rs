@@ -17,9 +17,9 @@ const DESCRIPTION: &str = "Run a shell command with `bash -c` in the workspace (
 working directory and $HOME). The command runs in a sandbox: only the workspace is \
 writable, /tmp is private and empty, the environment is minimal, and there is no network \
 unless the session allows it. Output (stdout, then stderr) is returned together with the \
-exit code; long output is cut. Use it for builds, tests, git and other programs; prefer \
-Read, Edit, Write, Glob, Grep and LS for looking at and changing files. `timeout` is in \
-milliseconds; the command and everything it started are killed when it expires. \
+exit code; long output is cut in the middle (its start and end are kept). Use it for \
+builds, tests, git and other programs; prefer Read, Edit, Write, Glob, Grep and LS for \
+looking at and changing files. `timeout` is in milliseconds; the command and everything it started are killed when it expires. \
 Background processes do not outlive the command.";
 
 #[derive(Debug, Deserialize)]
