@@ -7,7 +7,7 @@ import { api, sessionPath } from './api.js';
 
 export const EVENT_TYPES = [
   'turn.started', 'message.delta', 'message.completed', 'tool.started', 'tool.output',
-  'tool.finished', 'permission.requested', 'permission.resolved', 'question.asked',
+  'output.truncated', 'tool.finished', 'permission.requested', 'permission.resolved', 'question.asked',
   'question.answered', 'todo.updated', 'usage', 'compaction', 'checkpoint.created',
   'turn.finished', 'session.updated', 'error',
 ];

@@ -66,3 +66,12 @@ export function checkpointMarker({ checkpoint_id, files }, actions) {
 export function errorNote({ code, message }) {
   return h('div', { class: 'error-note', dataset: { code } }, h('strong', null, 'Error'), ` ${message || code}`);
 }
+
+/** Live output stopped at a limit (`output.truncated`); results still follow. */
+export function truncationNote({ limit, limit_bytes }) {
+  const size = fmt.bytes(limit_bytes);
+  const text = limit === 'turn'
+    ? `Live output stopped: this turn streamed its limit of ${size}. Final messages and results still follow.`
+    : `Live output stopped after ${size}. The result keeps the start and the end.`;
+  return h('div', { class: 'marker truncation-note', testid: 'output-truncated', role: 'note', dataset: { limit } }, text);
+}

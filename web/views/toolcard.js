@@ -71,9 +71,11 @@ export class ToolCard {
     };
   }
 
-  /** Permission and question cards of this call sit inside it. */
-  attach(node) {
-    this.requests.append(node);
+  /** Permission and question cards of this call sit inside it; notes about
+   * its output (`below`) after the output. */
+  attach(node, { below = false } = {}) {
+    if (below) this.el.append(node);
+    else this.requests.append(node);
   }
 
   output(stream, text) {

@@ -7,7 +7,7 @@ import { h } from '../dom.js';
 import { AssistantMessage, userMessage } from './message.js';
 import { ToolCard } from './toolcard.js';
 import { PermissionCard, QuestionCard } from './requests.js';
-import { turnStatus, setTurnStatus, compactionMarker, checkpointMarker, errorNote } from './markers.js';
+import { turnStatus, setTurnStatus, compactionMarker, checkpointMarker, errorNote, truncationNote } from './markers.js';
 import { todoItems } from './todos.js';
 
 const ZERO = { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, cost_usd: 0 };
@@ -72,6 +72,12 @@ export class Transcript {
       case 'tool.output': {
         const card = this.tools.get(ev.call_id);
         if (card) card.output(ev.stream, ev.text);
+        break;
+      }
+      case 'output.truncated': {
+        const card = ev.call_id && this.tools.get(ev.call_id);
+        if (card) card.attach(truncationNote(ev), { below: true });
+        else this.scope(ev).container.append(truncationNote(ev));
         break;
       }
       case 'tool.finished': {

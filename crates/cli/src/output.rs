@@ -1,6 +1,6 @@
 //! How `agentd run` shows a turn: text, one JSON object, or JSON lines.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io::Write;
 
 use agentd_protocol::{DeltaKind, Event, EventEnvelope, TurnFinished, TurnStatus};
@@ -10,8 +10,9 @@ use crate::OutputFormat;
 
 pub struct Printer {
     format: OutputFormat,
-    /// Content-block indexes of the current message whose text was streamed.
-    streamed: HashSet<u32>,
+    /// Bytes of text streamed per content block of the current message (the
+    /// turn's stream limit may stop deltas part way).
+    streamed: HashMap<u32, usize>,
     /// Whether stdout's last byte was a newline, so output ends tidily.
     at_line_start: bool,
 }
@@ -20,7 +21,7 @@ impl Printer {
     pub fn new(format: OutputFormat) -> Self {
         Self {
             format,
-            streamed: HashSet::new(),
+            streamed: HashMap::new(),
             at_line_start: true,
         }
     }
@@ -56,18 +57,21 @@ impl Printer {
                 text,
                 ..
             } => {
-                self.streamed.insert(*index);
+                *self.streamed.entry(*index).or_default() += text.len();
                 self.stdout(text);
             }
             Event::MessageCompleted { message, .. } => {
-                // Providers that do not stream still get their text shown.
+                // Providers that do not stream, and text past the turn's
+                // stream limit, still get shown.
                 let unstreamed: Vec<String> = message
                     .content
                     .iter()
                     .enumerate()
-                    .filter(|(i, _)| !self.streamed.contains(&(*i as u32)))
-                    .filter_map(|(_, block)| match block {
-                        agentd_protocol::ContentBlock::Text { text } => Some(text.clone()),
+                    .filter_map(|(i, block)| match block {
+                        agentd_protocol::ContentBlock::Text { text } => {
+                            let shown = self.streamed.get(&(i as u32)).copied().unwrap_or(0);
+                            text.get(shown..).map(str::to_string)
+                        }
                         _ => None,
                     })
                     .collect();

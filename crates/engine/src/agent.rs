@@ -39,6 +39,10 @@ pub struct TurnLimits {
     pub context_window: Option<u64>,
     /// Compact when the context estimate passes this share of the window.
     pub compact_threshold: f64,
+    /// Bytes of live output (`tool.output`) one tool call may stream.
+    pub max_tool_output_stream_bytes: u64,
+    /// Bytes of live deltas and tool output a whole turn may stream.
+    pub max_turn_stream_bytes: u64,
 }
 
 /// A spend quota of the session's owner (per day, per month), as the
@@ -65,6 +69,8 @@ impl Default for TurnLimits {
             max_output_tokens: 8192,
             context_window: None,
             compact_threshold: 0.8,
+            max_tool_output_stream_bytes: crate::DEFAULT_TOOL_OUTPUT_STREAM_BYTES,
+            max_turn_stream_bytes: crate::DEFAULT_TURN_STREAM_BYTES,
         }
     }
 }

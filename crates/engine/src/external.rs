@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use agentd_model::ToolSpec;
-use agentd_protocol::ContentBlock;
+use agentd_protocol::{ContentBlock, Event};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
+use crate::live_budget::LiveStream;
 use crate::sink::{SinkError, TurnSink};
 use crate::turn::{TurnRun, TurnShared};
 
@@ -17,6 +18,31 @@ use crate::turn::{TurnRun, TurnShared};
 #[derive(Clone, Default)]
 pub struct ExternalTurn {
     shared: Arc<TurnShared>,
+}
+
+impl ExternalTurn {
+    /// The other loop's live model text against the turn's stream limit,
+    /// which its tool calls' output shares: the part to stream, and the
+    /// turn's one `output.truncated` when this text reached the limit.
+    pub fn admit_text<'t>(
+        &self,
+        agent: &Agent,
+        turn_id: &str,
+        text: &'t str,
+    ) -> (&'t str, Option<Event>) {
+        let limit = agent.config.limits.max_turn_stream_bytes;
+        let admitted = LiveStream::new(&self.shared.streamed, limit, None).admit(text);
+        let notice = admitted
+            .notice
+            .map(|(limit, limit_bytes)| Event::OutputTruncated {
+                turn_id: turn_id.to_string(),
+                call_id: None,
+                limit,
+                limit_bytes,
+                parent_call_id: None,
+            });
+        (admitted.text, notice)
+    }
 }
 
 /// What an external call answered.

@@ -18,6 +18,7 @@ mod gate;
 mod guardrails;
 mod history;
 pub mod hooks;
+mod live_budget;
 pub mod permissions;
 pub mod prompt;
 mod sink;
@@ -30,6 +31,7 @@ pub use approval::{
     Answer, ApprovalRequest, Approver, Decision, FixedApprover, QuestionAnswer, QuestionRequest,
 };
 pub use external::{ExternalResult, ExternalTurn};
+pub use live_budget::{DEFAULT_TOOL_OUTPUT_STREAM_BYTES, DEFAULT_TURN_STREAM_BYTES};
 pub use prompt::{PromptContext, PromptError, default_system_prompt};
 pub use sink::{Checkpointer, Compaction, SinkError, TurnSink};
 pub use turn::TurnInput;

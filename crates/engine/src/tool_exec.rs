@@ -12,6 +12,7 @@ use tokio::time::sleep_until;
 use crate::agent_tools::AgentTool;
 use crate::coalesce::Coalescer;
 use crate::gate::Gate;
+use crate::live_budget::LiveStream;
 use crate::sink::SinkError;
 use crate::turn::{Exit, TurnRun};
 
@@ -244,12 +245,20 @@ impl TurnRun<'_> {
         Ok(result)
     }
 
-    /// Live tool output to `tool.output` events, coalesced like model deltas.
+    /// Live tool output to `tool.output` events, coalesced like model deltas,
+    /// up to the call's and the turn's stream limits. The rest is drained and
+    /// dropped: the tool's own result keeps what the model needs.
     async fn forward_output(
         &self,
         call_id: &str,
         mut receiver: mpsc::UnboundedReceiver<ToolOutput>,
     ) -> Result<(), SinkError> {
+        let limits = &self.agent.config.limits;
+        let mut live = LiveStream::new(
+            &self.shared.streamed,
+            limits.max_turn_stream_bytes,
+            Some(limits.max_tool_output_stream_bytes),
+        );
         let mut coalescer = Coalescer::new();
         loop {
             let deadline = coalescer.deadline();
@@ -258,28 +267,36 @@ impl TurnRun<'_> {
                     coalescer.take().into_iter().collect()
                 }
                 chunk = receiver.recv() => match chunk {
+                    Some(_) if live.stopped() => continue,
                     Some(chunk) => coalescer.push(chunk.stream, &chunk.text),
                     None => break,
                 },
             };
-            self.emit_output(call_id, due).await?;
+            self.emit_output(call_id, &mut live, due).await?;
         }
-        self.emit_output(call_id, coalescer.take()).await
+        self.emit_output(call_id, &mut live, coalescer.take()).await
     }
 
     async fn emit_output(
         &self,
         call_id: &str,
+        live: &mut LiveStream<'_>,
         due: impl IntoIterator<Item = (agentd_protocol::OutputStream, String)>,
     ) -> Result<(), SinkError> {
         for (stream, text) in due {
-            self.sink
-                .emit(Event::ToolOutput {
-                    call_id: call_id.to_string(),
-                    stream,
-                    text,
-                })
-                .await?;
+            let admitted = live.admit(&text);
+            if !admitted.text.is_empty() {
+                self.sink
+                    .emit(Event::ToolOutput {
+                        call_id: call_id.to_string(),
+                        stream,
+                        text: admitted.text.to_string(),
+                    })
+                    .await?;
+            }
+            if let Some(notice) = admitted.notice {
+                self.emit_truncated(Some(call_id), notice).await?;
+            }
         }
         Ok(())
     }

@@ -16,6 +16,7 @@ use crate::agent::Agent;
 use crate::coalesce::Coalescer;
 use crate::guardrails::{self, CallStreak};
 use crate::history;
+use crate::live_budget::{LiveStream, TurnStreamBudget};
 use crate::sink::{SinkError, TurnSink};
 
 /// What a turn starts from.
@@ -222,6 +223,8 @@ pub(crate) struct TurnShared {
     spent_usd: Mutex<f64>,
     /// Set once the turn's checkpoint was taken (or tried).
     pub(crate) checkpoint: tokio::sync::OnceCell<()>,
+    /// Live output the turn has streamed, against `max_turn_stream_bytes`.
+    pub(crate) streamed: TurnStreamBudget,
 }
 
 impl TurnShared {
@@ -499,6 +502,8 @@ impl<'a> TurnRun<'a> {
             stream = self.agent.model.stream(request) => stream.map_err(model_exit)?,
         };
         let mut coalescer: Coalescer<(u32, DeltaKind)> = Coalescer::new();
+        let shared = self.shared.clone();
+        let mut live = LiveStream::new(&shared.streamed, config.limits.max_turn_stream_bytes, None);
         // One timer, moved when the deadline moves: a stream is hundreds of
         // deltas, and a timer armed and dropped for each costs.
         let timer = sleep_until(Instant::now());
@@ -516,14 +521,18 @@ impl<'a> TurnRun<'a> {
                 biased;
                 _ = cancel.cancelled() => break Err(self.cancelled()),
                 _ = &mut timer, if deadline.is_some() => {
-                    self.emit_deltas(coalescer.take()).await?;
+                    self.emit_deltas(&mut live, coalescer.take()).await?;
                 }
                 item = stream.next() => match item {
                     Some(Ok(ModelEvent::TextDelta { index, text })) => {
-                        self.emit_deltas(coalescer.push((index, DeltaKind::Text), &text)).await?;
+                        if !live.stopped() {
+                            self.emit_deltas(&mut live, coalescer.push((index, DeltaKind::Text), &text)).await?;
+                        }
                     }
                     Some(Ok(ModelEvent::ThinkingDelta { index, text })) => {
-                        self.emit_deltas(coalescer.push((index, DeltaKind::Thinking), &text)).await?;
+                        if !live.stopped() {
+                            self.emit_deltas(&mut live, coalescer.push((index, DeltaKind::Thinking), &text)).await?;
+                        }
                     }
                     Some(Ok(ModelEvent::Completed(response))) => break Ok(response),
                     Some(Err(err)) => break Err(model_exit(err)),
@@ -533,29 +542,55 @@ impl<'a> TurnRun<'a> {
                 },
             }
         };
-        self.emit_deltas(coalescer.take()).await?;
+        self.emit_deltas(&mut live, coalescer.take()).await?;
         let response = outcome?;
         self.model_calls += 1;
         self.account(&response.usage).await?;
         Ok(response)
     }
 
+    /// Deltas as far as the turn's stream limit allows; past it, the
+    /// completed message still carries the whole text.
     async fn emit_deltas(
         &self,
+        live: &mut LiveStream<'_>,
         due: impl IntoIterator<Item = ((u32, DeltaKind), String)>,
     ) -> Result<(), SinkError> {
         for ((index, kind), text) in due {
-            self.sink
-                .emit(Event::MessageDelta {
-                    parent_call_id: None,
-                    turn_id: self.turn_id.clone(),
-                    index,
-                    kind,
-                    text,
-                })
-                .await?;
+            let admitted = live.admit(&text);
+            if !admitted.text.is_empty() {
+                self.sink
+                    .emit(Event::MessageDelta {
+                        parent_call_id: None,
+                        turn_id: self.turn_id.clone(),
+                        index,
+                        kind,
+                        text: admitted.text.to_string(),
+                    })
+                    .await?;
+            }
+            if let Some(notice) = admitted.notice {
+                self.emit_truncated(None, notice).await?;
+            }
         }
         Ok(())
+    }
+
+    /// The one `output.truncated` of a stream that reached a limit.
+    pub(crate) async fn emit_truncated(
+        &self,
+        call_id: Option<&str>,
+        (limit, limit_bytes): (agentd_protocol::OutputLimit, u64),
+    ) -> Result<(), SinkError> {
+        self.sink
+            .emit(Event::OutputTruncated {
+                turn_id: self.turn_id.clone(),
+                call_id: call_id.map(str::to_string),
+                limit,
+                limit_bytes,
+                parent_call_id: None,
+            })
+            .await
     }
 
     pub(crate) async fn account(&mut self, usage: &Usage) -> Result<(), SinkError> {

@@ -60,6 +60,16 @@ pub enum OutputStream {
     Stderr,
 }
 
+/// Which limit stopped live output (see [`Event::OutputTruncated`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputLimit {
+    /// The call's own limit: its later output is not streamed.
+    ToolCall,
+    /// The turn's limit: no more deltas or tool output for the rest of the turn.
+    Turn,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CompactionTrigger {
@@ -116,6 +126,22 @@ pub enum Event {
         call_id: String,
         stream: OutputStream,
         text: String,
+    },
+    /// Live output stops here (sent once per call, or once per turn for
+    /// the turn's limit); `tool.finished` and `message.completed` still
+    /// carry the (capped) results.
+    #[serde(rename = "output.truncated")]
+    OutputTruncated {
+        turn_id: String,
+        /// The call whose output was cut; absent when model text was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        limit: OutputLimit,
+        /// The limit that was reached, in bytes of event text.
+        limit_bytes: u64,
+        /// Set when a subagent (`Task` call `parent_call_id`) produced it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_call_id: Option<String>,
     },
     #[serde(rename = "tool.finished")]
     ToolFinished {
@@ -267,7 +293,8 @@ impl Event {
             | Event::PermissionRequested { parent_call_id, .. }
             | Event::QuestionAsked { parent_call_id, .. }
             | Event::TodoUpdated { parent_call_id, .. }
-            | Event::Usage { parent_call_id, .. } => parent_call_id,
+            | Event::Usage { parent_call_id, .. }
+            | Event::OutputTruncated { parent_call_id, .. } => parent_call_id,
             _ => return,
         };
         if slot.is_none() {
@@ -283,6 +310,7 @@ impl Event {
             Event::MessageCompleted { .. } => "message.completed",
             Event::ToolStarted { .. } => "tool.started",
             Event::ToolOutput { .. } => "tool.output",
+            Event::OutputTruncated { .. } => "output.truncated",
             Event::ToolFinished { .. } => "tool.finished",
             Event::PermissionRequested { .. } => "permission.requested",
             Event::PermissionResolved { .. } => "permission.resolved",

@@ -6,8 +6,8 @@ mod event;
 mod message;
 
 pub use event::{
-    AgentStatus, CompactionTrigger, DeltaKind, ErrorInfo, Event, EventEnvelope, OutputStream, Todo,
-    TodoStatus, TurnFinished, TurnStatus,
+    AgentStatus, CompactionTrigger, DeltaKind, ErrorInfo, Event, EventEnvelope, OutputLimit,
+    OutputStream, Todo, TodoStatus, TurnFinished, TurnStatus,
 };
 pub use message::{ContentBlock, Message, Role, ToolUse, Usage};
 

@@ -227,6 +227,8 @@ impl Runtime {
                 max_output_tokens: model.max_output_tokens,
                 context_window: model.context_window,
                 compact_threshold: profile.compact_threshold,
+                max_tool_output_stream_bytes: profile.max_tool_output_stream_bytes,
+                max_turn_stream_bytes: profile.max_turn_stream_bytes,
             },
         };
         let approver = StoredApprover {

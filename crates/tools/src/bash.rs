@@ -10,15 +10,16 @@ use tokio::sync::mpsc;
 
 use crate::common::finish;
 use crate::input::parse_input;
+use crate::output_tail::Tail;
 use crate::{Tool, ToolContext, ToolOutput, ToolResult};
 
 const DESCRIPTION: &str = "Run a shell command with `bash -c` in the workspace (the \
 working directory and $HOME). The command runs in a sandbox: only the workspace is \
 writable, /tmp is private and empty, the environment is minimal, and there is no network \
 unless the session allows it. Output (stdout, then stderr) is returned together with the \
-exit code; long output is cut. Use it for builds, tests, git and other programs; prefer \
-Read, Edit, Write, Glob, Grep and LS for looking at and changing files. `timeout` is in \
-milliseconds; the command and everything it started are killed when it expires. \
+exit code; long output is cut in the middle (its start and end are kept). Use it for \
+builds, tests, git and other programs; prefer Read, Edit, Write, Glob, Grep and LS for \
+looking at and changing files. `timeout` is in milliseconds; the command and everything it started are killed when it expires. \
 Background processes do not outlive the command.";
 
 #[derive(Debug, Deserialize)]
@@ -81,14 +82,19 @@ impl Tool for BashTool {
         let request = ExecRequest {
             command: input.command,
             timeout,
-            output_cap: ctx.result_cap,
+            // The head; the tails below keep the end.
+            output_cap: ctx.result_cap / 2,
         };
-        let outcome = run_with_live_output(&request, ctx).await;
-        match outcome {
-            Ok(outcome) => finish(describe(&outcome, timeout), ctx),
+        match run_with_live_output(&request, ctx).await {
+            Ok(output) => finish(describe(output, timeout), ctx),
             Err(message) => ToolResult::error(message),
         }
     }
+}
+
+/// Bytes of each stream's end kept for the result, as a share of the cap.
+fn tail_cap(ctx: &ToolContext) -> usize {
+    ctx.result_cap / 5
 }
 
 fn timeout_for(requested_ms: Option<f64>, ctx: &ToolContext) -> Result<Duration, String> {
@@ -104,50 +110,67 @@ fn timeout_for(requested_ms: Option<f64>, ctx: &ToolContext) -> Result<Duration,
     }
 }
 
-/// Run the request, forwarding output chunks to the context's listener as they come.
+/// What a command printed: the sandbox's outcome (with the head of each
+/// stream) and the end of each stream.
+struct CommandOutput {
+    outcome: ExecOutcome,
+    stdout_tail: Tail,
+    stderr_tail: Tail,
+}
+
+/// Run the request, keeping each stream's tail and forwarding output chunks
+/// to the context's listener, if any, as they come.
 async fn run_with_live_output(
     request: &ExecRequest,
     ctx: &ToolContext,
-) -> Result<ExecOutcome, String> {
-    let Some(listener) = ctx.output.clone() else {
-        return ctx
-            .sandbox
-            .exec(&ctx.policy, request, None, ctx.cancel.clone())
-            .await
-            .map_err(|err| err.to_string());
-    };
+) -> Result<CommandOutput, String> {
+    let listener = ctx.output.clone();
     let (sender, mut receiver) = mpsc::unbounded_channel();
     let exec = ctx
         .sandbox
         .exec(&ctx.policy, request, Some(sender), ctx.cancel.clone());
+    let (mut stdout_tail, mut stderr_tail) = (Tail::new(tail_cap(ctx)), Tail::new(tail_cap(ctx)));
     // Ends when `exec` drops its sender, i.e. when the command is done.
-    let forward = async move {
+    let forward = async {
         while let Some(chunk) = receiver.recv().await {
             let (stream, text) = match chunk {
                 OutputChunk::Stdout(text) => (OutputStream::Stdout, text),
                 OutputChunk::Stderr(text) => (OutputStream::Stderr, text),
             };
-            let _ = listener.send(ToolOutput { stream, text });
+            match stream {
+                OutputStream::Stdout => stdout_tail.push(&text),
+                OutputStream::Stderr => stderr_tail.push(&text),
+            }
+            if let Some(listener) = &listener {
+                let _ = listener.send(ToolOutput { stream, text });
+            }
         }
     };
     let (outcome, ()) = tokio::join!(exec, forward);
-    outcome.map_err(|err| err.to_string())
+    Ok(CommandOutput {
+        outcome: outcome.map_err(|err| err.to_string())?,
+        stdout_tail,
+        stderr_tail,
+    })
 }
 
 /// The text the model sees: stdout, stderr, then how the command ended.
-fn describe(outcome: &ExecOutcome, timeout: Duration) -> ToolResult {
+fn describe(output: CommandOutput, timeout: Duration) -> ToolResult {
+    let CommandOutput {
+        outcome,
+        stdout_tail,
+        stderr_tail,
+    } = output;
     let mut parts: Vec<String> = Vec::new();
-    for stream in [&outcome.stdout, &outcome.stderr] {
-        let trimmed = stream.trim_end_matches('\n');
+    for (head, tail) in [
+        (&outcome.stdout, stdout_tail),
+        (&outcome.stderr, stderr_tail),
+    ] {
+        let whole = format!("{head}{}", tail.after(head));
+        let trimmed = whole.trim_end_matches('\n');
         if !trimmed.is_empty() {
             parts.push(trimmed.to_string());
         }
-    }
-    if outcome.truncated {
-        parts.push(format!(
-            "[output truncated: {} more bytes were not kept]",
-            outcome.dropped_bytes
-        ));
     }
     let failed = if outcome.cancelled {
         parts.push("[command interrupted by the user and killed]".to_string());

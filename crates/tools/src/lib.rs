@@ -24,6 +24,7 @@ mod input;
 mod ls;
 pub mod mcp;
 mod multi_edit;
+mod output_tail;
 mod read;
 mod registry;
 pub mod skills;

@@ -10,5 +10,6 @@ mod checkpoint;
 mod checkpoint_race;
 mod guardrails;
 mod hooks;
+mod live_output;
 mod prompt;
 mod turn;

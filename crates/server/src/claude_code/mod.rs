@@ -108,17 +108,18 @@ impl ClaudeCode {
         };
         live.last_used = Instant::now();
         live.mcp.set_tools(request.agent.offered_tools());
+        let external = ExternalTurn::default();
         live.mcp.set_scope(Some(TurnScope {
             agent: request.agent.clone(),
             sink: request.sink.clone(),
             turn_id: request.turn_id.clone(),
             cancel: request.cancel.clone(),
-            external: ExternalTurn::default(),
+            external: external.clone(),
         }));
         if let Ok(mut announced) = live.announced.lock() {
             announced.clear();
         }
-        let outcome = drive(&mut live, &request).await;
+        let outcome = drive(&mut live, &request, external).await;
         live.mcp.set_scope(None);
         live.last_used = Instant::now();
         // Keep the CLI's transcript in the store after `turn.finished`: the
@@ -151,7 +152,7 @@ impl ClaudeCode {
     }
 }
 
-async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> Outcome {
+async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTurn) -> Outcome {
     if let Err(err) = ensure_process(live, request).await {
         return failed("claude_code_start", err);
     }
@@ -175,6 +176,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> Outcome {
         request.sink.as_ref(),
         &request.agent,
         announced,
+        external,
     );
     let deadline = tokio::time::Instant::now() + request.timeout;
     let mut stopping: Option<(TurnStatus, tokio::time::Instant)> = None;

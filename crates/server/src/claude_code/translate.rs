@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use agentd_engine::{Agent, SinkError, TurnSink};
+use agentd_engine::{Agent, ExternalTurn, SinkError, TurnSink};
 use agentd_protocol::{CompactionTrigger, ContentBlock, DeltaKind, Event, Message, Role, Usage};
 use serde_json::Value;
 
@@ -43,6 +43,8 @@ pub struct Translator<'a> {
     sink: &'a dyn TurnSink,
     agent: &'a Agent,
     announced: Announced,
+    /// Shared with the turn's tool calls: the turn's stream limit.
+    external: ExternalTurn,
     deltas: Vec<((u32, DeltaKind), String)>,
     delta_bytes: usize,
     first_delta: Option<Instant>,
@@ -95,12 +97,14 @@ impl<'a> Translator<'a> {
         sink: &'a dyn TurnSink,
         agent: &'a Agent,
         announced: Announced,
+        external: ExternalTurn,
     ) -> Self {
         Self {
             turn_id,
             sink,
             agent,
             announced,
+            external,
             deltas: Vec::new(),
             delta_bytes: 0,
             first_delta: None,
@@ -255,15 +259,21 @@ impl<'a> Translator<'a> {
 
     async fn flush_deltas(&mut self) -> Result<(), SinkError> {
         for ((index, kind), text) in self.deltas.drain(..) {
-            self.sink
-                .emit(Event::MessageDelta {
-                    turn_id: self.turn_id.clone(),
-                    index,
-                    kind,
-                    text,
-                    parent_call_id: None,
-                })
-                .await?;
+            let (text, notice) = self.external.admit_text(self.agent, &self.turn_id, &text);
+            if !text.is_empty() {
+                self.sink
+                    .emit(Event::MessageDelta {
+                        turn_id: self.turn_id.clone(),
+                        index,
+                        kind,
+                        text: text.to_string(),
+                        parent_call_id: None,
+                    })
+                    .await?;
+            }
+            if let Some(notice) = notice {
+                self.sink.emit(notice).await?;
+            }
         }
         self.delta_bytes = 0;
         self.first_delta = None;

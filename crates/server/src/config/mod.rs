@@ -303,6 +303,15 @@ pub struct ProfileConfig {
     pub bash_timeout_s: u64,
     #[serde(default = "default_bash_max_timeout_s")]
     pub bash_max_timeout_s: u64,
+    /// Bytes of live output (`tool.output` events) one tool call may stream
+    /// and store; past it one `output.truncated`, and the model still gets
+    /// its capped result.
+    #[serde(default = "default_max_tool_output_stream_bytes")]
+    pub max_tool_output_stream_bytes: u64,
+    /// Bytes of live deltas and tool output one turn may stream and store;
+    /// past it only final messages, results and `turn.finished` are.
+    #[serde(default = "default_max_turn_stream_bytes")]
+    pub max_turn_stream_bytes: u64,
 }
 
 fn default_true() -> bool {
@@ -338,6 +347,12 @@ fn default_bash_timeout_s() -> u64 {
 fn default_bash_max_timeout_s() -> u64 {
     600
 }
+fn default_max_tool_output_stream_bytes() -> u64 {
+    agentd_engine::DEFAULT_TOOL_OUTPUT_STREAM_BYTES
+}
+fn default_max_turn_stream_bytes() -> u64 {
+    agentd_engine::DEFAULT_TURN_STREAM_BYTES
+}
 
 impl Default for ProfileConfig {
     fn default() -> Self {
@@ -367,6 +382,8 @@ impl Default for ProfileConfig {
             mcp_servers: None,
             bash_timeout_s: default_bash_timeout_s(),
             bash_max_timeout_s: default_bash_max_timeout_s(),
+            max_tool_output_stream_bytes: default_max_tool_output_stream_bytes(),
+            max_turn_stream_bytes: default_max_turn_stream_bytes(),
         }
     }
 }

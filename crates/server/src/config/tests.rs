@@ -150,3 +150,17 @@ fn agent_extras_parse_and_are_checked() {
         assert!(err.contains(needle), "{text:?}: {err}");
     }
 }
+
+#[test]
+fn stream_limits_default_to_one_and_sixteen_mib_and_can_be_set() {
+    let default = Config::parse("").unwrap().profile("default").unwrap();
+    assert_eq!(default.max_tool_output_stream_bytes, 1 << 20);
+    assert_eq!(default.max_turn_stream_bytes, 16 << 20);
+    let config = Config::parse(
+        "[profiles.small]\nmax_tool_output_stream_bytes = 4096\nmax_turn_stream_bytes = 65536\n",
+    )
+    .unwrap();
+    let small = config.profile("small").unwrap();
+    assert_eq!(small.max_tool_output_stream_bytes, 4096);
+    assert_eq!(small.max_turn_stream_bytes, 65536);
+}

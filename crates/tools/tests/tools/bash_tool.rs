@@ -144,6 +144,28 @@ async fn long_output_is_capped_with_a_note() {
 }
 
 #[tokio::test]
+async fn long_output_keeps_its_head_and_its_end() {
+    let mut w = Workspace::new();
+    w.ctx.result_cap = 2_000;
+    let result = w
+        .call(
+            "Bash",
+            json!({"command": "seq 1 100000; echo FAILED-AT-THE-END >&2"}),
+        )
+        .await;
+    assert_ok(&result);
+    let content = &result.content;
+    assert!(content.starts_with("1\n2\n3\n"), "{content}");
+    assert!(
+        content.contains("\n100000\n"),
+        "the end of stdout: {content}"
+    );
+    assert!(content.contains("FAILED-AT-THE-END"), "stderr: {content}");
+    assert!(content.contains("bytes not kept"), "{content}");
+    assert!(content.chars().count() <= 2_100, "{}", content.len());
+}
+
+#[tokio::test]
 async fn empty_command_is_an_error() {
     let w = Workspace::new();
     assert_error_containing(
