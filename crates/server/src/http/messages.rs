@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::User;
-use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ApiResult, Conflict, ErrorBody};
 use super::sessions::owned_session;
 use crate::registry::{Accepted, Submission, SubmitError};
 
@@ -19,10 +19,12 @@ const MAX_REQUEST_ID_CHARS: usize = 200;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendMessage {
-    /// The user's message.
+    /// The user's message; not all blank.
+    #[schema(min_length = 1, pattern = r"\S")]
     pub content: String,
-    /// Makes retries safe: the same id in this session answers with the
+    /// 1–200 characters. Makes retries safe: the same id in this session answers with the
     /// turn it started the first time, and starts nothing.
+    #[schema(min_length = 1, max_length = 200)]
     pub client_request_id: Option<String>,
     /// Run after the running turn instead of answering 409.
     #[serde(default)]
@@ -91,7 +93,7 @@ pub async fn post_message(
         .await
         .map_err(|err| match err {
             SubmitError::Busy => ApiError::Conflict {
-                code: "turn_running",
+                code: Conflict::TurnRunning,
                 message: err.to_string(),
             },
             SubmitError::Stopping => ApiError::ShuttingDown,
@@ -186,7 +188,7 @@ pub async fn interrupt(
             .map_err(ApiError::Internal)?;
     }
     let turn_id = turn_id.ok_or_else(|| ApiError::Conflict {
-        code: "no_turn_running",
+        code: Conflict::NoTurnRunning,
         message: "no turn is running in this session".into(),
     })?;
     tracing::info!(session_id = %id, %turn_id, "interrupt requested");
