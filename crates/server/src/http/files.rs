@@ -39,7 +39,7 @@ const MAX_ENTRIES: usize = 5000;
 pub struct FileQuery {
     /// The directory, relative to the workspace (absolute paths inside it
     /// work too); its root when omitted.
-    #[param(nullable = false)]
+    #[param(nullable = false, min_length = 1, pattern = r"^[^\x00]+$")]
     pub path: Option<String>,
 }
 
@@ -47,6 +47,7 @@ pub struct FileQuery {
 #[into_params(parameter_in = Query)]
 pub struct ContentQuery {
     /// The file, relative to the workspace (absolute paths inside it work too).
+    #[param(min_length = 1, pattern = r"^[^\x00]+$")]
     pub path: String,
 }
 

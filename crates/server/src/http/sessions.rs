@@ -48,7 +48,7 @@ pub struct ListQuery {
     #[param(minimum = 1, maximum = 200, nullable = false)]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.
-    #[param(nullable = false)]
+    #[param(nullable = false, min_length = 1)]
     pub cursor: Option<String>,
 }
 

@@ -71,6 +71,12 @@ pub async fn events(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let session = owned_session(&state, &user, &id).await?;
+    // Both are checked (a bad one is a 400 even when the other wins).
+    let after = query
+        .after
+        .as_deref()
+        .map(|value| parse_seq(value, "after"))
+        .transpose()?;
     let after = match headers.get("last-event-id") {
         Some(value) => {
             let value = value
@@ -78,10 +84,7 @@ pub async fn events(
                 .map_err(|_| ApiError::BadRequest("Last-Event-ID is not text".into()))?;
             parse_seq(value, "Last-Event-ID")?
         }
-        None => match &query.after {
-            Some(value) => parse_seq(value, "after")?,
-            None => 0,
-        },
+        None => after.unwrap_or(0),
     };
     if after > session.last_seq {
         return Err(ApiError::BadRequest(format!(
