@@ -5,11 +5,10 @@
 
 use std::collections::BTreeSet;
 
-use axum::http::StatusCode;
 use utoipa::openapi::path::{HttpMethod, Operation};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 
 /// Everything added after the routes are collected (a `Modify` of the
 /// `#[openapi]` struct runs before they are).
@@ -20,11 +19,7 @@ pub(super) fn finish(api: &mut OpenApi) {
 
 /// The answers an operation can get whatever its handler does, by what the
 /// operation takes: credentials, a JSON body, parameters, a session id.
-fn common_errors(
-    path: &str,
-    method: &HttpMethod,
-    operation: &Operation,
-) -> Vec<(StatusCode, &'static [&'static str])> {
+fn common_errors(path: &str, method: &HttpMethod, operation: &Operation) -> Vec<&'static str> {
     let secured = operation
         .security
         .as_ref()
@@ -40,29 +35,26 @@ fn common_errors(
     );
     let mut errors = Vec::new();
     if has_body || has_params {
-        errors.push((StatusCode::BAD_REQUEST, &["invalid_request"][..]));
+        errors.push("invalid_request");
     }
     if secured {
-        errors.push((StatusCode::UNAUTHORIZED, &["unauthorized"][..]));
+        errors.push("unauthorized");
     }
     // A cookie-signed (or, with `auth = "none"`, any) write from a foreign `Origin`.
     if writes && path.starts_with("/v1/") {
-        errors.push((StatusCode::FORBIDDEN, &["bad_origin"][..]));
+        errors.push("bad_origin");
     }
     if path.starts_with("/v1/sessions/{id}") {
-        errors.push((StatusCode::NOT_FOUND, &["not_found"][..]));
+        errors.push("not_found");
     }
     if has_body {
-        errors.push((StatusCode::PAYLOAD_TOO_LARGE, &["too_large"][..]));
-        errors.push((
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            &["unsupported_media_type"][..],
-        ));
+        errors.push("too_large");
+        errors.push("unsupported_media_type");
     }
     // Everything under /v1 reads the store (credentials included).
     if path.starts_with("/v1/") {
-        errors.push((StatusCode::INTERNAL_SERVER_ERROR, &["internal"][..]));
-        errors.push((StatusCode::SERVICE_UNAVAILABLE, &["store_unavailable"][..]));
+        errors.push("internal");
+        errors.push("store_unavailable");
     }
     errors
 }
@@ -81,23 +73,20 @@ fn add_common_errors(api: &mut OpenApi) {
         ];
         for (method, operation) in operations {
             let Some(operation) = operation else { continue };
-            for (status, codes) in common_errors(path, &method, operation) {
-                let key = status.as_u16().to_string();
-                let name = response_name(codes);
+            for code in common_errors(path, &method, operation) {
+                let key = listed(code).status.as_u16().to_string();
                 if !operation.responses.responses.contains_key(&key) {
-                    operation
-                        .responses
-                        .responses
-                        .insert(key, RefOr::Ref(Ref::from_response_name(name.clone())));
-                    used.insert((name, codes));
+                    let answer = RefOr::Ref(Ref::from_response_name(code));
+                    operation.responses.responses.insert(key, answer);
+                    used.insert(code);
                 }
             }
         }
     }
     let components = api.components.get_or_insert_with(Default::default);
-    for (name, codes) in used {
+    for code in used {
         let response = ResponseBuilder::new()
-            .description(describe(codes))
+            .description(format!("`{code}`: {}", listed(code).meaning))
             .content(
                 "application/json",
                 ContentBuilder::new()
@@ -105,21 +94,99 @@ fn add_common_errors(api: &mut OpenApi) {
                     .build(),
             )
             .build();
-        components.responses.insert(name, RefOr::T(response));
+        components
+            .responses
+            .insert(code.to_string(), RefOr::T(response));
     }
 }
 
-fn response_name(codes: &[&str]) -> String {
-    codes.join("_or_")
+/// `code`'s entry of [`ApiError::CODES`] (the status comes from there).
+fn listed(code: &str) -> &'static ErrorCode {
+    ApiError::CODES
+        .iter()
+        .find(|c| c.code == code)
+        .unwrap_or_else(|| panic!("{code} is not in ApiError::CODES"))
 }
 
-fn describe(codes: &[&str]) -> String {
-    codes
-        .iter()
-        .map(|code| {
-            let listed = ApiError::CODES.iter().find(|c| c.code == *code);
-            format!("`{code}`: {}", listed.map_or("", |c| c.meaning))
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    /// Each operation of the document with its path and method.
+    fn operations(document: &Value) -> Vec<(String, String, Value)> {
+        let mut out = Vec::new();
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                out.push((path.clone(), method.clone(), operation.clone()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_operation_documents_the_errors_any_request_to_it_can_get() {
+        let document = serde_json::to_value(super::super::openapi()).unwrap();
+        for (path, method, operation) in operations(&document) {
+            let responses = operation["responses"].as_object().unwrap();
+            let has = |status: &str| responses.contains_key(status);
+            let what = format!("{method} {path}");
+            if operation["requestBody"].is_object() {
+                for status in ["400", "413", "415"] {
+                    assert!(has(status), "{what} takes JSON but lacks {status}");
+                }
+            }
+            if operation["security"].is_array() {
+                assert!(has("401"), "{what} needs credentials but lacks 401");
+            }
+            if path.starts_with("/v1/sessions/{id}") {
+                assert!(has("404"), "{what} names a session but lacks 404");
+            }
+            if path.starts_with("/v1/") {
+                assert!(has("500") && has("503"), "{what} reads the store");
+            }
+        }
+        // Shared answers resolve, with the error body.
+        let shared = &document["components"]["responses"];
+        let unauthorized = &shared["unauthorized"];
+        assert!(
+            unauthorized["description"]
+                .as_str()
+                .unwrap()
+                .contains("`unauthorized`")
+        );
+        assert_eq!(
+            unauthorized["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/ErrorBody"
+        );
+        let text = document.to_string();
+        for reference in text.split("\"#/components/responses/").skip(1) {
+            let name = reference.split('"').next().unwrap();
+            assert!(shared[name].is_object(), "dangling response $ref {name}");
+        }
+    }
+
+    #[test]
+    fn the_event_stream_is_described_event_by_event() {
+        let document = serde_json::to_value(super::super::openapi()).unwrap();
+        let ok = &document["paths"]["/v1/sessions/{id}/events"]["get"]["responses"]["200"];
+        let stream = &ok["content"]["text/event-stream"]["schema"]["$ref"];
+        assert_eq!(stream, "#/components/schemas/StreamedEvent");
+        let event = &document["components"]["schemas"]["StreamedEvent"];
+        assert_eq!(
+            event["properties"]["data"]["contentMediaType"],
+            "application/json"
+        );
+        assert_eq!(
+            event["properties"]["data"]["contentSchema"]["$ref"],
+            "#/components/schemas/EventEnvelope"
+        );
+        let names: Vec<&str> = event["properties"]["event"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"turn.finished") && names.contains(&"tool.started"));
+        assert!(document["components"]["schemas"]["Event"]["oneOf"].is_array());
+    }
 }

@@ -63,6 +63,8 @@ pub struct Interrupted {
         (status = 404, body = ErrorBody),
         (status = 409, description = "A turn is running (and `queue` was not set)", body = ErrorBody),
         (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the server is stopping; \
+            `store_unavailable`: the database is down", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub async fn post_message(
@@ -122,6 +124,8 @@ pub async fn post_message(
         (status = 202, description = "Accepted; the compaction runs as a turn", body = TurnAccepted),
         (status = 404, body = ErrorBody),
         (status = 409, description = "A turn is running", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the server is stopping; \
+            `store_unavailable`: the database is down", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub async fn compact(
