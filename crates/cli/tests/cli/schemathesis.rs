@@ -2,7 +2,8 @@
 //! `bash scripts/install-deps.sh` installs into `.tools/venv`) runs all its
 //! checks against a real `agentd serve` with token authentication — every
 //! operation, with valid and invalid data, statuses, content types, response
-//! and SSE event schemas, links between operations — and finds nothing.
+//! and SSE event schemas, links between operations, one user reading
+//! another's objects — and finds nothing.
 //! Its settings are in `schemathesis.toml` beside this file.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -41,7 +42,16 @@ async fn schemathesis_finds_the_server_doing_exactly_what_its_openapi_document_s
     let script =
         json!({"replies": [{"repeat": true, "content": [{"type": "text", "text": "ok"}]}]});
     let h = Harness::new(script, TOML).await;
-    let token = h.token("alice").await;
+    // alice is the one who works; bob tries to read what she made
+    // (`object_level_authorization`).
+    let mut identities = Vec::new();
+    for user in ["alice", "bob"] {
+        let header =
+            json!({"name": "Authorization", "value": format!("Bearer {}", h.token(user).await)});
+        identities.push(json!({"name": user, "fixedHeaders": [header]}));
+    }
+    let auth = h.data().join("auth.json");
+    std::fs::write(&auth, json!({"auth": identities}).to_string()).unwrap();
     let server = h.start().await;
     let output = h.data().join("schemathesis.out");
 
@@ -50,7 +60,8 @@ async fn schemathesis_finds_the_server_doing_exactly_what_its_openapi_document_s
         .arg(&settings)
         .args(["run", &format!("{}/openapi.json", server.url)])
         .args(["--checks", "all"])
-        .args(["--header", &format!("Authorization: Bearer {token}")])
+        .arg("--auth-wfc")
+        .arg(&auth)
         // Bounded for 2 cores; a fixed seed makes a failure reproducible.
         .args([
             "--max-examples",
