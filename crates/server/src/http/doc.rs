@@ -4,6 +4,7 @@
 //! from the same sources: see `doc_tables`.)
 
 use std::collections::BTreeSet;
+use std::collections::btree_map::Entry;
 
 use utoipa::openapi::path::{HttpMethod, Operation};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
@@ -75,9 +76,8 @@ fn add_common_errors(api: &mut OpenApi) {
             let Some(operation) = operation else { continue };
             for code in common_errors(path, &method, operation) {
                 let key = listed(code).status.as_u16().to_string();
-                if !operation.responses.responses.contains_key(&key) {
-                    let answer = RefOr::Ref(Ref::from_response_name(code));
-                    operation.responses.responses.insert(key, answer);
+                if let Entry::Vacant(slot) = operation.responses.responses.entry(key) {
+                    slot.insert(RefOr::Ref(Ref::from_response_name(code)));
                     used.insert(code);
                 }
             }
