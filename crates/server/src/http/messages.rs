@@ -41,10 +41,23 @@ pub struct TurnAccepted {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Transcript {
-    /// `{id, position, turn_id, message: {role, content: [blocks]}, created_at}`
-    /// in order.
-    #[schema(value_type = Vec<Object>)]
+    /// In order.
+    #[schema(value_type = Vec<TranscriptMessage>)]
     pub messages: Vec<Value>,
+}
+
+/// One message of the transcript (the store's `StoredMessage`), for the
+/// OpenAPI document only.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct TranscriptMessage {
+    id: String,
+    session_id: String,
+    turn_id: Option<String>,
+    /// 1, 2, 3, … within the session.
+    position: u64,
+    message: agentd_protocol::Message,
+    created_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
