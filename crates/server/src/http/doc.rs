@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::collections::btree_map::Entry;
 
-use utoipa::openapi::path::{HttpMethod, Operation};
+use utoipa::openapi::path::{HttpMethod, Operation, ParameterIn};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 
 use super::error::{ApiError, ErrorCode};
@@ -26,10 +26,14 @@ fn common_errors(path: &str, method: &HttpMethod, operation: &Operation) -> Vec<
         .as_ref()
         .is_some_and(|security| !security.is_empty());
     let has_body = operation.request_body.is_some();
+    // Path and query parameters are parsed before the handler runs.
     let has_params = operation
         .parameters
-        .as_ref()
-        .is_some_and(|params| !params.is_empty());
+        .iter()
+        .flatten()
+        .any(|param| {
+            matches!(param, RefOr::T(p) if matches!(p.parameter_in, ParameterIn::Path | ParameterIn::Query))
+        });
     let writes = !matches!(
         method,
         HttpMethod::Get | HttpMethod::Head | HttpMethod::Options
