@@ -3,8 +3,10 @@
 # Debian packages come from apt (as root), among them chromium for the web
 # UI's browser test; the claude CLI (a peer and test fixture), the MCP test
 # servers and playwright-core (drives that chromium; it never downloads a
-# browser of its own) from npm into .tools/. Idempotent: a no-op when all is
-# present.
+# browser of its own) from npm into .tools/, and schemathesis (the OpenAPI
+# test) from PyPI into the venv .tools/venv. Idempotent: a no-op when all is
+# present. AGENTD_SKIP_CLAUDE=1 (`make run`) skips what only the tests need
+# (the claude CLI, schemathesis).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +17,10 @@ command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 # The confinement race test swaps `.git` from inside a sandbox with python3.
 [ -x /usr/bin/python3 ] || need_apt+=(python3)
+# Its venv module, for schemathesis (tests only).
+if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] && ! /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  need_apt+=(python3-venv)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -53,4 +59,15 @@ if [ ${#need_npm[@]} -gt 0 ]; then
   echo "install-deps: installing ${need_npm[*]} into .tools/" >&2
   mkdir -p .tools
   PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix .tools --save-exact --no-audit --no-fund --loglevel=error "${need_npm[@]}" >/dev/null
+fi
+
+# schemathesis for the OpenAPI test (crates/cli/tests/cli/schemathesis.rs),
+# pinned, in its own venv; only the tests need it (`make run` skips it).
+SCHEMATHESIS_VERSION=4.32.5
+if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] &&
+  [ "$(.tools/venv/bin/st --version 2>/dev/null)" != "st, version $SCHEMATHESIS_VERSION" ]; then
+  echo "install-deps: installing schemathesis $SCHEMATHESIS_VERSION into .tools/venv" >&2
+  mkdir -p .tools
+  [ -x .tools/venv/bin/pip ] || /usr/bin/python3 -m venv .tools/venv
+  .tools/venv/bin/pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 fi

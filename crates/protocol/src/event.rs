@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::message::{Message, Usage};
 
 /// How a turn ended. Every turn ends with exactly one of these.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnStatus {
@@ -46,6 +47,7 @@ impl TurnStatus {
     }
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeltaKind {
@@ -53,6 +55,7 @@ pub enum DeltaKind {
     Thinking,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputStream {
@@ -62,6 +65,7 @@ pub enum OutputStream {
 
 /// Which limit stopped live output (see [`Event::OutputTruncated`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OutputLimit {
     /// The call's own limit: its later output is not streamed.
@@ -70,6 +74,7 @@ pub enum OutputLimit {
     Turn,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CompactionTrigger {
@@ -78,6 +83,7 @@ pub enum CompactionTrigger {
 }
 
 /// What went wrong, in a form a client can show and act on.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorInfo {
     pub code: String,
@@ -88,6 +94,7 @@ pub struct ErrorInfo {
 
 /// One thing that happened in a session. Serialized with its `type` tag; the
 /// stored and streamed form wraps it in an [`EventEnvelope`].
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum Event {
@@ -232,6 +239,7 @@ pub enum Event {
 }
 
 /// One item of the agent's plan (Claude Code's `TodoWrite` shape).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Todo {
     pub content: String,
@@ -245,6 +253,7 @@ pub struct Todo {
     pub active_form: Option<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TodoStatus {
@@ -254,6 +263,7 @@ pub enum TodoStatus {
 }
 
 /// The one event every turn ends with.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnFinished {
     pub turn_id: String,
@@ -274,6 +284,7 @@ pub struct TurnFinished {
 }
 
 /// How the agent itself judged its work.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentStatus {
@@ -283,6 +294,69 @@ pub enum AgentStatus {
 }
 
 impl Event {
+    /// Every event type: its wire name and what it says, for docs/api.md's
+    /// event table (the server's tests check it against the schema, so a new
+    /// variant must be listed here).
+    pub const TYPES: &[(&str, &str)] = &[
+        ("turn.started", "A turn began, with the user's message."),
+        (
+            "message.delta",
+            "A piece of the assistant's text or thinking, as the model streams it.",
+        ),
+        ("message.completed", "An assistant message, whole."),
+        (
+            "tool.started",
+            "The agent calls a tool; a `permission.requested` may come before it runs.",
+        ),
+        ("tool.output", "Output of a running tool, as it comes."),
+        (
+            "output.truncated",
+            "Live output reached a limit (`tool_call` or `turn`): the rest is neither stored nor sent.",
+        ),
+        ("tool.finished", "A tool call ended with this result."),
+        (
+            "permission.requested",
+            "A tool call waits for a permission: answer with `POST …/permissions/{request_id}`.",
+        ),
+        (
+            "permission.resolved",
+            "A permission request was answered (`by` a user, or `timeout`, `interrupted`, `restart`, …).",
+        ),
+        (
+            "question.asked",
+            "The agent asks the user (`AskUserQuestion`): answer with `POST …/questions/{request_id}`.",
+        ),
+        (
+            "question.answered",
+            "A question was answered; `answers` is `null` when nobody did (`by` says why).",
+        ),
+        (
+            "todo.updated",
+            "The agent's plan (`TodoWrite`), the whole list each time.",
+        ),
+        (
+            "usage",
+            "Tokens and cost of one model call; `context_tokens` is the context it read.",
+        ),
+        (
+            "compaction",
+            "The context was compacted (`auto` or `manual`): tokens before and after.",
+        ),
+        (
+            "checkpoint.created",
+            "The workspace was saved before the turn's first file-changing tool call.",
+        ),
+        (
+            "turn.finished",
+            "The turn ended: its status, result, usage and cost; `error` when it did not complete.",
+        ),
+        ("session.updated", "The session's title or status changed."),
+        (
+            "error",
+            "Something failed (`code`, `message`, `retryable`); `turn.finished` follows when it ends the turn.",
+        ),
+    ];
+
     /// Marks the event as produced inside the subagent run by `Task` call
     /// `call_id`, unless a deeper subagent already marked it.
     pub fn set_parent_call_id(&mut self, call_id: &str) {
@@ -328,6 +402,7 @@ impl Event {
 }
 
 /// An event as stored and streamed: `{"seq", "session_id", "type", "at", …fields}`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventEnvelope {
     pub seq: u64,

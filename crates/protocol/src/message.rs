@@ -5,6 +5,7 @@ use serde_json::Value;
 
 /// Who authored a message. Tool results travel in `User` messages, as in the
 /// Anthropic Messages API.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
@@ -13,6 +14,7 @@ pub enum Role {
 }
 
 /// One message of a session's transcript.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
@@ -67,6 +69,7 @@ pub struct ToolUse<'a> {
 
 /// A block of message content. The shapes follow the Anthropic Messages API so
 /// that a transcript converts to a request without loss.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock {
@@ -99,6 +102,7 @@ pub enum ContentBlock {
 }
 
 /// Token counts of one model call or a sum of several.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     #[serde(default)]

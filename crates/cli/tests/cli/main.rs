@@ -15,6 +15,7 @@ mod gc;
 mod run;
 mod run_agent_setup;
 mod run_postgres;
+mod schemathesis;
 mod serve_agent_tools;
 mod serve_agent_uids;
 mod serve_approvals;

@@ -122,13 +122,33 @@ pub async fn update_user(
     Ok(Json(view))
 }
 
+/// What a grant gives.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantWhat {
+    Profile,
+    Model,
+}
+
+impl From<GrantWhat> for GrantKind {
+    fn from(what: GrantWhat) -> Self {
+        match what {
+            GrantWhat::Profile => GrantKind::Profile,
+            GrantWhat::Model => GrantKind::Model,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrantRequest {
-    /// `profile` or `model`.
-    #[schema(value_type = String)]
-    pub kind: GrantKind,
+    pub kind: GrantWhat,
     /// A profile of the config, or a model of `GET /v1/models`.
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub name: String,
 }
 
@@ -153,13 +173,13 @@ pub async fn add_grant(
     ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<GrantRequest>,
 ) -> ApiResult<Json<GrantChanged>> {
-    change_grant(&state, &user, &name, body.kind, &body.name, true).await
+    change_grant(&state, &user, &name, body.kind.into(), &body.name, true).await
 }
 
 /// Take a grant back: the user's next turn with it is refused.
 #[utoipa::path(delete, path = "/v1/admin/users/{name}/grants/{kind}/{grant}", tag = "admin",
     params(("name" = String, Path, description = "User name"),
-           ("kind" = String, Path, description = "`profile` or `model`"),
+           ("kind" = GrantWhat, Path, description = "`profile` or `model`"),
            ("grant" = String, Path, description = "The profile or model")),
     responses((status = 200, body = GrantChanged), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody),
@@ -168,11 +188,9 @@ pub async fn add_grant(
 pub async fn remove_grant(
     State(state): State<AppState>,
     user: User,
-    ApiPath((name, kind, grant)): ApiPath<(String, String, String)>,
+    ApiPath((name, kind, grant)): ApiPath<(String, GrantWhat, String)>,
 ) -> ApiResult<Json<GrantChanged>> {
-    let kind = GrantKind::parse(&kind)
-        .ok_or_else(|| ApiError::BadRequest("kind is `profile` or `model`".into()))?;
-    change_grant(&state, &user, &name, kind, &grant, false).await
+    change_grant(&state, &user, &name, kind.into(), &grant, false).await
 }
 
 async fn change_grant(
@@ -194,16 +212,22 @@ async fn change_grant(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AuditParams {
     /// Entries after this id (`next_after` of the previous page).
+    #[param(nullable = false)]
     pub after: Option<i64>,
     /// Entries per page, 1–1000 (default 100).
+    #[param(minimum = 1, maximum = 1000, nullable = false)]
     pub limit: Option<u32>,
     /// Only this actor's.
+    #[param(nullable = false, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$")]
     pub actor: Option<String>,
     /// Only this action (`session.create`, `grant.add`, …).
+    #[param(nullable = false, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$")]
     pub action: Option<String>,
     /// Only entries at or after this time (RFC 3339).
+    #[param(nullable = false)]
     pub since: Option<DateTime<Utc>>,
 }
 

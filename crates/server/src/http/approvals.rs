@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::access_check::audit;
 use super::auth::User;
-use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ApiResult, Conflict, ErrorBody};
 use super::sessions::owned_session;
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -134,7 +134,7 @@ pub async fn answer_permission(
     }
     if !delivered {
         return Err(ApiError::Conflict {
-            code: "not_waiting",
+            code: Conflict::NotWaiting,
             message: "no turn is waiting for this request any more".into(),
         });
     }
@@ -201,7 +201,7 @@ pub async fn answer_question(
     }
     if !delivered {
         return Err(ApiError::Conflict {
-            code: "not_waiting",
+            code: Conflict::NotWaiting,
             message: "no turn is waiting for this question any more".into(),
         });
     }
@@ -233,7 +233,7 @@ async fn open_request(
         .ok_or_else(|| ApiError::NotFound(format!("no {kind} request with this id")))?;
     if record.resolved_at.is_some() {
         return Err(ApiError::Conflict {
-            code: "already_answered",
+            code: Conflict::AlreadyAnswered,
             message: format!("this {kind} request was already answered"),
         });
     }

@@ -35,9 +35,20 @@ pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 const MAX_ENTRIES: usize = 5000;
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct FileQuery {
-    /// Relative to the workspace (absolute paths inside it work too).
+    /// The directory, relative to the workspace (absolute paths inside it
+    /// work too); its root when omitted.
+    #[param(nullable = false, min_length = 1, pattern = r"^[^\x00]+$")]
     pub path: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ContentQuery {
+    /// The file, relative to the workspace (absolute paths inside it work too).
+    #[param(min_length = 1, pattern = r"^[^\x00]+$")]
+    pub path: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -86,9 +97,17 @@ pub async fn list_files(
 /// A workspace file's bytes: text as `text/plain`, common images as
 /// themselves, anything else as `application/octet-stream`.
 #[utoipa::path(get, path = "/v1/sessions/{id}/files/content", tag = "files",
-    params(("id" = String, Path, description = "Session id"), FileQuery),
+    params(("id" = String, Path, description = "Session id"), ContentQuery),
     responses(
-        (status = 200, description = "The file", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 200, description = "The file: UTF-8 text, a PNG/JPEG/GIF/WebP image, or other bytes",
+            content(
+                (String = "text/plain"),
+                (Vec<u8> = "image/png"),
+                (Vec<u8> = "image/jpeg"),
+                (Vec<u8> = "image/gif"),
+                (Vec<u8> = "image/webp"),
+                (Vec<u8> = "application/octet-stream"),
+            )),
         (status = 400, description = "Invalid path, or a directory", body = ErrorBody),
         (status = 403, description = "Outside the workspace", body = ErrorBody),
         (status = 404, body = ErrorBody),
@@ -99,13 +118,11 @@ pub async fn file_content(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<String>,
-    ApiQuery(query): ApiQuery<FileQuery>,
+    ApiQuery(query): ApiQuery<ContentQuery>,
 ) -> ApiResult<Response> {
     let session = owned_session(&state, &user, &id).await?;
     let session = with_local_workspace(&state, session).await?;
-    let raw = query
-        .path
-        .ok_or_else(|| ApiError::BadRequest("the query parameter `path` is required".into()))?;
+    let raw = query.path;
     let identity = owner_identity(&state, &session.owner).await?;
     let workspace = PathBuf::from(session.workspace);
     let bytes = in_workspace(workspace, identity, move |root| read_file(root, &raw)).await?;

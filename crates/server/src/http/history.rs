@@ -188,6 +188,7 @@ pub struct ForkRequest {
     request_body = ForkRequest,
     responses(
         (status = 201, description = "The new session", body = SessionView),
+        (status = 403, description = "`not_granted` or `quota_exceeded`, as for a new session", body = ErrorBody),
         (status = 404, description = "No such session or message", body = ErrorBody),
     ),
     security(("bearer" = [])))]

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::access_check::check_turn;
 use super::auth::User;
-use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ApiResult, Conflict, ErrorBody};
 use super::sessions::owned_session;
 use crate::admission::Caller;
 use crate::registry::{Accepted, Submission, SubmitError};
@@ -21,10 +21,12 @@ const MAX_REQUEST_ID_CHARS: usize = 200;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendMessage {
-    /// The user's message.
+    /// The user's message; not all blank.
+    #[schema(min_length = 1, pattern = r"\S")]
     pub content: String,
-    /// Makes retries safe: the same id in this session answers with the
+    /// 1–200 characters. Makes retries safe: the same id in this session answers with the
     /// turn it started the first time, and starts nothing.
+    #[schema(min_length = 1, max_length = 200)]
     pub client_request_id: Option<String>,
     /// Run after the running turn instead of answering 409.
     #[serde(default)]
@@ -41,10 +43,23 @@ pub struct TurnAccepted {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Transcript {
-    /// `{id, position, turn_id, message: {role, content: [blocks]}, created_at}`
-    /// in order.
-    #[schema(value_type = Vec<Object>)]
+    /// In order.
+    #[schema(value_type = Vec<TranscriptMessage>)]
     pub messages: Vec<Value>,
+}
+
+/// One message of the transcript (the store's `StoredMessage`), for the
+/// OpenAPI document only.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct TranscriptMessage {
+    id: String,
+    session_id: String,
+    turn_id: Option<String>,
+    /// 1, 2, 3, … within the session.
+    position: u64,
+    message: agentd_protocol::Message,
+    created_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -60,9 +75,15 @@ pub struct Interrupted {
     responses(
         (status = 202, description = "Accepted; the turn runs", body = TurnAccepted),
         (status = 400, body = ErrorBody),
+        (status = 403, description = "`not_granted`: the session's profile or model is no longer the caller's; \
+            `quota_exceeded`: spend or workspace bytes at the caller's quota", body = ErrorBody),
         (status = 404, body = ErrorBody),
+        (status = 429, description = "`rate_limited`: turns at once or per hour at the caller's limit; \
+            see `Retry-After`", body = ErrorBody),
         (status = 409, description = "A turn is running (and `queue` was not set)", body = ErrorBody),
         (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the server is stopping; \
+            `store_unavailable`: the database is down", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub async fn post_message(
@@ -107,7 +128,7 @@ pub async fn post_message(
         .await
         .map_err(|err| match err {
             SubmitError::Busy => ApiError::Conflict {
-                code: "turn_running",
+                code: Conflict::TurnRunning,
                 message: err.to_string(),
             },
             SubmitError::Stopping => ApiError::ShuttingDown,
@@ -139,6 +160,8 @@ pub async fn post_message(
         (status = 202, description = "Accepted; the compaction runs as a turn", body = TurnAccepted),
         (status = 404, body = ErrorBody),
         (status = 409, description = "A turn is running", body = ErrorBody),
+        (status = 503, description = "`shutting_down`: the server is stopping; \
+            `store_unavailable`: the database is down", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub async fn compact(
@@ -205,7 +228,7 @@ pub async fn interrupt(
             .map_err(ApiError::Internal)?;
     }
     let turn_id = turn_id.ok_or_else(|| ApiError::Conflict {
-        code: "no_turn_running",
+        code: Conflict::NoTurnRunning,
         message: "no turn is running in this session".into(),
     })?;
     tracing::info!(session_id = %id, %turn_id, "interrupt requested");

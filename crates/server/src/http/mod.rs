@@ -7,6 +7,9 @@ mod admin;
 pub mod approvals;
 pub mod auth;
 mod conn_watch;
+mod doc;
+#[cfg(test)]
+mod doc_tables;
 pub mod error;
 mod files;
 mod history;
@@ -139,14 +142,14 @@ fn api_router() -> OpenApiRouter<AppState> {
 /// The OpenAPI document of this server.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut api = api_router().into_openapi();
-    sign_in::document_cookie(&mut api);
+    doc::finish(&mut api);
     api
 }
 
 /// The whole app, ready to serve.
 pub fn app(registry: Registry, auth: Auth, streams: CancellationToken) -> Router {
     let (router, mut api) = api_router().split_for_parts();
-    sign_in::document_cookie(&mut api);
+    doc::finish(&mut api);
     let openapi = api.to_pretty_json().unwrap_or_else(|err| {
         tracing::error!(%err, "cannot render the OpenAPI document");
         "{}".into()

@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::access_check::{audit, check_new_session};
 use super::auth::User;
-use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Conflict, ErrorBody};
 use crate::models::resolve_model;
 use crate::registry::LiveState;
 
@@ -29,20 +29,27 @@ pub struct CreateSession {
     pub profile: Option<String>,
     /// A model of `GET /v1/models` (or `provider:name`); the default when omitted.
     pub model: Option<String>,
+    /// 1–200 characters, not all blank (stored trimmed).
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub title: Option<String>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateSession {
+    /// 1–200 characters, not all blank (stored trimmed).
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub title: String,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Sessions per page, 1–200 (default 50).
+    #[param(minimum = 1, maximum = 200, nullable = false)]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.
+    #[param(nullable = false, min_length = 1)]
     pub cursor: Option<String>,
 }
 
@@ -174,19 +181,19 @@ pub(super) async fn idle_in_cluster(state: &AppState, session_id: &str) -> ApiRe
 
 pub(super) fn turn_running() -> ApiError {
     ApiError::Conflict {
-        code: "turn_running",
+        code: Conflict::TurnRunning,
         message: "a turn is running or queued in this session; interrupt it first".into(),
     }
 }
 
+/// As the schema says: at most 200 characters as sent, not all blank.
 fn check_title(title: &str) -> ApiResult<String> {
-    let title = title.trim();
-    if title.is_empty() || title.chars().count() > MAX_TITLE_CHARS {
+    if title.trim().is_empty() || title.chars().count() > MAX_TITLE_CHARS {
         return Err(ApiError::BadRequest(format!(
             "title must be 1 to {MAX_TITLE_CHARS} characters"
         )));
     }
-    Ok(title.to_string())
+    Ok(title.trim().to_string())
 }
 
 /// Where HTTP-created sessions keep their files.
@@ -240,6 +247,8 @@ pub(super) fn workspaces_dir(state: &AppState) -> PathBuf {
         (status = 201, description = "Created", body = SessionView),
         (status = 400, description = "Unknown profile or model, bad field", body = ErrorBody),
         (status = 401, description = "Not authenticated", body = ErrorBody),
+        (status = 403, description = "`not_granted`: the profile or model is not the caller's to choose; \
+            `quota_exceeded`: stored sessions or workspace bytes at the caller's quota", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub async fn create_session(

@@ -23,7 +23,9 @@ use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
-use utoipa::IntoParams;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::AppState;
 use super::auth::User;
@@ -37,9 +39,11 @@ const REPLAY_PAGE: u32 = 256;
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Replay events with a greater `seq`; the `Last-Event-ID` header wins
     /// when both are given (browsers send it when they reconnect).
+    #[param(pattern = r"^[0-9]{0,19}$", nullable = false)]
     pub after: Option<String>,
 }
 
@@ -48,11 +52,13 @@ pub struct EventsQuery {
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "sessions",
     params(
         ("id" = String, Path, description = "Session id"),
-        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this seq"),
+        ("Last-Event-ID" = Option<String>, Header, nullable = false, pattern = r"^[0-9]{0,19}$",
+            description = "Resume after this seq"),
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "An endless `text/event-stream`", content_type = "text/event-stream", body = String),
+        (status = 200, description = "An endless `text/event-stream`: each SSE event is one \
+            `EventEnvelope` (see the `StreamedEvent` schema)", content_type = "text/event-stream", body = StreamedEvent),
         (status = 400, description = "Bad `Last-Event-ID` or `after`", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 429, description = "The user has `max_streams_per_user` streams open; see `Retry-After`", body = ErrorBody),
@@ -66,6 +72,12 @@ pub async fn events(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let session = owned_session(&state, &user, &id).await?;
+    // Both are checked (a bad one is a 400 even when the other wins).
+    let after = query
+        .after
+        .as_deref()
+        .map(|value| parse_seq(value, "after"))
+        .transpose()?;
     let after = match headers.get("last-event-id") {
         Some(value) => {
             let value = value
@@ -73,10 +85,7 @@ pub async fn events(
                 .map_err(|_| ApiError::BadRequest("Last-Event-ID is not text".into()))?;
             parse_seq(value, "Last-Event-ID")?
         }
-        None => match &query.after {
-            Some(value) => parse_seq(value, "after")?,
-            None => 0,
-        },
+        None => after.unwrap_or(0),
     };
     if after > session.last_seq {
         return Err(ApiError::BadRequest(format!(
@@ -118,9 +127,45 @@ pub async fn events(
     Ok(response)
 }
 
-/// A `seq` from a client: digits only, at most 19 of them (SQLite's integers).
+/// One SSE event of the stream, for the OpenAPI document: `data` is an
+/// [`EventEnvelope`] as JSON (`contentSchema`, so validators parse it).
+pub struct StreamedEvent;
+
+impl utoipa::PartialSchema for StreamedEvent {
+    fn schema() -> RefOr<Schema> {
+        let string = || ObjectBuilder::new().schema_type(Type::String);
+        let types = agentd_protocol::Event::TYPES.iter().map(|(name, _)| *name);
+        ObjectBuilder::new()
+            .property("id", string().description(Some("The event's `seq`")))
+            .property(
+                "event",
+                string()
+                    .description(Some("The event's `type`"))
+                    .enum_values(Some(types)),
+            )
+            .property(
+                "data",
+                string()
+                    .content_media_type("application/json")
+                    .content_schema(Some(Ref::from_schema_name(EventEnvelope::name()))),
+            )
+            .required("id")
+            .required("event")
+            .required("data")
+            .into()
+    }
+}
+
+impl ToSchema for StreamedEvent {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((EventEnvelope::name().into(), EventEnvelope::schema()));
+        EventEnvelope::schemas(schemas);
+    }
+}
+
+/// A `seq` from a client: digits only, at most 19 of them (SQLite's
+/// integers), as the document's pattern says; empty is 0.
 fn parse_seq(raw: &str, what: &str) -> ApiResult<u64> {
-    let raw = raw.trim();
     if raw.is_empty() {
         return Ok(0);
     }
@@ -268,7 +313,7 @@ mod tests {
     #[test]
     fn seqs_are_plain_bounded_integers() {
         assert_eq!(parse_seq("42", "x").unwrap(), 42);
-        assert_eq!(parse_seq(" 7 ", "x").unwrap(), 7);
+        assert!(parse_seq(" 7 ", "x").is_err(), "the pattern has no blanks");
         assert_eq!(parse_seq("", "x").unwrap(), 0);
         for bad in ["-1", "abc", "1e3", "4.2", "99999999999999999999999", "0x10"] {
             assert!(parse_seq(bad, "x").is_err(), "{bad}");

@@ -38,7 +38,12 @@ pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; 
 
 /// The web UI.
 #[utoipa::path(get, path = "/", tag = "server",
-    responses((status = 200, description = "The web UI's page", content_type = "text/html", body = String)))]
+    params(("If-None-Match" = Option<String>, Header, nullable = false,
+        description = "The `ETag` of a copy the browser has")),
+    responses(
+        (status = 200, description = "The web UI's page", content_type = "text/html", body = String),
+        (status = 304, description = "Not modified: the browser's copy (`If-None-Match`) is current"),
+    ))]
 pub async fn index(headers: HeaderMap) -> Response {
     serve("index.html", &headers)
 }
