@@ -379,11 +379,14 @@ where
                 "the body must be a JSON object".into(),
             ));
         }
-        serde_json::from_value(value).map(ApiJson).map_err(|err| {
-            ApiError::BadRequest(format!(
-                "Failed to deserialize the JSON body into the target type: {err}"
-            ))
-        })
+        // The error names the field (`content: invalid type …`).
+        serde_path_to_error::deserialize(value)
+            .map(ApiJson)
+            .map_err(|err| {
+                ApiError::BadRequest(format!(
+                    "Failed to deserialize the JSON body into the target type: {err}"
+                ))
+            })
     }
 }
 
