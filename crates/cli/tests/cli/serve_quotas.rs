@@ -54,25 +54,23 @@ async fn post_message(
     (status, body, retry_after)
 }
 
-async fn start(h: &Harness, spend: &str) -> Server {
+/// Start the server with `limits` (`key = value` lines of the config) set.
+async fn start(h: &Harness, limits: &[(&str, &str)]) -> Server {
     let toml = std::fs::read_to_string(&h.config).unwrap();
-    let toml = with_day_cap(&toml, spend);
-    std::fs::write(&h.config, toml).unwrap();
-    h.start().await
-}
-
-/// The config with frank's daily spend cap set to `spend`.
-fn with_day_cap(toml: &str, spend: &str) -> String {
-    toml.lines()
+    let toml: Vec<String> = toml
+        .lines()
         .map(|line| {
-            if line.starts_with("spend_usd_per_day =") {
-                format!("spend_usd_per_day = {spend}")
-            } else {
-                line.to_string()
+            let set = limits
+                .iter()
+                .find(|(key, _)| line.starts_with(&format!("{key} =")));
+            match set {
+                Some((key, value)) => format!("{key} = {value}"),
+                None => line.to_string(),
             }
         })
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect();
+    std::fs::write(&h.config, toml.join("\n")).unwrap();
+    h.start().await
 }
 
 #[tokio::test]
@@ -96,7 +94,7 @@ async fn each_quota_trips_with_its_status_and_recovers() {
         tokens
     };
     let token = |name: &str| tokens.iter().find(|(u, _)| *u == name).unwrap().1.clone();
-    let server = start(&h, "2.5").await;
+    let server = start(&h, &[]).await;
     let root = server.as_user(&token("root"));
 
     // Turns at once: the second waits for the first (429), then goes.
@@ -292,7 +290,7 @@ async fn each_quota_trips_with_its_status_and_recovers() {
     let mut old = server;
     old.signal("TERM").await;
     old.exit_code().await;
-    let server = start(&h, "100").await;
+    let server = start(&h, &[("spend_usd_per_day", "100")]).await;
     let frank = server.as_user(&token("frank"));
     let (status, body, _) = post_message(&frank, &spender, "hello").await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
@@ -300,4 +298,14 @@ async fn each_quota_trips_with_its_status_and_recovers() {
     let dave = server.as_user(&token("dave"));
     let (status, _, _) = post_message(&dave, &session, "hi").await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+
+    // A larger hourly limit lets dave go on.
+    let mut old = server;
+    old.signal("TERM").await;
+    old.exit_code().await;
+    let server = start(&h, &[("turns_per_hour", "10")]).await;
+    let dave = server.as_user(&token("dave"));
+    let (status, body, _) = post_message(&dave, &session, "hi").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    dave.wait_idle(&session).await;
 }

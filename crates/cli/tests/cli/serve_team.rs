@@ -212,6 +212,16 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
 
+    // Signing the web UI in and out.
+    let (status, _) = server
+        .send(
+            server
+                .request(Method::POST, "/v1/auth/login")
+                .json(&json!({"token": alice_token})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
     let (status, page) = root.get("/v1/admin/audit?limit=1000").await;
     assert_eq!(status, StatusCode::OK, "{page}");
     let entries = page["entries"].as_array().unwrap().clone();
@@ -233,6 +243,7 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
         ("alice", "permission.answer", Some(plain.as_str())),
         ("alice", "session.fork", fork["id"].as_str()),
         ("alice", "session.delete", Some(plain.as_str())),
+        ("alice", "login", Some("alice")),
     ] {
         assert!(
             has(actor, action, target),
