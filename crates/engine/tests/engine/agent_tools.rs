@@ -2,12 +2,12 @@
 //! subagents, with the in-process scripted model and real tools.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentd_engine::{
     Agent, AgentConfig, Answer, ApprovalRequest, Approver, Decision, QuestionAnswer,
-    QuestionRequest, SinkError, SubagentDef, Subagents, TurnInput, TurnLimits, TurnSink,
+    QuestionRequest, SubagentDef, Subagents, TurnInput, TurnLimits,
 };
 use agentd_model::scripted::{Script, ScriptedClient};
 use agentd_protocol::{ContentBlock, Event, Message, TodoStatus, TurnStatus};
@@ -16,23 +16,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-#[derive(Default)]
-struct Collected {
-    events: Mutex<Vec<Event>>,
-    messages: Mutex<Vec<Message>>,
-}
-
-#[async_trait]
-impl TurnSink for Collected {
-    async fn emit(&self, event: Event) -> Result<(), SinkError> {
-        self.events.lock().unwrap().push(event);
-        Ok(())
-    }
-    async fn append_message(&self, _turn_id: &str, message: &Message) -> Result<(), SinkError> {
-        self.messages.lock().unwrap().push(message.clone());
-        Ok(())
-    }
-}
+use crate::collected::Collected;
 
 /// Answers every question with `answers`.
 struct Answering(Option<Value>);

@@ -3,33 +3,16 @@
 //! still gets its result and the turn its final message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use agentd_engine::{Agent, AgentConfig, SinkError, TurnInput, TurnLimits, TurnSink};
+use agentd_engine::{Agent, AgentConfig, TurnInput, TurnLimits};
 use agentd_model::scripted::{Script, ScriptedClient};
 use agentd_protocol::{ContentBlock, Event, Message, OutputLimit, TurnStatus};
 use agentd_tools::{ToolContext, builtin_tools};
-use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-#[derive(Default)]
-struct Collected {
-    events: Mutex<Vec<Event>>,
-    messages: Mutex<Vec<Message>>,
-}
-
-#[async_trait]
-impl TurnSink for Collected {
-    async fn emit(&self, event: Event) -> Result<(), SinkError> {
-        self.events.lock().unwrap().push(event);
-        Ok(())
-    }
-    async fn append_message(&self, _turn_id: &str, message: &Message) -> Result<(), SinkError> {
-        self.messages.lock().unwrap().push(message.clone());
-        Ok(())
-    }
-}
+use crate::collected::Collected;
 
 impl Collected {
     fn output_bytes(&self, call: &str) -> usize {

@@ -8,6 +8,7 @@
 mod agent_tools;
 mod checkpoint;
 mod checkpoint_race;
+mod collected;
 mod guardrails;
 mod hooks;
 mod live_output;
