@@ -30,7 +30,14 @@ pub(crate) struct Cluster {
 }
 
 impl Cluster {
+    /// A cluster of its own (the tests stop it); needs PostgreSQL installed,
+    /// which `make test` does and says so with AGENTD_TEST_POSTGRES_URL.
     pub(crate) async fn start() -> Self {
+        assert!(
+            std::env::var("AGENTD_TEST_POSTGRES_URL").is_ok_and(|u| !u.is_empty()),
+            "AGENTD_TEST_POSTGRES_URL is not set: this test needs PostgreSQL installed. \
+         Run it via `make test`, or `eval \"$(scripts/postgres.sh start)\"` and export the URL."
+        );
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -178,11 +185,6 @@ async fn poll(server: &Server, path: &str, what: &str, check: impl Fn(StatusCode
 
 #[tokio::test]
 async fn postgres_down_mid_turn_fails_the_turn_and_recovers_without_restart() {
-    assert!(
-        std::env::var("AGENTD_TEST_POSTGRES_URL").is_ok_and(|u| !u.is_empty()),
-        "AGENTD_TEST_POSTGRES_URL is not set: this test needs PostgreSQL installed. \
-         Run it via `make test`, or `eval \"$(scripts/postgres.sh start)\"` and export the URL."
-    );
     let cluster = Cluster::start().await;
     let toml = format!(
         "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n\
