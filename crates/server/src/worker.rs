@@ -346,6 +346,17 @@ async fn still_allowed(
         message,
         retryable: false,
     };
+    let user = access
+        .store
+        .get_user_by_name(&by.name)
+        .await
+        .map_err(|err| refused("store_error", err.to_string()))?;
+    if user.is_some_and(|user| user.disabled_at.is_some()) {
+        return Err(refused(
+            "user_disabled",
+            format!("the user {} is disabled", by.name),
+        ));
+    }
     let usable = access
         .usable(&by.name, by.is_admin)
         .await

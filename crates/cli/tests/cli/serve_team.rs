@@ -276,6 +276,38 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
     assert_eq!(exported.len(), entries.len());
     assert_eq!(exported[0]["id"], entries[0]["id"]);
 
+    // Disabling alice stops her waiting turn and her token.
+    let (_, session) = create(&alice, json!({})).await;
+    let waiting = session["id"].as_str().unwrap().to_string();
+    alice.message(&waiting, "run it").await;
+    wait_pending(&alice, &waiting).await;
+    let (status, _) = root
+        .send(
+            root.request(Method::PATCH, "/v1/admin/users/root")
+                .json(&json!({"disabled": true})),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "an admin cannot disable themselves"
+    );
+    let disable = |disabled: bool| {
+        root.request(Method::PATCH, "/v1/admin/users/alice")
+            .json(&json!({"disabled": disabled}))
+    };
+    let (status, view) = root.send(disable(true)).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["disabled"], true);
+    let (status, _) = alice.get("/v1/sessions").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = root.send(disable(false)).await;
+    assert_eq!(status, StatusCode::OK);
+    alice.wait_idle(&waiting).await;
+    let events = alice.all_events(&waiting).await;
+    let end = events.iter().rfind(|e| e.event == "turn.finished").unwrap();
+    assert_eq!(end.data["status"], "interrupted", "{:?}", end.data);
+
     // Admins see users with grants and usage.
     let (_, users) = root.get("/v1/admin/users").await;
     let alice_view = users["users"]
@@ -286,7 +318,7 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
         .unwrap()
         .clone();
     assert_eq!(alice_view["is_admin"], false);
-    assert_eq!(alice_view["usage"]["sessions"], 3, "{alice_view}");
+    assert_eq!(alice_view["usage"]["sessions"], 4, "{alice_view}");
     let (code, stdout, _) = h.cli(&["users", "ls"]).await;
     assert_eq!(code, 0);
     assert!(

@@ -119,7 +119,36 @@ pub async fn update_user(
         .access()
         .set_user_flags(&user.name, &name, body.is_admin, body.disabled)
         .await?;
+    if body.disabled == Some(true) {
+        interrupt_turns_of(&state, &name).await?;
+    }
     Ok(Json(view))
+}
+
+/// A disabled user's running turns stop (queued ones are refused when they
+/// would start; see `worker::still_allowed`).
+async fn interrupt_turns_of(state: &AppState, name: &str) -> ApiResult<()> {
+    const PAGE: u32 = 200;
+    let store = &state.registry.runtime().store;
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = store.list_sessions(name, cursor.as_deref(), PAGE).await?;
+        for session in &page {
+            if state.registry.interrupt(&session.id).is_some() {
+                continue;
+            }
+            if let Some(cluster) = &state.registry.runtime().cluster {
+                cluster
+                    .interrupt(&state.registry, &session.id)
+                    .await
+                    .map_err(ApiError::Internal)?;
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE as usize => cursor = Some(last.id.clone()),
+            _ => return Ok(()),
+        }
+    }
 }
 
 /// What a grant gives.
