@@ -1,4 +1,5 @@
 //! A turn sink that keeps what a turn emitted, for the tests to look at.
+#![allow(clippy::unwrap_used)]
 
 use std::sync::Mutex;
 
