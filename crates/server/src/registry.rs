@@ -365,6 +365,11 @@ impl Registry {
             by: submission.by,
         };
         let mut turns = handle.lock_turns();
+        // Shutdown may have begun while the probe ran: its worker would
+        // start after the server stopped waiting for turns.
+        if self.inner.stopping.is_cancelled() {
+            return Err(SubmitError::Stopping);
+        }
         let busy = turns.running.as_ref().is_some_and(|r| !r.finishing) || !turns.queue.is_empty();
         if busy && !submission.queue {
             return Err(SubmitError::Busy);

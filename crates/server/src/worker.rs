@@ -17,6 +17,18 @@ use crate::metrics::TurnClock;
 use crate::registry::{EntryHandle, PendingTurn, Registry};
 use crate::runtime::{RunError, TurnOptions};
 
+/// Ends a turn's admission (see `crate::admission`) when dropped.
+struct TurnDone<'a> {
+    registry: &'a Registry,
+    turn: &'a PendingTurn,
+}
+
+impl Drop for TurnDone<'_> {
+    fn drop(&mut self) {
+        self.registry.turn_done(self.turn);
+    }
+}
+
 /// Run `first`, then whatever was queued behind it; at shutdown, record the
 /// turns still queued as interrupted.
 pub(crate) async fn drive(
@@ -30,10 +42,15 @@ pub(crate) async fn drive(
     while let Some((turn, cancel)) = next {
         let span =
             tracing::info_span!("turn", session_id = %handle.session_id, turn_id = %turn.turn_id);
+        // Its admission ends even if the turn's task panics.
+        let done = TurnDone {
+            registry: &registry,
+            turn: &turn,
+        };
         run_one(&registry, &handle, &turn, cancel, waited)
             .instrument(span)
             .await;
-        registry.turn_done(&turn);
+        drop(done);
         waited = true;
         // A turn taken from the cluster's queue: save and release it.
         if let Some(cluster) = &registry.runtime().cluster {

@@ -158,7 +158,9 @@ pub async fn post_message(
     params(("id" = String, Path, description = "Session id")),
     responses(
         (status = 202, description = "Accepted; the compaction runs as a turn", body = TurnAccepted),
+        (status = 403, description = "`not_granted` or `quota_exceeded`, as for a message", body = ErrorBody),
         (status = 404, body = ErrorBody),
+        (status = 429, description = "`rate_limited`, as for a message; see `Retry-After`", body = ErrorBody),
         (status = 409, description = "A turn is running", body = ErrorBody),
         (status = 503, description = "`shutting_down`: the server is stopping; \
             `store_unavailable`: the database is down", body = ErrorBody),
