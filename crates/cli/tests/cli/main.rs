@@ -12,6 +12,7 @@ mod claude_code_engine;
 mod claude_code_failures;
 mod cli;
 mod gc;
+mod golden_events;
 mod run;
 mod run_agent_setup;
 mod run_postgres;
