@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use agentd_server::config::Config;
-use agentd_server::paths::open_store;
+use agentd_server::paths::{open_store, own_workspace};
 use agentd_store::{SessionRecord, Store, StoreError};
 use chrono::{TimeDelta, Utc};
 
@@ -147,19 +147,6 @@ pub async fn remove_own_workspace(data_dir: &Path, session: &SessionRecord) -> R
         )),
         _ => Ok(()),
     }
-}
-
-/// The session's workspace when agentd created it: exactly
-/// `<data_dir>/workspaces/<id>` (compared canonically). `None` for anything
-/// else, e.g. the project directory of an `agentd run` session.
-fn own_workspace(data_dir: &Path, session: &SessionRecord) -> Option<PathBuf> {
-    let root = data_dir.join("workspaces").canonicalize().ok()?;
-    let workspace = Path::new(&session.workspace);
-    let parent = workspace.parent()?.canonicalize().ok()?;
-    let named = workspace
-        .file_name()
-        .is_some_and(|name| name == session.id.as_str());
-    (parent == root && named && !session.id.is_empty()).then(|| root.join(&session.id))
 }
 
 #[cfg(test)]

@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentd_store::Store;
 use agentd_store::postgres::PostgresStore;
 use agentd_store::postgres::cluster::ClusterStore;
 use agentd_store::sqlite::SqliteStore;
+use agentd_store::{SessionRecord, Store};
 
 use crate::config::{Config, ConfigError};
 use crate::models::EnvLookup;
@@ -145,6 +145,20 @@ pub async fn open_server_store(
     let store =
         store.map_err(|err| ConfigError::Invalid(format!("cannot open the database: {err}")))?;
     Ok((store, None))
+}
+
+/// The session's workspace when agentd created it: exactly
+/// `<data_dir>/workspaces/<id>` (compared canonically). `None` for anything
+/// else, e.g. the project directory of an `agentd run` session, which is the
+/// user's: only these are removed with their session.
+pub fn own_workspace(data_dir: &Path, session: &SessionRecord) -> Option<PathBuf> {
+    let root = data_dir.join("workspaces").canonicalize().ok()?;
+    let workspace = Path::new(&session.workspace);
+    let parent = workspace.parent()?.canonicalize().ok()?;
+    let named = workspace
+        .file_name()
+        .is_some_and(|name| name == session.id.as_str());
+    (parent == root && named && !session.id.is_empty()).then(|| root.join(&session.id))
 }
 
 #[cfg(test)]

@@ -426,15 +426,8 @@ pub async fn delete_session(
     guard.finish();
     state.registry.runtime().mcp.shutdown_session(&id).await;
     state.registry.runtime().claude.stop_session(&id).await;
-    // Only workspaces agentd made; a CLI session's directory is the user's.
-    let workspace = PathBuf::from(&session.workspace);
-    let ours = workspaces_dir(&state)
-        .canonicalize()
-        .is_ok_and(|root| workspace.parent() == Some(root.as_path()));
-    if ours
-        && workspace
-            .file_name()
-            .is_some_and(|name| name == id.as_str())
+    let data_dir = &state.registry.runtime().data_dir;
+    if let Some(workspace) = crate::paths::own_workspace(data_dir, &session)
         && let Err(err) = tokio::fs::remove_dir_all(&workspace).await
     {
         tracing::warn!(session_id = %id, %err, "cannot remove the workspace");
