@@ -283,6 +283,24 @@ pub struct TurnFinished {
     pub agent_status: Option<AgentStatus>,
 }
 
+impl TurnFinished {
+    /// The end of a turn that never ran (or whose run was lost): no model
+    /// call, no cost, and the reason in `error`.
+    pub fn never_ran(turn_id: &str, status: TurnStatus, error: ErrorInfo) -> Self {
+        TurnFinished {
+            turn_id: turn_id.to_string(),
+            status,
+            result: None,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+            num_model_calls: 0,
+            duration_ms: 0,
+            error: Some(error),
+            agent_status: None,
+        }
+    }
+}
+
 /// How the agent itself judged its work.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

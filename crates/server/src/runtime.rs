@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use agentd_engine::{TurnInput, TurnSink};
-use agentd_protocol::{Event, EventEnvelope, Message, TurnFinished, TurnStatus, Usage};
+use agentd_protocol::{Event, EventEnvelope, Message, TurnFinished, TurnStatus};
 use agentd_sandbox::Sandbox;
 use agentd_store::{
     NewSession, SessionRecord, SessionStatus, SessionUpdate, Store, StoreError, TurnStart,
@@ -188,17 +188,11 @@ impl Runtime {
             }
         }
         if append_finished {
-            let event = Event::TurnFinished(TurnFinished {
-                agent_status: None,
-                turn_id: turn_id.to_string(),
-                status: TurnStatus::Interrupted,
-                result: None,
-                usage: Usage::default(),
-                cost_usd: 0.0,
-                num_model_calls: 0,
-                duration_ms: 0,
-                error: Some(error),
-            });
+            let event = Event::TurnFinished(TurnFinished::never_ran(
+                turn_id,
+                TurnStatus::Interrupted,
+                error,
+            ));
             self.store.append_event(session_id, &event).await?;
         }
         match self

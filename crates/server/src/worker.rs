@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use agentd_protocol::{ErrorInfo, Event, TurnFinished, TurnStatus, Usage};
+use agentd_protocol::{ErrorInfo, Event, TurnFinished, TurnStatus};
 use agentd_store::{SessionRecord, SessionStatus, SessionUpdate, StoreError, TurnStart};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -301,17 +301,7 @@ async fn try_record_end(
         stored => stored?,
     };
     if !stored {
-        let finished = TurnFinished {
-            agent_status: None,
-            turn_id: turn.turn_id.clone(),
-            status,
-            result: None,
-            usage: Usage::default(),
-            cost_usd: 0.0,
-            num_model_calls: 0,
-            duration_ms: 0,
-            error: Some(error.clone()),
-        };
+        let finished = TurnFinished::never_ran(&turn.turn_id, status, error.clone());
         let events = [Event::Error(error.clone()), Event::TurnFinished(finished)];
         let stored = store.append_events(&handle.session_id, &events).await?;
         registry.finishing(handle);
