@@ -23,7 +23,7 @@ use crate::approvals::{NoAnswerPolicy, StoredApprover};
 use crate::checkpoints::SessionCheckpointer;
 use crate::config::{ConfigError, ProfileConfig, SandboxMode};
 use crate::models::{EnvLookup, resolve_model};
-use crate::runtime::{RunError, Runtime, TOOL_RESULT_CAP, TurnOptions};
+use crate::runtime::{RunError, Runtime, TurnOptions};
 
 /// One MCP pool per profile (profiles may name different servers), made on
 /// first use.
@@ -208,7 +208,7 @@ impl Runtime {
             cancel: CancellationToken::new(),
             bash_timeout: Duration::from_secs(profile.bash_timeout_s),
             bash_max_timeout: Duration::from_secs(profile.bash_max_timeout_s),
-            result_cap: TOOL_RESULT_CAP,
+            result_cap: agentd_tools::DEFAULT_RESULT_CAP,
             web,
         };
         let config = AgentConfig {

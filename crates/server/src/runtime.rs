@@ -28,9 +28,6 @@ use crate::transcripts::Transcripts;
 /// A message that compacts the context instead of starting a conversation turn.
 pub const COMPACT_COMMAND: &str = "/compact";
 
-/// Characters of one tool result put into the model's context.
-pub const TOOL_RESULT_CAP: usize = 30_000;
-
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
