@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use agentd_engine::{
     Agent, AgentConfig, Answer, ApprovalRequest, Approver, Decision, QuestionAnswer,
-    QuestionRequest, SubagentDef, Subagents, TurnInput, TurnLimits,
+    QuestionRequest, SubagentDef, Subagents, TurnLimits,
 };
 use agentd_model::scripted::{Script, ScriptedClient};
 use agentd_protocol::{ContentBlock, Event, Message, TodoStatus, TurnStatus};
@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::collected::Collected;
+use crate::collected::{Collected, user_turn as input};
 
 /// Answers every question with `answers`.
 struct Answering(Option<Value>);
@@ -56,14 +56,6 @@ fn agent(script: Value, workspace: &std::path::Path) -> (Agent, Arc<ScriptedClie
         },
     );
     (agent, client)
-}
-
-fn input(text: &str) -> TurnInput {
-    TurnInput {
-        turn_id: "t1".into(),
-        history: Vec::new(),
-        message: Message::user_text(text),
-    }
 }
 
 fn task(id: &str, prompt: &str) -> Value {

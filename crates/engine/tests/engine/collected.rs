@@ -1,9 +1,10 @@
-//! A turn sink that keeps what a turn emitted, for the tests to look at.
+//! A turn sink that keeps what a turn emitted, for the tests to look at,
+//! and the input of a first turn.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Mutex;
 
-use agentd_engine::{SinkError, TurnSink};
+use agentd_engine::{Compaction, SinkError, TurnInput, TurnSink};
 use agentd_protocol::{Event, Message};
 use async_trait::async_trait;
 
@@ -11,6 +12,7 @@ use async_trait::async_trait;
 pub struct Collected {
     pub events: Mutex<Vec<Event>>,
     pub messages: Mutex<Vec<Message>>,
+    pub compactions: Mutex<Vec<Compaction>>,
 }
 
 #[async_trait]
@@ -22,5 +24,18 @@ impl TurnSink for Collected {
     async fn append_message(&self, _turn_id: &str, message: &Message) -> Result<(), SinkError> {
         self.messages.lock().unwrap().push(message.clone());
         Ok(())
+    }
+    async fn compacted(&self, _turn_id: &str, compaction: &Compaction) -> Result<(), SinkError> {
+        self.compactions.lock().unwrap().push(compaction.clone());
+        Ok(())
+    }
+}
+
+/// The input of turn `t1` of a fresh session: the user's `text`.
+pub fn user_turn(text: &str) -> TurnInput {
+    TurnInput {
+        turn_id: "t1".into(),
+        history: Vec::new(),
+        message: Message::user_text(text),
     }
 }

@@ -3,42 +3,17 @@
 //! status line — with the in-process scripted model and real tools.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use agentd_engine::{
-    Agent, AgentConfig, AgentToolSet, Compaction, SinkError, Subagents, TurnInput, TurnLimits,
-    TurnSink,
-};
+use agentd_engine::{Agent, AgentConfig, AgentToolSet, Subagents, TurnInput, TurnLimits};
 use agentd_model::price::Price;
 use agentd_model::scripted::{Script, ScriptedClient};
 use agentd_protocol::{AgentStatus, CompactionTrigger, Event, Message, TurnStatus};
 use agentd_tools::{ReadTool, ToolContext, ToolRegistry};
-use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-#[derive(Default)]
-struct Collected {
-    events: Mutex<Vec<Event>>,
-    messages: Mutex<Vec<Message>>,
-    compactions: Mutex<Vec<Compaction>>,
-}
-
-#[async_trait]
-impl TurnSink for Collected {
-    async fn emit(&self, event: Event) -> Result<(), SinkError> {
-        self.events.lock().unwrap().push(event);
-        Ok(())
-    }
-    async fn append_message(&self, _turn_id: &str, message: &Message) -> Result<(), SinkError> {
-        self.messages.lock().unwrap().push(message.clone());
-        Ok(())
-    }
-    async fn compacted(&self, _turn_id: &str, compaction: &Compaction) -> Result<(), SinkError> {
-        self.compactions.lock().unwrap().push(compaction.clone());
-        Ok(())
-    }
-}
+use crate::collected::Collected;
 
 /// An agent with only `Read` (small tool specs keep the estimates simple).
 fn make_agent(

@@ -5,14 +5,14 @@
 
 use std::sync::Arc;
 
-use agentd_engine::{Agent, AgentConfig, TurnInput, TurnLimits};
+use agentd_engine::{Agent, AgentConfig, TurnLimits};
 use agentd_model::scripted::{Script, ScriptedClient};
-use agentd_protocol::{ContentBlock, Event, Message, OutputLimit, TurnStatus};
+use agentd_protocol::{ContentBlock, Event, OutputLimit, TurnStatus};
 use agentd_tools::{ToolContext, builtin_tools};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::collected::Collected;
+use crate::collected::{Collected, user_turn as input};
 
 impl Collected {
     fn output_bytes(&self, call: &str) -> usize {
@@ -76,14 +76,6 @@ fn agent(
         },
     );
     (agent, client)
-}
-
-fn input(text: &str) -> TurnInput {
-    TurnInput {
-        turn_id: "t1".into(),
-        history: Vec::new(),
-        message: Message::user_text(text),
-    }
 }
 
 fn bash(id: &str, command: &str) -> Value {
