@@ -13,7 +13,7 @@ use crate::server_common::{Harness, Server, WAIT};
 const CONFIG: &str = "[models.default]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
     base_url = \"{URL}\"\n\
     [models.dear]\nprovider = \"anthropic\"\nmodel = \"claude-opus-4-1\"\nbase_url = \"{URL}\"\n\
-    [access]\nmodels = [\"default\"]\n\
+    [access]\nmodels = [\"default\"]\nadmins = [\"carol\"]\n\
     [profiles.default]\n\
     [profiles.yolo]\nmode = \"bypass\"\n";
 
@@ -213,14 +213,41 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
     assert_eq!(status, StatusCode::NO_CONTENT);
 
     // Signing the web UI in and out.
+    let signed_in = server
+        .request(Method::POST, "/v1/auth/login")
+        .json(&json!({"token": alice_token}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), StatusCode::OK);
+    let cookie = signed_in.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
     let (status, _) = server
         .send(
             server
-                .request(Method::POST, "/v1/auth/login")
-                .json(&json!({"token": alice_token})),
+                .request(Method::POST, "/v1/auth/logout")
+                .header("cookie", &cookie)
+                .header("origin", &server.url),
         )
         .await;
-    assert_eq!(status, StatusCode::OK);
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    // An admin by the config alone; a token revoked on the command line.
+    let carol = server.as_user(&h.token("carol").await);
+    let (status, _) = carol.get("/v1/admin/users").await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "[access] admins makes carol an admin"
+    );
+    let dave_token = h.token("dave").await;
+    let (_, listed, _) = h.cli(&["tokens", "ls", "--user", "dave", "--json"]).await;
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let dave_token_id = listed[0]["id"].as_str().unwrap().to_string();
+    let (code, _, stderr) = h.cli(&["tokens", "revoke", &dave_token_id]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (status, _) = server.as_user(&dave_token).get("/v1/sessions").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
 
     let (status, page) = root.get("/v1/admin/audit?limit=1000").await;
     assert_eq!(status, StatusCode::OK, "{page}");
@@ -244,6 +271,8 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
         ("alice", "session.fork", fork["id"].as_str()),
         ("alice", "session.delete", Some(plain.as_str())),
         ("alice", "login", Some("alice")),
+        ("alice", "logout", Some("alice")),
+        ("cli:operator", "token.revoke", None),
     ] {
         assert!(
             has(actor, action, target),
@@ -255,6 +284,11 @@ async fn grants_decide_profiles_and_models_and_the_audit_log_names_each_actor() 
         .find(|e| e["action"] == "permission.answer")
         .unwrap();
     assert_eq!(answer["detail"]["decision"], "allow");
+    let revoked = entries
+        .iter()
+        .find(|e| e["action"] == "token.revoke")
+        .unwrap();
+    assert_eq!(revoked["detail"]["token_id"], dave_token_id.as_str());
     let ids: Vec<i64> = entries.iter().map(|e| e["id"].as_i64().unwrap()).collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "oldest first: {ids:?}");
     let (_, alices) = root.get("/v1/admin/audit?actor=alice").await;
