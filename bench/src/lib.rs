@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+/// `[server]` keys that let one user open as many connections and event
+/// streams as a benchmark needs (the defaults suit a server shared by many).
+pub const UNCAPPED: &str = "max_connections = 1000000\nmax_streams_per_user = 1000000\n";
+
 /// Peak resident set size of this process, from `/proc/self/status` (VmHWM).
 pub fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -409,10 +409,10 @@ async fn main() -> Result<()> {
     let mut config = std::fs::File::create(data.path().join("agentd.toml"))?;
     writeln!(
         config,
-        "[server]\nauth = \"none\"\n\
-         max_connections = 1000000\nmax_streams_per_user = 1000000\n\
+        "[server]\nauth = \"none\"\n{}\
          [models.default]\nprovider = \"scripted\"\nscript = {:?}\n\
          [profiles.default]\nmax_turns = {}\n",
+        agentd_bench::UNCAPPED,
         script_path.display().to_string(),
         args.calls
     )?;

@@ -192,10 +192,6 @@ pub fn raise_nofile() -> u64 {
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
-/// `[server]` keys that let one user open as many connections and event
-/// streams as a benchmark needs (the defaults suit a server shared by many).
-pub const UNCAPPED: &str = "max_connections = 1000000\nmax_streams_per_user = 1000000\n";
-
 /// `agentd serve` on a loopback port; returns it and its `host:port`.
 pub async fn start_serve(agentd: &Path, data: &Path, url: &str) -> Result<(Child, String)> {
     start_serve_with(agentd, data, url, "").await
@@ -213,7 +209,8 @@ pub async fn start_serve_with(
     std::fs::write(
         data.join("agentd.toml"),
         format!(
-            "[server]\nauth = \"none\"\n{UNCAPPED}[profiles.default]\nmode = \"bypass\"\n{more_toml}"
+            "[server]\nauth = \"none\"\n{}[profiles.default]\nmode = \"bypass\"\n{more_toml}",
+            agentd_bench::UNCAPPED
         ),
     )?;
     let mut child = agentd_command(agentd, data, url)
