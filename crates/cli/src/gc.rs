@@ -6,8 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use agentd_server::config::Config;
-use agentd_server::paths::{open_store, own_workspace};
-use agentd_store::{SessionRecord, Store, StoreError};
+use agentd_server::paths::own_workspace;
+use agentd_server::session::lifecycle::Deleted;
+use agentd_server::session::{SessionError, SessionService};
+use agentd_store::{Store, StoreError};
 use chrono::{TimeDelta, Utc};
 
 use crate::exit;
@@ -51,14 +53,14 @@ pub fn parse_age(text: &str) -> Result<TimeDelta, String> {
 }
 
 pub async fn run(args: GcArgs, config: Config, data_dir: PathBuf) -> u8 {
-    let env = |key: &str| std::env::var(key).ok();
-    let store = match open_store(&data_dir, &config, &env).await {
-        Ok(store) => store,
+    let service = match crate::service::open(config, data_dir.clone()).await {
+        Ok(service) => service,
         Err(err) => {
             eprintln!("agentd: {err}");
             return exit::USAGE;
         }
     };
+    let store = service.registry().runtime().store.clone();
     let Some(cutoff) = Utc::now().checked_sub_signed(args.older_than) else {
         eprintln!("agentd: --older-than is too large");
         return exit::USAGE;
@@ -66,7 +68,7 @@ pub async fn run(args: GcArgs, config: Config, data_dir: PathBuf) -> u8 {
     let outcome = if args.dry_run {
         dry_run(store.as_ref(), &data_dir, cutoff).await
     } else {
-        remove(store.as_ref(), &data_dir, cutoff).await
+        remove(&service, cutoff).await
     };
     match outcome {
         Ok(code) => code,
@@ -101,11 +103,8 @@ async fn dry_run(
     Ok(exit::OK)
 }
 
-async fn remove(
-    store: &dyn Store,
-    data_dir: &Path,
-    cutoff: chrono::DateTime<Utc>,
-) -> Result<u8, StoreError> {
+async fn remove(service: &SessionService, cutoff: chrono::DateTime<Utc>) -> Result<u8, StoreError> {
+    let store = service.registry().runtime().store.clone();
     let mut removed = 0u64;
     let mut failed = false;
     loop {
@@ -114,17 +113,27 @@ async fn remove(
             break;
         }
         let mut progressed = false;
-        for s in &page {
-            // Gone already (another gc, a delete): not ours to count.
-            if !store.delete_session(&s.id).await? {
-                continue;
+        for s in page {
+            match service.delete(s).await {
+                // Gone already (another gc, a delete): not ours to count.
+                Ok(Deleted::AlreadyGone) => continue,
+                Ok(Deleted::Removed { workspace_error }) => {
+                    if let Some(message) = workspace_error {
+                        eprintln!("agentd: {message}");
+                        failed = true;
+                    }
+                }
+                // A turn started since it was listed: it is not stale.
+                Err(SessionError::TurnRunning(_)) => continue,
+                Err(SessionError::Store(err)) => return Err(err),
+                Err(err) => {
+                    eprintln!("agentd: {err}");
+                    failed = true;
+                    continue;
+                }
             }
             progressed = true;
             removed += 1;
-            if let Err(message) = remove_own_workspace(data_dir, s).await {
-                eprintln!("agentd: {message}");
-                failed = true;
-            }
         }
         if !progressed {
             break;
@@ -132,21 +141,6 @@ async fn remove(
     }
     println!("removed {removed} sessions");
     Ok(if failed { exit::FAILED } else { exit::OK })
-}
-
-/// Remove the session's workspace if agentd created it (see [`own_workspace`]).
-pub async fn remove_own_workspace(data_dir: &Path, session: &SessionRecord) -> Result<(), String> {
-    let Some(workspace) = own_workspace(data_dir, session) else {
-        return Ok(());
-    };
-    match tokio::fs::remove_dir_all(&workspace).await {
-        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(format!(
-            "removed session {} but not its workspace {}: {err}",
-            session.id,
-            workspace.display()
-        )),
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

@@ -4,9 +4,11 @@
 mod approve;
 mod exit;
 mod gc;
+mod history;
 mod output;
 mod run;
 mod serve;
+mod service;
 mod sessions;
 mod tokens;
 mod users;
@@ -154,6 +156,29 @@ enum SessionsCommand {
     /// Delete a session: its history, and its workspace when agentd created it
     /// (never the project directory of an `agentd run` session).
     Rm { id: String },
+    /// List a session's checkpoints (the workspace before each turn that
+    /// changed it), for `rewind`.
+    Checkpoints { id: String },
+    /// Rewind a session's workspace files and transcript to a checkpoint.
+    Rewind {
+        id: String,
+        checkpoint_id: String,
+        /// Restore the files only; keep the transcript.
+        #[arg(long, conflicts_with = "history_only")]
+        files_only: bool,
+        /// Cut the transcript only; leave the files.
+        #[arg(long)]
+        history_only: bool,
+    },
+    /// Copy a session into a new one: the transcript up to a message and the
+    /// workspace as it was then. Prints the new session's id.
+    Fork {
+        id: String,
+        /// The last message the fork keeps (an id from `sessions show --json`);
+        /// the whole transcript when absent.
+        #[arg(long, value_name = "MESSAGE_ID")]
+        at: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {

@@ -111,7 +111,9 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
         })?;
     let deadline = config.server.shutdown_deadline();
     let mut runtime = Runtime::new(store, config, data_dir);
-    runtime.cluster = cluster.clone();
+    if let Some(cluster) = &cluster {
+        runtime = runtime.with_cluster(cluster.clone());
+    }
     runtime.threads = Threads::split(
         turn_threads.handle().clone(),
         tokio::runtime::Handle::current(),

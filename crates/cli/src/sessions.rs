@@ -1,32 +1,47 @@
-//! `agentd sessions ls|show|export|import`.
+//! `agentd sessions ls|show|export|import|rm|checkpoints|rewind|fork`.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use agentd_protocol::{ContentBlock, Role};
 use agentd_server::config::Config;
-use agentd_server::paths::open_store;
+use agentd_server::session::history::Rewind;
 use agentd_store::SessionExport;
 use serde_json::json;
 
 use crate::run::LOCAL_USER;
-use crate::{SessionsCommand, exit};
+use crate::{SessionsCommand, exit, history};
 
 pub async fn run(command: SessionsCommand, config: Config, data_dir: PathBuf) -> u8 {
-    let env = |key: &str| std::env::var(key).ok();
-    let store = match open_store(&data_dir, &config, &env).await {
-        Ok(store) => store,
+    let service = match crate::service::open(config, data_dir).await {
+        Ok(service) => service,
         Err(err) => {
             eprintln!("agentd: {err}");
             return exit::USAGE;
         }
     };
+    let store = service.registry().runtime().store.clone();
     let outcome = match command {
         SessionsCommand::Ls { limit, json } => ls(store.as_ref(), limit, json).await,
         SessionsCommand::Show { id, json } => show(store.as_ref(), &id, json).await,
         SessionsCommand::Export { id } => export(store.as_ref(), &id).await,
         SessionsCommand::Import { file } => import(store.as_ref(), &file).await,
-        SessionsCommand::Rm { id } => rm(store.as_ref(), &data_dir, &id).await,
+        SessionsCommand::Rm { id } => history::rm(&service, &id).await,
+        SessionsCommand::Checkpoints { id } => history::checkpoints(&service, &id).await,
+        SessionsCommand::Rewind {
+            id,
+            checkpoint_id,
+            files_only,
+            history_only,
+        } => {
+            let rewind = Rewind {
+                checkpoint_id,
+                files: !history_only,
+                history: !files_only,
+            };
+            history::rewind(&service, &id, rewind).await
+        }
+        SessionsCommand::Fork { id, at } => history::fork(&service, &id, at.as_deref()).await,
     };
     match outcome {
         Ok(code) => code,
@@ -186,36 +201,5 @@ async fn show(
             println!("[{who}] {line}");
         }
     }
-    Ok(exit::OK)
-}
-
-async fn rm(
-    store: &dyn agentd_store::Store,
-    data_dir: &std::path::Path,
-    id: &str,
-) -> Result<u8, agentd_store::StoreError> {
-    let Some(session) = store
-        .get_session(id)
-        .await?
-        .filter(|s| s.owner == LOCAL_USER)
-    else {
-        eprintln!("agentd: no session with id {id}");
-        return Ok(exit::USAGE);
-    };
-    if store
-        .running_turns()
-        .await?
-        .iter()
-        .any(|t| t.session_id == id)
-    {
-        eprintln!("agentd: session {id} has a running turn; interrupt it first");
-        return Ok(exit::FAILED);
-    }
-    store.delete_session(id).await?;
-    if let Err(message) = crate::gc::remove_own_workspace(data_dir, &session).await {
-        eprintln!("agentd: {message}");
-        return Ok(exit::FAILED);
-    }
-    println!("removed session {id}");
     Ok(exit::OK)
 }

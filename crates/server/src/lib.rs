@@ -11,6 +11,7 @@ pub mod checkpoints;
 pub mod claude_code;
 pub mod cluster;
 pub mod config;
+pub mod coordination;
 pub mod health;
 pub mod http;
 mod identity;
@@ -19,6 +20,7 @@ pub mod models;
 pub mod paths;
 pub mod registry;
 pub mod runtime;
+pub mod session;
 mod sink;
 #[cfg(test)]
 mod test_support;

@@ -18,7 +18,7 @@ use agentd_engine::permissions::PermissionMode;
 use crate::agent_build::McpPools;
 use crate::approvals::{AnswerSource, Approvals};
 use crate::claude_code::{ClaudeCode, TurnRequest, finished_event};
-use crate::cluster::Cluster;
+use crate::coordination::{Alone, Coordination};
 use crate::config::{Config, ConfigError};
 use crate::models::{EnvLookup, resolve_model};
 use crate::sink::StoreSink;
@@ -75,9 +75,8 @@ pub struct Runtime {
     pub mcp: McpPools,
     /// Warm `claude` CLI processes of `claude-code` sessions.
     pub claude: ClaudeCode,
-    /// This node's part of a cluster (PostgreSQL, several nodes); `None` for
-    /// one process on its own.
-    pub cluster: Option<Cluster>,
+    /// Who runs the sessions' turns: this process alone, or a cluster.
+    pub(crate) coordination: Arc<dyn Coordination>,
     /// Which Tokio runtime runs turns, and which hands their events out.
     pub threads: Threads,
     /// Transcripts of recently active sessions, so a turn reads only what
@@ -97,11 +96,17 @@ impl Runtime {
             approvals: Approvals::default(),
             mcp: McpPools::default(),
             claude: ClaudeCode::default(),
-            cluster: None,
+            coordination: Arc::new(Alone),
             threads: Threads::default(),
             transcripts: Arc::default(),
             identities: Arc::default(),
         }
+    }
+
+    /// Run as a node of `cluster` instead of alone.
+    pub fn with_cluster(mut self, cluster: crate::cluster::Cluster) -> Self {
+        self.coordination = Arc::new(cluster);
+        self
     }
 
     pub async fn create_session(

@@ -52,12 +52,11 @@ pub(crate) async fn drive(
             .await;
         drop(done);
         waited = true;
-        // A turn taken from the cluster's queue: save and release it.
-        if let Some(cluster) = &registry.runtime().cluster {
-            cluster
-                .turn_ended(&registry, &handle.session_id, &turn.turn_id)
-                .await;
-        }
+        // In a cluster: its workspace saved and its lease released.
+        let coordination = registry.runtime().coordination.clone();
+        coordination
+            .turn_ended(&registry, &handle.session_id, &turn.turn_id)
+            .await;
         next = registry.next_turn(&handle, &turn);
     }
     if registry.is_stopping() {
@@ -69,11 +68,10 @@ pub(crate) async fn drive(
             };
             record_end(&registry, &handle, &turn, TurnStatus::Interrupted, error).await;
             registry.turn_done(&turn);
-            if let Some(cluster) = &registry.runtime().cluster {
-                cluster
-                    .turn_ended(&registry, &handle.session_id, &turn.turn_id)
-                    .await;
-            }
+            let coordination = registry.runtime().coordination.clone();
+            coordination
+                .turn_ended(&registry, &handle.session_id, &turn.turn_id)
+                .await;
         }
     }
 }
@@ -114,8 +112,10 @@ async fn run_one(
         record_end(registry, handle, turn, TurnStatus::Failed, error).await;
         return;
     }
-    if let Some(cluster) = &runtime.cluster
-        && let Err(message) = cluster.prepare(registry, &mut session).await
+    if let Err(message) = runtime
+        .coordination
+        .before_turn(registry, &mut session)
+        .await
     {
         tracing::error!(%message, "cannot prepare the workspace");
         let error = ErrorInfo {
@@ -156,7 +156,7 @@ async fn run_one(
     let lookup = move |key: &str| env.get(key).cloned();
     let run = runtime.run_turn(
         &session,
-        &turn.text,
+        turn.kind.as_text(),
         options,
         &lookup,
         Some(observer),

@@ -40,3 +40,57 @@ impl Runtime {
         }
     }
 }
+
+impl<'a> Access<'a> {
+    /// Appends to the audit log as `actor`.
+    pub fn audit(self, actor: &'a str) -> Audit<'a> {
+        Audit::new(self.store, actor)
+    }
+
+    /// A page of the audit log.
+    pub async fn audit_log(
+        self,
+        query: &agentd_store::AuditQuery,
+    ) -> agentd_store::StoreResult<Vec<agentd_store::AuditRecord>> {
+        self.store.audit_log(query).await
+    }
+}
+
+/// Credentials: what sign-in and authentication read and change.
+impl<'a> Access<'a> {
+    pub async fn user_by_name(
+        self,
+        name: &str,
+    ) -> agentd_store::StoreResult<Option<agentd_store::UserRecord>> {
+        self.store.get_user_by_name(name).await
+    }
+
+    pub async fn token_by_hash(
+        self,
+        hash: &str,
+    ) -> agentd_store::StoreResult<Option<agentd_store::TokenRecord>> {
+        self.store.token_by_hash(hash).await
+    }
+
+    pub async fn create_token(
+        self,
+        user_id: &str,
+        name: &str,
+        hash: &str,
+        prefix: &str,
+    ) -> agentd_store::StoreResult<()> {
+        self.store
+            .create_token(user_id, name, hash, prefix)
+            .await
+            .map(drop)
+    }
+
+    pub async fn revoke_token(self, token_id: &str) -> agentd_store::StoreResult<()> {
+        self.store.revoke_token(token_id).await.map(drop)
+    }
+
+    /// Sessions of all users (for `/metrics`).
+    pub async fn count_sessions(self) -> agentd_store::StoreResult<u64> {
+        self.store.count_sessions().await
+    }
+}

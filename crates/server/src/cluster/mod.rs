@@ -12,8 +12,11 @@
 //! - the workspace is saved to the blob store at each turn end and restored by
 //!   a node that lacks it before the turn starts ([`workspace`]).
 //!
-//! With SQLite (one node) none of this exists: `Runtime::cluster` is `None`.
+//! With SQLite (one node) none of this exists: the server runs
+//! [`crate::coordination::Alone`]; a node runs this as its
+//! [`crate::coordination::Coordination`].
 
+mod coordination;
 mod leases;
 mod listen;
 mod workspace;
@@ -24,7 +27,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentd_engine::{Answer, QuestionAnswer};
 use agentd_store::postgres::cluster::{ClusterStore, Enqueued, QueuedTurn, Signal};
 use agentd_store::{PendingRecord, SessionRecord};
 use serde_json::json;
@@ -186,7 +188,7 @@ impl Cluster {
     }
 
     /// Accept a message: queue it in the database for whichever node takes it.
-    pub(crate) async fn submit(
+    async fn enqueue(
         &self,
         session: &SessionRecord,
         submission: Submission,
@@ -194,7 +196,7 @@ impl Cluster {
         let turn = QueuedTurn {
             turn_id: uuid::Uuid::now_v7().to_string(),
             session_id: session.id.clone(),
-            text: submission.text,
+            text: submission.kind.as_text().to_string(),
             client_request_id: submission.client_request_id,
         };
         let accepted = match self
@@ -262,7 +264,7 @@ impl Cluster {
             &turn.session_id,
             PendingTurn {
                 turn_id: turn.turn_id.clone(),
-                text: turn.text,
+                kind: crate::registry::TurnKind::from_text(turn.text),
                 client_request_id: turn.client_request_id,
                 by: None,
             },
@@ -277,7 +279,7 @@ impl Cluster {
 
     /// Before a taken turn runs: its workspace here, restored from the last
     /// saved state if this node lacks it.
-    pub(crate) async fn prepare(
+    async fn prepare(
         &self,
         registry: &Registry,
         session: &mut SessionRecord,
@@ -296,33 +298,8 @@ impl Cluster {
         workspace::prepare(self, registry.runtime(), session).await
     }
 
-    /// The session's workspace on this node, for reading or changing it
-    /// outside a turn: as of the last turn end, unless its turn runs here
-    /// (then it is live and left alone).
-    pub async fn local_workspace(
-        &self,
-        registry: &Registry,
-        session: &mut SessionRecord,
-    ) -> Result<(), String> {
-        if registry.runs_here(&session.id) {
-            localize(&registry.runtime().data_dir, session);
-            return Ok(());
-        }
-        workspace::prepare(self, registry.runtime(), session).await
-    }
-
-    /// Save the session's workspace here as its shared state (after a
-    /// rewind or a fork changed it outside a turn).
-    pub async fn save_workspace(
-        &self,
-        registry: &Registry,
-        session_id: &str,
-    ) -> Result<(), String> {
-        workspace::save(self, registry.runtime(), session_id, None).await
-    }
-
     /// A turn runs or waits in the session, on any node.
-    pub async fn busy(&self, session_id: &str) -> Result<bool, String> {
+    async fn busy(&self, session_id: &str) -> Result<bool, String> {
         self.inner
             .store
             .busy(session_id)
@@ -332,7 +309,7 @@ impl Cluster {
 
     /// After a taken turn is recorded: save its workspace, release its lease
     /// (a few tries each: the heartbeat finishes a lease left behind).
-    pub(crate) async fn turn_ended(&self, registry: &Registry, session_id: &str, turn_id: &str) {
+    async fn release(&self, registry: &Registry, session_id: &str, turn_id: &str) {
         self.inner.last_turns.set(session_id, turn_id);
         let mut wait = Duration::from_millis(200);
         for attempt in 1..=SAVE_TRIES {
@@ -363,7 +340,7 @@ impl Cluster {
     /// Interrupt a session's turn wherever it runs: `Some(turn id)` when one
     /// runs (a signal goes to its owner). A turn accepted but not taken yet is
     /// taken here and stopped before it does anything.
-    pub async fn interrupt(
+    async fn interrupt(
         &self,
         registry: &Registry,
         session_id: &str,
@@ -395,27 +372,8 @@ impl Cluster {
         Ok(Some(lease.turn_id))
     }
 
-    /// Pass a permission decision to the node whose turn waits for it;
-    /// `false` when that turn does not run.
-    pub async fn forward_permission(
-        &self,
-        request: &PendingRecord,
-        answer: &Answer,
-    ) -> Result<bool, String> {
-        let data = json!({"decision": answer.decision, "by": answer.by});
-        self.forward(request, "permission", data).await
-    }
-
-    /// Pass a question's answers to the node whose turn waits for them.
-    pub async fn forward_question(
-        &self,
-        request: &PendingRecord,
-        answer: &QuestionAnswer,
-    ) -> Result<bool, String> {
-        let data = json!({"answers": answer.answers, "by": answer.by});
-        self.forward(request, "question", data).await
-    }
-
+    /// Pass an answer to the node whose turn waits for it; `false` when
+    /// that turn does not run.
     async fn forward(
         &self,
         request: &PendingRecord,

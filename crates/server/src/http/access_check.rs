@@ -9,7 +9,7 @@ use super::AppState;
 use super::auth::User;
 use super::error::{ApiError, ApiResult};
 use crate::access::quotas::QuotaCheckError;
-use crate::access::{Audit, QuotaRefusal, metrics};
+use crate::access::{QuotaRefusal, metrics};
 
 fn refused(user: &User, err: QuotaCheckError) -> ApiError {
     match err {
@@ -92,8 +92,6 @@ pub(super) async fn audit(
     target: Option<&str>,
     detail: Value,
 ) {
-    let store = state.registry.runtime().store.as_ref();
-    Audit::new(store, &user.name)
-        .record(action, target, detail)
-        .await;
+    let access = state.registry.runtime().access();
+    access.audit(&user.name).record(action, target, detail).await;
 }

@@ -15,6 +15,7 @@ use super::AppState;
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
 use crate::access::{AdminError, UsageReport, UserView};
+use crate::session::SessionError;
 
 const DEFAULT_AUDIT_PAGE: u32 = 100;
 const MAX_AUDIT_PAGE: u32 = 1000;
@@ -129,19 +130,13 @@ pub async fn update_user(
 /// would start; see `worker::still_allowed`).
 async fn interrupt_turns_of(state: &AppState, name: &str) -> ApiResult<()> {
     const PAGE: u32 = 200;
-    let store = &state.registry.runtime().store;
     let mut cursor: Option<String> = None;
     loop {
-        let page = store.list_sessions(name, cursor.as_deref(), PAGE).await?;
+        let page = state.sessions.list(name, cursor.as_deref(), PAGE).await?;
         for session in &page {
-            if state.registry.interrupt(&session.id).is_some() {
-                continue;
-            }
-            if let Some(cluster) = &state.registry.runtime().cluster {
-                cluster
-                    .interrupt(&state.registry, &session.id)
-                    .await
-                    .map_err(ApiError::Internal)?;
+            match state.sessions.interrupt(&session.id).await {
+                Ok(_) | Err(SessionError::NoTurnRunning) => {}
+                Err(err) => return Err(err.into()),
             }
         }
         match page.last() {
@@ -303,7 +298,7 @@ pub async fn audit_log(
         action: params.action,
         since: params.since,
     };
-    let entries = state.registry.runtime().store.audit_log(&query).await?;
+    let entries = state.registry.runtime().access().audit_log(&query).await?;
     let next_after = (entries.len() == limit as usize)
         .then(|| entries.last().map(|e| e.id))
         .flatten();

@@ -1,6 +1,6 @@
 //! Open permission requests and questions of a session, and answering them.
 
-use agentd_engine::{Answer, Decision, QuestionAnswer};
+use agentd_engine::{Answer, Decision};
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::access_check::audit;
 use super::auth::User;
-use super::error::{ApiError, ApiJson, ApiPath, ApiResult, Conflict, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
 use super::sessions::owned_session;
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -74,12 +74,7 @@ pub async fn list_pending(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<PendingList>> {
     owned_session(&state, &user, &id).await?;
-    let open = state
-        .registry
-        .runtime()
-        .store
-        .open_pending(Some(&id))
-        .await?;
+    let open = state.sessions.pending(&id).await?;
     let pending = open
         .into_iter()
         .map(|record| PendingItem {
@@ -112,8 +107,7 @@ pub async fn answer_permission(
     ApiPath((id, request_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<PermissionAnswer>,
 ) -> ApiResult<Json<PermissionAnswered>> {
-    let record = open_request(&state, &user, &id, &request_id, "permission").await?;
-    let runtime = state.registry.runtime();
+    owned_session(&state, &user, &id).await?;
     let decision = match (body.decision, body.remember) {
         (PermissionChoice::Allow, None) => Decision::Allow,
         (PermissionChoice::Allow, Some(Remember::Session)) => Decision::AllowSession,
@@ -125,19 +119,10 @@ pub async fn answer_permission(
         }
     };
     let answer = Answer::new(decision, format!("user:{}", user.name));
-    let mut delivered = runtime.approvals.answer(&request_id, answer.clone());
-    if !delivered && let Some(cluster) = &runtime.cluster {
-        delivered = cluster
-            .forward_permission(&record, &answer)
-            .await
-            .map_err(ApiError::Internal)?;
-    }
-    if !delivered {
-        return Err(ApiError::Conflict {
-            code: Conflict::NotWaiting,
-            message: "no turn is waiting for this request any more".into(),
-        });
-    }
+    let record = state
+        .sessions
+        .answer_permission(&id, &request_id, answer)
+        .await?;
     let detail = serde_json::json!({"request_id": request_id, "decision": decision.as_str(),
         "tool": record.data.get("tool")});
     audit(&state, &user, "permission.answer", Some(&id), detail).await;
@@ -182,60 +167,16 @@ pub async fn answer_question(
     ApiPath((id, request_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<QuestionAnswers>,
 ) -> ApiResult<Json<QuestionAnswered>> {
-    let record = open_request(&state, &user, &id, &request_id, "question").await?;
-    let runtime = state.registry.runtime();
-    let questions = record.data.get("questions").cloned().unwrap_or(Value::Null);
-    agentd_engine::validate_answers(&questions, &body.answers).map_err(ApiError::BadRequest)?;
-    let answer = QuestionAnswer {
-        answers: Some(body.answers.clone()),
-        by: format!("user:{}", user.name),
-    };
-    let mut delivered = runtime
-        .approvals
-        .answer_question(&request_id, answer.clone());
-    if !delivered && let Some(cluster) = &runtime.cluster {
-        delivered = cluster
-            .forward_question(&record, &answer)
-            .await
-            .map_err(ApiError::Internal)?;
-    }
-    if !delivered {
-        return Err(ApiError::Conflict {
-            code: Conflict::NotWaiting,
-            message: "no turn is waiting for this question any more".into(),
-        });
-    }
+    owned_session(&state, &user, &id).await?;
+    let by = format!("user:{}", user.name);
+    state
+        .sessions
+        .answer_question(&id, &request_id, body.answers.clone(), by)
+        .await?;
     let detail = serde_json::json!({"request_id": request_id, "answers": body.answers});
     audit(&state, &user, "question.answer", Some(&id), detail).await;
     Ok(Json(QuestionAnswered {
         request_id,
         answers: body.answers,
     }))
-}
-
-/// The open request `request_id` of kind `kind` in the caller's session `id`:
-/// `404` when there is none, `409` when it was already answered.
-async fn open_request(
-    state: &AppState,
-    user: &User,
-    id: &str,
-    request_id: &str,
-    kind: &str,
-) -> ApiResult<agentd_store::PendingRecord> {
-    owned_session(state, user, id).await?;
-    let record = state
-        .registry
-        .runtime()
-        .store
-        .get_pending(request_id)
-        .await?
-        .filter(|record| record.session_id == id && record.kind == kind)
-        .ok_or_else(|| ApiError::NotFound(format!("no {kind} request with this id")))?;
-    if record.resolved_at.is_some() {
-        return Err(ApiError::Conflict {
-            code: Conflict::AlreadyAnswered,
-            message: format!("this {kind} request was already answered"),
-        });
-    }
-    Ok(record)
 }

@@ -188,8 +188,8 @@ pub(super) async fn authenticate(
                 .ok_or(ApiError::Unauthorized)?;
             // The proxy names users who may have no row: admins are those
             // marked in the database or in the config.
-            let store = &state.registry.runtime().store;
-            let row = store.get_user_by_name(name).await?;
+            let access = state.registry.runtime().access();
+            let row = access.user_by_name(name).await?;
             if row.as_ref().is_some_and(|user| user.disabled_at.is_some()) {
                 return Err(ApiError::Unauthorized);
             }
@@ -221,8 +221,8 @@ pub(super) async fn token_record(state: &AppState, token: &str) -> Result<TokenR
         return Err(ApiError::Unauthorized);
     }
     let hash = hash_token(token);
-    let store = &state.registry.runtime().store;
-    let record = store
+    let access = state.registry.runtime().access();
+    let record = access
         .token_by_hash(&hash)
         .await?
         .ok_or(ApiError::Unauthorized)?;

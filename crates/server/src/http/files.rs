@@ -27,7 +27,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::auth::User;
 use super::error::{ApiError, ApiPath, ApiQuery, ApiResult, ErrorBody};
-use super::sessions::{owned_session, with_local_workspace};
+use super::sessions::owned_session;
 
 /// Largest file served by `files/content`.
 pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
@@ -86,10 +86,8 @@ pub async fn list_files(
     ApiQuery(query): ApiQuery<FileQuery>,
 ) -> ApiResult<Json<FileList>> {
     let session = owned_session(&state, &user, &id).await?;
-    let session = with_local_workspace(&state, session).await?;
-    let identity = owner_identity(&state, &session.owner).await?;
+    let (workspace, identity) = state.sessions.workspace(session).await?;
     let raw = query.path.unwrap_or_else(|| ".".into());
-    let workspace = PathBuf::from(session.workspace);
     let list = in_workspace(workspace, identity, move |root| list_dir(root, &raw)).await?;
     Ok(Json(list))
 }
@@ -121,10 +119,8 @@ pub async fn file_content(
     ApiQuery(query): ApiQuery<ContentQuery>,
 ) -> ApiResult<Response> {
     let session = owned_session(&state, &user, &id).await?;
-    let session = with_local_workspace(&state, session).await?;
+    let (workspace, identity) = state.sessions.workspace(session).await?;
     let raw = query.path;
-    let identity = owner_identity(&state, &session.owner).await?;
-    let workspace = PathBuf::from(session.workspace);
     let bytes = in_workspace(workspace, identity, move |root| read_file(root, &raw)).await?;
     let kind = content_type(&bytes);
     let mut response = Body::from(bytes).into_response();
@@ -143,16 +139,6 @@ pub async fn file_content(
         );
     }
     Ok(response)
-}
-
-/// Whom file work for `owner`'s sessions runs as (`None`: the server itself).
-pub(super) async fn owner_identity(state: &AppState, owner: &str) -> ApiResult<Option<FsIdentity>> {
-    state
-        .registry
-        .runtime()
-        .agent_identity(owner)
-        .await
-        .map_err(|err| ApiError::Internal(err.to_string()))
 }
 
 /// Run `work` on a blocking thread with the workspace held open (opened by

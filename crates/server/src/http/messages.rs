@@ -1,6 +1,7 @@
 //! Sending messages (each starts a turn owned by the server), the transcript,
 //! and interrupting.
 
+use agentd_store::SessionRecord;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -11,10 +12,10 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::access_check::check_turn;
 use super::auth::User;
-use super::error::{ApiError, ApiJson, ApiPath, ApiResult, Conflict, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
 use super::sessions::owned_session;
 use crate::admission::Caller;
-use crate::registry::{Accepted, Submission, SubmitError};
+use crate::registry::{Accepted, Submission, TurnKind};
 
 const MAX_REQUEST_ID_CHARS: usize = 200;
 
@@ -103,43 +104,39 @@ pub async fn post_message(
             "client_request_id must be 1 to {MAX_REQUEST_ID_CHARS} characters"
         )));
     }
+    let kind = TurnKind::from_text(body.content);
+    submit_turn(&state, &user, session, kind, body.client_request_id, body.queue).await
+}
+
+/// Accept a turn of the caller's `session`, after the access checks.
+async fn submit_turn(
+    state: &AppState,
+    user: &User,
+    session: SessionRecord,
+    kind: TurnKind,
+    client_request_id: Option<String>,
+    queue: bool,
+) -> ApiResult<(StatusCode, Json<TurnAccepted>)> {
     // A retry of an accepted request answers with its turn, whatever the
     // quotas say now.
     let _admission = state.registry.admissions().serialize(&user.name).await;
-    let duplicate = match &body.client_request_id {
-        Some(request_id) => state.registry.is_known_request(&id, request_id).await?,
+    let duplicate = match &client_request_id {
+        Some(request_id) => state.sessions.is_retry(&session.id, request_id).await?,
         None => false,
     };
     if !duplicate {
-        check_turn(&state, &user, &session).await?;
+        check_turn(state, user, &session).await?;
     }
     let submission = Submission {
-        text: body.content,
-        client_request_id: body.client_request_id,
-        queue: body.queue,
+        kind,
+        client_request_id,
+        queue,
         by: Some(Caller {
             name: user.name.clone(),
             is_admin: user.is_admin,
         }),
     };
-    let accepted = state
-        .registry
-        .submit(&session, submission)
-        .await
-        .map_err(|err| match err {
-            SubmitError::Busy => ApiError::Conflict {
-                code: Conflict::TurnRunning,
-                message: err.to_string(),
-            },
-            SubmitError::Stopping => ApiError::ShuttingDown,
-            SubmitError::Store(err) => err.into(),
-        })?;
-    let kind = match &accepted {
-        Accepted::Started(_) => "started",
-        Accepted::Queued(_) => "queued",
-        Accepted::Duplicate(_) => "duplicate",
-    };
-    tracing::info!(session_id = %id, turn_id = accepted.turn_id(), kind, "message accepted");
+    let accepted = state.sessions.submit(&session, submission).await?;
     if !matches!(accepted, Accepted::Duplicate(_)) {
         crate::access::metrics::turn_started(&user.name);
     }
@@ -147,7 +144,7 @@ pub async fn post_message(
         StatusCode::ACCEPTED,
         Json(TurnAccepted {
             turn_id: accepted.turn_id().to_string(),
-            state: kind.to_string(),
+            state: accepted.as_str().to_string(),
         }),
     ))
 }
@@ -167,16 +164,12 @@ pub async fn post_message(
     ),
     security(("bearer" = [])))]
 pub async fn compact(
-    state: State<AppState>,
+    State(state): State<AppState>,
     user: User,
-    id: ApiPath<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<(StatusCode, Json<TurnAccepted>)> {
-    let body = SendMessage {
-        content: crate::runtime::COMPACT_COMMAND.into(),
-        client_request_id: None,
-        queue: false,
-    };
-    post_message(state, user, id, ApiJson(body)).await
+    let session = owned_session(&state, &user, &id).await?;
+    submit_turn(&state, &user, session, TurnKind::Compact, None, false).await
 }
 
 /// The transcript: every message, lossless (text, thinking, tool calls and
@@ -194,7 +187,7 @@ pub async fn list_messages(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Transcript>> {
     owned_session(&state, &user, &id).await?;
-    let messages = state.registry.runtime().store.messages(&id).await?;
+    let messages = state.sessions.messages(&id).await?;
     let messages = messages
         .iter()
         .map(serde_json::to_value)
@@ -219,20 +212,6 @@ pub async fn interrupt(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<(StatusCode, Json<Interrupted>)> {
     owned_session(&state, &user, &id).await?;
-    let mut turn_id = state.registry.interrupt(&id);
-    // Not here: in a cluster, its owner gets a signal.
-    if turn_id.is_none()
-        && let Some(cluster) = &state.registry.runtime().cluster
-    {
-        turn_id = cluster
-            .interrupt(&state.registry, &id)
-            .await
-            .map_err(ApiError::Internal)?;
-    }
-    let turn_id = turn_id.ok_or_else(|| ApiError::Conflict {
-        code: Conflict::NoTurnRunning,
-        message: "no turn is running in this session".into(),
-    })?;
-    tracing::info!(session_id = %id, %turn_id, "interrupt requested");
+    let turn_id = state.sessions.interrupt(&id).await?;
     Ok((StatusCode::ACCEPTED, Json(Interrupted { turn_id })))
 }

@@ -173,8 +173,7 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
     let check = HealthCheck::run(state.registry.runtime()).await;
     let failing = check.failing();
     let error = check.error();
-    let cluster = state.registry.runtime().cluster.as_ref();
-    let draining = cluster.is_some_and(|c| c.is_draining());
+    let draining = state.registry.runtime().coordination.is_draining();
     let status = if state.registry.is_stopping() {
         "stopping"
     } else if error.is_some() {
@@ -199,7 +198,12 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
     let health = Health {
         status: status.into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        node_id: cluster.map(|c| c.node_id().to_string()),
+        node_id: state
+            .registry
+            .runtime()
+            .coordination
+            .node_id()
+            .map(str::to_string),
         database: database.into(),
         failing: failing.into_iter().map(String::from).collect(),
         free_disk_mb: check.free_disk_bytes.map(|b| b / (1024 * 1024)),
@@ -212,7 +216,7 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
 #[utoipa::path(get, path = "/metrics", tag = "server",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
 pub async fn metrics(State(state): State<AppState>) -> Response {
-    let sessions_total = match state.registry.runtime().store.count_sessions().await {
+    let sessions_total = match state.registry.runtime().access().count_sessions().await {
         Ok(count) => count,
         Err(err) => {
             tracing::warn!(%err, "cannot count sessions for /metrics");

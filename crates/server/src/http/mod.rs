@@ -17,6 +17,7 @@ mod listen;
 mod local_host;
 mod messages;
 mod meta;
+mod session_error;
 mod sessions;
 mod shutdown;
 pub mod sign_in;
@@ -42,6 +43,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::metrics::Metrics;
+use crate::session::SessionService;
 use crate::registry::{Env, Registry};
 use crate::runtime::Runtime;
 use auth::Auth;
@@ -56,6 +58,8 @@ pub const BODY_LIMIT: usize = 1024 * 1024;
 #[derive(Clone)]
 pub struct AppState {
     pub registry: Registry,
+    /// Every operation on a session goes through it.
+    pub sessions: SessionService,
     pub auth: Arc<Auth>,
     /// Cancelled at shutdown once turns are recorded: event streams end.
     pub streams: CancellationToken,
@@ -157,6 +161,7 @@ pub fn app(registry: Registry, auth: Auth, streams: CancellationToken) -> Router
     let max_streams = registry.runtime().config.server.max_streams_per_user();
     let state = AppState {
         stream_limit: stream_limit::StreamLimit::new(max_streams),
+        sessions: SessionService::new(registry.clone()),
         registry,
         auth: Arc::new(auth),
         streams,
@@ -238,40 +243,19 @@ pub async fn serve(
     auth: Auth,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<Stopped> {
-    let cluster = runtime.cluster.clone();
-    // In a cluster, other nodes' turns run: only this node's own leases (and
-    // dead nodes') are recovered, by `Cluster::start`.
-    if cluster.is_none() {
-        let recovered = runtime
-            .recover(None)
-            .await
-            .map_err(|err| std::io::Error::other(format!("recovering interrupted turns: {err}")))?;
-        if recovered > 0 {
-            tracing::warn!(
-                recovered,
-                "finished turns left running by an earlier process as interrupted"
-            );
-        }
-    }
     let limits = runtime.config.server.connection_limits();
     let deadline = runtime.config.server.shutdown_deadline();
+    let coordination = runtime.coordination.clone();
     let registry = Registry::new(runtime, env, Arc::new(Metrics::default()));
     let cluster_stop = CancellationToken::new();
-    if let Some(cluster) = &cluster {
-        let address = format!("http://{}", listener.local_addr()?);
-        cluster
-            .start(registry.clone(), &address, cluster_stop.clone())
-            .await
-            .map_err(|err| std::io::Error::other(format!("joining the cluster: {err}")))?;
-    }
+    let address = format!("http://{}", listener.local_addr()?);
+    coordination
+        .join(&registry, &address, cluster_stop.clone())
+        .await
+        .map_err(std::io::Error::other)?;
     let drained = {
-        let cluster = cluster.clone();
-        async move {
-            match cluster {
-                Some(cluster) => cluster.drained().await,
-                None => std::future::pending().await,
-            }
-        }
+        let coordination = coordination.clone();
+        async move { coordination.drained().await }
     };
     let streams = CancellationToken::new();
     let app = app(registry.clone(), auth, streams.clone());
@@ -294,7 +278,6 @@ pub async fn serve(
     tracing::info!(?deadline, "shutting down");
     let stopping = shutdown::Stopping {
         registry,
-        cluster,
         cluster_stop,
         accepting,
         streams,

@@ -1,8 +1,6 @@
 //! `/v1/sessions` and `/v1/sessions/{id}`: create, list, read, rename, delete.
 
-use std::path::PathBuf;
-
-use agentd_store::{NewSession, SessionRecord, SessionStatus};
+use agentd_store::SessionRecord;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -14,9 +12,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::access_check::{audit, check_new_session};
 use super::auth::User;
-use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, Conflict, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
 use crate::models::resolve_model;
-use crate::registry::LiveState;
+use crate::session::lifecycle::SessionSpec;
 
 const MAX_TITLE_CHARS: usize = 200;
 const DEFAULT_PAGE: u32 = 50;
@@ -89,24 +87,11 @@ pub struct SessionList {
 }
 
 pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
-    let mut live = state.registry.live_state(&session.id);
-    // In a cluster the turn may run on another node: only a turn running
-    // here says more than the store.
-    if state.registry.runtime().cluster.is_some() && live.running_turn.is_none() {
-        live = LiveState::default();
-    }
-    // The registry knows sooner than the store, which the turn's task updates.
-    let status = match (session.status, &live.running_turn) {
-        (SessionStatus::Waiting, Some(_)) => SessionStatus::Waiting,
-        (_, Some(_)) => SessionStatus::Running,
-        (_, None) if live.live && live.queued > 0 => SessionStatus::Running,
-        (_, None) if live.live => SessionStatus::Idle,
-        (status, None) => status,
-    };
+    let live = state.sessions.live_status(&session);
     SessionView {
         id: session.id,
         title: session.title,
-        status: status.as_str().to_string(),
+        status: live.status.as_str().to_string(),
         model: session.model,
         profile: session.profile,
         created_at: session.created_at,
@@ -131,59 +116,7 @@ pub(super) async fn owned_session(
     user: &User,
     id: &str,
 ) -> ApiResult<SessionRecord> {
-    state
-        .registry
-        .runtime()
-        .store
-        .get_session(id)
-        .await?
-        .filter(|session| session.owner == user.name)
-        .ok_or_else(ApiError::session_not_found)
-}
-
-/// The session with `workspace` pointing at this node's copy. In a cluster
-/// that copy is first brought up to the last turn end (unless the session's
-/// turn runs here); alone, the workspace is the one the session names.
-pub(super) async fn with_local_workspace(
-    state: &AppState,
-    mut session: SessionRecord,
-) -> ApiResult<SessionRecord> {
-    if let Some(cluster) = &state.registry.runtime().cluster {
-        cluster
-            .local_workspace(&state.registry, &mut session)
-            .await
-            .map_err(|err| ApiError::Internal(format!("the session's workspace: {err}")))?;
-    }
-    Ok(session)
-}
-
-/// In a cluster, the session's workspace here becomes its shared state.
-pub(super) async fn share_workspace(state: &AppState, session_id: &str) -> ApiResult<()> {
-    if let Some(cluster) = &state.registry.runtime().cluster {
-        cluster
-            .save_workspace(&state.registry, session_id)
-            .await
-            .map_err(|err| ApiError::Internal(format!("saving the workspace: {err}")))?;
-    }
-    Ok(())
-}
-
-/// `409` while a turn runs or waits anywhere in the cluster (its queue and
-/// leases; a lone node's registry knows on its own).
-pub(super) async fn idle_in_cluster(state: &AppState, session_id: &str) -> ApiResult<()> {
-    if let Some(cluster) = &state.registry.runtime().cluster
-        && cluster.busy(session_id).await.map_err(ApiError::Internal)?
-    {
-        return Err(turn_running());
-    }
-    Ok(())
-}
-
-pub(super) fn turn_running() -> ApiError {
-    ApiError::Conflict {
-        code: Conflict::TurnRunning,
-        message: "a turn is running or queued in this session; interrupt it first".into(),
-    }
+    Ok(state.sessions.owned(&user.name, id).await?)
 }
 
 /// As the schema says: at most 200 characters as sent, not all blank.
@@ -194,50 +127,6 @@ fn check_title(title: &str) -> ApiResult<String> {
         )));
     }
     Ok(title.trim().to_string())
-}
-
-/// Where HTTP-created sessions keep their files.
-/// Creates the (empty, private) workspace of a new session.
-pub(super) async fn new_workspace(state: &AppState, session_id: &str) -> ApiResult<PathBuf> {
-    let (root, id) = (workspaces_dir(state), session_id.to_string());
-    tokio::task::spawn_blocking(move || {
-        agentd_sandbox::create_workspace(&root, &id)?.canonicalize()
-    })
-    .await
-    .map_err(|err| ApiError::Internal(err.to_string()))?
-    .map_err(|err| ApiError::Internal(format!("creating the workspace: {err}")))
-}
-
-/// [`new_workspace`], owned by `identity` (the agent's user; see
-/// [`crate::runtime::Runtime::agent_identity`]) when there is one: what its
-/// agent, and file operations done as it, can write.
-pub(super) async fn new_workspace_for(
-    state: &AppState,
-    session_id: &str,
-    identity: Option<agentd_sandbox::confined::FsIdentity>,
-) -> ApiResult<PathBuf> {
-    let workspace = new_workspace(state, session_id).await?;
-    let Some(identity) = identity else {
-        return Ok(workspace);
-    };
-    let dir = workspace.clone();
-    let given =
-        tokio::task::spawn_blocking(move || crate::workspace_owner::give_new(&dir, identity))
-            .await
-            .map_err(std::io::Error::other)
-            .and_then(|given| given);
-    if let Err(err) = given {
-        let _ = tokio::fs::remove_dir(&workspace).await;
-        return Err(ApiError::Internal(format!(
-            "giving the workspace to uid {}: {err}",
-            identity.uid
-        )));
-    }
-    Ok(workspace)
-}
-
-pub(super) fn workspaces_dir(state: &AppState) -> PathBuf {
-    state.registry.runtime().data_dir.join("workspaces")
 }
 
 /// Create a session with its own empty workspace.
@@ -269,33 +158,13 @@ pub async fn create_session(
     let title = body.title.as_deref().map(check_title).transpose()?;
     check_new_session(&state, &user, &profile, &model.spec).await?;
 
-    // Whom the agent works as comes first: no workspace is left behind when
-    // no uid can be had.
-    let identity = runtime
-        .agent_identity(&user.name)
-        .await
-        .map_err(|err| ApiError::Internal(err.to_string()))?;
-    let id = uuid::Uuid::now_v7().to_string();
-    let workspace = new_workspace_for(&state, &id, identity).await?;
-    let created = runtime
-        .store
-        .create_session(NewSession {
-            id: Some(id),
-            owner: user.name.clone(),
-            title,
-            workspace: workspace.display().to_string(),
-            model: model.spec,
-            profile,
-        })
-        .await;
-    let session = match created {
-        Ok(session) => session,
-        Err(err) => {
-            let _ = tokio::fs::remove_dir(&workspace).await;
-            return Err(err.into());
-        }
+    let spec = SessionSpec {
+        owner: user.name.clone(),
+        profile,
+        model: model.spec,
+        title,
     };
-    tracing::info!(session_id = %session.id, "session created");
+    let session = state.sessions.create(spec).await?;
     let detail = serde_json::json!({"profile": session.profile, "model": session.model});
     audit(&state, &user, "session.create", Some(&session.id), detail).await;
     Ok((StatusCode::CREATED, Json(view(&state, session))))
@@ -321,17 +190,10 @@ pub async fn list_sessions(
             "limit must be 1 to {MAX_PAGE}"
         )));
     }
-    let store = &state.registry.runtime().store;
-    let mut sessions = match store
-        .list_sessions(&user.name, query.cursor.as_deref(), limit + 1)
-        .await
-    {
-        Ok(sessions) => sessions,
-        Err(agentd_store::StoreError::NotFound(_)) => {
-            return Err(ApiError::BadRequest("unknown cursor".into()));
-        }
-        Err(err) => return Err(err.into()),
-    };
+    let mut sessions = state
+        .sessions
+        .list(&user.name, query.cursor.as_deref(), limit + 1)
+        .await?;
     let next_cursor = if sessions.len() > limit as usize {
         sessions.truncate(limit as usize);
         sessions.last().map(|s| s.id.clone())
@@ -380,16 +242,7 @@ pub async fn update_session(
 ) -> ApiResult<Json<SessionView>> {
     owned_session(&state, &user, &id).await?;
     let title = check_title(&body.title)?;
-    let update = agentd_store::SessionUpdate {
-        title: Some(title),
-        ..Default::default()
-    };
-    let session = state
-        .registry
-        .runtime()
-        .store
-        .update_session(&id, update)
-        .await?;
+    let session = state.sessions.rename(&id, title).await?;
     Ok(Json(view(&state, session)))
 }
 
@@ -409,30 +262,8 @@ pub async fn delete_session(
     user: User,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    let mut session = owned_session(&state, &user, &id).await?;
-    idle_in_cluster(&state, &id).await?;
-    let guard = state
-        .registry
-        .begin_delete(&id)
-        .await
-        .ok_or_else(turn_running)?;
-    if state.registry.runtime().cluster.is_some() {
-        // This node's copy (copies on other nodes stay until their data dir goes).
-        crate::cluster::localize(&state.registry.runtime().data_dir, &mut session);
-    }
-    state.registry.runtime().store.delete_session(&id).await?;
-    // An import may bring the same session back, with the same message ids.
-    state.registry.runtime().transcripts.forget(&id);
-    guard.finish();
-    state.registry.runtime().mcp.shutdown_session(&id).await;
-    state.registry.runtime().claude.stop_session(&id).await;
-    let data_dir = &state.registry.runtime().data_dir;
-    if let Some(workspace) = crate::paths::own_workspace(data_dir, &session)
-        && let Err(err) = tokio::fs::remove_dir_all(&workspace).await
-    {
-        tracing::warn!(session_id = %id, %err, "cannot remove the workspace");
-    }
-    tracing::info!(session_id = %id, "session deleted");
+    let session = owned_session(&state, &user, &id).await?;
+    state.sessions.delete(session).await?;
     audit(
         &state,
         &user,

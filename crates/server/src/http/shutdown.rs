@@ -9,7 +9,6 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::Cluster;
 use crate::registry::Registry;
 
 /// Longest wait for interrupted turns to be recorded.
@@ -30,7 +29,6 @@ pub enum Stopped {
 /// What the stop acts on.
 pub(super) struct Stopping {
     pub registry: Registry,
-    pub cluster: Option<Cluster>,
     pub cluster_stop: CancellationToken,
     /// Cancelled first: no new connections; idle ones close.
     pub accepting: CancellationToken,
@@ -86,11 +84,9 @@ impl Stopping {
         )
         .await;
         self.cluster_stop.cancel();
-        if let Some(cluster) = &self.cluster {
-            let what = "leaving the cluster (the database did not answer)";
-            if step(end, &mut pending, what, cluster.leave()).await == Some(false) {
-                pending.push(what.to_string());
-            }
+        let what = "leaving the cluster (the database did not answer)";
+        if step(end, &mut pending, what, runtime.coordination.leave()).await == Some(false) {
+            pending.push(what.to_string());
         }
         if tokio::time::timeout_at(end, &mut self.connections)
             .await

@@ -19,7 +19,6 @@ use super::auth::{
     same_origin, session_cookie, token_record,
 };
 use super::error::{ApiError, ApiJson, ApiResult, ErrorBody};
-use crate::access::Audit;
 
 /// The label of the tokens sign-ins make (in `agentd tokens ls`).
 pub const SIGN_IN_TOKEN_NAME: &str = "web sign-in";
@@ -83,20 +82,20 @@ pub async fn login(
         return Err(ApiError::BadOrigin);
     }
     let record = token_record(&state, body.token.trim()).await?;
-    let store = &state.registry.runtime().store;
+    let access = state.registry.runtime().access();
     // This browser's previous sign-in, if any, is replaced.
     if let Some(old) = session_cookie(&headers)
         && let Ok(old) = token_record(&state, old).await
     {
-        store.revoke_token(&old.id).await?;
+        access.revoke_token(&old.id).await?;
     }
     let (token, hash, prefix) = new_token();
-    store
+    access
         .create_token(&record.user_id, SIGN_IN_TOKEN_NAME, &hash, &prefix)
         .await?;
     let cookie = cookie(&headers, &token, SESSION_MAX_AGE_S)?;
-    let store = store.as_ref();
-    Audit::new(store, &record.user_name)
+    access
+        .audit(&record.user_name)
         .record(
             "login",
             Some(&record.user_name),
@@ -124,9 +123,10 @@ pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> ApiRes
         if matches!(state.auth.as_ref(), Auth::Token)
             && let Ok(record) = token_record(&state, token).await
         {
-            let store = state.registry.runtime().store.as_ref();
-            store.revoke_token(&record.id).await?;
-            Audit::new(store, &record.user_name)
+            let access = state.registry.runtime().access();
+            access.revoke_token(&record.id).await?;
+            access
+                .audit(&record.user_name)
                 .record("logout", Some(&record.user_name), serde_json::json!({}))
                 .await;
         }

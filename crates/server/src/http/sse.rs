@@ -31,6 +31,7 @@ use super::AppState;
 use super::auth::User;
 use super::error::{ApiError, ApiPath, ApiQuery, ApiResult, ErrorBody};
 use super::sessions::owned_session;
+use crate::session::SessionService;
 use crate::metrics::Metrics;
 use crate::registry::{EntryHandle, LiveEvent, Registry};
 
@@ -242,12 +243,12 @@ fn event_stream(
     async_stream::stream! {
         let metrics = registry.metrics().clone();
         let _client = ClientGuard::new(metrics.clone());
-        let store = registry.runtime().store.clone();
+        let sessions = SessionService::new(registry.clone());
         let mut last = after;
         let mut replaying = true;
         loop {
             if replaying {
-                let page = match store.events_after(&handle.session_id, last, REPLAY_PAGE).await {
+                let page = match sessions.events_after(&handle.session_id, last, REPLAY_PAGE).await {
                     Ok(page) => page,
                     Err(err) => {
                         tracing::error!(session_id = %handle.session_id, %err, "replay failed");

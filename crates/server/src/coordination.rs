@@ -1,0 +1,216 @@
+//! Who runs a session's turns: this process alone ([`Alone`], SQLite or a
+//! single node), or whichever node of a cluster takes them
+//! ([`crate::cluster::Cluster`], PostgreSQL). The session service and the
+//! server's start and stop talk to [`Coordination`] only; nothing outside
+//! these two implementations knows which one runs.
+
+use std::path::Path;
+
+use agentd_engine::{Answer, QuestionAnswer};
+use agentd_store::{PendingRecord, SessionRecord};
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::registry::{Accepted, Registry, Submission, SubmitError};
+
+/// Errors of the coordination layer, for the log (the client sees a 500).
+pub type CoordinationResult<T> = Result<T, String>;
+
+#[async_trait]
+pub trait Coordination: Send + Sync {
+    /// Start coordinating for `registry` (serving at `address`): recover what
+    /// an earlier process left. Background work stops when `stop` is cancelled.
+    async fn join(
+        &self,
+        registry: &Registry,
+        address: &str,
+        stop: CancellationToken,
+    ) -> CoordinationResult<()>;
+
+    /// Accept a message for `session` (the registry's part of it is
+    /// [`Registry::submit_here`]).
+    async fn submit(
+        &self,
+        registry: &Registry,
+        session: &SessionRecord,
+        submission: Submission,
+    ) -> Result<Accepted, SubmitError>;
+
+    /// This node's id in a cluster.
+    fn node_id(&self) -> Option<&str>;
+
+    /// This process sees every turn of its sessions: a session with no turn
+    /// here is idle.
+    fn sees_all_turns(&self) -> bool;
+
+    /// A turn runs or waits in the session somewhere this process does not see.
+    async fn busy_elsewhere(&self, session_id: &str) -> CoordinationResult<bool>;
+
+    /// Interrupt the session's turn where it runs, when it does not run here:
+    /// its id, `None` when none runs.
+    async fn interrupt_elsewhere(
+        &self,
+        registry: &Registry,
+        session_id: &str,
+    ) -> CoordinationResult<Option<String>>;
+
+    /// Pass a permission answer to the turn waiting for it elsewhere; whether one was.
+    async fn forward_permission(
+        &self,
+        request: &PendingRecord,
+        answer: &Answer,
+    ) -> CoordinationResult<bool>;
+
+    /// Pass a question's answers to the turn waiting for them elsewhere.
+    async fn forward_question(
+        &self,
+        request: &PendingRecord,
+        answer: &QuestionAnswer,
+    ) -> CoordinationResult<bool>;
+
+    /// Point `session.workspace` at this process's copy, brought up to date,
+    /// for work outside a turn (files, rewind, fork).
+    async fn local_workspace(
+        &self,
+        registry: &Registry,
+        session: &mut SessionRecord,
+    ) -> CoordinationResult<()>;
+
+    /// The workspace here becomes the session's shared state (after a rewind
+    /// or a fork changed it outside a turn).
+    async fn save_workspace(&self, registry: &Registry, session_id: &str)
+    -> CoordinationResult<()>;
+
+    /// Point `session.workspace` at this process's copy as it is (no sync).
+    fn localize(&self, data_dir: &Path, session: &mut SessionRecord);
+
+    /// Before a turn runs here: its workspace ready.
+    async fn before_turn(
+        &self,
+        registry: &Registry,
+        session: &mut SessionRecord,
+    ) -> CoordinationResult<()>;
+
+    /// After a turn that ran here is recorded (or dropped at shutdown).
+    async fn turn_ended(&self, registry: &Registry, session_id: &str, turn_id: &str);
+
+    /// Taking no new turns (the node drains).
+    fn is_draining(&self) -> bool;
+
+    /// Resolves once draining and no turn is left running here; never alone.
+    async fn drained(&self);
+
+    /// A clean stop: whether the others were told.
+    async fn leave(&self) -> bool;
+}
+
+/// One process on its own: the registry is the whole truth.
+pub struct Alone;
+
+#[async_trait]
+impl Coordination for Alone {
+    async fn join(
+        &self,
+        registry: &Registry,
+        _address: &str,
+        _stop: CancellationToken,
+    ) -> CoordinationResult<()> {
+        let recovered = registry
+            .runtime()
+            .recover(None)
+            .await
+            .map_err(|err| format!("recovering interrupted turns: {err}"))?;
+        if recovered > 0 {
+            tracing::warn!(
+                recovered,
+                "finished turns left running by an earlier process as interrupted"
+            );
+        }
+        Ok(())
+    }
+
+    async fn submit(
+        &self,
+        registry: &Registry,
+        session: &SessionRecord,
+        submission: Submission,
+    ) -> Result<Accepted, SubmitError> {
+        registry.submit_here(session, submission).await
+    }
+
+    fn node_id(&self) -> Option<&str> {
+        None
+    }
+
+    fn sees_all_turns(&self) -> bool {
+        true
+    }
+
+    async fn busy_elsewhere(&self, _session_id: &str) -> CoordinationResult<bool> {
+        Ok(false)
+    }
+
+    async fn interrupt_elsewhere(
+        &self,
+        _registry: &Registry,
+        _session_id: &str,
+    ) -> CoordinationResult<Option<String>> {
+        Ok(None)
+    }
+
+    async fn forward_permission(
+        &self,
+        _request: &PendingRecord,
+        _answer: &Answer,
+    ) -> CoordinationResult<bool> {
+        Ok(false)
+    }
+
+    async fn forward_question(
+        &self,
+        _request: &PendingRecord,
+        _answer: &QuestionAnswer,
+    ) -> CoordinationResult<bool> {
+        Ok(false)
+    }
+
+    async fn local_workspace(
+        &self,
+        _registry: &Registry,
+        _session: &mut SessionRecord,
+    ) -> CoordinationResult<()> {
+        Ok(())
+    }
+
+    async fn save_workspace(
+        &self,
+        _registry: &Registry,
+        _session_id: &str,
+    ) -> CoordinationResult<()> {
+        Ok(())
+    }
+
+    fn localize(&self, _data_dir: &Path, _session: &mut SessionRecord) {}
+
+    async fn before_turn(
+        &self,
+        _registry: &Registry,
+        _session: &mut SessionRecord,
+    ) -> CoordinationResult<()> {
+        Ok(())
+    }
+
+    async fn turn_ended(&self, _registry: &Registry, _session_id: &str, _turn_id: &str) {}
+
+    fn is_draining(&self) -> bool {
+        false
+    }
+
+    async fn drained(&self) {
+        std::future::pending().await
+    }
+
+    async fn leave(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,97 @@
+//! Answering what a waiting turn asked: a permission request or a question.
+//! The answer goes to the turn in this process, or, in a cluster, to the node
+//! whose turn waits for it.
+
+use agentd_engine::{Answer, QuestionAnswer};
+use agentd_store::PendingRecord;
+use serde_json::Value;
+
+use super::{SessionError, SessionResult, SessionService};
+
+const PERMISSION: &str = "permission";
+const QUESTION: &str = "question";
+
+impl SessionService {
+    /// Decide the permission request `request_id` of the session; the
+    /// request as it was asked.
+    pub async fn answer_permission(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer: Answer,
+    ) -> SessionResult<PendingRecord> {
+        let record = self.open_request(session_id, request_id, PERMISSION).await?;
+        let runtime = self.registry.runtime();
+        let mut delivered = runtime.approvals.answer(request_id, answer.clone());
+        if !delivered {
+            delivered = runtime
+                .coordination
+                .forward_permission(&record, &answer)
+                .await
+                .map_err(SessionError::Internal)?;
+        }
+        if !delivered {
+            return Err(SessionError::NotWaiting(
+                "no turn is waiting for this request any more".into(),
+            ));
+        }
+        Ok(record)
+    }
+
+    /// Answer the question `request_id` of the session, as `by`.
+    pub async fn answer_question(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answers: Value,
+        by: String,
+    ) -> SessionResult<()> {
+        let record = self.open_request(session_id, request_id, QUESTION).await?;
+        let questions = record.data.get("questions").cloned().unwrap_or(Value::Null);
+        agentd_engine::validate_answers(&questions, &answers).map_err(SessionError::Invalid)?;
+        let answer = QuestionAnswer {
+            answers: Some(answers),
+            by,
+        };
+        let runtime = self.registry.runtime();
+        let mut delivered = runtime
+            .approvals
+            .answer_question(request_id, answer.clone());
+        if !delivered {
+            delivered = runtime
+                .coordination
+                .forward_question(&record, &answer)
+                .await
+                .map_err(SessionError::Internal)?;
+        }
+        if !delivered {
+            return Err(SessionError::NotWaiting(
+                "no turn is waiting for this question any more".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The open request `request_id` of kind `kind` in the session:
+    /// [`SessionError::Missing`] when there is none, `AlreadyAnswered` when
+    /// it was answered.
+    async fn open_request(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        kind: &str,
+    ) -> SessionResult<PendingRecord> {
+        let store = &self.registry.runtime().store;
+        let record = store
+            .get_pending(request_id)
+            .await?
+            .filter(|record| record.session_id == session_id && record.kind == kind)
+            .ok_or_else(|| SessionError::Missing(format!("no {kind} request with this id")))?;
+        if record.resolved_at.is_some() {
+            return Err(SessionError::AlreadyAnswered(format!(
+                "this {kind} request was already answered"
+            )));
+        }
+        Ok(record)
+    }
+}

@@ -1,0 +1,56 @@
+//! Turns of a session: a message or a compaction accepted (started now,
+//! queued, or recognised as a retry), and the running turn interrupted,
+//! wherever it runs.
+
+use agentd_store::SessionRecord;
+
+use super::{SessionError, SessionResult, SessionService};
+use crate::registry::{Accepted, Submission, SubmitError};
+
+impl SessionService {
+    /// Whether `request_id` already made a turn of this session: a retry of
+    /// an accepted request is answered with its turn, whatever else changed.
+    pub async fn is_retry(&self, session_id: &str, request_id: &str) -> SessionResult<bool> {
+        Ok(self
+            .registry
+            .is_known_request(session_id, request_id)
+            .await?)
+    }
+
+    /// Accept a message or a compaction for `session`.
+    pub async fn submit(
+        &self,
+        session: &SessionRecord,
+        submission: Submission,
+    ) -> SessionResult<Accepted> {
+        let accepted = self
+            .registry
+            .submit(session, submission)
+            .await
+            .map_err(|err| match err {
+                SubmitError::Busy => SessionError::TurnRunning(err.to_string()),
+                SubmitError::Stopping => SessionError::Stopping,
+                SubmitError::Store(err) => err.into(),
+            })?;
+        tracing::info!(session_id = %session.id, turn_id = accepted.turn_id(), kind = accepted.as_str(), "message accepted");
+        Ok(accepted)
+    }
+
+    /// Stop the session's running turn (it ends `interrupted`); its id.
+    pub async fn interrupt(&self, session_id: &str) -> SessionResult<String> {
+        let turn_id = match self.registry.interrupt(session_id) {
+            Some(turn_id) => turn_id,
+            // Not here: in a cluster, its owner gets a signal.
+            None => {
+                let coordination = self.registry.runtime().coordination.clone();
+                coordination
+                    .interrupt_elsewhere(&self.registry, session_id)
+                    .await
+                    .map_err(SessionError::Internal)?
+                    .ok_or(SessionError::NoTurnRunning)?
+            }
+        };
+        tracing::info!(session_id, %turn_id, "interrupt requested");
+        Ok(turn_id)
+    }
+}
