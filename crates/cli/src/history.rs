@@ -24,10 +24,13 @@ fn refused(err: SessionError) -> Outcome {
 }
 
 async fn local_session(service: &SessionService, id: &str) -> Result<SessionRecord, SessionError> {
-    service.owned(LOCAL_USER, id).await.map_err(|err| match err {
-        SessionError::NotFound => SessionError::Missing(format!("no session with id {id}")),
-        err => err,
-    })
+    service
+        .owned(LOCAL_USER, id)
+        .await
+        .map_err(|err| match err {
+            SessionError::NotFound => SessionError::Missing(format!("no session with id {id}")),
+            err => err,
+        })
 }
 
 pub async fn rm(service: &SessionService, id: &str) -> Outcome {

@@ -11,6 +11,7 @@ mod server_common;
 mod claude_code_engine;
 mod claude_code_failures;
 mod cli;
+mod cli_history;
 mod gc;
 mod golden_events;
 mod run;

@@ -93,5 +93,8 @@ pub(super) async fn audit(
     detail: Value,
 ) {
     let access = state.registry.runtime().access();
-    access.audit(&user.name).record(action, target, detail).await;
+    access
+        .audit(&user.name)
+        .record(action, target, detail)
+        .await;
 }

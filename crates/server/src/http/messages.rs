@@ -105,7 +105,15 @@ pub async fn post_message(
         )));
     }
     let kind = TurnKind::from_text(body.content);
-    submit_turn(&state, &user, session, kind, body.client_request_id, body.queue).await
+    submit_turn(
+        &state,
+        &user,
+        session,
+        kind,
+        body.client_request_id,
+        body.queue,
+    )
+    .await
 }
 
 /// Accept a turn of the caller's `session`, after the access checks.

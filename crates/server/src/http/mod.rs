@@ -43,9 +43,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::metrics::Metrics;
-use crate::session::SessionService;
 use crate::registry::{Env, Registry};
 use crate::runtime::Runtime;
+use crate::session::SessionService;
 use auth::Auth;
 use error::ApiError;
 

@@ -31,9 +31,9 @@ use super::AppState;
 use super::auth::User;
 use super::error::{ApiError, ApiPath, ApiQuery, ApiResult, ErrorBody};
 use super::sessions::owned_session;
-use crate::session::SessionService;
 use crate::metrics::Metrics;
 use crate::registry::{EntryHandle, LiveEvent, Registry};
+use crate::session::SessionService;
 
 /// Events read from the store per query while replaying.
 const REPLAY_PAGE: u32 = 256;

@@ -281,7 +281,6 @@ impl Registry {
         }
     }
 
-
     /// The session's entry if it has one with live subscribers.
     pub(crate) fn watched(&self, session_id: &str) -> Option<EntryHandle> {
         let entries = self.inner.lock_entries();
@@ -347,7 +346,6 @@ impl Registry {
             _ => false,
         }
     }
-
 
     /// Interrupt the session's running turn; its id, or `None` if none runs.
     pub fn interrupt(&self, session_id: &str) -> Option<String> {

@@ -20,7 +20,9 @@ impl SessionService {
         request_id: &str,
         answer: Answer,
     ) -> SessionResult<PendingRecord> {
-        let record = self.open_request(session_id, request_id, PERMISSION).await?;
+        let record = self
+            .open_request(session_id, request_id, PERMISSION)
+            .await?;
         let runtime = self.registry.runtime();
         let mut delivered = runtime.approvals.answer(request_id, answer.clone());
         if !delivered {

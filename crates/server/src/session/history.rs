@@ -131,9 +131,15 @@ impl SessionService {
                     .await
                     .map_err(|err| err.to_string())?;
             }
-            copy_workspace(&store, &source_workspace, &workspace, later.as_ref(), identity)
-                .await
-                .map_err(|err| err.to_string())
+            copy_workspace(
+                &store,
+                &source_workspace,
+                &workspace,
+                later.as_ref(),
+                identity,
+            )
+            .await
+            .map_err(|err| err.to_string())
         }
         .await;
         if let Err(err) = copied {

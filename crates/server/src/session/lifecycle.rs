@@ -84,7 +84,9 @@ impl SessionService {
             .ok_or_else(turn_running)?;
         let runtime = self.registry.runtime();
         // This node's copy (copies on other nodes stay until their data dir goes).
-        runtime.coordination.localize(&runtime.data_dir, &mut session);
+        runtime
+            .coordination
+            .localize(&runtime.data_dir, &mut session);
         if !runtime.store.delete_session(&id).await? {
             return Ok(Deleted::AlreadyGone);
         }

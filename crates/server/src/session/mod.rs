@@ -130,7 +130,12 @@ impl SessionService {
     }
 
     pub async fn checkpoints(&self, session_id: &str) -> SessionResult<Vec<CheckpointRecord>> {
-        Ok(self.registry.runtime().store.list_checkpoints(session_id).await?)
+        Ok(self
+            .registry
+            .runtime()
+            .store
+            .list_checkpoints(session_id)
+            .await?)
     }
 
     /// Up to `limit` stored events after `seq`, for a stream's replay.

@@ -23,15 +23,15 @@ impl SessionService {
         session: &SessionRecord,
         submission: Submission,
     ) -> SessionResult<Accepted> {
-        let accepted = self
-            .registry
-            .submit(session, submission)
-            .await
-            .map_err(|err| match err {
-                SubmitError::Busy => SessionError::TurnRunning(err.to_string()),
-                SubmitError::Stopping => SessionError::Stopping,
-                SubmitError::Store(err) => err.into(),
-            })?;
+        let accepted =
+            self.registry
+                .submit(session, submission)
+                .await
+                .map_err(|err| match err {
+                    SubmitError::Busy => SessionError::TurnRunning(err.to_string()),
+                    SubmitError::Stopping => SessionError::Stopping,
+                    SubmitError::Store(err) => err.into(),
+                })?;
         tracing::info!(session_id = %session.id, turn_id = accepted.turn_id(), kind = accepted.as_str(), "message accepted");
         Ok(accepted)
     }
