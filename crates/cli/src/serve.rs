@@ -72,12 +72,7 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
         .await
         .map_err(|err| usage(err.to_string()))?;
     if mode == AuthMode::Token {
-        match store.list_tokens(None).await {
-            Ok(tokens) if tokens.iter().all(|t| t.revoked_at.is_some()) => eprintln!(
-                "agentd serve: no API tokens yet; create one with `agentd tokens create --user NAME`"
-            ),
-            _ => {}
-        }
+        warn_without_tokens(store.as_ref()).await;
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -139,6 +134,21 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
         turn_threads.shutdown_timeout(std::time::Duration::from_secs(1));
     })
     .await;
+    exit_status(served, deadline)
+}
+
+/// A token server with no usable token can be reached by nobody: say how.
+async fn warn_without_tokens(store: &dyn agentd_store::Store) {
+    match store.list_tokens(None).await {
+        Ok(tokens) if tokens.iter().all(|t| t.revoked_at.is_some()) => eprintln!(
+            "agentd serve: no API tokens yet; create one with `agentd tokens create --user NAME`"
+        ),
+        _ => {}
+    }
+}
+
+/// How the serve ended, as this command's result.
+fn exit_status(served: std::io::Result<Stopped>, deadline: Duration) -> Result<(), (u8, String)> {
     match served {
         Ok(Stopped::Clean) => Ok(()),
         Ok(Stopped::Incomplete { pending }) => Err((

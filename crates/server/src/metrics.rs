@@ -151,126 +151,122 @@ impl Metrics {
 
     pub fn render(&self, gauges: Gauges) -> String {
         let mut out = String::with_capacity(4096);
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let mut metric = |name: &str, kind: &str, help: &str, lines: &[(String, f64)]| {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let one = |value: f64| vec![(String::new(), value)];
+        let finished = STATUSES
+            .iter()
+            .zip(&self.turns_finished)
+            .map(|(s, n)| (format!("{{status=\"{}\"}}", s.as_str()), load(n)))
+            .collect();
+        let tokens = vec![
+            ("{kind=\"input\"}".to_string(), load(&self.input_tokens)),
+            ("{kind=\"output\"}".to_string(), load(&self.output_tokens)),
+        ];
+        let cost = self.cost.lock().map(|c| *c).unwrap_or(0.0);
+        let metrics: [Metric; 16] = [
+            (
+                "agentd_sessions",
+                "gauge",
+                "Stored sessions.",
+                one(gauges.sessions_total as f64),
+            ),
+            (
+                "agentd_sessions_live",
+                "gauge",
+                "Sessions with a running turn or a subscriber.",
+                one(gauges.sessions_live as f64),
+            ),
+            (
+                "agentd_turns_running",
+                "gauge",
+                "Turns running now.",
+                one(gauges.turns_running as f64),
+            ),
+            (
+                "agentd_turns_queued",
+                "gauge",
+                "Turns waiting for the one before them.",
+                one(gauges.turns_queued as f64),
+            ),
+            (
+                "agentd_turns_started_total",
+                "counter",
+                "Turns started by this process.",
+                one(load(&self.turns_started)),
+            ),
+            (
+                "agentd_turns_finished_total",
+                "counter",
+                "Turns finished, by status.",
+                finished,
+            ),
+            (
+                "agentd_events_total",
+                "counter",
+                "Events stored and fanned out by this process.",
+                one(load(&self.events)),
+            ),
+            (
+                "agentd_sse_clients",
+                "gauge",
+                "Open event streams.",
+                one(load(&self.sse_clients)),
+            ),
+            (
+                "agentd_sse_refused_total",
+                "counter",
+                "Event streams refused: the user had max_streams_per_user open.",
+                one(load(&self.sse_refused)),
+            ),
+            (
+                "agentd_connections_open",
+                "gauge",
+                "Open HTTP connections.",
+                one(load(&self.connections_open)),
+            ),
+            (
+                "agentd_connections_refused_total",
+                "counter",
+                "Connections closed at once: max_connections were open.",
+                one(load(&self.connections_refused)),
+            ),
+            (
+                "agentd_connections_timed_out_total",
+                "counter",
+                "Connections closed for sending no complete request head within header_timeout_s.",
+                one(load(&self.connections_timed_out)),
+            ),
+            (
+                "agentd_sse_lagged_total",
+                "counter",
+                "Event streams ended because the client fell behind.",
+                one(load(&self.sse_lagged)),
+            ),
+            (
+                "agentd_http_requests_total",
+                "counter",
+                "HTTP requests served.",
+                one(load(&self.http_requests)),
+            ),
+            (
+                "agentd_tokens_total",
+                "counter",
+                "Model tokens used.",
+                tokens,
+            ),
+            (
+                "agentd_cost_usd_total",
+                "counter",
+                "Model cost in US dollars.",
+                one(cost),
+            ),
+        ];
+        for (name, kind, help, lines) in &metrics {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             for (labels, value) in lines {
                 let _ = writeln!(out, "{name}{labels} {value}");
             }
-        };
-        let one = |v: u64| vec![(String::new(), v as f64)];
-        metric(
-            "agentd_sessions",
-            "gauge",
-            "Stored sessions.",
-            &one(gauges.sessions_total),
-        );
-        metric(
-            "agentd_sessions_live",
-            "gauge",
-            "Sessions with a running turn or a subscriber.",
-            &one(gauges.sessions_live),
-        );
-        metric(
-            "agentd_turns_running",
-            "gauge",
-            "Turns running now.",
-            &one(gauges.turns_running),
-        );
-        metric(
-            "agentd_turns_queued",
-            "gauge",
-            "Turns waiting for the one before them.",
-            &one(gauges.turns_queued),
-        );
-        metric(
-            "agentd_turns_started_total",
-            "counter",
-            "Turns started by this process.",
-            &one(load(&self.turns_started)),
-        );
-        let finished: Vec<(String, f64)> = STATUSES
-            .iter()
-            .zip(&self.turns_finished)
-            .map(|(s, n)| (format!("{{status=\"{}\"}}", s.as_str()), load(n) as f64))
-            .collect();
-        metric(
-            "agentd_turns_finished_total",
-            "counter",
-            "Turns finished, by status.",
-            &finished,
-        );
-        metric(
-            "agentd_events_total",
-            "counter",
-            "Events stored and fanned out by this process.",
-            &one(load(&self.events)),
-        );
-        metric(
-            "agentd_sse_clients",
-            "gauge",
-            "Open event streams.",
-            &one(load(&self.sse_clients)),
-        );
-        metric(
-            "agentd_sse_refused_total",
-            "counter",
-            "Event streams refused: the user had max_streams_per_user open.",
-            &one(load(&self.sse_refused)),
-        );
-        metric(
-            "agentd_connections_open",
-            "gauge",
-            "Open HTTP connections.",
-            &one(load(&self.connections_open)),
-        );
-        metric(
-            "agentd_connections_refused_total",
-            "counter",
-            "Connections closed at once: max_connections were open.",
-            &one(load(&self.connections_refused)),
-        );
-        metric(
-            "agentd_connections_timed_out_total",
-            "counter",
-            "Connections closed for sending no complete request head within header_timeout_s.",
-            &one(load(&self.connections_timed_out)),
-        );
-        metric(
-            "agentd_sse_lagged_total",
-            "counter",
-            "Event streams ended because the client fell behind.",
-            &one(load(&self.sse_lagged)),
-        );
-        metric(
-            "agentd_http_requests_total",
-            "counter",
-            "HTTP requests served.",
-            &one(load(&self.http_requests)),
-        );
-        let tokens = vec![
-            (
-                "{kind=\"input\"}".to_string(),
-                load(&self.input_tokens) as f64,
-            ),
-            (
-                "{kind=\"output\"}".to_string(),
-                load(&self.output_tokens) as f64,
-            ),
-        ];
-        metric(
-            "agentd_tokens_total",
-            "counter",
-            "Model tokens used.",
-            &tokens,
-        );
-        let cost = self.cost.lock().map(|c| *c).unwrap_or(0.0);
-        metric(
-            "agentd_cost_usd_total",
-            "counter",
-            "Model cost in US dollars.",
-            &[(String::new(), cost)],
-        );
+        }
         for (name, help, latency) in [
             (
                 "agentd_model_call_seconds",
@@ -279,14 +275,9 @@ impl Metrics {
             ),
             ("agentd_tool_call_seconds", "Tool call latency.", &self.tool),
         ] {
-            let lines = [
-                ("_count".to_string(), load(&latency.count) as f64),
-                ("_sum".to_string(), load(&latency.micros) as f64 / 1e6),
-            ];
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} summary");
-            for (suffix, value) in lines {
-                let _ = writeln!(out, "{name}{suffix} {value}");
-            }
+            let _ = writeln!(out, "{name}_count {}", load(&latency.count));
+            let _ = writeln!(out, "{name}_sum {}", load(&latency.micros) / 1e6);
         }
         self.publish.render(
             &mut out,
@@ -303,6 +294,9 @@ impl Metrics {
         out
     }
 }
+
+/// A metric as written: name, type, help, and its `(labels, value)` lines.
+type Metric<'a> = (&'a str, &'a str, &'a str, Vec<(String, f64)>);
 
 /// This process's resident set size, from `/proc/self/statm` (Linux).
 fn resident_bytes() -> Option<u64> {

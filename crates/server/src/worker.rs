@@ -83,70 +83,16 @@ async fn run_one(
     cancel: CancellationToken,
     waited: bool,
 ) {
-    let runtime = registry.runtime();
-    let mut session = match runtime.store.get_session(&handle.session_id).await {
-        Ok(Some(session)) => session,
-        Ok(None) => {
-            tracing::warn!("session vanished before its turn could start");
-            return;
-        }
-        Err(err) => {
-            // The turn was accepted: record that it failed once the store
-            // answers again, so its client sees its end.
-            tracing::error!(%err, "cannot read the session to start its turn");
-            let error = ErrorInfo {
-                code: "store_error".into(),
-                message: format!("the turn could not start: {err}"),
-                retryable: true,
-            };
-            record_end(registry, handle, turn, TurnStatus::Failed, error).await;
-            return;
-        }
+    let Some(session) = ready_session(registry, handle, turn, waited).await else {
+        return;
     };
-    // A grant taken back or a quota reached while it waited stops it.
-    if waited
-        && let Some(by) = &turn.by
-        && let Err(error) = still_allowed(registry, by, &session).await
-    {
-        tracing::info!(code = %error.code, "a queued turn is no longer allowed");
-        record_end(registry, handle, turn, TurnStatus::Failed, error).await;
-        return;
-    }
-    if let Err(message) = runtime
-        .coordination
-        .before_turn(registry, &mut session)
-        .await
-    {
-        tracing::error!(%message, "cannot prepare the workspace");
-        let error = ErrorInfo {
-            code: "workspace_unavailable".into(),
-            message: format!("the turn could not start: {message}"),
-            retryable: true,
-        };
-        record_end(registry, handle, turn, TurnStatus::Failed, error).await;
-        return;
-    }
+    let runtime = registry.runtime();
     registry
         .metrics()
         .turns_started
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let (observer, mut events) = mpsc::unbounded_channel();
-    // Its own task: stored events go out as soon as they are stored, not
-    // when the turn's task next yields (it may be busy building a request).
-    let forward = {
-        let (registry, handle) = (registry.clone(), registry.handle(&handle.session_id));
-        runtime.threads.spawn_serving(async move {
-            let mut clock = TurnClock::default();
-            while let Some(envelope) = events.recv().await {
-                registry.metrics().event(&envelope, &mut clock);
-                if matches!(envelope.event, Event::TurnFinished(_)) {
-                    // Before anyone sees it, so a message sent on seeing it is taken.
-                    registry.finishing(&handle);
-                }
-                handle.publish(&envelope);
-            }
-        })
-    };
+    let (observer, events) = mpsc::unbounded_channel();
+    let forward = forward_events(registry, &handle.session_id, events);
     let options = TurnOptions {
         client_request_id: turn.client_request_id.clone(),
         turn_id: Some(turn.turn_id.clone()),
@@ -167,6 +113,93 @@ async fn run_one(
     if let Err(err) = forward.await {
         tracing::error!(%err, "the event forwarder failed");
     }
+    settle(registry, handle, turn, outcome).await;
+}
+
+/// The session, read and made ready for the turn; `None` when the turn
+/// must not run (its end is recorded then, unless the session is gone).
+async fn ready_session(
+    registry: &Registry,
+    handle: &EntryHandle,
+    turn: &PendingTurn,
+    waited: bool,
+) -> Option<SessionRecord> {
+    let runtime = registry.runtime();
+    let mut session = match runtime.store.get_session(&handle.session_id).await {
+        Ok(Some(session)) => session,
+        Ok(None) => {
+            tracing::warn!("session vanished before its turn could start");
+            return None;
+        }
+        Err(err) => {
+            // The turn was accepted: record that it failed once the store
+            // answers again, so its client sees its end.
+            tracing::error!(%err, "cannot read the session to start its turn");
+            let error = ErrorInfo {
+                code: "store_error".into(),
+                message: format!("the turn could not start: {err}"),
+                retryable: true,
+            };
+            record_end(registry, handle, turn, TurnStatus::Failed, error).await;
+            return None;
+        }
+    };
+    // A grant taken back or a quota reached while it waited stops it.
+    if waited
+        && let Some(by) = &turn.by
+        && let Err(error) = still_allowed(registry, by, &session).await
+    {
+        tracing::info!(code = %error.code, "a queued turn is no longer allowed");
+        record_end(registry, handle, turn, TurnStatus::Failed, error).await;
+        return None;
+    }
+    if let Err(message) = runtime
+        .coordination
+        .before_turn(registry, &mut session)
+        .await
+    {
+        tracing::error!(%message, "cannot prepare the workspace");
+        let error = ErrorInfo {
+            code: "workspace_unavailable".into(),
+            message: format!("the turn could not start: {message}"),
+            retryable: true,
+        };
+        record_end(registry, handle, turn, TurnStatus::Failed, error).await;
+        return None;
+    }
+    Some(session)
+}
+
+/// Hand the turn's stored events to the session's live hub, in a task of
+/// its own: they go out as soon as they are stored, not when the turn's
+/// task next yields (it may be busy building a request).
+fn forward_events(
+    registry: &Registry,
+    session_id: &str,
+    mut events: mpsc::UnboundedReceiver<agentd_protocol::EventEnvelope>,
+) -> tokio::task::JoinHandle<()> {
+    let (registry, handle) = (registry.clone(), registry.handle(session_id));
+    let threads = registry.runtime().threads.clone();
+    threads.spawn_serving(async move {
+        let mut clock = TurnClock::default();
+        while let Some(envelope) = events.recv().await {
+            registry.metrics().event(&envelope, &mut clock);
+            if matches!(envelope.event, Event::TurnFinished(_)) {
+                // Before anyone sees it, so a message sent on seeing it is taken.
+                registry.finishing(&handle);
+            }
+            handle.publish(&envelope);
+        }
+    })
+}
+
+/// After the turn ran (or could not): record what the turn itself could not.
+async fn settle(
+    registry: &Registry,
+    handle: &EntryHandle,
+    turn: &PendingTurn,
+    outcome: Result<Option<TurnFinished>, RunError>,
+) {
     match outcome {
         Ok(Some(finished)) if finished.status == TurnStatus::Failed => {
             tracing::info!(status = finished.status.as_str(), "turn finished");

@@ -53,8 +53,7 @@ async fn rewind_and_fork_a_local_session_from_the_command_line() {
         .unwrap();
     let first_turn_end = store
         .iter()
-        .filter(|m| m.turn_id.as_deref() == Some(first.finished().turn_id.as_str()))
-        .next_back()
+        .rfind(|m| m.turn_id.as_deref() == Some(first.finished().turn_id.as_str()))
         .unwrap()
         .id
         .clone();
