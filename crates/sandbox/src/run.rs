@@ -64,43 +64,15 @@ impl Sandbox {
         cancel: CancellationToken,
     ) -> Result<ExecOutcome, SandboxError> {
         let started = Instant::now();
-        let mut bwrap = bwrap_spec(policy)?;
+        let bwrap = bwrap_spec(policy)?;
         if cancel.is_cancelled() {
             // Interrupted before it started: run nothing (a spare stays for the next one).
             return Ok(not_started(started));
         }
-        let spare = bwrap.as_ref().and_then(|spec| {
-            spare::take(spec, &policy.limits, &request.command, &policy.workspace)
-        });
         // Held until the command has ended (see the `gate` module).
-        let _pass: Option<gate::Pass>;
-        let mut process = match spare {
-            Some((Taken::Served(served), pass)) => {
-                _pass = pass;
-                Process::Served(served)
-            }
-            Some((Taken::Child(child, group), pass)) => {
-                _pass = pass;
-                Process::Child(child, group)
-            }
-            None => {
-                let pass;
-                (pass, bwrap) = tokio::select! {
-                    entered = enter_gate(policy, bwrap) => entered?,
-                    () = cancel.cancelled() => return Ok(not_started(started)),
-                };
-                _pass = Some(pass);
-                let (command, launch) = match &bwrap {
-                    Some(spec) => (spec.shell(&request.command), spec.launch()),
-                    None => (
-                        plain_command(policy, &request.command),
-                        Launch::plain(policy),
-                    ),
-                };
-                let (child, group) =
-                    spawn_confined(command, Stdio::null(), &policy.limits, &launch)?;
-                Process::Child(child, group)
-            }
+        let (mut process, _pass, bwrap) = match start(policy, request, bwrap, &cancel).await? {
+            Some(started) => started,
+            None => return Ok(not_started(started)),
         };
         let capture: SharedCapture = Arc::new(Mutex::new(Capture::new(request.output_cap)));
         // The pipes are read in this task, not tasks of their own: the exit
@@ -141,25 +113,7 @@ impl Sandbox {
                 );
             }
         }
-        match process {
-            Process::Child(_, group) => {
-                group.finish_later();
-                // Only now: a command still running (or, after a kill, still dying)
-                // could change what the next sandbox is made of between the spare's
-                // checks and its mounts (swap `.git` for a link).
-                if let Some(spec) = bwrap {
-                    spare::replenish(policy, spec);
-                }
-            }
-            Process::Served(served) => {
-                let clean = status.is_ok() && pipes_closed;
-                if !served.finish(clean)
-                    && let Some(spec) = bwrap
-                {
-                    spare::replenish(policy, spec);
-                }
-            }
-        }
+        process.finish(policy, bwrap, status.is_ok() && pipes_closed);
 
         let status = status.map_err(|err| SandboxError::Spawn(format!("waiting failed: {err}")))?;
         let capture = std::mem::take(&mut *capture.lock().unwrap_or_else(|err| err.into_inner()));
@@ -173,6 +127,42 @@ impl Sandbox {
             cancelled,
             duration: started.elapsed(),
         })
+    }
+}
+
+/// Start the command: in a spare sandbox prestarted for this policy, or in
+/// a fresh one once the gate lets it through. `None` when `cancel` came
+/// first (nothing ran). The pass is held until the command has ended.
+async fn start(
+    policy: &Policy,
+    request: &ExecRequest,
+    mut bwrap: Option<BwrapSpec>,
+    cancel: &CancellationToken,
+) -> Result<Option<(Process, Option<gate::Pass>, Option<BwrapSpec>)>, SandboxError> {
+    let spare = bwrap
+        .as_ref()
+        .and_then(|spec| spare::take(spec, &policy.limits, &request.command, &policy.workspace));
+    match spare {
+        Some((Taken::Served(served), pass)) => Ok(Some((Process::Served(served), pass, bwrap))),
+        Some((Taken::Child(child, group), pass)) => {
+            Ok(Some((Process::Child(child, group), pass, bwrap)))
+        }
+        None => {
+            let pass;
+            (pass, bwrap) = tokio::select! {
+                entered = enter_gate(policy, bwrap) => entered?,
+                () = cancel.cancelled() => return Ok(None),
+            };
+            let (command, launch) = match &bwrap {
+                Some(spec) => (spec.shell(&request.command), spec.launch()),
+                None => (
+                    plain_command(policy, &request.command),
+                    Launch::plain(policy),
+                ),
+            };
+            let (child, group) = spawn_confined(command, Stdio::null(), &policy.limits, &launch)?;
+            Ok(Some((Process::Child(child, group), Some(pass), bwrap)))
+        }
     }
 }
 
@@ -324,6 +314,29 @@ impl Process {
     fn kill_leftovers(&mut self) {
         if let Process::Child(_, group) = self {
             group.kill();
+        }
+    }
+
+    /// The command is over: tear its sandbox down and make the next spare
+    /// (a serving sandbox that ended `clean` serves again instead).
+    fn finish(self, policy: &Policy, bwrap: Option<BwrapSpec>, clean: bool) {
+        match self {
+            Process::Child(_, group) => {
+                group.finish_later();
+                // Only now: a command still running (or, after a kill, still dying)
+                // could change what the next sandbox is made of between the spare's
+                // checks and its mounts (swap `.git` for a link).
+                if let Some(spec) = bwrap {
+                    spare::replenish(policy, spec);
+                }
+            }
+            Process::Served(served) => {
+                if !served.finish(clean)
+                    && let Some(spec) = bwrap
+                {
+                    spare::replenish(policy, spec);
+                }
+            }
         }
     }
 }
