@@ -1,3 +1,9 @@
+//! The event writer: a turn's events and transcript messages on their way
+//! to the store and, once stored, to live subscribers. The engine emits into
+//! a [`StoreSink`] and goes on at once; a writer task commits whatever has
+//! queued in one transaction (`Store::append_log`) and hands each stored
+//! envelope, with its `seq`, to the observer (the session's live hub).
+
 use std::sync::{Arc, Mutex};
 
 use agentd_engine::{Compaction, SinkError, TurnSink};
