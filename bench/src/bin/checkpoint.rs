@@ -22,7 +22,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agentd_bench::{peak_rss_kib, quantile};
-use agentd_engine::checkpoint::{
+use agentd_snapshot::{
     Manifest, MemoryBlobs, SnapshotStats, Snapshotter, decode_manifest, encode_manifest,
 };
 use anyhow::{Context, bail, ensure};

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentd_engine::permissions::PermissionMode;
+use agentd_policy::permissions::PermissionMode;
 use agentd_server::config::Config;
 use clap::{Parser, Subcommand, ValueEnum};
 

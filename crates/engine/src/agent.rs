@@ -9,8 +9,8 @@ use agentd_tools::{ToolContext, ToolRegistry};
 
 use crate::agent_tools::{AgentTool, AgentToolSet, SubagentDef, Subagents};
 use crate::approval::{Answer, Approver, Decision, FixedApprover};
-use crate::hooks::{HookContext, Hooks};
-use crate::permissions::PermissionPolicy;
+use agentd_policy::hooks::{HookContext, Hooks};
+use agentd_policy::permissions::PermissionPolicy;
 
 /// Limits that end a turn early, each with its own status, and when to
 /// compact the context.

@@ -9,10 +9,10 @@ use agentd_protocol::Event;
 use serde_json::Value;
 
 use crate::approval::{ApprovalRequest, Decision};
-use crate::hooks::HookDecision;
-use crate::permissions::{PermissionPolicy, ToolCallView, Verdict};
 use crate::sink::SinkError;
 use crate::turn::TurnRun;
+use agentd_policy::hooks::HookDecision;
+use agentd_policy::permissions::{PermissionPolicy, ToolCallView, Verdict};
 
 /// The outcome of gating one call.
 pub(crate) enum Gate {

@@ -10,16 +10,13 @@
 mod agent;
 mod agent_tools;
 pub mod approval;
-pub mod checkpoint;
 mod coalesce;
 mod compact;
 mod external;
 mod gate;
 mod guardrails;
 mod history;
-pub mod hooks;
 mod live_budget;
-pub mod permissions;
 pub mod prompt;
 mod sink;
 mod tool_exec;

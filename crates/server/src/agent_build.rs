@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use agentd_engine::hooks::{HookContext, Hooks};
-use agentd_engine::permissions::{PermissionPolicy, ToolCallView, Verdict};
 use agentd_engine::prompt::{PromptContext, render, system_prompt, today};
 use agentd_engine::{Agent, AgentConfig, SubagentDef, SubagentModel, Subagents, TurnLimits};
+use agentd_policy::hooks::{HookContext, Hooks};
+use agentd_policy::permissions::{PermissionPolicy, ToolCallView, Verdict};
 use agentd_sandbox::{PathGuard, Policy};
 use agentd_store::SessionRecord;
 use agentd_tools::{

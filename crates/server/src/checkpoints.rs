@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use agentd_engine::Checkpointer;
-use agentd_engine::checkpoint::{
+use agentd_sandbox::confined::FsIdentity;
+use agentd_snapshot::{
     BlobStore, Manifest, SnapshotPolicy, Snapshotter, decode_manifest, encode_manifest, sha256_hex,
 };
-use agentd_sandbox::confined::FsIdentity;
 use agentd_store::{CheckpointRecord, LatestCheckpoints, Store, StoreError};
 use async_trait::async_trait;
 
@@ -99,7 +99,7 @@ pub enum CheckpointFailure {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
-    Checkpoint(#[from] agentd_engine::checkpoint::CheckpointError),
+    Checkpoint(#[from] agentd_snapshot::CheckpointError),
     #[error("checkpoint {0}: {1}")]
     Broken(String, String),
 }

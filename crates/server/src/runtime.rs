@@ -13,7 +13,7 @@ use agentd_store::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use agentd_engine::permissions::PermissionMode;
+use agentd_policy::permissions::PermissionMode;
 
 use crate::agent_build::McpPools;
 use crate::approvals::{AnswerSource, Approvals};

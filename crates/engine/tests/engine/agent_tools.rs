@@ -377,7 +377,7 @@ async fn ask_user_question_waits_for_the_answer() {
         let ws = tempfile::tempdir().unwrap();
         let (agent, _) = agent(script.clone(), ws.path());
         let agent = agent.with_permissions(
-            agentd_engine::permissions::PermissionPolicy::new(Default::default(), &[], &[], &[])
+            agentd_policy::permissions::PermissionPolicy::new(Default::default(), &[], &[], &[])
                 .unwrap(),
             Arc::new(Answering(answers.clone())),
         );

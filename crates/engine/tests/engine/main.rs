@@ -6,11 +6,8 @@
 //! area with `cargo test -p agentd-engine --test engine <module>::`.
 
 mod agent_tools;
-mod checkpoint;
-mod checkpoint_race;
 mod collected;
 mod guardrails;
-mod hooks;
 mod live_output;
 mod prompt;
 mod turn;

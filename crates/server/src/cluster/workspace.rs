@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agentd_engine::checkpoint::{
+use agentd_snapshot::{
     Manifest, SnapshotPolicy, Snapshotter, decode_manifest, encode_manifest, sha256_hex,
 };
 use agentd_store::SessionRecord;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{Config, ProfileConfig, SandboxMode};
-use agentd_engine::permissions::PermissionMode;
+use agentd_policy::permissions::PermissionMode;
 
 /// `[access]`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

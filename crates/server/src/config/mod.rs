@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use agentd_engine::hooks::{HookConfig, Hooks};
-use agentd_engine::permissions::{PermissionMode, PermissionPolicy, RuleError};
+use agentd_policy::hooks::{HookConfig, Hooks};
+use agentd_policy::permissions::{PermissionMode, PermissionPolicy, RuleError};
 use serde::Deserialize;
 
 mod access;

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agentd_engine::hooks::{HookConfig, HookContext, HookDecision, HookEvent, Hooks};
+use agentd_policy::hooks::{HookConfig, HookContext, HookDecision, HookEvent, Hooks};
 use serde_json::{Value, json};
 
 mod events;

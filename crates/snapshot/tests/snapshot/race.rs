@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentd_engine::checkpoint::{BlobStore, MemoryBlobs, SkipReason, Snapshotter};
+use agentd_snapshot::{BlobStore, MemoryBlobs, SkipReason, Snapshotter};
 use async_trait::async_trait;
 
 const MARKER: &[u8] = b"MARKER-7f3a: the other side of the swap";

@@ -8,7 +8,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agentd_engine::checkpoint::{
+use agentd_snapshot::{
     CheckpointError, EntryKind, Manifest, MemoryBlobs, SkipReason, SnapshotPolicy, Snapshotter,
     decode_manifest, encode_manifest,
 };
