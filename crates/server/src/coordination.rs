@@ -16,6 +16,8 @@ use crate::registry::{Accepted, Registry, Submission, SubmitError};
 /// Errors of the coordination layer, for the log (the client sees a 500).
 pub type CoordinationResult<T> = Result<T, String>;
 
+/// What a lone process does is each method's default: nothing runs
+/// elsewhere, so there is nothing to ask, forward or sync.
 #[async_trait]
 pub trait Coordination: Send + Sync {
     /// Start coordinating for `registry` (serving at `address`): recover what
@@ -37,71 +39,98 @@ pub trait Coordination: Send + Sync {
     ) -> Result<Accepted, SubmitError>;
 
     /// This node's id in a cluster.
-    fn node_id(&self) -> Option<&str>;
+    fn node_id(&self) -> Option<&str> {
+        None
+    }
 
     /// This process sees every turn of its sessions: a session with no turn
     /// here is idle.
-    fn sees_all_turns(&self) -> bool;
+    fn sees_all_turns(&self) -> bool {
+        true
+    }
 
     /// A turn runs or waits in the session somewhere this process does not see.
-    async fn busy_elsewhere(&self, session_id: &str) -> CoordinationResult<bool>;
+    async fn busy_elsewhere(&self, _session_id: &str) -> CoordinationResult<bool> {
+        Ok(false)
+    }
 
     /// Interrupt the session's turn where it runs, when it does not run here:
     /// its id, `None` when none runs.
     async fn interrupt_elsewhere(
         &self,
-        registry: &Registry,
-        session_id: &str,
-    ) -> CoordinationResult<Option<String>>;
+        _registry: &Registry,
+        _session_id: &str,
+    ) -> CoordinationResult<Option<String>> {
+        Ok(None)
+    }
 
     /// Pass a permission answer to the turn waiting for it elsewhere; whether one was.
     async fn forward_permission(
         &self,
-        request: &PendingRecord,
-        answer: &Answer,
-    ) -> CoordinationResult<bool>;
+        _request: &PendingRecord,
+        _answer: &Answer,
+    ) -> CoordinationResult<bool> {
+        Ok(false)
+    }
 
     /// Pass a question's answers to the turn waiting for them elsewhere.
     async fn forward_question(
         &self,
-        request: &PendingRecord,
-        answer: &QuestionAnswer,
-    ) -> CoordinationResult<bool>;
+        _request: &PendingRecord,
+        _answer: &QuestionAnswer,
+    ) -> CoordinationResult<bool> {
+        Ok(false)
+    }
 
     /// Point `session.workspace` at this process's copy, brought up to date,
     /// for work outside a turn (files, rewind, fork).
     async fn local_workspace(
         &self,
-        registry: &Registry,
-        session: &mut SessionRecord,
-    ) -> CoordinationResult<()>;
+        _registry: &Registry,
+        _session: &mut SessionRecord,
+    ) -> CoordinationResult<()> {
+        Ok(())
+    }
 
     /// The workspace here becomes the session's shared state (after a rewind
     /// or a fork changed it outside a turn).
-    async fn save_workspace(&self, registry: &Registry, session_id: &str)
-    -> CoordinationResult<()>;
+    async fn save_workspace(
+        &self,
+        _registry: &Registry,
+        _session_id: &str,
+    ) -> CoordinationResult<()> {
+        Ok(())
+    }
 
     /// Point `session.workspace` at this process's copy as it is (no sync).
-    fn localize(&self, data_dir: &Path, session: &mut SessionRecord);
+    fn localize(&self, _data_dir: &Path, _session: &mut SessionRecord) {}
 
     /// Before a turn runs here: its workspace ready.
     async fn before_turn(
         &self,
-        registry: &Registry,
-        session: &mut SessionRecord,
-    ) -> CoordinationResult<()>;
+        _registry: &Registry,
+        _session: &mut SessionRecord,
+    ) -> CoordinationResult<()> {
+        Ok(())
+    }
 
     /// After a turn that ran here is recorded (or dropped at shutdown).
-    async fn turn_ended(&self, registry: &Registry, session_id: &str, turn_id: &str);
+    async fn turn_ended(&self, _registry: &Registry, _session_id: &str, _turn_id: &str) {}
 
     /// Taking no new turns (the node drains).
-    fn is_draining(&self) -> bool;
+    fn is_draining(&self) -> bool {
+        false
+    }
 
     /// Resolves once draining and no turn is left running here; never alone.
-    async fn drained(&self);
+    async fn drained(&self) {
+        std::future::pending().await
+    }
 
     /// A clean stop: whether the others were told.
-    async fn leave(&self) -> bool;
+    async fn leave(&self) -> bool {
+        true
+    }
 }
 
 /// One process on its own: the registry is the whole truth.
@@ -136,81 +165,5 @@ impl Coordination for Alone {
         submission: Submission,
     ) -> Result<Accepted, SubmitError> {
         registry.submit_here(session, submission).await
-    }
-
-    fn node_id(&self) -> Option<&str> {
-        None
-    }
-
-    fn sees_all_turns(&self) -> bool {
-        true
-    }
-
-    async fn busy_elsewhere(&self, _session_id: &str) -> CoordinationResult<bool> {
-        Ok(false)
-    }
-
-    async fn interrupt_elsewhere(
-        &self,
-        _registry: &Registry,
-        _session_id: &str,
-    ) -> CoordinationResult<Option<String>> {
-        Ok(None)
-    }
-
-    async fn forward_permission(
-        &self,
-        _request: &PendingRecord,
-        _answer: &Answer,
-    ) -> CoordinationResult<bool> {
-        Ok(false)
-    }
-
-    async fn forward_question(
-        &self,
-        _request: &PendingRecord,
-        _answer: &QuestionAnswer,
-    ) -> CoordinationResult<bool> {
-        Ok(false)
-    }
-
-    async fn local_workspace(
-        &self,
-        _registry: &Registry,
-        _session: &mut SessionRecord,
-    ) -> CoordinationResult<()> {
-        Ok(())
-    }
-
-    async fn save_workspace(
-        &self,
-        _registry: &Registry,
-        _session_id: &str,
-    ) -> CoordinationResult<()> {
-        Ok(())
-    }
-
-    fn localize(&self, _data_dir: &Path, _session: &mut SessionRecord) {}
-
-    async fn before_turn(
-        &self,
-        _registry: &Registry,
-        _session: &mut SessionRecord,
-    ) -> CoordinationResult<()> {
-        Ok(())
-    }
-
-    async fn turn_ended(&self, _registry: &Registry, _session_id: &str, _turn_id: &str) {}
-
-    fn is_draining(&self) -> bool {
-        false
-    }
-
-    async fn drained(&self) {
-        std::future::pending().await
-    }
-
-    async fn leave(&self) -> bool {
-        true
     }
 }
