@@ -113,6 +113,9 @@ pub async fn answer_permission(
         (PermissionChoice::Allow, Some(Remember::Session)) => Decision::AllowSession,
         (PermissionChoice::Deny, None) => Decision::Deny,
         (PermissionChoice::Deny, Some(_)) => {
+            // An unknown or answered request says so first.
+            let kind = "permission";
+            state.sessions.open_request(&id, &request_id, kind).await?;
             return Err(ApiError::BadRequest(
                 "`remember` goes with `allow` only".into(),
             ));

@@ -77,7 +77,7 @@ impl SessionService {
     /// The open request `request_id` of kind `kind` in the session:
     /// [`SessionError::Missing`] when there is none, `AlreadyAnswered` when
     /// it was answered.
-    async fn open_request(
+    pub async fn open_request(
         &self,
         session_id: &str,
         request_id: &str,
