@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use agentd_server::config::Config;
 use agentd_server::models::resolve_model;
-use agentd_server::paths::{open_store, prepare_data_dir};
-use agentd_server::runtime::{Runtime, TurnOptions, check_workspace};
+use agentd_server::paths::prepare_data_dir;
+use agentd_server::registry::TurnKind;
+use agentd_server::runtime::{TurnOptions, check_workspace};
+use agentd_server::session::SessionError;
 use agentd_server::workspace_owner::check_may_hand_over;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -46,8 +48,10 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         None => None,
     };
     prepare_data_dir(&data_dir).map_err(usage)?;
-    let store = open_store(&data_dir, &config, &env).await.map_err(usage)?;
-    let runtime = Runtime::new(store, config, data_dir);
+    let service = crate::service::open(config, data_dir)
+        .await
+        .map_err(usage)?;
+    let runtime = service.registry().runtime();
     // As root, the agent works as the local user's own uid, and the
     // directory is handed to it before the turn: refuse one that must not be.
     if let Some(workspace) = &workspace
@@ -57,13 +61,13 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     }
     let session = match &args.resume {
         Some(id) => {
-            let session = runtime
-                .store
-                .get_session(id)
+            let session = service
+                .owned(LOCAL_USER, id)
                 .await
-                .map_err(|err| Failure(exit::FAILED, err.to_string()))?
-                .filter(|s| s.owner == LOCAL_USER)
-                .ok_or_else(|| usage(format!("no session with id {id}")))?;
+                .map_err(|err| match err {
+                    SessionError::NotFound => usage(format!("no session with id {id}")),
+                    err => Failure(exit::FAILED, err.to_string()),
+                })?;
             runtime
                 .recover(Some(id))
                 .await
@@ -77,8 +81,8 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
             if let Some(notice) = model.notice {
                 eprintln!("agentd: {notice}");
             }
-            runtime
-                .create_session(LOCAL_USER, &workspace, &model.spec, &args.profile)
+            service
+                .create_in(LOCAL_USER, &workspace, &model.spec, &args.profile)
                 .await
                 .map_err(usage)?
         }
@@ -117,8 +121,9 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         client_request_id: None,
         turn_id: None,
     };
-    let outcome = runtime
-        .run_turn(&session, &args.prompt, options, &env, Some(sender), cancel)
+    let kind = TurnKind::from_text(args.prompt.clone());
+    let outcome = service
+        .run_here(&session, &kind, options, Some(sender), cancel)
         .await;
     runtime.mcp.shutdown().await;
     runtime.claude.shutdown().await;

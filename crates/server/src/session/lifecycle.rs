@@ -62,6 +62,21 @@ impl SessionService {
         }
     }
 
+    /// Create a session of `owner` on a directory of theirs (`agentd run`):
+    /// agentd never deletes it.
+    pub async fn create_in(
+        &self,
+        owner: &str,
+        workspace: &std::path::Path,
+        model: &str,
+        profile: &str,
+    ) -> Result<SessionRecord, crate::runtime::RunError> {
+        let runtime = self.registry.runtime();
+        runtime
+            .create_session(owner, workspace, model, profile)
+            .await
+    }
+
     pub async fn rename(&self, session_id: &str, title: String) -> SessionResult<SessionRecord> {
         let update = SessionUpdate {
             title: Some(title),

@@ -2,10 +2,14 @@
 //! queued, or recognised as a retry), and the running turn interrupted,
 //! wherever it runs.
 
+use agentd_protocol::{EventEnvelope, TurnFinished};
 use agentd_store::SessionRecord;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::{SessionError, SessionResult, SessionService};
-use crate::registry::{Accepted, Submission, SubmitError};
+use crate::registry::{Accepted, Submission, SubmitError, TurnKind};
+use crate::runtime::{RunError, TurnOptions};
 
 impl SessionService {
     /// Whether `request_id` already made a turn of this session: a retry of
@@ -52,5 +56,24 @@ impl SessionService {
         };
         tracing::info!(session_id, %turn_id, "interrupt requested");
         Ok(turn_id)
+    }
+
+    /// Run a turn of `session` here and now, to its end (`agentd run`):
+    /// events go to the store and, as they are stored, to `observer`.
+    /// `Ok(None)` when its `client_request_id` named a turn already made.
+    pub async fn run_here(
+        &self,
+        session: &SessionRecord,
+        kind: &TurnKind,
+        options: TurnOptions,
+        observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+        cancel: CancellationToken,
+    ) -> Result<Option<TurnFinished>, RunError> {
+        let env = self.registry.env().clone();
+        let lookup = move |key: &str| env.get(key).cloned();
+        let runtime = self.registry.runtime();
+        runtime
+            .run_turn(session, kind.as_text(), options, &lookup, observer, cancel)
+            .await
     }
 }
