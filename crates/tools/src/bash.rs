@@ -8,9 +8,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::common::finish;
 use crate::input::parse_input;
 use crate::output_tail::Tail;
+use crate::tool_result::finish;
 use crate::{Tool, ToolContext, ToolOutput, ToolResult};
 
 const DESCRIPTION: &str = "Run a shell command with `bash -c` in the workspace (the \

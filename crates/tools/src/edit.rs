@@ -6,9 +6,10 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::common::{resolve_path, to_result};
 use crate::edit_core::{EditSpec, apply_edit, load_text, save_text, snippet};
 use crate::input::parse_input;
+use crate::input::resolve_path;
+use crate::tool_result::to_result;
 use crate::{Tool, ToolContext, ToolResult};
 
 const DESCRIPTION: &str = "Replace text in a file. `old_string` must match the file \

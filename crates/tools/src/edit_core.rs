@@ -6,8 +6,8 @@ use agentd_sandbox::PathGuard;
 use agentd_sandbox::confined::{self, ConfinedError, Written};
 use serde::Deserialize;
 
-use crate::common::numbered_line;
 use crate::host_fs::{describe, is_directory, is_not_found};
+use crate::tool_result::numbered_line;
 
 /// Largest file Edit and MultiEdit load: the whole text is held in memory,
 /// several times over while replacing.

@@ -10,10 +10,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{resolve_path, run_blocking, to_result};
 use crate::context::HiddenPaths;
 use crate::host_fs::{confirmed_entry, describe, is_not_found, kind_of, modified};
 use crate::input::parse_input;
+use crate::input::resolve_path;
+use crate::tool_result::{run_blocking, to_result};
 use crate::walk::{split_literal_prefix, walker};
 use crate::{Tool, ToolContext, ToolResult};
 

@@ -12,11 +12,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{NOTE_RESERVE, resolve_path, run_blocking, to_result};
 use crate::context::HiddenPaths;
 use crate::grep_search::{OutputMode, SearchOptions, search};
 use crate::host_fs::{describe, is_not_found, kind_of};
 use crate::input::parse_input;
+use crate::input::resolve_path;
+use crate::tool_result::{NOTE_RESERVE, run_blocking, to_result};
 use crate::walk::walker;
 use crate::{Tool, ToolContext, ToolResult};
 

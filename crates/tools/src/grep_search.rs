@@ -11,8 +11,8 @@ use rustix::fs::Stat;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::truncate_line;
 use crate::host_fs::{confirmed_entry, modified};
+use crate::tool_result::truncate_line;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,10 +1,24 @@
 //! Turning a model's tool input into a typed struct, with errors the model can
 //! act on. The tool's JSON Schema is the single source of truth: it is checked
 //! first (so messages name the offending field), then serde builds the struct.
+use std::path::PathBuf;
+
+use agentd_sandbox::PathError;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::ToolResult;
+use crate::{ToolContext, ToolResult};
+
+/// Resolve a path the model gave in `field`, or explain why it is refused.
+pub(crate) fn resolve_path(ctx: &ToolContext, field: &str, path: &str) -> Result<PathBuf, String> {
+    ctx.guard.resolve(path).map_err(|err| match err {
+        PathError::Outside { path } => format!(
+            "`{field}`: {path:?} is outside the workspace ({}); only paths inside it can be used",
+            ctx.guard.workspace().display()
+        ),
+        PathError::Invalid { .. } => format!("`{field}`: {err}"),
+    })
+}
 
 /// Check `input` against `schema` (the subset of JSON Schema the built-ins
 /// use) and deserialize it. `null` counts as "not given" for optional fields.

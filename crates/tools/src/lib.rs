@@ -11,7 +11,6 @@
 //! belongs) is a `ToolResult::error` naming the field, never a panic.
 
 mod bash;
-mod common;
 mod context;
 mod edit;
 mod edit_core;
@@ -28,6 +27,7 @@ mod output_tail;
 mod read;
 mod registry;
 pub mod skills;
+mod tool_result;
 mod walk;
 mod web_fetch;
 mod write;

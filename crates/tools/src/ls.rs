@@ -11,9 +11,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{resolve_path, run_blocking, to_result};
 use crate::host_fs::{describe, is_not_found, kind_of};
 use crate::input::parse_input;
+use crate::input::resolve_path;
+use crate::tool_result::{run_blocking, to_result};
 use crate::{Tool, ToolContext, ToolResult};
 
 /// Most entries listed; the rest are counted.

@@ -6,10 +6,11 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::common::{resolve_path, to_result};
 use crate::edit::edit_properties;
 use crate::edit_core::{EditSpec, apply_edit, load_text, save_text};
 use crate::input::parse_input;
+use crate::input::resolve_path;
+use crate::tool_result::to_result;
 use crate::{Tool, ToolContext, ToolResult};
 
 const DESCRIPTION: &str = "Make several replacements in one file in a single call. The \

@@ -8,12 +8,12 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::common::{
-    MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, resolve_path, run_blocking, to_result,
-    truncate_line,
-};
 use crate::host_fs::{describe, is_directory, is_not_found};
 use crate::input::parse_input;
+use crate::input::resolve_path;
+use crate::tool_result::{
+    MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, run_blocking, to_result, truncate_line,
+};
 use crate::{Tool, ToolContext, ToolResult};
 
 const DEFAULT_LINE_LIMIT: usize = 2000;

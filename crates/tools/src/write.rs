@@ -7,9 +7,10 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::common::{resolve_path, to_result};
 use crate::edit_core::save_text;
 use crate::input::parse_input;
+use crate::input::resolve_path;
+use crate::tool_result::to_result;
 use crate::{Tool, ToolContext, ToolResult};
 
 const DESCRIPTION: &str = "Write a file, replacing it completely if it exists. Missing \

@@ -6,7 +6,7 @@ use rmcp::model::Tool as ToolDef;
 use serde_json::Value;
 
 use super::slot::ServerSlot;
-use crate::common::finish;
+use crate::tool_result::finish;
 use crate::{Tool, ToolContext, ToolResult};
 
 pub(crate) struct McpTool {

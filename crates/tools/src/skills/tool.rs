@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{SKILL_FILE, Skill, SkillSet, front_matter, read_in_folder, read_skill_file};
-use crate::common::{run_blocking, to_result};
 use crate::input::parse_input;
+use crate::tool_result::{run_blocking, to_result};
 use crate::{Tool, ToolContext, ToolResult};
 
 /// Supporting files listed with a skill's instructions.

@@ -1,8 +1,6 @@
-//! Helpers shared by the built-in tools: path checks, result capping, line
-//! formatting, and running blocking file-system work off the async threads.
-use std::path::PathBuf;
-
-use agentd_sandbox::PathError;
+//! What the built-in tools give back: results capped with a note saying so,
+//! numbered and shortened lines, and blocking file-system work run off the
+//! async threads with its error as the model's result.
 
 use crate::{ToolContext, ToolResult};
 
@@ -12,17 +10,6 @@ pub(crate) const MAX_LINE_CHARS: usize = 2000;
 /// Room kept under the result cap for a tool's own "stopped here" note, so the
 /// generic truncation never cuts that note off.
 pub(crate) const NOTE_RESERVE: usize = 300;
-
-/// Resolve a path the model gave in `field`, or explain why it is refused.
-pub(crate) fn resolve_path(ctx: &ToolContext, field: &str, path: &str) -> Result<PathBuf, String> {
-    ctx.guard.resolve(path).map_err(|err| match err {
-        PathError::Outside { path } => format!(
-            "`{field}`: {path:?} is outside the workspace ({}); only paths inside it can be used",
-            ctx.guard.workspace().display()
-        ),
-        PathError::Invalid { .. } => format!("`{field}`: {err}"),
-    })
-}
 
 /// Cap `text` at `cap` characters, saying how much was cut.
 pub(crate) fn cap_chars(text: String, cap: usize) -> String {
