@@ -1,5 +1,8 @@
 use super::*;
+use crate::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelResponse, StopReason};
+use agentd_protocol::{ContentBlock, Message, Role};
 use futures::StreamExt;
+use serde_json::json;
 
 fn request(messages: Vec<Message>) -> ModelRequest {
     ModelRequest {
