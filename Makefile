@@ -33,7 +33,7 @@ test: deps check
 # the "Peer comparison" section of bench/RESULTS.md; `cluster` prints fan-out
 # across 1 and 3 nodes on a throwaway PostgreSQL.
 bench: deps
-	$(CARGO) build --release -p agentd-cli -p agentd-bench
+	$(CARGO) build --release -p agentd-cli -p agentd-testkit -p agentd-bench
 	./target/release/turns 100
 	CARGO=$(CARGO) ./bench/peer.sh --write-results
 	CARGO=$(CARGO) ./bench/cluster.sh

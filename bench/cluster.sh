@@ -11,7 +11,7 @@ export AGENTD_PG_STATE="${TMPDIR:-/tmp}/agentd-bench-postgres.$$"
 trap 'scripts/postgres.sh stop' EXIT
 env_line="$(scripts/postgres.sh start)"
 export "${env_line?}"
-"$CARGO" build --release -p agentd-cli -p agentd-bench
+"$CARGO" build --release -p agentd-cli -p agentd-testkit -p agentd-bench
 target_dir=${CARGO_TARGET_DIR:-target}
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 "$target_dir/release/cluster" --agentd "$target_dir/release/agentd" "$@"

@@ -10,7 +10,7 @@ if [ ! -x .tools/node_modules/.bin/claude ] && [ -z "${AGENTD_CLAUDE_BIN:-}" ]; 
   ./scripts/install-deps.sh
 fi
 CARGO=${CARGO:-cargo}
-"$CARGO" build --release -p agentd-cli -p agentd-bench
+"$CARGO" build --release -p agentd-cli -p agentd-testkit -p agentd-bench
 # 10 000 SSE streams need two sockets each on this machine (client and server).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 exec "${CARGO_TARGET_DIR:-target}/release/peer" "$@"

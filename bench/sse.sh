@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each stream is a socket in this process and one in the server.
 ulimit -n "$(ulimit -Hn)"
-cargo build --release -p agentd-cli -p agentd-bench
+cargo build --release -p agentd-cli -p agentd-testkit -p agentd-bench
 exec target/release/sse --agentd target/release/agentd "$@"

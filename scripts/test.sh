@@ -35,7 +35,7 @@ if [ $# -eq 0 ]; then
 fi
 # The peer benchmark's smoke run, so the harness does not rot (numbers ignored).
 if [ $# -eq 0 ]; then
-  if "$CARGO" build -q -p agentd-bench --bin peer && target/debug/peer --smoke > /dev/null; then
+  if "$CARGO" build -q -p agentd-testkit --bin agentd-model-server -p agentd-bench --bin peer && target/debug/peer --smoke > /dev/null; then
     echo "test.sh: bench smoke run (target/debug/peer --smoke) ok"
     passed=$((passed + 1))
   else
@@ -46,7 +46,7 @@ if [ $# -eq 0 ]; then
 fi
 # The cluster fan-out benchmark's smoke run (1 and 3 nodes on the test PostgreSQL).
 if [ $# -eq 0 ]; then
-  if "$CARGO" build -q -p agentd-bench --bin cluster \
+  if "$CARGO" build -q -p agentd-testkit --bin agentd-model-server -p agentd-bench --bin cluster \
     && target/debug/cluster --agentd target/debug/agentd --smoke > /dev/null; then
     echo "test.sh: bench smoke run (target/debug/cluster --smoke) ok"
     passed=$((passed + 1))

@@ -32,6 +32,8 @@ function firstLine(child, what) {
 export async function startServers({ scriptPath, toml, user = 'alice', log = 'info' }) {
   const agentd = process.env.AGENTD_BIN || join(REPO, 'target/debug/agentd');
   if (!existsSync(agentd)) throw new Error(`${agentd} is missing: cargo build -p agentd-cli`);
+  const modelServer = process.env.AGENTD_MODEL_SERVER_BIN || join(dirname(agentd), 'agentd-model-server');
+  if (!existsSync(modelServer)) throw new Error(`${modelServer} is missing: cargo build -p agentd-testkit`);
   const dataDir = mkdtempSync(join(tmpdir(), 'agentd-ui-'));
   const children = [];
   const stop = () => {
@@ -39,9 +41,9 @@ export async function startServers({ scriptPath, toml, user = 'alice', log = 'in
     rmSync(dataDir, { recursive: true, force: true });
   };
   try {
-    const model = spawn(agentd, ['model-server', '--script', scriptPath], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const model = spawn(modelServer, ['--script', scriptPath], { stdio: ['ignore', 'pipe', 'ignore'] });
     children.push(model);
-    const modelUrl = (await firstLine(model, 'agentd model-server')).trim();
+    const modelUrl = (await firstLine(model, 'agentd-model-server')).trim();
     const config = join(dataDir, 'agentd.toml');
     writeFileSync(config, toml.replaceAll('{URL}', modelUrl));
     const env = {

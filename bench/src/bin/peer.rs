@@ -6,7 +6,7 @@
 //!     cargo build --release -p agentd-cli -p agentd-bench
 //!     target/release/peer [--smoke] [--write-results]
 //!
-//! Both tools talk to `agentd model-server` (the testkit's scripted Anthropic
+//! Both tools talk to `agentd-model-server` (the testkit's scripted Anthropic
 //! server, zero delay) in its own process. Cold wall times include the model
 //! server's own time; warm host time per turn excludes it (wall − the server's
 //! busy time over the turn, from its `GET /_testkit/stats`).

@@ -1,7 +1,7 @@
 //! N sequential tool-using turns in one session, measuring agentd's own cost.
 //!
-//! The model is the testkit model server in its own process (`agentd
-//! model-server`, Anthropic wire format over loopback HTTP); the tools are the
+//! The model is the testkit model server in its own process (`agentd-model-server`,
+//! Anthropic wire format over loopback HTTP); the tools are the
 //! real ones (Read, sandboxed Bash, Edit); events and messages go to a real
 //! SQLite store. Model and tool time are measured around each call and
 //! subtracted, so "host overhead" is everything else a turn costs: building
@@ -105,16 +105,16 @@ impl Tool for TimedTool {
 
 fn start_model_server() -> anyhow::Result<(std::process::Child, String)> {
     let exe = std::env::current_exe()?;
-    let agentd = exe.with_file_name("agentd");
-    if !agentd.exists() {
+    let server = exe.with_file_name("agentd-model-server");
+    if !server.exists() {
         bail!(
-            "{} not found: build it with `cargo build --release -p agentd-cli`",
-            agentd.display()
+            "{} not found: build it with `cargo build --release -p agentd-testkit`",
+            server.display()
         );
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/turns-script.json");
-    let mut child = Command::new(agentd)
-        .args(["model-server", "--script", script])
+    let mut child = Command::new(server)
+        .args(["--script", script])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;

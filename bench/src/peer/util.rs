@@ -60,22 +60,24 @@ pub fn script(file: &str) -> Value {
     ]})
 }
 
-/// `agentd model-server` on `script`, as its own process; returns it and its URL.
+/// `agentd-model-server` (beside `agentd`) on `script`, as its own process;
+/// returns it and its URL.
 pub fn start_model_server(agentd: &Path, script: &Path) -> Result<(Child, String)> {
-    let mut child = Command::new(agentd)
-        .args(["model-server", "--script"])
+    let server = agentd.with_file_name("agentd-model-server");
+    let mut child = Command::new(&server)
+        .arg("--script")
         .arg(script)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .with_context(|| format!("starting {}", agentd.display()))?;
+        .with_context(|| format!("starting {}", server.display()))?;
     let stdout = child.stdout.take().context("no stdout")?;
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line)?;
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http"))
-        .context("model-server printed no URL")?;
+        .context("agentd-model-server printed no URL")?;
     Ok((child, url.trim_end_matches('/').to_string()))
 }
 

@@ -13,7 +13,6 @@ mod sessions;
 mod tokens;
 mod users;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -57,14 +56,6 @@ enum Command {
     Users(users::UsersCommand),
     /// Read or export the audit log (who did what).
     Audit(users::AuditArgs),
-    /// Serve the scripted model of agentd-testkit (Anthropic and OpenAI wire formats).
-    ModelServer {
-        /// JSON script of replies (see the testkit docs); the demo script if omitted.
-        #[arg(long)]
-        script: Option<PathBuf>,
-        #[arg(long, default_value = "127.0.0.1:0")]
-        bind: SocketAddr,
-    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -225,25 +216,6 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Users(command) => users::run(command, config, data_dir).await,
         Command::Audit(args) => users::audit(args, config, data_dir).await,
         Command::Gc(args) => gc::run(args, config, data_dir).await,
-        Command::ModelServer { script, bind } => {
-            let script = match script {
-                Some(path) => match agentd_server::models::read_script(&path) {
-                    Ok(script) => script,
-                    Err(err) => {
-                        eprintln!("agentd: {err}");
-                        return exit::USAGE;
-                    }
-                },
-                None => agentd_model::scripted::demo_script(),
-            };
-            match agentd_testkit::serve_forever(bind, script).await {
-                Ok(()) => exit::OK,
-                Err(err) => {
-                    eprintln!("agentd model-server: {err:#}");
-                    exit::FAILED
-                }
-            }
-        }
     }
 }
 

@@ -10,8 +10,8 @@
 //! errors with `retry-after`, streams cut mid-message, garbage bodies and slow tokens.
 //!
 //! Point a client at it with `ANTHROPIC_BASE_URL` = [`ModelServer::url`] or
-//! `OPENAI_BASE_URL` = [`ModelServer::openai_base_url`]. `agentd model-server`
-//! runs [`serve_forever`].
+//! `OPENAI_BASE_URL` = [`ModelServer::openai_base_url`]. The `agentd-model-server`
+//! binary runs [`serve_forever`].
 
 mod anthropic_wire;
 mod openai_wire;

@@ -169,7 +169,7 @@ pub struct ModelConfig {
     /// Environment variable holding the API key.
     pub api_key_env: Option<String>,
     pub base_url: Option<String>,
-    /// For `scripted`: a JSON script file (see `agentd model-server`).
+    /// For `scripted`: a JSON script file (the format `agentd-model-server` serves).
     pub script: Option<PathBuf>,
     pub max_output_tokens: Option<u32>,
     /// Retries of a failed request (429, 5xx, 529, connection errors).
