@@ -86,6 +86,35 @@ pub(crate) fn hook_env(ctx: &HookContext) -> Vec<(String, String)> {
     env
 }
 
+/// As root with an agent user: the hook runs as that user, entering its
+/// working directory through a descriptor opened here (the user may not walk
+/// the server's private data dir to it). The descriptor must stay open until
+/// the hook has started.
+fn as_agent_user(
+    process: &mut Command,
+    ctx: &HookContext,
+) -> Result<Option<rustix::fd::OwnedFd>, String> {
+    let Some(identity) = ctx.run_as.filter(|_| rustix::process::geteuid().is_root()) else {
+        return Ok(None);
+    };
+    // The standard library also drops root's supplementary groups here.
+    process.uid(identity.uid).gid(identity.gid);
+    let fd = rustix::fs::open(
+        &ctx.cwd,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|err| {
+        format!(
+            "could not open its working directory {}: {err}",
+            ctx.cwd.display()
+        )
+    })?;
+    use std::os::fd::AsRawFd;
+    process.current_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    Ok(Some(fd))
+}
+
 /// Run `command` with `stdin` as its input. Never fails: problems are an [`Ending`].
 pub(crate) async fn run_hook(
     command: &str,
@@ -107,31 +136,10 @@ pub(crate) async fn run_hook(
         .process_group(0)
         .kill_on_drop(true);
     // Held until the hook has started: its working directory for the switch.
-    let mut _workspace_fd = None;
-    if let Some(identity) = ctx.run_as.filter(|_| rustix::process::geteuid().is_root()) {
-        // The standard library also drops root's supplementary groups here.
-        process.uid(identity.uid).gid(identity.gid);
-        // The child changes directory after it became the agent's user, who
-        // may not walk the server's private data dir to the workspace: it
-        // enters through a descriptor opened here (open until its exec).
-        match rustix::fs::open(
-            &ctx.cwd,
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        ) {
-            Ok(fd) => {
-                use std::os::fd::AsRawFd;
-                process.current_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-                _workspace_fd = Some(fd);
-            }
-            Err(err) => {
-                return HookRun::failed(format!(
-                    "could not open its working directory {}: {err}",
-                    ctx.cwd.display()
-                ));
-            }
-        }
-    }
+    let _workspace_fd = match as_agent_user(&mut process, ctx) {
+        Ok(fd) => fd,
+        Err(message) => return HookRun::failed(message),
+    };
     let mut child = match process.spawn() {
         Ok(child) => child,
         Err(err) => {

@@ -194,81 +194,54 @@ impl Analyzer {
 
     /// Checks a `${…}` expansion; nested words (`${x:-$(cmd)}`) are searched for commands.
     fn parameter(&mut self, e: &ParameterExpr) -> Option<String> {
+        let parts = ParameterParts::of(e);
+        let mut blocker = parts.blocker;
+        for expr in parts.arith {
+            merge(&mut blocker, self.arith(expr));
+        }
+        if parts.indirect {
+            merge(
+                &mut blocker,
+                Some("`${!var}` expands a variable named at run time".to_owned()),
+            );
+        }
+        if let Some(Parameter::NamedWithIndex { index, .. }) = parts.param
+            && !index.chars().all(|c| c.is_ascii_digit())
+        {
+            merge(&mut blocker, Some(ARITH_HAZARD.to_owned()));
+        }
+        for s in parts.nested {
+            merge(&mut blocker, self.word(s).1);
+        }
+        blocker
+    }
+}
+
+/// What a `${…}` expansion is made of, for [`Analyzer::parameter`].
+struct ParameterParts<'a> {
+    param: Option<&'a Parameter>,
+    indirect: bool,
+    /// Words inside it (defaults, patterns, replacements).
+    nested: Vec<&'a str>,
+    /// Arithmetic inside it (substring offsets and lengths).
+    arith: Vec<&'a str>,
+    /// Why it cannot be allowed by a rule, whatever the rest says.
+    blocker: Option<String>,
+}
+
+impl<'a> ParameterParts<'a> {
+    fn of(e: &'a ParameterExpr) -> Self {
         use ParameterExpr as P;
-        let mut blocker = None;
-        let mut nested: Vec<&str> = Vec::new();
+        let mut parts = ParameterParts {
+            param: None,
+            indirect: false,
+            nested: Vec::new(),
+            arith: Vec::new(),
+            blocker: None,
+        };
         let (param, indirect) = match e {
-            P::Parameter {
-                parameter,
-                indirect,
-            }
-            | P::ParameterLength {
-                parameter,
-                indirect,
-            } => (Some(parameter), *indirect),
-            P::UseDefaultValues {
-                parameter,
-                indirect,
-                default_value: v,
-                ..
-            }
-            | P::IndicateErrorIfNullOrUnset {
-                parameter,
-                indirect,
-                error_message: v,
-                ..
-            }
-            | P::UseAlternativeValue {
-                parameter,
-                indirect,
-                alternative_value: v,
-                ..
-            }
-            | P::RemoveSmallestSuffixPattern {
-                parameter,
-                indirect,
-                pattern: v,
-            }
-            | P::RemoveLargestSuffixPattern {
-                parameter,
-                indirect,
-                pattern: v,
-            }
-            | P::RemoveSmallestPrefixPattern {
-                parameter,
-                indirect,
-                pattern: v,
-            }
-            | P::RemoveLargestPrefixPattern {
-                parameter,
-                indirect,
-                pattern: v,
-            }
-            | P::UppercaseFirstChar {
-                parameter,
-                indirect,
-                pattern: v,
-            }
-            | P::UppercasePattern {
-                parameter,
-                indirect,
-                pattern: v,
-            }
-            | P::LowercaseFirstChar {
-                parameter,
-                indirect,
-                pattern: v,
-            }
-            | P::LowercasePattern {
-                parameter,
-                indirect,
-                pattern: v,
-            } => {
-                nested.extend(v.as_deref());
-                (Some(parameter), *indirect)
-            }
             P::AssignDefaultValues { parameter, .. } => {
-                blocker = Some("`${var:=…}` assigns a variable".to_owned());
+                parts.blocker = Some("`${var:=…}` assigns a variable".to_owned());
                 (Some(parameter), false)
             }
             P::ReplaceSubstring {
@@ -278,8 +251,8 @@ impl Analyzer {
                 replacement,
                 ..
             } => {
-                nested.push(pattern);
-                nested.extend(replacement.as_deref());
+                parts.nested.push(pattern);
+                parts.nested.extend(replacement.as_deref());
                 (Some(parameter), *indirect)
             }
             P::Substring {
@@ -288,10 +261,10 @@ impl Analyzer {
                 offset,
                 length,
             } => {
-                merge(&mut blocker, self.arith(&offset.value));
-                if let Some(l) = length {
-                    merge(&mut blocker, self.arith(&l.value));
-                }
+                parts.arith.push(&offset.value);
+                parts
+                    .arith
+                    .extend(length.as_ref().map(|l| l.value.as_str()));
                 (Some(parameter), *indirect)
             }
             P::Transform {
@@ -300,27 +273,98 @@ impl Analyzer {
                 op,
             } => {
                 if matches!(op, ParameterTransformOp::PromptExpand) {
-                    blocker = Some("`${var@P}` runs command substitutions in the value".to_owned());
+                    parts.blocker =
+                        Some("`${var@P}` runs command substitutions in the value".to_owned());
                 }
                 (Some(parameter), *indirect)
             }
             P::VariableNames { .. } | P::MemberKeys { .. } => (None, false),
+            other => match plain_or_valued(other) {
+                Some((parameter, indirect, value)) => {
+                    parts.nested.extend(value);
+                    (Some(parameter), indirect)
+                }
+                None => (None, false),
+            },
         };
-        if indirect {
-            merge(
-                &mut blocker,
-                Some("`${!var}` expands a variable named at run time".to_owned()),
-            );
+        parts.param = param;
+        parts.indirect = indirect;
+        parts
+    }
+}
+
+/// The parameter of a plain `${var}`, or of one with a default, a message or
+/// a pattern (that word too); `None` for the other kinds.
+fn plain_or_valued(e: &ParameterExpr) -> Option<(&Parameter, bool, Option<&str>)> {
+    use ParameterExpr as P;
+    match e {
+        P::Parameter {
+            parameter,
+            indirect,
         }
-        if let Some(Parameter::NamedWithIndex { index, .. }) = param
-            && !index.chars().all(|c| c.is_ascii_digit())
-        {
-            merge(&mut blocker, Some(ARITH_HAZARD.to_owned()));
+        | P::ParameterLength {
+            parameter,
+            indirect,
+        } => Some((parameter, *indirect, None)),
+        P::UseDefaultValues {
+            parameter,
+            indirect,
+            default_value: v,
+            ..
         }
-        for s in nested {
-            merge(&mut blocker, self.word(s).1);
+        | P::IndicateErrorIfNullOrUnset {
+            parameter,
+            indirect,
+            error_message: v,
+            ..
         }
-        blocker
+        | P::UseAlternativeValue {
+            parameter,
+            indirect,
+            alternative_value: v,
+            ..
+        }
+        | P::RemoveSmallestSuffixPattern {
+            parameter,
+            indirect,
+            pattern: v,
+        }
+        | P::RemoveLargestSuffixPattern {
+            parameter,
+            indirect,
+            pattern: v,
+        }
+        | P::RemoveSmallestPrefixPattern {
+            parameter,
+            indirect,
+            pattern: v,
+        }
+        | P::RemoveLargestPrefixPattern {
+            parameter,
+            indirect,
+            pattern: v,
+        }
+        | P::UppercaseFirstChar {
+            parameter,
+            indirect,
+            pattern: v,
+        }
+        | P::UppercasePattern {
+            parameter,
+            indirect,
+            pattern: v,
+        }
+        | P::LowercaseFirstChar {
+            parameter,
+            indirect,
+            pattern: v,
+        }
+        | P::LowercasePattern {
+            parameter,
+            indirect,
+            pattern: v,
+        } => Some((parameter, *indirect, v.as_deref())),
+        _ => None,
     }
 }
 
