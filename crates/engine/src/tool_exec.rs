@@ -159,7 +159,7 @@ impl TurnRun<'_> {
                         tracing::warn!(%message, "could not checkpoint the workspace");
                         self.sink
                             .emit(Event::Error(agentd_protocol::ErrorInfo {
-                                code: "checkpoint_failed".into(),
+                                code: agentd_protocol::ErrorCode::CheckpointFailed,
                                 message: format!(
                                     "The workspace could not be checkpointed before this turn \
                                      changed it, so it cannot be rewound to here: {message}"
