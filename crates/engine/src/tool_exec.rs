@@ -112,7 +112,7 @@ impl TurnRun<'_> {
                 Gate::Refuse(message) => ToolResult::error(message),
             },
         };
-        let result = cap(result, self.tool_context().result_cap);
+        let result = result.capped(self.tool_context().result_cap);
         if announce {
             self.sink
                 .emit(Event::ToolFinished {
@@ -300,18 +300,4 @@ impl TurnRun<'_> {
         }
         Ok(())
     }
-}
-
-/// Keep what goes into the model's context under `limit` characters, saying what
-/// was cut.
-fn cap(mut result: ToolResult, limit: usize) -> ToolResult {
-    let total = result.content.chars().count();
-    if total > limit {
-        let keep: String = result.content.chars().take(limit).collect();
-        result.content = format!(
-            "{keep}\n\n[output truncated: {} of {total} characters not shown]",
-            total - limit
-        );
-    }
-    result
 }

@@ -23,8 +23,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use url::Url;
 
-use crate::common::{NOTE_RESERVE, cap_chars, finish};
+use crate::common::{NOTE_RESERVE, finish};
 use crate::input::parse_input;
+use crate::result_cap::cap_chars;
 use crate::{Tool, ToolContext, ToolResult};
 use content::Kind;
 use fetch::{Outcome, Page, check_url};
