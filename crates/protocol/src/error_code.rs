@@ -21,7 +21,7 @@ wire_enum! {
         CompactionFailed = "compaction_failed": "Compacting the context failed (the model wrote an empty summary).",
         CheckpointFailed = "checkpoint_failed": "The workspace could not be checkpointed, so the turn cannot be rewound to; the turn goes on.",
         MaxTurns = "max_turns": "The turn made `max_turns` model calls.",
-        Timeout = "timeout": "The turn ran longer than its `turn_timeout`.",
+        Timeout = "timeout": "The turn ran longer than its profile's `turn_timeout_s`.",
         BudgetExceeded = "budget_exceeded": "The turn (with its subagents) spent its `max_budget_usd`.",
         SpendQuotaExceeded = "spend_quota_exceeded": "The turn spent what was left of its owner's spend quota.",
         SessionBudgetExceeded = "session_budget_exceeded": "The session spent its `max_session_budget_usd`.",
@@ -45,9 +45,7 @@ wire_enum! {
         ClaudeCodeLineTooLong = "claude_code_line_too_long": "The `claude` CLI wrote a line over agentd's limit.",
     }
     extra {
-        /// The `claude` CLI ended the turn with this result subtype (the
-        /// wire form is `claude_code_<subtype>`).
-        ClaudeCodeResult(Box<str>),
+        ClaudeCodeResult(Box<str>) = "claude_code_<subtype>": "The `claude` CLI ended the turn with result `<subtype>` (e.g. `error_max_turns`, `error_during_execution`).",
     }
 }
 
@@ -55,12 +53,6 @@ wire_enum! {
 const CLAUDE_CODE_PREFIX: &str = "claude_code_";
 
 impl ErrorCode {
-    /// The wire form of [`ErrorCode::ClaudeCodeResult`], for the docs' table.
-    pub const CLAUDE_CODE_RESULT_FORM: (&'static str, &'static str) = (
-        "claude_code_<subtype>",
-        "The `claude` CLI ended the turn with result `<subtype>` (e.g. `error_max_turns`, `error_during_execution`).",
-    );
-
     /// Never fails: an unknown string becomes `Other`.
     pub fn parse(s: &str) -> Self {
         if let Some(known) = Self::from_known(s) {

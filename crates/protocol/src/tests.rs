@@ -276,3 +276,24 @@ fn unknown_wire_strings_are_kept_as_other() {
         matches!(event, Event::QuestionAnswered { by: Resolver::Other(ref s), .. } if s.is_empty())
     );
 }
+
+#[test]
+fn each_vocabulary_lists_a_value_once_with_its_meaning() {
+    for (name, listed) in [
+        ("ErrorCode", [ErrorCode::KNOWN, ErrorCode::FORMS].concat()),
+        ("Resolver", [Resolver::KNOWN, Resolver::FORMS].concat()),
+        ("Decision", Decision::KNOWN.to_vec()),
+        ("PendingKind", PendingKind::KNOWN.to_vec()),
+    ] {
+        let mut wires: Vec<&str> = listed.iter().map(|(wire, _)| *wire).collect();
+        wires.sort();
+        wires.dedup();
+        assert_eq!(wires.len(), listed.len(), "{name} lists a value twice");
+        for (wire, meaning) in &listed {
+            assert!(
+                meaning.ends_with('.'),
+                "{name}: {wire} needs a one-line meaning"
+            );
+        }
+    }
+}

@@ -33,8 +33,7 @@ wire_enum! {
         StoreError = "store_error": "The request could not be stored, so nobody could answer it.",
     }
     extra {
-        /// A signed-in user answered through the API: `user:<name>`.
-        User(Box<str>),
+        User(Box<str>) = "user:<name>": "The signed-in user `<name>` answered through the API.",
     }
 }
 
@@ -42,12 +41,6 @@ wire_enum! {
 const USER_PREFIX: &str = "user:";
 
 impl Resolver {
-    /// The wire form of [`Resolver::User`], for the docs' table.
-    pub const USER_FORM: (&'static str, &'static str) = (
-        "user:<name>",
-        "The signed-in user `<name>` answered through the API.",
-    );
-
     /// Never fails: an unknown string becomes `Other`.
     pub fn parse(s: &str) -> Self {
         if let Some(known) = Self::from_known(s) {

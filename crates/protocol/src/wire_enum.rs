@@ -8,7 +8,8 @@
 //! as sent, so it serialises back unchanged. agentd itself never builds one.
 
 /// The plain form: unit variants only (`as_str`, `parse`, `Display` made here).
-/// The extended form (`extra { … }`) adds variants that carry a string; the
+/// The extended form (`extra { … }`) adds variants that carry a string,
+/// each with its form (`user:<name>`) and meaning; the
 /// type then writes `Display` and `parse` itself, using `known_str` and
 /// `from_known` for the unit variants. They hold a `Box<str>`, which keeps the
 /// enum as small as a `String` (an [`crate::ErrorInfo`] is in every
@@ -55,14 +56,14 @@ macro_rules! wire_enum {
             $( $variant:ident = $wire:literal : $meaning:literal, )*
         }
         extra {
-            $( $(#[$extra_meta:meta])* $extra:ident(Box<str>), )*
+            $( $extra:ident(Box<str>) = $form:literal : $form_meaning:literal, )*
         }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash)]
         pub enum $name {
             $( #[doc = $meaning] $variant, )*
-            $( $(#[$extra_meta])* $extra(Box<str>), )*
+            $( #[doc = $form_meaning] $extra(Box<str>), )*
             /// A value this build does not know (from a newer agentd), as sent.
             Other(String),
         }
@@ -71,6 +72,11 @@ macro_rules! wire_enum {
             /// Every unit variant's wire string and meaning, in order.
             pub const KNOWN: &'static [(&'static str, &'static str)] =
                 &[ $( ($wire, $meaning), )* ];
+
+            /// The forms of the variants that carry a string (`user:<name>`)
+            /// and their meanings.
+            pub const FORMS: &'static [(&'static str, &'static str)] =
+                &[ $( ($form, $form_meaning), )* ];
 
             /// The wire string of a unit variant.
             fn known_str(&self) -> Option<&'static str> {
@@ -129,7 +135,7 @@ macro_rules! wire_enum {
         #[cfg(feature = "openapi")]
         impl utoipa::PartialSchema for $name {
             fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-                crate::wire_enum::string_schema(Self::KNOWN).into()
+                crate::wire_enum::string_schema(Self::KNOWN, Self::FORMS).into()
             }
         }
 
@@ -141,9 +147,16 @@ macro_rules! wire_enum {
 /// A string schema that names the known values without restricting to them
 /// (agentd may add values; see the module docs).
 #[cfg(feature = "openapi")]
-pub(crate) fn string_schema(known: &[(&str, &str)]) -> utoipa::openapi::schema::Schema {
+pub(crate) fn string_schema(
+    known: &[(&str, &str)],
+    forms: &[(&str, &str)],
+) -> utoipa::openapi::schema::Schema {
     use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
-    let values: Vec<String> = known.iter().map(|(wire, _)| format!("`{wire}`")).collect();
+    let values: Vec<String> = known
+        .iter()
+        .chain(forms)
+        .map(|(wire, _)| format!("`{wire}`"))
+        .collect();
     ObjectBuilder::new()
         .schema_type(SchemaType::Type(Type::String))
         .description(Some(format!(
