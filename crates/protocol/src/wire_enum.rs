@@ -5,15 +5,17 @@
 //! The fallback is for forward compatibility: a client built from this crate
 //! (the `agentd` CLI) may read events from a newer server, and a value it does
 //! not know must not make the whole event unreadable. `Other` keeps the string
-//! as sent, so it serialises back unchanged. agentd itself never builds one.
+//! as sent, so it serialises back unchanged. agentd sends no value it does
+//! not list: a stored event from before a field existed is the one `Other`
+//! it writes back (an empty `by`, as it was read).
 
-/// The plain form: unit variants only (`as_str`, `parse`, `Display` made here).
-/// The extended form (`extra { … }`) adds variants that carry a string,
-/// each with its form (`user:<name>`) and meaning; the
-/// type then writes `Display` and `parse` itself, using `known_str` and
-/// `from_known` for the unit variants. They hold a `Box<str>`, which keeps the
-/// enum as small as a `String` (an [`crate::ErrorInfo`] is in every
-/// `turn.finished`, and events are moved around a lot).
+/// The plain form: unit variants only (`as_str`, `parse`, `Display` made
+/// here). The extended form (`extra { … }`) adds variants that carry a
+/// string, each with its form (`user:<name>`) and meaning; the type then
+/// writes `Display` and `parse` itself, using `known_str` and `from_known`
+/// for the unit variants. They hold a `Box<str>`, which keeps the enum as
+/// small as a `String` (an [`crate::ErrorInfo`] is in every `turn.finished`,
+/// and events are moved around a lot).
 macro_rules! wire_enum {
     (
         $(#[$meta:meta])*
