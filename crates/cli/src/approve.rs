@@ -10,6 +10,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::OnceLock;
 
 use agentd_engine::{Answer, ApprovalRequest, Decision, QuestionAnswer, QuestionRequest};
+use agentd_protocol::Resolver;
 use agentd_server::approvals::AnswerSource;
 use agentd_server::config::NoAnswer;
 use async_trait::async_trait;
@@ -64,7 +65,7 @@ impl AnswerSource for TerminalAnswers {
                 NoAnswer::Deny => Decision::Deny,
                 NoAnswer::Allow => Decision::Allow,
             };
-            return Some(Answer::new(decision, "no_terminal"));
+            return Some(Answer::new(decision, Resolver::NoTerminal));
         }
         let prompt = format!(
             "\nagentd: {} wants to run: {}\n  ({})\n  allow? [y]es / [a]lways in this session / [n]o: ",
@@ -78,12 +79,12 @@ impl AnswerSource for TerminalAnswers {
             "a" | "always" => Decision::AllowSession,
             _ => Decision::Deny,
         };
-        Some(Answer::new(decision, "user"))
+        Some(Answer::new(decision, Resolver::Terminal))
     }
 
     async fn ask_question(&self, request: &QuestionRequest) -> Option<QuestionAnswer> {
         if !std::io::stdin().is_terminal() {
-            return Some(QuestionAnswer::unanswered("no_terminal"));
+            return Some(QuestionAnswer::unanswered(Resolver::NoTerminal));
         }
         let questions: Vec<Question> = request
             .questions
@@ -98,7 +99,7 @@ impl AnswerSource for TerminalAnswers {
             .collect();
         Some(QuestionAnswer {
             answers: Some(Value::Object(answers)),
-            by: "user".into(),
+            by: Resolver::Terminal,
         })
     }
 }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentd_model::ModelClient;
+use agentd_protocol::Resolver;
 use agentd_tools::{ToolContext, ToolRegistry};
 
 use crate::agent_tools::{AgentTool, AgentToolSet, SubagentDef, Subagents};
@@ -139,7 +140,10 @@ impl Agent {
             config,
             permissions: None,
             hooks: None,
-            approver: Arc::new(FixedApprover(Answer::new(Decision::Deny, "no_approver"))),
+            approver: Arc::new(FixedApprover(Answer::new(
+                Decision::Deny,
+                Resolver::NoApprover,
+            ))),
             agent_tools: AgentToolSet::default(),
             subagents: None,
             checkpointer: None,

@@ -5,6 +5,8 @@
 //! person), `agentd run` from the terminal, and both fall back to the profile's
 //! `on_no_answer` when nobody can or does answer.
 
+pub use agentd_protocol::Decision;
+use agentd_protocol::Resolver;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,34 +25,15 @@ pub struct ApprovalRequest {
     pub session_rule: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    Allow,
-    /// Allow, and allow the same call for the rest of the session.
-    AllowSession,
-    Deny,
-}
-
-impl Decision {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Allow => "allow",
-            Decision::AllowSession => "allow_session",
-            Decision::Deny => "deny",
-        }
-    }
-}
-
-/// A decision and who made it (`user`, `timeout`, `no_terminal`, `shutdown`, …).
+/// A decision and who made it (`user`, `timeout`, `no_terminal`, …).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     pub decision: Decision,
-    pub by: String,
+    pub by: Resolver,
 }
 
 impl Answer {
-    pub fn new(decision: Decision, by: impl Into<String>) -> Self {
+    pub fn new(decision: Decision, by: impl Into<Resolver>) -> Self {
         Self {
             decision,
             by: by.into(),
@@ -75,11 +58,11 @@ pub struct QuestionRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuestionAnswer {
     pub answers: Option<Value>,
-    pub by: String,
+    pub by: Resolver,
 }
 
 impl QuestionAnswer {
-    pub fn unanswered(by: impl Into<String>) -> Self {
+    pub fn unanswered(by: impl Into<Resolver>) -> Self {
         Self {
             answers: None,
             by: by.into(),
@@ -111,7 +94,7 @@ pub trait Approver: Send + Sync {
         _request: &QuestionRequest,
         _cancel: &CancellationToken,
     ) -> QuestionAnswer {
-        QuestionAnswer::unanswered("no_approver")
+        QuestionAnswer::unanswered(Resolver::NoApprover)
     }
 }
 

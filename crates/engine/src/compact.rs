@@ -245,7 +245,7 @@ impl TurnRun<'_> {
         let summary = Message::assistant(response.content).text();
         if summary.trim().is_empty() {
             return Err(Exit::failed(
-                "compaction_failed",
+                agentd_protocol::ErrorCode::CompactionFailed,
                 "The model wrote an empty summary; the context was not compacted.".into(),
                 true,
             ));

@@ -5,7 +5,7 @@
 //! denied, and `read_only` mode denies every writing tool); then a hook's
 //! decision; then the rules and the mode's default.
 
-use agentd_protocol::Event;
+use agentd_protocol::{Event, Resolver};
 use serde_json::Value;
 
 use crate::approval::{ApprovalRequest, Decision};
@@ -116,15 +116,15 @@ impl TurnRun<'_> {
         let answer = approver.decide(&request, &self.cancel).await;
         let interrupted = self.cancel.is_cancelled();
         let (decision, by) = if interrupted {
-            (Decision::Deny, "interrupted")
+            (Decision::Deny, Resolver::Interrupted)
         } else {
-            (answer.decision, answer.by.as_str())
+            (answer.decision, answer.by)
         };
         self.sink
             .emit(Event::PermissionResolved {
                 request_id: request.request_id.clone(),
-                decision: decision.as_str().to_string(),
-                by: by.to_string(),
+                decision: decision.clone(),
+                by: by.clone(),
             })
             .await?;
         Ok(match decision {
@@ -138,7 +138,8 @@ impl TurnRun<'_> {
                 }
                 Gate::Run(request.input)
             }
-            Decision::Deny => Gate::Refuse(format!(
+            // A decision this build does not know never runs the call.
+            Decision::Deny | Decision::Other(_) => Gate::Refuse(format!(
                 "Permission to use {tool} was denied ({by}). Do not retry the same call; \
                  ask the user or take another approach."
             )),

@@ -2,16 +2,16 @@
 //! subagents, and per session) and the circuit breaker (failing calls in a
 //! row, the same call over and over); and the agent's own final status line.
 
-use agentd_protocol::{AgentStatus, ContentBlock, ErrorInfo, TurnStatus};
+use agentd_protocol::{AgentStatus, ContentBlock, ErrorCode, ErrorInfo, TurnStatus};
 use serde_json::Value;
 
 use crate::turn::{Exit, TurnRun};
 
-fn stop(status: TurnStatus, code: &str, message: String) -> Exit {
+fn stop(status: TurnStatus, code: ErrorCode, message: String) -> Exit {
     Exit {
         status,
         error: Some(ErrorInfo {
-            code: code.into(),
+            code,
             message,
             retryable: false,
         }),
@@ -29,7 +29,7 @@ impl TurnRun<'_> {
         {
             return Some(stop(
                 TurnStatus::BudgetExceeded,
-                "budget_exceeded",
+                ErrorCode::BudgetExceeded,
                 format!(
                     "The turn spent ${spent:.4}, reaching its budget of ${budget:.4} (max_budget_usd)."
                 ),
@@ -40,7 +40,7 @@ impl TurnRun<'_> {
         {
             return Some(stop(
                 TurnStatus::BudgetExceeded,
-                "spend_quota_exceeded",
+                ErrorCode::SpendQuotaExceeded,
                 format!(
                     "The turn spent ${spent:.4}, all that was left of your {} quota \
                      (${:.4}). Ask an admin to raise it, or wait for it to reset.",
@@ -54,7 +54,7 @@ impl TurnRun<'_> {
         {
             return Some(stop(
                 TurnStatus::BudgetExceeded,
-                "session_budget_exceeded",
+                ErrorCode::SessionBudgetExceeded,
                 format!(
                     "The session has spent ${session:.4}, reaching its budget of ${budget:.4} \
                      (max_session_budget_usd). Raise the budget or start a new session."
@@ -95,7 +95,7 @@ impl CallStreak {
             if max_failed > 0 && self.failed_in_a_row >= max_failed {
                 return Some(stop(
                     TurnStatus::CircuitBreaker,
-                    "too_many_failures",
+                    ErrorCode::TooManyFailures,
                     format!(
                         "The turn stopped after {} tool calls in a row failed (the last one: \
                          {name}). Check the errors above, then ask again.",
@@ -106,7 +106,7 @@ impl CallStreak {
             if max_identical > 0 && self.same_in_a_row >= max_identical {
                 return Some(stop(
                     TurnStatus::CircuitBreaker,
-                    "repeated_call",
+                    ErrorCode::RepeatedCall,
                     format!(
                         "The turn stopped because the agent made the same {name} call {} times \
                          in a row without making progress.",

@@ -112,7 +112,7 @@ impl TurnRun<'_> {
                 Gate::Refuse(message) => ToolResult::error(message),
             },
         };
-        let result = cap(result, self.tool_context().result_cap);
+        let result = result.capped(self.tool_context().result_cap);
         if announce {
             self.sink
                 .emit(Event::ToolFinished {
@@ -159,7 +159,7 @@ impl TurnRun<'_> {
                         tracing::warn!(%message, "could not checkpoint the workspace");
                         self.sink
                             .emit(Event::Error(agentd_protocol::ErrorInfo {
-                                code: "checkpoint_failed".into(),
+                                code: agentd_protocol::ErrorCode::CheckpointFailed,
                                 message: format!(
                                     "The workspace could not be checkpointed before this turn \
                                      changed it, so it cannot be rewound to here: {message}"
@@ -300,18 +300,4 @@ impl TurnRun<'_> {
         }
         Ok(())
     }
-}
-
-/// Keep what goes into the model's context under `limit` characters, saying what
-/// was cut.
-fn cap(mut result: ToolResult, limit: usize) -> ToolResult {
-    let total = result.content.chars().count();
-    if total > limit {
-        let keep: String = result.content.chars().take(limit).collect();
-        result.content = format!(
-            "{keep}\n\n[output truncated: {} of {total} characters not shown]",
-            total - limit
-        );
-    }
-    result
 }

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use agentd_model::{ModelError, ModelEvent, ModelRequest, ModelResponse, ToolSpec};
 use agentd_protocol::{
-    ContentBlock, DeltaKind, ErrorInfo, Event, Message, Role, TurnFinished, TurnStatus, Usage,
+    ContentBlock, DeltaKind, ErrorCode, ErrorInfo, Event, Message, Role, TurnFinished, TurnStatus,
+    Usage,
 };
 use agentd_tools::{ToolContext, ToolRegistry};
 use futures::StreamExt;
@@ -43,11 +44,11 @@ impl Exit {
         }
     }
 
-    pub(crate) fn failed(code: &str, message: String, retryable: bool) -> Self {
+    pub(crate) fn failed(code: ErrorCode, message: String, retryable: bool) -> Self {
         Self {
             status: TurnStatus::Failed,
             error: Some(ErrorInfo {
-                code: code.into(),
+                code,
                 message,
                 retryable,
             }),
@@ -67,7 +68,7 @@ async fn record_finished(sink: &dyn TurnSink, finished: &TurnFinished) -> Result
 
 impl From<SinkError> for Exit {
     fn from(err: SinkError) -> Self {
-        Exit::failed("store_error", err.to_string(), true)
+        Exit::failed(ErrorCode::StoreError, err.to_string(), true)
     }
 }
 
@@ -323,7 +324,7 @@ impl<'a> TurnRun<'a> {
                 .await;
             if feedback.block {
                 return Err(Exit::failed(
-                    "prompt_blocked",
+                    ErrorCode::PromptBlocked,
                     format!(
                         "A UserPromptSubmit hook blocked this message: {}",
                         feedback.reason.as_deref().unwrap_or("no reason given")
@@ -377,7 +378,7 @@ impl<'a> TurnRun<'a> {
                 return Ok(Exit {
                     status: TurnStatus::MaxTurns,
                     error: Some(ErrorInfo {
-                        code: "max_turns".into(),
+                        code: ErrorCode::MaxTurns,
                         message: format!(
                             "The turn stopped after {} model calls (max_turns).",
                             limits.max_turns
@@ -473,7 +474,7 @@ impl<'a> TurnRun<'a> {
             Exit {
                 status: TurnStatus::Timeout,
                 error: Some(ErrorInfo {
-                    code: "timeout".into(),
+                    code: ErrorCode::Timeout,
                     message: format!("The turn ran longer than its limit of {limit} s."),
                     retryable: false,
                 }),

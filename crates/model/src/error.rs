@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use agentd_protocol::ErrorCode;
+
 /// Why a model call failed, typed so callers can tell the user what to do.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ModelError {
@@ -37,18 +39,18 @@ pub enum ModelError {
 
 impl ModelError {
     /// A stable machine-readable code for `error` events and API errors.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ModelError::Auth { .. } => "model_auth",
-            ModelError::BadRequest { .. } => "model_bad_request",
-            ModelError::ContextOverflow { .. } => "context_overflow",
-            ModelError::RateLimited { .. } => "model_rate_limited",
-            ModelError::Overloaded { .. } => "model_overloaded",
-            ModelError::Server { .. } => "model_server_error",
-            ModelError::Transport(_) => "model_unreachable",
-            ModelError::Stream(_) => "model_stream_broken",
-            ModelError::Protocol(_) => "model_protocol_error",
-            ModelError::Cancelled => "cancelled",
+            ModelError::Auth { .. } => ErrorCode::ModelAuth,
+            ModelError::BadRequest { .. } => ErrorCode::ModelBadRequest,
+            ModelError::ContextOverflow { .. } => ErrorCode::ContextOverflow,
+            ModelError::RateLimited { .. } => ErrorCode::ModelRateLimited,
+            ModelError::Overloaded { .. } => ErrorCode::ModelOverloaded,
+            ModelError::Server { .. } => ErrorCode::ModelServerError,
+            ModelError::Transport(_) => ErrorCode::ModelUnreachable,
+            ModelError::Stream(_) => ErrorCode::ModelStreamBroken,
+            ModelError::Protocol(_) => ErrorCode::ModelProtocolError,
+            ModelError::Cancelled => ErrorCode::Cancelled,
         }
     }
 

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::message::{Message, Usage};
+use crate::{Decision, ErrorCode, Resolver};
 
 /// How a turn ended. Every turn ends with exactly one of these.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -86,7 +87,7 @@ pub enum CompactionTrigger {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorInfo {
-    pub code: String,
+    pub code: ErrorCode,
     pub message: String,
     #[serde(default)]
     pub retryable: bool,
@@ -171,8 +172,8 @@ pub enum Event {
     #[serde(rename = "permission.resolved")]
     PermissionResolved {
         request_id: String,
-        decision: String,
-        by: String,
+        decision: Decision,
+        by: Resolver,
     },
     #[serde(rename = "question.asked")]
     QuestionAsked {
@@ -191,7 +192,7 @@ pub enum Event {
         request_id: String,
         answers: Value,
         #[serde(default)]
-        by: String,
+        by: Resolver,
     },
     /// The agent's plan, as last written by `TodoWrite`.
     #[serde(rename = "todo.updated")]

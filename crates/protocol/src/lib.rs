@@ -1,15 +1,23 @@
 //! agentd's wire vocabulary: conversation [`Message`]s and their [`ContentBlock`]s,
 //! token [`Usage`], and the session [`Event`]s of docs/api.md with their stored and
-//! streamed form, [`EventEnvelope`]. Serde types only: no I/O, no runtime.
+//! streamed form, [`EventEnvelope`], with the vocabularies their fields use
+//! ([`ErrorCode`], [`Decision`], [`Resolver`], [`PendingKind`]). Serde types only: no I/O, no runtime.
 
+#[macro_use]
+mod wire_enum;
+
+mod error_code;
 mod event;
 mod message;
+mod vocab;
 
+pub use error_code::ErrorCode;
 pub use event::{
     AgentStatus, CompactionTrigger, DeltaKind, ErrorInfo, Event, EventEnvelope, OutputLimit,
     OutputStream, Todo, TodoStatus, TurnFinished, TurnStatus,
 };
 pub use message::{ContentBlock, Message, Role, ToolUse, Usage};
+pub use vocab::{Decision, PendingKind, Resolver};
 
 #[cfg(test)]
 mod tests;

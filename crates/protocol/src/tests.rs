@@ -206,3 +206,94 @@ fn turn_status_strings_match_serde() {
         assert_eq!(TurnStatus::parse(status.as_str()), Some(status));
     }
 }
+
+#[test]
+fn every_known_wire_string_parses_to_itself() {
+    for (wire, _) in ErrorCode::KNOWN {
+        let code = ErrorCode::parse(wire);
+        assert!(!matches!(code, ErrorCode::Other(_)), "{wire}");
+        assert_eq!(serde_json::to_value(&code).unwrap(), *wire);
+    }
+    for (wire, _) in Resolver::KNOWN {
+        let by = Resolver::parse(wire);
+        assert!(!matches!(by, Resolver::Other(_)), "{wire}");
+        assert_eq!(by.to_string(), *wire);
+    }
+    for (wire, _) in Decision::KNOWN {
+        assert_eq!(Decision::parse(wire).as_str(), *wire);
+    }
+    for (wire, _) in PendingKind::KNOWN {
+        assert_eq!(PendingKind::parse(wire).as_str(), *wire);
+    }
+    assert_eq!(Decision::AllowSession.as_str(), "allow_session");
+    assert_eq!(PendingKind::Question.as_str(), "question");
+}
+
+#[test]
+fn strings_that_carry_a_value_keep_it() {
+    let user = Resolver::User("ann".into());
+    assert_eq!(serde_json::to_value(&user).unwrap(), "user:ann");
+    assert_eq!(
+        serde_json::from_value::<Resolver>(json!("user:ann")).unwrap(),
+        user
+    );
+    assert_eq!(Resolver::parse("user"), Resolver::Terminal);
+    let result = ErrorCode::ClaudeCodeResult("error_max_turns".into());
+    assert_eq!(result.to_string(), "claude_code_error_max_turns");
+    assert_eq!(ErrorCode::parse("claude_code_error_max_turns"), result);
+    assert_eq!(
+        ErrorCode::parse("claude_code_crashed"),
+        ErrorCode::ClaudeCodeCrashed
+    );
+}
+
+/// A newer server's values must not make an event unreadable, and go back
+/// out as they came.
+#[test]
+fn unknown_wire_strings_are_kept_as_other() {
+    let resolved = json!({"type": "permission.resolved", "request_id": "r",
+        "decision": "ask_later", "by": "robot"});
+    let event: Event = serde_json::from_value(resolved.clone()).unwrap();
+    assert_eq!(
+        event,
+        Event::PermissionResolved {
+            request_id: "r".into(),
+            decision: Decision::Other("ask_later".into()),
+            by: Resolver::Other("robot".into()),
+        }
+    );
+    assert_eq!(serde_json::to_value(&event).unwrap(), resolved);
+    let error = json!({"type": "error", "code": "brand_new", "message": "m", "retryable": false});
+    let event: Event = serde_json::from_value(error.clone()).unwrap();
+    let Event::Error(info) = &event else {
+        panic!("not an error: {event:?}")
+    };
+    assert_eq!(info.code, ErrorCode::Other("brand_new".into()));
+    assert_eq!(serde_json::to_value(&event).unwrap(), error);
+    let answered = json!({"type": "question.answered", "request_id": "q", "answers": null});
+    let event: Event = serde_json::from_value(answered).unwrap();
+    assert!(
+        matches!(event, Event::QuestionAnswered { by: Resolver::Other(ref s), .. } if s.is_empty())
+    );
+}
+
+#[test]
+fn each_vocabulary_lists_a_value_once_with_its_meaning() {
+    for (name, listed) in [
+        ("ErrorCode", [ErrorCode::KNOWN, ErrorCode::FORMS].concat()),
+        ("Resolver", [Resolver::KNOWN, Resolver::FORMS].concat()),
+        ("Decision", Decision::KNOWN.to_vec()),
+        ("PendingKind", PendingKind::KNOWN.to_vec()),
+    ] {
+        let mut wires: Vec<&str> = listed.iter().map(|(wire, _)| *wire).collect();
+        wires.sort();
+        wires.dedup();
+        assert_eq!(wires.len(), listed.len(), "{name} lists a value twice");
+        for (wire, meaning) in &listed {
+            assert!(
+                meaning.ends_with('.'),
+                "{name}: {wire} needs a one-line meaning"
+            );
+        }
+    }
+}

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentd_engine::{Answer, ApprovalRequest, Approver, Decision, QuestionAnswer, QuestionRequest};
+use agentd_protocol::{PendingKind, Resolver};
 use agentd_store::{PendingRecord, SessionStatus, SessionUpdate, Store};
 use async_trait::async_trait;
 use serde_json::json;
@@ -85,7 +86,7 @@ pub struct NoAnswerPolicy {
 }
 
 impl NoAnswerPolicy {
-    pub fn answer(&self, by: &str) -> Answer {
+    pub fn answer(&self, by: Resolver) -> Answer {
         let decision = match self.decision {
             NoAnswer::Deny => Decision::Deny,
             NoAnswer::Allow => Decision::Allow,
@@ -133,7 +134,7 @@ impl Approver for StoredApprover {
                 &request.request_id,
                 &request.turn_id,
                 &request.call_id,
-                "permission",
+                PendingKind::Permission,
                 data,
             )
             .await
@@ -154,7 +155,7 @@ impl Approver for StoredApprover {
                 &request.request_id,
                 &request.turn_id,
                 &request.call_id,
-                "question",
+                PendingKind::Question,
                 data,
             )
             .await
@@ -179,7 +180,7 @@ impl Approver for StoredApprover {
             .ok()
             .and_then(|mut prepared| prepared.remove(&request.request_id));
         let Some(from_api) = from_api else {
-            return QuestionAnswer::unanswered("store_error");
+            return QuestionAnswer::unanswered(Resolver::StoreError);
         };
         let from_source = async {
             match &self.source {
@@ -205,7 +206,7 @@ impl Approver for StoredApprover {
             .ok()
             .and_then(|mut prepared| prepared.remove(&request.request_id));
         let Some(from_api) = from_api else {
-            return Answer::new(Decision::Deny, "store_error");
+            return Answer::new(Decision::Deny, Resolver::StoreError);
         };
         let from_source = async {
             match &self.source {
@@ -215,11 +216,11 @@ impl Approver for StoredApprover {
         };
         let answer = self
             .first_answer(from_api, from_source, cancel, |by| match by {
-                "timeout" => self.no_answer.answer(by),
+                Resolver::Timeout => self.no_answer.answer(by),
                 _ => Answer::new(Decision::Deny, by),
             })
             .await;
-        let resolution = json!({"decision": answer.decision.as_str(), "by": answer.by});
+        let resolution = json!({"decision": answer.decision, "by": answer.by});
         self.resolve(&request.request_id, &resolution).await;
         if answer.decision == Decision::AllowSession
             && let Err(err) = self
@@ -236,20 +237,20 @@ impl Approver for StoredApprover {
 
 impl StoredApprover {
     /// Whichever comes first: the API's answer, the other source's, the
-    /// profile's timeout (`unanswered("timeout")`) or an interrupt
-    /// (`unanswered("interrupted")`).
+    /// profile's timeout (`unanswered(Timeout)`) or an interrupt
+    /// (`unanswered(Interrupted)`).
     async fn first_answer<T>(
         &self,
         from_api: oneshot::Receiver<T>,
         from_source: impl std::future::Future<Output = Option<T>>,
         cancel: &CancellationToken,
-        unanswered: impl Fn(&str) -> T,
+        unanswered: impl Fn(Resolver) -> T,
     ) -> T {
         tokio::select! {
             Ok(answer) = from_api => answer,
             Some(answer) = from_source => answer,
-            _ = tokio::time::sleep(self.no_answer.after) => unanswered("timeout"),
-            _ = cancel.cancelled() => unanswered("interrupted"),
+            _ = tokio::time::sleep(self.no_answer.after) => unanswered(Resolver::Timeout),
+            _ = cancel.cancelled() => unanswered(Resolver::Interrupted),
         }
     }
 
@@ -268,14 +269,14 @@ impl StoredApprover {
         id: &str,
         turn_id: &str,
         call_id: &str,
-        kind: &str,
+        kind: PendingKind,
         data: serde_json::Value,
     ) -> bool {
         let record = PendingRecord {
             id: id.to_string(),
             session_id: self.session_id.clone(),
             turn_id: Some(turn_id.to_string()),
-            kind: kind.into(),
+            kind,
             call_id: Some(call_id.to_string()),
             data,
             created_at: chrono::Utc::now(),
@@ -285,7 +286,7 @@ impl StoredApprover {
         match self.store.create_pending(&record).await {
             Ok(_) => true,
             Err(err) => {
-                tracing::error!(%err, kind, "could not store a pending request; it cannot be answered");
+                tracing::error!(%err, kind = %record.kind, "could not store a pending request; it cannot be answered");
                 false
             }
         }

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use agentd_engine::{TurnInput, TurnSink};
-use agentd_protocol::{Event, EventEnvelope, Message, TurnFinished, TurnStatus};
+use agentd_protocol::{
+    Decision, ErrorCode, Event, EventEnvelope, Message, PendingKind, Resolver, TurnFinished,
+    TurnStatus,
+};
 use agentd_sandbox::Sandbox;
 use agentd_store::{
     NewSession, SessionRecord, SessionStatus, SessionUpdate, Store, StoreError, TurnStart,
@@ -141,7 +144,7 @@ impl Runtime {
             .filter(|t| session_id.is_none_or(|id| id == t.session_id))
         {
             let error = agentd_protocol::ErrorInfo {
-                code: "server_restarted".into(),
+                code: ErrorCode::ServerRestarted,
                 message: "agentd stopped while this turn was running.".into(),
                 retryable: true,
             };
@@ -167,23 +170,23 @@ impl Runtime {
             if pending.turn_id.as_deref() != Some(turn_id) {
                 continue;
             }
-            let (resolution, event) = if pending.kind == "question" {
+            let (by, deny) = (Resolver::Restart, Decision::Deny);
+            let (resolution, event) = if pending.kind == PendingKind::Question {
+                let resolution = serde_json::json!({"answers": null, "by": by});
                 let event = Event::QuestionAnswered {
                     request_id: pending.id.clone(),
                     answers: serde_json::Value::Null,
-                    by: "restart".into(),
+                    by,
                 };
-                (serde_json::json!({"answers": null, "by": "restart"}), event)
+                (resolution, event)
             } else {
+                let resolution = serde_json::json!({"decision": deny, "by": by});
                 let event = Event::PermissionResolved {
                     request_id: pending.id.clone(),
-                    decision: "deny".into(),
-                    by: "restart".into(),
+                    decision: deny,
+                    by,
                 };
-                (
-                    serde_json::json!({"decision": "deny", "by": "restart"}),
-                    event,
-                )
+                (resolution, event)
             };
             if self.store.resolve_pending(&pending.id, &resolution).await? {
                 self.store.append_event(session_id, &event).await?;

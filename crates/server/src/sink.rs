@@ -342,7 +342,7 @@ mod tests {
 
     fn event(n: u32) -> Event {
         Event::Error(ErrorInfo {
-            code: format!("e{n}"),
+            code: format!("e{n}").into(),
             message: String::new(),
             retryable: false,
         })

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use agentd_protocol::{ErrorInfo, Event, TurnFinished, TurnStatus};
+use agentd_protocol::{ErrorCode, ErrorInfo, Event, TurnFinished, TurnStatus};
 use agentd_store::{SessionRecord, SessionStatus, SessionUpdate, StoreError, TurnStart};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -62,7 +62,7 @@ pub(crate) async fn drive(
     if registry.is_stopping() {
         for turn in registry.drain_queue(&handle) {
             let error = ErrorInfo {
-                code: "server_stopped".into(),
+                code: ErrorCode::ServerStopped,
                 message: "agentd stopped before this queued turn could start.".into(),
                 retryable: true,
             };
@@ -136,7 +136,7 @@ async fn ready_session(
             // answers again, so its client sees its end.
             tracing::error!(%err, "cannot read the session to start its turn");
             let error = ErrorInfo {
-                code: "store_error".into(),
+                code: ErrorCode::StoreError,
                 message: format!("the turn could not start: {err}"),
                 retryable: true,
             };
@@ -160,7 +160,7 @@ async fn ready_session(
     {
         tracing::error!(%message, "cannot prepare the workspace");
         let error = ErrorInfo {
-            code: "workspace_unavailable".into(),
+            code: ErrorCode::WorkspaceUnavailable,
             message: format!("the turn could not start: {message}"),
             retryable: true,
         };
@@ -217,7 +217,7 @@ async fn settle(
             // Nothing was recorded yet: say why the turn did not run.
             tracing::warn!(%err, "turn could not start");
             let error = ErrorInfo {
-                code: "turn_not_started".into(),
+                code: ErrorCode::TurnNotStarted,
                 message: err.to_string(),
                 retryable: false,
             };
@@ -244,7 +244,7 @@ async fn record_store_failure(
     detail: &str,
 ) {
     let error = ErrorInfo {
-        code: "store_error".into(),
+        code: ErrorCode::StoreError,
         message: format!("the turn failed in the store: {detail}"),
         retryable: true,
     };
@@ -381,8 +381,8 @@ async fn still_allowed(
     session: &SessionRecord,
 ) -> Result<(), ErrorInfo> {
     let access = registry.runtime().access();
-    let refused = |code: &str, message: String| ErrorInfo {
-        code: code.into(),
+    let refused = |code: ErrorCode, message: String| ErrorInfo {
+        code,
         message,
         retryable: false,
     };
@@ -390,28 +390,28 @@ async fn still_allowed(
         .store
         .get_user_by_name(&by.name)
         .await
-        .map_err(|err| refused("store_error", err.to_string()))?;
+        .map_err(|err| refused(ErrorCode::StoreError, err.to_string()))?;
     if user.is_some_and(|user| user.disabled_at.is_some()) {
         return Err(refused(
-            "user_disabled",
+            ErrorCode::UserDisabled,
             format!("the user {} is disabled", by.name),
         ));
     }
     let usable = access
         .usable(&by.name, by.is_admin)
         .await
-        .map_err(|err| refused("store_error", err.to_string()))?;
+        .map_err(|err| refused(ErrorCode::StoreError, err.to_string()))?;
     if let Some(message) = usable.refusal(access.config, &session.profile, &session.model) {
-        return Err(refused("not_granted", message));
+        return Err(refused(ErrorCode::NotGranted, message));
     }
     match access.recheck_queued(&by.name).await {
         Ok(()) => Ok(()),
         Err(QuotaCheckError::Refused(QuotaRefusal::Exceeded { message, .. })) => {
-            Err(refused("quota_exceeded", message))
+            Err(refused(ErrorCode::QuotaExceeded, message))
         }
         Err(QuotaCheckError::Refused(QuotaRefusal::Rate { message, .. })) => {
-            Err(refused("rate_limited", message))
+            Err(refused(ErrorCode::RateLimited, message))
         }
-        Err(QuotaCheckError::Store(err)) => Err(refused("store_error", err.to_string())),
+        Err(QuotaCheckError::Store(err)) => Err(refused(ErrorCode::StoreError, err.to_string())),
     }
 }

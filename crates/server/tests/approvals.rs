@@ -129,7 +129,9 @@ fn resolved(events: &[EventEnvelope]) -> Vec<(String, String)> {
     events
         .iter()
         .filter_map(|e| match &e.event {
-            Event::PermissionResolved { decision, by, .. } => Some((decision.clone(), by.clone())),
+            Event::PermissionResolved { decision, by, .. } => {
+                Some((decision.to_string(), by.to_string()))
+            }
             _ => None,
         })
         .collect()
@@ -428,7 +430,7 @@ async fn a_restart_while_a_question_waits_records_it_unanswered() {
                 request_id,
                 answers,
                 by,
-            } if *request_id == pending.id => Some((answers.clone(), by.clone())),
+            } if *request_id == pending.id => Some((answers.clone(), by.to_string())),
             _ => None,
         })
         .expect("question.answered after the restart");

@@ -219,7 +219,7 @@ pub(crate) fn pending(row: &impl Columns) -> StoreResult<PendingRecord> {
         id: row.text("id")?,
         session_id: row.text("session_id")?,
         turn_id: row.opt_text("turn_id")?,
-        kind: row.text("kind")?,
+        kind: agentd_protocol::PendingKind::parse(&row.text("kind")?),
         call_id: row.opt_text("call_id")?,
         data: from_json(&row.text("data")?, "pending data")?,
         created_at: row.time("created_at")?,

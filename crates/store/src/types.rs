@@ -147,8 +147,7 @@ pub struct PendingRecord {
     pub id: String,
     pub session_id: String,
     pub turn_id: Option<String>,
-    /// `permission` or `question`.
-    pub kind: String,
+    pub kind: agentd_protocol::PendingKind,
     pub call_id: Option<String>,
     /// The request as clients see it.
     pub data: serde_json::Value,

@@ -9,9 +9,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::WebPolicy;
+use crate::result_cap::DEFAULT_RESULT_CAP;
 
-/// Default cap, in characters, on a result put into the model's context.
-pub const DEFAULT_RESULT_CAP: usize = 30_000;
 /// Default `Bash` timeout when the model gives none.
 pub const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest `Bash` timeout a model may ask for.

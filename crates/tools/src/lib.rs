@@ -26,6 +26,7 @@ mod multi_edit;
 mod output_tail;
 mod read;
 mod registry;
+mod result_cap;
 pub mod skills;
 mod tool_result;
 mod walk;
@@ -34,8 +35,8 @@ mod write;
 
 pub use bash::BashTool;
 pub use context::{
-    DEFAULT_BASH_MAX_TIMEOUT, DEFAULT_BASH_TIMEOUT, DEFAULT_RESULT_CAP, HiddenPaths, ToolContext,
-    ToolOutput, ToolResult,
+    DEFAULT_BASH_MAX_TIMEOUT, DEFAULT_BASH_TIMEOUT, HiddenPaths, ToolContext, ToolOutput,
+    ToolResult,
 };
 pub use edit::EditTool;
 pub use glob::GlobTool;
@@ -45,6 +46,7 @@ pub use mcp::{McpPool, McpServerConfig, McpTools, McpTransport};
 pub use multi_edit::MultiEditTool;
 pub use read::ReadTool;
 pub use registry::{ToolRegistry, builtin_tools};
+pub use result_cap::DEFAULT_RESULT_CAP;
 pub use skills::{Skill, SkillSet, SkillSource, SkillTool};
 pub use web_fetch::{
     DEFAULT_WEB_MAX_BYTES, DEFAULT_WEB_MAX_REDIRECTS, DEFAULT_WEB_TIMEOUT, UrlCheck, UrlVerdict,

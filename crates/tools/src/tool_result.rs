@@ -11,26 +11,9 @@ pub(crate) const MAX_LINE_CHARS: usize = 2000;
 /// generic truncation never cuts that note off.
 pub(crate) const NOTE_RESERVE: usize = 300;
 
-/// Cap `text` at `cap` characters, saying how much was cut.
-pub(crate) fn cap_chars(text: String, cap: usize) -> String {
-    let Some((cut_at, _)) = text.char_indices().nth(cap) else {
-        return text;
-    };
-    let total = text.chars().count();
-    let mut capped = text[..cut_at].to_string();
-    capped.push_str(&format!(
-        "\n\n[output truncated: {} of {total} characters cut]",
-        total - cap
-    ));
-    capped
-}
-
 /// Apply the context's result cap to a finished result.
 pub(crate) fn finish(result: ToolResult, ctx: &ToolContext) -> ToolResult {
-    ToolResult {
-        content: cap_chars(result.content, ctx.result_cap),
-        is_error: result.is_error,
-    }
+    result.capped(ctx.result_cap)
 }
 
 /// One `cat -n` style line: number right-aligned in six columns, a tab, the text.
@@ -71,16 +54,6 @@ pub(crate) fn to_result(outcome: Result<String, String>, ctx: &ToolContext) -> T
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cap_chars_keeps_short_text_and_notes_the_cut() {
-        assert_eq!(cap_chars("short".into(), 10), "short");
-        let capped = cap_chars("ééééé".into(), 2);
-        assert!(
-            capped.starts_with("éé\n\n[output truncated: 3 of 5 characters cut]"),
-            "{capped}"
-        );
-    }
 
     #[test]
     fn lines_are_numbered_and_truncated() {

@@ -1,7 +1,7 @@
 //! `AskUserQuestion`: the turn pauses with `question.asked` until the user
 //! answers (API, UI or terminal) or the approver gives up.
 
-use agentd_protocol::Event;
+use agentd_protocol::{Event, Resolver};
 use agentd_tools::ToolResult;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -196,7 +196,7 @@ impl TurnRun<'_> {
         let interrupted = self.cancel.is_cancelled();
         let (answers, by) = match answer.answers {
             Some(answers) if !interrupted => (Some(answers), answer.by),
-            _ if interrupted => (None, "interrupted".to_string()),
+            _ if interrupted => (None, Resolver::Interrupted),
             _ => (None, answer.by),
         };
         self.sink

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentd_engine::{Agent, ExternalTurn, TurnSink};
-use agentd_protocol::{ErrorInfo, TurnFinished, TurnStatus, Usage};
+use agentd_protocol::{ErrorCode, ErrorInfo, TurnFinished, TurnStatus, Usage};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -79,11 +79,11 @@ pub(crate) struct Outcome {
 
 impl Outcome {
     pub(crate) fn store_failed(err: agentd_engine::SinkError) -> Self {
-        failed("store_error", err.to_string())
+        failed(ErrorCode::StoreError, err.to_string())
     }
 }
 
-fn failed(code: &str, message: String) -> Outcome {
+fn failed(code: ErrorCode, message: String) -> Outcome {
     Outcome {
         status: TurnStatus::Failed,
         result: None,
@@ -91,7 +91,7 @@ fn failed(code: &str, message: String) -> Outcome {
         cost_usd: 0.0,
         model_calls: 0,
         error: Some(ErrorInfo {
-            code: code.into(),
+            code,
             message,
             retryable: true,
         }),
@@ -104,7 +104,7 @@ impl ClaudeCode {
     pub(crate) async fn run_turn(&self, request: TurnRequest<'_>) -> Outcome {
         let mut live = match self.enter(&request).await {
             Ok(live) => live,
-            Err(err) => return failed("claude_code_mcp", err),
+            Err(err) => return failed(ErrorCode::ClaudeCodeMcp, err),
         };
         live.last_used = Instant::now();
         live.mcp.set_tools(request.agent.offered_tools());
@@ -154,16 +154,16 @@ impl ClaudeCode {
 
 async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTurn) -> Outcome {
     if let Err(err) = ensure_process(live, request).await {
-        return failed("claude_code_start", err);
+        return failed(ErrorCode::ClaudeCodeStart, err);
     }
     let announced = live.announced.clone();
     let Some(process) = live.process.as_mut() else {
-        return failed("claude_code_start", "the CLI did not start".into());
+        return failed(ErrorCode::ClaudeCodeStart, "the CLI did not start".into());
     };
     if let Err(err) = process.send_user(request.text).await {
         let stopped = stop_process(live).await;
         return failed(
-            "claude_code_crashed",
+            ErrorCode::ClaudeCodeCrashed,
             with_stderr(
                 format!("could not write to the CLI: {err}"),
                 stopped.as_ref(),
@@ -196,21 +196,21 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
                 continue;
             }
             _ = tokio::time::sleep_until(grace.unwrap_or(deadline)), if grace.is_some() => {
-                break Err(("claude_code_interrupt", "the CLI did not stop its turn after an interrupt".to_string(), true));
+                break Err((ErrorCode::ClaudeCodeInterrupt, "the CLI did not stop its turn after an interrupt".to_string(), true));
             }
         };
         let value = match line {
             Line::Json(value) => value,
             Line::NotJson(text) => {
                 break Err((
-                    "claude_code_protocol",
+                    ErrorCode::ClaudeCodeProtocol,
                     format!("the CLI printed a line that is not JSON: {text}"),
                     true,
                 ));
             }
             Line::TooLong(len) => {
                 break Err((
-                    "claude_code_line_too_long",
+                    ErrorCode::ClaudeCodeLineTooLong,
                     format!(
                         "the CLI printed a line of {len} bytes, over agentd's limit of {MAX_LINE_BYTES} bytes"
                     ),
@@ -219,7 +219,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
             }
             Line::Eof => {
                 break Err((
-                    "claude_code_crashed",
+                    ErrorCode::ClaudeCodeCrashed,
                     "the CLI exited during the turn".to_string(),
                     true,
                 ));
@@ -242,7 +242,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
             Err(err) => {
                 request.cancel.cancel();
                 let _ = process.control(json!({"subtype": "interrupt"})).await;
-                break Err(("store_error", err.to_string(), false));
+                break Err((ErrorCode::StoreError, err.to_string(), false));
             }
         }
     };
@@ -258,24 +258,23 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
     let last_text = translator.last_text.clone();
     match ended {
         Ok(result) => outcome_of(result, stopping.map(|(s, _)| s), last_text, model_calls),
-        Err((code, message, _)) if stopping.is_some() && code == "claude_code_interrupt" => {
+        Err((code, message, _)) if stopping.is_some() && code == ErrorCode::ClaudeCodeInterrupt => {
             stop_process(live).await;
             Outcome {
                 status: stopping.map_or(TurnStatus::Interrupted, |(s, _)| s),
-                error: Some(ErrorInfo {
-                    code: code.into(),
-                    message,
-                    retryable: true,
-                }),
                 model_calls,
-                ..failed("", String::new())
+                ..failed(code, message)
             }
         }
         Err((code, message, with_tail)) => {
             // Stopped first: its stderr is then complete.
             let stopped = stop_process(live).await;
             let message = if with_tail {
-                with_stderr(message, stopped.as_ref(), code == "claude_code_crashed")
+                with_stderr(
+                    message,
+                    stopped.as_ref(),
+                    code == ErrorCode::ClaudeCodeCrashed,
+                )
             } else {
                 message
             };
@@ -320,7 +319,7 @@ fn outcome_of(
     let error = match status {
         TurnStatus::Completed | TurnStatus::Interrupted => None,
         _ => Some(ErrorInfo {
-            code: format!("claude_code_{}", result.subtype),
+            code: ErrorCode::ClaudeCodeResult(result.subtype.as_str().into()),
             message: if result.errors.is_empty() {
                 result
                     .result

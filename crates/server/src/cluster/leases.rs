@@ -16,7 +16,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use agentd_protocol::ErrorInfo;
+use agentd_protocol::{ErrorCode, ErrorInfo};
 use agentd_store::StoreResult;
 use agentd_store::postgres::cluster::{HeldLease, Lease};
 use tokio_util::sync::CancellationToken;
@@ -32,7 +32,7 @@ const MIN_BEAT: Duration = Duration::from_millis(200);
 /// lease covers were left by a single-node server. Finish both now.
 pub(super) async fn recover_own(cluster: &Cluster, registry: &Registry) -> StoreResult<()> {
     let restarted = || ErrorInfo {
-        code: "server_restarted".into(),
+        code: ErrorCode::ServerRestarted,
         message: "agentd stopped while this turn was running.".into(),
         retryable: true,
     };
@@ -137,7 +137,7 @@ async fn finish_all(
         tracing::error!(session_id = %lease.session_id, turn_id = %lease.turn_id,
             "a lease of this node has no turn running here; finishing it");
         let error = ErrorInfo {
-            code: "turn_lost".into(),
+            code: ErrorCode::TurnLost,
             message: "this turn stopped on its node without being recorded.".into(),
             retryable: true,
         };
@@ -153,7 +153,7 @@ async fn finish_all(
             "a node stopped heartbeating; finishing its turn as interrupted"
         );
         let error = ErrorInfo {
-            code: "node_lost".into(),
+            code: ErrorCode::NodeLost,
             message: format!(
                 "the agentd node running this turn ({}) stopped responding.",
                 lease.node_id

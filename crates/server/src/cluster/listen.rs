@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use agentd_engine::{Answer, Decision, QuestionAnswer};
+use agentd_protocol::Resolver;
 use agentd_store::postgres::cluster::PgListener;
 use agentd_store::postgres::cluster::{EVENTS_CHANNEL, SIGNALS_CHANNEL, Signal, TURNS_CHANNEL};
 use serde_json::Value;
@@ -212,7 +213,9 @@ async fn take_signals(cluster: &Cluster, registry: &Registry) {
 
 fn apply(registry: &Registry, signal: &Signal) {
     let data: Value = serde_json::from_str(&signal.data).unwrap_or(Value::Null);
-    let by = data["by"].as_str().unwrap_or("user").to_string();
+    let by = data["by"]
+        .as_str()
+        .map_or(Resolver::Terminal, Resolver::parse);
     let approvals = &registry.runtime().approvals;
     let delivered = match signal.kind.as_str() {
         "interrupt" => {
@@ -233,8 +236,8 @@ fn apply(registry: &Registry, signal: &Signal) {
             true
         }
         "permission" => match serde_json::from_value::<Decision>(data["decision"].clone()) {
+            Ok(Decision::Other(_)) | Err(_) => false,
             Ok(decision) => approvals.answer(&signal.target, Answer::new(decision, by)),
-            Err(_) => false,
         },
         "question" => {
             let answers = Some(data["answers"].clone()).filter(|a| !a.is_null());

@@ -1,6 +1,7 @@
 //! Open permission requests and questions of a session, and answering them.
 
 use agentd_engine::{Answer, Decision};
+use agentd_protocol::{PendingKind, Resolver};
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -22,8 +23,7 @@ pub struct PendingList {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PendingItem {
     pub request_id: String,
-    /// `permission` or `question`.
-    pub kind: String,
+    pub kind: PendingKind,
     pub turn_id: Option<String>,
     pub call_id: Option<String>,
     /// A permission request as in its `permission.requested` event (`tool`,
@@ -59,8 +59,7 @@ pub struct PermissionAnswer {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PermissionAnswered {
     pub request_id: String,
-    /// `allow`, `allow_session` or `deny`.
-    pub decision: String,
+    pub decision: Decision,
 }
 
 /// Permission requests and questions waiting for an answer.
@@ -114,14 +113,14 @@ pub async fn answer_permission(
         (PermissionChoice::Deny, None) => Decision::Deny,
         (PermissionChoice::Deny, Some(_)) => {
             // An unknown or answered request says so first.
-            let kind = "permission";
+            let kind = agentd_protocol::PendingKind::Permission;
             state.sessions.open_request(&id, &request_id, kind).await?;
             return Err(ApiError::BadRequest(
                 "`remember` goes with `allow` only".into(),
             ));
         }
     };
-    let answer = Answer::new(decision, format!("user:{}", user.name));
+    let answer = Answer::new(decision.clone(), Resolver::User(user.name.as_str().into()));
     let record = state
         .sessions
         .answer_permission(&id, &request_id, answer)
@@ -131,7 +130,7 @@ pub async fn answer_permission(
     audit(&state, &user, "permission.answer", Some(&id), detail).await;
     Ok(Json(PermissionAnswered {
         request_id,
-        decision: decision.as_str().to_string(),
+        decision,
     }))
 }
 
@@ -171,7 +170,7 @@ pub async fn answer_question(
     ApiJson(body): ApiJson<QuestionAnswers>,
 ) -> ApiResult<Json<QuestionAnswered>> {
     owned_session(&state, &user, &id).await?;
-    let by = format!("user:{}", user.name);
+    let by = Resolver::User(user.name.as_str().into());
     state
         .sessions
         .answer_question(&id, &request_id, body.answers.clone(), by)

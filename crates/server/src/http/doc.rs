@@ -194,4 +194,28 @@ mod tests {
         assert!(names.contains(&"turn.finished") && names.contains(&"tool.started"));
         assert!(document["components"]["schemas"]["Event"]["oneOf"].is_array());
     }
+
+    #[test]
+    fn the_event_vocabularies_are_strings_that_name_their_values() {
+        let document = serde_json::to_value(super::super::openapi()).unwrap();
+        let schemas = &document["components"]["schemas"];
+        assert_eq!(
+            schemas["ErrorInfo"]["properties"]["code"]["$ref"],
+            "#/components/schemas/ErrorCode"
+        );
+        for (name, value) in [
+            ("ErrorCode", "`store_error`"),
+            ("ErrorCode", "`claude_code_<subtype>`"),
+            ("Decision", "`allow_session`"),
+            ("Resolver", "`user:<name>`"),
+            ("PendingKind", "`question`"),
+        ] {
+            let schema = &schemas[name];
+            assert_eq!(schema["type"], "string", "{name}");
+            // Open: a newer agentd may send a value not listed.
+            assert!(schema.get("enum").is_none(), "{name}");
+            let description = schema["description"].as_str().unwrap();
+            assert!(description.contains(value), "{name}: {description}");
+        }
+    }
 }

@@ -1,10 +1,12 @@
 //! docs/api.md's error and event tables, rendered from [`ApiError::CODES`],
-//! [`agentd_protocol::Event::TYPES`] and the OpenAPI document, and checked
-//! against the marked sections of docs/api.md. `AGENTD_UPDATE_DOCS=1 cargo
+//! [`agentd_protocol::Event::TYPES`], the OpenAPI document and the event
+//! vocabularies ([`ErrorCode`], [`Resolver`]), and checked against the
+//! marked sections of docs/api.md. `AGENTD_UPDATE_DOCS=1 cargo
 //! test -p agentd-server doc_tables` rewrites those sections.
 
 use std::path::PathBuf;
 
+use agentd_protocol::{ErrorCode, Resolver};
 use serde_json::Value;
 
 use super::error::ApiError;
@@ -21,6 +23,26 @@ pub fn error_table() -> String {
         ));
     }
     out
+}
+
+/// A table of wire values and their meanings: the unit values, then the
+/// forms that carry a value.
+fn vocabulary_table(head: &str, known: &[(&str, &str)], forms: &[(&str, &str)]) -> String {
+    let mut out = format!("| {head} | meaning |\n|---|---|\n");
+    for (wire, meaning) in known.iter().chain(forms) {
+        out.push_str(&format!("| `{wire}` | {meaning} |\n"));
+    }
+    out
+}
+
+/// docs/api.md's table of the `code`s of `error` events and `turn.finished`'s `error`.
+pub fn event_error_table() -> String {
+    vocabulary_table("`code`", ErrorCode::KNOWN, ErrorCode::FORMS)
+}
+
+/// docs/api.md's table of who or what resolves a request (the events' `by`).
+pub fn resolver_table() -> String {
+    vocabulary_table("`by`", Resolver::KNOWN, Resolver::FORMS)
 }
 
 /// docs/api.md's table of event types: the names and meanings of
@@ -134,6 +156,8 @@ fn the_tables_of_docs_api_md_are_those_of_the_code() {
     for (name, table) in [
         ("error-codes", error_table()),
         ("event-types", event_table(&document)),
+        ("event-error-codes", event_error_table()),
+        ("resolvers", resolver_table()),
     ] {
         let (start, end, current) = section(&doc, name).unwrap_or_else(|| {
             panic!(

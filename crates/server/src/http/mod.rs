@@ -11,6 +11,7 @@ mod doc;
 #[cfg(test)]
 mod doc_tables;
 pub mod error;
+mod error_codes;
 mod files;
 mod history;
 mod listen;

@@ -3,13 +3,11 @@
 //! whose turn waits for it.
 
 use agentd_engine::{Answer, QuestionAnswer};
+use agentd_protocol::{PendingKind, Resolver};
 use agentd_store::PendingRecord;
 use serde_json::Value;
 
 use super::{SessionError, SessionResult, SessionService};
-
-const PERMISSION: &str = "permission";
-const QUESTION: &str = "question";
 
 impl SessionService {
     /// Decide the permission request `request_id` of the session; the
@@ -21,7 +19,7 @@ impl SessionService {
         answer: Answer,
     ) -> SessionResult<PendingRecord> {
         let record = self
-            .open_request(session_id, request_id, PERMISSION)
+            .open_request(session_id, request_id, PendingKind::Permission)
             .await?;
         let runtime = self.registry.runtime();
         let mut delivered = runtime.approvals.answer(request_id, answer.clone());
@@ -46,9 +44,11 @@ impl SessionService {
         session_id: &str,
         request_id: &str,
         answers: Value,
-        by: String,
+        by: Resolver,
     ) -> SessionResult<()> {
-        let record = self.open_request(session_id, request_id, QUESTION).await?;
+        let record = self
+            .open_request(session_id, request_id, PendingKind::Question)
+            .await?;
         let questions = record.data.get("questions").cloned().unwrap_or(Value::Null);
         agentd_engine::validate_answers(&questions, &answers).map_err(SessionError::Invalid)?;
         let answer = QuestionAnswer {
@@ -81,7 +81,7 @@ impl SessionService {
         &self,
         session_id: &str,
         request_id: &str,
-        kind: &str,
+        kind: PendingKind,
     ) -> SessionResult<PendingRecord> {
         let store = &self.registry.runtime().store;
         let record = store

@@ -17,7 +17,7 @@ impl PostgresStore {
         .bind(&record.id)
         .bind(&record.session_id)
         .bind(&record.turn_id)
-        .bind(&record.kind)
+        .bind(record.kind.as_str())
         .bind(&record.call_id)
         .bind(record.data.to_string())
         .bind(to_ms(record.created_at))

@@ -186,7 +186,7 @@ impl PostgresStore {
             .bind(&p.id)
             .bind(&s.id)
             .bind(&p.turn_id)
-            .bind(&p.kind)
+            .bind(p.kind.as_str())
             .bind(&p.call_id)
             .bind(p.data.to_string())
             .bind(to_ms(p.created_at))

@@ -188,7 +188,7 @@ impl SqliteStore {
             .bind(&p.id)
             .bind(&s.id)
             .bind(&p.turn_id)
-            .bind(&p.kind)
+            .bind(p.kind.as_str())
             .bind(&p.call_id)
             .bind(p.data.to_string())
             .bind(to_ms(p.created_at))

@@ -24,7 +24,8 @@ use serde_json::{Value, json};
 use url::Url;
 
 use crate::input::parse_input;
-use crate::tool_result::{NOTE_RESERVE, cap_chars, finish};
+use crate::result_cap::cap_chars;
+use crate::tool_result::{NOTE_RESERVE, finish};
 use crate::{Tool, ToolContext, ToolResult};
 use content::Kind;
 use fetch::{Outcome, Page, check_url};
