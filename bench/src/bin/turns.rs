@@ -10,6 +10,7 @@
 //!     cargo build --release -p agentd-cli -p agentd-bench
 //!     target/release/turns [N]
 
+use agentd_store::prelude::*;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -21,8 +22,8 @@ use agentd_model::anthropic::{AnthropicClient, AnthropicConfig};
 use agentd_model::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream};
 use agentd_protocol::{Message, TurnStatus};
 use agentd_server::StoreSink;
+use agentd_store::NewSession;
 use agentd_store::sqlite::SqliteStore;
-use agentd_store::{NewSession, Store};
 use agentd_tools::{Tool, ToolContext, ToolRegistry, ToolResult, builtin_tools};
 use anyhow::{Context, bail};
 use async_trait::async_trait;

@@ -1,13 +1,14 @@
 //! The measurements of the peer comparison, one function each (warm turns: `warm.rs`).
 
+use agentd_store::prelude::*;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use agentd_protocol::{DeltaKind, Event};
 use agentd_sandbox::{ExecRequest, Policy, Sandbox};
+use agentd_store::NewSession;
 use agentd_store::sqlite::SqliteStore;
-use agentd_store::{NewSession, Store};
 use anyhow::{Result, bail};
 use tokio_util::sync::CancellationToken;
 

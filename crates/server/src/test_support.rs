@@ -1,5 +1,6 @@
 //! Shared set-up of the crate's unit tests.
 
+use agentd_store::prelude::*;
 use std::sync::Arc;
 
 use agentd_store::sqlite::SqliteStore;

@@ -3,7 +3,7 @@
 
 use agentd_protocol::{Event, EventEnvelope, Message};
 
-use crate::{Store, StoreError, StoredMessage};
+use crate::{StoreError, StoredMessage};
 
 /// One thing to append to a session: an event or a transcript message.
 #[derive(Debug, Clone, Copy)]
@@ -38,7 +38,7 @@ impl LogAppend {
 
 /// Appends `entries` with the store's one-kind methods, in order: each run of
 /// events in one call (committed whole or not at all), each message alone.
-pub async fn append_one_kind_at_a_time<S: Store + ?Sized>(
+pub async fn append_one_kind_at_a_time<S: crate::EventLog + ?Sized>(
     store: &S,
     session_id: &str,
     entries: &[LogEntry<'_>],

@@ -48,7 +48,7 @@ async fn rewind_and_fork_a_local_session_from_the_command_line() {
     assert_eq!(ids.len(), 2, "one checkpoint per turn that wrote: {listed}");
 
     // A fork at the end of the first turn has its files as they were then.
-    let store = agentd_store::Store::messages(&h.store().await, &id)
+    let store = agentd_store::TranscriptStore::messages(&h.store().await, &id)
         .await
         .unwrap();
     let first_turn_end = store
@@ -61,13 +61,13 @@ async fn rewind_and_fork_a_local_session_from_the_command_line() {
     assert_eq!(code, 0, "{err}");
     let fork_id = forked.trim();
     assert_ne!(fork_id, id);
-    let fork = agentd_store::Store::get_session(&h.store().await, fork_id)
+    let fork = agentd_store::SessionStore::get_session(&h.store().await, fork_id)
         .await
         .unwrap()
         .unwrap();
     let fork_notes = std::path::Path::new(&fork.workspace).join("notes.txt");
     assert_eq!(std::fs::read_to_string(fork_notes).unwrap(), "first\n");
-    let fork_messages = agentd_store::Store::messages(&h.store().await, fork_id)
+    let fork_messages = agentd_store::TranscriptStore::messages(&h.store().await, fork_id)
         .await
         .unwrap();
     assert_eq!(
@@ -85,7 +85,7 @@ async fn rewind_and_fork_a_local_session_from_the_command_line() {
     assert_eq!(code, 0, "{err}");
     assert!(said.contains("1 file(s) restored"), "{said}");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "first\n");
-    let left = agentd_store::Store::messages(&h.store().await, &id)
+    let left = agentd_store::TranscriptStore::messages(&h.store().await, &id)
         .await
         .unwrap();
     let first_turn: Vec<&str> = store

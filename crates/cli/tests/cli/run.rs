@@ -3,9 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
+use agentd_store::prelude::*;
 
 use agentd_protocol::{Event, TurnStatus};
-use agentd_store::Store;
 use common::{Harness, Wire};
 use serde_json::json;
 

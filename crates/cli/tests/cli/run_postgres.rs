@@ -6,9 +6,9 @@
 
 use crate::common;
 use crate::server_common;
+use agentd_store::prelude::*;
 
 use agentd_protocol::{Event, Role, TurnStatus};
-use agentd_store::Store;
 use agentd_store::postgres::PostgresStore;
 use common::{Harness, Run, Wire};
 use serde_json::json;

@@ -28,11 +28,12 @@ use sqlx::Connection;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
+use crate::prelude::*;
 use crate::{
     AuditQuery, AuditRecord, CheckpointRecord, CompactionRecord, GrantKind, GrantRecord,
     LatestCheckpoints, NewAudit, NewSession, PendingRecord, SessionExport, SessionRecord,
-    SessionUpdate, Store, StoreError, StoreResult, StoredMessage, TokenRecord, TurnRecord,
-    TurnStart, UsageWindow, UserRecord, UserUsage,
+    SessionUpdate, StoreError, StoreResult, StoredMessage, TokenRecord, TurnRecord, TurnStart,
+    UsageWindow, UserRecord, UserUsage,
 };
 
 const POOL_SIZE: u32 = 10;
@@ -191,7 +192,7 @@ fn redact(url: &str) -> String {
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl SessionStore for PostgresStore {
     async fn create_session(&self, new: NewSession) -> StoreResult<SessionRecord> {
         self.create_session_impl(new).await
     }
@@ -225,6 +226,13 @@ impl Store for PostgresStore {
         self.sessions_updated_before_impl(cutoff, limit).await
     }
 
+    async fn count_sessions(&self) -> StoreResult<u64> {
+        self.count_sessions_impl().await
+    }
+}
+
+#[async_trait]
+impl TranscriptStore for PostgresStore {
     async fn append_message(
         &self,
         session_id: &str,
@@ -246,6 +254,25 @@ impl Store for PostgresStore {
         self.messages_from_impl(session_id, from_position).await
     }
 
+    async fn add_compaction(&self, record: &CompactionRecord) -> StoreResult<()> {
+        self.add_compaction_impl(record).await
+    }
+
+    async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>> {
+        self.latest_compaction_impl(session_id).await
+    }
+
+    async fn turn_position(&self, session_id: &str, turn_id: &str) -> StoreResult<Option<i64>> {
+        self.turn_position_impl(session_id, turn_id).await
+    }
+
+    async fn truncate_history(&self, session_id: &str, from_position: i64) -> StoreResult<u64> {
+        self.truncate_history_impl(session_id, from_position).await
+    }
+}
+
+#[async_trait]
+impl EventLog for PostgresStore {
     async fn append_event(&self, session_id: &str, event: &Event) -> StoreResult<EventEnvelope> {
         self.append_event_impl(session_id, event).await
     }
@@ -266,7 +293,10 @@ impl Store for PostgresStore {
     ) -> StoreResult<Vec<EventEnvelope>> {
         self.events_after_impl(session_id, after, limit).await
     }
+}
 
+#[async_trait]
+impl TurnStore for PostgresStore {
     async fn start_turn(
         &self,
         session_id: &str,
@@ -292,11 +322,10 @@ impl Store for PostgresStore {
     ) -> StoreResult<Option<TurnRecord>> {
         self.find_turn_impl(session_id, client_request_id).await
     }
+}
 
-    async fn count_sessions(&self) -> StoreResult<u64> {
-        self.count_sessions_impl().await
-    }
-
+#[async_trait]
+impl HealthStore for PostgresStore {
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1")
             .execute(&self.pool)
@@ -305,6 +334,20 @@ impl Store for PostgresStore {
             .map_err(|e| StoreError::Database(format!("pinging postgres: {e}")))
     }
 
+    async fn probe_write(&self) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO health_probe (id, at) VALUES (1, now()) \
+             ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+        )
+        .execute(&self.pool)
+        .await
+        .map(|_| ())
+        .map_err(|e| StoreError::Database(format!("probing a write: {e}")))
+    }
+}
+
+#[async_trait]
+impl UserStore for PostgresStore {
     async fn create_user(&self, name: &str) -> StoreResult<UserRecord> {
         self.create_user_impl(name).await
     }
@@ -336,6 +379,10 @@ impl Store for PostgresStore {
         self.revoke_token_impl(id).await
     }
 
+    async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
+        self.agent_uid_impl(user, first, last).await
+    }
+
     async fn list_users(&self) -> StoreResult<Vec<UserRecord>> {
         self.list_users_impl().await
     }
@@ -348,7 +395,10 @@ impl Store for PostgresStore {
     ) -> StoreResult<bool> {
         self.set_user_flag_impl(name, admin, disabled).await
     }
+}
 
+#[async_trait]
+impl AccessStore for PostgresStore {
     async fn set_grant(
         &self,
         user: &str,
@@ -374,22 +424,10 @@ impl Store for PostgresStore {
     async fn audit_log(&self, query: &AuditQuery) -> StoreResult<Vec<AuditRecord>> {
         self.audit_log_impl(query).await
     }
+}
 
-    async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
-        self.agent_uid_impl(user, first, last).await
-    }
-
-    async fn probe_write(&self) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO health_probe (id, at) VALUES (1, now()) \
-             ON CONFLICT (id) DO UPDATE SET at = excluded.at",
-        )
-        .execute(&self.pool)
-        .await
-        .map(|_| ())
-        .map_err(|e| StoreError::Database(format!("probing a write: {e}")))
-    }
-
+#[async_trait]
+impl PendingStore for PostgresStore {
     async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()> {
         self.create_pending_impl(record).await
     }
@@ -413,7 +451,10 @@ impl Store for PostgresStore {
     async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>> {
         self.session_rules_impl(session_id).await
     }
+}
 
+#[async_trait]
+impl CheckpointStore for PostgresStore {
     async fn put_blobs(&self, blobs: &[(String, Vec<u8>)]) -> StoreResult<()> {
         self.put_blobs_impl(blobs).await
     }
@@ -441,23 +482,10 @@ impl Store for PostgresStore {
     async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>> {
         self.get_checkpoint_impl(id).await
     }
+}
 
-    async fn add_compaction(&self, record: &CompactionRecord) -> StoreResult<()> {
-        self.add_compaction_impl(record).await
-    }
-
-    async fn turn_position(&self, session_id: &str, turn_id: &str) -> StoreResult<Option<i64>> {
-        self.turn_position_impl(session_id, turn_id).await
-    }
-
-    async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>> {
-        self.latest_compaction_impl(session_id).await
-    }
-
-    async fn truncate_history(&self, session_id: &str, from_position: i64) -> StoreResult<u64> {
-        self.truncate_history_impl(session_id, from_position).await
-    }
-
+#[async_trait]
+impl TransferStore for PostgresStore {
     async fn export_session(&self, id: &str) -> StoreResult<Option<SessionExport>> {
         self.export_session_impl(id).await
     }

@@ -30,11 +30,12 @@ use sqlx::sqlite::{
 };
 use tokio::sync::{Mutex, MutexGuard, mpsc};
 
+use crate::prelude::*;
 use crate::{
     AuditQuery, AuditRecord, CheckpointRecord, CompactionRecord, GrantKind, GrantRecord,
     LatestCheckpoints, LogAppend, LogEntry, NewAudit, NewSession, PendingRecord, SessionExport,
-    SessionRecord, SessionUpdate, Store, StoreError, StoreResult, StoredMessage, TokenRecord,
-    TurnRecord, TurnStart, UsageWindow, UserRecord, UserUsage,
+    SessionRecord, SessionUpdate, StoreError, StoreResult, StoredMessage, TokenRecord, TurnRecord,
+    TurnStart, UsageWindow, UserRecord, UserUsage,
 };
 
 /// Connections for a file database: readers run in parallel under WAL.
@@ -275,7 +276,7 @@ fn prepare_file(path: &Path) -> StoreResult<()> {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl SessionStore for SqliteStore {
     async fn create_session(&self, new: NewSession) -> StoreResult<SessionRecord> {
         self.create_session_impl(new).await
     }
@@ -309,6 +310,13 @@ impl Store for SqliteStore {
         self.sessions_updated_before_impl(cutoff, limit).await
     }
 
+    async fn count_sessions(&self) -> StoreResult<u64> {
+        self.count_sessions_impl().await
+    }
+}
+
+#[async_trait]
+impl TranscriptStore for SqliteStore {
     async fn append_message(
         &self,
         session_id: &str,
@@ -330,10 +338,25 @@ impl Store for SqliteStore {
         self.messages_from_impl(session_id, from_position).await
     }
 
-    async fn append_log(&self, session_id: &str, entries: &[LogEntry<'_>]) -> LogAppend {
-        self.append_log_impl(session_id, entries).await
+    async fn add_compaction(&self, record: &CompactionRecord) -> StoreResult<()> {
+        self.add_compaction_impl(record).await
     }
 
+    async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>> {
+        self.latest_compaction_impl(session_id).await
+    }
+
+    async fn turn_position(&self, session_id: &str, turn_id: &str) -> StoreResult<Option<i64>> {
+        self.turn_position_impl(session_id, turn_id).await
+    }
+
+    async fn truncate_history(&self, session_id: &str, from_position: i64) -> StoreResult<u64> {
+        self.truncate_history_impl(session_id, from_position).await
+    }
+}
+
+#[async_trait]
+impl EventLog for SqliteStore {
     async fn append_event(&self, session_id: &str, event: &Event) -> StoreResult<EventEnvelope> {
         self.append_event_impl(session_id, event).await
     }
@@ -346,6 +369,10 @@ impl Store for SqliteStore {
         self.append_events_impl(session_id, events).await
     }
 
+    async fn append_log(&self, session_id: &str, entries: &[LogEntry<'_>]) -> LogAppend {
+        self.append_log_impl(session_id, entries).await
+    }
+
     async fn events_after(
         &self,
         session_id: &str,
@@ -354,7 +381,10 @@ impl Store for SqliteStore {
     ) -> StoreResult<Vec<EventEnvelope>> {
         self.events_after_impl(session_id, after, limit).await
     }
+}
 
+#[async_trait]
+impl TurnStore for SqliteStore {
     async fn start_turn(
         &self,
         session_id: &str,
@@ -391,11 +421,26 @@ impl Store for SqliteStore {
     ) -> StoreResult<Option<TurnRecord>> {
         self.find_turn_impl(session_id, client_request_id).await
     }
+}
 
-    async fn count_sessions(&self) -> StoreResult<u64> {
-        self.count_sessions_impl().await
+#[async_trait]
+impl HealthStore for SqliteStore {
+    async fn probe_write(&self) -> StoreResult<()> {
+        let _write = self.write_guard().await;
+        sqlx::query(
+            "INSERT INTO health_probe (id, at) VALUES (1, ?) \
+             ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+        )
+        .bind(util::to_ms(util::now()))
+        .execute(self.writer())
+        .await
+        .map(|_| ())
+        .map_err(util::db("probing a write"))
     }
+}
 
+#[async_trait]
+impl UserStore for SqliteStore {
     async fn create_user(&self, name: &str) -> StoreResult<UserRecord> {
         self.create_user_impl(name).await
     }
@@ -427,6 +472,10 @@ impl Store for SqliteStore {
         self.revoke_token_impl(id).await
     }
 
+    async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
+        self.agent_uid_impl(user, first, last).await
+    }
+
     async fn list_users(&self) -> StoreResult<Vec<UserRecord>> {
         self.list_users_impl().await
     }
@@ -439,7 +488,10 @@ impl Store for SqliteStore {
     ) -> StoreResult<bool> {
         self.set_user_flag_impl(name, admin, disabled).await
     }
+}
 
+#[async_trait]
+impl AccessStore for SqliteStore {
     async fn set_grant(
         &self,
         user: &str,
@@ -465,24 +517,10 @@ impl Store for SqliteStore {
     async fn audit_log(&self, query: &AuditQuery) -> StoreResult<Vec<AuditRecord>> {
         self.audit_log_impl(query).await
     }
+}
 
-    async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
-        self.agent_uid_impl(user, first, last).await
-    }
-
-    async fn probe_write(&self) -> StoreResult<()> {
-        let _write = self.write_guard().await;
-        sqlx::query(
-            "INSERT INTO health_probe (id, at) VALUES (1, ?) \
-             ON CONFLICT (id) DO UPDATE SET at = excluded.at",
-        )
-        .bind(util::to_ms(util::now()))
-        .execute(self.writer())
-        .await
-        .map(|_| ())
-        .map_err(util::db("probing a write"))
-    }
-
+#[async_trait]
+impl PendingStore for SqliteStore {
     async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()> {
         self.create_pending_impl(record).await
     }
@@ -506,7 +544,10 @@ impl Store for SqliteStore {
     async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>> {
         self.session_rules_impl(session_id).await
     }
+}
 
+#[async_trait]
+impl CheckpointStore for SqliteStore {
     async fn put_blobs(&self, blobs: &[(String, Vec<u8>)]) -> StoreResult<()> {
         self.put_blobs_impl(blobs).await
     }
@@ -542,23 +583,10 @@ impl Store for SqliteStore {
     async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>> {
         self.get_checkpoint_impl(id).await
     }
+}
 
-    async fn add_compaction(&self, record: &CompactionRecord) -> StoreResult<()> {
-        self.add_compaction_impl(record).await
-    }
-
-    async fn turn_position(&self, session_id: &str, turn_id: &str) -> StoreResult<Option<i64>> {
-        self.turn_position_impl(session_id, turn_id).await
-    }
-
-    async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>> {
-        self.latest_compaction_impl(session_id).await
-    }
-
-    async fn truncate_history(&self, session_id: &str, from_position: i64) -> StoreResult<u64> {
-        self.truncate_history_impl(session_id, from_position).await
-    }
-
+#[async_trait]
+impl TransferStore for SqliteStore {
     async fn export_session(&self, id: &str) -> StoreResult<Option<SessionExport>> {
         self.export_session_impl(id).await
     }

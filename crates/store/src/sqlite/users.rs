@@ -166,7 +166,7 @@ impl SqliteStore {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use crate::Store;
+    use crate::prelude::*;
     use crate::sqlite::SqliteStore;
 
     async fn store() -> SqliteStore {

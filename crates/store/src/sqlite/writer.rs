@@ -382,8 +382,9 @@ fn batch_sql(event_slots: usize, message_slots: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::NewSession;
+    use crate::prelude::*;
     use crate::sqlite::SqliteStore;
-    use crate::{NewSession, Store};
 
     async fn setup() -> (SqliteStore, String, String) {
         let store = SqliteStore::open_url("sqlite::memory:").await.unwrap();

@@ -2,7 +2,8 @@
 //! and the append-only audit log.
 
 use agentd_protocol::TurnStatus;
-use agentd_store::{AuditQuery, GrantKind, NewAudit, SessionUpdate, Store, UsageWindow};
+use agentd_store::prelude::*;
+use agentd_store::{AuditQuery, GrantKind, NewAudit, SessionUpdate, UsageWindow};
 use chrono::{Duration, Utc};
 
 use crate::{session, store};

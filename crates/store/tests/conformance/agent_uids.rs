@@ -1,8 +1,9 @@
 //! `agent_uid`: the uid a user's agent works as, allocated once and kept.
 
+use agentd_store::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
-use agentd_store::{Store, StoreError};
+use agentd_store::StoreError;
 
 use crate::store;
 

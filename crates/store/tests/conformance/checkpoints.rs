@@ -1,6 +1,7 @@
 //! Content-addressed blobs, checkpoints and compactions.
 
-use agentd_store::{CheckpointRecord, CompactionRecord, Store, StoreError};
+use agentd_store::prelude::*;
+use agentd_store::{CheckpointRecord, CompactionRecord, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::json;
 

@@ -1,3 +1,4 @@
+use agentd_store::prelude::*;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -5,7 +6,7 @@ use agentd_protocol::{
     CompactionTrigger, DeltaKind, ErrorInfo, Event, EventEnvelope, Message, OutputStream,
     TurnFinished, TurnStatus, Usage,
 };
-use agentd_store::{Store, StoreError};
+use agentd_store::StoreError;
 use serde_json::json;
 
 use crate::{delta, session, store};

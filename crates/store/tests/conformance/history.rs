@@ -2,6 +2,7 @@
 //! compactions that no longer fit; and what an export holds afterwards.
 
 use agentd_protocol::Message;
+use agentd_store::prelude::*;
 use agentd_store::{Store, StoredMessage};
 use chrono::{DateTime, Duration, Utc};
 

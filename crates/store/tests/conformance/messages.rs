@@ -1,5 +1,6 @@
 use agentd_protocol::{ContentBlock, Message, Role};
-use agentd_store::{Store, StoreError};
+use agentd_store::StoreError;
+use agentd_store::prelude::*;
 use serde_json::json;
 
 use crate::{session, store};

@@ -2,7 +2,8 @@
 //! what this code wrote.
 
 use agentd_protocol::{Message, TurnStatus};
-use agentd_store::{SessionStatus, SessionUpdate, Store, StoreError};
+use agentd_store::prelude::*;
+use agentd_store::{SessionStatus, SessionUpdate, StoreError};
 
 use crate::{delta, session, store};
 

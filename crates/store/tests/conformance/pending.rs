@@ -1,4 +1,5 @@
-use agentd_store::{PendingRecord, Store};
+use agentd_store::PendingRecord;
+use agentd_store::prelude::*;
 use serde_json::json;
 
 use crate::{session, store};

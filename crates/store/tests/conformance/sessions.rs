@@ -1,5 +1,6 @@
 use agentd_protocol::Usage;
-use agentd_store::{NewSession, SessionStatus, SessionUpdate, Store, StoreError};
+use agentd_store::prelude::*;
+use agentd_store::{NewSession, SessionStatus, SessionUpdate, StoreError};
 
 use crate::{new_session, session, store};
 

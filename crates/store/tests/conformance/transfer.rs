@@ -1,6 +1,7 @@
 //! `export_session` / `import_session`: a session moves with nothing lost.
 
 use agentd_protocol::{Message, TurnStatus, Usage};
+use agentd_store::prelude::*;
 use agentd_store::{PendingRecord, SessionExport, SessionUpdate, Store, StoreError};
 use serde_json::json;
 

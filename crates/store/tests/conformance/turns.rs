@@ -1,5 +1,6 @@
 use agentd_protocol::TurnStatus;
-use agentd_store::{SessionStatus, SessionUpdate, Store, StoreError, TurnStart};
+use agentd_store::prelude::*;
+use agentd_store::{SessionStatus, SessionUpdate, StoreError, TurnStart};
 
 use crate::{session, store};
 

@@ -1,6 +1,7 @@
 //! Users and tokens, `find_turn`, `count_sessions` and `ping`.
 
-use agentd_store::{Store, StoreError};
+use agentd_store::StoreError;
+use agentd_store::prelude::*;
 
 use crate::{session, store};
 

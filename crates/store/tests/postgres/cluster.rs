@@ -1,10 +1,10 @@
 //! The cluster tables (`store::postgres::cluster`): claims, leases, failover,
 //! fencing and notifications, against a real PostgreSQL.
 
+use agentd_store::prelude::*;
 use std::time::Duration;
 
 use agentd_protocol::{Event, TurnFinished, TurnStatus, Usage};
-use agentd_store::Store;
 use agentd_store::postgres::cluster::{ClusterStore, Enqueued, QueuedTurn, Signal};
 
 use super::{delta, exec, session, store};

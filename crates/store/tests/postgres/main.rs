@@ -10,10 +10,11 @@ mod cluster;
 #[path = "../conformance/mod.rs"]
 mod conformance;
 
+use agentd_store::prelude::*;
 use std::str::FromStr;
 
+use agentd_store::StoreError;
 use agentd_store::postgres::PostgresStore;
-use agentd_store::{Store, StoreError};
 pub use conformance::{delta, new_session, session};
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};

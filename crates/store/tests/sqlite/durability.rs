@@ -1,6 +1,7 @@
 use agentd_protocol::{Message, TurnStatus};
+use agentd_store::prelude::*;
 use agentd_store::sqlite::SqliteStore;
-use agentd_store::{SessionStatus, SessionUpdate, Store, StoreError, TurnStart};
+use agentd_store::{SessionStatus, SessionUpdate, StoreError, TurnStart};
 
 use crate::{delta, new_session, session};
 
