@@ -9,6 +9,8 @@ use agentd_model::openai::{OpenAiClient, OpenAiConfig};
 use agentd_model::retry::RetryPolicy;
 use agentd_model::scripted::{Script, ScriptedClient, demo_script};
 
+pub use agentd_claude_code::ClaudeCodeSettings;
+
 use crate::config::{Config, ConfigError, ModelConfig, Provider, names};
 
 pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
@@ -36,17 +38,6 @@ pub struct ResolvedModel {
     pub notice: Option<&'static str>,
     /// Set for `provider = "claude-code"`: the turn runs in the `claude` CLI.
     pub claude_code: Option<ClaudeCodeSettings>,
-}
-
-/// How to start the `claude` CLI for a `claude-code` model.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClaudeCodeSettings {
-    pub command: std::path::PathBuf,
-    pub model: String,
-    pub base_url: Option<String>,
-    pub api_key: String,
-    /// A warm CLI without a turn for this long is stopped.
-    pub idle_timeout: std::time::Duration,
 }
 
 /// Reads an environment variable; a parameter so tests need not touch the
@@ -211,7 +202,7 @@ fn build(
                 base_url: base_url.clone(),
                 api_key: api_key.clone(),
                 idle_timeout: model.idle_timeout_s.map_or(
-                    crate::claude_code::DEFAULT_IDLE_TIMEOUT,
+                    agentd_claude_code::DEFAULT_IDLE_TIMEOUT,
                     std::time::Duration::from_secs,
                 ),
             });

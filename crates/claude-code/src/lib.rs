@@ -6,6 +6,7 @@
 mod lifecycle;
 mod mcp;
 mod process;
+mod settings;
 mod transcript;
 mod translate;
 
@@ -20,11 +21,11 @@ use agentd_protocol::{ErrorInfo, TurnFinished, TurnStatus, Usage};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::models::ClaudeCodeSettings;
 pub use lifecycle::DEFAULT_IDLE_TIMEOUT;
 use lifecycle::{Live, ensure_process, stop_process};
 use mcp::TurnScope;
 use process::{Line, MAX_LINE_BYTES};
+pub use settings::ClaudeCodeSettings;
 use translate::{CliResult, Step, TOOL_PREFIX, Translator};
 
 /// How long an interrupted CLI gets to end its turn before it is killed.
@@ -51,7 +52,7 @@ impl Default for ClaudeCode {
 }
 
 /// What one turn needs from the runtime.
-pub(crate) struct TurnRequest<'a> {
+pub struct TurnRequest<'a> {
     pub session_id: &'a str,
     pub session_turns: u64,
     pub workspace: PathBuf,
@@ -68,7 +69,7 @@ pub(crate) struct TurnRequest<'a> {
 }
 
 /// How a turn ended, before `turn.finished` is built.
-pub(crate) struct Outcome {
+pub struct Outcome {
     pub status: TurnStatus,
     pub result: Option<String>,
     pub usage: Usage,
@@ -78,7 +79,7 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
-    pub(crate) fn store_failed(err: agentd_engine::SinkError) -> Self {
+    pub fn store_failed(err: agentd_engine::SinkError) -> Self {
         failed("store_error", err.to_string())
     }
 }
@@ -101,7 +102,7 @@ fn failed(code: &str, message: String) -> Outcome {
 impl ClaudeCode {
     /// Run one turn in the session's CLI. Events go to `request.sink`; the
     /// caller emits `turn.started` before and `turn.finished` after.
-    pub(crate) async fn run_turn(&self, request: TurnRequest<'_>) -> Outcome {
+    pub async fn run_turn(&self, request: TurnRequest<'_>) -> Outcome {
         let mut live = match self.enter(&request).await {
             Ok(live) => live,
             Err(err) => return failed("claude_code_mcp", err),
@@ -343,7 +344,7 @@ fn outcome_of(
 }
 
 /// `turn.finished` for an outcome.
-pub(crate) fn finished_event(turn_id: &str, outcome: Outcome, started: Instant) -> TurnFinished {
+pub fn finished_event(turn_id: &str, outcome: Outcome, started: Instant) -> TurnFinished {
     TurnFinished {
         agent_status: None,
         turn_id: turn_id.to_string(),
