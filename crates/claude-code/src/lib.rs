@@ -16,8 +16,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentd_engine::{Agent, ExternalTurn, TurnSink};
-use agentd_protocol::{ErrorInfo, TurnFinished, TurnStatus, Usage};
+use agentd_engine::{Agent, ExternalTurn, TurnBody, TurnEngine, TurnOutcome, TurnSink};
+use agentd_protocol::{ErrorInfo, Message, TurnStatus};
+use async_trait::async_trait;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -51,8 +52,51 @@ impl Default for ClaudeCode {
     }
 }
 
-/// What one turn needs from the runtime.
-pub struct TurnRequest<'a> {
+/// A turn of a `claude-code` session, as an engine: its body runs in the
+/// session's CLI; [`agentd_engine::run_framed`] frames it like a native turn.
+pub struct ClaudeCodeTurn {
+    pub claude: ClaudeCode,
+    pub session_id: String,
+    /// Turns the session had before this one.
+    pub session_turns: u64,
+    pub workspace: PathBuf,
+    pub data_dir: PathBuf,
+    pub store: Arc<dyn agentd_store::Store>,
+    pub settings: ClaudeCodeSettings,
+    /// The session's agent: its tools, rules, hooks and approver serve the
+    /// CLI's tool calls.
+    pub agent: Arc<Agent>,
+    /// The sink the turn is framed with, shared: the CLI's tool calls reach
+    /// agentd's MCP handler in another task.
+    pub sink: Arc<dyn TurnSink>,
+    pub timeout: Duration,
+    pub max_turns: u32,
+}
+
+#[async_trait]
+impl TurnEngine for ClaudeCodeTurn {
+    async fn run(&self, body: TurnBody<'_>) -> TurnOutcome {
+        let request = TurnRequest {
+            session_id: &self.session_id,
+            session_turns: self.session_turns,
+            workspace: self.workspace.clone(),
+            data_dir: self.data_dir.clone(),
+            store: self.store.clone(),
+            settings: self.settings.clone(),
+            agent: self.agent.clone(),
+            sink: self.sink.clone(),
+            text: body.message.as_ref().map(Message::text).unwrap_or_default(),
+            turn_id: body.turn_id,
+            cancel: body.cancel.child_token(),
+            timeout: self.timeout,
+            max_turns: self.max_turns,
+        };
+        self.claude.run_turn(request).await
+    }
+}
+
+/// What one turn needs.
+pub(crate) struct TurnRequest<'a> {
     pub session_id: &'a str,
     pub session_turns: u64,
     pub workspace: PathBuf,
@@ -62,47 +106,20 @@ pub struct TurnRequest<'a> {
     pub agent: Arc<Agent>,
     pub sink: Arc<dyn TurnSink>,
     pub turn_id: String,
-    pub text: &'a str,
+    pub text: String,
     pub cancel: CancellationToken,
     pub timeout: Duration,
     pub max_turns: u32,
 }
 
-/// How a turn ended, before `turn.finished` is built.
-pub struct Outcome {
-    pub status: TurnStatus,
-    pub result: Option<String>,
-    pub usage: Usage,
-    pub cost_usd: f64,
-    pub model_calls: u32,
-    pub error: Option<ErrorInfo>,
-}
-
-impl Outcome {
-    pub fn store_failed(err: agentd_engine::SinkError) -> Self {
-        failed("store_error", err.to_string())
-    }
-}
-
-fn failed(code: &str, message: String) -> Outcome {
-    Outcome {
-        status: TurnStatus::Failed,
-        result: None,
-        usage: Usage::default(),
-        cost_usd: 0.0,
-        model_calls: 0,
-        error: Some(ErrorInfo {
-            code: code.into(),
-            message,
-            retryable: true,
-        }),
-    }
+fn failed(code: &str, message: String) -> TurnOutcome {
+    TurnOutcome::failed(code, message, true)
 }
 
 impl ClaudeCode {
     /// Run one turn in the session's CLI. Events go to `request.sink`; the
-    /// caller emits `turn.started` before and `turn.finished` after.
-    pub async fn run_turn(&self, request: TurnRequest<'_>) -> Outcome {
+    /// frame emits `turn.started` before and `turn.finished` after.
+    async fn run_turn(&self, request: TurnRequest<'_>) -> TurnOutcome {
         let mut live = match self.enter(&request).await {
             Ok(live) => live,
             Err(err) => return failed("claude_code_mcp", err),
@@ -153,7 +170,7 @@ impl ClaudeCode {
     }
 }
 
-async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTurn) -> Outcome {
+async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTurn) -> TurnOutcome {
     if let Err(err) = ensure_process(live, request).await {
         return failed("claude_code_start", err);
     }
@@ -161,7 +178,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
     let Some(process) = live.process.as_mut() else {
         return failed("claude_code_start", "the CLI did not start".into());
     };
-    if let Err(err) = process.send_user(request.text).await {
+    if let Err(err) = process.send_user(&request.text).await {
         let stopped = stop_process(live).await;
         return failed(
             "claude_code_crashed",
@@ -261,7 +278,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
         Ok(result) => outcome_of(result, stopping.map(|(s, _)| s), last_text, model_calls),
         Err((code, message, _)) if stopping.is_some() && code == "claude_code_interrupt" => {
             stop_process(live).await;
-            Outcome {
+            TurnOutcome {
                 status: stopping.map_or(TurnStatus::Interrupted, |(s, _)| s),
                 error: Some(ErrorInfo {
                     code: code.into(),
@@ -280,7 +297,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
             } else {
                 message
             };
-            Outcome {
+            TurnOutcome {
                 model_calls,
                 ..failed(code, message)
             }
@@ -310,7 +327,7 @@ fn outcome_of(
     stopping: Option<TurnStatus>,
     last_text: Option<String>,
     model_calls: u32,
-) -> Outcome {
+) -> TurnOutcome {
     let status = match (stopping, result.subtype.as_str()) {
         (Some(status), _) => status,
         (None, "success") if !result.is_error => TurnStatus::Completed,
@@ -333,27 +350,13 @@ fn outcome_of(
             retryable: status != TurnStatus::MaxTurns,
         }),
     };
-    Outcome {
+    TurnOutcome {
         status,
+        agent_status: None,
         result: result.result.filter(|r| !r.is_empty()).or(last_text),
         usage: result.usage,
         cost_usd: result.cost_usd,
         model_calls,
         error,
-    }
-}
-
-/// `turn.finished` for an outcome.
-pub fn finished_event(turn_id: &str, outcome: Outcome, started: Instant) -> TurnFinished {
-    TurnFinished {
-        agent_status: None,
-        turn_id: turn_id.to_string(),
-        status: outcome.status,
-        result: outcome.result,
-        usage: outcome.usage,
-        cost_usd: outcome.cost_usd,
-        num_model_calls: outcome.model_calls,
-        duration_ms: started.elapsed().as_millis() as u64,
-        error: outcome.error,
     }
 }

@@ -13,6 +13,7 @@ pub mod approval;
 mod coalesce;
 mod compact;
 mod external;
+mod frame;
 mod gate;
 mod guardrails;
 mod history;
@@ -28,6 +29,7 @@ pub use approval::{
     Answer, ApprovalRequest, Approver, Decision, FixedApprover, QuestionAnswer, QuestionRequest,
 };
 pub use external::{ExternalResult, ExternalTurn};
+pub use frame::{TurnBody, TurnEngine, TurnOutcome, run_framed};
 pub use live_budget::{DEFAULT_TOOL_OUTPUT_STREAM_BYTES, DEFAULT_TURN_STREAM_BYTES};
 pub use prompt::{PromptContext, PromptError, default_system_prompt};
 pub use sink::{Checkpointer, Compaction, SinkError, TurnSink};

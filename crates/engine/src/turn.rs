@@ -8,12 +8,14 @@ use agentd_protocol::{
     ContentBlock, DeltaKind, ErrorInfo, Event, Message, Role, TurnFinished, TurnStatus, Usage,
 };
 use agentd_tools::{ToolContext, ToolRegistry};
+use async_trait::async_trait;
 use futures::StreamExt;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::coalesce::Coalescer;
+use crate::frame::{TurnBody, TurnEngine, TurnOutcome, run_framed};
 use crate::guardrails::{self, CallStreak};
 use crate::history;
 use crate::live_budget::{LiveStream, TurnStreamBudget};
@@ -27,6 +29,50 @@ pub struct TurnInput {
     pub history: Vec<Message>,
     /// The user's new message.
     pub message: Message,
+}
+
+#[async_trait]
+impl TurnEngine for Agent {
+    /// `UserPromptSubmit` hooks may refuse the message or add to it.
+    async fn accept(&self, message: Message) -> Result<Option<Message>, TurnOutcome> {
+        let mut message = message;
+        if let Some((hooks, context)) = self.hooks() {
+            let feedback = hooks.user_prompt_submit(context, &message.text()).await;
+            if feedback.block {
+                return Err(TurnOutcome::failed(
+                    "prompt_blocked",
+                    format!(
+                        "A UserPromptSubmit hook blocked this message: {}",
+                        feedback.reason.as_deref().unwrap_or("no reason given")
+                    ),
+                    false,
+                ));
+            }
+            for context in feedback.additional_context {
+                message.content.push(ContentBlock::Text { text: context });
+            }
+        }
+        Ok(Some(message))
+    }
+
+    async fn run(&self, body: TurnBody<'_>) -> TurnOutcome {
+        self.run_body(body, false).await
+    }
+}
+
+/// A turn of `agent` that only compacts its context; the message that asked
+/// for it is not recorded.
+struct Compaction<'a>(&'a Agent);
+
+#[async_trait]
+impl TurnEngine for Compaction<'_> {
+    async fn accept(&self, _message: Message) -> Result<Option<Message>, TurnOutcome> {
+        Ok(None)
+    }
+
+    async fn run(&self, body: TurnBody<'_>) -> TurnOutcome {
+        self.0.run_body(body, true).await
+    }
 }
 
 /// Why the loop stopped, before it becomes a `turn.finished`.
@@ -55,16 +101,6 @@ impl Exit {
     }
 }
 
-/// The turn's `error` (if any) and `turn.finished`, recorded.
-async fn record_finished(sink: &dyn TurnSink, finished: &TurnFinished) -> Result<(), SinkError> {
-    if let Some(error) = &finished.error
-        && let Err(err) = sink.emit(Event::Error(error.clone())).await
-    {
-        tracing::error!(%err, "could not record the turn's error event");
-    }
-    sink.finish_turn(finished).await
-}
-
 impl From<SinkError> for Exit {
     fn from(err: SinkError) -> Self {
         Exit::failed("store_error", err.to_string(), true)
@@ -81,7 +117,7 @@ impl Agent {
         sink: &dyn TurnSink,
         cancel: CancellationToken,
     ) -> TurnFinished {
-        self.run(input, sink, cancel, false).await
+        run_framed(self, input, sink, cancel).await
     }
 
     /// A turn that only compacts the context (`/compact`, `POST …/compact`):
@@ -93,67 +129,51 @@ impl Agent {
         sink: &dyn TurnSink,
         cancel: CancellationToken,
     ) -> TurnFinished {
-        self.run(input, sink, cancel, true).await
+        run_framed(&Compaction(self), input, sink, cancel).await
     }
 
-    async fn run(
-        &self,
-        input: TurnInput,
-        sink: &dyn TurnSink,
-        cancel: CancellationToken,
-        compact_only: bool,
-    ) -> TurnFinished {
-        let started = Instant::now();
-        let cancel = cancel.child_token();
+    /// The native loop's body of a turn (or only its compaction), under
+    /// the turn's time limit.
+    async fn run_body(&self, body: TurnBody<'_>, compact_only: bool) -> TurnOutcome {
+        let cancel = body.cancel.child_token();
         let shared = Arc::new(TurnShared::default());
         let timer = tokio::spawn({
             let (cancel, shared) = (cancel.clone(), shared.clone());
-            let timeout = self.config.limits.turn_timeout;
+            let left = self
+                .config
+                .limits
+                .turn_timeout
+                .saturating_sub(body.started.elapsed());
             async move {
-                tokio::time::sleep(timeout).await;
+                tokio::time::sleep(left).await;
                 shared.timed_out.store(true, Ordering::SeqCst);
                 cancel.cancel();
             }
         });
-        let history = history::normalize(input.history);
-        let mut run = TurnRun::new(self, sink, input.turn_id, history, cancel, shared);
-        let outcome = if compact_only {
-            run.compact_turn(input.message).await
-        } else {
-            run.drive(input.message).await
+        let history = history::normalize(body.history);
+        let mut run = TurnRun::new(self, body.sink, body.turn_id, history, cancel, shared);
+        let outcome = match body.message {
+            _ if compact_only => run.compact_turn().await,
+            Some(message) => {
+                run.push(message);
+                run.run_loop().await
+            }
+            None => run.run_loop().await,
         };
         let exit = match outcome {
             Ok(exit) | Err(exit) => exit,
         };
         timer.abort();
-        let agent_status = run.result.as_deref().and_then(guardrails::agent_status);
         let result = run.result.take();
-        let finish = |exit: Exit| TurnFinished {
-            agent_status,
-            turn_id: run.turn_id.clone(),
+        TurnOutcome {
             status: exit.status,
-            result: result.clone(),
+            error: exit.error,
+            agent_status: result.as_deref().and_then(guardrails::agent_status),
+            result,
             usage: run.usage,
             cost_usd: run.cost_usd,
-            num_model_calls: run.model_calls,
-            duration_ms: started.elapsed().as_millis() as u64,
-            error: exit.error,
-        };
-        let mut finished = finish(exit);
-        let mut recorded = record_finished(sink, &finished).await;
-        if let Err(err) = &recorded
-            && finished.status != TurnStatus::Failed
-        {
-            // Messages may be stored behind the turn: one the store refused
-            // shows here (the sink did not record this `turn.finished`), and
-            // the turn must not be reported complete without it.
-            finished = finish(err.clone().into());
-            recorded = record_finished(sink, &finished).await;
+            model_calls: run.model_calls,
         }
-        if let Err(err) = recorded {
-            tracing::error!(%err, turn_id = %finished.turn_id, "could not record turn.finished");
-        }
-        finished
     }
 
     /// The tools this agent offers, built on first use: every model call
@@ -308,45 +328,7 @@ impl<'a> TurnRun<'a> {
         }
     }
 
-    /// `Ok` and `Err` both carry how the turn ended; `Err` lets `?` end it early.
-    async fn drive(&mut self, user_message: Message) -> Result<Exit, Exit> {
-        self.sink
-            .emit(Event::TurnStarted {
-                turn_id: self.turn_id.clone(),
-                message: user_message.clone(),
-            })
-            .await?;
-        let mut user_message = user_message;
-        if let Some((hooks, context)) = self.agent.hooks() {
-            let feedback = hooks
-                .user_prompt_submit(context, &user_message.text())
-                .await;
-            if feedback.block {
-                return Err(Exit::failed(
-                    "prompt_blocked",
-                    format!(
-                        "A UserPromptSubmit hook blocked this message: {}",
-                        feedback.reason.as_deref().unwrap_or("no reason given")
-                    ),
-                    false,
-                ));
-            }
-            for context in feedback.additional_context {
-                user_message
-                    .content
-                    .push(ContentBlock::Text { text: context });
-            }
-        }
-        self.run_loop(user_message).await
-    }
-
-    async fn compact_turn(&mut self, message: Message) -> Result<Exit, Exit> {
-        self.sink
-            .emit(Event::TurnStarted {
-                turn_id: self.turn_id.clone(),
-                message,
-            })
-            .await?;
+    async fn compact_turn(&mut self) -> Result<Exit, Exit> {
         self.result = Some(
             match self
                 .compact(agentd_protocol::CompactionTrigger::Manual)
@@ -362,10 +344,9 @@ impl<'a> TurnRun<'a> {
         Ok(Exit::with(TurnStatus::Completed))
     }
 
-    /// Model → tools → model … from `user_message` until the model stops
+    /// Model → tools → model … from the last message until the model stops
     /// calling tools or a limit ends the run. Subagents run only this part.
-    pub(crate) async fn run_loop(&mut self, user_message: Message) -> Result<Exit, Exit> {
-        self.record(user_message).await?;
+    pub(crate) async fn run_loop(&mut self) -> Result<Exit, Exit> {
         let limits = &self.agent.config.limits;
         let mut stop_hook_continued = false;
         let mut streak = CallStreak::default();
@@ -462,8 +443,13 @@ impl<'a> TurnRun<'a> {
 
     pub(crate) async fn record(&mut self, message: Message) -> Result<(), SinkError> {
         self.sink.append_message(&self.turn_id, &message).await?;
-        history::push_merged(Arc::make_mut(&mut self.messages), message);
+        self.push(message);
         Ok(())
+    }
+
+    /// Extends the model's context with a message recorded elsewhere.
+    pub(crate) fn push(&mut self, message: Message) {
+        history::push_merged(Arc::make_mut(&mut self.messages), message);
     }
 
     /// How the turn ends when its token was cancelled: by the timer or by the user.

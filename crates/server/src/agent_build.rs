@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approvals::{NoAnswerPolicy, StoredApprover};
 use crate::checkpoints::SessionCheckpointer;
 use crate::config::{ConfigError, ProfileConfig, SandboxMode};
-use crate::models::{EnvLookup, resolve_model};
+use crate::models::{EnvLookup, ResolvedModel, resolve_model};
 use crate::runtime::{RunError, Runtime, TurnOptions};
 
 /// One MCP pool per profile (profiles may name different servers), made on
@@ -93,10 +93,9 @@ impl Runtime {
         options: &TurnOptions,
         env: EnvLookup<'_>,
         turn_position: Arc<OnceLock<i64>>,
+        model: ResolvedModel,
     ) -> Result<Agent, RunError> {
         let profile = self.config.profile(&session.profile)?;
-        let spec = options.model.as_deref().unwrap_or(&session.model);
-        let model = resolve_model(&self.config, Some(spec), env)?;
         let workspace = PathBuf::from(&session.workspace);
         let (skills, warnings) = self.skills_for(&session.owner);
         for warning in warnings {

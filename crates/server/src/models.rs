@@ -40,6 +40,25 @@ pub struct ResolvedModel {
     pub claude_code: Option<ClaudeCodeSettings>,
 }
 
+/// Which engine runs a turn on a model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineChoice {
+    /// agentd's own loop.
+    Native,
+    /// The `claude` CLI, started with these settings.
+    ClaudeCode(ClaudeCodeSettings),
+}
+
+impl ResolvedModel {
+    /// Which engine runs a turn on this model.
+    pub fn engine(&self) -> EngineChoice {
+        match &self.claude_code {
+            Some(settings) => EngineChoice::ClaudeCode(settings.clone()),
+            None => EngineChoice::Native,
+        }
+    }
+}
+
 /// Reads an environment variable; a parameter so tests need not touch the
 /// process environment. `Sync` so a turn holding it can run in a spawned task.
 pub type EnvLookup<'a> = &'a (dyn Fn(&str) -> Option<String> + Sync);

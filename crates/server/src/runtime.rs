@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use agentd_engine::{TurnInput, TurnSink};
+use agentd_claude_code::ClaudeCodeTurn;
+use agentd_engine::{TurnInput, run_framed};
 use agentd_protocol::{Event, EventEnvelope, Message, TurnFinished, TurnStatus};
 use agentd_sandbox::Sandbox;
 use agentd_store::{
@@ -17,16 +18,49 @@ use agentd_policy::permissions::PermissionMode;
 
 use crate::agent_build::McpPools;
 use crate::approvals::{AnswerSource, Approvals};
-use crate::claude_code::{ClaudeCode, TurnRequest, finished_event};
+use crate::claude_code::ClaudeCode;
 use crate::config::{Config, ConfigError};
 use crate::coordination::{Alone, Coordination};
-use crate::models::{EnvLookup, resolve_model};
+use crate::models::{ClaudeCodeSettings, EngineChoice, EnvLookup, ResolvedModel, resolve_model};
 use crate::sink::StoreSink;
 use crate::threads::Threads;
 use crate::transcripts::Transcripts;
 
 /// A message that compacts the context instead of starting a conversation turn.
 pub const COMPACT_COMMAND: &str = "/compact";
+
+/// What a turn does with the text it was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnWork {
+    /// A message for the agent.
+    Message,
+    /// Compact the session's context; the text is only shown in `turn.started`.
+    Compact,
+}
+
+impl TurnWork {
+    /// The work a typed message asks for: [`COMPACT_COMMAND`] compacts.
+    pub fn from_text(text: &str) -> Self {
+        if text.trim() == COMPACT_COMMAND {
+            TurnWork::Compact
+        } else {
+            TurnWork::Message
+        }
+    }
+}
+
+/// One turn as its caller asks for it.
+pub struct TurnRequest<'a> {
+    pub session: &'a SessionRecord,
+    /// What the user sent: `turn.started` shows it, the session's title
+    /// comes from it.
+    pub text: &'a str,
+    pub options: TurnOptions,
+    pub env: EnvLookup<'a>,
+    /// Gets each event as it is stored.
+    pub observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+    pub cancel: CancellationToken,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -229,14 +263,53 @@ impl Runtime {
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
         cancel: CancellationToken,
     ) -> Result<Option<TurnFinished>, RunError> {
-        let spec = options.model.as_deref().unwrap_or(&session.model);
-        if let Some(settings) = resolve_model(&self.config, Some(spec), env)?.claude_code
-            && text.trim() != COMPACT_COMMAND
-        {
-            return self
-                .run_claude_turn(session, text, options, env, observer, cancel, settings)
-                .await;
+        let request = TurnRequest {
+            session,
+            text,
+            options,
+            env,
+            observer,
+            cancel,
+        };
+        self.run_work(request, TurnWork::from_text(text)).await
+    }
+
+    /// Run one turn doing `work`: the model is resolved once, into the
+    /// engine that runs the turn.
+    pub async fn run_work(
+        &self,
+        request: TurnRequest<'_>,
+        work: TurnWork,
+    ) -> Result<Option<TurnFinished>, RunError> {
+        let spec = (request.options.model.as_deref()).unwrap_or(&request.session.model);
+        let model = resolve_model(&self.config, Some(spec), request.env)?;
+        match (work, model.engine()) {
+            // Compaction is agentd's own, whichever engine the session runs on.
+            (TurnWork::Compact, _) => self.run_native(request, model, true).await,
+            (TurnWork::Message, EngineChoice::Native) => {
+                self.run_native(request, model, false).await
+            }
+            (TurnWork::Message, EngineChoice::ClaudeCode(settings)) => {
+                self.run_claude_turn(request, model, settings).await
+            }
         }
+    }
+
+    /// A turn of the native loop, or (`compact`) only its compaction.
+    async fn run_native(
+        &self,
+        request: TurnRequest<'_>,
+        model: ResolvedModel,
+        compact: bool,
+    ) -> Result<Option<TurnFinished>, RunError> {
+        let TurnRequest {
+            session,
+            text,
+            options,
+            env,
+            observer,
+            cancel,
+        } = request;
         let turn_position = Arc::new(OnceLock::new());
         // The transcript is read (read pool) while the agent is built and the
         // turn recorded (writes): the read is the longest of the three. The
@@ -244,7 +317,7 @@ impl Runtime {
         let (prepared, history) = tokio::join!(
             async {
                 let agent = self
-                    .agent_for(session, &options, env, turn_position.clone())
+                    .agent_for(session, &options, env, turn_position.clone(), model)
                     .await?;
                 let begun = self.begin_turn(session, &options).await?;
                 Ok::<_, RunError>((agent, begun))
@@ -259,19 +332,13 @@ impl Runtime {
         // Only the running turn appends to its session: its user message
         // comes next.
         let _ = turn_position.set(last_position as i64 + 1);
-        let sink = StoreSink::new(
-            self.store.clone(),
-            session.id.clone(),
-            observer,
-            &self.threads.serving(),
-        );
+        let sink = self.sink_for(session, observer);
         let input = TurnInput {
             turn_id: turn_id.clone(),
             history,
             message: Message::user_text(text),
         };
-        // `/compact` compacts instead of talking to the agent.
-        let finished = if text.trim() == COMPACT_COMMAND {
+        let finished = if compact {
             agent.run_compaction(input, &sink, cancel).await
         } else {
             agent.run_turn(input, &sink, cancel).await
@@ -282,87 +349,68 @@ impl Runtime {
     }
 
     /// A turn of a `claude-code` session: the CLI drives it (see
-    /// [`crate::claude_code`]); agentd records it like a native turn.
-    #[allow(clippy::too_many_arguments)]
+    /// [`agentd_claude_code`]), framed and recorded like a native turn.
     async fn run_claude_turn(
         &self,
-        session: &SessionRecord,
-        text: &str,
-        options: TurnOptions,
-        env: EnvLookup<'_>,
-        observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
-        cancel: CancellationToken,
-        settings: crate::models::ClaudeCodeSettings,
+        request: TurnRequest<'_>,
+        model: ResolvedModel,
+        settings: ClaudeCodeSettings,
     ) -> Result<Option<TurnFinished>, RunError> {
+        let TurnRequest {
+            session,
+            text,
+            options,
+            env,
+            observer,
+            cancel,
+        } = request;
         let profile = self.config.profile(&session.profile)?;
         // The CLI's user message is not the engine's: its checkpoints read
         // the turn's position back.
         let agent = Arc::new(
-            self.agent_for(session, &options, env, Arc::default())
+            self.agent_for(session, &options, env, Arc::default(), model)
                 .await?,
         );
         let Some(turn_id) = self.begin_turn(session, &options).await? else {
             return Ok(None);
         };
-        let began = std::time::Instant::now();
-        let sink = Arc::new(StoreSink::new(
+        let sink = Arc::new(self.sink_for(session, observer));
+        let engine = ClaudeCodeTurn {
+            claude: self.claude.clone(),
+            session_id: session.id.clone(),
+            session_turns: session.turns,
+            workspace: PathBuf::from(&session.workspace),
+            data_dir: self.data_dir.clone(),
+            store: self.store.clone(),
+            settings,
+            agent,
+            sink: sink.clone(),
+            timeout: std::time::Duration::from_secs(profile.turn_timeout_s),
+            max_turns: options.max_turns.unwrap_or(profile.max_turns),
+        };
+        let input = TurnInput {
+            turn_id: turn_id.clone(),
+            history: Vec::new(),
+            message: Message::user_text(text),
+        };
+        let finished = run_framed(&engine, input, sink.as_ref(), cancel).await;
+        self.record_finished(session, &turn_id, text, &finished)
+            .await?;
+        Ok(Some(finished))
+    }
+
+    /// Where a turn of `session` records its events and messages.
+    fn sink_for(
+        &self,
+        session: &SessionRecord,
+        observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+    ) -> StoreSink {
+        StoreSink::new(
             self.store.clone(),
             session.id.clone(),
             observer,
             &self.threads.serving(),
-        ));
-        let message = Message::user_text(text);
-        let opened = async {
-            sink.emit(Event::TurnStarted {
-                turn_id: turn_id.clone(),
-                message: message.clone(),
-            })
-            .await?;
-            sink.append_message(&turn_id, &message).await
-        };
-        let outcome = match opened.await {
-            Ok(()) => {
-                self.claude
-                    .run_turn(TurnRequest {
-                        session_id: &session.id,
-                        session_turns: session.turns,
-                        workspace: PathBuf::from(&session.workspace),
-                        data_dir: self.data_dir.clone(),
-                        store: self.store.clone(),
-                        settings,
-                        agent,
-                        sink: sink.clone(),
-                        turn_id: turn_id.clone(),
-                        text,
-                        cancel: cancel.child_token(),
-                        timeout: std::time::Duration::from_secs(profile.turn_timeout_s),
-                        max_turns: options.max_turns.unwrap_or(profile.max_turns),
-                    })
-                    .await
-            }
-            Err(err) => crate::claude_code::Outcome::store_failed(err),
-        };
-        // Messages are stored behind the turn: a refused one fails it here,
-        // keeping the usage and spend the CLI reported.
-        let outcome = match sink.flush().await {
-            Err(err) if outcome.status != TurnStatus::Failed => crate::claude_code::Outcome {
-                status: TurnStatus::Failed,
-                error: crate::claude_code::Outcome::store_failed(err).error,
-                ..outcome
-            },
-            _ => outcome,
-        };
-        let finished = finished_event(&turn_id, outcome, began);
-        if let Some(error) = &finished.error {
-            let _ = sink.emit(Event::Error(error.clone())).await;
-        }
-        let _ = sink.emit(Event::TurnFinished(finished.clone())).await;
-        if let Err(err) = sink.flush().await {
-            tracing::error!(%err, session = %session.id, "could not record the end of a turn");
-        }
-        self.record_finished(session, &turn_id, text, &finished)
-            .await?;
-        Ok(Some(finished))
+        )
     }
 
     /// Record the turn's start and mark the session running; its id, or

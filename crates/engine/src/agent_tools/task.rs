@@ -114,7 +114,11 @@ impl TurnRun<'_> {
             self.cancel.clone(),
             self.shared.clone(),
         );
-        let exit = match Box::pin(run.run_loop(Message::user_text(input.prompt))).await {
+        let looped = async {
+            run.record(Message::user_text(input.prompt)).await?;
+            run.run_loop().await
+        };
+        let exit = match Box::pin(looped).await {
             Ok(exit) | Err(exit) => exit,
         };
         self.shared.add_subagent_spend(&run.usage, run.cost_usd);
