@@ -1,13 +1,12 @@
 //! The turn state machine: model → tools → model … → `turn.finished`.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use agentd_model::{ModelError, ModelEvent, ModelRequest, ModelResponse, ToolSpec};
+use agentd_model::{ModelError, ModelEvent, ModelRequest, ModelResponse};
 use agentd_protocol::{
     ContentBlock, DeltaKind, ErrorInfo, Event, Message, Role, TurnFinished, TurnStatus, Usage,
 };
-use agentd_tools::{ToolContext, ToolRegistry};
 use async_trait::async_trait;
 use futures::StreamExt;
 use tokio::time::{Instant, sleep_until};
@@ -15,10 +14,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::coalesce::Coalescer;
+use crate::context::{TurnContext, TurnShared};
 use crate::frame::{TurnBody, TurnEngine, TurnOutcome, run_framed};
 use crate::guardrails::{self, CallStreak};
 use crate::history;
-use crate::live_budget::{LiveStream, TurnStreamBudget};
+use crate::live_budget::LiveStream;
 use crate::sink::{SinkError, TurnSink};
 
 /// What a turn starts from.
@@ -175,114 +175,6 @@ impl Agent {
             model_calls: run.model_calls,
         }
     }
-
-    /// The tools this agent offers, built on first use: every model call
-    /// sends them unchanged.
-    pub(crate) fn tool_specs(&self) -> Arc<Vec<ToolSpec>> {
-        self.offered().specs.clone()
-    }
-
-    pub(crate) fn offered(&self) -> &OfferedTools {
-        self.offered.get_or_init(|| {
-            let plain = self.tools.iter().map(|tool| ToolSpec {
-                name: tool.name().to_string(),
-                description: tool.description().to_string(),
-                input_schema: tool.input_schema(),
-            });
-            let own = self
-                .agent_tools
-                .iter()
-                .filter(|tool| self.agent_tool(tool.name()).is_some())
-                .map(|tool| tool.spec(self.subagents()));
-            let specs: Vec<ToolSpec> = plain.chain(own).collect();
-            let chars = specs
-                .iter()
-                .map(|t| t.name.len() + t.description.len() + json_len(&t.input_schema))
-                .sum();
-            OfferedTools {
-                specs: Arc::new(specs),
-                chars,
-            }
-        })
-    }
-}
-
-/// An agent's tool specs, and their size for the context estimate.
-#[derive(Debug)]
-pub(crate) struct OfferedTools {
-    pub(crate) specs: Arc<Vec<ToolSpec>>,
-    pub(crate) chars: usize,
-}
-
-/// The length of `value` as compact JSON, without building the text.
-pub(crate) fn json_len(value: &serde_json::Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing a `Value` to a sink that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
-
-/// What the runs of one turn (the agent's and its subagents') share.
-#[derive(Default)]
-pub(crate) struct TurnShared {
-    timed_out: AtomicBool,
-    subagents_started: AtomicU32,
-    /// Usage and cost of finished subagent runs, not yet added to a parent's.
-    subagent_spend: Mutex<(Usage, f64)>,
-    /// Everything the turn has spent so far, subagents included, live.
-    spent_usd: Mutex<f64>,
-    /// Set once the turn's checkpoint was taken (or tried).
-    pub(crate) checkpoint: tokio::sync::OnceCell<()>,
-    /// Live output the turn has streamed, against `max_turn_stream_bytes`.
-    pub(crate) streamed: TurnStreamBudget,
-}
-
-impl TurnShared {
-    pub(crate) fn spent_usd(&self) -> f64 {
-        self.spent_usd
-            .lock()
-            .map(|spent| *spent)
-            .unwrap_or_default()
-    }
-
-    fn add_spent(&self, cost_usd: f64) {
-        if let Ok(mut spent) = self.spent_usd.lock() {
-            *spent += cost_usd;
-        }
-    }
-
-    /// Counts one more subagent; `false` when `max` were already started.
-    pub(crate) fn claim_subagent(&self, max: u32) -> bool {
-        self.subagents_started
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .is_ok()
-    }
-
-    pub(crate) fn add_subagent_spend(&self, usage: &Usage, cost_usd: f64) {
-        if let Ok(mut spend) = self.subagent_spend.lock() {
-            spend.0.add(usage);
-            spend.1 += cost_usd;
-        }
-    }
-
-    fn take_subagent_spend(&self) -> (Usage, f64) {
-        self.subagent_spend
-            .lock()
-            .map(|mut spend| std::mem::take(&mut *spend))
-            .unwrap_or_default()
-    }
 }
 
 /// The state of one running turn.
@@ -417,7 +309,7 @@ impl<'a> TurnRun<'a> {
                     _ => None,
                 })
                 .collect();
-            let results = self.run_tools(calls).await?;
+            let results = self.context().run_tools(calls).await?;
             let (usage, cost) = self.shared.take_subagent_spend();
             self.usage.add(&usage);
             self.cost_usd += cost;
@@ -556,27 +448,10 @@ impl<'a> TurnRun<'a> {
                     .await?;
             }
             if let Some(notice) = admitted.notice {
-                self.emit_truncated(None, notice).await?;
+                self.context().emit_truncated(None, notice).await?;
             }
         }
         Ok(())
-    }
-
-    /// The one `output.truncated` of a stream that reached a limit.
-    pub(crate) async fn emit_truncated(
-        &self,
-        call_id: Option<&str>,
-        (limit, limit_bytes): (agentd_protocol::OutputLimit, u64),
-    ) -> Result<(), SinkError> {
-        self.sink
-            .emit(Event::OutputTruncated {
-                turn_id: self.turn_id.clone(),
-                call_id: call_id.map(str::to_string),
-                limit,
-                limit_bytes,
-                parent_call_id: None,
-            })
-            .await
     }
 
     pub(crate) async fn account(&mut self, usage: &Usage) -> Result<(), SinkError> {
@@ -594,12 +469,15 @@ impl<'a> TurnRun<'a> {
             .await
     }
 
-    pub(crate) fn tools(&self) -> &ToolRegistry {
-        &self.agent.tools
-    }
-
-    pub(crate) fn tool_context(&self) -> &ToolContext {
-        &self.agent.tool_context
+    /// What the tool calls of this turn need of it.
+    pub(crate) fn context(&self) -> TurnContext<'_> {
+        TurnContext {
+            agent: self.agent,
+            sink: self.sink,
+            turn_id: &self.turn_id,
+            cancel: &self.cancel,
+            shared: &self.shared,
+        }
     }
 }
 

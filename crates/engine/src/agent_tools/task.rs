@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::string;
 use super::subagent::Subagents;
+use crate::context::TurnContext;
 use crate::sink::{SinkError, TurnSink};
 use crate::turn::TurnRun;
 
@@ -72,7 +73,7 @@ impl TurnSink for SubagentSink<'_> {
     }
 }
 
-impl TurnRun<'_> {
+impl TurnContext<'_> {
     pub(crate) async fn run_task(&self, call_id: &str, input: &Value) -> ToolResult {
         let input: Input = match serde_json::from_value(input.clone()) {
             Ok(input) => input,
@@ -109,7 +110,7 @@ impl TurnRun<'_> {
         let mut run = TurnRun::new(
             &agent,
             &sink,
-            self.turn_id.clone(),
+            self.turn_id.to_string(),
             Vec::new(),
             self.cancel.clone(),
             self.shared.clone(),
