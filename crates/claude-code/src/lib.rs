@@ -196,74 +196,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
         announced,
         external,
     );
-    let deadline = tokio::time::Instant::now() + request.timeout;
-    let mut stopping: Option<(TurnStatus, tokio::time::Instant)> = None;
-    let ended = loop {
-        let grace = stopping.map(|(_, at)| at);
-        let line = tokio::select! {
-            line = process.lines.recv() => line.unwrap_or(Line::Eof),
-            _ = request.cancel.cancelled(), if stopping.is_none() => {
-                stopping = Some((TurnStatus::Interrupted, tokio::time::Instant::now() + INTERRUPT_GRACE));
-                let _ = process.control(json!({"subtype": "interrupt"})).await;
-                continue;
-            }
-            _ = tokio::time::sleep_until(deadline), if stopping.is_none() => {
-                request.cancel.cancel();
-                stopping = Some((TurnStatus::Timeout, tokio::time::Instant::now() + INTERRUPT_GRACE));
-                let _ = process.control(json!({"subtype": "interrupt"})).await;
-                continue;
-            }
-            _ = tokio::time::sleep_until(grace.unwrap_or(deadline)), if grace.is_some() => {
-                break Err(("claude_code_interrupt", "the CLI did not stop its turn after an interrupt".to_string(), true));
-            }
-        };
-        let value = match line {
-            Line::Json(value) => value,
-            Line::NotJson(text) => {
-                break Err((
-                    "claude_code_protocol",
-                    format!("the CLI printed a line that is not JSON: {text}"),
-                    true,
-                ));
-            }
-            Line::TooLong(len) => {
-                break Err((
-                    "claude_code_line_too_long",
-                    format!(
-                        "the CLI printed a line of {len} bytes, over agentd's limit of {MAX_LINE_BYTES} bytes"
-                    ),
-                    true,
-                ));
-            }
-            Line::Eof => {
-                break Err((
-                    "claude_code_crashed",
-                    "the CLI exited during the turn".to_string(),
-                    true,
-                ));
-            }
-        };
-        match translator.line(&value).await {
-            Ok(Step::Continue) => {}
-            Ok(Step::CanUseTool(id, tool, input)) => {
-                // agentd's tools are gated in the MCP handler; nothing else may run.
-                let response = if tool.starts_with(TOOL_PREFIX) {
-                    json!({"behavior": "allow", "updatedInput": input})
-                } else {
-                    json!({"behavior": "deny", "message": format!("{tool} is not available under agentd; use agentd's tools")})
-                };
-                let _ = process
-                    .write(&json!({"type": "control_response", "response": {"subtype": "success", "request_id": id, "response": response}}))
-                    .await;
-            }
-            Ok(Step::Finished(result)) => break Ok(result),
-            Err(err) => {
-                request.cancel.cancel();
-                let _ = process.control(json!({"subtype": "interrupt"})).await;
-                break Err(("store_error", err.to_string(), false));
-            }
-        }
-    };
+    let (ended, stopping) = read_turn(process, &mut translator, request).await;
     if let Some(cli_session_id) = translator.cli_session_id.clone() {
         live.cli_session_id = Some(cli_session_id);
     }
@@ -275,11 +208,11 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
     let model_calls = translator.model_calls;
     let last_text = translator.last_text.clone();
     match ended {
-        Ok(result) => outcome_of(result, stopping.map(|(s, _)| s), last_text, model_calls),
+        Ok(result) => outcome_of(result, stopping, last_text, model_calls),
         Err((code, message, _)) if stopping.is_some() && code == "claude_code_interrupt" => {
             stop_process(live).await;
             TurnOutcome {
-                status: stopping.map_or(TurnStatus::Interrupted, |(s, _)| s),
+                status: stopping.unwrap_or(TurnStatus::Interrupted),
                 error: Some(ErrorInfo {
                     code: code.into(),
                     message,
@@ -302,6 +235,90 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
                 ..failed(code, message)
             }
         }
+    }
+}
+
+/// Why the CLI's turn broke off: the error code, the message, and whether
+/// the CLI's stderr belongs in it.
+type Broken = (&'static str, String, bool);
+
+/// The CLI's lines of one turn, translated, until its result or until it
+/// broke off; and the status an interrupt or the time limit gave the turn.
+async fn read_turn(
+    process: &mut process::Process,
+    translator: &mut Translator<'_>,
+    request: &TurnRequest<'_>,
+) -> (Result<CliResult, Broken>, Option<TurnStatus>) {
+    let deadline = tokio::time::Instant::now() + request.timeout;
+    let mut stopping: Option<(TurnStatus, tokio::time::Instant)> = None;
+    let ended = loop {
+        let grace = stopping.map(|(_, at)| at);
+        let line = tokio::select! {
+            line = process.lines.recv() => line.unwrap_or(Line::Eof),
+            _ = request.cancel.cancelled(), if stopping.is_none() => {
+                stopping = Some((TurnStatus::Interrupted, tokio::time::Instant::now() + INTERRUPT_GRACE));
+                let _ = process.control(json!({"subtype": "interrupt"})).await;
+                continue;
+            }
+            _ = tokio::time::sleep_until(deadline), if stopping.is_none() => {
+                request.cancel.cancel();
+                stopping = Some((TurnStatus::Timeout, tokio::time::Instant::now() + INTERRUPT_GRACE));
+                let _ = process.control(json!({"subtype": "interrupt"})).await;
+                continue;
+            }
+            _ = tokio::time::sleep_until(grace.unwrap_or(deadline)), if grace.is_some() => {
+                break Err(("claude_code_interrupt", "the CLI did not stop its turn after an interrupt".to_string(), true));
+            }
+        };
+        let value = match json_line(line) {
+            Ok(value) => value,
+            Err(broken) => break Err(broken),
+        };
+        match translator.line(&value).await {
+            Ok(Step::Continue) => {}
+            Ok(Step::CanUseTool(id, tool, input)) => {
+                // agentd's tools are gated in the MCP handler; nothing else may run.
+                let response = if tool.starts_with(TOOL_PREFIX) {
+                    json!({"behavior": "allow", "updatedInput": input})
+                } else {
+                    json!({"behavior": "deny", "message": format!("{tool} is not available under agentd; use agentd's tools")})
+                };
+                let _ = process
+                    .write(&json!({"type": "control_response", "response": {"subtype": "success", "request_id": id, "response": response}}))
+                    .await;
+            }
+            Ok(Step::Finished(result)) => break Ok(result),
+            Err(err) => {
+                request.cancel.cancel();
+                let _ = process.control(json!({"subtype": "interrupt"})).await;
+                break Err(("store_error", err.to_string(), false));
+            }
+        }
+    };
+    (ended, stopping.map(|(status, _)| status))
+}
+
+/// A line of the CLI as JSON, or why the turn broke off there.
+fn json_line(line: Line) -> Result<serde_json::Value, Broken> {
+    match line {
+        Line::Json(value) => Ok(value),
+        Line::NotJson(text) => Err((
+            "claude_code_protocol",
+            format!("the CLI printed a line that is not JSON: {text}"),
+            true,
+        )),
+        Line::TooLong(len) => Err((
+            "claude_code_line_too_long",
+            format!(
+                "the CLI printed a line of {len} bytes, over agentd's limit of {MAX_LINE_BYTES} bytes"
+            ),
+            true,
+        )),
+        Line::Eof => Err((
+            "claude_code_crashed",
+            "the CLI exited during the turn".to_string(),
+            true,
+        )),
     }
 }
 

@@ -13,6 +13,7 @@ pub use agentd_claude_code as claude_code;
 pub mod cluster;
 pub mod config;
 pub mod coordination;
+pub mod engines;
 pub mod health;
 pub mod http;
 mod identity;
