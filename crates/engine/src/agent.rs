@@ -123,7 +123,7 @@ pub struct Agent {
     pub(crate) depth: u32,
     /// Built from the fields above on first use; a `with_…` that changes
     /// what is offered resets it.
-    pub(crate) offered: std::sync::OnceLock<crate::turn::OfferedTools>,
+    pub(crate) offered: std::sync::OnceLock<crate::offered::OfferedTools>,
 }
 
 impl Agent {

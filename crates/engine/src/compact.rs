@@ -10,8 +10,9 @@ use agentd_model::{ModelEvent, ModelRequest};
 use agentd_protocol::{CompactionTrigger, ContentBlock, Event, Message, Role};
 use futures::StreamExt;
 
+use crate::offered::json_len;
 use crate::sink::Compaction;
-use crate::turn::{Exit, TurnRun, json_len, model_exit};
+use crate::turn::{Exit, TurnRun, model_exit};
 
 /// Share of the window the recent messages kept verbatim may take.
 const KEEP_SHARE: f64 = 0.25;

@@ -10,9 +10,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
+use crate::context::{TurnContext, TurnShared};
 use crate::live_budget::LiveStream;
 use crate::sink::{SinkError, TurnSink};
-use crate::turn::{TurnRun, TurnShared};
 
 /// The per-turn state external calls share (the turn's checkpoint is taken once).
 #[derive(Clone, Default)]
@@ -78,20 +78,19 @@ impl Agent {
         cancel: CancellationToken,
     ) -> Result<ExternalResult, SinkError> {
         let (call_id, name, input) = call;
-        let run = TurnRun::new(
-            self,
+        let context = TurnContext {
+            agent: self,
             sink,
-            turn_id.to_string(),
-            Vec::new(),
-            cancel,
-            turn.shared.clone(),
-        );
+            turn_id,
+            cancel: &cancel,
+            shared: &turn.shared,
+        };
         let block = ContentBlock::ToolUse {
             id: call_id.to_string(),
             name: name.to_string(),
             input,
         };
-        let result = run.run_one_call(block).await?;
+        let result = context.run_one_call(block).await?;
         Ok(match result {
             ContentBlock::ToolResult {
                 content, is_error, ..

@@ -9,8 +9,8 @@ use agentd_protocol::{Event, Resolver};
 use serde_json::Value;
 
 use crate::approval::{ApprovalRequest, Decision};
+use crate::context::TurnContext;
 use crate::sink::SinkError;
-use crate::turn::TurnRun;
 use agentd_policy::hooks::HookDecision;
 use agentd_policy::permissions::{PermissionPolicy, ToolCallView, Verdict};
 
@@ -22,7 +22,7 @@ pub(crate) enum Gate {
     Refuse(String),
 }
 
-impl TurnRun<'_> {
+impl TurnContext<'_> {
     pub(crate) async fn gate(
         &self,
         call_id: &str,
@@ -46,7 +46,7 @@ impl TurnRun<'_> {
                 _ => Gate::Run(input),
             });
         };
-        let workspace = self.tool_context().guard.workspace().to_path_buf();
+        let workspace = self.agent.tool_context.guard.workspace().to_path_buf();
         let view = ToolCallView {
             tool,
             input: &input,
@@ -90,7 +90,7 @@ impl TurnRun<'_> {
     ) -> Result<Gate, SinkError> {
         let request = ApprovalRequest {
             request_id: uuid::Uuid::now_v7().to_string(),
-            turn_id: self.turn_id.clone(),
+            turn_id: self.turn_id.to_string(),
             call_id: call_id.to_string(),
             tool: tool.to_string(),
             input,
@@ -113,7 +113,7 @@ impl TurnRun<'_> {
         self.sink.flush().await?;
         // The approver watches `cancel` itself, so it can record how the
         // request ended; an interrupted turn never runs the call.
-        let answer = approver.decide(&request, &self.cancel).await;
+        let answer = approver.decide(&request, self.cancel).await;
         let interrupted = self.cancel.is_cancelled();
         let (decision, by) = if interrupted {
             (Decision::Deny, Resolver::Interrupted)

@@ -6,17 +6,23 @@
 //! `protocol::Event`s and transcript messages; every exit path ends with exactly
 //! one `turn.finished`. The engine knows no HTTP and no SQL: the sink decides
 //! where events and messages go.
+//!
+//! Every engine (this loop, its compaction, the `claude-code` engine) is a
+//! [`TurnEngine`] run inside the one frame of [`run_framed`].
 
 mod agent;
 mod agent_tools;
 pub mod approval;
 mod coalesce;
 mod compact;
+mod context;
 mod external;
+mod frame;
 mod gate;
 mod guardrails;
 mod history;
 mod live_budget;
+mod offered;
 pub mod prompt;
 mod sink;
 mod tool_exec;
@@ -28,6 +34,7 @@ pub use approval::{
     Answer, ApprovalRequest, Approver, Decision, FixedApprover, QuestionAnswer, QuestionRequest,
 };
 pub use external::{ExternalResult, ExternalTurn};
+pub use frame::{TurnBody, TurnEngine, TurnOutcome, run_framed};
 pub use live_budget::{DEFAULT_TOOL_OUTPUT_STREAM_BYTES, DEFAULT_TURN_STREAM_BYTES};
 pub use prompt::{PromptContext, PromptError, default_system_prompt};
 pub use sink::{Checkpointer, Compaction, SinkError, TurnSink};

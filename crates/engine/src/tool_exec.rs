@@ -11,10 +11,11 @@ use tokio::time::sleep_until;
 
 use crate::agent_tools::AgentTool;
 use crate::coalesce::Coalescer;
+use crate::context::TurnContext;
 use crate::gate::Gate;
 use crate::live_budget::LiveStream;
 use crate::sink::SinkError;
-use crate::turn::{Exit, TurnRun};
+use crate::turn::Exit;
 
 /// A tool call as the model asked for it.
 struct Call {
@@ -23,7 +24,7 @@ struct Call {
     input: Value,
 }
 
-impl TurnRun<'_> {
+impl TurnContext<'_> {
     /// Run the calls and return one `tool_result` block per call, in call order.
     /// Consecutive read-only calls run in parallel; others one at a time. Calls
     /// not reached because the turn was cancelled are answered as not run.
@@ -87,7 +88,7 @@ impl TurnRun<'_> {
             self.sink
                 .emit(Event::ToolStarted {
                     parent_call_id: None,
-                    turn_id: self.turn_id.clone(),
+                    turn_id: self.turn_id.to_string(),
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                     input: call.input.clone(),
@@ -112,7 +113,7 @@ impl TurnRun<'_> {
                 Gate::Refuse(message) => ToolResult::error(message),
             },
         };
-        let result = result.capped(self.tool_context().result_cap);
+        let result = result.capped(self.agent.tool_context.result_cap);
         if announce {
             self.sink
                 .emit(Event::ToolFinished {
@@ -145,7 +146,7 @@ impl TurnRun<'_> {
                     outcome = Err(err);
                     return;
                 }
-                outcome = match checkpointer.checkpoint(&self.turn_id).await {
+                outcome = match checkpointer.checkpoint(self.turn_id).await {
                     Ok(Some((checkpoint_id, files))) => {
                         self.sink
                             .emit(Event::CheckpointCreated {
@@ -223,7 +224,7 @@ impl TurnRun<'_> {
             Some(AgentTool::Task) => return Ok(self.run_task(&call.id, &input).await),
             None => {}
         }
-        let Some(tool) = self.tools().get(&call.name) else {
+        let Some(tool) = self.agent.tools.get(&call.name) else {
             return Ok(ToolResult::error(format!(
                 "There is no tool named {:?}.",
                 call.name
@@ -233,7 +234,7 @@ impl TurnRun<'_> {
         let ctx = ToolContext {
             output: Some(sender),
             cancel: self.cancel.clone(),
-            ..self.tool_context().clone()
+            ..self.agent.tool_context.clone()
         };
         let run = async move {
             let result = tool.call(input, &ctx).await;

@@ -1,23 +1,25 @@
 //! The turn state machine: model → tools → model … → `turn.finished`.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use agentd_model::{ModelError, ModelEvent, ModelRequest, ModelResponse, ToolSpec};
+use agentd_model::{ModelError, ModelEvent, ModelRequest, ModelResponse};
 use agentd_protocol::{
     ContentBlock, DeltaKind, ErrorCode, ErrorInfo, Event, Message, Role, TurnFinished, TurnStatus,
     Usage,
 };
-use agentd_tools::{ToolContext, ToolRegistry};
+use async_trait::async_trait;
 use futures::StreamExt;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::coalesce::Coalescer;
+use crate::context::{TurnContext, TurnShared};
+use crate::frame::{TurnBody, TurnEngine, TurnOutcome, run_framed};
 use crate::guardrails::{self, CallStreak};
 use crate::history;
-use crate::live_budget::{LiveStream, TurnStreamBudget};
+use crate::live_budget::LiveStream;
 use crate::sink::{SinkError, TurnSink};
 
 /// What a turn starts from.
@@ -28,6 +30,50 @@ pub struct TurnInput {
     pub history: Vec<Message>,
     /// The user's new message.
     pub message: Message,
+}
+
+#[async_trait]
+impl TurnEngine for Agent {
+    /// `UserPromptSubmit` hooks may refuse the message or add to it.
+    async fn accept(&self, message: Message) -> Result<Option<Message>, TurnOutcome> {
+        let mut message = message;
+        if let Some((hooks, context)) = self.hooks() {
+            let feedback = hooks.user_prompt_submit(context, &message.text()).await;
+            if feedback.block {
+                return Err(TurnOutcome::failed(
+                    agentd_protocol::ErrorCode::PromptBlocked,
+                    format!(
+                        "A UserPromptSubmit hook blocked this message: {}",
+                        feedback.reason.as_deref().unwrap_or("no reason given")
+                    ),
+                    false,
+                ));
+            }
+            for context in feedback.additional_context {
+                message.content.push(ContentBlock::Text { text: context });
+            }
+        }
+        Ok(Some(message))
+    }
+
+    async fn run(&self, body: TurnBody<'_>) -> TurnOutcome {
+        self.run_body(body, false).await
+    }
+}
+
+/// A turn of `agent` that only compacts its context; the message that asked
+/// for it is not recorded.
+struct Compaction<'a>(&'a Agent);
+
+#[async_trait]
+impl TurnEngine for Compaction<'_> {
+    async fn accept(&self, _message: Message) -> Result<Option<Message>, TurnOutcome> {
+        Ok(None)
+    }
+
+    async fn run(&self, body: TurnBody<'_>) -> TurnOutcome {
+        self.0.run_body(body, true).await
+    }
 }
 
 /// Why the loop stopped, before it becomes a `turn.finished`.
@@ -56,16 +102,6 @@ impl Exit {
     }
 }
 
-/// The turn's `error` (if any) and `turn.finished`, recorded.
-async fn record_finished(sink: &dyn TurnSink, finished: &TurnFinished) -> Result<(), SinkError> {
-    if let Some(error) = &finished.error
-        && let Err(err) = sink.emit(Event::Error(error.clone())).await
-    {
-        tracing::error!(%err, "could not record the turn's error event");
-    }
-    sink.finish_turn(finished).await
-}
-
 impl From<SinkError> for Exit {
     fn from(err: SinkError) -> Self {
         Exit::failed(ErrorCode::StoreError, err.to_string(), true)
@@ -82,7 +118,7 @@ impl Agent {
         sink: &dyn TurnSink,
         cancel: CancellationToken,
     ) -> TurnFinished {
-        self.run(input, sink, cancel, false).await
+        run_framed(self, input, sink, cancel).await
     }
 
     /// A turn that only compacts the context (`/compact`, `POST …/compact`):
@@ -94,175 +130,51 @@ impl Agent {
         sink: &dyn TurnSink,
         cancel: CancellationToken,
     ) -> TurnFinished {
-        self.run(input, sink, cancel, true).await
+        run_framed(&Compaction(self), input, sink, cancel).await
     }
 
-    async fn run(
-        &self,
-        input: TurnInput,
-        sink: &dyn TurnSink,
-        cancel: CancellationToken,
-        compact_only: bool,
-    ) -> TurnFinished {
-        let started = Instant::now();
-        let cancel = cancel.child_token();
+    /// The native loop's body of a turn (or only its compaction), under
+    /// the turn's time limit.
+    async fn run_body(&self, body: TurnBody<'_>, compact_only: bool) -> TurnOutcome {
+        let cancel = body.cancel.child_token();
         let shared = Arc::new(TurnShared::default());
         let timer = tokio::spawn({
             let (cancel, shared) = (cancel.clone(), shared.clone());
-            let timeout = self.config.limits.turn_timeout;
+            let left = self
+                .config
+                .limits
+                .turn_timeout
+                .saturating_sub(body.started.elapsed());
             async move {
-                tokio::time::sleep(timeout).await;
+                tokio::time::sleep(left).await;
                 shared.timed_out.store(true, Ordering::SeqCst);
                 cancel.cancel();
             }
         });
-        let history = history::normalize(input.history);
-        let mut run = TurnRun::new(self, sink, input.turn_id, history, cancel, shared);
-        let outcome = if compact_only {
-            run.compact_turn(input.message).await
-        } else {
-            run.drive(input.message).await
+        let history = history::normalize(body.history);
+        let mut run = TurnRun::new(self, body.sink, body.turn_id, history, cancel, shared);
+        let outcome = match body.message {
+            _ if compact_only => run.compact_turn().await,
+            Some(message) => {
+                run.push(message);
+                run.run_loop().await
+            }
+            None => run.run_loop().await,
         };
         let exit = match outcome {
             Ok(exit) | Err(exit) => exit,
         };
         timer.abort();
-        let agent_status = run.result.as_deref().and_then(guardrails::agent_status);
         let result = run.result.take();
-        let finish = |exit: Exit| TurnFinished {
-            agent_status,
-            turn_id: run.turn_id.clone(),
+        TurnOutcome {
             status: exit.status,
-            result: result.clone(),
+            error: exit.error,
+            agent_status: result.as_deref().and_then(guardrails::agent_status),
+            result,
             usage: run.usage,
             cost_usd: run.cost_usd,
-            num_model_calls: run.model_calls,
-            duration_ms: started.elapsed().as_millis() as u64,
-            error: exit.error,
-        };
-        let mut finished = finish(exit);
-        let mut recorded = record_finished(sink, &finished).await;
-        if let Err(err) = &recorded
-            && finished.status != TurnStatus::Failed
-        {
-            // Messages may be stored behind the turn: one the store refused
-            // shows here (the sink did not record this `turn.finished`), and
-            // the turn must not be reported complete without it.
-            finished = finish(err.clone().into());
-            recorded = record_finished(sink, &finished).await;
+            model_calls: run.model_calls,
         }
-        if let Err(err) = recorded {
-            tracing::error!(%err, turn_id = %finished.turn_id, "could not record turn.finished");
-        }
-        finished
-    }
-
-    /// The tools this agent offers, built on first use: every model call
-    /// sends them unchanged.
-    pub(crate) fn tool_specs(&self) -> Arc<Vec<ToolSpec>> {
-        self.offered().specs.clone()
-    }
-
-    pub(crate) fn offered(&self) -> &OfferedTools {
-        self.offered.get_or_init(|| {
-            let plain = self.tools.iter().map(|tool| ToolSpec {
-                name: tool.name().to_string(),
-                description: tool.description().to_string(),
-                input_schema: tool.input_schema(),
-            });
-            let own = self
-                .agent_tools
-                .iter()
-                .filter(|tool| self.agent_tool(tool.name()).is_some())
-                .map(|tool| tool.spec(self.subagents()));
-            let specs: Vec<ToolSpec> = plain.chain(own).collect();
-            let chars = specs
-                .iter()
-                .map(|t| t.name.len() + t.description.len() + json_len(&t.input_schema))
-                .sum();
-            OfferedTools {
-                specs: Arc::new(specs),
-                chars,
-            }
-        })
-    }
-}
-
-/// An agent's tool specs, and their size for the context estimate.
-#[derive(Debug)]
-pub(crate) struct OfferedTools {
-    pub(crate) specs: Arc<Vec<ToolSpec>>,
-    pub(crate) chars: usize,
-}
-
-/// The length of `value` as compact JSON, without building the text.
-pub(crate) fn json_len(value: &serde_json::Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing a `Value` to a sink that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
-
-/// What the runs of one turn (the agent's and its subagents') share.
-#[derive(Default)]
-pub(crate) struct TurnShared {
-    timed_out: AtomicBool,
-    subagents_started: AtomicU32,
-    /// Usage and cost of finished subagent runs, not yet added to a parent's.
-    subagent_spend: Mutex<(Usage, f64)>,
-    /// Everything the turn has spent so far, subagents included, live.
-    spent_usd: Mutex<f64>,
-    /// Set once the turn's checkpoint was taken (or tried).
-    pub(crate) checkpoint: tokio::sync::OnceCell<()>,
-    /// Live output the turn has streamed, against `max_turn_stream_bytes`.
-    pub(crate) streamed: TurnStreamBudget,
-}
-
-impl TurnShared {
-    pub(crate) fn spent_usd(&self) -> f64 {
-        self.spent_usd
-            .lock()
-            .map(|spent| *spent)
-            .unwrap_or_default()
-    }
-
-    fn add_spent(&self, cost_usd: f64) {
-        if let Ok(mut spent) = self.spent_usd.lock() {
-            *spent += cost_usd;
-        }
-    }
-
-    /// Counts one more subagent; `false` when `max` were already started.
-    pub(crate) fn claim_subagent(&self, max: u32) -> bool {
-        self.subagents_started
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .is_ok()
-    }
-
-    pub(crate) fn add_subagent_spend(&self, usage: &Usage, cost_usd: f64) {
-        if let Ok(mut spend) = self.subagent_spend.lock() {
-            spend.0.add(usage);
-            spend.1 += cost_usd;
-        }
-    }
-
-    fn take_subagent_spend(&self) -> (Usage, f64) {
-        self.subagent_spend
-            .lock()
-            .map(|mut spend| std::mem::take(&mut *spend))
-            .unwrap_or_default()
     }
 }
 
@@ -309,45 +221,7 @@ impl<'a> TurnRun<'a> {
         }
     }
 
-    /// `Ok` and `Err` both carry how the turn ended; `Err` lets `?` end it early.
-    async fn drive(&mut self, user_message: Message) -> Result<Exit, Exit> {
-        self.sink
-            .emit(Event::TurnStarted {
-                turn_id: self.turn_id.clone(),
-                message: user_message.clone(),
-            })
-            .await?;
-        let mut user_message = user_message;
-        if let Some((hooks, context)) = self.agent.hooks() {
-            let feedback = hooks
-                .user_prompt_submit(context, &user_message.text())
-                .await;
-            if feedback.block {
-                return Err(Exit::failed(
-                    ErrorCode::PromptBlocked,
-                    format!(
-                        "A UserPromptSubmit hook blocked this message: {}",
-                        feedback.reason.as_deref().unwrap_or("no reason given")
-                    ),
-                    false,
-                ));
-            }
-            for context in feedback.additional_context {
-                user_message
-                    .content
-                    .push(ContentBlock::Text { text: context });
-            }
-        }
-        self.run_loop(user_message).await
-    }
-
-    async fn compact_turn(&mut self, message: Message) -> Result<Exit, Exit> {
-        self.sink
-            .emit(Event::TurnStarted {
-                turn_id: self.turn_id.clone(),
-                message,
-            })
-            .await?;
+    async fn compact_turn(&mut self) -> Result<Exit, Exit> {
         self.result = Some(
             match self
                 .compact(agentd_protocol::CompactionTrigger::Manual)
@@ -363,10 +237,9 @@ impl<'a> TurnRun<'a> {
         Ok(Exit::with(TurnStatus::Completed))
     }
 
-    /// Model → tools → model … from `user_message` until the model stops
+    /// Model → tools → model … from the last message until the model stops
     /// calling tools or a limit ends the run. Subagents run only this part.
-    pub(crate) async fn run_loop(&mut self, user_message: Message) -> Result<Exit, Exit> {
-        self.record(user_message).await?;
+    pub(crate) async fn run_loop(&mut self) -> Result<Exit, Exit> {
         let limits = &self.agent.config.limits;
         let mut stop_hook_continued = false;
         let mut streak = CallStreak::default();
@@ -437,7 +310,7 @@ impl<'a> TurnRun<'a> {
                     _ => None,
                 })
                 .collect();
-            let results = self.run_tools(calls).await?;
+            let results = self.context().run_tools(calls).await?;
             let (usage, cost) = self.shared.take_subagent_spend();
             self.usage.add(&usage);
             self.cost_usd += cost;
@@ -463,8 +336,13 @@ impl<'a> TurnRun<'a> {
 
     pub(crate) async fn record(&mut self, message: Message) -> Result<(), SinkError> {
         self.sink.append_message(&self.turn_id, &message).await?;
-        history::push_merged(Arc::make_mut(&mut self.messages), message);
+        self.push(message);
         Ok(())
+    }
+
+    /// Extends the model's context with a message recorded elsewhere.
+    pub(crate) fn push(&mut self, message: Message) {
+        history::push_merged(Arc::make_mut(&mut self.messages), message);
     }
 
     /// How the turn ends when its token was cancelled: by the timer or by the user.
@@ -571,27 +449,10 @@ impl<'a> TurnRun<'a> {
                     .await?;
             }
             if let Some(notice) = admitted.notice {
-                self.emit_truncated(None, notice).await?;
+                self.context().emit_truncated(None, notice).await?;
             }
         }
         Ok(())
-    }
-
-    /// The one `output.truncated` of a stream that reached a limit.
-    pub(crate) async fn emit_truncated(
-        &self,
-        call_id: Option<&str>,
-        (limit, limit_bytes): (agentd_protocol::OutputLimit, u64),
-    ) -> Result<(), SinkError> {
-        self.sink
-            .emit(Event::OutputTruncated {
-                turn_id: self.turn_id.clone(),
-                call_id: call_id.map(str::to_string),
-                limit,
-                limit_bytes,
-                parent_call_id: None,
-            })
-            .await
     }
 
     pub(crate) async fn account(&mut self, usage: &Usage) -> Result<(), SinkError> {
@@ -609,12 +470,15 @@ impl<'a> TurnRun<'a> {
             .await
     }
 
-    pub(crate) fn tools(&self) -> &ToolRegistry {
-        &self.agent.tools
-    }
-
-    pub(crate) fn tool_context(&self) -> &ToolContext {
-        &self.agent.tool_context
+    /// What the tool calls of this turn need of it.
+    pub(crate) fn context(&self) -> TurnContext<'_> {
+        TurnContext {
+            agent: self.agent,
+            sink: self.sink,
+            turn_id: &self.turn_id,
+            cancel: &self.cancel,
+            shared: &self.shared,
+        }
     }
 }
 

@@ -8,21 +8,24 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use agentd_engine::prompt::{PromptContext, render, system_prompt, today};
-use agentd_engine::{Agent, AgentConfig, SubagentDef, SubagentModel, Subagents, TurnLimits};
+use agentd_engine::{
+    Agent, AgentConfig, SpendCap, SubagentDef, SubagentModel, Subagents, TurnLimits,
+};
 use agentd_policy::hooks::{HookContext, Hooks};
 use agentd_policy::permissions::{PermissionPolicy, ToolCallView, Verdict};
+use agentd_sandbox::confined::FsIdentity;
 use agentd_sandbox::{PathGuard, Policy};
 use agentd_store::SessionRecord;
 use agentd_tools::{
-    HiddenPaths, McpPool, SkillSet, SkillTool, ToolContext, UrlCheck, UrlVerdict, WebPolicy,
-    builtin_tools,
+    HiddenPaths, McpPool, SkillSet, SkillTool, ToolContext, ToolRegistry, UrlCheck, UrlVerdict,
+    WebPolicy, builtin_tools,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{NoAnswerPolicy, StoredApprover};
 use crate::checkpoints::SessionCheckpointer;
 use crate::config::{ConfigError, ProfileConfig, SandboxMode};
-use crate::models::{EnvLookup, resolve_model};
+use crate::models::{EnvLookup, ResolvedModel, resolve_model};
 use crate::runtime::{RunError, Runtime, TurnOptions};
 
 /// One MCP pool per profile (profiles may name different servers), made on
@@ -87,16 +90,16 @@ impl McpPools {
 }
 
 impl Runtime {
+    /// The session's agent on `model`, resolved by the caller once per turn.
     pub(crate) async fn agent_for(
         &self,
         session: &SessionRecord,
         options: &TurnOptions,
         env: EnvLookup<'_>,
         turn_position: Arc<OnceLock<i64>>,
+        model: ResolvedModel,
     ) -> Result<Agent, RunError> {
         let profile = self.config.profile(&session.profile)?;
-        let spec = options.model.as_deref().unwrap_or(&session.model);
-        let model = resolve_model(&self.config, Some(spec), env)?;
         let workspace = PathBuf::from(&session.workspace);
         let (skills, warnings) = self.skills_for(&session.owner);
         for warning in warnings {
@@ -106,6 +109,96 @@ impl Runtime {
         // workspace must be theirs before anything runs in it.
         let identity = self.agent_identity(&session.owner).await?;
         let owner_spend = self.access().owner_spend_cap(&session.owner).await?;
+        let (guard, policy) = self
+            .confinement(session, &profile, &skills, identity)
+            .await?;
+        let tools = self.tools_for(session, &profile, &skills, &policy).await;
+
+        let mut allow = profile.allow.clone();
+        allow.extend(options.allow.iter().cloned());
+        allow.extend(self.store.session_rules(&session.id).await?);
+        let mode = options.permission_mode.unwrap_or(profile.mode);
+        let permissions = PermissionPolicy::new(mode, &allow, &profile.deny, &profile.ask)
+            .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
+        // Searches must not reveal what a Read deny rule protects.
+        let hidden = {
+            let (rules, root) = (permissions.clone(), guard.workspace().to_path_buf());
+            HiddenPaths::new(move |path| rules.read_denied_by(path, &root).is_some())
+        };
+        // Only the operator's own rules may open private addresses, never
+        // one remembered from an approval or given for a single run.
+        let web = web_policy(&profile.allow, &permissions, guard.workspace());
+
+        let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+        names.extend(["TodoWrite", "AskUserQuestion"]);
+        let date = today();
+        let skills_section = skills.prompt_section();
+        let prompt_context = PromptContext {
+            workspace: guard.workspace(),
+            tools: &names,
+            network: policy.network,
+            sandboxed: !policy.unsandboxed,
+            permission_mode: mode.name(),
+            allow_rules: &allow,
+            deny_rules: &profile.deny,
+            ask_rules: &profile.ask,
+            skills: skills_section.as_deref(),
+            subagents: None,
+            date: &date,
+        };
+        let (system_prompt, subagents) =
+            self.prompt_for(session, &profile, options, env, prompt_context)?;
+
+        let context = ToolContext {
+            hidden,
+            policy,
+            guard,
+            sandbox: self.sandbox.clone(),
+            output: None,
+            cancel: CancellationToken::new(),
+            bash_timeout: Duration::from_secs(profile.bash_timeout_s),
+            bash_max_timeout: Duration::from_secs(profile.bash_max_timeout_s),
+            result_cap: agentd_tools::DEFAULT_RESULT_CAP,
+            web,
+        };
+        let limits = turn_limits(&profile, options, session, owner_spend, &model);
+        let config = AgentConfig {
+            price: model.price,
+            model_name: model.model_name,
+            system_prompt,
+            limits,
+        };
+        let approver = self.approver_for(session, &profile, options);
+        let (hooks, hook_context) = hooks_for(session, &profile, workspace, identity)?;
+        let agent = Agent::new(model.client, tools, context, config)
+            .with_permissions(permissions, Arc::new(approver))
+            .with_hooks(hooks, hook_context);
+        let agent = if profile.checkpoints {
+            agent.with_checkpointer(Arc::new(SessionCheckpointer::new(
+                self.store.clone(),
+                session.id.clone(),
+                PathBuf::from(&session.workspace),
+                turn_position,
+            )))
+        } else {
+            agent
+        };
+        Ok(match subagents {
+            Some(subagents) => agent.with_subagents(subagents),
+            None => agent,
+        })
+    }
+
+    /// The workspace handed over to the agent's identity (when it has
+    /// one), its path guard, and the sandbox policy of its commands.
+    async fn confinement(
+        &self,
+        session: &SessionRecord,
+        profile: &ProfileConfig,
+        skills: &SkillSet,
+        identity: Option<FsIdentity>,
+    ) -> Result<(PathGuard, Policy), RunError> {
+        let workspace = PathBuf::from(&session.workspace);
         if let Some(identity) = identity {
             crate::workspace_owner::hand_over_before_turn(
                 &session.id,
@@ -130,108 +223,17 @@ impl Runtime {
         policy.network = profile.network;
         policy.unsandboxed = profile.sandbox == SandboxMode::Off;
         policy.allow_git_config = profile.allow_git_config;
+        Ok((guard, policy))
+    }
 
-        let mut tools = builtin_tools();
-        if !skills.is_empty() {
-            tools.extend([Arc::new(SkillTool::new(skills.clone())) as _]);
-        }
-        if let Some(pool) = self.mcp.for_profile(self, &session.profile, &profile) {
-            let mcp = pool.tools(&session.id, &policy).await;
-            for error in &mcp.errors {
-                tracing::warn!(session = %session.id, "{error}");
-            }
-            tools.extend(mcp.tools);
-        }
-
-        let mut allow = profile.allow.clone();
-        allow.extend(options.allow.iter().cloned());
-        allow.extend(self.store.session_rules(&session.id).await?);
-        let mode = options.permission_mode.unwrap_or(profile.mode);
-        let permissions = PermissionPolicy::new(mode, &allow, &profile.deny, &profile.ask)
-            .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
-        // Searches must not reveal what a Read deny rule protects.
-        let hidden = {
-            let (rules, root) = (permissions.clone(), guard.workspace().to_path_buf());
-            HiddenPaths::new(move |path| rules.read_denied_by(path, &root).is_some())
-        };
-        // Only the operator's own rules may open private addresses, never
-        // one remembered from an approval or given for a single run.
-        let web = web_policy(&profile.allow, &permissions, guard.workspace());
-
-        let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-        names.extend(["TodoWrite", "AskUserQuestion"]);
-        let date = today();
-        let skills_section = skills.prompt_section();
-        let mut prompt_context = PromptContext {
-            workspace: guard.workspace(),
-            tools: &names,
-            network: policy.network,
-            sandboxed: !policy.unsandboxed,
-            permission_mode: mode.name(),
-            allow_rules: &allow,
-            deny_rules: &profile.deny,
-            ask_rules: &profile.ask,
-            skills: skills_section.as_deref(),
-            subagents: None,
-            date: &date,
-        };
-        // Subagents' prompts see the same workspace, sandbox and rules.
-        let subagents = if profile.max_subagent_depth > 0 {
-            Some(self.subagents(&profile, &prompt_context, env)?)
-        } else {
-            None
-        };
-        let subagents_section = subagents.as_ref().map(Subagents::listing);
-        let mut all_names = names.clone();
-        if subagents.is_some() {
-            all_names.push("Task");
-        }
-        prompt_context.tools = &all_names;
-        prompt_context.subagents = subagents_section.as_deref();
-        let system = options
-            .system_prompt
-            .as_deref()
-            .or(profile.system_prompt.as_deref());
-        let append = join_appends(
-            profile.append_system_prompt.as_deref(),
-            options.append_system_prompt.as_deref(),
-        );
-        let system_prompt = system_prompt(system, append.as_deref(), &prompt_context)
-            .map_err(|err| ConfigError::Invalid(format!("profile {:?}: {err}", session.profile)))?;
-
-        let context = ToolContext {
-            hidden,
-            policy,
-            guard,
-            sandbox: self.sandbox.clone(),
-            output: None,
-            cancel: CancellationToken::new(),
-            bash_timeout: Duration::from_secs(profile.bash_timeout_s),
-            bash_max_timeout: Duration::from_secs(profile.bash_max_timeout_s),
-            result_cap: agentd_tools::DEFAULT_RESULT_CAP,
-            web,
-        };
-        let config = AgentConfig {
-            price: model.price,
-            model_name: model.model_name,
-            system_prompt,
-            limits: TurnLimits {
-                max_turns: options.max_turns.unwrap_or(profile.max_turns),
-                turn_timeout: Duration::from_secs(profile.turn_timeout_s),
-                max_budget_usd: options.max_budget_usd.or(profile.max_budget_usd),
-                max_session_budget_usd: profile.max_session_budget_usd,
-                session_spent_usd: session.cost_usd,
-                owner_spend,
-                max_failed_calls: profile.max_failed_calls,
-                max_identical_calls: profile.max_identical_calls,
-                max_output_tokens: model.max_output_tokens,
-                context_window: model.context_window,
-                compact_threshold: profile.compact_threshold,
-                max_tool_output_stream_bytes: profile.max_tool_output_stream_bytes,
-                max_turn_stream_bytes: profile.max_turn_stream_bytes,
-            },
-        };
-        let approver = StoredApprover {
+    /// Who answers the agent's permission requests and questions.
+    fn approver_for(
+        &self,
+        session: &SessionRecord,
+        profile: &ProfileConfig,
+        options: &TurnOptions,
+    ) -> StoredApprover {
+        StoredApprover {
             store: self.store.clone(),
             session_id: session.id.clone(),
             approvals: self.approvals.clone(),
@@ -243,33 +245,68 @@ impl Runtime {
             prepared: Default::default(),
             prepared_questions: Default::default(),
             open: Default::default(),
-        };
-        let hooks = Hooks::new(profile.hooks.clone())
-            .map_err(|err| ConfigError::Invalid(format!("hooks: {err}")))?;
-        let hook_context = HookContext {
-            session_id: session.id.clone(),
-            cwd: workspace,
-            transcript_path: None,
-            env: Default::default(),
-            run_as: identity,
-        };
-        let agent = Agent::new(model.client, tools, context, config)
-            .with_permissions(permissions, Arc::new(approver))
-            .with_hooks(hooks, hook_context);
-        let agent = if profile.checkpoints {
-            agent.with_checkpointer(Arc::new(SessionCheckpointer::new(
-                self.store.clone(),
-                session.id.clone(),
-                PathBuf::from(&session.workspace),
-                turn_position,
-            )))
+        }
+    }
+
+    /// The built-in tools, the Skill tool when there are skills, and the
+    /// profile's MCP servers' tools.
+    async fn tools_for(
+        &self,
+        session: &SessionRecord,
+        profile: &ProfileConfig,
+        skills: &SkillSet,
+        policy: &Policy,
+    ) -> ToolRegistry {
+        let mut tools = builtin_tools();
+        if !skills.is_empty() {
+            tools.extend([Arc::new(SkillTool::new(skills.clone())) as _]);
+        }
+        if let Some(pool) = self.mcp.for_profile(self, &session.profile, profile) {
+            let mcp = pool.tools(&session.id, policy).await;
+            for error in &mcp.errors {
+                tracing::warn!(session = %session.id, "{error}");
+            }
+            tools.extend(mcp.tools);
+        }
+        tools
+    }
+
+    /// The system prompt, and the subagents it lists (their prompts see the
+    /// same workspace, sandbox and rules).
+    fn prompt_for(
+        &self,
+        session: &SessionRecord,
+        profile: &ProfileConfig,
+        options: &TurnOptions,
+        env: EnvLookup<'_>,
+        prompt_context: PromptContext<'_>,
+    ) -> Result<(String, Option<Subagents>), RunError> {
+        let subagents = if profile.max_subagent_depth > 0 {
+            Some(self.subagents(profile, &prompt_context, env)?)
         } else {
-            agent
+            None
         };
-        Ok(match subagents {
-            Some(subagents) => agent.with_subagents(subagents),
-            None => agent,
-        })
+        let subagents_section = subagents.as_ref().map(Subagents::listing);
+        let mut all_names = prompt_context.tools.to_vec();
+        if subagents.is_some() {
+            all_names.push("Task");
+        }
+        let prompt_context = PromptContext {
+            tools: &all_names,
+            subagents: subagents_section.as_deref(),
+            ..prompt_context
+        };
+        let system = options
+            .system_prompt
+            .as_deref()
+            .or(profile.system_prompt.as_deref());
+        let append = join_appends(
+            profile.append_system_prompt.as_deref(),
+            options.append_system_prompt.as_deref(),
+        );
+        let system_prompt = system_prompt(system, append.as_deref(), &prompt_context)
+            .map_err(|err| ConfigError::Invalid(format!("profile {:?}: {err}", session.profile)))?;
+        Ok((system_prompt, subagents))
     }
 
     /// The global skills, overridden by `user`'s own.
@@ -325,6 +362,50 @@ impl Runtime {
             profile.max_subagents,
             profile.max_subagent_depth,
         ))
+    }
+}
+
+/// The profile's hooks, and what they are told of the session.
+fn hooks_for(
+    session: &SessionRecord,
+    profile: &ProfileConfig,
+    workspace: PathBuf,
+    identity: Option<FsIdentity>,
+) -> Result<(Hooks, HookContext), RunError> {
+    let hooks = Hooks::new(profile.hooks.clone())
+        .map_err(|err| ConfigError::Invalid(format!("hooks: {err}")))?;
+    let context = HookContext {
+        session_id: session.id.clone(),
+        cwd: workspace,
+        transcript_path: None,
+        env: Default::default(),
+        run_as: identity,
+    };
+    Ok((hooks, context))
+}
+
+/// The limits of the turn: the profile's, overridden by the turn's options.
+fn turn_limits(
+    profile: &ProfileConfig,
+    options: &TurnOptions,
+    session: &SessionRecord,
+    owner_spend: Option<SpendCap>,
+    model: &ResolvedModel,
+) -> TurnLimits {
+    TurnLimits {
+        max_turns: options.max_turns.unwrap_or(profile.max_turns),
+        turn_timeout: Duration::from_secs(profile.turn_timeout_s),
+        max_budget_usd: options.max_budget_usd.or(profile.max_budget_usd),
+        max_session_budget_usd: profile.max_session_budget_usd,
+        session_spent_usd: session.cost_usd,
+        owner_spend,
+        max_failed_calls: profile.max_failed_calls,
+        max_identical_calls: profile.max_identical_calls,
+        max_output_tokens: model.max_output_tokens,
+        context_window: model.context_window,
+        compact_threshold: profile.compact_threshold,
+        max_tool_output_stream_bytes: profile.max_tool_output_stream_bytes,
+        max_turn_stream_bytes: profile.max_turn_stream_bytes,
     }
 }
 

@@ -8,10 +8,12 @@ pub mod admission;
 pub mod agent_build;
 pub mod approvals;
 pub mod checkpoints;
-pub mod claude_code;
+/// The `claude-code` engine, in its own crate.
+pub use agentd_claude_code as claude_code;
 pub mod cluster;
 pub mod config;
 pub mod coordination;
+pub mod engines;
 pub mod health;
 pub mod http;
 mod identity;

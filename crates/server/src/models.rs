@@ -9,6 +9,8 @@ use agentd_model::openai::{OpenAiClient, OpenAiConfig};
 use agentd_model::retry::RetryPolicy;
 use agentd_model::scripted::{Script, ScriptedClient, demo_script};
 
+pub use agentd_claude_code::ClaudeCodeSettings;
+
 use crate::config::{Config, ConfigError, ModelConfig, Provider, names};
 
 pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
@@ -38,15 +40,23 @@ pub struct ResolvedModel {
     pub claude_code: Option<ClaudeCodeSettings>,
 }
 
-/// How to start the `claude` CLI for a `claude-code` model.
+/// Which engine runs a turn on a model.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ClaudeCodeSettings {
-    pub command: std::path::PathBuf,
-    pub model: String,
-    pub base_url: Option<String>,
-    pub api_key: String,
-    /// A warm CLI without a turn for this long is stopped.
-    pub idle_timeout: std::time::Duration,
+pub enum EngineChoice {
+    /// agentd's own loop.
+    Native,
+    /// The `claude` CLI, started with these settings.
+    ClaudeCode(ClaudeCodeSettings),
+}
+
+impl ResolvedModel {
+    /// Which engine runs a turn on this model.
+    pub fn engine(&self) -> EngineChoice {
+        match &self.claude_code {
+            Some(settings) => EngineChoice::ClaudeCode(settings.clone()),
+            None => EngineChoice::Native,
+        }
+    }
 }
 
 /// Reads an environment variable; a parameter so tests need not touch the
@@ -193,36 +203,9 @@ fn build(
     let mut claude_code = None;
     let (model_name, client): (String, Arc<dyn ModelClient>) = match model.provider {
         Provider::ClaudeCode => {
-            let key_env = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
-            let api_key = api_key(env, key_env, &spec)?;
-            let base_url = model.base_url.clone().or_else(|| env("ANTHROPIC_BASE_URL"));
-            let name = model
-                .model
-                .clone()
-                .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into());
-            let command = model
-                .command
-                .clone()
-                .or_else(|| env("AGENTD_CLAUDE_BIN").map(Into::into))
-                .unwrap_or_else(|| "claude".into());
-            claude_code = Some(ClaudeCodeSettings {
-                command,
-                model: name.clone(),
-                base_url: base_url.clone(),
-                api_key: api_key.clone(),
-                idle_timeout: model.idle_timeout_s.map_or(
-                    crate::claude_code::DEFAULT_IDLE_TIMEOUT,
-                    std::time::Duration::from_secs,
-                ),
-            });
-            // Used only for what agentd does itself (e.g. `/compact`).
-            let config = AnthropicConfig {
-                base_url: base_url.unwrap_or_else(|| "https://api.anthropic.com".into()),
-                api_key,
-                retry: retry.clone(),
-                ..AnthropicConfig::default()
-            };
-            (name, Arc::new(AnthropicClient::new(config)))
+            let (name, client, settings) = claude_code_model(&spec, model, env, retry)?;
+            claude_code = Some(settings);
+            (name, client)
         }
         Provider::Anthropic => {
             let key_env = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
@@ -285,6 +268,46 @@ fn build(
         notice: None,
         claude_code,
     })
+}
+
+/// A `claude-code` model: the CLI's settings, and an Anthropic client on
+/// the same key for what agentd does itself.
+fn claude_code_model(
+    spec: &str,
+    model: &ModelConfig,
+    env: EnvLookup<'_>,
+    retry: RetryPolicy,
+) -> Result<(String, Arc<dyn ModelClient>, ClaudeCodeSettings), ConfigError> {
+    let key_env = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
+    let api_key = api_key(env, key_env, spec)?;
+    let base_url = model.base_url.clone().or_else(|| env("ANTHROPIC_BASE_URL"));
+    let name = model
+        .model
+        .clone()
+        .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into());
+    let command = model
+        .command
+        .clone()
+        .or_else(|| env("AGENTD_CLAUDE_BIN").map(Into::into))
+        .unwrap_or_else(|| "claude".into());
+    let settings = ClaudeCodeSettings {
+        command,
+        model: name.clone(),
+        base_url: base_url.clone(),
+        api_key: api_key.clone(),
+        idle_timeout: model.idle_timeout_s.map_or(
+            agentd_claude_code::DEFAULT_IDLE_TIMEOUT,
+            std::time::Duration::from_secs,
+        ),
+    };
+    // Used only for what agentd does itself (e.g. `/compact`).
+    let config = AnthropicConfig {
+        base_url: base_url.unwrap_or_else(|| "https://api.anthropic.com".into()),
+        api_key,
+        retry,
+        ..AnthropicConfig::default()
+    };
+    Ok((name, Arc::new(AnthropicClient::new(config)), settings))
 }
 
 fn api_key(env: EnvLookup<'_>, var: &str, model: &str) -> Result<String, ConfigError> {

@@ -2,9 +2,8 @@
 //! shared by `agentd run` and `agentd serve`.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use agentd_engine::{TurnInput, TurnSink};
 use agentd_protocol::{
     Decision, ErrorCode, Event, EventEnvelope, Message, PendingKind, Resolver, TurnFinished,
     TurnStatus,
@@ -20,16 +19,15 @@ use agentd_policy::permissions::PermissionMode;
 
 use crate::agent_build::McpPools;
 use crate::approvals::{AnswerSource, Approvals};
-use crate::claude_code::{ClaudeCode, TurnRequest, finished_event};
+use crate::claude_code::ClaudeCode;
 use crate::config::{Config, ConfigError};
 use crate::coordination::{Alone, Coordination};
-use crate::models::{EnvLookup, resolve_model};
+use crate::engines::TurnRequest;
+use crate::models::EnvLookup;
+use crate::registry::TurnKind;
 use crate::sink::StoreSink;
 use crate::threads::Threads;
 use crate::transcripts::Transcripts;
-
-/// A message that compacts the context instead of starting a conversation turn.
-pub const COMPACT_COMMAND: &str = "/compact";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -226,151 +224,40 @@ impl Runtime {
     pub async fn run_turn(
         &self,
         session: &SessionRecord,
-        text: &str,
+        kind: &TurnKind,
         options: TurnOptions,
         env: EnvLookup<'_>,
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
         cancel: CancellationToken,
     ) -> Result<Option<TurnFinished>, RunError> {
-        let spec = options.model.as_deref().unwrap_or(&session.model);
-        if let Some(settings) = resolve_model(&self.config, Some(spec), env)?.claude_code
-            && text.trim() != COMPACT_COMMAND
-        {
-            return self
-                .run_claude_turn(session, text, options, env, observer, cancel, settings)
-                .await;
-        }
-        let turn_position = Arc::new(OnceLock::new());
-        // The transcript is read (read pool) while the agent is built and the
-        // turn recorded (writes): the read is the longest of the three. The
-        // turn is recorded only once its agent could be built.
-        let (prepared, history) = tokio::join!(
-            async {
-                let agent = self
-                    .agent_for(session, &options, env, turn_position.clone())
-                    .await?;
-                let begun = self.begin_turn(session, &options).await?;
-                Ok::<_, RunError>((agent, begun))
-            },
-            self.model_context(&session.id)
-        );
-        let (agent, begun) = prepared?;
-        let Some(turn_id) = begun else {
-            return Ok(None);
-        };
-        let (history, last_position) = history?;
-        // Only the running turn appends to its session: its user message
-        // comes next.
-        let _ = turn_position.set(last_position as i64 + 1);
-        let sink = StoreSink::new(
-            self.store.clone(),
-            session.id.clone(),
+        let request = TurnRequest {
+            session,
+            text: kind.as_text(),
+            options,
+            env,
             observer,
-            &self.threads.serving(),
-        );
-        let input = TurnInput {
-            turn_id: turn_id.clone(),
-            history,
-            message: Message::user_text(text),
+            cancel,
         };
-        // `/compact` compacts instead of talking to the agent.
-        let finished = if text.trim() == COMPACT_COMMAND {
-            agent.run_compaction(input, &sink, cancel).await
-        } else {
-            agent.run_turn(input, &sink, cancel).await
-        };
-        self.record_finished(session, &turn_id, text, &finished)
-            .await?;
-        Ok(Some(finished))
+        self.run_work(request, kind).await
     }
 
-    /// A turn of a `claude-code` session: the CLI drives it (see
-    /// [`crate::claude_code`]); agentd records it like a native turn.
-    #[allow(clippy::too_many_arguments)]
-    async fn run_claude_turn(
+    /// Where a turn of `session` records its events and messages.
+    pub(crate) fn sink_for(
         &self,
         session: &SessionRecord,
-        text: &str,
-        options: TurnOptions,
-        env: EnvLookup<'_>,
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
-        cancel: CancellationToken,
-        settings: crate::models::ClaudeCodeSettings,
-    ) -> Result<Option<TurnFinished>, RunError> {
-        let profile = self.config.profile(&session.profile)?;
-        // The CLI's user message is not the engine's: its checkpoints read
-        // the turn's position back.
-        let agent = Arc::new(
-            self.agent_for(session, &options, env, Arc::default())
-                .await?,
-        );
-        let Some(turn_id) = self.begin_turn(session, &options).await? else {
-            return Ok(None);
-        };
-        let began = std::time::Instant::now();
-        let sink = Arc::new(StoreSink::new(
+    ) -> StoreSink {
+        StoreSink::new(
             self.store.clone(),
             session.id.clone(),
             observer,
             &self.threads.serving(),
-        ));
-        let message = Message::user_text(text);
-        let opened = async {
-            sink.emit(Event::TurnStarted {
-                turn_id: turn_id.clone(),
-                message: message.clone(),
-            })
-            .await?;
-            sink.append_message(&turn_id, &message).await
-        };
-        let outcome = match opened.await {
-            Ok(()) => {
-                self.claude
-                    .run_turn(TurnRequest {
-                        session_id: &session.id,
-                        session_turns: session.turns,
-                        workspace: PathBuf::from(&session.workspace),
-                        data_dir: self.data_dir.clone(),
-                        store: self.store.clone(),
-                        settings,
-                        agent,
-                        sink: sink.clone(),
-                        turn_id: turn_id.clone(),
-                        text,
-                        cancel: cancel.child_token(),
-                        timeout: std::time::Duration::from_secs(profile.turn_timeout_s),
-                        max_turns: options.max_turns.unwrap_or(profile.max_turns),
-                    })
-                    .await
-            }
-            Err(err) => crate::claude_code::Outcome::store_failed(err),
-        };
-        // Messages are stored behind the turn: a refused one fails it here,
-        // keeping the usage and spend the CLI reported.
-        let outcome = match sink.flush().await {
-            Err(err) if outcome.status != TurnStatus::Failed => crate::claude_code::Outcome {
-                status: TurnStatus::Failed,
-                error: crate::claude_code::Outcome::store_failed(err).error,
-                ..outcome
-            },
-            _ => outcome,
-        };
-        let finished = finished_event(&turn_id, outcome, began);
-        if let Some(error) = &finished.error {
-            let _ = sink.emit(Event::Error(error.clone())).await;
-        }
-        let _ = sink.emit(Event::TurnFinished(finished.clone())).await;
-        if let Err(err) = sink.flush().await {
-            tracing::error!(%err, session = %session.id, "could not record the end of a turn");
-        }
-        self.record_finished(session, &turn_id, text, &finished)
-            .await?;
-        Ok(Some(finished))
+        )
     }
 
     /// Record the turn's start and mark the session running; its id, or
     /// `None` when its `client_request_id` named a turn that already exists.
-    async fn begin_turn(
+    pub(crate) async fn begin_turn(
         &self,
         session: &SessionRecord,
         options: &TurnOptions,
@@ -391,7 +278,7 @@ impl Runtime {
     }
 
     /// The turn's status, and the session's totals, title and idle status.
-    async fn record_finished(
+    pub(crate) async fn record_finished(
         &self,
         session: &SessionRecord,
         turn_id: &str,

@@ -102,7 +102,7 @@ async fn run_one(
     let lookup = move |key: &str| env.get(key).cloned();
     let run = runtime.run_turn(
         &session,
-        turn.kind.as_text(),
+        &turn.kind,
         options,
         &lookup,
         Some(observer),

@@ -87,7 +87,7 @@ impl Setup {
             let finished = runtime
                 .run_turn(
                     &session,
-                    &text,
+                    &agentd_server::registry::TurnKind::from_text(text.clone()),
                     TurnOptions::default(),
                     &env,
                     Some(sender),

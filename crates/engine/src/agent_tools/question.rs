@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use super::string;
 use crate::approval::QuestionRequest;
+use crate::context::TurnContext;
 use crate::sink::SinkError;
-use crate::turn::TurnRun;
 
 pub(super) const DESCRIPTION: &str = "Ask the user one to four multiple-choice questions when \
 you need a decision or a preference to go on (which approach, which library, what to name \
@@ -165,7 +165,7 @@ fn answered(answers: &Value) -> String {
     )
 }
 
-impl TurnRun<'_> {
+impl TurnContext<'_> {
     pub(crate) async fn ask_user_question(
         &self,
         call_id: &str,
@@ -176,7 +176,7 @@ impl TurnRun<'_> {
         }
         let request = QuestionRequest {
             request_id: uuid::Uuid::now_v7().to_string(),
-            turn_id: self.turn_id.clone(),
+            turn_id: self.turn_id.to_string(),
             call_id: call_id.to_string(),
             questions: input.get("questions").cloned().unwrap_or(Value::Null),
         };
@@ -192,7 +192,7 @@ impl TurnRun<'_> {
             .await?;
         // Whoever answers must be able to see the question first.
         self.sink.flush().await?;
-        let answer = approver.answer_question(&request, &self.cancel).await;
+        let answer = approver.answer_question(&request, self.cancel).await;
         let interrupted = self.cancel.is_cancelled();
         let (answers, by) = match answer.answers {
             Some(answers) if !interrupted => (Some(answers), answer.by),

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::string;
 use super::subagent::Subagents;
+use crate::context::TurnContext;
 use crate::sink::{SinkError, TurnSink};
 use crate::turn::TurnRun;
 
@@ -72,7 +73,7 @@ impl TurnSink for SubagentSink<'_> {
     }
 }
 
-impl TurnRun<'_> {
+impl TurnContext<'_> {
     pub(crate) async fn run_task(&self, call_id: &str, input: &Value) -> ToolResult {
         let input: Input = match serde_json::from_value(input.clone()) {
             Ok(input) => input,
@@ -109,12 +110,16 @@ impl TurnRun<'_> {
         let mut run = TurnRun::new(
             &agent,
             &sink,
-            self.turn_id.clone(),
+            self.turn_id.to_string(),
             Vec::new(),
             self.cancel.clone(),
             self.shared.clone(),
         );
-        let exit = match Box::pin(run.run_loop(Message::user_text(input.prompt))).await {
+        let looped = async {
+            run.record(Message::user_text(input.prompt)).await?;
+            run.run_loop().await
+        };
+        let exit = match Box::pin(looped).await {
             Ok(exit) | Err(exit) => exit,
         };
         self.shared.add_subagent_spend(&run.usage, run.cost_usd);

@@ -7,8 +7,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::string;
+use crate::context::TurnContext;
 use crate::sink::SinkError;
-use crate::turn::TurnRun;
 
 pub(super) const DESCRIPTION: &str = "Create and update a structured task list for the current \
 work. Use it for tasks with three or more steps: write the whole list each time, with exactly \
@@ -57,7 +57,7 @@ pub(crate) fn parse(input: &Value) -> Result<Vec<Todo>, String> {
     Ok(todos)
 }
 
-impl TurnRun<'_> {
+impl TurnContext<'_> {
     pub(crate) async fn todo_write(
         &self,
         call_id: &str,

@@ -7,6 +7,7 @@
 
 mod agent_tools;
 mod collected;
+mod frame;
 mod guardrails;
 mod live_output;
 mod prompt;

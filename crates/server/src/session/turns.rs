@@ -73,7 +73,7 @@ impl SessionService {
         let lookup = move |key: &str| env.get(key).cloned();
         let runtime = self.registry.runtime();
         runtime
-            .run_turn(session, kind.as_text(), options, &lookup, observer, cancel)
+            .run_turn(session, kind, options, &lookup, observer, cancel)
             .await
     }
 }

@@ -6,6 +6,7 @@
 mod lifecycle;
 mod mcp;
 mod process;
+mod settings;
 mod transcript;
 mod translate;
 
@@ -15,16 +16,17 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentd_engine::{Agent, ExternalTurn, TurnSink};
-use agentd_protocol::{ErrorCode, ErrorInfo, TurnFinished, TurnStatus, Usage};
+use agentd_engine::{Agent, ExternalTurn, TurnBody, TurnEngine, TurnOutcome, TurnSink};
+use agentd_protocol::{ErrorCode, ErrorInfo, Message, TurnStatus};
+use async_trait::async_trait;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::models::ClaudeCodeSettings;
 pub use lifecycle::DEFAULT_IDLE_TIMEOUT;
 use lifecycle::{Live, ensure_process, stop_process};
 use mcp::TurnScope;
 use process::{Line, MAX_LINE_BYTES};
+pub use settings::ClaudeCodeSettings;
 use translate::{CliResult, Step, TOOL_PREFIX, Translator};
 
 /// How long an interrupted CLI gets to end its turn before it is killed.
@@ -50,7 +52,50 @@ impl Default for ClaudeCode {
     }
 }
 
-/// What one turn needs from the runtime.
+/// A turn of a `claude-code` session, as an engine: its body runs in the
+/// session's CLI; [`agentd_engine::run_framed`] frames it like a native turn.
+pub struct ClaudeCodeTurn {
+    pub claude: ClaudeCode,
+    pub session_id: String,
+    /// Turns the session had before this one.
+    pub session_turns: u64,
+    pub workspace: PathBuf,
+    pub data_dir: PathBuf,
+    pub store: Arc<dyn agentd_store::Store>,
+    pub settings: ClaudeCodeSettings,
+    /// The session's agent: its tools, rules, hooks and approver serve the
+    /// CLI's tool calls.
+    pub agent: Arc<Agent>,
+    /// The sink the turn is framed with, shared: the CLI's tool calls reach
+    /// agentd's MCP handler in another task.
+    pub sink: Arc<dyn TurnSink>,
+    pub timeout: Duration,
+    pub max_turns: u32,
+}
+
+#[async_trait]
+impl TurnEngine for ClaudeCodeTurn {
+    async fn run(&self, body: TurnBody<'_>) -> TurnOutcome {
+        let request = TurnRequest {
+            session_id: &self.session_id,
+            session_turns: self.session_turns,
+            workspace: self.workspace.clone(),
+            data_dir: self.data_dir.clone(),
+            store: self.store.clone(),
+            settings: self.settings.clone(),
+            agent: self.agent.clone(),
+            sink: self.sink.clone(),
+            text: body.message.as_ref().map(Message::text).unwrap_or_default(),
+            turn_id: body.turn_id,
+            cancel: body.cancel.child_token(),
+            timeout: self.timeout,
+            max_turns: self.max_turns,
+        };
+        self.claude.run_turn(request).await
+    }
+}
+
+/// What one turn needs.
 pub(crate) struct TurnRequest<'a> {
     pub session_id: &'a str,
     pub session_turns: u64,
@@ -61,47 +106,20 @@ pub(crate) struct TurnRequest<'a> {
     pub agent: Arc<Agent>,
     pub sink: Arc<dyn TurnSink>,
     pub turn_id: String,
-    pub text: &'a str,
+    pub text: String,
     pub cancel: CancellationToken,
     pub timeout: Duration,
     pub max_turns: u32,
 }
 
-/// How a turn ended, before `turn.finished` is built.
-pub(crate) struct Outcome {
-    pub status: TurnStatus,
-    pub result: Option<String>,
-    pub usage: Usage,
-    pub cost_usd: f64,
-    pub model_calls: u32,
-    pub error: Option<ErrorInfo>,
-}
-
-impl Outcome {
-    pub(crate) fn store_failed(err: agentd_engine::SinkError) -> Self {
-        failed(ErrorCode::StoreError, err.to_string())
-    }
-}
-
-fn failed(code: ErrorCode, message: String) -> Outcome {
-    Outcome {
-        status: TurnStatus::Failed,
-        result: None,
-        usage: Usage::default(),
-        cost_usd: 0.0,
-        model_calls: 0,
-        error: Some(ErrorInfo {
-            code,
-            message,
-            retryable: true,
-        }),
-    }
+fn failed(code: impl Into<ErrorCode>, message: String) -> TurnOutcome {
+    TurnOutcome::failed(code, message, true)
 }
 
 impl ClaudeCode {
     /// Run one turn in the session's CLI. Events go to `request.sink`; the
-    /// caller emits `turn.started` before and `turn.finished` after.
-    pub(crate) async fn run_turn(&self, request: TurnRequest<'_>) -> Outcome {
+    /// frame emits `turn.started` before and `turn.finished` after.
+    async fn run_turn(&self, request: TurnRequest<'_>) -> TurnOutcome {
         let mut live = match self.enter(&request).await {
             Ok(live) => live,
             Err(err) => return failed(ErrorCode::ClaudeCodeMcp, err),
@@ -152,7 +170,7 @@ impl ClaudeCode {
     }
 }
 
-async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTurn) -> Outcome {
+async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTurn) -> TurnOutcome {
     if let Err(err) = ensure_process(live, request).await {
         return failed(ErrorCode::ClaudeCodeStart, err);
     }
@@ -160,7 +178,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
     let Some(process) = live.process.as_mut() else {
         return failed(ErrorCode::ClaudeCodeStart, "the CLI did not start".into());
     };
-    if let Err(err) = process.send_user(request.text).await {
+    if let Err(err) = process.send_user(&request.text).await {
         let stopped = stop_process(live).await;
         return failed(
             ErrorCode::ClaudeCodeCrashed,
@@ -178,6 +196,63 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
         announced,
         external,
     );
+    let (ended, stopping) = read_turn(process, &mut translator, request).await;
+    if let Some(cli_session_id) = translator.cli_session_id.clone() {
+        live.cli_session_id = Some(cli_session_id);
+    }
+    // A turn that ended normally is in the transcript once its last message is.
+    live.transcript_marker = match (&ended, stopping) {
+        (Ok(_), None) => translator.last_message_id.clone(),
+        _ => None,
+    };
+    let model_calls = translator.model_calls;
+    let last_text = translator.last_text.clone();
+    match ended {
+        Ok(result) => outcome_of(result, stopping, last_text, model_calls),
+        Err((code, message, _)) if stopping.is_some() && code == ErrorCode::ClaudeCodeInterrupt => {
+            stop_process(live).await;
+            TurnOutcome {
+                status: stopping.unwrap_or(TurnStatus::Interrupted),
+                error: Some(ErrorInfo {
+                    code,
+                    message,
+                    retryable: true,
+                }),
+                model_calls,
+                ..failed("", String::new())
+            }
+        }
+        Err((code, message, with_tail)) => {
+            // Stopped first: its stderr is then complete.
+            let stopped = stop_process(live).await;
+            let message = if with_tail {
+                with_stderr(
+                    message,
+                    stopped.as_ref(),
+                    code == ErrorCode::ClaudeCodeCrashed,
+                )
+            } else {
+                message
+            };
+            TurnOutcome {
+                model_calls,
+                ..failed(code, message)
+            }
+        }
+    }
+}
+
+/// Why the CLI's turn broke off: the error code, the message, and whether
+/// the CLI's stderr belongs in it.
+type Broken = (ErrorCode, String, bool);
+
+/// The CLI's lines of one turn, translated, until its result or until it
+/// broke off; and the status an interrupt or the time limit gave the turn.
+async fn read_turn(
+    process: &mut process::Process,
+    translator: &mut Translator<'_>,
+    request: &TurnRequest<'_>,
+) -> (Result<CliResult, Broken>, Option<TurnStatus>) {
     let deadline = tokio::time::Instant::now() + request.timeout;
     let mut stopping: Option<(TurnStatus, tokio::time::Instant)> = None;
     let ended = loop {
@@ -199,31 +274,9 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
                 break Err((ErrorCode::ClaudeCodeInterrupt, "the CLI did not stop its turn after an interrupt".to_string(), true));
             }
         };
-        let value = match line {
-            Line::Json(value) => value,
-            Line::NotJson(text) => {
-                break Err((
-                    ErrorCode::ClaudeCodeProtocol,
-                    format!("the CLI printed a line that is not JSON: {text}"),
-                    true,
-                ));
-            }
-            Line::TooLong(len) => {
-                break Err((
-                    ErrorCode::ClaudeCodeLineTooLong,
-                    format!(
-                        "the CLI printed a line of {len} bytes, over agentd's limit of {MAX_LINE_BYTES} bytes"
-                    ),
-                    true,
-                ));
-            }
-            Line::Eof => {
-                break Err((
-                    ErrorCode::ClaudeCodeCrashed,
-                    "the CLI exited during the turn".to_string(),
-                    true,
-                ));
-            }
+        let value = match json_line(line) {
+            Ok(value) => value,
+            Err(broken) => break Err(broken),
         };
         match translator.line(&value).await {
             Ok(Step::Continue) => {}
@@ -246,43 +299,30 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
             }
         }
     };
-    if let Some(cli_session_id) = translator.cli_session_id.clone() {
-        live.cli_session_id = Some(cli_session_id);
-    }
-    // A turn that ended normally is in the transcript once its last message is.
-    live.transcript_marker = match (&ended, stopping) {
-        (Ok(_), None) => translator.last_message_id.clone(),
-        _ => None,
-    };
-    let model_calls = translator.model_calls;
-    let last_text = translator.last_text.clone();
-    match ended {
-        Ok(result) => outcome_of(result, stopping.map(|(s, _)| s), last_text, model_calls),
-        Err((code, message, _)) if stopping.is_some() && code == ErrorCode::ClaudeCodeInterrupt => {
-            stop_process(live).await;
-            Outcome {
-                status: stopping.map_or(TurnStatus::Interrupted, |(s, _)| s),
-                model_calls,
-                ..failed(code, message)
-            }
-        }
-        Err((code, message, with_tail)) => {
-            // Stopped first: its stderr is then complete.
-            let stopped = stop_process(live).await;
-            let message = if with_tail {
-                with_stderr(
-                    message,
-                    stopped.as_ref(),
-                    code == ErrorCode::ClaudeCodeCrashed,
-                )
-            } else {
-                message
-            };
-            Outcome {
-                model_calls,
-                ..failed(code, message)
-            }
-        }
+    (ended, stopping.map(|(status, _)| status))
+}
+
+/// A line of the CLI as JSON, or why the turn broke off there.
+fn json_line(line: Line) -> Result<serde_json::Value, Broken> {
+    match line {
+        Line::Json(value) => Ok(value),
+        Line::NotJson(text) => Err((
+            ErrorCode::ClaudeCodeProtocol,
+            format!("the CLI printed a line that is not JSON: {text}"),
+            true,
+        )),
+        Line::TooLong(len) => Err((
+            ErrorCode::ClaudeCodeLineTooLong,
+            format!(
+                "the CLI printed a line of {len} bytes, over agentd's limit of {MAX_LINE_BYTES} bytes"
+            ),
+            true,
+        )),
+        Line::Eof => Err((
+            ErrorCode::ClaudeCodeCrashed,
+            "the CLI exited during the turn".to_string(),
+            true,
+        )),
     }
 }
 
@@ -308,7 +348,7 @@ fn outcome_of(
     stopping: Option<TurnStatus>,
     last_text: Option<String>,
     model_calls: u32,
-) -> Outcome {
+) -> TurnOutcome {
     let status = match (stopping, result.subtype.as_str()) {
         (Some(status), _) => status,
         (None, "success") if !result.is_error => TurnStatus::Completed,
@@ -331,27 +371,13 @@ fn outcome_of(
             retryable: status != TurnStatus::MaxTurns,
         }),
     };
-    Outcome {
+    TurnOutcome {
         status,
+        agent_status: None,
         result: result.result.filter(|r| !r.is_empty()).or(last_text),
         usage: result.usage,
         cost_usd: result.cost_usd,
         model_calls,
         error,
-    }
-}
-
-/// `turn.finished` for an outcome.
-pub(crate) fn finished_event(turn_id: &str, outcome: Outcome, started: Instant) -> TurnFinished {
-    TurnFinished {
-        agent_status: None,
-        turn_id: turn_id.to_string(),
-        status: outcome.status,
-        result: outcome.result,
-        usage: outcome.usage,
-        cost_usd: outcome.cost_usd,
-        num_model_calls: outcome.model_calls,
-        duration_ms: started.elapsed().as_millis() as u64,
-        error: outcome.error,
     }
 }

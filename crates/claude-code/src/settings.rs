@@ -1,0 +1,15 @@
+//! How to start the `claude` CLI for a model with `provider = "claude-code"`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How to start the `claude` CLI for a `claude-code` model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaudeCodeSettings {
+    pub command: PathBuf,
+    pub model: String,
+    pub base_url: Option<String>,
+    pub api_key: String,
+    /// A warm CLI without a turn for this long is stopped.
+    pub idle_timeout: Duration,
+}

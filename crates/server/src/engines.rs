@@ -1,0 +1,162 @@
+//! Which engine runs a turn, and running it there: the model is resolved
+//! once per turn into an [`EngineChoice`]; the native loop, its compaction
+//! and the `claude-code` engine each run inside the engine's one frame
+//! ([`agentd_engine::run_framed`]) and are recorded alike.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use agentd_claude_code::ClaudeCodeTurn;
+use agentd_engine::{TurnInput, run_framed};
+use agentd_protocol::{EventEnvelope, Message, TurnFinished};
+use agentd_store::SessionRecord;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::models::{ClaudeCodeSettings, EngineChoice, EnvLookup, ResolvedModel, resolve_model};
+use crate::registry::TurnKind;
+use crate::runtime::{RunError, Runtime, TurnOptions};
+
+/// One turn as its caller asks for it.
+pub struct TurnRequest<'a> {
+    pub session: &'a SessionRecord,
+    /// What the user sent: `turn.started` shows it, the session's title
+    /// comes from it.
+    pub text: &'a str,
+    pub options: TurnOptions,
+    pub env: EnvLookup<'a>,
+    /// Gets each event as it is stored.
+    pub observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+    pub cancel: CancellationToken,
+}
+
+impl Runtime {
+    /// Run one turn of `kind`: the model is resolved once, into the
+    /// engine that runs the turn.
+    pub async fn run_work(
+        &self,
+        request: TurnRequest<'_>,
+        kind: &TurnKind,
+    ) -> Result<Option<TurnFinished>, RunError> {
+        let spec = request
+            .options
+            .model
+            .as_deref()
+            .unwrap_or(&request.session.model);
+        let model = resolve_model(&self.config, Some(spec), request.env)?;
+        match (kind, model.engine()) {
+            // Compaction is agentd's own, whichever engine the session runs on.
+            (TurnKind::Compact, _) => self.run_native(request, model, true).await,
+            (TurnKind::Message(_), EngineChoice::Native) => {
+                self.run_native(request, model, false).await
+            }
+            (TurnKind::Message(_), EngineChoice::ClaudeCode(settings)) => {
+                self.run_claude_turn(request, model, settings).await
+            }
+        }
+    }
+
+    /// A turn of the native loop, or (`compact`) only its compaction.
+    async fn run_native(
+        &self,
+        request: TurnRequest<'_>,
+        model: ResolvedModel,
+        compact: bool,
+    ) -> Result<Option<TurnFinished>, RunError> {
+        let TurnRequest {
+            session,
+            text,
+            options,
+            env,
+            observer,
+            cancel,
+        } = request;
+        let turn_position = Arc::new(OnceLock::new());
+        // The transcript is read (read pool) while the agent is built and the
+        // turn recorded (writes): the read is the longest of the three. The
+        // turn is recorded only once its agent could be built.
+        let (prepared, history) = tokio::join!(
+            async {
+                let agent = self
+                    .agent_for(session, &options, env, turn_position.clone(), model)
+                    .await?;
+                let begun = self.begin_turn(session, &options).await?;
+                Ok::<_, RunError>((agent, begun))
+            },
+            self.model_context(&session.id)
+        );
+        let (agent, begun) = prepared?;
+        let Some(turn_id) = begun else {
+            return Ok(None);
+        };
+        let (history, last_position) = history?;
+        // Only the running turn appends to its session: its user message
+        // comes next.
+        let _ = turn_position.set(last_position as i64 + 1);
+        let sink = self.sink_for(session, observer);
+        let input = TurnInput {
+            turn_id: turn_id.clone(),
+            history,
+            message: Message::user_text(text),
+        };
+        let finished = if compact {
+            agent.run_compaction(input, &sink, cancel).await
+        } else {
+            agent.run_turn(input, &sink, cancel).await
+        };
+        self.record_finished(session, &turn_id, text, &finished)
+            .await?;
+        Ok(Some(finished))
+    }
+
+    /// A turn of a `claude-code` session: the CLI drives it (see
+    /// [`agentd_claude_code`]), framed and recorded like a native turn.
+    async fn run_claude_turn(
+        &self,
+        request: TurnRequest<'_>,
+        model: ResolvedModel,
+        settings: ClaudeCodeSettings,
+    ) -> Result<Option<TurnFinished>, RunError> {
+        let TurnRequest {
+            session,
+            text,
+            options,
+            env,
+            observer,
+            cancel,
+        } = request;
+        let profile = self.config.profile(&session.profile)?;
+        // The CLI's user message is not the engine's: its checkpoints read
+        // the turn's position back.
+        let agent = Arc::new(
+            self.agent_for(session, &options, env, Arc::default(), model)
+                .await?,
+        );
+        let Some(turn_id) = self.begin_turn(session, &options).await? else {
+            return Ok(None);
+        };
+        let sink = Arc::new(self.sink_for(session, observer));
+        let engine = ClaudeCodeTurn {
+            claude: self.claude.clone(),
+            session_id: session.id.clone(),
+            session_turns: session.turns,
+            workspace: PathBuf::from(&session.workspace),
+            data_dir: self.data_dir.clone(),
+            store: self.store.clone(),
+            settings,
+            agent,
+            sink: sink.clone(),
+            timeout: std::time::Duration::from_secs(profile.turn_timeout_s),
+            max_turns: options.max_turns.unwrap_or(profile.max_turns),
+        };
+        let input = TurnInput {
+            turn_id: turn_id.clone(),
+            history: Vec::new(),
+            message: Message::user_text(text),
+        };
+        let finished = run_framed(&engine, input, sink.as_ref(), cancel).await;
+        self.record_finished(session, &turn_id, text, &finished)
+            .await?;
+        Ok(Some(finished))
+    }
+}
