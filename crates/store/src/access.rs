@@ -130,11 +130,6 @@ pub(crate) const AUDIT_LOG: &str = "SELECT id, at, actor, action, target, detail
      WHERE id > $1 AND ($2 IS NULL OR actor = $2) AND ($3 IS NULL OR action = $3) \
      AND at >= $4 ORDER BY id LIMIT $5";
 
-/// `sql` for SQLite, which numbers placeholders `?N`.
-pub(crate) fn sqlite(sql: &str) -> String {
-    sql.replace('$', "?")
-}
-
 pub(crate) fn grant(row: &impl Columns) -> StoreResult<GrantRecord> {
     let kind = row.text("kind")?;
     Ok(GrantRecord {

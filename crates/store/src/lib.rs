@@ -12,7 +12,9 @@ mod agent_uids;
 mod error;
 mod history;
 mod log;
+mod queries;
 mod records;
+mod sql;
 mod types;
 
 pub mod postgres;

@@ -1,10 +1,11 @@
-//! The dialect layer: each query is written once, with `?` placeholders and
-//! SQL both databases read alike, and runs on either backend. A [`Query`]
-//! carries its text and its arguments as plain values ([`Arg`]); a
-//! [`Backend`] runs it — SQLite on its read pool or, for writes, on its write
-//! connections under the store's write lock; PostgreSQL on its pool with the
-//! placeholders numbered (`$1`, `$2`, …). Rows come back as [`Row`], read
-//! through [`Columns`] like every record.
+//! The dialect layer: each query is written once, with numbered placeholders
+//! (`$1`, `$2`, … a number may come back) and SQL both databases read alike
+//! (`CAST(… AS TEXT)`, not `::text`; booleans bound, not written), and runs
+//! on either backend. A [`Query`] carries its text and its arguments as plain
+//! values ([`Arg`]); a [`Backend`] runs it — SQLite on its read pool or, for
+//! writes, on its write connections under the store's write lock, with the
+//! placeholders spelled `?1`, `?2`, …; PostgreSQL on its pool as written.
+//! Rows come back as [`Row`], read through [`Columns`] like every record.
 //!
 //! What truly differs stays in the backends: SQLite's group-commit event
 //! writer, PostgreSQL's row locks and its cluster tables.
@@ -20,12 +21,12 @@ use crate::records::{Columns, db};
 
 /// One argument of a query.
 #[derive(Debug, Clone)]
-pub(crate) enum Arg {
+pub enum Arg {
     Text(Option<String>),
     Int(Option<i64>),
     Real(f64),
     /// A boolean: `INTEGER` 0/1 in SQLite, `BOOLEAN` in PostgreSQL.
-    Flag(bool),
+    Flag(Option<bool>),
     Bytes(Vec<u8>),
 }
 
@@ -76,6 +77,11 @@ impl From<f64> for Arg {
 }
 impl From<bool> for Arg {
     fn from(v: bool) -> Self {
+        Arg::Flag(Some(v))
+    }
+}
+impl From<Option<bool>> for Arg {
+    fn from(v: Option<bool>) -> Self {
         Arg::Flag(v)
     }
 }
@@ -85,9 +91,9 @@ impl From<Vec<u8>> for Arg {
     }
 }
 
-/// A query written once: its text with `?` placeholders, its arguments.
+/// A query written once: its text with `$N` placeholders, its arguments.
 #[derive(Debug, Clone)]
-pub(crate) struct Query {
+pub struct Query {
     pub(crate) sql: Cow<'static, str>,
     pub(crate) args: Vec<Arg>,
     /// What it does, for error messages ("reading session").
@@ -108,25 +114,14 @@ impl Query {
         self
     }
 
-    /// The text with PostgreSQL's numbered placeholders.
-    pub(crate) fn numbered(&self) -> String {
-        let mut out = String::with_capacity(self.sql.len() + 16);
-        let mut n = 0;
-        for c in self.sql.chars() {
-            if c == '?' {
-                n += 1;
-                out.push('$');
-                out.push_str(&n.to_string());
-            } else {
-                out.push(c);
-            }
-        }
-        out
+    /// The text as SQLite numbers placeholders (`?N`).
+    pub(crate) fn for_sqlite(&self) -> String {
+        self.sql.replace('$', "?")
     }
 }
 
 /// A row of either backend.
-pub(crate) enum Row {
+pub enum Row {
     Sqlite(SqliteRow),
     Postgres(PgRow),
 }
@@ -167,15 +162,20 @@ impl Columns for Row {
 /// Runs queries written once. Reads may go to any connection; writes go
 /// where the backend serializes them.
 #[async_trait]
-pub(crate) trait Backend: Send + Sync {
+pub trait Backend: Send + Sync {
     async fn raw_fetch_optional(&self, query: Query) -> Result<Option<Row>, sqlx::Error>;
     async fn raw_fetch_all(&self, query: Query) -> Result<Vec<Row>, sqlx::Error>;
     /// A write: the rows it changed.
     async fn raw_execute(&self, query: Query) -> Result<u64, sqlx::Error>;
     /// A write that returns rows (`… RETURNING`).
     async fn raw_write_fetch_all(&self, query: Query) -> Result<Vec<Row>, sqlx::Error>;
-    /// Writes in one transaction, in order: the rows each changed.
-    async fn raw_transaction(&self, queries: Vec<Query>) -> Result<Vec<u64>, sqlx::Error>;
+    /// Writes in one transaction, in order: the rows each changed, or the
+    /// index of the one that failed and why (nothing is written then).
+    async fn raw_transaction(&self, queries: Vec<Query>) -> Result<Vec<u64>, (usize, sqlx::Error)>;
+    /// Reads that see one snapshot of the database, in order.
+    async fn raw_read_snapshot(&self, queries: Vec<Query>) -> Result<Vec<Vec<Row>>, sqlx::Error>;
+    /// [`crate::UserStore::agent_uid`]: atomic the way each database can be.
+    async fn allocate_agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32>;
 
     async fn fetch_optional(&self, query: Query) -> StoreResult<Option<Row>> {
         let context = query.context;
@@ -195,6 +195,11 @@ pub(crate) trait Backend: Send + Sync {
             .ok_or_else(|| crate::StoreError::Database(format!("{context}: no row")))
     }
 
+    async fn write_fetch_all(&self, query: Query) -> StoreResult<Vec<Row>> {
+        let context = query.context;
+        self.raw_write_fetch_all(query).await.map_err(db(context))
+    }
+
     async fn execute(&self, query: Query) -> StoreResult<u64> {
         let context = query.context;
         self.raw_execute(query).await.map_err(db(context))
@@ -202,7 +207,9 @@ pub(crate) trait Backend: Send + Sync {
 
     async fn transaction(&self, queries: Vec<Query>) -> StoreResult<Vec<u64>> {
         let context = queries.first().map_or("writing", |q| q.context);
-        self.raw_transaction(queries).await.map_err(db(context))
+        self.raw_transaction(queries)
+            .await
+            .map_err(|(_, e)| db(context)(e))
     }
 }
 

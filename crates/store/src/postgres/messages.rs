@@ -1,18 +1,12 @@
 //! The transcript: messages in order, stored losslessly as `Message` JSON.
 
-use agentd_protocol::{Message, Role};
+use agentd_protocol::Message;
 
 use super::PostgresStore;
 use super::util::{db, now, to_json, to_ms, to_u64};
 pub(super) use crate::records::message as message_from_row;
+use crate::records::role_str;
 use crate::{StoreError, StoreResult, StoredMessage};
-
-pub(super) fn role_str(role: Role) -> &'static str {
-    match role {
-        Role::User => "user",
-        Role::Assistant => "assistant",
-    }
-}
 
 impl PostgresStore {
     pub(super) async fn append_message_impl(

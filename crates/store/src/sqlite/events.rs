@@ -8,10 +8,10 @@ use agentd_protocol::{Event, EventEnvelope};
 use super::SqliteStore;
 use tokio::sync::oneshot;
 
-use super::messages::role_str;
 use super::util::{db, to_json};
 use super::writer::{AppendJob, Entry, MAX_BATCH};
 pub(super) use crate::records::envelope as envelope_from_row;
+use crate::records::role_str;
 use crate::{LogAppend, LogEntry, Logged, StoreError, StoreResult, StoredMessage};
 
 impl SqliteStore {

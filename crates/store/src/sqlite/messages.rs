@@ -1,18 +1,11 @@
 //! The transcript: messages in order, stored losslessly as `Message` JSON.
 
-use agentd_protocol::{Message, Role};
+use agentd_protocol::Message;
 
 use super::SqliteStore;
 use super::util::db;
 pub(super) use crate::records::message as message_from_row;
 use crate::{LogEntry, Logged, StoreError, StoreResult, StoredMessage};
-
-pub(super) fn role_str(role: Role) -> &'static str {
-    match role {
-        Role::User => "user",
-        Role::Assistant => "assistant",
-    }
-}
 
 impl SqliteStore {
     /// Through the writer, as a log of one message (its insert is written

@@ -3,14 +3,12 @@
 //! assignment never race (SQLite allows one writer anyway). Event appends go
 //! through a group-commit writer task (`writer`).
 
-mod access;
 mod agent_uids;
+mod backend;
 mod blobs;
 mod events;
 mod messages;
-mod pending;
 mod sessions;
-mod transfer;
 mod turns;
 mod users;
 mod util;
@@ -32,10 +30,8 @@ use tokio::sync::{Mutex, MutexGuard, mpsc};
 
 use crate::prelude::*;
 use crate::{
-    AuditQuery, AuditRecord, CheckpointRecord, CompactionRecord, GrantKind, GrantRecord,
-    LatestCheckpoints, LogAppend, LogEntry, NewAudit, NewSession, PendingRecord, SessionExport,
-    SessionRecord, SessionUpdate, StoreError, StoreResult, StoredMessage, TokenRecord, TurnRecord,
-    TurnStart, UsageWindow, UserRecord, UserUsage,
+    CheckpointRecord, CompactionRecord, LatestCheckpoints, LogAppend, LogEntry, SessionRecord,
+    SessionUpdate, StoreError, StoreResult, StoredMessage, TurnRecord, TurnStart,
 };
 
 /// Connections for a file database: readers run in parallel under WAL.
@@ -276,46 +272,6 @@ fn prepare_file(path: &Path) -> StoreResult<()> {
 }
 
 #[async_trait]
-impl SessionStore for SqliteStore {
-    async fn create_session(&self, new: NewSession) -> StoreResult<SessionRecord> {
-        self.create_session_impl(new).await
-    }
-
-    async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
-        self.get_session_impl(id).await
-    }
-
-    async fn list_sessions(
-        &self,
-        owner: &str,
-        before: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<SessionRecord>> {
-        self.list_sessions_impl(owner, before, limit).await
-    }
-
-    async fn update_session(&self, id: &str, update: SessionUpdate) -> StoreResult<SessionRecord> {
-        self.update_session_impl(id, update).await
-    }
-
-    async fn delete_session(&self, id: &str) -> StoreResult<bool> {
-        self.delete_session_impl(id).await
-    }
-
-    async fn sessions_updated_before(
-        &self,
-        cutoff: chrono::DateTime<chrono::Utc>,
-        limit: u32,
-    ) -> StoreResult<Vec<SessionRecord>> {
-        self.sessions_updated_before_impl(cutoff, limit).await
-    }
-
-    async fn count_sessions(&self) -> StoreResult<u64> {
-        self.count_sessions_impl().await
-    }
-}
-
-#[async_trait]
 impl TranscriptStore for SqliteStore {
     async fn append_message(
         &self,
@@ -440,113 +396,6 @@ impl HealthStore for SqliteStore {
 }
 
 #[async_trait]
-impl UserStore for SqliteStore {
-    async fn create_user(&self, name: &str) -> StoreResult<UserRecord> {
-        self.create_user_impl(name).await
-    }
-
-    async fn get_user_by_name(&self, name: &str) -> StoreResult<Option<UserRecord>> {
-        self.get_user_by_name_impl(name).await
-    }
-
-    async fn create_token(
-        &self,
-        user_id: &str,
-        name: &str,
-        token_hash: &str,
-        prefix: &str,
-    ) -> StoreResult<TokenRecord> {
-        self.create_token_impl(user_id, name, token_hash, prefix)
-            .await
-    }
-
-    async fn token_by_hash(&self, token_hash: &str) -> StoreResult<Option<TokenRecord>> {
-        self.token_by_hash_impl(token_hash).await
-    }
-
-    async fn list_tokens(&self, user_id: Option<&str>) -> StoreResult<Vec<TokenRecord>> {
-        self.list_tokens_impl(user_id).await
-    }
-
-    async fn revoke_token(&self, id: &str) -> StoreResult<bool> {
-        self.revoke_token_impl(id).await
-    }
-
-    async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
-        self.agent_uid_impl(user, first, last).await
-    }
-
-    async fn list_users(&self) -> StoreResult<Vec<UserRecord>> {
-        self.list_users_impl().await
-    }
-
-    async fn set_user_flags(
-        &self,
-        name: &str,
-        admin: Option<bool>,
-        disabled: Option<bool>,
-    ) -> StoreResult<bool> {
-        self.set_user_flag_impl(name, admin, disabled).await
-    }
-}
-
-#[async_trait]
-impl AccessStore for SqliteStore {
-    async fn set_grant(
-        &self,
-        user: &str,
-        kind: GrantKind,
-        name: &str,
-        granted: bool,
-    ) -> StoreResult<bool> {
-        self.set_grant_impl(user, kind, name, granted).await
-    }
-
-    async fn grants(&self, user: Option<&str>) -> StoreResult<Vec<GrantRecord>> {
-        self.grants_impl(user).await
-    }
-
-    async fn user_usage(&self, owner: &str, window: UsageWindow) -> StoreResult<UserUsage> {
-        self.user_usage_impl(owner, window).await
-    }
-
-    async fn append_audit(&self, entry: &NewAudit) -> StoreResult<AuditRecord> {
-        self.append_audit_impl(entry).await
-    }
-
-    async fn audit_log(&self, query: &AuditQuery) -> StoreResult<Vec<AuditRecord>> {
-        self.audit_log_impl(query).await
-    }
-}
-
-#[async_trait]
-impl PendingStore for SqliteStore {
-    async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()> {
-        self.create_pending_impl(record).await
-    }
-
-    async fn resolve_pending(&self, id: &str, resolution: &serde_json::Value) -> StoreResult<bool> {
-        self.resolve_pending_impl(id, resolution).await
-    }
-
-    async fn get_pending(&self, id: &str) -> StoreResult<Option<PendingRecord>> {
-        self.get_pending_impl(id).await
-    }
-
-    async fn open_pending(&self, session_id: Option<&str>) -> StoreResult<Vec<PendingRecord>> {
-        self.open_pending_impl(session_id).await
-    }
-
-    async fn add_session_rule(&self, session_id: &str, rule: &str) -> StoreResult<()> {
-        self.add_session_rule_impl(session_id, rule).await
-    }
-
-    async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>> {
-        self.session_rules_impl(session_id).await
-    }
-}
-
-#[async_trait]
 impl CheckpointStore for SqliteStore {
     async fn put_blobs(&self, blobs: &[(String, Vec<u8>)]) -> StoreResult<()> {
         self.put_blobs_impl(blobs).await
@@ -582,17 +431,6 @@ impl CheckpointStore for SqliteStore {
 
     async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>> {
         self.get_checkpoint_impl(id).await
-    }
-}
-
-#[async_trait]
-impl TransferStore for SqliteStore {
-    async fn export_session(&self, id: &str) -> StoreResult<Option<SessionExport>> {
-        self.export_session_impl(id).await
-    }
-
-    async fn import_session(&self, export: &SessionExport) -> StoreResult<()> {
-        self.import_session_impl(export).await
     }
 }
 
