@@ -69,12 +69,4 @@ impl PostgresStore {
         }
         Ok(missing_in_order(hashes, &present))
     }
-
-    pub(super) async fn get_blob_impl(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {
-        sqlx::query_scalar("SELECT data FROM blobs WHERE hash = $1")
-            .bind(hash)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db("reading a blob"))
-    }
 }

@@ -139,26 +139,4 @@ impl PostgresStore {
             })
             .collect())
     }
-
-    /// Events with `seq > after`, in order; empty for an unknown session.
-    pub(super) async fn events_after_impl(
-        &self,
-        session_id: &str,
-        after: u64,
-        limit: u32,
-    ) -> StoreResult<Vec<EventEnvelope>> {
-        let rows = sqlx::query(
-            "SELECT seq, data, created_at FROM events \
-             WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-        )
-        .bind(session_id)
-        .bind(i64::try_from(after).unwrap_or(i64::MAX))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("reading events"))?;
-        rows.iter()
-            .map(|row| envelope_from_row(session_id, row))
-            .collect()
-    }
 }

@@ -4,7 +4,6 @@ use agentd_protocol::Message;
 
 use super::PostgresStore;
 use super::util::{db, now, to_json, to_ms, to_u64};
-pub(super) use crate::records::message as message_from_row;
 use crate::records::role_str;
 use crate::{StoreError, StoreResult, StoredMessage};
 
@@ -59,18 +58,5 @@ impl PostgresStore {
             message: message.clone(),
             created_at: at,
         })
-    }
-
-    /// The whole transcript in order; empty for an unknown session.
-    pub(super) async fn messages_impl(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        let rows = sqlx::query(
-            "SELECT id, session_id, turn_id, position, content, created_at \
-             FROM messages WHERE session_id = $1 ORDER BY position",
-        )
-        .bind(session_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("reading messages"))?;
-        rows.iter().map(message_from_row).collect()
     }
 }

@@ -12,7 +12,6 @@ pub mod cluster;
 mod events;
 mod messages;
 mod turns;
-mod users;
 mod util;
 
 use std::borrow::Cow;
@@ -198,7 +197,7 @@ impl TranscriptStore for PostgresStore {
     }
 
     async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        self.messages_impl(session_id).await
+        crate::queries::reads::messages(self, session_id).await
     }
 
     async fn messages_from(
@@ -246,7 +245,7 @@ impl EventLog for PostgresStore {
         after: u64,
         limit: u32,
     ) -> StoreResult<Vec<EventEnvelope>> {
-        self.events_after_impl(session_id, after, limit).await
+        crate::queries::reads::events_after(self, session_id, after, limit).await
     }
 }
 
@@ -267,7 +266,7 @@ impl TurnStore for PostgresStore {
     }
 
     async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>> {
-        self.running_turns_impl().await
+        crate::queries::reads::running_turns(self).await
     }
 
     async fn find_turn(
@@ -275,7 +274,7 @@ impl TurnStore for PostgresStore {
         session_id: &str,
         client_request_id: &str,
     ) -> StoreResult<Option<TurnRecord>> {
-        self.find_turn_impl(session_id, client_request_id).await
+        crate::queries::reads::find_turn(self, session_id, client_request_id).await
     }
 }
 
@@ -312,7 +311,7 @@ impl CheckpointStore for PostgresStore {
     }
 
     async fn get_blob(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {
-        self.get_blob_impl(hash).await
+        crate::queries::reads::get_blob(self, hash).await
     }
 
     async fn create_checkpoint(&self, record: &CheckpointRecord) -> StoreResult<()> {

@@ -6,7 +6,7 @@ use agentd_protocol::TurnStatus;
 use super::PostgresStore;
 use super::util::{db, is_fk_violation, now, to_ms};
 pub(super) use crate::records::{TURN_COLUMNS as COLUMNS, turn as turn_from_row};
-use crate::{SessionStatus, StoreError, StoreResult, TurnRecord, TurnStart};
+use crate::{SessionStatus, StoreError, StoreResult, TurnStart};
 
 impl PostgresStore {
     pub(super) async fn start_turn_impl(
@@ -107,16 +107,5 @@ impl PostgresStore {
             Some(_) => Ok(()),
             None => Err(StoreError::NotFound(format!("turn {turn_id}"))),
         }
-    }
-
-    /// Turns still marked running, oldest first.
-    pub(super) async fn running_turns_impl(&self) -> StoreResult<Vec<TurnRecord>> {
-        let sql =
-            format!("SELECT {COLUMNS} FROM turns WHERE status IS NULL ORDER BY started_at, id");
-        let rows = sqlx::query(&sql)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db("reading running turns"))?;
-        rows.iter().map(turn_from_row).collect()
     }
 }

@@ -3,6 +3,7 @@
 
 mod access;
 mod pending;
+pub(crate) mod reads;
 mod sessions;
 mod transfer;
 mod users;

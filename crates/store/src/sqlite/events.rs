@@ -8,9 +8,8 @@ use agentd_protocol::{Event, EventEnvelope};
 use super::SqliteStore;
 use tokio::sync::oneshot;
 
-use super::util::{db, to_json};
+use super::util::to_json;
 use super::writer::{AppendJob, Entry, MAX_BATCH};
-pub(super) use crate::records::envelope as envelope_from_row;
 use crate::records::role_str;
 use crate::{LogAppend, LogEntry, Logged, StoreError, StoreResult, StoredMessage};
 
@@ -146,27 +145,5 @@ impl SqliteStore {
                 }),
             })
             .collect())
-    }
-
-    /// Events with `seq > after`, in order; empty for an unknown session.
-    pub(super) async fn events_after_impl(
-        &self,
-        session_id: &str,
-        after: u64,
-        limit: u32,
-    ) -> StoreResult<Vec<EventEnvelope>> {
-        let rows = sqlx::query(
-            "SELECT seq, data, created_at FROM events \
-             WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-        )
-        .bind(session_id)
-        .bind(i64::try_from(after).unwrap_or(i64::MAX))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("reading events"))?;
-        rows.iter()
-            .map(|row| envelope_from_row(session_id, row))
-            .collect()
     }
 }

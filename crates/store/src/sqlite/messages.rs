@@ -3,8 +3,6 @@
 use agentd_protocol::Message;
 
 use super::SqliteStore;
-use super::util::db;
-pub(super) use crate::records::message as message_from_row;
 use crate::{LogEntry, Logged, StoreError, StoreResult, StoredMessage};
 
 impl SqliteStore {
@@ -26,18 +24,5 @@ impl SqliteStore {
             Some(Logged::Message(stored)) => Ok(stored),
             _ => Err(StoreError::Database("appending message: no result".into())),
         }
-    }
-
-    /// The whole transcript in order; empty for an unknown session.
-    pub(super) async fn messages_impl(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        let rows = sqlx::query(
-            "SELECT id, session_id, turn_id, position, content, created_at \
-             FROM messages WHERE session_id = ? ORDER BY position",
-        )
-        .bind(session_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("reading messages"))?;
-        rows.iter().map(message_from_row).collect()
     }
 }

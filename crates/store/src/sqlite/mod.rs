@@ -10,7 +10,8 @@ mod events;
 mod messages;
 mod sessions;
 mod turns;
-mod users;
+#[cfg(test)]
+mod user_tests;
 mod util;
 mod writer;
 
@@ -283,7 +284,7 @@ impl TranscriptStore for SqliteStore {
     }
 
     async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        self.messages_impl(session_id).await
+        crate::queries::reads::messages(self, session_id).await
     }
 
     async fn messages_from(
@@ -335,7 +336,7 @@ impl EventLog for SqliteStore {
         after: u64,
         limit: u32,
     ) -> StoreResult<Vec<EventEnvelope>> {
-        self.events_after_impl(session_id, after, limit).await
+        crate::queries::reads::events_after(self, session_id, after, limit).await
     }
 }
 
@@ -367,7 +368,7 @@ impl TurnStore for SqliteStore {
     }
 
     async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>> {
-        self.running_turns_impl().await
+        crate::queries::reads::running_turns(self).await
     }
 
     async fn find_turn(
@@ -375,7 +376,7 @@ impl TurnStore for SqliteStore {
         session_id: &str,
         client_request_id: &str,
     ) -> StoreResult<Option<TurnRecord>> {
-        self.find_turn_impl(session_id, client_request_id).await
+        crate::queries::reads::find_turn(self, session_id, client_request_id).await
     }
 }
 
@@ -406,7 +407,7 @@ impl CheckpointStore for SqliteStore {
     }
 
     async fn get_blob(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {
-        self.get_blob_impl(hash).await
+        crate::queries::reads::get_blob(self, hash).await
     }
 
     async fn create_checkpoint(&self, record: &CheckpointRecord) -> StoreResult<()> {
