@@ -12,7 +12,6 @@ use agentd_protocol::{Event, EventEnvelope};
 use super::PostgresStore;
 use super::util::{db, to_json};
 use crate::records::Columns;
-pub(super) use crate::records::envelope as envelope_from_row;
 use crate::{StoreError, StoreResult};
 
 /// One event; `seq` and `at` come back.

@@ -8,7 +8,7 @@ mod backend;
 mod blobs;
 mod events;
 mod messages;
-mod sessions;
+mod turn_end;
 mod turns;
 #[cfg(test)]
 mod user_tests;

@@ -1,0 +1,136 @@
+//! What a node reads about sessions: where each workspace was last saved,
+//! whether a turn runs or waits, and the events other nodes appended.
+
+use sqlx::Row;
+
+use agentd_protocol::EventEnvelope;
+
+use super::ClusterStore;
+use super::queue::BUSY;
+use crate::StoreResult;
+use crate::postgres::util::db;
+use crate::records::envelope as envelope_from_row;
+
+impl ClusterStore {
+    /// The manifest hash of the session's workspace as last saved.
+    pub async fn workspace(&self, session_id: &str) -> StoreResult<Option<String>> {
+        let row = sqlx::query("SELECT manifest_hash FROM session_workspaces WHERE session_id = $1")
+            .bind(session_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("reading the saved workspace"))?;
+        row.map(|row| row.try_get(0))
+            .transpose()
+            .map_err(db("reading the saved workspace"))
+    }
+
+    /// Point the session's shared workspace at `manifest_hash`. With
+    /// `lease_turn`, only while `node_id` still holds that turn's lease (a
+    /// node that lost it must not overwrite newer work); `false` if not saved.
+    pub async fn save_workspace(
+        &self,
+        session_id: &str,
+        manifest_hash: &str,
+        node_id: &str,
+        lease_turn: Option<&str>,
+    ) -> StoreResult<bool> {
+        let saved = sqlx::query(
+            "INSERT INTO session_workspaces (session_id, manifest_hash, saved_by) \
+             SELECT $1, $2, $3 WHERE $4::text IS NULL OR EXISTS (SELECT 1 FROM turn_leases \
+               WHERE session_id = $1 AND turn_id = $4 AND node_id = $3) \
+             ON CONFLICT (session_id) DO UPDATE \
+             SET manifest_hash = $2, saved_by = $3, saved_at = now()",
+        )
+        .bind(session_id)
+        .bind(manifest_hash)
+        .bind(node_id)
+        .bind(lease_turn)
+        .execute(&self.pool)
+        .await
+        .map_err(db("saving the workspace"))?;
+        Ok(saved.rows_affected() == 1)
+    }
+
+    /// A turn runs or waits in the session, on any node.
+    pub async fn busy(&self, session_id: &str) -> StoreResult<bool> {
+        sqlx::query(BUSY)
+            .bind(session_id)
+            .fetch_one(&self.pool)
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(db("checking the session's turns"))
+    }
+
+    /// The session's latest turn (ids are time-ordered UUIDs).
+    pub async fn last_turn(&self, session_id: &str) -> StoreResult<Option<String>> {
+        sqlx::query_scalar("SELECT id FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 1")
+            .bind(session_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("reading the last turn"))
+    }
+
+    /// `(session, turn)` of turns recorded as running that no lease covers:
+    /// left by a single-node server before the cluster, or by a node that
+    /// died between its lease and its turn's end (never both at once).
+    pub async fn orphan_turns(&self) -> StoreResult<Vec<(String, String)>> {
+        sqlx::query_as(
+            "SELECT t.session_id, t.id FROM turns t WHERE t.status IS NULL \
+               AND NOT EXISTS (SELECT 1 FROM turn_leases l WHERE l.turn_id = t.id)",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("reading orphan turns"))
+    }
+
+    /// The events of several sessions in one round trip: for each `(session,
+    /// after, upto)`, those with `after < seq <= upto`, ordered by session and
+    /// `seq`. At most `limit` in all (a stream past the cut reads the rest from
+    /// the store when it sees the gap).
+    pub async fn events_in_ranges(
+        &self,
+        ranges: &[(String, u64, u64)],
+        limit: u32,
+    ) -> StoreResult<Vec<EventEnvelope>> {
+        let sessions: Vec<&str> = ranges.iter().map(|(s, _, _)| s.as_str()).collect();
+        let seq = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let after: Vec<i64> = ranges.iter().map(|(_, a, _)| seq(*a)).collect();
+        let upto: Vec<i64> = ranges.iter().map(|(_, _, u)| seq(*u)).collect();
+        let rows = sqlx::query(
+            "SELECT e.session_id, e.seq, e.data, e.created_at \
+             FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS w(session_id, after, upto) \
+             JOIN events e ON e.session_id = w.session_id AND e.seq > w.after AND e.seq <= w.upto \
+             ORDER BY e.session_id, e.seq LIMIT $4",
+        )
+        .bind(&sessions)
+        .bind(&after)
+        .bind(&upto)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("reading events"))?;
+        rows.iter()
+            .map(|row| {
+                let session: String = row.try_get("session_id").map_err(db("reading events"))?;
+                envelope_from_row(&session, row)
+            })
+            .collect()
+    }
+
+    /// `(session, last_seq)` of the given sessions, for streams that may have
+    /// missed a notification.
+    pub async fn last_seqs(&self, session_ids: &[String]) -> StoreResult<Vec<(String, u64)>> {
+        let rows = sqlx::query("SELECT id, last_seq FROM sessions WHERE id = ANY($1)")
+            .bind(session_ids)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("reading sessions"))?;
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = row.try_get("last_seq")?;
+                Ok((row.try_get("id")?, u64::try_from(seq).unwrap_or_default()))
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(db("reading sessions"))
+    }
+}
