@@ -7,6 +7,9 @@ use crate::{StoreError, StoreResult};
 /// taken: `$1` itself, else the uid after the lowest taken one in the range
 /// whose successor is free. (`$N` is written `{N}` here: each backend puts in
 /// its own placeholder.)
+/// The uid recorded for user `$1`.
+pub(crate) const RECORDED: &str = "SELECT uid FROM agent_uids WHERE user_name = $1";
+
 pub(crate) const LOWEST_FREE: &str = "SELECT CASE \
      WHEN NOT EXISTS (SELECT 1 FROM agent_uids WHERE uid = {1}) THEN {1} \
      ELSE (SELECT MIN(a.uid) + 1 FROM agent_uids a \

@@ -106,6 +106,29 @@ pub(crate) fn latest_compaction() -> String {
 /// Bumps `updated_at` (`$1`) of session `$2`; no row means no session. In
 /// PostgreSQL this also locks the session row, so truncation and message
 /// appends serialize.
+/// A turn started once per `client_request_id` (`$1` id, `$2` session,
+/// `$3` request id, `$4` start), or nothing when the id was used.
+pub(crate) fn insert_turn() -> String {
+    format!(
+        "INSERT INTO turns (id, session_id, status, client_request_id, started_at) \
+         VALUES ($1, $2, NULL, $3, $4) \
+         ON CONFLICT (session_id, client_request_id) DO NOTHING \
+         RETURNING {}",
+        crate::records::TURN_COLUMNS
+    )
+}
+
+/// The turn of session `$1` started with request id `$2`.
+pub(crate) fn turn_by_request() -> String {
+    format!(
+        "SELECT {} FROM turns WHERE session_id = $1 AND client_request_id = $2",
+        crate::records::TURN_COLUMNS
+    )
+}
+
+/// Whether session `$1` exists (a row of its id).
+pub(crate) const SESSION_EXISTS: &str = "SELECT id FROM sessions WHERE id = $1";
+
 pub(crate) const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = $1 WHERE id = $2";
 
 /// Truncating history, in this order in one transaction, each bound with

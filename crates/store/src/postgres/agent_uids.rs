@@ -4,7 +4,7 @@
 
 use super::PostgresStore;
 use super::util::db;
-use crate::agent_uids::{check_range, lowest_free, range_full, to_uid};
+use crate::agent_uids::{RECORDED, check_range, lowest_free, range_full, to_uid};
 use crate::{StoreError, StoreResult};
 
 /// Each failed attempt means another allocation succeeded meanwhile.
@@ -21,12 +21,11 @@ impl PostgresStore {
         let context = "allocating an agent uid";
         let free_sql = lowest_free(|n| format!("${n}::BIGINT"));
         for _ in 0..ATTEMPTS {
-            let recorded: Option<i64> =
-                sqlx::query_scalar("SELECT uid FROM agent_uids WHERE user_name = $1")
-                    .bind(user)
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(db("reading an agent uid"))?;
+            let recorded: Option<i64> = sqlx::query_scalar(RECORDED)
+                .bind(user)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db("reading an agent uid"))?;
             if let Some(uid) = recorded {
                 return to_uid(uid);
             }

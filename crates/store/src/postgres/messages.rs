@@ -24,7 +24,7 @@ impl PostgresStore {
         // Touching the session first both checks it exists and locks its row,
         // so concurrent appends serialize here; the INSERT below is a new
         // statement (READ COMMITTED: a new snapshot) and sees their rows.
-        let touched = sqlx::query("UPDATE sessions SET updated_at = $1 WHERE id = $2")
+        let touched = sqlx::query(crate::history::TOUCH_SESSION)
             .bind(to_ms(at))
             .bind(session_id)
             .execute(&mut *tx)

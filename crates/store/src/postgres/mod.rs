@@ -197,7 +197,7 @@ impl TranscriptStore for PostgresStore {
     }
 
     async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        crate::queries::reads::messages(self, session_id).await
+        crate::queries::parts::messages(self, session_id).await
     }
 
     async fn messages_from(
@@ -245,7 +245,7 @@ impl EventLog for PostgresStore {
         after: u64,
         limit: u32,
     ) -> StoreResult<Vec<EventEnvelope>> {
-        crate::queries::reads::events_after(self, session_id, after, limit).await
+        crate::queries::parts::events_after(self, session_id, after, limit).await
     }
 }
 
@@ -262,11 +262,11 @@ impl TurnStore for PostgresStore {
     }
 
     async fn finish_turn(&self, turn_id: &str, status: TurnStatus) -> StoreResult<()> {
-        self.finish_turn_impl(turn_id, status).await
+        crate::queries::parts::finish_turn(self, turn_id, status).await
     }
 
     async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>> {
-        crate::queries::reads::running_turns(self).await
+        crate::queries::parts::running_turns(self).await
     }
 
     async fn find_turn(
@@ -274,7 +274,7 @@ impl TurnStore for PostgresStore {
         session_id: &str,
         client_request_id: &str,
     ) -> StoreResult<Option<TurnRecord>> {
-        crate::queries::reads::find_turn(self, session_id, client_request_id).await
+        crate::queries::parts::find_turn(self, session_id, client_request_id).await
     }
 }
 
@@ -311,7 +311,7 @@ impl CheckpointStore for PostgresStore {
     }
 
     async fn get_blob(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {
-        crate::queries::reads::get_blob(self, hash).await
+        crate::queries::parts::get_blob(self, hash).await
     }
 
     async fn create_checkpoint(&self, record: &CheckpointRecord) -> StoreResult<()> {

@@ -1,11 +1,9 @@
 //! Turns: running (status NULL) until finished; `client_request_id` makes
 //! starting a turn idempotent per session.
 
-use agentd_protocol::TurnStatus;
-
 use super::PostgresStore;
 use super::util::{db, is_fk_violation, now, to_ms};
-pub(super) use crate::records::{TURN_COLUMNS as COLUMNS, turn as turn_from_row};
+pub(super) use crate::records::turn as turn_from_row;
 use crate::{SessionStatus, StoreError, StoreResult, TurnStart};
 
 impl PostgresStore {
@@ -18,24 +16,18 @@ impl PostgresStore {
         let at = now();
         let mut tx = self.pool.begin().await.map_err(db("starting turn"))?;
 
-        let exists: Option<i64> =
-            sqlx::query_scalar("SELECT 1::bigint FROM sessions WHERE id = $1")
-                .bind(session_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(db("starting turn"))?;
+        let exists = sqlx::query(crate::history::SESSION_EXISTS)
+            .bind(session_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db("starting turn"))?;
         if exists.is_none() {
             return Err(StoreError::NotFound(format!("session {session_id}")));
         }
 
         // ON CONFLICT keeps this race-free against concurrent starts: the
         // loser waits for the winner to commit, then reads its turn.
-        let sql = format!(
-            "INSERT INTO turns (id, session_id, status, client_request_id, started_at) \
-             VALUES ($1, $2, NULL, $3, $4) \
-             ON CONFLICT (session_id, client_request_id) DO NOTHING \
-             RETURNING {COLUMNS}"
-        );
+        let sql = crate::history::insert_turn();
         let inserted = sqlx::query(&sql)
             .bind(turn_id)
             .bind(session_id)
@@ -63,9 +55,7 @@ impl PostgresStore {
                 TurnStart::Started(turn_from_row(&row)?)
             }
             None => {
-                let sql = format!(
-                    "SELECT {COLUMNS} FROM turns WHERE session_id = $1 AND client_request_id = $2"
-                );
+                let sql = crate::history::turn_by_request();
                 let row = sqlx::query(&sql)
                     .bind(session_id)
                     .bind(client_request_id)
@@ -77,35 +67,5 @@ impl PostgresStore {
         };
         tx.commit().await.map_err(db("starting turn"))?;
         Ok(outcome)
-    }
-
-    /// The first finish wins: a turn ends with exactly one status, so
-    /// finishing an already finished turn changes nothing.
-    pub(super) async fn finish_turn_impl(
-        &self,
-        turn_id: &str,
-        status: TurnStatus,
-    ) -> StoreResult<()> {
-        let done = sqlx::query(
-            "UPDATE turns SET status = $1, finished_at = $2 WHERE id = $3 AND status IS NULL",
-        )
-        .bind(status.as_str())
-        .bind(to_ms(now()))
-        .bind(turn_id)
-        .execute(&self.pool)
-        .await
-        .map_err(db("finishing turn"))?;
-        if done.rows_affected() > 0 {
-            return Ok(());
-        }
-        let exists: Option<i64> = sqlx::query_scalar("SELECT 1::bigint FROM turns WHERE id = $1")
-            .bind(turn_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db("finishing turn"))?;
-        match exists {
-            Some(_) => Ok(()),
-            None => Err(StoreError::NotFound(format!("turn {turn_id}"))),
-        }
     }
 }

@@ -2,8 +2,8 @@
 //! (`crate::sql`): each role implemented here holds for any backend.
 
 mod access;
+pub(crate) mod parts;
 mod pending;
-pub(crate) mod reads;
 mod sessions;
 mod transfer;
 mod users;

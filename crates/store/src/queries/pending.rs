@@ -8,6 +8,14 @@ use crate::records::{Columns, PENDING_COLUMNS, now, pending, to_ms};
 use crate::sql::{Backend, Query};
 use crate::{PendingRecord, PendingStore, StoreResult};
 
+/// Allow rule `$2` for session `$1` from `$3` on (again: nothing).
+pub(crate) const ADD_RULE: &str = "INSERT INTO session_rules (session_id, rule, created_at) \
+     VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
+
+/// Session `$1`'s rules, in the order they were allowed.
+pub(crate) const RULES: &str =
+    "SELECT rule FROM session_rules WHERE session_id = $1 ORDER BY created_at, rule";
+
 #[async_trait]
 impl<B: Backend> PendingStore for B {
     async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()> {
@@ -60,23 +68,15 @@ impl<B: Backend> PendingStore for B {
     }
 
     async fn add_session_rule(&self, session_id: &str, rule: &str) -> StoreResult<()> {
-        let query = Query::new(
-            "storing a session rule",
-            "INSERT INTO session_rules (session_id, rule, created_at) VALUES ($1, $2, $3) \
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(session_id)
-        .bind(rule)
-        .bind(to_ms(now()));
+        let query = Query::new("storing a session rule", ADD_RULE)
+            .bind(session_id)
+            .bind(rule)
+            .bind(to_ms(now()));
         self.execute(query).await.map(drop)
     }
 
     async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>> {
-        let query = Query::new(
-            "reading session rules",
-            "SELECT rule FROM session_rules WHERE session_id = $1 ORDER BY created_at, rule",
-        )
-        .bind(session_id);
+        let query = Query::new("reading session rules", RULES).bind(session_id);
         let rows = self.fetch_all(query).await?;
         rows.iter().map(|row| row.text("rule")).collect()
     }

@@ -20,14 +20,11 @@ fn each<T>(rows: &[Row], read: impl Fn(&Row) -> StoreResult<T>) -> StoreResult<V
 impl<B: Backend> TransferStore for B {
     async fn export_session(&self, id: &str) -> StoreResult<Option<SessionExport>> {
         let of_session = |sql: String| Query::new(CONTEXT, sql).bind(id);
-        let queries =
-            vec![
-            of_session(format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1")),
-            of_session(
-                "SELECT id, session_id, turn_id, position, content, created_at \
-                 FROM messages WHERE session_id = $1 ORDER BY position"
-                    .into(),
-            ),
+        let queries = vec![
+            of_session(format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"
+            )),
+            of_session(super::parts::MESSAGES.into()),
             of_session(
                 "SELECT seq, data, created_at FROM events WHERE session_id = $1 ORDER BY seq"
                     .into(),
@@ -39,10 +36,7 @@ impl<B: Backend> TransferStore for B {
                 "SELECT {PENDING_COLUMNS} FROM pending_requests WHERE session_id = $1 \
                  ORDER BY created_at, id"
             )),
-            of_session(
-                "SELECT rule FROM session_rules WHERE session_id = $1 ORDER BY created_at, rule"
-                    .into(),
-            ),
+            of_session(super::pending::RULES.into()),
         ];
         let read = self.raw_read_snapshot(queries).await.map_err(db(CONTEXT))?;
         let [sessions, messages, events, turns, pendings, rules] = &read[..] else {
@@ -178,14 +172,10 @@ fn import_queries(export: &SessionExport) -> StoreResult<Vec<Query>> {
     let base = to_ms(now());
     for (i, rule) in (0_i64..).zip(&export.rules) {
         queries.push(
-            Query::new(
-                ctx,
-                "INSERT INTO session_rules (session_id, rule, created_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT DO NOTHING",
-            )
-            .bind(&s.id)
-            .bind(rule.as_str())
-            .bind(base + i),
+            Query::new(ctx, super::pending::ADD_RULE)
+                .bind(&s.id)
+                .bind(rule.as_str())
+                .bind(base + i),
         );
     }
     Ok(queries)

@@ -5,9 +5,7 @@
 use super::SqliteStore;
 use super::util::db;
 use crate::StoreResult;
-use crate::agent_uids::{check_range, lowest_free, range_full, to_uid};
-
-const RECORDED: &str = "SELECT uid FROM agent_uids WHERE user_name = ?";
+use crate::agent_uids::{RECORDED, check_range, lowest_free, range_full, to_uid};
 
 impl SqliteStore {
     pub(super) async fn agent_uid_impl(
@@ -17,7 +15,7 @@ impl SqliteStore {
         last: u32,
     ) -> StoreResult<u32> {
         check_range(first, last)?;
-        let recorded: Option<i64> = sqlx::query_scalar(RECORDED)
+        let recorded: Option<i64> = sqlx::query_scalar(&RECORDED.replace('$', "?"))
             .bind(user)
             .fetch_optional(&self.pool)
             .await
@@ -29,7 +27,7 @@ impl SqliteStore {
         let _write = self.write_guard().await;
         let mut tx = self.begin_write().await.map_err(db(context))?;
         // Another process may have allocated it since the read above.
-        let recorded: Option<i64> = sqlx::query_scalar(RECORDED)
+        let recorded: Option<i64> = sqlx::query_scalar(&RECORDED.replace('$', "?"))
             .bind(user)
             .fetch_optional(&mut *tx)
             .await

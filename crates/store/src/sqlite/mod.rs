@@ -284,7 +284,7 @@ impl TranscriptStore for SqliteStore {
     }
 
     async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        crate::queries::reads::messages(self, session_id).await
+        crate::queries::parts::messages(self, session_id).await
     }
 
     async fn messages_from(
@@ -336,7 +336,7 @@ impl EventLog for SqliteStore {
         after: u64,
         limit: u32,
     ) -> StoreResult<Vec<EventEnvelope>> {
-        crate::queries::reads::events_after(self, session_id, after, limit).await
+        crate::queries::parts::events_after(self, session_id, after, limit).await
     }
 }
 
@@ -353,7 +353,7 @@ impl TurnStore for SqliteStore {
     }
 
     async fn finish_turn(&self, turn_id: &str, status: TurnStatus) -> StoreResult<()> {
-        self.finish_turn_impl(turn_id, status).await
+        crate::queries::parts::finish_turn(self, turn_id, status).await
     }
 
     async fn finish_turn_with_session(
@@ -368,7 +368,7 @@ impl TurnStore for SqliteStore {
     }
 
     async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>> {
-        crate::queries::reads::running_turns(self).await
+        crate::queries::parts::running_turns(self).await
     }
 
     async fn find_turn(
@@ -376,7 +376,7 @@ impl TurnStore for SqliteStore {
         session_id: &str,
         client_request_id: &str,
     ) -> StoreResult<Option<TurnRecord>> {
-        crate::queries::reads::find_turn(self, session_id, client_request_id).await
+        crate::queries::parts::find_turn(self, session_id, client_request_id).await
     }
 }
 
@@ -407,7 +407,7 @@ impl CheckpointStore for SqliteStore {
     }
 
     async fn get_blob(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {
-        crate::queries::reads::get_blob(self, hash).await
+        crate::queries::parts::get_blob(self, hash).await
     }
 
     async fn create_checkpoint(&self, record: &CheckpointRecord) -> StoreResult<()> {

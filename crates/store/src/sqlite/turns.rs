@@ -1,8 +1,6 @@
 //! Turns: running (status NULL) until finished; `client_request_id` makes
 //! starting a turn idempotent per session.
 
-use agentd_protocol::TurnStatus;
-
 use super::SqliteStore;
 use super::util::{db, now, to_ms};
 pub(super) use crate::records::{TURN_COLUMNS as COLUMNS, turn as turn_from_row};
@@ -59,7 +57,7 @@ impl SqliteStore {
             .await
             .map_err(db("starting turn"))?;
 
-        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM sessions WHERE id = ?")
+        let exists = sqlx::query(&crate::history::SESSION_EXISTS.replace('$', "?"))
             .bind(session_id)
             .fetch_optional(&mut *tx)
             .await
@@ -70,12 +68,7 @@ impl SqliteStore {
 
         // ON CONFLICT keeps this race-free even against another process
         // writing the same file; the lock above only covers this one.
-        let sql = format!(
-            "INSERT INTO turns (id, session_id, status, client_request_id, started_at) \
-             VALUES (?, ?, NULL, ?, ?) \
-             ON CONFLICT (session_id, client_request_id) DO NOTHING \
-             RETURNING {COLUMNS}"
-        );
+        let sql = crate::history::insert_turn().replace('$', "?");
         let inserted = sqlx::query(&sql)
             .bind(turn_id)
             .bind(session_id)
@@ -96,9 +89,7 @@ impl SqliteStore {
                 TurnStart::Started(turn_from_row(&row)?)
             }
             None => {
-                let sql = format!(
-                    "SELECT {COLUMNS} FROM turns WHERE session_id = ? AND client_request_id = ?"
-                );
+                let sql = crate::history::turn_by_request().replace('$', "?");
                 let row = sqlx::query(&sql)
                     .bind(session_id)
                     .bind(client_request_id)
@@ -110,36 +101,5 @@ impl SqliteStore {
         };
         tx.commit().await.map_err(db("starting turn"))?;
         Ok(outcome)
-    }
-
-    /// The first finish wins: a turn ends with exactly one status, so
-    /// finishing an already finished turn changes nothing.
-    pub(super) async fn finish_turn_impl(
-        &self,
-        turn_id: &str,
-        status: TurnStatus,
-    ) -> StoreResult<()> {
-        let _write = self.write_guard().await;
-        let done = sqlx::query(
-            "UPDATE turns SET status = ?, finished_at = ? WHERE id = ? AND status IS NULL",
-        )
-        .bind(status.as_str())
-        .bind(to_ms(now()))
-        .bind(turn_id)
-        .execute(&self.writes)
-        .await
-        .map_err(db("finishing turn"))?;
-        if done.rows_affected() > 0 {
-            return Ok(());
-        }
-        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM turns WHERE id = ?")
-            .bind(turn_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db("finishing turn"))?;
-        match exists {
-            Some(_) => Ok(()),
-            None => Err(StoreError::NotFound(format!("turn {turn_id}"))),
-        }
     }
 }

@@ -1,11 +1,19 @@
-//! Reads of the roles whose writes stay per backend (turns, events, the
-//! transcript, blobs): written once here, called by both.
+//! The parts both backends share of the roles whose other methods stay per
+//! backend (turns, events, the transcript, blobs): written once here, called
+//! by both.
 
 use agentd_protocol::EventEnvelope;
 
 use crate::records::{Columns, TURN_COLUMNS, envelope, message, turn};
 use crate::sql::{Backend, Query};
-use crate::{StoreResult, StoredMessage, TurnRecord};
+use agentd_protocol::TurnStatus;
+
+use crate::records::{now, to_ms};
+use crate::{StoreError, StoreResult, StoredMessage, TurnRecord};
+
+/// The transcript of session `$1`, in order.
+pub(crate) const MESSAGES: &str = "SELECT id, session_id, turn_id, position, content, \
+     created_at FROM messages WHERE session_id = $1 ORDER BY position";
 
 /// Turns still marked running, oldest first.
 pub(crate) async fn running_turns(db: &impl Backend) -> StoreResult<Vec<TurnRecord>> {
@@ -59,12 +67,7 @@ pub(crate) async fn messages(
     db: &impl Backend,
     session_id: &str,
 ) -> StoreResult<Vec<StoredMessage>> {
-    let query = Query::new(
-        "reading messages",
-        "SELECT id, session_id, turn_id, position, content, created_at \
-         FROM messages WHERE session_id = $1 ORDER BY position",
-    )
-    .bind(session_id);
+    let query = Query::new("reading messages", MESSAGES).bind(session_id);
     let rows = db.fetch_all(query).await?;
     rows.iter().map(message).collect()
 }
@@ -75,4 +78,28 @@ pub(crate) async fn get_blob(db: &impl Backend, hash: &str) -> StoreResult<Optio
         .await?
         .map(|row| row.bytes("data"))
         .transpose()
+}
+
+/// The first finish wins: a turn ends with exactly one status, so finishing
+/// an already finished turn changes nothing. `NotFound` for an unknown turn.
+pub(crate) async fn finish_turn(
+    db: &impl Backend,
+    turn_id: &str,
+    status: TurnStatus,
+) -> StoreResult<()> {
+    let query = Query::new(
+        "finishing turn",
+        "UPDATE turns SET status = $1, finished_at = $2 WHERE id = $3 AND status IS NULL",
+    )
+    .bind(status.as_str())
+    .bind(to_ms(now()))
+    .bind(turn_id);
+    if db.execute(query).await? > 0 {
+        return Ok(());
+    }
+    let exists = Query::new("finishing turn", "SELECT id FROM turns WHERE id = $1").bind(turn_id);
+    match db.fetch_optional(exists).await? {
+        Some(_) => Ok(()),
+        None => Err(StoreError::NotFound(format!("turn {turn_id}"))),
+    }
 }
