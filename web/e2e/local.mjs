@@ -1,5 +1,6 @@
 // Runs the browser test as crates/cli/tests/cli/web_ui.rs does, without cargo
-// test: `node web/e2e/local.mjs` (needs target/debug/agentd). With --serve it
+// test: `node web/e2e/local.mjs` (needs target/debug/agentd and
+// target/debug/agentd-model-server). With --serve it
 // only starts the servers and prints the URL and a token, for trying the UI.
 
 import { spawn } from 'node:child_process';

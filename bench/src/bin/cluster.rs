@@ -13,16 +13,20 @@
 //! `AGENTD_TEST_POSTGRES_URL` (`bench/cluster.sh` starts a throwaway one).
 
 #[allow(dead_code)]
-#[path = "../peer/util.rs"]
-mod util;
+#[path = "../peer/client.rs"]
+mod client;
+#[allow(dead_code)]
+#[path = "../peer/processes.rs"]
+mod processes;
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use client::{Conn, create_session, metric};
+use processes::{now_us, stop};
 use serde_json::json;
-use util::{Conn, create_session, metric, now_us, stop};
 
 struct Args {
     agentd: PathBuf,
@@ -92,7 +96,7 @@ async fn start_node(
 ) -> Result<(Child, String)> {
     std::fs::create_dir_all(data)?;
     let database = format!("[database]\nurl = \"{db}\"\n");
-    util::start_serve_with(agentd, data, model_url, &database).await
+    processes::start_serve_with(agentd, data, model_url, &database).await
 }
 
 struct Outcome {
@@ -205,14 +209,14 @@ fn quantile_ms(sorted: &[u64], q: f64) -> f64 {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = args()?;
-    util::raise_nofile();
+    processes::raise_nofile();
     let root = tempfile::tempdir()?;
     let text: String = "The scripted model streams a long reply to fan out. ".repeat(args.kib * 20);
     let script =
         json!({"replies": [{"repeat": true, "content": [{"type": "text", "text": text}]}]});
     let script_file = root.path().join("script.json");
     std::fs::write(&script_file, script.to_string())?;
-    let (model, model_url) = util::start_model_server(&args.agentd, &script_file)?;
+    let (model, model_url) = processes::start_model_server(&args.agentd, &script_file)?;
     println!(
         "cluster fan-out: {} sessions × {} turns, {} SSE clients each (spread over the nodes), ~{} KiB of text per turn",
         args.sessions, args.turns, args.clients, args.kib

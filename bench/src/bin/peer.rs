@@ -14,12 +14,14 @@
 
 #[path = "../peer/args.rs"]
 mod args;
+#[path = "../peer/client.rs"]
+mod client;
+#[path = "../peer/processes.rs"]
+mod processes;
 #[path = "../peer/report.rs"]
 mod report;
 #[path = "../peer/scenarios.rs"]
 mod scenarios;
-#[path = "../peer/util.rs"]
-mod util;
 #[path = "../peer/warm.rs"]
 mod warm;
 
@@ -46,17 +48,25 @@ async fn peer() -> Result<()> {
     let args = parse_args()?;
     let begun = Instant::now();
     let load_before = loadavg();
-    let nofile = util::raise_nofile();
+    let nofile = processes::raise_nofile();
     let tmp = tempfile::tempdir()?;
     let root = tmp.path().canonicalize()?;
     let ws = root.join("ws");
-    util::seed_workspace(&ws)?;
+    processes::seed_workspace(&ws)?;
     std::fs::create_dir_all(root.join("claude-home"))?;
-    let abs_file = ws.join(util::FILE).display().to_string();
-    std::fs::write(root.join("abs.json"), util::script(&abs_file).to_string())?;
-    std::fs::write(root.join("rel.json"), util::script(util::FILE).to_string())?;
-    let (server_abs, url_abs) = util::start_model_server(&args.agentd, &root.join("abs.json"))?;
-    let (server_rel, url_rel) = util::start_model_server(&args.agentd, &root.join("rel.json"))?;
+    let abs_file = ws.join(processes::FILE).display().to_string();
+    std::fs::write(
+        root.join("abs.json"),
+        processes::script(&abs_file).to_string(),
+    )?;
+    std::fs::write(
+        root.join("rel.json"),
+        processes::script(processes::FILE).to_string(),
+    )?;
+    let (server_abs, url_abs) =
+        processes::start_model_server(&args.agentd, &root.join("abs.json"))?;
+    let (server_rel, url_rel) =
+        processes::start_model_server(&args.agentd, &root.join("rel.json"))?;
     let (pid_abs, pid_rel) = (server_abs.id(), server_rel.id());
     let ctx = Ctx {
         agentd: args.agentd.clone(),
@@ -67,8 +77,8 @@ async fn peer() -> Result<()> {
         ws,
     };
     let outcome = run(&args, &ctx, pid_abs, pid_rel, nofile).await;
-    util::stop(server_abs);
-    util::stop(server_rel);
+    processes::stop(server_abs);
+    processes::stop(server_rel);
     let (table, extra) = outcome?;
     println!("\n{}", table.markdown());
     for line in &extra {

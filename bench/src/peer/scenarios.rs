@@ -12,9 +12,10 @@ use agentd_store::sqlite::SqliteStore;
 use anyhow::{Result, bail};
 use tokio_util::sync::CancellationToken;
 
-use super::util::{
-    Conn, agentd_command, bucket_quantile, claude_command, create_session, histogram, metric,
-    now_us, post_message, seed_workspace, session_workspace, start_serve, stop, wait4,
+use super::client::{Conn, bucket_quantile, create_session, histogram, metric, post_message};
+use super::processes::{
+    agentd_command, claude_command, now_us, seed_workspace, session_workspace, start_serve, stop,
+    wait4,
 };
 
 /// Paths and model servers shared by the scenarios.
@@ -79,7 +80,7 @@ fn cold_one(ctx: &Ctx, agentd: bool, out: &Path) -> Result<(Duration, Duration, 
     let (ok, cpu, rss) = wait4(&child)?;
     let wall = started.elapsed();
     let text = std::fs::read_to_string(out)?;
-    let edited = std::fs::read_to_string(ctx.ws.join(super::util::FILE))?;
+    let edited = std::fs::read_to_string(ctx.ws.join(super::processes::FILE))?;
     if !ok || !text.contains("BENCH-DONE") || !edited.contains("counter+") {
         bail!(
             "{} run failed (exit ok: {ok}); output in {}",
@@ -129,7 +130,7 @@ pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usi
         let _ = metric(&addr, "agentd_sessions_live").await?;
         let warm_up_streams = warm_up(&addr).await?;
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let base = super::util::rss_kib(pid);
+        let base = super::processes::rss_kib(pid);
         let mut streams: Vec<Conn> = Vec::new();
         let mut rows = Vec::new();
         for &level in levels {
@@ -140,7 +141,7 @@ pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usi
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
             let live = metric(&addr, "agentd_sessions_live").await?;
-            let rss = super::util::rss_kib(pid);
+            let rss = super::processes::rss_kib(pid);
             let per = rss.saturating_sub(base) as f64 / level as f64;
             eprintln!(
                 "  agentd: {level} idle sessions with SSE ({live} live): RSS {rss} KiB, \

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use agentd_testkit::ServiceStats;
 use anyhow::{Context, Result, bail};
 
-use super::scenarios::{Ctx, median};
-use super::util::{
-    Conn, claude_command, cpu_of, create_session, model_stats, post_message, seed_workspace,
-    session_workspace, start_serve, stop,
+use super::client::{Conn, create_session, model_stats, post_message};
+use super::processes::{
+    claude_command, cpu_of, seed_workspace, session_workspace, start_serve, stop,
 };
+use super::scenarios::{Ctx, median};
 
 /// Per turn in one live session: medians of wall, host and model server time,
 /// and CPU of the host process.
@@ -95,11 +95,11 @@ pub async fn warm_agentd(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<Warm
         let cpu = cpu_of(pid).saturating_sub(cpu0) / n;
         let model_cpu = cpu_of(model_pid).saturating_sub(model0) / n;
         let edited =
-            std::fs::read_to_string(session_workspace(&data, &id).join(super::util::FILE))?;
+            std::fs::read_to_string(session_workspace(&data, &id).join(super::processes::FILE))?;
         if !edited.contains("counter+") {
             bail!("agentd's turns did not edit the file");
         }
-        Ok(measured.warm(cpu, model_cpu, super::util::rss_kib(pid)))
+        Ok(measured.warm(cpu, model_cpu, super::processes::rss_kib(pid)))
     }
     .await;
     stop(server);
@@ -244,7 +244,7 @@ pub fn tree_rss_kib(root: u32) -> u64 {
         );
         i += 1;
     }
-    tree.iter().map(|pid| super::util::rss_kib(*pid)).sum()
+    tree.iter().map(|pid| super::processes::rss_kib(*pid)).sum()
 }
 
 /// Warm `claude` processes, one per session, each after one turn: RSS of each tree.

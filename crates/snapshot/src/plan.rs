@@ -91,17 +91,10 @@ pub(crate) fn plan(
     }
 
     for (&path, w) in &wanted {
-        let now = match cur.entries.get(path) {
-            Some(_) if removed.contains(path) => None,
-            Some(e) => Some(match &e.kind {
-                EntryKind::Dir => Now::Dir { mode: e.mode },
-                EntryKind::File { .. } => Now::File { entry: e.clone() },
-                EntryKind::Symlink { target } => Now::Symlink {
-                    target: target.clone(),
-                },
-            }),
-            None if cur.is_skipped(path) => probe(root, path)?,
-            None => None,
+        let now = if removed.contains(path) {
+            None
+        } else {
+            now_at(root, &cur, path)?
         };
         match &w.kind {
             EntryKind::Dir => match now {
@@ -145,6 +138,21 @@ pub(crate) fn plan(
     // Reverse path order puts every child before its parent.
     plan.chmod.sort_by(|a, b| b.0.cmp(&a.0));
     Ok(plan)
+}
+
+/// What is at `path` now, by the scan `cur` (probed if the scan skipped it).
+fn now_at(root: &Root, cur: &Manifest, path: &str) -> Result<Option<Now>, CheckpointError> {
+    Ok(match cur.entries.get(path) {
+        Some(e) => Some(match &e.kind {
+            EntryKind::Dir => Now::Dir { mode: e.mode },
+            EntryKind::File { .. } => Now::File { entry: e.clone() },
+            EntryKind::Symlink { target } => Now::Symlink {
+                target: target.clone(),
+            },
+        }),
+        None if cur.is_skipped(path) => probe(root, path)?,
+        None => None,
+    })
 }
 
 fn conflict(path: &str, what: &str) -> CheckpointError {

@@ -30,20 +30,7 @@ pub(crate) async fn snapshot(
     })
     .await?;
 
-    let mut to_hash: Vec<(String, u64)> = Vec::new();
-    for (path, entry) in manifest.entries.iter_mut() {
-        let EntryKind::File { hash } = &mut entry.kind else {
-            continue;
-        };
-        match previous.and_then(|p| p.entries.get(path)) {
-            Some(Entry {
-                kind: EntryKind::File { hash: known },
-                stat,
-                ..
-            }) if !stat.is_zero() && *stat == entry.stat => hash.clone_from(known),
-            _ => to_hash.push((path.clone(), entry.size)),
-        }
-    }
+    let to_hash = reuse_hashes(&mut manifest, previous);
 
     let mut stats = SnapshotStats::default();
     for batch in batches(to_hash, |f| f.1, BATCH_BYTES) {
@@ -121,6 +108,26 @@ pub(crate) async fn snapshot(
         }
     }
     Ok((manifest, stats))
+}
+
+/// Give each file whose stat is unchanged since `previous` its known hash; the
+/// rest (path, size) are to be read and hashed.
+fn reuse_hashes(manifest: &mut Manifest, previous: Option<&Manifest>) -> Vec<(String, u64)> {
+    let mut to_hash: Vec<(String, u64)> = Vec::new();
+    for (path, entry) in manifest.entries.iter_mut() {
+        let EntryKind::File { hash } = &mut entry.kind else {
+            continue;
+        };
+        match previous.and_then(|p| p.entries.get(path)) {
+            Some(Entry {
+                kind: EntryKind::File { hash: known },
+                stat,
+                ..
+            }) if !stat.is_zero() && *stat == entry.stat => hash.clone_from(known),
+            _ => to_hash.push((path.clone(), entry.size)),
+        }
+    }
+    to_hash
 }
 
 /// Read and hash a batch, split over the available cores (reads are mostly

@@ -3,12 +3,12 @@
 //! `agentd serve`, against the testkit model server over HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use server_common::{Harness, SseEvent, WAIT};
+use serve_harness::{Harness, SseEvent, WAIT};
 
 fn claude_binary() -> PathBuf {
     if let Some(bin) = std::env::var_os("AGENTD_CLAUDE_BIN") {

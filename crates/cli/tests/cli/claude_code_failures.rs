@@ -10,7 +10,7 @@
 //! `.tools`, or `AGENTD_CLAUDE_BIN`) against the testkit model server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use server_common::{Harness, SseEvent, WAIT};
+use serve_harness::{Harness, SseEvent, WAIT};
 use tempfile::TempDir;
 
 fn real_claude() -> PathBuf {
@@ -192,8 +192,8 @@ fn descendants(root: u32) -> Vec<Proc> {
 }
 
 async fn finish(
-    stream: &mut server_common::EventStream,
-    server: &server_common::Server,
+    stream: &mut serve_harness::EventStream,
+    server: &serve_harness::Server,
 ) -> Vec<SseEvent> {
     tokio::time::timeout(WAIT, stream.until_finished(1))
         .await

@@ -2,9 +2,9 @@
 //! operations as the server's `…/rewind` and `…/fork`, on the command line.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
+use crate::run_harness;
 
-use common::{Harness, Wire};
+use run_harness::{Harness, Wire};
 use serde_json::json;
 
 fn two_turn_script() -> serde_json::Value {

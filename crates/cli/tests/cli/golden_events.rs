@@ -14,7 +14,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::server_common::{Harness, SseEvent, WAIT};
+use crate::serve_harness::{Harness, SseEvent, WAIT};
 
 /// Fields whose values differ from run to run: each distinct value becomes
 /// `<field:N>`, so which events share an id still shows.

@@ -5,8 +5,8 @@
 //! on a process of its own (environment, globals, fixed ports or paths).
 //! Run one area with `cargo test -p agentd-cli --test cli <module>::`.
 
-mod common;
-mod server_common;
+mod run_harness;
+mod serve_harness;
 
 mod claude_code_engine;
 mod claude_code_failures;

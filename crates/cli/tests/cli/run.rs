@@ -2,11 +2,11 @@
 //! server in both wire formats, real bubblewrap, a real SQLite store.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
+use crate::run_harness;
 use agentd_store::prelude::*;
 
 use agentd_protocol::{Event, TurnStatus};
-use common::{Harness, Wire};
+use run_harness::{Harness, Wire};
 use serde_json::json;
 
 fn multi_step_script() -> serde_json::Value {
@@ -578,7 +578,7 @@ async fn a_command_runs_inside_its_limits_and_gets_no_inherited_descriptor() {
     let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
-    let run = common::Run::from_output(output);
+    let run = run_harness::Run::from_output(output);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let output = first_tool_output(&run);
     let lines: Vec<&str> = output.lines().collect();
@@ -597,7 +597,7 @@ async fn a_command_runs_inside_its_limits_and_gets_no_inherited_descriptor() {
 }
 
 /// What the run's first finished tool call printed.
-fn first_tool_output(run: &common::Run) -> String {
+fn first_tool_output(run: &run_harness::Run) -> String {
     run.events
         .iter()
         .find_map(|e| match &e.event {

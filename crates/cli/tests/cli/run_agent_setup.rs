@@ -2,12 +2,12 @@
 //! prompt templates and flags, and WebFetch's reach from the profile's rules.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
+use crate::run_harness;
 
 use std::path::Path;
 
 use agentd_protocol::{Event, TurnStatus};
-use common::{Harness, Wire};
+use run_harness::{Harness, Wire};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -29,7 +29,7 @@ fn system_of(request: &agentd_testkit::RecordedRequest) -> String {
     }
 }
 
-fn result_of(run: &common::Run, call: &str) -> (String, bool) {
+fn result_of(run: &run_harness::Run, call: &str) -> (String, bool) {
     run.events
         .iter()
         .find_map(|e| match &e.event {
@@ -44,7 +44,7 @@ fn result_of(run: &common::Run, call: &str) -> (String, bool) {
         .unwrap_or_else(|| panic!("no result for {call}"))
 }
 
-fn tool_result(run: &common::Run, name: &str) -> (String, bool) {
+fn tool_result(run: &run_harness::Run, name: &str) -> (String, bool) {
     let call = run
         .events
         .iter()

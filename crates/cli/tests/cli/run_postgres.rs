@@ -4,15 +4,15 @@
 //! tool-using turn, then a second process resuming with full context.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
-use crate::server_common;
+use crate::run_harness;
+use crate::serve_harness;
 use agentd_store::prelude::*;
 
 use agentd_protocol::{Event, Role, TurnStatus};
 use agentd_store::postgres::PostgresStore;
-use common::{Harness, Run, Wire};
+use run_harness::{Harness, Run, Wire};
 use serde_json::json;
-use server_common::fresh_database_url;
+use serve_harness::fresh_database_url;
 
 /// `agentd run` as `Harness::run` does, with the store at `url`.
 async fn run_on(h: &Harness, url: &str, prompt: &str, extra: &[&str]) -> Run {

@@ -7,14 +7,14 @@
 //! Its settings are in `schemathesis.toml` beside this file.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
-use server_common::Harness;
+use serve_harness::Harness;
 use tokio::process::Command;
 
 /// The whole run; it takes well under a minute on an idle machine.

@@ -2,11 +2,11 @@
 //! over the real HTTP API and SSE, against the testkit model server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use server_common::{Harness, SseEvent, assert_gapless};
+use serve_harness::{Harness, SseEvent, assert_gapless};
 
 fn task(id: &str, prompt: &str) -> Value {
     json!({"type": "tool_use", "id": id, "name": "Task", "input": {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use agentd_store::sqlite::SqliteStore;
 use serde_json::{Value, json};
 
-use crate::server_common::{Harness, SseEvent};
+use crate::serve_harness::{Harness, SseEvent};
 
 /// The bypass profile is granted to everyone by name (admin-only otherwise).
 const CONFIG: &str = "[server]\nauth = \"token\"\n[access]\nprofiles = [\"default\"]\n\

@@ -2,11 +2,11 @@
 //! the answer resumes the turn, and answers are checked.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use reqwest::StatusCode;
 use serde_json::json;
-use server_common::Harness;
+use serve_harness::Harness;
 
 fn script() -> serde_json::Value {
     json!({"replies": [

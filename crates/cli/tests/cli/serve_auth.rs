@@ -3,11 +3,11 @@
 //! loopback, and other users' sessions answering 404 everywhere.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use server_common::{Harness, Server};
+use serve_harness::{Harness, Server};
 
 const TOKEN_AUTH: &str = "[server]\nauth = \"token\"\n";
 

@@ -7,13 +7,13 @@
 //! Needs the throwaway cluster that `make test` starts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use server_common::{
+use serve_harness::{
     EventStream, Harness, Server, SseEvent, WAIT, assert_gapless, fresh_database_url, words,
 };
 

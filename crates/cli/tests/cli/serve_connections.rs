@@ -5,13 +5,13 @@
 //! closed at once; event streams over `max_streams_per_user` answer 429.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use server_common::{Harness, Server, WAIT};
+use serve_harness::{Harness, Server, WAIT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -7,14 +7,14 @@
 //! cluster of `make test` runs (`AGENTD_TEST_POSTGRES_URL` set).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use server_common::{Harness, Server, WAIT, assert_gapless};
+use serve_harness::{Harness, Server, WAIT, assert_gapless};
 use tokio::process::Command;
 
 fn script() -> PathBuf {

@@ -5,7 +5,7 @@
 //! by the test (it runs as root).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use server_common::{Harness, Server, WAIT, assert_gapless, words};
+use serve_harness::{Harness, Server, WAIT, assert_gapless, words};
 
 /// A tmpfs of `size` mounted at `dir`; unmounted on drop.
 struct Tmpfs(PathBuf);

@@ -16,7 +16,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::server_common::{Harness, Server};
+use crate::serve_harness::{Harness, Server};
 
 const MARKER: &str = "MARKER-c4e9: the other side of the swap";
 /// Names only the other directory has: a listing showing one looked there.

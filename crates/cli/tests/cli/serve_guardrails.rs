@@ -3,11 +3,11 @@
 //! model), and each guardrail ending a turn with its own status, recorded.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use server_common::{Harness, SseEvent};
+use serve_harness::{Harness, SseEvent};
 
 const BASE: &str = "[server]\nauth = \"none\"\n[models.default]\nprovider = \"anthropic\"\n\
     model = \"claude-sonnet-4-5\"\nbase_url = \"{URL}\"\n";

@@ -3,7 +3,7 @@
 //! and the transcript put back as they were.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -11,7 +11,7 @@ use std::path::Path;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use server_common::{Harness, Server};
+use serve_harness::{Harness, Server};
 
 /// Every path under `root` with its kind, mode and content.
 fn tree(root: &Path) -> BTreeMap<String, (String, u32, Vec<u8>)> {

@@ -3,11 +3,11 @@
 //! while a turn runs, and interrupts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use server_common::{Harness, Server, WAIT, assert_gapless, words};
+use serve_harness::{Harness, Server, WAIT, assert_gapless, words};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Send a request and check it is refused with `status`, as a JSON error
@@ -246,7 +246,7 @@ async fn one_client_request_id_sent_five_times_at_once_starts_one_turn() {
     assert_eq!(h.model_requests().len(), 1);
 }
 
-type SseLike = server_common::SseEvent;
+type SseLike = serve_harness::SseEvent;
 
 #[tokio::test]
 async fn a_busy_session_answers_409_queues_in_order_and_interrupts() {

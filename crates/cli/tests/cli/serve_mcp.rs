@@ -3,12 +3,12 @@
 //! tools offered to the model as `mcp__everything__*`, and a call answered.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use server_common::Harness;
+use serve_harness::Harness;
 
 fn tools_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))

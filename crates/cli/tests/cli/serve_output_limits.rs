@@ -4,11 +4,11 @@
 //! the server answers other requests while the flood runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use reqwest::StatusCode;
 use serde_json::json;
-use server_common::{Harness, SseEvent};
+use serve_harness::{Harness, SseEvent};
 
 const CONFIG: &str = "[server]\nauth = \"none\"\n[models.default]\nprovider = \"anthropic\"\n\
     model = \"claude-sonnet-4-5\"\nbase_url = \"{URL}\"\n\

@@ -4,10 +4,10 @@
 //! `make test` starts (`AGENTD_TEST_POSTGRES_URL`, see `scripts/postgres.sh`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use serde_json::json;
-use server_common::{Harness, SseEvent, assert_gapless, fresh_database_url};
+use serve_harness::{Harness, SseEvent, assert_gapless, fresh_database_url};
 
 fn statuses(events: &[SseEvent]) -> Vec<String> {
     events

@@ -9,7 +9,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::server_common::{Harness, Server, WAIT};
+use crate::serve_harness::{Harness, Server, WAIT};
 
 /// $1 per model call of the SPEND-IT conversation (100 input tokens at
 /// $10 000 per million); other conversations cost nothing.

@@ -2,11 +2,11 @@
 //! delete, workspace files, and the OpenAPI document against the router.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use server_common::Harness;
+use serve_harness::Harness;
 
 #[tokio::test]
 async fn sessions_page_rename_and_delete_with_their_workspace() {

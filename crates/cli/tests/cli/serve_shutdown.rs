@@ -6,12 +6,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::serve_db_down::Cluster;
-use crate::server_common;
+use crate::serve_harness;
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use server_common::Harness;
+use serve_harness::Harness;
 
 const DEADLINE_S: u64 = 5;
 /// What the process may take past the deadline to be gone.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::server_common::{Harness, SseEvent};
+use crate::serve_harness::{Harness, SseEvent};
 
 /// The bypass profile is granted to everyone by name (admin-only otherwise).
 const CONFIG: &str = "[access]\nprofiles = [\"default\"]\n[profiles.default]\nmode = \"bypass\"\n";

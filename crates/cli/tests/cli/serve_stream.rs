@@ -4,12 +4,12 @@
 //! session able to go on.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use std::time::Duration;
 
 use serde_json::json;
-use server_common::{Harness, SseEvent, assert_gapless, words};
+use serve_harness::{Harness, SseEvent, assert_gapless, words};
 
 fn statuses(events: &[SseEvent]) -> Vec<String> {
     events

@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::server_common::{Harness, Server, WAIT};
+use crate::serve_harness::{Harness, Server, WAIT};
 
 const CONFIG: &str = "[models.default]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
     base_url = \"{URL}\"\n\

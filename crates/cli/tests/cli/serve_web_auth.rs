@@ -4,12 +4,12 @@
 //! security headers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use reqwest::header::{HeaderMap, SET_COOKIE};
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
-use server_common::{Harness, Server};
+use serve_harness::{Harness, Server};
 
 const TOKEN_AUTH: &str = "[server]\nauth = \"token\"\n";
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \

@@ -12,14 +12,14 @@
 //! scripts/install-deps.sh` installs them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::server_common;
+use crate::serve_harness;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use server_common::Harness;
+use serve_harness::Harness;
 use tokio::process::Command;
 
 /// The whole browser run, scenarios included.

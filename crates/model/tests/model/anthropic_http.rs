@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -11,8 +11,8 @@ use agentd_model::retry::RetryPolicy;
 use agentd_model::{ModelClient, ModelError, ModelEvent, StopReason};
 use agentd_protocol::{ContentBlock, Usage};
 use agentd_testkit::ModelServer;
-use common::*;
 use serde_json::json;
+use support::*;
 
 fn client(base_url: String, retry: RetryPolicy) -> AnthropicClient {
     AnthropicClient::new(AnthropicConfig {

@@ -5,7 +5,7 @@
 //! process of its own (environment, globals, fixed ports or paths). Run one
 //! provider with `cargo test -p agentd-model --test model <module>::`.
 
-mod common;
+mod support;
 
 mod anthropic_http;
 mod openai_http;

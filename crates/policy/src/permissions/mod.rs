@@ -74,6 +74,7 @@
 //! `rm -rf /`. A command that no rule can allow (it sets `PATH`, say) stays asked.
 
 mod bash;
+mod bash_rules;
 mod parse;
 mod redirs;
 mod rule;
@@ -90,7 +91,6 @@ use std::path::{Path, PathBuf};
 
 pub use rule::RuleError;
 use rule::{EDIT_TOOLS, Facts, Hit, PathFact, READ_TOOLS, Rule, resolve_path, url_host};
-use syms::matches;
 
 /// How calls that no rule decides are treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -290,7 +290,9 @@ impl PermissionPolicy {
     /// `WebFetch`, the tool name for others.
     pub fn session_rule_for(call: &ToolCallView<'_>) -> String {
         match call.tool {
-            "Bash" => bash_session_rule(input_str(call.input, "command").unwrap_or_default()),
+            "Bash" => {
+                bash_rules::bash_session_rule(input_str(call.input, "command").unwrap_or_default())
+            }
             t if EDIT_TOOLS.contains(&t) => "Edit".to_owned(),
             "WebFetch" => match input_str(call.input, "url").and_then(url_host) {
                 Some(host) => format!("WebFetch(domain:{host})"),
@@ -352,110 +354,6 @@ impl PermissionPolicy {
             workspace,
         }
     }
-
-    fn evaluate_bash(&self, call: &ToolCallView<'_>) -> Verdict {
-        if let Some(r) = self.deny.iter().find(|r| r.whole_tool("Bash")) {
-            return deny(format!("denied by rule {}", r.text));
-        }
-        let command = input_str(call.input, "command").unwrap_or_default();
-        let deny_patterns: Vec<&Rule> = self
-            .deny
-            .iter()
-            .filter(|r| r.bash_pattern().is_some())
-            .collect();
-        let whole_allow = self.allow.iter().find(|r| r.whole_tool("Bash"));
-        let analysis = bash::analyze(command, false);
-        let parts: Vec<&bash::Part> = match &analysis {
-            Ok(parts) => parts.iter().filter(|p| p.needs_rule).collect(),
-            Err(_) => Vec::new(),
-        };
-        // 1. deny rules
-        let mut maybe: Option<String> = None;
-        for part in &parts {
-            for r in &deny_patterns {
-                let alts = r.bash_pattern().unwrap_or_default();
-                let hit = |possible| {
-                    alts.iter()
-                        .any(|a| part.deny_seqs.iter().any(|s| matches(a, s, possible)))
-                };
-                if hit(false) {
-                    return deny(format!("denied by rule {}: `{}`", r.text, part.display));
-                }
-                if maybe.is_none() && hit(true) {
-                    maybe = Some(format!(
-                        "`{}` may match deny rule {} once expanded",
-                        part.display, r.text
-                    ));
-                }
-            }
-        }
-        if let Some(v) = self.read_only_mode_denial("Bash", whole_allow) {
-            return v;
-        }
-        let hidden = match &analysis {
-            Err(e) => Some(format!("could not parse the command ({e})")),
-            Ok(_) => parts.iter().find_map(|p| {
-                p.blocker
-                    .as_ref()
-                    .map(|why| format!("`{}`: {why}", p.display))
-            }),
-        };
-        if let (Some(first), Some(why)) = (deny_patterns.first(), &hidden) {
-            maybe.get_or_insert(format!(
-                "{why}, so deny rules such as {} cannot be checked",
-                first.text
-            ));
-        }
-        if let Some(why) = maybe {
-            return ask(why);
-        }
-        // 2. allow rules
-        if whole_allow.is_some() {
-            return Verdict::Allow;
-        }
-        let allowed = |p: &bash::Part| {
-            p.blocker.is_none()
-                && self.allow.iter().any(|r| {
-                    r.bash_pattern()
-                        .is_some_and(|alts| alts.iter().any(|a| matches(a, &p.allow_seq, false)))
-                })
-        };
-        if hidden.is_none() && !parts.is_empty() && parts.iter().all(|p| allowed(p)) {
-            return Verdict::Allow;
-        }
-        // 3. ask rules
-        let asked = self.ask.iter().find(|r| {
-            r.whole_tool("Bash")
-                || r.bash_pattern().is_some_and(|alts| {
-                    parts.iter().any(|p| {
-                        alts.iter()
-                            .any(|a| p.deny_seqs.iter().any(|s| matches(a, s, false)))
-                    })
-                })
-        });
-        if let Some(r) = asked {
-            return ask(format!(
-                "rule {} asks for approval of `{}`",
-                r.text,
-                command.trim()
-            ));
-        }
-        // 4. the mode
-        if self.mode == PermissionMode::Bypass || call.read_only {
-            return Verdict::Allow;
-        }
-        let compound = if parts.len() > 1 {
-            " (every command of a compound command must be allowed)"
-        } else {
-            ""
-        };
-        let reason = match (hidden, parts.iter().find(|p| !allowed(p))) {
-            (Some(why), _) => format!("{why}; it needs approval"),
-            (None, Some(p)) => format!("Bash({}) is not in the allow list{compound}", p.display),
-            (None, None) => format!("Bash({}) is not in the allow list", command.trim()),
-        };
-        ask(reason)
-    }
 }
 
 fn input_str<'a>(input: &'a serde_json::Value, key: &str) -> Option<&'a str> {
@@ -470,26 +368,5 @@ fn describe(call: &ToolCallView<'_>) -> String {
     match detail {
         Some(d) => format!("{}({d})", call.tool),
         None => call.tool.to_owned(),
-    }
-}
-
-/// `Bash(<each command, exactly>)`, joined with `;` for compound commands.
-fn bash_session_rule(command: &str) -> String {
-    let mut rendered: Vec<String> = Vec::new();
-    if let Ok(parts) = bash::analyze(command, false) {
-        for p in parts
-            .iter()
-            .filter(|p| p.top && p.needs_rule && p.blocker.is_none())
-        {
-            let text = syms::render(&p.allow_seq);
-            if !rendered.contains(&text) {
-                rendered.push(text);
-            }
-        }
-    }
-    if rendered.is_empty() {
-        format!("Bash({})", command.trim())
-    } else {
-        format!("Bash({})", rendered.join("; "))
     }
 }

@@ -3,3 +3,4 @@
 
 mod race;
 mod snapshots;
+mod trees;

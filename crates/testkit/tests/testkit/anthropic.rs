@@ -1,11 +1,11 @@
 //! The Anthropic Messages wire format over real HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
+use crate::support;
 
 use agentd_testkit::ModelServer;
-use common::{anthropic_request, parse_sse, post, script};
 use serde_json::{Value, json};
+use support::{anthropic_request, parse_sse, post, script};
 
 fn full_script() -> agentd_testkit::Script {
     script(json!({"replies": [{

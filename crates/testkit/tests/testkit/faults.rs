@@ -1,14 +1,14 @@
 //! Scripted faults, matching, recording and the demo script over real HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
 use agentd_testkit::{ModelServer, RecordedRequest, demo_script};
-use common::{anthropic_request, openai_request, parse_sse, post, script};
 use futures::StreamExt;
 use serde_json::{Value, json};
+use support::{anthropic_request, openai_request, parse_sse, post, script};
 
 #[tokio::test]
 async fn http_fault_has_status_retry_after_and_error_body() {

@@ -5,7 +5,7 @@
 //! process of its own (environment, globals, fixed ports or paths). Run one
 //! area with `cargo test -p agentd-testkit --test testkit <module>::`.
 
-mod common;
+mod support;
 
 mod anthropic;
 mod claude_cli;

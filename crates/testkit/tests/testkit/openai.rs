@@ -1,11 +1,11 @@
 //! The OpenAI Chat Completions wire format over real HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
+use crate::support;
 
 use agentd_testkit::ModelServer;
-use common::{openai_request, parse_sse, post, script};
 use serde_json::{Value, json};
+use support::{openai_request, parse_sse, post, script};
 
 fn tool_script() -> agentd_testkit::Script {
     script(json!({"replies": [{
