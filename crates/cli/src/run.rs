@@ -8,8 +8,9 @@ use agentd_server::models::resolve_model;
 use agentd_server::paths::prepare_data_dir;
 use agentd_server::registry::TurnKind;
 use agentd_server::runtime::{TurnOptions, check_workspace};
-use agentd_server::session::SessionError;
+use agentd_server::session::{SessionError, SessionService};
 use agentd_server::workspace_owner::check_may_hand_over;
+use agentd_store::SessionRecord;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -37,7 +38,6 @@ fn usage(err: impl std::fmt::Display) -> Failure {
 }
 
 async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u8, Failure> {
-    let env = |key: &str| std::env::var(key).ok();
     let workspace = match (&args.resume, &args.cwd) {
         (Some(_), _) => None,
         (None, Some(dir)) => Some(dir.clone()),
@@ -59,34 +59,7 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     {
         check_may_hand_over(workspace, &runtime.data_dir, identity).map_err(usage)?;
     }
-    let session = match &args.resume {
-        Some(id) => {
-            let session = service
-                .owned(LOCAL_USER, id)
-                .await
-                .map_err(|err| match err {
-                    SessionError::NotFound => usage(format!("no session with id {id}")),
-                    err => Failure(exit::FAILED, err.to_string()),
-                })?;
-            runtime
-                .recover(Some(id))
-                .await
-                .map_err(|err| Failure(exit::FAILED, err.to_string()))?;
-            session
-        }
-        None => {
-            let workspace = workspace.unwrap_or_default();
-            let model =
-                resolve_model(&runtime.config, args.model.as_deref(), &env).map_err(usage)?;
-            if let Some(notice) = model.notice {
-                eprintln!("agentd: {notice}");
-            }
-            service
-                .create_in(LOCAL_USER, &workspace, &model.spec, &args.profile)
-                .await
-                .map_err(usage)?
-        }
-    };
+    let session = session_for(&args, &service, workspace).await?;
 
     let cancel = CancellationToken::new();
     let interrupt = tokio::spawn({
@@ -138,4 +111,43 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     };
     printer.finish(&session.id, &finished);
     Ok(exit::for_status(finished.status))
+}
+
+/// The session to run in: the resumed one (its dead turns finished), or a
+/// new one on `workspace`.
+async fn session_for(
+    args: &RunArgs,
+    service: &SessionService,
+    workspace: Option<PathBuf>,
+) -> Result<SessionRecord, Failure> {
+    let env = |key: &str| std::env::var(key).ok();
+    let runtime = service.registry().runtime();
+    match &args.resume {
+        Some(id) => {
+            let session = service
+                .owned(LOCAL_USER, id)
+                .await
+                .map_err(|err| match err {
+                    SessionError::NotFound => usage(format!("no session with id {id}")),
+                    err => Failure(exit::FAILED, err.to_string()),
+                })?;
+            runtime
+                .recover(Some(id))
+                .await
+                .map_err(|err| Failure(exit::FAILED, err.to_string()))?;
+            Ok(session)
+        }
+        None => {
+            let workspace = workspace.unwrap_or_default();
+            let model =
+                resolve_model(&runtime.config, args.model.as_deref(), &env).map_err(usage)?;
+            if let Some(notice) = model.notice {
+                eprintln!("agentd: {notice}");
+            }
+            service
+                .create_in(LOCAL_USER, &workspace, &model.spec, &args.profile)
+                .await
+                .map_err(usage)
+        }
+    }
 }

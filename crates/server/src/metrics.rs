@@ -149,8 +149,8 @@ impl Metrics {
         }
     }
 
-    pub fn render(&self, gauges: Gauges) -> String {
-        let mut out = String::with_capacity(4096);
+    /// Every counter and gauge with its lines, in the page's order.
+    fn series(&self, gauges: Gauges) -> [Metric<'static>; 16] {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
         let one = |value: f64| vec![(String::new(), value)];
         let finished = STATUSES
@@ -163,7 +163,7 @@ impl Metrics {
             ("{kind=\"output\"}".to_string(), load(&self.output_tokens)),
         ];
         let cost = self.cost.lock().map(|c| *c).unwrap_or(0.0);
-        let metrics: [Metric; 16] = [
+        [
             (
                 "agentd_sessions",
                 "gauge",
@@ -260,8 +260,13 @@ impl Metrics {
                 "Model cost in US dollars.",
                 one(cost),
             ),
-        ];
-        for (name, kind, help, lines) in &metrics {
+        ]
+    }
+
+    pub fn render(&self, gauges: Gauges) -> String {
+        let mut out = String::with_capacity(4096);
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        for (name, kind, help, lines) in &self.series(gauges) {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             for (labels, value) in lines {
                 let _ = writeln!(out, "{name}{labels} {value}");

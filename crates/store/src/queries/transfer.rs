@@ -79,31 +79,7 @@ impl<B: Backend> TransferStore for B {
 fn import_queries(export: &SessionExport) -> StoreResult<Vec<Query>> {
     let ctx = "importing session";
     let s = &export.session;
-    let mut queries = vec![
-        Query::new(
-            ctx,
-            "INSERT INTO sessions (id, owner, title, workspace, model, profile, status, \
-             created_at, updated_at, input_tokens, output_tokens, cache_read_tokens, \
-             cache_write_tokens, cost_usd, turns, last_seq) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-        )
-        .bind(&s.id)
-        .bind(&s.owner)
-        .bind(&s.title)
-        .bind(&s.workspace)
-        .bind(&s.model)
-        .bind(&s.profile)
-        .bind(s.status.as_str())
-        .bind(to_ms(s.created_at))
-        .bind(to_ms(s.updated_at))
-        .bind(to_i64(s.usage.input_tokens, "input_tokens")?)
-        .bind(to_i64(s.usage.output_tokens, "output_tokens")?)
-        .bind(to_i64(s.usage.cache_read_tokens, "cache_read_tokens")?)
-        .bind(to_i64(s.usage.cache_write_tokens, "cache_write_tokens")?)
-        .bind(s.cost_usd)
-        .bind(to_i64(s.turns, "turns")?)
-        .bind(to_i64(s.last_seq, "last_seq")?),
-    ];
+    let mut queries = vec![session_insert(s)?];
     for m in &export.messages {
         queries.push(
             Query::new(
@@ -179,4 +155,31 @@ fn import_queries(export: &SessionExport) -> StoreResult<Vec<Query>> {
         );
     }
     Ok(queries)
+}
+
+/// The session's own row, as it was.
+fn session_insert(s: &crate::SessionRecord) -> StoreResult<Query> {
+    Ok(Query::new(
+        "importing session",
+        "INSERT INTO sessions (id, owner, title, workspace, model, profile, status, \
+         created_at, updated_at, input_tokens, output_tokens, cache_read_tokens, \
+         cache_write_tokens, cost_usd, turns, last_seq) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+    )
+    .bind(&s.id)
+    .bind(&s.owner)
+    .bind(&s.title)
+    .bind(&s.workspace)
+    .bind(&s.model)
+    .bind(&s.profile)
+    .bind(s.status.as_str())
+    .bind(to_ms(s.created_at))
+    .bind(to_ms(s.updated_at))
+    .bind(to_i64(s.usage.input_tokens, "input_tokens")?)
+    .bind(to_i64(s.usage.output_tokens, "output_tokens")?)
+    .bind(to_i64(s.usage.cache_read_tokens, "cache_read_tokens")?)
+    .bind(to_i64(s.usage.cache_write_tokens, "cache_write_tokens")?)
+    .bind(s.cost_usd)
+    .bind(to_i64(s.turns, "turns")?)
+    .bind(to_i64(s.last_seq, "last_seq")?))
 }
