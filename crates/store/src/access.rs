@@ -1,6 +1,5 @@
-//! What both backends share of grants, usage and the audit log: the records,
-//! the SQL (written with `$N` placeholders, which SQLite takes as `?N`), and
-//! reading rows.
+//! Grants, usage and the audit log: the records, and reading them from rows
+//! (their SQL is in `crate::queries::access`).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -97,38 +96,6 @@ pub struct AuditQuery {
     pub action: Option<String>,
     pub since: Option<DateTime<Utc>>,
 }
-
-pub(crate) const LIST_USERS: &str = "SELECT id, name, is_admin, created_at, disabled_at \
-     FROM users ORDER BY name";
-
-pub(crate) const ADD_GRANT: &str = "INSERT INTO grants (user_name, kind, name, created_at) \
-     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
-
-pub(crate) const REMOVE_GRANT: &str =
-    "DELETE FROM grants WHERE user_name = $1 AND kind = $2 AND name = $3";
-
-pub(crate) const GRANTS: &str = "SELECT user_name, kind, name, created_at FROM grants \
-     WHERE ($1 IS NULL OR user_name = $1) ORDER BY user_name, kind, name";
-
-/// `$1` owner, `$2` turns since, `$3` day start, `$4` month start.
-pub(crate) const USER_USAGE: &str = "SELECT \
-     (SELECT COUNT(*) FROM turns t JOIN sessions s ON s.id = t.session_id \
-        WHERE s.owner = $1 AND t.status IS NULL) AS running_turns, \
-     (SELECT COUNT(*) FROM turn_starts WHERE owner = $1 AND at >= $2) AS recent_turns, \
-     (SELECT MIN(at) FROM turn_starts WHERE owner = $1 AND at >= $2) AS oldest_recent_turn, \
-     (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend WHERE owner = $1 AND at >= $3) \
-        AS spend_day_usd, \
-     (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend WHERE owner = $1 AND at >= $4) \
-        AS spend_month_usd, \
-     (SELECT COUNT(*) FROM sessions WHERE owner = $1) AS sessions";
-
-pub(crate) const APPEND_AUDIT: &str = "INSERT INTO audit_log (at, actor, action, target, detail) \
-     VALUES ($1, $2, $3, $4, $5) RETURNING id";
-
-/// `$1` after, `$2` actor, `$3` action, `$4` since, `$5` limit.
-pub(crate) const AUDIT_LOG: &str = "SELECT id, at, actor, action, target, detail FROM audit_log \
-     WHERE id > $1 AND ($2 IS NULL OR actor = $2) AND ($3 IS NULL OR action = $3) \
-     AND at >= $4 ORDER BY id LIMIT $5";
 
 pub(crate) fn grant(row: &impl Columns) -> StoreResult<GrantRecord> {
     let kind = row.text("kind")?;

@@ -1,28 +1,31 @@
 //! What both backends share of [`Store::agent_uid`](crate::Store::agent_uid):
-//! the query for the lowest free uid, and its checks and errors.
+//! the queries, the checks and the errors.
 
+use crate::dialect::sql;
 use crate::{StoreError, StoreResult};
 
-/// The lowest uid of `$1..=$2` that no row holds, or NULL when every one is
-/// taken: `$1` itself, else the uid after the lowest taken one in the range
-/// whose successor is free. (`$N` is written `{N}` here: each backend puts in
-/// its own placeholder.)
 /// The uid recorded for user `$1`.
 pub(crate) const RECORDED: &str = "SELECT uid FROM agent_uids WHERE user_name = $1";
 
+/// The lowest uid of `$1..=$2` that no row holds, or NULL when every one is
+/// taken: `$1` itself, else the uid after the lowest taken one in the range
+/// whose successor is free.
 pub(crate) const LOWEST_FREE: &str = "SELECT CASE \
-     WHEN NOT EXISTS (SELECT 1 FROM agent_uids WHERE uid = {1}) THEN {1} \
+     WHEN NOT EXISTS (SELECT 1 FROM agent_uids WHERE uid = CAST($1 AS BIGINT)) \
+       THEN CAST($1 AS BIGINT) \
      ELSE (SELECT MIN(a.uid) + 1 FROM agent_uids a \
-           WHERE a.uid >= {1} AND a.uid < {2} \
+           WHERE a.uid >= CAST($1 AS BIGINT) AND a.uid < CAST($2 AS BIGINT) \
            AND NOT EXISTS (SELECT 1 FROM agent_uids b WHERE b.uid = a.uid + 1)) \
      END";
 
-/// [`LOWEST_FREE`] with the backend's placeholders, e.g. `?N` or `$N::BIGINT`.
-pub(crate) fn lowest_free(placeholder: impl Fn(u8) -> String) -> String {
-    LOWEST_FREE
-        .replace("{1}", &placeholder(1))
-        .replace("{2}", &placeholder(2))
-}
+/// Records uid `$2` for user `$1`.
+pub(crate) const INSERT: &str = "INSERT INTO agent_uids (user_name, uid) VALUES ($1, $2)";
+
+sql!(
+    /// [`INSERT`], or nothing when either unique constraint (the user's, the
+    /// uid's) stands in the way: then look again.
+    pub(crate) INSERT_UNLESS_TAKEN = INSERT, " ON CONFLICT DO NOTHING RETURNING uid"
+);
 
 pub(crate) fn check_range(first: u32, last: u32) -> StoreResult<()> {
     if first == 0 || first > last {

@@ -5,16 +5,18 @@
 //!
 //! Backends: [`sqlite::SqliteStore`] (embedded, WAL; the default) and
 //! [`postgres::PostgresStore`] (shared, pooled). Each backend
-//! has its own migration set and must behave identically.
+//! has its own migration set and must behave identically: each query is
+//! written once (`queries`, one module a role, over the `dialect` layer) and
+//! runs on both; a backend keeps only what truly differs.
 
 mod access;
 mod agent_uids;
+mod dialect;
 mod error;
-mod history;
 mod log;
+mod migrate;
 mod queries;
 mod records;
-mod sql;
 mod types;
 
 pub mod postgres;

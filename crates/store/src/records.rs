@@ -88,7 +88,6 @@ pub(crate) trait Columns {
     fn real(&self, name: &str) -> StoreResult<f64>;
     /// SQLite keeps booleans as integers, PostgreSQL as `boolean`.
     fn flag(&self, name: &str) -> StoreResult<bool>;
-    fn bytes(&self, name: &str) -> StoreResult<Vec<u8>>;
 
     fn count(&self, name: &str) -> StoreResult<u64> {
         to_u64(self.int(name)?, name)
@@ -129,9 +128,6 @@ macro_rules! columns_for {
                 let value: $flag = self.try_get(name).map_err(column_error(name))?;
                 Ok($to_bool(value))
             }
-            fn bytes(&self, name: &str) -> StoreResult<Vec<u8>> {
-                self.try_get(name).map_err(column_error(name))
-            }
         }
     };
 }
@@ -166,14 +162,6 @@ pub(crate) fn session(row: &impl Columns) -> StoreResult<SessionRecord> {
         turns: row.count("turns")?,
         last_seq: row.count("last_seq")?,
     })
-}
-
-/// How a message's role is stored.
-pub(crate) fn role_str(role: agentd_protocol::Role) -> &'static str {
-    match role {
-        agentd_protocol::Role::User => "user",
-        agentd_protocol::Role::Assistant => "assistant",
-    }
 }
 
 pub(crate) fn message(row: &impl Columns) -> StoreResult<StoredMessage> {
@@ -325,4 +313,12 @@ pub(crate) fn missing_in_order(
         .filter(|h| !present.contains(*h) && seen.insert(h.as_str()))
         .cloned()
         .collect()
+}
+
+/// A message's role as the `role` column keeps it (a copy for queries).
+pub(crate) fn role_str(role: agentd_protocol::Role) -> &'static str {
+    match role {
+        agentd_protocol::Role::User => "user",
+        agentd_protocol::Role::Assistant => "assistant",
+    }
 }

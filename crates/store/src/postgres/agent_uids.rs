@@ -3,8 +3,10 @@
 //! same uid (or for the same user) turns into nothing, then tried again.
 
 use super::PostgresStore;
-use super::util::db;
-use crate::agent_uids::{RECORDED, check_range, lowest_free, range_full, to_uid};
+use crate::agent_uids::{
+    INSERT_UNLESS_TAKEN, LOWEST_FREE, RECORDED, check_range, range_full, to_uid,
+};
+use crate::records::db;
 use crate::{StoreError, StoreResult};
 
 /// Each failed attempt means another allocation succeeded meanwhile.
@@ -19,7 +21,6 @@ impl PostgresStore {
     ) -> StoreResult<u32> {
         check_range(first, last)?;
         let context = "allocating an agent uid";
-        let free_sql = lowest_free(|n| format!("${n}::BIGINT"));
         for _ in 0..ATTEMPTS {
             let recorded: Option<i64> = sqlx::query_scalar(RECORDED)
                 .bind(user)
@@ -29,24 +30,19 @@ impl PostgresStore {
             if let Some(uid) = recorded {
                 return to_uid(uid);
             }
-            let free: Option<i64> = sqlx::query_scalar(&free_sql)
+            let free: Option<i64> = sqlx::query_scalar(LOWEST_FREE)
                 .bind(i64::from(first))
                 .bind(i64::from(last))
                 .fetch_one(&self.pool)
                 .await
                 .map_err(db(context))?;
             let uid = free.ok_or_else(|| range_full(user, first, last))?;
-            // Either unique constraint (the user's, the uid's) makes this a
-            // no-op: then look again.
-            let inserted: Option<i64> = sqlx::query_scalar(
-                "INSERT INTO agent_uids (user_name, uid) VALUES ($1, $2) \
-                 ON CONFLICT DO NOTHING RETURNING uid",
-            )
-            .bind(user)
-            .bind(uid)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db(context))?;
+            let inserted: Option<i64> = sqlx::query_scalar(INSERT_UNLESS_TAKEN)
+                .bind(user)
+                .bind(uid)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db(context))?;
             if let Some(uid) = inserted {
                 return to_uid(uid);
             }

@@ -3,9 +3,10 @@
 use std::collections::HashSet;
 
 use super::PostgresStore;
-use super::util::{db, now, to_ms};
-use crate::StoreResult;
+use crate::prelude::*;
 use crate::records::{BLOB_LOOKUP_BATCH, missing_in_order};
+use crate::records::{db, now, to_ms};
+use crate::{CheckpointRecord, StoreResult};
 
 /// Rows per INSERT statement, and bytes: one statement carries its blobs as
 /// two array parameters, which must stay well below PostgreSQL's 1 GiB
@@ -68,5 +69,16 @@ impl PostgresStore {
             present.extend(found);
         }
         Ok(missing_in_order(hashes, &present))
+    }
+
+    /// No round trip to gain by sending them together: the blobs, then the
+    /// checkpoint.
+    pub(super) async fn create_checkpoint_with_blobs_impl(
+        &self,
+        record: &CheckpointRecord,
+        blobs: &[(String, Vec<u8>)],
+    ) -> StoreResult<()> {
+        self.put_blobs_impl(blobs).await?;
+        self.create_checkpoint(record).await
     }
 }

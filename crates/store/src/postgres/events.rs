@@ -10,45 +10,83 @@
 use agentd_protocol::{Event, EventEnvelope};
 
 use super::PostgresStore;
-use super::util::{db, to_json};
+use crate::dialect::sql;
+use crate::queries::transcript::INSERT_EVENTS;
 use crate::records::Columns;
-use crate::{StoreError, StoreResult};
+use crate::records::{db, to_json};
+use crate::{LogAppend, LogEntry, StoreError, StoreResult, append_one_kind_at_a_time};
 
-/// One event; `seq` and `at` come back.
-const APPEND_ONE: &str = "WITH s AS (\
-       UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq\
-     ) \
-     INSERT INTO events (session_id, seq, type, data, created_at) \
-     SELECT $1, s.last_seq, $2, $3, (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-     FROM s RETURNING seq, created_at";
+/// `$1` session: `last_seq` advanced by `$step` under the row's lock.
+macro_rules! next_seqs {
+    ($step:literal) => {
+        concat!(
+            "WITH s AS (UPDATE sessions SET last_seq = last_seq + ",
+            $step,
+            " WHERE id = $1 RETURNING last_seq)"
+        )
+    };
+}
 
-const APPEND_ONE_NOTIFY: &str = "WITH s AS (\
-       UPDATE sessions SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq\
-     ), n AS (SELECT pg_notify('agentd_events', $1 || ' ' || s.last_seq || ' ' || s.last_seq) \
-       FROM s) \
-     INSERT INTO events (session_id, seq, type, data, created_at) \
-     SELECT $1, s.last_seq, $2, $3, (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-     FROM s, n RETURNING seq, created_at";
+/// Tells the cluster `<session> <first> <last>` at commit.
+macro_rules! notify_seqs {
+    ($step:literal) => {
+        concat!(
+            ", n AS (SELECT pg_notify('agentd_events', $1 || ' ' || (s.last_seq - ",
+            $step,
+            " + 1) || ' ' || s.last_seq) FROM s)"
+        )
+    };
+}
 
-/// A batch: `$2` events with types `$3` and data `$4`.
-const APPEND_MANY: &str = "WITH s AS (\
-       UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq\
-     ) \
-     INSERT INTO events (session_id, seq, type, data, created_at) \
-     SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, \
-       (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-     FROM s, unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord) \
-     RETURNING seq, created_at";
+/// The database's clock, read once the row lock is held.
+const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
-const APPEND_MANY_NOTIFY: &str = "WITH s AS (\
-       UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq\
-     ), n AS (SELECT pg_notify('agentd_events', \
-       $1 || ' ' || (s.last_seq - $2 + 1) || ' ' || s.last_seq) FROM s) \
-     INSERT INTO events (session_id, seq, type, data, created_at) \
-     SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, \
-       (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-     FROM s, n, unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord) \
-     RETURNING seq, created_at";
+const RETURNING: &str = " RETURNING seq, created_at";
+
+sql!(
+    /// `$2` type, `$3` data.
+    ONE_ROW = "SELECT $1, s.last_seq, $2, $3, ", NOW_MS, " FROM s");
+
+sql!(
+    /// `$2` events with types `$3` and data `$4`.
+    ROWS = "SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, ", NOW_MS, " FROM s");
+const ROWS_OF_ARRAYS: &str =
+    ", unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord)";
+
+sql!(
+    APPEND_ONE = next_seqs!("1"),
+    " ",
+    INSERT_EVENTS,
+    ONE_ROW,
+    RETURNING
+);
+sql!(
+    APPEND_ONE_NOTIFY = next_seqs!("1"),
+    notify_seqs!("1"),
+    " ",
+    INSERT_EVENTS,
+    ONE_ROW,
+    ", n",
+    RETURNING
+);
+sql!(
+    APPEND_MANY = next_seqs!("$2"),
+    " ",
+    INSERT_EVENTS,
+    ROWS,
+    ROWS_OF_ARRAYS,
+    RETURNING
+);
+sql!(
+    APPEND_MANY_NOTIFY = next_seqs!("$2"),
+    notify_seqs!("$2"),
+    " ",
+    INSERT_EVENTS,
+    ROWS,
+    ", n",
+    ROWS_OF_ARRAYS,
+    RETURNING
+);
 
 impl PostgresStore {
     pub(super) async fn append_event_impl(
@@ -137,5 +175,14 @@ impl PostgresStore {
                 event: event.clone(),
             })
             .collect())
+    }
+
+    /// Each run of events in one statement, each message on its own.
+    pub(super) async fn append_log_impl(
+        &self,
+        session_id: &str,
+        entries: &[LogEntry<'_>],
+    ) -> LogAppend {
+        append_one_kind_at_a_time(self, session_id, entries).await
     }
 }

@@ -3,9 +3,17 @@
 use agentd_protocol::Message;
 
 use super::PostgresStore;
-use super::util::{db, now, to_json, to_ms, to_u64};
-use crate::records::role_str;
+use crate::dialect::sql;
+use crate::queries::transcript::{INSERT_MESSAGES, TOUCH_SESSION};
+use crate::records::{db, now, role_str, to_json, to_ms, to_u64};
 use crate::{StoreError, StoreResult, StoredMessage};
+
+sql!(
+    /// At the session's next position (its row locked by [`TOUCH_SESSION`]).
+    APPEND = INSERT_MESSAGES,
+    "SELECT $1, $2, $3, COALESCE(MAX(position), 0) + 1, $4, $5, $6 \
+     FROM messages WHERE session_id = $2 RETURNING position"
+);
 
 impl PostgresStore {
     pub(super) async fn append_message_impl(
@@ -24,7 +32,7 @@ impl PostgresStore {
         // Touching the session first both checks it exists and locks its row,
         // so concurrent appends serialize here; the INSERT below is a new
         // statement (READ COMMITTED: a new snapshot) and sees their rows.
-        let touched = sqlx::query(crate::history::TOUCH_SESSION)
+        let touched = sqlx::query(TOUCH_SESSION)
             .bind(to_ms(at))
             .bind(session_id)
             .execute(&mut *tx)
@@ -33,21 +41,16 @@ impl PostgresStore {
         if touched.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("session {session_id}")));
         }
-        let position: i64 = sqlx::query_scalar(
-            "INSERT INTO messages (id, session_id, turn_id, position, role, content, created_at) \
-             SELECT $1, $2, $3, COALESCE(MAX(position), 0) + 1, $4, $5, $6 \
-             FROM messages WHERE session_id = $2 \
-             RETURNING position",
-        )
-        .bind(&id)
-        .bind(session_id)
-        .bind(turn_id)
-        .bind(role_str(message.role))
-        .bind(&json)
-        .bind(to_ms(at))
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db("appending message"))?;
+        let position: i64 = sqlx::query_scalar(APPEND)
+            .bind(&id)
+            .bind(session_id)
+            .bind(turn_id)
+            .bind(role_str(message.role))
+            .bind(&json)
+            .bind(to_ms(at))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db("appending message"))?;
         tx.commit().await.map_err(db("appending message"))?;
 
         Ok(StoredMessage {

@@ -6,29 +6,22 @@
 //! serialize per session and never leave gaps.
 
 mod agent_uids;
-mod backend;
 mod blobs;
 pub mod cluster;
 mod events;
 mod messages;
 mod turns;
-mod util;
 
-use std::borrow::Cow;
 use std::str::FromStr;
 use std::time::Duration;
 
-use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
 use async_trait::async_trait;
 use sqlx::Connection;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
+use crate::migrate::{MigrationSet, migrator};
 use crate::prelude::*;
-use crate::{
-    CheckpointRecord, CompactionRecord, LatestCheckpoints, StoreError, StoreResult, StoredMessage,
-    TurnRecord, TurnStart,
-};
+use crate::{StoreError, StoreResult};
 
 const POOL_SIZE: u32 = 10;
 /// How long a request waits for a connection: short, so that while the
@@ -36,9 +29,8 @@ const POOL_SIZE: u32 = 10;
 /// reconnects by itself once it is back).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The migration set, embedded at build time. Append new files here; applied
-/// migrations must never change (sqlx checks their checksums).
-const MIGRATIONS: &[(i64, &str, &str)] = &[
+/// The migration set (see `crate::migrate`).
+const MIGRATIONS: MigrationSet = &[
     (
         1,
         "init",
@@ -76,25 +68,6 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
-fn migrator() -> Migrator {
-    let migrations = MIGRATIONS
-        .iter()
-        .map(|(version, description, sql)| {
-            Migration::new(
-                *version,
-                Cow::Borrowed(*description),
-                MigrationType::Simple,
-                Cow::Borrowed(*sql),
-                false,
-            )
-        })
-        .collect::<Vec<_>>();
-    Migrator {
-        migrations: Cow::Owned(migrations),
-        ..Migrator::DEFAULT
-    }
-}
-
 /// The PostgreSQL store. Cheap to clone; clones share the pool.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
@@ -124,7 +97,7 @@ impl PostgresStore {
         let mut conn = PgConnection::connect_with(&options)
             .await
             .map_err(|e| StoreError::Database(format!("connecting to postgres: {e}")))?;
-        migrator()
+        migrator(MIGRATIONS)
             .run(&mut conn)
             .await
             .map_err(|e| StoreError::Database(format!("migrating postgres database: {e}")))?;
@@ -164,12 +137,21 @@ impl PostgresStore {
         &self.pool
     }
 
+    /// A read-only transaction over one snapshot.
+    async fn begin_read(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
         self.pool.begin().await
     }
 }
 
-crate::history::history_impl!(PostgresStore);
+crate::queries::roles!(PostgresStore, sqlx::Postgres);
 
 /// The URL without its password, for messages.
 fn redact(url: &str) -> String {
@@ -182,99 +164,6 @@ fn redact(url: &str) -> String {
             }
         }
         _ => url.to_owned(),
-    }
-}
-
-#[async_trait]
-impl TranscriptStore for PostgresStore {
-    async fn append_message(
-        &self,
-        session_id: &str,
-        turn_id: Option<&str>,
-        message: &Message,
-    ) -> StoreResult<StoredMessage> {
-        self.append_message_impl(session_id, turn_id, message).await
-    }
-
-    async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        crate::queries::parts::messages(self, session_id).await
-    }
-
-    async fn messages_from(
-        &self,
-        session_id: &str,
-        from_position: u64,
-    ) -> StoreResult<Vec<StoredMessage>> {
-        self.messages_from_impl(session_id, from_position).await
-    }
-
-    async fn add_compaction(&self, record: &CompactionRecord) -> StoreResult<()> {
-        self.add_compaction_impl(record).await
-    }
-
-    async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>> {
-        self.latest_compaction_impl(session_id).await
-    }
-
-    async fn turn_position(&self, session_id: &str, turn_id: &str) -> StoreResult<Option<i64>> {
-        self.turn_position_impl(session_id, turn_id).await
-    }
-
-    async fn truncate_history(&self, session_id: &str, from_position: i64) -> StoreResult<u64> {
-        self.truncate_history_impl(session_id, from_position).await
-    }
-}
-
-#[async_trait]
-impl EventLog for PostgresStore {
-    async fn append_event(&self, session_id: &str, event: &Event) -> StoreResult<EventEnvelope> {
-        self.append_event_impl(session_id, event).await
-    }
-
-    async fn append_events(
-        &self,
-        session_id: &str,
-        events: &[Event],
-    ) -> StoreResult<Vec<EventEnvelope>> {
-        self.append_events_impl(session_id, events).await
-    }
-
-    async fn events_after(
-        &self,
-        session_id: &str,
-        after: u64,
-        limit: u32,
-    ) -> StoreResult<Vec<EventEnvelope>> {
-        crate::queries::parts::events_after(self, session_id, after, limit).await
-    }
-}
-
-#[async_trait]
-impl TurnStore for PostgresStore {
-    async fn start_turn(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        client_request_id: Option<&str>,
-    ) -> StoreResult<TurnStart> {
-        self.start_turn_impl(session_id, turn_id, client_request_id)
-            .await
-    }
-
-    async fn finish_turn(&self, turn_id: &str, status: TurnStatus) -> StoreResult<()> {
-        crate::queries::parts::finish_turn(self, turn_id, status).await
-    }
-
-    async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>> {
-        crate::queries::parts::running_turns(self).await
-    }
-
-    async fn find_turn(
-        &self,
-        session_id: &str,
-        client_request_id: &str,
-    ) -> StoreResult<Option<TurnRecord>> {
-        crate::queries::parts::find_turn(self, session_id, client_request_id).await
     }
 }
 
@@ -300,57 +189,13 @@ impl HealthStore for PostgresStore {
     }
 }
 
-#[async_trait]
-impl CheckpointStore for PostgresStore {
-    async fn put_blobs(&self, blobs: &[(String, Vec<u8>)]) -> StoreResult<()> {
-        self.put_blobs_impl(blobs).await
-    }
-
-    async fn missing_blobs(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
-        self.missing_blobs_impl(hashes).await
-    }
-
-    async fn get_blob(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {
-        crate::queries::parts::get_blob(self, hash).await
-    }
-
-    async fn create_checkpoint(&self, record: &CheckpointRecord) -> StoreResult<()> {
-        self.create_checkpoint_impl(record).await
-    }
-
-    async fn list_checkpoints(&self, session_id: &str) -> StoreResult<Vec<CheckpointRecord>> {
-        self.list_checkpoints_impl(session_id).await
-    }
-
-    async fn latest_checkpoints(&self, session_id: &str) -> StoreResult<LatestCheckpoints> {
-        self.latest_checkpoints_impl(session_id).await
-    }
-
-    async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>> {
-        self.get_checkpoint_impl(id).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::{MIGRATIONS, redact};
 
-    /// A file dropped into the migrations folder but not listed would be
-    /// silently skipped; catch that here.
     #[test]
     fn every_migration_file_is_embedded() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/postgres");
-        let mut files: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".sql"))
-            .collect();
-        files.sort();
-        let listed: Vec<String> = MIGRATIONS
-            .iter()
-            .map(|(v, d, _)| format!("{v:04}_{d}.sql"))
-            .collect();
-        assert_eq!(files, listed);
+        crate::migrate::assert_every_file_embedded("postgres", MIGRATIONS);
     }
 
     #[test]

@@ -1,10 +1,12 @@
-//! Turns: running (status NULL) until finished; `client_request_id` makes
-//! starting a turn idempotent per session.
+//! Starting and ending a turn: PostgreSQL gains no round trip by sending
+//! statements together, so these are the shared transaction and the two
+//! writes one after the other.
+
+use agentd_protocol::TurnStatus;
 
 use super::PostgresStore;
-use super::util::{db, is_fk_violation, now, to_ms};
-pub(super) use crate::records::turn as turn_from_row;
-use crate::{SessionStatus, StoreError, StoreResult, TurnStart};
+use crate::prelude::*;
+use crate::{SessionRecord, SessionUpdate, StoreResult, TurnStart};
 
 impl PostgresStore {
     pub(super) async fn start_turn_impl(
@@ -13,59 +15,18 @@ impl PostgresStore {
         turn_id: &str,
         client_request_id: Option<&str>,
     ) -> StoreResult<TurnStart> {
-        let at = now();
-        let mut tx = self.pool.begin().await.map_err(db("starting turn"))?;
-
-        let exists = sqlx::query(crate::history::SESSION_EXISTS)
-            .bind(session_id)
-            .fetch_optional(&mut *tx)
+        self.start_turn_in_transaction(session_id, turn_id, client_request_id)
             .await
-            .map_err(db("starting turn"))?;
-        if exists.is_none() {
-            return Err(StoreError::NotFound(format!("session {session_id}")));
-        }
+    }
 
-        // ON CONFLICT keeps this race-free against concurrent starts: the
-        // loser waits for the winner to commit, then reads its turn.
-        let sql = crate::history::insert_turn();
-        let inserted = sqlx::query(&sql)
-            .bind(turn_id)
-            .bind(session_id)
-            .bind(client_request_id)
-            .bind(to_ms(at))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| {
-                // The session was deleted since we looked.
-                if is_fk_violation(&e) {
-                    StoreError::NotFound(format!("session {session_id}"))
-                } else {
-                    db("starting turn")(e)
-                }
-            })?;
-        let outcome = match inserted {
-            Some(row) => {
-                sqlx::query(crate::history::MARK_RUNNING)
-                    .bind(SessionStatus::Running.as_str())
-                    .bind(to_ms(at))
-                    .bind(session_id)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db("starting turn"))?;
-                TurnStart::Started(turn_from_row(&row)?)
-            }
-            None => {
-                let sql = crate::history::turn_by_request();
-                let row = sqlx::query(&sql)
-                    .bind(session_id)
-                    .bind(client_request_id)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(db("reading duplicate turn"))?;
-                TurnStart::Duplicate(turn_from_row(&row)?)
-            }
-        };
-        tx.commit().await.map_err(db("starting turn"))?;
-        Ok(outcome)
+    pub(super) async fn finish_turn_with_session_impl(
+        &self,
+        turn_id: &str,
+        status: TurnStatus,
+        session_id: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<SessionRecord> {
+        self.finish_turn(turn_id, status).await?;
+        self.update_session(session_id, update).await
     }
 }

@@ -1,87 +1,133 @@
-//! Grants, usage and the audit log (the SQL is in `crate::access`).
+//! [`AccessStore`](crate::AccessStore): grants, usage and the append-only
+//! audit log.
 
-use async_trait::async_trait;
+pub(crate) const ADD_GRANT: &str = "INSERT INTO grants (user_name, kind, name, created_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
 
-use crate::access::{
-    ADD_GRANT, APPEND_AUDIT, AUDIT_LOG, AuditQuery, AuditRecord, GRANTS, GrantKind, GrantRecord,
-    NewAudit, REMOVE_GRANT, USER_USAGE, UsageWindow, UserUsage, audit, audit_bounds, grant, usage,
-};
-use crate::records::{Columns, now, to_json, to_ms};
-use crate::sql::{Backend, Query};
-use crate::{AccessStore, StoreResult};
+pub(crate) const REMOVE_GRANT: &str =
+    "DELETE FROM grants WHERE user_name = $1 AND kind = $2 AND name = $3";
 
-#[async_trait]
-impl<B: Backend> AccessStore for B {
-    async fn set_grant(
-        &self,
-        user: &str,
-        kind: GrantKind,
-        name: &str,
-        granted: bool,
-    ) -> StoreResult<bool> {
-        let sql = if granted { ADD_GRANT } else { REMOVE_GRANT };
-        let mut query = Query::new("changing a grant", sql)
-            .bind(user)
-            .bind(kind.as_str())
-            .bind(name);
-        if granted {
-            query = query.bind(to_ms(now()));
-        }
-        Ok(self.execute(query).await? > 0)
-    }
+pub(crate) const GRANTS: &str = "SELECT user_name, kind, name, created_at FROM grants \
+     WHERE ($1 IS NULL OR user_name = $1) ORDER BY user_name, kind, name";
 
-    async fn grants(&self, user: Option<&str>) -> StoreResult<Vec<GrantRecord>> {
-        let query = Query::new("listing grants", GRANTS).bind(user);
-        let rows = self.fetch_all(query).await?;
-        rows.iter().map(grant).collect()
-    }
+/// `$1` owner, `$2` turns since, `$3` day start, `$4` month start.
+pub(crate) const USER_USAGE: &str = "SELECT \
+     (SELECT COUNT(*) FROM turns t JOIN sessions s ON s.id = t.session_id \
+        WHERE s.owner = $1 AND t.status IS NULL) AS running_turns, \
+     (SELECT COUNT(*) FROM turn_starts WHERE owner = $1 AND at >= $2) AS recent_turns, \
+     (SELECT MIN(at) FROM turn_starts WHERE owner = $1 AND at >= $2) AS oldest_recent_turn, \
+     (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend WHERE owner = $1 AND at >= $3) \
+        AS spend_day_usd, \
+     (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend WHERE owner = $1 AND at >= $4) \
+        AS spend_month_usd, \
+     (SELECT COUNT(*) FROM sessions WHERE owner = $1) AS sessions";
 
-    async fn user_usage(&self, owner: &str, window: UsageWindow) -> StoreResult<UserUsage> {
-        let query = Query::new("reading usage", USER_USAGE)
-            .bind(owner)
-            .bind(to_ms(window.turns_since))
-            .bind(to_ms(window.day_start))
-            .bind(to_ms(window.month_start));
-        usage(&self.fetch_one(query).await?)
-    }
+pub(crate) const APPEND_AUDIT: &str = "INSERT INTO audit_log (at, actor, action, target, detail) \
+     VALUES ($1, $2, $3, $4, $5) RETURNING id";
 
-    async fn append_audit(&self, entry: &NewAudit) -> StoreResult<AuditRecord> {
-        let at = now();
-        let detail = to_json(&entry.detail, "audit detail")?;
-        let query = Query::new("appending to the audit log", APPEND_AUDIT)
-            .bind(to_ms(at))
-            .bind(&entry.actor)
-            .bind(&entry.action)
-            .bind(&entry.target)
-            .bind(detail);
-        let rows = self.write_fetch_all(query).await?;
-        let id = match rows.first() {
-            Some(row) => row.int("id")?,
-            None => {
-                return Err(crate::StoreError::Database(
-                    "appending to the audit log: no id came back".into(),
-                ));
+/// `$1` after, `$2` actor, `$3` action, `$4` since, `$5` limit.
+pub(crate) const AUDIT_LOG: &str = "SELECT id, at, actor, action, target, detail FROM audit_log \
+     WHERE id > $1 AND ($2 IS NULL OR actor = $2) AND ($3 IS NULL OR action = $3) \
+     AND at >= $4 ORDER BY id LIMIT $5";
+
+macro_rules! access_store {
+    ($store:ty) => {
+        const _: () = {
+            use $crate::StoreResult;
+            use $crate::access::{self, AuditQuery, AuditRecord, GrantKind, GrantRecord};
+            use $crate::access::{NewAudit, UsageWindow, UserUsage};
+            use $crate::queries::access as q;
+            use $crate::records::{db, now, to_json, to_ms};
+
+            #[async_trait::async_trait]
+            impl $crate::AccessStore for $store {
+                async fn set_grant(
+                    &self,
+                    user: &str,
+                    kind: GrantKind,
+                    name: &str,
+                    granted: bool,
+                ) -> StoreResult<bool> {
+                    let sql = if granted {
+                        q::ADD_GRANT
+                    } else {
+                        q::REMOVE_GRANT
+                    };
+                    let mut query = sqlx::query(sql).bind(user).bind(kind.as_str()).bind(name);
+                    if granted {
+                        query = query.bind(to_ms(now()));
+                    }
+                    let _write = self.write_guard().await;
+                    let done = query
+                        .execute(self.writer())
+                        .await
+                        .map_err(db("changing a grant"))?;
+                    Ok(done.rows_affected() > 0)
+                }
+
+                async fn grants(&self, user: Option<&str>) -> StoreResult<Vec<GrantRecord>> {
+                    let rows = sqlx::query(q::GRANTS)
+                        .bind(user)
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(db("listing grants"))?;
+                    rows.iter().map(access::grant).collect()
+                }
+
+                async fn user_usage(
+                    &self,
+                    owner: &str,
+                    window: UsageWindow,
+                ) -> StoreResult<UserUsage> {
+                    let row = sqlx::query(q::USER_USAGE)
+                        .bind(owner)
+                        .bind(to_ms(window.turns_since))
+                        .bind(to_ms(window.day_start))
+                        .bind(to_ms(window.month_start))
+                        .fetch_one(&self.pool)
+                        .await
+                        .map_err(db("reading usage"))?;
+                    access::usage(&row)
+                }
+
+                async fn append_audit(&self, entry: &NewAudit) -> StoreResult<AuditRecord> {
+                    let at = now();
+                    let detail = to_json(&entry.detail, "audit detail")?;
+                    let _write = self.write_guard().await;
+                    let id: i64 = sqlx::query_scalar(q::APPEND_AUDIT)
+                        .bind(to_ms(at))
+                        .bind(&entry.actor)
+                        .bind(&entry.action)
+                        .bind(&entry.target)
+                        .bind(&detail)
+                        .fetch_one(self.writer())
+                        .await
+                        .map_err(db("appending to the audit log"))?;
+                    Ok(AuditRecord {
+                        id,
+                        at,
+                        actor: entry.actor.clone(),
+                        action: entry.action.clone(),
+                        target: entry.target.clone(),
+                        detail: entry.detail.clone(),
+                    })
+                }
+
+                async fn audit_log(&self, query: &AuditQuery) -> StoreResult<Vec<AuditRecord>> {
+                    let (after, since, limit) = access::audit_bounds(query);
+                    let rows = sqlx::query(q::AUDIT_LOG)
+                        .bind(after)
+                        .bind(&query.actor)
+                        .bind(&query.action)
+                        .bind(since)
+                        .bind(limit)
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(db("reading the audit log"))?;
+                    rows.iter().map(access::audit).collect()
+                }
             }
         };
-        Ok(AuditRecord {
-            id,
-            at,
-            actor: entry.actor.clone(),
-            action: entry.action.clone(),
-            target: entry.target.clone(),
-            detail: entry.detail.clone(),
-        })
-    }
-
-    async fn audit_log(&self, query: &AuditQuery) -> StoreResult<Vec<AuditRecord>> {
-        let (after, since, limit) = audit_bounds(query);
-        let sql = Query::new("reading the audit log", AUDIT_LOG)
-            .bind(after)
-            .bind(&query.actor)
-            .bind(&query.action)
-            .bind(since)
-            .bind(limit);
-        let rows = self.fetch_all(sql).await?;
-        rows.iter().map(audit).collect()
-    }
+    };
 }
+pub(crate) use access_store;

@@ -1,179 +1,234 @@
-//! Sessions: create, read, list (cursor pagination), update totals, delete,
-//! and the ones old enough for retention.
+//! [`SessionStore`](crate::SessionStore): sessions' rows, totals and
+//! retention.
 
-use agentd_protocol::Usage;
-use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use crate::dialect::sql;
+use crate::records::SESSION_COLUMNS;
 
-use crate::history::bind_session_update;
-use crate::records::{Columns, SESSION_COLUMNS as COLUMNS, db, now, session, to_ms};
-use crate::sql::{Backend, Query};
-use crate::{
-    NewSession, SessionRecord, SessionStatus, SessionStore, SessionUpdate, StoreError, StoreResult,
-};
+pub(crate) const CREATE: &str = "INSERT INTO sessions (id, owner, title, workspace, model, \
+     profile, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
-/// The `SET` of a [`SessionUpdate`] with its values at `$first` to
-/// `$first + 8`, bound in that order by `bind_session_update!`.
-pub(crate) fn update_session_set(first: usize) -> String {
-    let n = |k: usize| first + k;
-    format!(
-        "UPDATE sessions SET \
-         title = COALESCE(${}, title), \
-         status = COALESCE(${}, status), \
-         input_tokens = input_tokens + ${}, \
-         output_tokens = output_tokens + ${}, \
-         cache_read_tokens = cache_read_tokens + ${}, \
-         cache_write_tokens = cache_write_tokens + ${}, \
-         cost_usd = cost_usd + ${}, \
-         turns = turns + ${}, \
-         updated_at = ${}",
-        n(0),
-        n(1),
-        n(2),
-        n(3),
-        n(4),
-        n(5),
-        n(6),
-        n(7),
-        n(8)
-    )
-}
+sql!(pub(crate) GET = "SELECT ", SESSION_COLUMNS, " FROM sessions WHERE id = $1");
 
-#[async_trait]
-impl<B: Backend> SessionStore for B {
-    async fn create_session(&self, new: NewSession) -> StoreResult<SessionRecord> {
-        let at = now();
-        let record = SessionRecord {
-            id: new.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
-            owner: new.owner,
-            title: new.title,
-            workspace: new.workspace,
-            model: new.model,
-            profile: new.profile,
-            status: SessionStatus::Idle,
-            created_at: at,
-            updated_at: at,
-            usage: Usage::default(),
-            cost_usd: 0.0,
-            turns: 0,
-            last_seq: 0,
-        };
-        let query = Query::new(
-            "creating session",
-            "INSERT INTO sessions (id, owner, title, workspace, model, profile, status, \
-             created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
-        )
-        .bind(&record.id)
-        .bind(&record.owner)
-        .bind(&record.title)
-        .bind(&record.workspace)
-        .bind(&record.model)
-        .bind(&record.profile)
-        .bind(record.status.as_str())
-        .bind(to_ms(at));
-        match self.raw_execute(query).await {
-            Ok(_) => Ok(record),
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(StoreError::Database(
-                format!("creating session: id {:?} already exists", record.id),
-            )),
-            Err(e) => Err(db("creating session")(e)),
-        }
-    }
+sql!(pub(crate) LIST = "SELECT ", SESSION_COLUMNS, " FROM sessions WHERE owner = $1 \
+     ORDER BY created_at DESC, id DESC LIMIT $2");
 
-    async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
-        let sql = format!("SELECT {COLUMNS} FROM sessions WHERE id = $1");
-        let query = Query::new("reading session", sql).bind(id);
-        self.fetch_optional(query)
-            .await?
-            .as_ref()
-            .map(session)
-            .transpose()
-    }
+pub(crate) const CURSOR: &str = "SELECT created_at FROM sessions WHERE id = $1 AND owner = $2";
 
-    /// A `before` cursor that is not one of the owner's sessions is
-    /// `NotFound` (it may have been deleted meanwhile), so a caller can tell
-    /// "bad cursor" from "no more pages".
-    async fn list_sessions(
-        &self,
-        owner: &str,
-        before: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<SessionRecord>> {
-        let query = match before {
-            None => Query::new(
-                "listing sessions",
-                format!(
-                    "SELECT {COLUMNS} FROM sessions WHERE owner = $1 \
-                     ORDER BY created_at DESC, id DESC LIMIT $2"
-                ),
+sql!(pub(crate) LIST_BEFORE = "SELECT ", SESSION_COLUMNS, " FROM sessions \
+     WHERE owner = $1 AND (created_at, id) < ($2, $3) \
+     ORDER BY created_at DESC, id DESC LIMIT $4");
+
+/// The `SET` of a [`SessionUpdate`](crate::SessionUpdate), its values `$1` to
+/// `$9` bound by `bind_session_update!`.
+pub(crate) const UPDATE_SET: &str = "UPDATE sessions SET \
+    title = COALESCE($1, title), \
+    status = COALESCE($2, status), \
+    input_tokens = input_tokens + $3, \
+    output_tokens = output_tokens + $4, \
+    cache_read_tokens = cache_read_tokens + $5, \
+    cache_write_tokens = cache_write_tokens + $6, \
+    cost_usd = cost_usd + $7, \
+    turns = turns + $8, \
+    updated_at = $9";
+
+sql!(pub(crate) UPDATE = UPDATE_SET, " WHERE id = $10 RETURNING ", SESSION_COLUMNS);
+
+/// Messages, events, turns, … go with it (ON DELETE CASCADE).
+pub(crate) const DELETE: &str = "DELETE FROM sessions WHERE id = $1";
+
+sql!(pub(crate) UPDATED_BEFORE = "SELECT ", SESSION_COLUMNS, " FROM sessions s \
+     WHERE s.updated_at < $1 \
+     AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.status IS NULL) \
+     ORDER BY s.updated_at, s.id LIMIT $2");
+
+pub(crate) const COUNT: &str = "SELECT COUNT(*) AS n FROM sessions";
+
+/// Binds a [`crate::SessionUpdate`]'s nine values, `$1` to `$9` of
+/// [`UPDATE_SET`] (an `Err` for a count beyond `i64`).
+macro_rules! bind_session_update {
+    ($query:expr, $update:expr) => {{
+        let update: $crate::SessionUpdate = $update;
+        let usage = update.add_usage.unwrap_or_default();
+        let to_i64 = $crate::records::to_i64;
+        (|| {
+            Ok::<_, $crate::StoreError>(
+                $query
+                    .bind(update.title)
+                    .bind(update.status.map($crate::SessionStatus::as_str))
+                    .bind(to_i64(usage.input_tokens, "input_tokens")?)
+                    .bind(to_i64(usage.output_tokens, "output_tokens")?)
+                    .bind(to_i64(usage.cache_read_tokens, "cache_read_tokens")?)
+                    .bind(to_i64(usage.cache_write_tokens, "cache_write_tokens")?)
+                    .bind(update.add_cost_usd.unwrap_or(0.0))
+                    .bind(to_i64(update.add_turns.unwrap_or(0), "turns")?)
+                    .bind($crate::records::to_ms($crate::records::now())),
             )
-            .bind(owner)
-            .bind(i64::from(limit)),
-            Some(cursor) => {
-                let at = Query::new(
-                    "reading session cursor",
-                    "SELECT created_at FROM sessions WHERE id = $1 AND owner = $2",
-                )
-                .bind(cursor)
-                .bind(owner);
-                let Some(row) = self.fetch_optional(at).await? else {
-                    return Err(StoreError::NotFound(format!("session {cursor}")));
-                };
-                Query::new(
-                    "listing sessions",
-                    format!(
-                        "SELECT {COLUMNS} FROM sessions WHERE owner = $1 \
-                         AND (created_at, id) < ($2, $3) \
-                         ORDER BY created_at DESC, id DESC LIMIT $4"
-                    ),
-                )
-                .bind(owner)
-                .bind(row.int("created_at")?)
-                .bind(cursor)
-                .bind(i64::from(limit))
+        })()
+    }};
+}
+pub(crate) use bind_session_update;
+
+macro_rules! session_store {
+    ($store:ty) => {
+        const _: () = {
+            use agentd_protocol::Usage;
+            use chrono::{DateTime, Utc};
+
+            use $crate::queries::sessions as q;
+            use $crate::records::{Columns, db, now, session, to_ms};
+            use $crate::{NewSession, SessionRecord, SessionStatus, SessionUpdate};
+            use $crate::{StoreError, StoreResult};
+
+            #[async_trait::async_trait]
+            impl $crate::SessionStore for $store {
+                async fn create_session(&self, new: NewSession) -> StoreResult<SessionRecord> {
+                    let id = new.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+                    let at = now();
+                    let record = SessionRecord {
+                        id,
+                        owner: new.owner,
+                        title: new.title,
+                        workspace: new.workspace,
+                        model: new.model,
+                        profile: new.profile,
+                        status: SessionStatus::Idle,
+                        created_at: at,
+                        updated_at: at,
+                        usage: Usage::default(),
+                        cost_usd: 0.0,
+                        turns: 0,
+                        last_seq: 0,
+                    };
+                    let _write = self.write_guard().await;
+                    let result = sqlx::query(q::CREATE)
+                        .bind(&record.id)
+                        .bind(&record.owner)
+                        .bind(&record.title)
+                        .bind(&record.workspace)
+                        .bind(&record.model)
+                        .bind(&record.profile)
+                        .bind(record.status.as_str())
+                        .bind(to_ms(at))
+                        .bind(to_ms(at))
+                        .execute(self.writer())
+                        .await;
+                    match result {
+                        Ok(_) => Ok(record),
+                        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                            Err(StoreError::Database(format!(
+                                "creating session: id {:?} already exists",
+                                record.id
+                            )))
+                        }
+                        Err(e) => Err(db("creating session")(e)),
+                    }
+                }
+
+                async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
+                    sqlx::query(q::GET)
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(db("reading session"))?
+                        .as_ref()
+                        .map(session)
+                        .transpose()
+                }
+
+                /// A `before` cursor that is not one of the owner's sessions
+                /// is `NotFound` (it may have been deleted meanwhile), so a
+                /// caller can tell "bad cursor" from "no more pages".
+                async fn list_sessions(
+                    &self,
+                    owner: &str,
+                    before: Option<&str>,
+                    limit: u32,
+                ) -> StoreResult<Vec<SessionRecord>> {
+                    let rows = match before {
+                        None => {
+                            sqlx::query(q::LIST)
+                                .bind(owner)
+                                .bind(i64::from(limit))
+                                .fetch_all(&self.pool)
+                                .await
+                        }
+                        Some(cursor) => {
+                            let cursor_at: Option<i64> = sqlx::query_scalar(q::CURSOR)
+                                .bind(cursor)
+                                .bind(owner)
+                                .fetch_optional(&self.pool)
+                                .await
+                                .map_err(db("reading session cursor"))?;
+                            let Some(cursor_at) = cursor_at else {
+                                return Err(StoreError::NotFound(format!("session {cursor}")));
+                            };
+                            sqlx::query(q::LIST_BEFORE)
+                                .bind(owner)
+                                .bind(cursor_at)
+                                .bind(cursor)
+                                .bind(i64::from(limit))
+                                .fetch_all(&self.pool)
+                                .await
+                        }
+                    }
+                    .map_err(db("listing sessions"))?;
+                    rows.iter().map(session).collect()
+                }
+
+                async fn update_session(
+                    &self,
+                    id: &str,
+                    update: SessionUpdate,
+                ) -> StoreResult<SessionRecord> {
+                    let query = $crate::queries::sessions::bind_session_update!(
+                        sqlx::query(q::UPDATE),
+                        update
+                    )?
+                    .bind(id);
+                    let _write = self.write_guard().await;
+                    let row = query
+                        .fetch_optional(self.writer())
+                        .await
+                        .map_err(db("updating session"))?;
+                    match row {
+                        Some(row) => session(&row),
+                        None => Err(StoreError::NotFound(format!("session {id}"))),
+                    }
+                }
+
+                async fn delete_session(&self, id: &str) -> StoreResult<bool> {
+                    let _write = self.write_guard().await;
+                    let done = sqlx::query(q::DELETE)
+                        .bind(id)
+                        .execute(self.writer())
+                        .await
+                        .map_err(db("deleting session"))?;
+                    Ok(done.rows_affected() > 0)
+                }
+
+                async fn sessions_updated_before(
+                    &self,
+                    cutoff: DateTime<Utc>,
+                    limit: u32,
+                ) -> StoreResult<Vec<SessionRecord>> {
+                    let rows = sqlx::query(q::UPDATED_BEFORE)
+                        .bind(to_ms(cutoff))
+                        .bind(i64::from(limit))
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(db("listing sessions by age"))?;
+                    rows.iter().map(session).collect()
+                }
+
+                async fn count_sessions(&self) -> StoreResult<u64> {
+                    let row = sqlx::query(q::COUNT)
+                        .fetch_one(&self.pool)
+                        .await
+                        .map_err(db("counting sessions"))?;
+                    row.count("n")
+                }
             }
         };
-        let rows = self.fetch_all(query).await?;
-        rows.iter().map(session).collect()
-    }
-
-    async fn update_session(&self, id: &str, update: SessionUpdate) -> StoreResult<SessionRecord> {
-        let sql = format!(
-            "{} WHERE id = $10 RETURNING {COLUMNS}",
-            update_session_set(1)
-        );
-        let query = bind_session_update!(Query::new("updating session", sql), update)?.bind(id);
-        match self.write_fetch_all(query).await?.first() {
-            Some(row) => session(row),
-            None => Err(StoreError::NotFound(format!("session {id}"))),
-        }
-    }
-
-    async fn delete_session(&self, id: &str) -> StoreResult<bool> {
-        // Messages, events, turns, … go with it (ON DELETE CASCADE).
-        let query = Query::new("deleting session", "DELETE FROM sessions WHERE id = $1").bind(id);
-        Ok(self.execute(query).await? > 0)
-    }
-
-    async fn sessions_updated_before(
-        &self,
-        cutoff: DateTime<Utc>,
-        limit: u32,
-    ) -> StoreResult<Vec<SessionRecord>> {
-        let sql = format!(
-            "SELECT {COLUMNS} FROM sessions s WHERE s.updated_at < $1 \
-             AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.status IS NULL) \
-             ORDER BY s.updated_at, s.id LIMIT $2"
-        );
-        let query = Query::new("listing sessions by age", sql)
-            .bind(to_ms(cutoff))
-            .bind(i64::from(limit));
-        let rows = self.fetch_all(query).await?;
-        rows.iter().map(session).collect()
-    }
-
-    async fn count_sessions(&self) -> StoreResult<u64> {
-        let query = Query::new("counting sessions", "SELECT COUNT(*) AS n FROM sessions");
-        self.fetch_one(query).await?.count("n")
-    }
+    };
 }
+pub(crate) use session_store;

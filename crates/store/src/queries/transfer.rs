@@ -1,185 +1,232 @@
-//! Moving a whole session between stores: export (one consistent snapshot)
-//! and import (one transaction, everything kept as it was).
+//! [`TransferStore`](crate::TransferStore): moving a whole session between
+//! stores: export (one consistent snapshot, `begin_read()` of each backend)
+//! and import (one write transaction, everything kept as it was).
 
-use async_trait::async_trait;
+use crate::dialect::sql;
+use crate::queries::transcript::{INSERT_EVENTS, INSERT_MESSAGES};
+use crate::records::{PENDING_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS};
 
-use crate::records::{
-    Columns, PENDING_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS, db, envelope, message, now, pending,
-    session, to_i64, to_json, to_ms, turn,
-};
-use crate::sql::{Backend, Query, Row};
-use crate::{SessionExport, StoreError, StoreResult, TransferStore};
+pub(crate) const EVENTS: &str =
+    "SELECT seq, data, created_at FROM events WHERE session_id = $1 ORDER BY seq";
 
-const CONTEXT: &str = "exporting session";
+sql!(pub(crate) TURNS = "SELECT ", TURN_COLUMNS,
+     " FROM turns WHERE session_id = $1 ORDER BY started_at, id");
 
-fn each<T>(rows: &[Row], read: impl Fn(&Row) -> StoreResult<T>) -> StoreResult<Vec<T>> {
-    rows.iter().map(read).collect()
-}
+sql!(pub(crate) PENDING = "SELECT ", PENDING_COLUMNS,
+     " FROM pending_requests WHERE session_id = $1 ORDER BY created_at, id");
 
-#[async_trait]
-impl<B: Backend> TransferStore for B {
-    async fn export_session(&self, id: &str) -> StoreResult<Option<SessionExport>> {
-        let of_session = |sql: String| Query::new(CONTEXT, sql).bind(id);
-        let queries = vec![
-            of_session(format!(
-                "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"
-            )),
-            of_session(super::parts::MESSAGES.into()),
-            of_session(
-                "SELECT seq, data, created_at FROM events WHERE session_id = $1 ORDER BY seq"
-                    .into(),
-            ),
-            of_session(format!(
-                "SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 ORDER BY started_at, id"
-            )),
-            of_session(format!(
-                "SELECT {PENDING_COLUMNS} FROM pending_requests WHERE session_id = $1 \
-                 ORDER BY created_at, id"
-            )),
-            of_session(super::pending::RULES.into()),
-        ];
-        let read = self.raw_read_snapshot(queries).await.map_err(db(CONTEXT))?;
-        let [sessions, messages, events, turns, pendings, rules] = &read[..] else {
-            return Err(StoreError::Database(format!(
-                "{CONTEXT}: a query went missing"
-            )));
-        };
-        let Some(row) = sessions.first() else {
-            return Ok(None);
-        };
-        Ok(Some(SessionExport {
-            format: SessionExport::FORMAT,
-            session: session(row)?,
-            messages: each(messages, message)?,
-            events: each(events, |row| envelope(id, row))?,
-            turns: each(turns, turn)?,
-            pending: each(pendings, pending)?,
-            rules: each(rules, |row| row.text("rule"))?,
-        }))
-    }
+sql!(pub(crate) INSERT_SESSION = "INSERT INTO sessions (", SESSION_COLUMNS, ") \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)");
 
-    async fn import_session(&self, export: &SessionExport) -> StoreResult<()> {
-        let ctx = "importing session";
-        let queries = import_queries(export)?;
-        match self.raw_transaction(queries).await {
-            Ok(_) => Ok(()),
-            // The session's own row goes first: only it can already be there.
-            Err((0, sqlx::Error::Database(e))) if e.is_unique_violation() => {
-                Err(StoreError::Database(format!(
-                    "{ctx}: session {:?} already exists",
-                    export.session.id
-                )))
+sql!(pub(crate) INSERT_MESSAGE = INSERT_MESSAGES, "VALUES ($1, $2, $3, $4, $5, $6, $7)");
+
+sql!(pub(crate) INSERT_EVENT = INSERT_EVENTS, "VALUES ($1, $2, $3, $4, $5)");
+
+sql!(pub(crate) INSERT_TURN = "INSERT INTO turns (", TURN_COLUMNS,
+     ") VALUES ($1, $2, $3, $4, $5, $6)");
+
+sql!(pub(crate) INSERT_PENDING = "INSERT INTO pending_requests (", PENDING_COLUMNS,
+     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)");
+
+macro_rules! transfer_store {
+    ($store:ty, $db:ty) => {
+        const _: () = {
+            use sqlx::Transaction;
+
+            use $crate::queries::transfer as q;
+            use $crate::queries::{pending, sessions, transcript};
+            use $crate::records::{db, envelope, message, now, role_str, to_i64, to_json, to_ms};
+            use $crate::{SessionExport, StoreError, StoreResult};
+
+            const CTX: &str = "importing session";
+
+            /// The session's own row, totals and all; an id already here
+            /// is an error naming it.
+            async fn import_row(
+                tx: &mut Transaction<'static, $db>,
+                s: &$crate::SessionRecord,
+            ) -> StoreResult<()> {
+                let inserted = sqlx::query(q::INSERT_SESSION)
+                    .bind(&s.id)
+                    .bind(&s.owner)
+                    .bind(&s.title)
+                    .bind(&s.workspace)
+                    .bind(&s.model)
+                    .bind(&s.profile)
+                    .bind(s.status.as_str())
+                    .bind(to_ms(s.created_at))
+                    .bind(to_ms(s.updated_at))
+                    .bind(to_i64(s.usage.input_tokens, "input_tokens")?)
+                    .bind(to_i64(s.usage.output_tokens, "output_tokens")?)
+                    .bind(to_i64(s.usage.cache_read_tokens, "cache_read_tokens")?)
+                    .bind(to_i64(s.usage.cache_write_tokens, "cache_write_tokens")?)
+                    .bind(s.cost_usd)
+                    .bind(to_i64(s.turns, "turns")?)
+                    .bind(to_i64(s.last_seq, "last_seq")?)
+                    .execute(&mut **tx)
+                    .await;
+                match inserted {
+                    Ok(_) => Ok(()),
+                    Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(
+                        StoreError::Database(format!("{CTX}: session {:?} already exists", s.id)),
+                    ),
+                    Err(e) => Err(db(CTX)(e)),
+                }
             }
-            Err((_, e)) => Err(db(ctx)(e)),
-        }
-    }
-}
 
-/// The inserts that write `export`, the session's row first.
-fn import_queries(export: &SessionExport) -> StoreResult<Vec<Query>> {
-    let ctx = "importing session";
-    let s = &export.session;
-    let mut queries = vec![session_insert(s)?];
-    for m in &export.messages {
-        queries.push(
-            Query::new(
-                ctx,
-                "INSERT INTO messages (id, session_id, turn_id, position, role, content, \
-                 created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(&m.id)
-            .bind(&s.id)
-            .bind(&m.turn_id)
-            .bind(to_i64(m.position, "position")?)
-            .bind(crate::records::role_str(m.message.role))
-            .bind(to_json(&m.message, "message")?)
-            .bind(to_ms(m.created_at)),
-        );
-    }
-    for e in &export.events {
-        queries.push(
-            Query::new(
-                ctx,
-                "INSERT INTO events (session_id, seq, type, data, created_at) \
-                 VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(&s.id)
-            .bind(to_i64(e.seq, "seq")?)
-            .bind(e.event.type_name())
-            .bind(to_json(&e.event, "event")?)
-            .bind(to_ms(e.at)),
-        );
-    }
-    for t in &export.turns {
-        queries.push(
-            Query::new(
-                ctx,
-                "INSERT INTO turns (id, session_id, status, client_request_id, started_at, \
-                 finished_at) VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(&t.id)
-            .bind(&s.id)
-            .bind(t.status.map(|st| st.as_str()))
-            .bind(&t.client_request_id)
-            .bind(to_ms(t.started_at))
-            .bind(t.finished_at.map(to_ms)),
-        );
-    }
-    for p in &export.pending {
-        queries.push(
-            Query::new(
-                ctx,
-                "INSERT INTO pending_requests (id, session_id, turn_id, kind, call_id, data, \
-                 created_at, resolved_at, resolution) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            )
-            .bind(&p.id)
-            .bind(&s.id)
-            .bind(&p.turn_id)
-            .bind(p.kind.as_str())
-            .bind(&p.call_id)
-            .bind(p.data.to_string())
-            .bind(to_ms(p.created_at))
-            .bind(p.resolved_at.map(to_ms))
-            .bind(p.resolution.as_ref().map(|r| r.to_string())),
-        );
-    }
-    // Consecutive times keep the rules' order.
-    let base = to_ms(now());
-    for (i, rule) in (0_i64..).zip(&export.rules) {
-        queries.push(
-            Query::new(ctx, super::pending::ADD_RULE)
-                .bind(&s.id)
-                .bind(rule.as_str())
-                .bind(base + i),
-        );
-    }
-    Ok(queries)
-}
+            /// The transcript and the event log.
+            async fn import_log(
+                tx: &mut Transaction<'static, $db>,
+                export: &SessionExport,
+            ) -> StoreResult<()> {
+                let id = &export.session.id;
+                for m in &export.messages {
+                    sqlx::query(q::INSERT_MESSAGE)
+                        .bind(&m.id)
+                        .bind(id)
+                        .bind(&m.turn_id)
+                        .bind(to_i64(m.position, "position")?)
+                        .bind(role_str(m.message.role))
+                        .bind(to_json(&m.message, "message")?)
+                        .bind(to_ms(m.created_at))
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(db(CTX))?;
+                }
+                for e in &export.events {
+                    sqlx::query(q::INSERT_EVENT)
+                        .bind(id)
+                        .bind(to_i64(e.seq, "seq")?)
+                        .bind(e.event.type_name())
+                        .bind(to_json(&e.event, "event")?)
+                        .bind(to_ms(e.at))
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(db(CTX))?;
+                }
+                Ok(())
+            }
 
-/// The session's own row, as it was.
-fn session_insert(s: &crate::SessionRecord) -> StoreResult<Query> {
-    Ok(Query::new(
-        "importing session",
-        "INSERT INTO sessions (id, owner, title, workspace, model, profile, status, \
-         created_at, updated_at, input_tokens, output_tokens, cache_read_tokens, \
-         cache_write_tokens, cost_usd, turns, last_seq) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-    )
-    .bind(&s.id)
-    .bind(&s.owner)
-    .bind(&s.title)
-    .bind(&s.workspace)
-    .bind(&s.model)
-    .bind(&s.profile)
-    .bind(s.status.as_str())
-    .bind(to_ms(s.created_at))
-    .bind(to_ms(s.updated_at))
-    .bind(to_i64(s.usage.input_tokens, "input_tokens")?)
-    .bind(to_i64(s.usage.output_tokens, "output_tokens")?)
-    .bind(to_i64(s.usage.cache_read_tokens, "cache_read_tokens")?)
-    .bind(to_i64(s.usage.cache_write_tokens, "cache_write_tokens")?)
-    .bind(s.cost_usd)
-    .bind(to_i64(s.turns, "turns")?)
-    .bind(to_i64(s.last_seq, "last_seq")?))
+            /// Turns, pending requests and the session's rules.
+            async fn import_state(
+                tx: &mut Transaction<'static, $db>,
+                export: &SessionExport,
+            ) -> StoreResult<()> {
+                let id = &export.session.id;
+                for t in &export.turns {
+                    sqlx::query(q::INSERT_TURN)
+                        .bind(&t.id)
+                        .bind(id)
+                        .bind(t.status.map(|st| st.as_str()))
+                        .bind(&t.client_request_id)
+                        .bind(to_ms(t.started_at))
+                        .bind(t.finished_at.map(to_ms))
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(db(CTX))?;
+                }
+                for p in &export.pending {
+                    sqlx::query(q::INSERT_PENDING)
+                        .bind(&p.id)
+                        .bind(id)
+                        .bind(&p.turn_id)
+                        .bind(p.kind.as_str())
+                        .bind(&p.call_id)
+                        .bind(p.data.to_string())
+                        .bind(to_ms(p.created_at))
+                        .bind(p.resolved_at.map(to_ms))
+                        .bind(p.resolution.as_ref().map(|r| r.to_string()))
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(db(CTX))?;
+                }
+                // Consecutive times keep the rules' order.
+                let base = to_ms(now());
+                for (i, rule) in (0_i64..).zip(&export.rules) {
+                    sqlx::query(pending::ADD_RULE)
+                        .bind(id)
+                        .bind(rule)
+                        .bind(base + i)
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(db(CTX))?;
+                }
+                Ok(())
+            }
+
+            #[async_trait::async_trait]
+            impl $crate::TransferStore for $store {
+                async fn export_session(&self, id: &str) -> StoreResult<Option<SessionExport>> {
+                    let ctx = "exporting session";
+                    let mut tx = self.begin_read().await.map_err(db(ctx))?;
+                    let Some(row) = sqlx::query(sessions::GET)
+                        .bind(id)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(db(ctx))?
+                    else {
+                        return Ok(None);
+                    };
+                    let session = $crate::records::session(&row)?;
+                    let messages = sqlx::query(transcript::MESSAGES)
+                        .bind(id)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(db(ctx))?
+                        .iter()
+                        .map(message)
+                        .collect::<StoreResult<Vec<_>>>()?;
+                    let events = sqlx::query(q::EVENTS)
+                        .bind(id)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(db(ctx))?
+                        .iter()
+                        .map(|row| envelope(id, row))
+                        .collect::<StoreResult<Vec<_>>>()?;
+                    let turns = sqlx::query(q::TURNS)
+                        .bind(id)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(db(ctx))?
+                        .iter()
+                        .map($crate::records::turn)
+                        .collect::<StoreResult<Vec<_>>>()?;
+                    let pending = sqlx::query(q::PENDING)
+                        .bind(id)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(db(ctx))?
+                        .iter()
+                        .map($crate::records::pending)
+                        .collect::<StoreResult<Vec<_>>>()?;
+                    let rules: Vec<String> = sqlx::query_scalar(pending::RULES)
+                        .bind(id)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(db(ctx))?;
+                    tx.commit().await.map_err(db(ctx))?;
+                    Ok(Some(SessionExport {
+                        format: SessionExport::FORMAT,
+                        session,
+                        messages,
+                        events,
+                        turns,
+                        pending,
+                        rules,
+                    }))
+                }
+
+                async fn import_session(&self, export: &SessionExport) -> StoreResult<()> {
+                    let _write = self.write_guard().await;
+                    let mut tx = self.begin_write().await.map_err(db(CTX))?;
+                    import_row(&mut tx, &export.session).await?;
+                    import_log(&mut tx, export).await?;
+                    import_state(&mut tx, export).await?;
+                    tx.commit().await.map_err(db(CTX))
+                }
+            }
+        };
+    };
 }
+pub(crate) use transfer_store;

@@ -1,148 +1,280 @@
-//! Users and their API tokens (stored as SHA-256 hashes, never in clear),
-//! their admin and disabled flags, and their agents' uids.
+//! [`UserStore`](crate::UserStore): users and their API tokens (stored as
+//! SHA-256 hashes, never in clear), admin and disabled flags. Agent uids are
+//! each backend's own (`agent_uid_impl`): how to allocate atomically differs.
 
-use async_trait::async_trait;
+use crate::dialect::sql;
+use crate::records::{TOKEN_SELECT, USER_COLUMNS};
 
-use crate::access::LIST_USERS;
-use crate::records::{TOKEN_SELECT, USER_COLUMNS, db, now, to_ms, token, user};
-use crate::sql::{Backend, Query};
-use crate::{StoreError, StoreResult, TokenRecord, UserRecord, UserStore};
+pub(crate) const CREATE_USER: &str =
+    "INSERT INTO users (id, name, is_admin, created_at) VALUES ($1, $2, FALSE, $3)";
 
-#[async_trait]
-impl<B: Backend> UserStore for B {
-    async fn create_user(&self, name: &str) -> StoreResult<UserRecord> {
-        let record = UserRecord {
-            id: uuid::Uuid::now_v7().to_string(),
-            name: name.to_string(),
-            is_admin: false,
-            created_at: now(),
-            disabled_at: None,
+sql!(pub(crate) USER_BY_NAME = "SELECT ", USER_COLUMNS, " FROM users WHERE name = $1");
+
+sql!(pub(crate) LIST_USERS = "SELECT ", USER_COLUMNS, " FROM users ORDER BY name");
+
+/// `$1` admin, `$2` disabled (`NULL`: unchanged), `$3` now, `$4` name.
+/// Disabling again keeps the first time.
+pub(crate) const SET_FLAGS: &str = "UPDATE users SET is_admin = COALESCE($1, is_admin), \
+     disabled_at = CASE WHEN $2 IS NULL THEN disabled_at \
+                        WHEN $2 THEN COALESCE(disabled_at, $3) ELSE NULL END \
+     WHERE name = $4";
+
+pub(crate) const CREATE_TOKEN: &str = "INSERT INTO api_tokens \
+     (id, user_id, name, token_hash, prefix, created_at) VALUES ($1, $2, $3, $4, $5, $6)";
+
+sql!(pub(crate) TOKEN_BY_ID = TOKEN_SELECT, " WHERE t.id = $1");
+
+sql!(pub(crate) TOKEN_BY_HASH = TOKEN_SELECT, " WHERE t.token_hash = $1");
+
+sql!(pub(crate) LIST_TOKENS = TOKEN_SELECT,
+     " WHERE (CAST($1 AS TEXT) IS NULL OR t.user_id = $1) ORDER BY t.created_at DESC, t.id DESC");
+
+/// Revoking again keeps the first time.
+pub(crate) const REVOKE_TOKEN: &str =
+    "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2";
+
+macro_rules! user_store {
+    ($store:ty) => {
+        const _: () = {
+            use $crate::queries::users as q;
+            use $crate::records::{db, now, to_ms, token, user};
+            use $crate::{StoreError, StoreResult, TokenRecord, UserRecord};
+
+            #[async_trait::async_trait]
+            impl $crate::UserStore for $store {
+                async fn create_user(&self, name: &str) -> StoreResult<UserRecord> {
+                    let user = UserRecord {
+                        id: uuid::Uuid::now_v7().to_string(),
+                        name: name.to_string(),
+                        is_admin: false,
+                        created_at: now(),
+                        disabled_at: None,
+                    };
+                    let _write = self.write_guard().await;
+                    let result = sqlx::query(q::CREATE_USER)
+                        .bind(&user.id)
+                        .bind(&user.name)
+                        .bind(to_ms(user.created_at))
+                        .execute(self.writer())
+                        .await;
+                    match result {
+                        Ok(_) => Ok(user),
+                        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                            Err(StoreError::Database(format!(
+                                "creating user: the name {name:?} is taken"
+                            )))
+                        }
+                        Err(e) => Err(db("creating user")(e)),
+                    }
+                }
+
+                async fn get_user_by_name(&self, name: &str) -> StoreResult<Option<UserRecord>> {
+                    sqlx::query(q::USER_BY_NAME)
+                        .bind(name)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(db("reading user"))?
+                        .as_ref()
+                        .map(user)
+                        .transpose()
+                }
+
+                async fn create_token(
+                    &self,
+                    user_id: &str,
+                    name: &str,
+                    token_hash: &str,
+                    prefix: &str,
+                ) -> StoreResult<TokenRecord> {
+                    let id = uuid::Uuid::now_v7().to_string();
+                    let result = {
+                        let _write = self.write_guard().await;
+                        sqlx::query(q::CREATE_TOKEN)
+                            .bind(&id)
+                            .bind(user_id)
+                            .bind(name)
+                            .bind(token_hash)
+                            .bind(prefix)
+                            .bind(to_ms(now()))
+                            .execute(self.writer())
+                            .await
+                    };
+                    match result {
+                        Ok(_) => {}
+                        Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
+                            return Err(StoreError::NotFound(format!("user {user_id}")));
+                        }
+                        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                            return Err(StoreError::Database(
+                                "creating token: a token with this hash exists".into(),
+                            ));
+                        }
+                        Err(e) => return Err(db("creating token")(e)),
+                    }
+                    let row = sqlx::query(q::TOKEN_BY_ID)
+                        .bind(&id)
+                        .fetch_one(&self.pool)
+                        .await
+                        .map_err(db("reading token"))?;
+                    token(&row)
+                }
+
+                async fn token_by_hash(
+                    &self,
+                    token_hash: &str,
+                ) -> StoreResult<Option<TokenRecord>> {
+                    sqlx::query(q::TOKEN_BY_HASH)
+                        .bind(token_hash)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(db("reading token"))?
+                        .as_ref()
+                        .map(token)
+                        .transpose()
+                }
+
+                async fn list_tokens(
+                    &self,
+                    user_id: Option<&str>,
+                ) -> StoreResult<Vec<TokenRecord>> {
+                    let rows = sqlx::query(q::LIST_TOKENS)
+                        .bind(user_id)
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(db("listing tokens"))?;
+                    rows.iter().map(token).collect()
+                }
+
+                async fn revoke_token(&self, id: &str) -> StoreResult<bool> {
+                    let _write = self.write_guard().await;
+                    let done = sqlx::query(q::REVOKE_TOKEN)
+                        .bind(to_ms(now()))
+                        .bind(id)
+                        .execute(self.writer())
+                        .await
+                        .map_err(db("revoking token"))?;
+                    Ok(done.rows_affected() > 0)
+                }
+
+                async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
+                    self.agent_uid_impl(user, first, last).await
+                }
+
+                async fn list_users(&self) -> StoreResult<Vec<UserRecord>> {
+                    let rows = sqlx::query(q::LIST_USERS)
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(db("listing users"))?;
+                    rows.iter().map(user).collect()
+                }
+
+                async fn set_user_flags(
+                    &self,
+                    name: &str,
+                    admin: Option<bool>,
+                    disabled: Option<bool>,
+                ) -> StoreResult<bool> {
+                    let _write = self.write_guard().await;
+                    let done = sqlx::query(q::SET_FLAGS)
+                        .bind(admin)
+                        .bind(disabled)
+                        .bind(to_ms(now()))
+                        .bind(name)
+                        .execute(self.writer())
+                        .await
+                        .map_err(db("updating user"))?;
+                    Ok(done.rows_affected() > 0)
+                }
+            }
         };
-        let query = Query::new(
-            "creating user",
-            "INSERT INTO users (id, name, is_admin, created_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(&record.id)
-        .bind(&record.name)
-        .bind(false)
-        .bind(to_ms(record.created_at));
-        match self.raw_execute(query).await {
-            Ok(_) => Ok(record),
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(StoreError::Database(
-                format!("creating user: the name {name:?} is taken"),
-            )),
-            Err(e) => Err(db("creating user")(e)),
-        }
+    };
+}
+pub(crate) use user_store;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use crate::prelude::*;
+    use crate::sqlite::SqliteStore;
+
+    async fn store() -> SqliteStore {
+        SqliteStore::open_url("sqlite::memory:").await.unwrap()
     }
 
-    async fn get_user_by_name(&self, name: &str) -> StoreResult<Option<UserRecord>> {
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE name = $1");
-        let query = Query::new("reading user", sql).bind(name);
-        self.fetch_optional(query)
-            .await?
-            .as_ref()
-            .map(user)
-            .transpose()
-    }
-
-    async fn create_token(
-        &self,
-        user_id: &str,
-        name: &str,
-        token_hash: &str,
-        prefix: &str,
-    ) -> StoreResult<TokenRecord> {
-        let id = uuid::Uuid::now_v7().to_string();
-        let insert = Query::new(
-            "creating token",
-            "INSERT INTO api_tokens (id, user_id, name, token_hash, prefix, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&id)
-        .bind(user_id)
-        .bind(name)
-        .bind(token_hash)
-        .bind(prefix)
-        .bind(to_ms(now()));
-        match self.raw_execute(insert).await {
-            Ok(_) => {}
-            Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
-                return Err(StoreError::NotFound(format!("user {user_id}")));
-            }
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                return Err(StoreError::Database(
-                    "creating token: a token with this hash exists".into(),
-                ));
-            }
-            Err(e) => return Err(db("creating token")(e)),
-        }
-        let sql = format!("{TOKEN_SELECT} WHERE t.id = $1");
-        token(
-            &self
-                .fetch_one(Query::new("reading token", sql).bind(&id))
-                .await?,
-        )
-    }
-
-    async fn token_by_hash(&self, token_hash: &str) -> StoreResult<Option<TokenRecord>> {
-        let sql = format!("{TOKEN_SELECT} WHERE t.token_hash = $1");
-        let query = Query::new("reading token", sql).bind(token_hash);
-        self.fetch_optional(query)
-            .await?
-            .as_ref()
-            .map(token)
-            .transpose()
-    }
-
-    async fn list_tokens(&self, user_id: Option<&str>) -> StoreResult<Vec<TokenRecord>> {
-        let sql = format!(
-            "{TOKEN_SELECT} WHERE (CAST($1 AS TEXT) IS NULL OR t.user_id = $1) \
-             ORDER BY t.created_at DESC, t.id DESC"
+    #[tokio::test]
+    async fn users_are_unique_by_name() {
+        let store = store().await;
+        let alice = store.create_user("alice").await.unwrap();
+        assert_eq!(
+            store.get_user_by_name("alice").await.unwrap().unwrap(),
+            alice
         );
-        let rows = self
-            .fetch_all(Query::new("listing tokens", sql).bind(user_id))
-            .await?;
-        rows.iter().map(token).collect()
+        assert!(store.get_user_by_name("bob").await.unwrap().is_none());
+        let err = store.create_user("alice").await.unwrap_err().to_string();
+        assert!(err.contains("taken"), "{err}");
     }
 
-    async fn revoke_token(&self, id: &str) -> StoreResult<bool> {
-        let query = Query::new(
-            "revoking token",
-            "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2",
-        )
-        .bind(to_ms(now()))
-        .bind(id);
-        Ok(self.execute(query).await? > 0)
+    #[tokio::test]
+    async fn tokens_are_found_by_hash_listed_and_revoked() {
+        let store = store().await;
+        let alice = store.create_user("alice").await.unwrap();
+        let bob = store.create_user("bob").await.unwrap();
+        let t1 = store
+            .create_token(&alice.id, "laptop", "hash-1", "agentd_ab")
+            .await
+            .unwrap();
+        store
+            .create_token(&bob.id, "", "hash-2", "agentd_cd")
+            .await
+            .unwrap();
+        assert_eq!(t1.user_name, "alice");
+        assert!(t1.is_usable(chrono::Utc::now()));
+
+        let found = store.token_by_hash("hash-1").await.unwrap().unwrap();
+        assert_eq!(found, t1);
+        assert!(store.token_by_hash("nope").await.unwrap().is_none());
+        assert_eq!(store.list_tokens(None).await.unwrap().len(), 2);
+        let mine = store.list_tokens(Some(&alice.id)).await.unwrap();
+        assert_eq!(mine, vec![t1.clone()]);
+
+        assert!(store.revoke_token(&t1.id).await.unwrap());
+        let revoked = store.token_by_hash("hash-1").await.unwrap().unwrap();
+        assert!(!revoked.is_usable(chrono::Utc::now()));
+        let first = revoked.revoked_at;
+        assert!(store.revoke_token(&t1.id).await.unwrap());
+        let again = store.token_by_hash("hash-1").await.unwrap().unwrap();
+        assert_eq!(again.revoked_at, first, "the first revocation time stays");
+        assert!(!store.revoke_token("missing").await.unwrap());
+
+        let err = store
+            .create_token("no-such-user", "", "hash-3", "")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, crate::StoreError::NotFound(_)), "{err}");
     }
 
-    async fn agent_uid(&self, user: &str, first: u32, last: u32) -> StoreResult<u32> {
-        self.allocate_agent_uid(user, first, last).await
-    }
-
-    async fn list_users(&self) -> StoreResult<Vec<UserRecord>> {
-        let rows = self
-            .fetch_all(Query::new("listing users", LIST_USERS))
-            .await?;
-        rows.iter().map(user).collect()
-    }
-
-    async fn set_user_flags(
-        &self,
-        name: &str,
-        admin: Option<bool>,
-        disabled: Option<bool>,
-    ) -> StoreResult<bool> {
-        let query = Query::new(
-            "updating user",
-            "UPDATE users SET is_admin = COALESCE($1, is_admin), \
-             disabled_at = CASE WHEN $2 IS NULL THEN disabled_at \
-                                WHEN $2 THEN COALESCE(disabled_at, $3) ELSE NULL END \
-             WHERE name = $4",
-        )
-        .bind(admin)
-        .bind(disabled)
-        .bind(to_ms(now()))
-        .bind(name);
-        Ok(self.execute(query).await? > 0)
+    #[tokio::test]
+    async fn turns_are_found_by_client_request_id() {
+        let store = store().await;
+        let session = store
+            .create_session(crate::NewSession {
+                id: None,
+                owner: "local".into(),
+                title: None,
+                workspace: "/tmp".into(),
+                model: "demo".into(),
+                profile: "default".into(),
+            })
+            .await
+            .unwrap();
+        assert!(store.find_turn(&session.id, "r1").await.unwrap().is_none());
+        store
+            .start_turn(&session.id, "t1", Some("r1"))
+            .await
+            .unwrap();
+        let turn = store.find_turn(&session.id, "r1").await.unwrap().unwrap();
+        assert_eq!(turn.id, "t1");
+        assert_eq!(store.count_sessions().await.unwrap(), 1);
     }
 }

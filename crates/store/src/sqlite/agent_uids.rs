@@ -3,9 +3,9 @@
 //! a time, across processes too).
 
 use super::SqliteStore;
-use super::util::db;
 use crate::StoreResult;
-use crate::agent_uids::{RECORDED, check_range, lowest_free, range_full, to_uid};
+use crate::agent_uids::{INSERT, LOWEST_FREE, RECORDED, check_range, range_full, to_uid};
+use crate::records::db;
 
 impl SqliteStore {
     pub(super) async fn agent_uid_impl(
@@ -15,7 +15,7 @@ impl SqliteStore {
         last: u32,
     ) -> StoreResult<u32> {
         check_range(first, last)?;
-        let recorded: Option<i64> = sqlx::query_scalar(&RECORDED.replace('$', "?"))
+        let recorded: Option<i64> = sqlx::query_scalar(RECORDED)
             .bind(user)
             .fetch_optional(&self.pool)
             .await
@@ -27,7 +27,7 @@ impl SqliteStore {
         let _write = self.write_guard().await;
         let mut tx = self.begin_write().await.map_err(db(context))?;
         // Another process may have allocated it since the read above.
-        let recorded: Option<i64> = sqlx::query_scalar(&RECORDED.replace('$', "?"))
+        let recorded: Option<i64> = sqlx::query_scalar(RECORDED)
             .bind(user)
             .fetch_optional(&mut *tx)
             .await
@@ -35,14 +35,14 @@ impl SqliteStore {
         if let Some(uid) = recorded {
             return to_uid(uid);
         }
-        let free: Option<i64> = sqlx::query_scalar(&lowest_free(|n| format!("?{n}")))
+        let free: Option<i64> = sqlx::query_scalar(LOWEST_FREE)
             .bind(i64::from(first))
             .bind(i64::from(last))
             .fetch_one(&mut *tx)
             .await
             .map_err(db(context))?;
         let uid = free.ok_or_else(|| range_full(user, first, last))?;
-        sqlx::query("INSERT INTO agent_uids (user_name, uid) VALUES (?, ?)")
+        sqlx::query(INSERT)
             .bind(user)
             .bind(uid)
             .execute(&mut *tx)

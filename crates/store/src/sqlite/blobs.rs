@@ -3,12 +3,25 @@
 //! at most), never part of an event batch.
 
 use std::collections::HashSet;
+use std::fmt::Write;
 
 use super::SqliteStore;
-use super::util::{db, now, to_json, to_ms};
-use super::writer::{repeat, rollback};
+use super::writer::rollback;
+use crate::dialect::sql;
+use crate::prelude::*;
+use crate::queries::checkpoints::{INSERT_CHECKPOINT, bind_checkpoint};
 use crate::records::{BLOB_LOOKUP_BATCH, insert_error, missing_in_order};
+use crate::records::{db, now, to_json, to_ms};
 use crate::{CheckpointRecord, StoreError, StoreResult};
+
+const INSERT_BLOBS: &str = "INSERT INTO blobs (hash, size, data, created_at) VALUES ";
+
+/// A stored hash is not rewritten: content-addressed, same data.
+const KEEP_STORED: &str = " ON CONFLICT (hash) DO NOTHING";
+
+sql!(INSERT_BLOB = INSERT_BLOBS, "($1, $2, $3, $4)", KEEP_STORED);
+
+const LOOKUP: &str = "SELECT hash FROM blobs WHERE hash IN (SELECT value FROM json_each($1))";
 
 impl SqliteStore {
     pub(super) async fn put_blobs_impl(&self, blobs: &[(String, Vec<u8>)]) -> StoreResult<()> {
@@ -18,26 +31,18 @@ impl SqliteStore {
         }
         let at = to_ms(now());
         let _write = self.write_guard().await;
-        let mut tx = self
-            .writes
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db(ctx))?;
+        let mut tx = self.begin_write().await.map_err(db(ctx))?;
         for (hash, data) in blobs {
             let size = i64::try_from(data.len())
                 .map_err(|_| StoreError::Database(format!("{ctx}: blob {hash} is too large")))?;
-            // A stored hash is not rewritten: content-addressed, same data.
-            sqlx::query(
-                "INSERT INTO blobs (hash, size, data, created_at) VALUES (?, ?, ?, ?) \
-                 ON CONFLICT (hash) DO NOTHING",
-            )
-            .bind(hash)
-            .bind(size)
-            .bind(data.as_slice())
-            .bind(at)
-            .execute(&mut *tx)
-            .await
-            .map_err(db(ctx))?;
+            sqlx::query(INSERT_BLOB)
+                .bind(hash)
+                .bind(size)
+                .bind(data.as_slice())
+                .bind(at)
+                .execute(&mut *tx)
+                .await
+                .map_err(db(ctx))?;
         }
         tx.commit().await.map_err(db(ctx))
     }
@@ -52,31 +57,32 @@ impl SqliteStore {
         const MAX_INLINE_BLOBS: usize = 64;
         if blobs.len() > MAX_INLINE_BLOBS {
             self.put_blobs_impl(blobs).await?;
-            return self.create_checkpoint_impl(r).await;
+            return self.create_checkpoint(r).await;
         }
         let ctx = "storing a checkpoint";
         let files = to_json(&r.files, "checkpoint files")?;
         let stats = to_json(&r.stats, "checkpoint stats")?;
         let at = to_ms(now());
+        // The checkpoint's values are `$1`–`$9`, the blobs' come after.
         let mut sql = String::from("BEGIN IMMEDIATE;\n");
         if !blobs.is_empty() {
-            sql.push_str("INSERT INTO blobs (hash, size, data, created_at) VALUES ");
-            repeat(&mut sql, "(?, ?, ?, ?)", blobs.len());
-            // A stored hash is not rewritten: content-addressed, same data.
-            sql.push_str(" ON CONFLICT (hash) DO NOTHING;\n");
+            sql.push_str(INSERT_BLOBS);
+            for i in 0..blobs.len() {
+                let n = 10 + 4 * i;
+                let sep = if i > 0 { ", " } else { "" };
+                let _ = write!(sql, "{sep}(${}, ${}, ${}, ${})", n, n + 1, n + 2, n + 3);
+            }
+            sql.push_str(KEEP_STORED);
+            sql.push_str(";\n");
         }
-        sql.push_str(
-            "INSERT INTO checkpoints (id, session_id, turn_id, message_position, manifest_hash, \
-             base_checkpoint_id, files, stats, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);\n\
-             COMMIT;",
-        );
-        let mut query = sqlx::query(&sql);
+        sql.push_str(INSERT_CHECKPOINT);
+        sql.push_str(";\nCOMMIT;");
+        let mut query = bind_checkpoint!(sqlx::query(&sql), r, files, stats);
         for (hash, data) in blobs {
             let size = i64::try_from(data.len())
                 .map_err(|_| StoreError::Database(format!("{ctx}: blob {hash} is too large")))?;
             query = query.bind(hash).bind(size).bind(data.as_slice()).bind(at);
         }
-        let query = crate::history::bind_checkpoint!(query, r, files, stats);
         let _write = self.write_guard().await;
         let mut conn = self.writes.acquire().await.map_err(db(ctx))?;
         match query.execute(&mut *conn).await {
@@ -93,13 +99,11 @@ impl SqliteStore {
     pub(super) async fn missing_blobs_impl(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
         let mut present = HashSet::new();
         for batch in hashes.chunks(BLOB_LOOKUP_BATCH) {
-            let found: Vec<String> = sqlx::query_scalar(
-                "SELECT hash FROM blobs WHERE hash IN (SELECT value FROM json_each(?))",
-            )
-            .bind(to_json(&batch, "blob hashes")?)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db("looking blobs up"))?;
+            let found: Vec<String> = sqlx::query_scalar(LOOKUP)
+                .bind(to_json(&batch, "blob hashes")?)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db("looking blobs up"))?;
             present.extend(found);
         }
         Ok(missing_in_order(hashes, &present))

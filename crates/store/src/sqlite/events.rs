@@ -8,9 +8,8 @@ use agentd_protocol::{Event, EventEnvelope};
 use super::SqliteStore;
 use tokio::sync::oneshot;
 
-use super::util::to_json;
 use super::writer::{AppendJob, Entry, MAX_BATCH};
-use crate::records::role_str;
+use crate::records::{role_str, to_json};
 use crate::{LogAppend, LogEntry, Logged, StoreError, StoreResult, StoredMessage};
 
 impl SqliteStore {

@@ -4,36 +4,26 @@
 //! through a group-commit writer task (`writer`).
 
 mod agent_uids;
-mod backend;
 mod blobs;
 mod events;
 mod messages;
-mod turn_end;
 mod turns;
-#[cfg(test)]
-mod user_tests;
-mod util;
 mod writer;
 
-use std::borrow::Cow;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
 use async_trait::async_trait;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use tokio::sync::{Mutex, MutexGuard, mpsc};
 
+use crate::migrate::{MigrationSet, migrator};
 use crate::prelude::*;
-use crate::{
-    CheckpointRecord, CompactionRecord, LatestCheckpoints, LogAppend, LogEntry, SessionRecord,
-    SessionUpdate, StoreError, StoreResult, StoredMessage, TurnRecord, TurnStart,
-};
+use crate::{StoreError, StoreResult};
 
 /// Connections for a file database: readers run in parallel under WAL.
 const FILE_POOL_SIZE: u32 = 8;
@@ -41,9 +31,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bytes of the database file each connection maps (address space, not RAM).
 const MMAP_SIZE: u64 = 256 * 1024 * 1024;
 
-/// The migration set, embedded at build time. Append new files here; applied
-/// migrations must never change (sqlx checks their checksums).
-const MIGRATIONS: &[(i64, &str, &str)] = &[
+/// The migration set (see `crate::migrate`).
+const MIGRATIONS: MigrationSet = &[
     (
         1,
         "init",
@@ -75,25 +64,6 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0006_health_probe.sql"),
     ),
 ];
-
-fn migrator() -> Migrator {
-    let migrations = MIGRATIONS
-        .iter()
-        .map(|(version, description, sql)| {
-            Migration::new(
-                *version,
-                Cow::Borrowed(*description),
-                MigrationType::Simple,
-                Cow::Borrowed(*sql),
-                false,
-            )
-        })
-        .collect::<Vec<_>>();
-    Migrator {
-        migrations: Cow::Owned(migrations),
-        ..Migrator::DEFAULT
-    }
-}
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the
 /// event writer task, which runs on the Tokio runtime that opened the store.
@@ -171,7 +141,7 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Database(format!("opening sqlite database: {e}")))?;
 
-        migrator()
+        migrator(MIGRATIONS)
             .run(&pool)
             .await
             .map_err(|e| StoreError::Database(format!("migrating sqlite database: {e}")))?;
@@ -230,6 +200,11 @@ impl SqliteStore {
         self.writes.begin_with("BEGIN IMMEDIATE").await
     }
 
+    /// A read transaction: it sees one snapshot (WAL) from its first read on.
+    async fn begin_read(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+        self.pool.begin().await
+    }
+
     /// The pool writes run on (with `write_guard` held).
     fn writer(&self) -> &SqlitePool {
         &self.writes
@@ -242,7 +217,7 @@ struct WriteGuard<'a> {
     _queued: MutexGuard<'a, ()>,
 }
 
-crate::history::history_impl!(SqliteStore);
+crate::queries::roles!(SqliteStore, sqlx::Sqlite);
 
 /// Create the database file's directory (0700) and the file itself (0600) so
 /// that transcripts are private from the start; SQLite gives the WAL and SHM
@@ -273,114 +248,6 @@ fn prepare_file(path: &Path) -> StoreResult<()> {
 }
 
 #[async_trait]
-impl TranscriptStore for SqliteStore {
-    async fn append_message(
-        &self,
-        session_id: &str,
-        turn_id: Option<&str>,
-        message: &Message,
-    ) -> StoreResult<StoredMessage> {
-        self.append_message_impl(session_id, turn_id, message).await
-    }
-
-    async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-        crate::queries::parts::messages(self, session_id).await
-    }
-
-    async fn messages_from(
-        &self,
-        session_id: &str,
-        from_position: u64,
-    ) -> StoreResult<Vec<StoredMessage>> {
-        self.messages_from_impl(session_id, from_position).await
-    }
-
-    async fn add_compaction(&self, record: &CompactionRecord) -> StoreResult<()> {
-        self.add_compaction_impl(record).await
-    }
-
-    async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>> {
-        self.latest_compaction_impl(session_id).await
-    }
-
-    async fn turn_position(&self, session_id: &str, turn_id: &str) -> StoreResult<Option<i64>> {
-        self.turn_position_impl(session_id, turn_id).await
-    }
-
-    async fn truncate_history(&self, session_id: &str, from_position: i64) -> StoreResult<u64> {
-        self.truncate_history_impl(session_id, from_position).await
-    }
-}
-
-#[async_trait]
-impl EventLog for SqliteStore {
-    async fn append_event(&self, session_id: &str, event: &Event) -> StoreResult<EventEnvelope> {
-        self.append_event_impl(session_id, event).await
-    }
-
-    async fn append_events(
-        &self,
-        session_id: &str,
-        events: &[Event],
-    ) -> StoreResult<Vec<EventEnvelope>> {
-        self.append_events_impl(session_id, events).await
-    }
-
-    async fn append_log(&self, session_id: &str, entries: &[LogEntry<'_>]) -> LogAppend {
-        self.append_log_impl(session_id, entries).await
-    }
-
-    async fn events_after(
-        &self,
-        session_id: &str,
-        after: u64,
-        limit: u32,
-    ) -> StoreResult<Vec<EventEnvelope>> {
-        crate::queries::parts::events_after(self, session_id, after, limit).await
-    }
-}
-
-#[async_trait]
-impl TurnStore for SqliteStore {
-    async fn start_turn(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        client_request_id: Option<&str>,
-    ) -> StoreResult<TurnStart> {
-        self.start_turn_impl(session_id, turn_id, client_request_id)
-            .await
-    }
-
-    async fn finish_turn(&self, turn_id: &str, status: TurnStatus) -> StoreResult<()> {
-        crate::queries::parts::finish_turn(self, turn_id, status).await
-    }
-
-    async fn finish_turn_with_session(
-        &self,
-        turn_id: &str,
-        status: TurnStatus,
-        session_id: &str,
-        update: SessionUpdate,
-    ) -> StoreResult<SessionRecord> {
-        self.finish_turn_with_session_impl(turn_id, status, session_id, update)
-            .await
-    }
-
-    async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>> {
-        crate::queries::parts::running_turns(self).await
-    }
-
-    async fn find_turn(
-        &self,
-        session_id: &str,
-        client_request_id: &str,
-    ) -> StoreResult<Option<TurnRecord>> {
-        crate::queries::parts::find_turn(self, session_id, client_request_id).await
-    }
-}
-
-#[async_trait]
 impl HealthStore for SqliteStore {
     async fn probe_write(&self) -> StoreResult<()> {
         let _write = self.write_guard().await;
@@ -388,50 +255,11 @@ impl HealthStore for SqliteStore {
             "INSERT INTO health_probe (id, at) VALUES (1, ?) \
              ON CONFLICT (id) DO UPDATE SET at = excluded.at",
         )
-        .bind(util::to_ms(util::now()))
+        .bind(crate::records::to_ms(crate::records::now()))
         .execute(self.writer())
         .await
         .map(|_| ())
-        .map_err(util::db("probing a write"))
-    }
-}
-
-#[async_trait]
-impl CheckpointStore for SqliteStore {
-    async fn put_blobs(&self, blobs: &[(String, Vec<u8>)]) -> StoreResult<()> {
-        self.put_blobs_impl(blobs).await
-    }
-
-    async fn missing_blobs(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
-        self.missing_blobs_impl(hashes).await
-    }
-
-    async fn get_blob(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {
-        crate::queries::parts::get_blob(self, hash).await
-    }
-
-    async fn create_checkpoint(&self, record: &CheckpointRecord) -> StoreResult<()> {
-        self.create_checkpoint_impl(record).await
-    }
-
-    async fn create_checkpoint_with_blobs(
-        &self,
-        record: &CheckpointRecord,
-        blobs: &[(String, Vec<u8>)],
-    ) -> StoreResult<()> {
-        self.create_checkpoint_with_blobs_impl(record, blobs).await
-    }
-
-    async fn list_checkpoints(&self, session_id: &str) -> StoreResult<Vec<CheckpointRecord>> {
-        self.list_checkpoints_impl(session_id).await
-    }
-
-    async fn latest_checkpoints(&self, session_id: &str) -> StoreResult<LatestCheckpoints> {
-        self.latest_checkpoints_impl(session_id).await
-    }
-
-    async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>> {
-        self.get_checkpoint_impl(id).await
+        .map_err(crate::records::db("probing a write"))
     }
 }
 
@@ -439,21 +267,8 @@ impl CheckpointStore for SqliteStore {
 mod tests {
     use super::MIGRATIONS;
 
-    /// A file dropped into the migrations folder but not listed would be
-    /// silently skipped; catch that here.
     #[test]
     fn every_migration_file_is_embedded() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
-        let mut files: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".sql"))
-            .collect();
-        files.sort();
-        let listed: Vec<String> = MIGRATIONS
-            .iter()
-            .map(|(v, d, _)| format!("{v:04}_{d}.sql"))
-            .collect();
-        assert_eq!(files, listed);
+        crate::migrate::assert_every_file_embedded("sqlite", MIGRATIONS);
     }
 }

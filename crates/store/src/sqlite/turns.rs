@@ -1,105 +1,108 @@
-//! Turns: running (status NULL) until finished; `client_request_id` makes
-//! starting a turn idempotent per session.
+//! Starting and ending a turn in one round trip each: SQLite runs the
+//! statements of a transaction sent together, with `changes()` telling the
+//! second statement whether the first wrote.
+
+use agentd_protocol::TurnStatus;
 
 use super::SqliteStore;
-use super::util::{db, now, to_ms};
-pub(super) use crate::records::{TURN_COLUMNS as COLUMNS, turn as turn_from_row};
-use crate::{SessionStatus, StoreError, StoreResult, TurnStart};
+use super::writer::rollback;
+use crate::dialect::sql;
+use crate::queries::sessions::{UPDATE_SET, bind_session_update};
+use crate::queries::turns::TURN_EXISTS;
+use crate::records::{SESSION_COLUMNS, TURN_COLUMNS, db, now, session, to_ms, turn};
+use crate::{SessionRecord, SessionStatus, SessionUpdate, StoreError, StoreResult, TurnStart};
 
-const RUNNING: &str = SessionStatus::Running.as_str();
+sql!(
+    /// `$1` turn, `$2` client request id, `$3` now, `$4` session, `$5` running.
+    /// No row back means no session or a repeated `client_request_id`.
+    START_TURN = "BEGIN IMMEDIATE;\n\
+     INSERT INTO turns (id, session_id, status, client_request_id, started_at) \
+     SELECT $1, id, NULL, $2, $3 FROM sessions WHERE id = $4 \
+     ON CONFLICT (session_id, client_request_id) DO NOTHING \
+     RETURNING ", TURN_COLUMNS, ";\n\
+     UPDATE sessions SET status = $5, updated_at = $3 WHERE id = $4 AND changes() = 1;\n\
+     COMMIT;");
+
+sql!(
+    /// `$1`–`$9` the update, `$10` status, `$11` now, `$12` turn, `$13` session:
+    /// the turn's status, then the session's totals if the turn exists.
+    FINISH_TURN = "BEGIN IMMEDIATE;\n\
+     UPDATE turns SET status = $10, finished_at = $11 WHERE id = $12 AND status IS NULL;\n",
+     UPDATE_SET, " WHERE id = $13 AND EXISTS (SELECT 1 FROM turns WHERE id = $12) \
+     RETURNING ", SESSION_COLUMNS, ";\n\
+     COMMIT;");
 
 impl SqliteStore {
+    /// Fast path, one round trip: a new turn of an existing session. Else
+    /// the transaction of both backends tells which it is.
     pub(super) async fn start_turn_impl(
         &self,
         session_id: &str,
         turn_id: &str,
         client_request_id: Option<&str>,
     ) -> StoreResult<TurnStart> {
-        let at = now();
-        let _write = self.write_guard().await;
-        // Fast path, one round trip: a new turn of an existing session. No
-        // row back means no session or a repeated `client_request_id`; the
-        // transaction below tells which.
-        let fast = format!(
-            "BEGIN IMMEDIATE;\n\
-             INSERT INTO turns (id, session_id, status, client_request_id, started_at) \
-             SELECT ?, id, NULL, ?, ? FROM sessions WHERE id = ? \
-             ON CONFLICT (session_id, client_request_id) DO NOTHING \
-             RETURNING {COLUMNS};\n\
-             UPDATE sessions SET status = ?, updated_at = ? WHERE id = ? AND changes() = 1;\n\
-             COMMIT;"
-        );
-        let mut conn = self.writes.acquire().await.map_err(db("starting turn"))?;
-        let rows = sqlx::query(&fast)
-            .bind(turn_id)
-            .bind(client_request_id)
-            .bind(to_ms(at))
-            .bind(session_id)
-            .bind(RUNNING)
-            .bind(to_ms(at))
-            .bind(session_id)
-            .fetch_all(&mut *conn)
-            .await;
-        match rows {
-            Ok(rows) if !rows.is_empty() => {
-                return Ok(TurnStart::Started(turn_from_row(&rows[0])?));
-            }
-            Ok(_) => {}
-            Err(e) => {
-                super::writer::rollback(&mut conn).await;
-                return Err(db("starting turn")(e));
+        let at = to_ms(now());
+        {
+            let _write = self.write_guard().await;
+            let mut conn = self.writes.acquire().await.map_err(db("starting turn"))?;
+            let rows = sqlx::query(START_TURN)
+                .bind(turn_id)
+                .bind(client_request_id)
+                .bind(at)
+                .bind(session_id)
+                .bind(SessionStatus::Running.as_str())
+                .fetch_all(&mut *conn)
+                .await;
+            match rows {
+                Ok(rows) if !rows.is_empty() => return Ok(TurnStart::Started(turn(&rows[0])?)),
+                Ok(_) => {}
+                Err(e) => {
+                    rollback(&mut conn).await;
+                    return Err(db("starting turn")(e));
+                }
             }
         }
-        drop(conn);
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
+        self.start_turn_in_transaction(session_id, turn_id, client_request_id)
             .await
-            .map_err(db("starting turn"))?;
+    }
 
-        let exists = sqlx::query(&crate::history::SESSION_EXISTS.replace('$', "?"))
-            .bind(session_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db("starting turn"))?;
-        if exists.is_none() {
-            return Err(StoreError::NotFound(format!("session {session_id}")));
-        }
-
-        // ON CONFLICT keeps this race-free even against another process
-        // writing the same file; the lock above only covers this one.
-        let sql = crate::history::insert_turn().replace('$', "?");
-        let inserted = sqlx::query(&sql)
+    pub(super) async fn finish_turn_with_session_impl(
+        &self,
+        turn_id: &str,
+        status: TurnStatus,
+        session_id: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<SessionRecord> {
+        let ctx = "finishing turn";
+        let query = bind_session_update!(sqlx::query(FINISH_TURN), update)?
+            .bind(status.as_str())
+            .bind(to_ms(now()))
             .bind(turn_id)
-            .bind(session_id)
-            .bind(client_request_id)
-            .bind(to_ms(at))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db("starting turn"))?;
-        let outcome = match inserted {
-            Some(row) => {
-                sqlx::query(crate::history::MARK_RUNNING)
-                    .bind(RUNNING)
-                    .bind(to_ms(at))
-                    .bind(session_id)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db("starting turn"))?;
-                TurnStart::Started(turn_from_row(&row)?)
-            }
-            None => {
-                let sql = crate::history::turn_by_request().replace('$', "?");
-                let row = sqlx::query(&sql)
-                    .bind(session_id)
-                    .bind(client_request_id)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(db("reading duplicate turn"))?;
-                TurnStart::Duplicate(turn_from_row(&row)?)
+            .bind(session_id);
+        let rows = {
+            let _write = self.write_guard().await;
+            let mut conn = self.writes.acquire().await.map_err(db(ctx))?;
+            match query.fetch_all(&mut *conn).await {
+                Ok(rows) => rows,
+                Err(err) => {
+                    rollback(&mut conn).await;
+                    return Err(db(ctx)(err));
+                }
             }
         };
-        tx.commit().await.map_err(db("starting turn"))?;
-        Ok(outcome)
+        match rows.first() {
+            Some(row) => session(row),
+            None => {
+                let turn: Option<i64> = sqlx::query_scalar(TURN_EXISTS)
+                    .bind(turn_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db(ctx))?;
+                Err(StoreError::NotFound(match turn {
+                    Some(_) => format!("session {session_id}"),
+                    None => format!("turn {turn_id}"),
+                }))
+            }
+        }
     }
 }

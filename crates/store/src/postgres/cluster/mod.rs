@@ -6,6 +6,8 @@
 //! Every table is the source of truth; NOTIFY on the channels below only wakes
 //! nodes up, so a lost notification costs latency, never work.
 
+mod leases;
+mod nodes;
 mod queue;
 mod sessions;
 mod signals;
@@ -14,11 +16,11 @@ use std::time::Duration;
 
 pub use sqlx::postgres::PgListener;
 use sqlx::postgres::PgPool;
-use sqlx::{Postgres, Row, Transaction};
+use sqlx::{Postgres, Transaction};
 
 use super::PostgresStore;
-use super::util::db;
 use crate::StoreResult;
+use crate::records::db;
 
 /// `<session> <first seq> <last seq>` for every append (see `events`).
 pub const EVENTS_CHANNEL: &str = "agentd_events";
@@ -128,141 +130,9 @@ impl ClusterStore {
             .map_err(db("listening for cluster notifications"))?;
         Ok(listener)
     }
-
-    /// Announce a node (process `instance`) and beat its heart. `Ok(false)`
-    /// when another process with the same id heartbeated within `timeout`:
-    /// the row is left alone.
-    pub async fn register_node(
-        &self,
-        id: &str,
-        address: &str,
-        instance: &str,
-        timeout: Duration,
-    ) -> StoreResult<bool> {
-        let rows = sqlx::query(
-            "INSERT INTO cluster_nodes (id, address, instance) VALUES ($1, $2, $3) \
-             ON CONFLICT (id) DO UPDATE SET address = $2, instance = $3, started_at = now(), \
-               heartbeat_at = now(), draining = FALSE \
-             WHERE cluster_nodes.instance = $3 \
-               OR cluster_nodes.heartbeat_at < now() - make_interval(secs => $4)",
-        )
-        .bind(id)
-        .bind(address)
-        .bind(instance)
-        .bind(secs(timeout))
-        .execute(&self.pool)
-        .await
-        .map_err(db("registering the node"))?;
-        Ok(rows.rows_affected() == 1)
-    }
-
-    /// Nodes that heartbeated within `timeout`.
-    pub async fn live_nodes(&self, timeout: Duration) -> StoreResult<u64> {
-        let count: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM cluster_nodes \
-             WHERE heartbeat_at >= now() - make_interval(secs => $1)",
-        )
-        .bind(secs(timeout))
-        .fetch_one(&self.pool)
-        .await
-        .map_err(db("counting live nodes"))?;
-        Ok(u64::try_from(count).unwrap_or_default())
-    }
-
-    /// Beat the node's heart; returns the leases it still holds (another node
-    /// takes the leases of a node it believes dead).
-    pub async fn heartbeat(
-        &self,
-        id: &str,
-        address: &str,
-        instance: &str,
-        draining: bool,
-    ) -> StoreResult<Vec<HeldLease>> {
-        sqlx::query(
-            "INSERT INTO cluster_nodes (id, address, instance, draining) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), draining = $4",
-        )
-        .bind(id)
-        .bind(address)
-        .bind(instance)
-        .bind(draining)
-        .execute(&self.pool)
-        .await
-        .map_err(db("heartbeat"))?;
-        let rows = sqlx::query(
-            "SELECT session_id, turn_id, \
-               (extract(epoch FROM now() - taken_at) * 1000)::bigint AS age_ms \
-             FROM turn_leases WHERE node_id = $1",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("reading the node's leases"))?;
-        rows.iter()
-            .map(|row| {
-                Ok(HeldLease {
-                    session_id: row.try_get("session_id")?,
-                    turn_id: row.try_get("turn_id")?,
-                    age_ms: row.try_get("age_ms")?,
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(db("reading the node's leases"))
-    }
-
-    /// A node that stops cleanly leaves.
-    pub async fn remove_node(&self, id: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM cluster_nodes WHERE id = $1")
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(db("removing the node"))?;
-        Ok(())
-    }
-
-    pub async fn nodes(&self) -> StoreResult<Vec<NodeRecord>> {
-        let rows = sqlx::query(
-            "SELECT id, address, draining, \
-               (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint AS silent_ms \
-             FROM cluster_nodes ORDER BY id",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("listing nodes"))?;
-        rows.iter()
-            .map(|row| {
-                Ok(NodeRecord {
-                    id: row.try_get("id").map_err(db("reading a node"))?,
-                    address: row.try_get("address").map_err(db("reading a node"))?,
-                    draining: row.try_get("draining").map_err(db("reading a node"))?,
-                    silent_ms: row.try_get("silent_ms").map_err(db("reading a node"))?,
-                })
-            })
-            .collect()
-    }
-
-    /// Forget nodes silent for longer than `timeout` that hold no lease, and
-    /// signals nobody will read.
-    pub async fn forget_dead_nodes(&self, timeout: Duration) -> StoreResult<()> {
-        sqlx::query(
-            "DELETE FROM cluster_nodes n WHERE n.heartbeat_at < now() - make_interval(secs => $1) \
-               AND NOT EXISTS (SELECT 1 FROM turn_leases l WHERE l.node_id = n.id)",
-        )
-        .bind(secs(timeout))
-        .execute(&self.pool)
-        .await
-        .map_err(db("forgetting dead nodes"))?;
-        sqlx::query(
-            "DELETE FROM cluster_signals s \
-             WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = s.node_id)",
-        )
-        .execute(&self.pool)
-        .await
-        .map_err(db("forgetting dead nodes"))?;
-        Ok(())
-    }
 }
 
+/// Wake the nodes listening on `channel` when `tx` commits.
 pub(super) async fn notify(
     tx: &mut Transaction<'_, Postgres>,
     channel: &str,

@@ -1,12 +1,12 @@
-//! The queue of accepted turns and the leases of running ones: who takes
-//! a turn, who holds it, and failover of a dead node's leases.
+//! The queue of accepted turns: enqueueing (one session's submissions decided
+//! one after the other), claiming, and what a session is waiting for.
 
 use std::time::Duration;
 
 use sqlx::Row;
 
 use super::{ClusterStore, Enqueued, Lease, QueuedTurn, TURNS_CHANNEL, notify, secs};
-use crate::postgres::util::db;
+use crate::records::db;
 use crate::{StoreError, StoreResult};
 
 impl ClusterStore {
@@ -161,119 +161,41 @@ impl ClusterStore {
         Ok(Some((turn, lease)))
     }
 
-    /// End `node_id`'s lease (its turn is recorded): the session's next
-    /// queued turn may go to any node, and the session shows `running` again
-    /// if one waits. A lease another node took over is left alone.
-    pub async fn release_lease(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        node_id: &str,
-    ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await.map_err(db("releasing a lease"))?;
-        sqlx::query(
-            "DELETE FROM turn_leases WHERE session_id = $1 AND turn_id = $2 AND node_id = $3",
-        )
-        .bind(session_id)
-        .bind(turn_id)
-        .bind(node_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db("releasing a lease"))?;
-        sqlx::query(
-            "UPDATE sessions SET status = 'running' WHERE id = $1 \
-               AND EXISTS (SELECT 1 FROM turn_queue WHERE session_id = $1)",
-        )
-        .bind(session_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db("releasing a lease"))?;
-        notify(&mut tx, TURNS_CHANNEL, "").await?;
-        tx.commit().await.map_err(db("releasing a lease"))?;
-        Ok(())
+    /// A turn runs or waits in the session, on any node.
+    pub async fn busy(&self, session_id: &str) -> StoreResult<bool> {
+        sqlx::query(BUSY)
+            .bind(session_id)
+            .fetch_one(&self.pool)
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(db("checking the session's turns"))
     }
 
-    pub async fn lease(&self, session_id: &str) -> StoreResult<Option<Lease>> {
-        let row = sqlx::query(
-            "SELECT session_id, turn_id, node_id, start_seq FROM turn_leases WHERE session_id = $1",
-        )
-        .bind(session_id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db("reading a lease"))?;
-        row.map(|row| lease_from(&row)).transpose()
+    /// The session's latest turn (ids are time-ordered UUIDs).
+    pub async fn last_turn(&self, session_id: &str) -> StoreResult<Option<String>> {
+        sqlx::query_scalar("SELECT id FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 1")
+            .bind(session_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("reading the last turn"))
     }
 
-    /// Whether a `turn.finished` was stored in the session after `seq`.
-    pub async fn finished_since(&self, session_id: &str, seq: u64) -> StoreResult<bool> {
-        sqlx::query(
-            "SELECT EXISTS (SELECT 1 FROM events WHERE session_id = $1 AND seq > $2 \
-               AND type = 'turn.finished')",
+    /// `(session, turn)` of turns recorded as running that no lease covers:
+    /// left by a single-node server before the cluster, or by a node that
+    /// died between its lease and its turn's end (never both at once).
+    pub async fn orphan_turns(&self) -> StoreResult<Vec<(String, String)>> {
+        sqlx::query_as(
+            "SELECT t.session_id, t.id FROM turns t WHERE t.status IS NULL \
+               AND NOT EXISTS (SELECT 1 FROM turn_leases l WHERE l.turn_id = t.id)",
         )
-        .bind(session_id)
-        .bind(i64::try_from(seq).unwrap_or(i64::MAX))
-        .fetch_one(&self.pool)
-        .await
-        .and_then(|row| row.try_get(0))
-        .map_err(db("reading events"))
-    }
-
-    /// Take over the leases of nodes silent for longer than `timeout` (and of
-    /// nodes that are gone): they become `node_id`'s, to be finished as
-    /// interrupted. `SKIP LOCKED`: two nodes never take the same lease.
-    pub async fn take_dead_leases(
-        &self,
-        node_id: &str,
-        timeout: Duration,
-    ) -> StoreResult<Vec<Lease>> {
-        let rows = sqlx::query(
-            "UPDATE turn_leases l SET node_id = $1, taken_at = now() \
-             FROM (SELECT l2.session_id, l2.node_id FROM turn_leases l2 \
-                   LEFT JOIN cluster_nodes n ON n.id = l2.node_id \
-                   WHERE l2.node_id <> $1 \
-                     AND (n.id IS NULL OR n.heartbeat_at < now() - make_interval(secs => $2)) \
-                   FOR UPDATE OF l2 SKIP LOCKED) dead \
-             WHERE l.session_id = dead.session_id \
-               AND NOT EXISTS (SELECT 1 FROM cluster_nodes alive WHERE alive.id = l.node_id \
-                   AND alive.heartbeat_at >= now() - make_interval(secs => $2)) \
-             RETURNING l.session_id, l.turn_id, dead.node_id, l.start_seq",
-        )
-        .bind(node_id)
-        .bind(secs(timeout))
         .fetch_all(&self.pool)
         .await
-        .map_err(db("taking over dead leases"))?;
-        rows.iter().map(lease_from).collect()
-    }
-
-    /// The leases `node_id` holds (at start-up: left by its previous life).
-    pub async fn leases_of(&self, node_id: &str) -> StoreResult<Vec<Lease>> {
-        let rows = sqlx::query(
-            "SELECT session_id, turn_id, node_id, start_seq FROM turn_leases WHERE node_id = $1",
-        )
-        .bind(node_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("reading the node's leases"))?;
-        rows.iter().map(lease_from).collect()
+        .map_err(db("reading orphan turns"))
     }
 }
 
 /// A turn runs (its lease has no `turn.finished` after its start) or waits.
-pub(super) const BUSY: &str = "SELECT EXISTS (SELECT 1 FROM turn_queue WHERE session_id = $1) \
+const BUSY: &str = "SELECT EXISTS (SELECT 1 FROM turn_queue WHERE session_id = $1) \
     OR EXISTS (SELECT 1 FROM turn_leases l WHERE l.session_id = $1 AND NOT EXISTS (\
       SELECT 1 FROM events e WHERE e.session_id = $1 AND e.seq > l.start_seq \
         AND e.type = 'turn.finished'))";
-
-fn lease_from(row: &sqlx::postgres::PgRow) -> StoreResult<Lease> {
-    let read = || -> Result<Lease, sqlx::Error> {
-        let start_seq: i64 = row.try_get(3)?;
-        Ok(Lease {
-            session_id: row.try_get(0)?,
-            turn_id: row.try_get(1)?,
-            node_id: row.try_get(2)?,
-            start_seq: u64::try_from(start_seq).unwrap_or_default(),
-        })
-    };
-    read().map_err(db("reading a lease"))
-}

@@ -1,15 +1,12 @@
-//! What a node reads about sessions: where each workspace was last saved,
-//! whether a turn runs or waits, and the events other nodes appended.
-
-use sqlx::Row;
+//! What the cluster reads and saves of sessions: where each workspace was
+//! last saved, and events of many sessions in one round trip.
 
 use agentd_protocol::EventEnvelope;
+use sqlx::Row;
 
 use super::ClusterStore;
-use super::queue::BUSY;
 use crate::StoreResult;
-use crate::postgres::util::db;
-use crate::records::envelope as envelope_from_row;
+use crate::records::{db, envelope};
 
 impl ClusterStore {
     /// The manifest hash of the session's workspace as last saved.
@@ -51,38 +48,6 @@ impl ClusterStore {
         Ok(saved.rows_affected() == 1)
     }
 
-    /// A turn runs or waits in the session, on any node.
-    pub async fn busy(&self, session_id: &str) -> StoreResult<bool> {
-        sqlx::query(BUSY)
-            .bind(session_id)
-            .fetch_one(&self.pool)
-            .await
-            .and_then(|row| row.try_get(0))
-            .map_err(db("checking the session's turns"))
-    }
-
-    /// The session's latest turn (ids are time-ordered UUIDs).
-    pub async fn last_turn(&self, session_id: &str) -> StoreResult<Option<String>> {
-        sqlx::query_scalar("SELECT id FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 1")
-            .bind(session_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db("reading the last turn"))
-    }
-
-    /// `(session, turn)` of turns recorded as running that no lease covers:
-    /// left by a single-node server before the cluster, or by a node that
-    /// died between its lease and its turn's end (never both at once).
-    pub async fn orphan_turns(&self) -> StoreResult<Vec<(String, String)>> {
-        sqlx::query_as(
-            "SELECT t.session_id, t.id FROM turns t WHERE t.status IS NULL \
-               AND NOT EXISTS (SELECT 1 FROM turn_leases l WHERE l.turn_id = t.id)",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("reading orphan turns"))
-    }
-
     /// The events of several sessions in one round trip: for each `(session,
     /// after, upto)`, those with `after < seq <= upto`, ordered by session and
     /// `seq`. At most `limit` in all (a stream past the cut reads the rest from
@@ -112,7 +77,7 @@ impl ClusterStore {
         rows.iter()
             .map(|row| {
                 let session: String = row.try_get("session_id").map_err(db("reading events"))?;
-                envelope_from_row(&session, row)
+                envelope(&session, row)
             })
             .collect()
     }

@@ -1,10 +1,10 @@
-//! Signals to the node that owns a turn: interrupts and answers.
+//! Signals to the node that owns a turn (cancel, answers), woken by NOTIFY.
 
 use sqlx::Row;
 
 use super::{ClusterStore, SIGNALS_CHANNEL, Signal, notify};
 use crate::StoreResult;
-use crate::postgres::util::db;
+use crate::records::db;
 
 impl ClusterStore {
     /// Leave a signal for `node_id` and wake it.

@@ -7,6 +7,8 @@
 //! The task, not the caller, runs the write: a caller that gives up waiting
 //! cannot leave a transaction half done, so `seq`s stay gapless.
 
+mod statements;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -15,7 +17,8 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Row, SqliteConnection};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::util::{db, now, to_ms, to_u64};
+use self::statements::Statements;
+use crate::records::{db, now, to_ms, to_u64};
 use crate::{StoreError, StoreResult};
 
 /// Entries per job, and per commit once one job is in (a batch stops taking
@@ -75,6 +78,7 @@ pub(super) fn spawn(pool: SqlitePool, write_lock: Arc<Mutex<()>>) -> mpsc::Sende
 
 async fn run(pool: SqlitePool, write_lock: Arc<Mutex<()>>, mut rx: mpsc::Receiver<AppendJob>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut statements = Statements::default();
     let size = |job: &AppendJob| job.entries.iter().map(Entry::bytes).sum::<usize>();
     while let Some(first) = rx.recv().await {
         let mut bytes = size(&first);
@@ -92,16 +96,16 @@ async fn run(pool: SqlitePool, write_lock: Arc<Mutex<()>>, mut rx: mpsc::Receive
                 Err(_) => break,
             }
         }
-        write(&pool, &mut batch).await;
+        write(&pool, &mut statements, &mut batch).await;
     }
 }
 
 /// Commit `batch` and answer every job in it; leaves `batch` empty.
-async fn write(pool: &SqlitePool, batch: &mut Vec<AppendJob>) {
+async fn write(pool: &SqlitePool, statements: &mut Statements, batch: &mut Vec<AppendJob>) {
     // Stamped here, not by the callers, so that `at` never decreases as `seq`
     // grows.
     let at = now();
-    match commit(pool, batch, at).await {
+    match commit(pool, statements, batch, at).await {
         Ok(stamps) => {
             for (job, stamps) in batch.drain(..).zip(stamps) {
                 let _ = job.reply.send(stamps.map(|stamps| (stamps, at)));
@@ -112,7 +116,7 @@ async fn write(pool: &SqlitePool, batch: &mut Vec<AppendJob>) {
         Err(_) if batch.len() > 1 => {
             for job in batch.drain(..) {
                 let one = std::slice::from_ref(&job);
-                let result = match commit(pool, one, at).await {
+                let result = match commit(pool, statements, one, at).await {
                     Ok(mut stamps) => stamps.pop().unwrap_or_else(|| {
                         Err(StoreError::Database("appending: no result".into()))
                     }),
@@ -167,6 +171,7 @@ fn sessions_with(jobs: &[AppendJob], events: bool) -> Vec<&str> {
 /// the jobs may be retried).
 async fn commit(
     pool: &SqlitePool,
+    statements: &mut Statements,
     jobs: &[AppendJob],
     at: DateTime<Utc>,
 ) -> StoreResult<Vec<StoreResult<Vec<u64>>>> {
@@ -181,8 +186,7 @@ async fn commit(
     // so of prepares) small; padded rows have a NULL session and match nothing.
     let slots = |n: usize| if n == 0 { 0 } else { n.next_power_of_two() };
     let (event_slots, message_slots) = (slots(count(true)), slots(count(false)));
-    let sql = batch_sql(event_slots, message_slots);
-    let mut query = sqlx::query(&sql);
+    let mut query = sqlx::query(statements.batch(event_slots, message_slots));
     let at_ms = to_ms(at);
     if event_slots > 0 {
         for (job, ks) in jobs.iter().zip(&ks) {
@@ -320,65 +324,5 @@ pub(super) async fn rollback(conn: &mut sqlx::pool::PoolConnection<sqlx::Sqlite>
     }
 }
 
-/// `n` comma-separated groups of `group`.
-pub(super) fn repeat(sql: &mut String, group: &str, n: usize) {
-    for i in 0..n {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str(group);
-    }
-}
-
-/// One round trip: begin; insert every event with its seq computed from the
-/// session's `last_seq` and advance `last_seq`; insert every message at the
-/// session's last position + its ordinal and touch the session; commit.
-/// Binds: `event_slots` event rows, then as many session ids; `message_slots`
-/// message rows, the time, then as many session ids (all NULL-padded).
-/// Rows back: (session, seq or position, 0 for an event or 1 for a message).
-fn batch_sql(event_slots: usize, message_slots: usize) -> String {
-    let mut sql = String::with_capacity(800 + (event_slots + message_slots) * 24);
-    sql.push_str("BEGIN IMMEDIATE;\n");
-    if event_slots > 0 {
-        sql.push_str(
-            "INSERT INTO events (session_id, seq, type, data, created_at) \
-             SELECT v.column1, s.last_seq + v.column2, v.column3, v.column4, v.column5 \
-             FROM (VALUES ",
-        );
-        repeat(&mut sql, "(?, ?, ?, ?, ?)", event_slots);
-        sql.push_str(
-            ") AS v JOIN sessions AS s ON s.id = v.column1 \
-             RETURNING session_id, seq, 0;\n\
-             UPDATE sessions SET last_seq = \
-             (SELECT MAX(seq) FROM events WHERE events.session_id = sessions.id) \
-             WHERE id IN (",
-        );
-        repeat(&mut sql, "?", event_slots);
-        sql.push_str(");\n");
-    }
-    if message_slots > 0 {
-        // SQLite evaluates the whole SELECT before inserting (it reads the
-        // table it writes), so MAX(position) is the one from before the batch.
-        sql.push_str(
-            "INSERT INTO messages (id, session_id, turn_id, position, role, content, created_at) \
-             SELECT v.column1, s.id, v.column3, \
-               COALESCE((SELECT MAX(position) FROM messages AS m WHERE m.session_id = s.id), 0) \
-               + v.column4, v.column5, v.column6, v.column7 \
-             FROM (VALUES ",
-        );
-        repeat(&mut sql, "(?, ?, ?, ?, ?, ?, ?)", message_slots);
-        sql.push_str(
-            ") AS v JOIN sessions AS s ON s.id = v.column2 \
-             RETURNING session_id, position, 1;\n\
-             UPDATE sessions SET updated_at = ? WHERE id IN (",
-        );
-        repeat(&mut sql, "?", message_slots);
-        sql.push_str(");\n");
-    }
-    sql.push_str("COMMIT;");
-    sql
-}
-
 #[cfg(test)]
-#[path = "writer_tests.rs"]
 mod tests;

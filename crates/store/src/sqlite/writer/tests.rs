@@ -1,5 +1,7 @@
-//! The group-commit writer: batches, ordering, and failures.
+//! The group-commit writer against a real database: batches that mix
+//! sessions, failures that stay alone, and logs cut at a refused entry.
 
+use super::statements::batch_sql;
 use super::*;
 use crate::NewSession;
 use crate::prelude::*;
@@ -53,7 +55,7 @@ fn message(text: &str) -> Entry {
 
 async fn run_batch(store: &SqliteStore, specs: &[(&str, &str)]) -> Vec<StoreResult<u64>> {
     let (mut batch, rxs): (Vec<_>, Vec<_>) = specs.iter().map(|(s, d)| job(s, d)).unzip();
-    write(store.pool(), &mut batch).await;
+    write(store.pool(), &mut Statements::default(), &mut batch).await;
     assert!(batch.is_empty());
     let mut out = Vec::new();
     for rx in rxs {
@@ -142,7 +144,7 @@ async fn events_and_messages_share_a_commit() {
         with_entries(&b, vec![message("b1"), event("3")], reply_b),
         with_entries(&a, vec![message("a4")], reply_a2),
     ];
-    write(store.pool(), &mut batch).await;
+    write(store.pool(), &mut Statements::default(), &mut batch).await;
     assert_eq!(rx_a.await.unwrap().unwrap().0, [1, 2, 2, 3]);
     assert_eq!(rx_b.await.unwrap().unwrap().0, [1, 1]);
     assert_eq!(rx_a2.await.unwrap().unwrap().0, [4]);
@@ -156,7 +158,7 @@ async fn events_and_messages_share_a_commit() {
     assert_eq!(texts, ["before", "a2", "a3", "a4"]);
     let (reply, rx) = oneshot::channel();
     let mut ghost = vec![with_entries("ghost", vec![message("x"), event("4")], reply)];
-    write(store.pool(), &mut ghost).await;
+    write(store.pool(), &mut Statements::default(), &mut ghost).await;
     assert!(matches!(rx.await.unwrap(), Err(StoreError::NotFound(_))));
 }
 

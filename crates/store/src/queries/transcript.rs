@@ -1,0 +1,182 @@
+//! [`TranscriptStore`](crate::TranscriptStore): the messages in order,
+//! compactions, and rewinding the transcript (which drops the checkpoints
+//! and compactions past the point rewound to). Appending a message is each
+//! backend's own (`append_message_impl`): SQLite's goes through its writer.
+
+use crate::dialect::sql;
+use crate::records::COMPACTION_COLUMNS;
+
+/// The start of every insert of messages (the backends append their own rows).
+pub(crate) const INSERT_MESSAGES: &str =
+    "INSERT INTO messages (id, session_id, turn_id, position, role, content, created_at) ";
+
+/// The start of every insert of events.
+pub(crate) const INSERT_EVENTS: &str =
+    "INSERT INTO events (session_id, seq, type, data, created_at) ";
+
+pub(crate) const MESSAGE_COLUMNS: &str = "id, session_id, turn_id, position, content, created_at";
+
+sql!(pub(crate) MESSAGES = "SELECT ", MESSAGE_COLUMNS,
+     " FROM messages WHERE session_id = $1 ORDER BY position");
+
+sql!(pub(crate) MESSAGES_FROM = "SELECT ", MESSAGE_COLUMNS,
+     " FROM messages WHERE session_id = $1 AND position >= $2 ORDER BY position");
+
+sql!(
+    /// `trigger`, an SQL keyword, is quoted.
+    pub(crate) INSERT_COMPACTION = "INSERT INTO compactions (", COMPACTION_COLUMNS,
+     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)");
+
+sql!(pub(crate) LATEST_COMPACTION = "SELECT ", COMPACTION_COLUMNS,
+     " FROM compactions WHERE session_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1");
+
+pub(crate) const TURN_POSITION: &str =
+    "SELECT MIN(position) AS first FROM messages WHERE session_id = $1 AND turn_id = $2";
+
+/// Bumps `updated_at` (`$1`) of session `$2`; no row means no session. In
+/// PostgreSQL this also locks the session row, so truncation and message
+/// appends serialize.
+pub(crate) const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = $1 WHERE id = $2";
+
+/// Truncating history, in this order in one transaction, each bound with
+/// `(session_id, from_position)`.
+pub(crate) const TRUNCATE_HISTORY: [&str; 3] = [
+    // First, while the messages are there: a compaction created since the
+    // earliest of the messages to delete may summarise it.
+    "DELETE FROM compactions WHERE session_id = $1 AND (first_kept_position > $2 \
+     OR created_at >= (SELECT MIN(created_at) FROM messages \
+                       WHERE session_id = $1 AND position >= $2))",
+    // A checkpoint at `from_position` is the state rewound to: it stays.
+    "DELETE FROM checkpoints WHERE session_id = $1 AND message_position > $2",
+    // Last, so that its count is the answer.
+    "DELETE FROM messages WHERE session_id = $1 AND position >= $2",
+];
+
+macro_rules! transcript_store {
+    ($store:ty) => {
+        const _: () = {
+            use agentd_protocol::Message;
+
+            use $crate::queries::transcript as q;
+            use $crate::records::{Columns, compaction, db, insert_error, message, now};
+            use $crate::records::{to_i64, to_json, to_ms};
+            use $crate::{CompactionRecord, StoreError, StoreResult, StoredMessage};
+
+            #[async_trait::async_trait]
+            impl $crate::TranscriptStore for $store {
+                async fn append_message(
+                    &self,
+                    session_id: &str,
+                    turn_id: Option<&str>,
+                    message: &Message,
+                ) -> StoreResult<StoredMessage> {
+                    self.append_message_impl(session_id, turn_id, message).await
+                }
+
+                /// The whole transcript in order; empty for an unknown session.
+                async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
+                    let rows = sqlx::query(q::MESSAGES)
+                        .bind(session_id)
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(db("reading messages"))?;
+                    rows.iter().map(message).collect()
+                }
+
+                async fn messages_from(
+                    &self,
+                    session_id: &str,
+                    from_position: u64,
+                ) -> StoreResult<Vec<StoredMessage>> {
+                    let rows = sqlx::query(q::MESSAGES_FROM)
+                        .bind(session_id)
+                        .bind(i64::try_from(from_position).unwrap_or(i64::MAX))
+                        .fetch_all(&self.pool)
+                        .await
+                        .map_err(db("reading messages"))?;
+                    rows.iter().map(message).collect()
+                }
+
+                async fn add_compaction(&self, r: &CompactionRecord) -> StoreResult<()> {
+                    let tokens_before = to_i64(r.tokens_before, "tokens_before")?;
+                    let tokens_after = to_i64(r.tokens_after, "tokens_after")?;
+                    let context = to_json(&r.context, "compaction context")?;
+                    let _write = self.write_guard().await;
+                    sqlx::query(q::INSERT_COMPACTION)
+                        .bind(&r.id)
+                        .bind(&r.session_id)
+                        .bind(&r.turn_id)
+                        .bind(&r.trigger)
+                        .bind(&r.summary)
+                        .bind(context)
+                        .bind(r.first_kept_position)
+                        .bind(tokens_before)
+                        .bind(tokens_after)
+                        .bind(to_ms(r.created_at))
+                        .execute(self.writer())
+                        .await
+                        .map_err(insert_error("storing a compaction", &r.session_id, &r.id))?;
+                    Ok(())
+                }
+
+                async fn latest_compaction(
+                    &self,
+                    session_id: &str,
+                ) -> StoreResult<Option<CompactionRecord>> {
+                    let row = sqlx::query(q::LATEST_COMPACTION)
+                        .bind(session_id)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(db("reading the latest compaction"))?;
+                    row.as_ref().map(compaction).transpose()
+                }
+
+                async fn turn_position(
+                    &self,
+                    session_id: &str,
+                    turn_id: &str,
+                ) -> StoreResult<Option<i64>> {
+                    let row = sqlx::query(q::TURN_POSITION)
+                        .bind(session_id)
+                        .bind(turn_id)
+                        .fetch_one(&self.pool)
+                        .await
+                        .map_err(db("finding a turn's first message"))?;
+                    row.opt_int("first")
+                }
+
+                async fn truncate_history(
+                    &self,
+                    session_id: &str,
+                    from_position: i64,
+                ) -> StoreResult<u64> {
+                    let ctx = "truncating history";
+                    let _write = self.write_guard().await;
+                    let mut tx = self.begin_write().await.map_err(db(ctx))?;
+                    let touched = sqlx::query(q::TOUCH_SESSION)
+                        .bind(to_ms(now()))
+                        .bind(session_id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db(ctx))?;
+                    if touched.rows_affected() == 0 {
+                        return Err(StoreError::NotFound(format!("session {session_id}")));
+                    }
+                    let mut deleted = 0;
+                    for statement in q::TRUNCATE_HISTORY {
+                        deleted = sqlx::query(statement)
+                            .bind(session_id)
+                            .bind(from_position)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(db(ctx))?
+                            .rows_affected();
+                    }
+                    tx.commit().await.map_err(db(ctx))?;
+                    Ok(deleted)
+                }
+            }
+        };
+    };
+}
+pub(crate) use transcript_store;
