@@ -6,10 +6,8 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::edit_core::{EditSpec, apply_edit, load_text, save_text, snippet};
+use crate::edit_core::{EditSpec, apply_edit, change_file, load_text, save_text, snippet};
 use crate::input::parse_input;
-use crate::input::resolve_path;
-use crate::tool_result::to_result;
 use crate::{Tool, ToolContext, ToolResult};
 
 const DESCRIPTION: &str = "Replace text in a file. `old_string` must match the file \
@@ -71,17 +69,11 @@ impl Tool for EditTool {
             Ok(input) => input,
             Err(error) => return error,
         };
-        let path = match resolve_path(ctx, "file_path", &input.file_path) {
-            Ok(path) => path,
-            Err(message) => return ToolResult::error(message),
-        };
-        let shown = ctx.guard.display(&path);
-        let guard = ctx.guard.clone();
-        let outcome =
-            tokio::task::spawn_blocking(move || edit_file(&guard, &path, &shown, &input.edit))
-                .await
-                .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
-        to_result(outcome, ctx)
+        let file_path = input.file_path.clone();
+        change_file(ctx, &file_path, move |guard, path, shown| {
+            edit_file(guard, path, shown, &input.edit)
+        })
+        .await
     }
 }
 

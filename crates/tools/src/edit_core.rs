@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use crate::host_fs::{describe, is_directory, is_not_found};
 use crate::tool_result::numbered_line;
+use crate::{ToolContext, ToolResult};
 
 /// Largest file Edit and MultiEdit load: the whole text is held in memory,
 /// several times over while replacing.
@@ -184,6 +185,25 @@ pub(crate) fn snippet(text: &str, first_at: usize, new_string: &str) -> String {
         .map(|(number, line)| numbered_line(number, line))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Run `change` on the file the model named in `file_path`, on a blocking
+/// thread, and make its outcome the tool's result. Not raced against cancel:
+/// a write is short and should not be left half-done.
+pub(crate) async fn change_file<F>(ctx: &ToolContext, file_path: &str, change: F) -> ToolResult
+where
+    F: FnOnce(&PathGuard, &Path, &str) -> Result<String, String> + Send + 'static,
+{
+    let path = match crate::input::resolve_path(ctx, "file_path", file_path) {
+        Ok(path) => path,
+        Err(message) => return ToolResult::error(message),
+    };
+    let shown = ctx.guard.display(&path);
+    let guard = ctx.guard.clone();
+    let outcome = tokio::task::spawn_blocking(move || change(&guard, &path, &shown))
+        .await
+        .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
+    crate::tool_result::to_result(outcome, ctx)
 }
 
 #[cfg(test)]

@@ -7,10 +7,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::edit::edit_properties;
-use crate::edit_core::{EditSpec, apply_edit, load_text, save_text};
+use crate::edit_core::{EditSpec, apply_edit, change_file, load_text, save_text};
 use crate::input::parse_input;
-use crate::input::resolve_path;
-use crate::tool_result::to_result;
 use crate::{Tool, ToolContext, ToolResult};
 
 const DESCRIPTION: &str = "Make several replacements in one file in a single call. The \
@@ -69,17 +67,11 @@ impl Tool for MultiEditTool {
             Ok(input) => input,
             Err(error) => return error,
         };
-        let path = match resolve_path(ctx, "file_path", &input.file_path) {
-            Ok(path) => path,
-            Err(message) => return ToolResult::error(message),
-        };
-        let shown = ctx.guard.display(&path);
-        let guard = ctx.guard.clone();
-        let outcome =
-            tokio::task::spawn_blocking(move || edit_file(&guard, &path, &shown, &input.edits))
-                .await
-                .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
-        to_result(outcome, ctx)
+        let file_path = input.file_path.clone();
+        change_file(ctx, &file_path, move |guard, path, shown| {
+            edit_file(guard, path, shown, &input.edits)
+        })
+        .await
     }
 }
 

@@ -7,10 +7,8 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::edit_core::save_text;
+use crate::edit_core::{change_file, save_text};
 use crate::input::parse_input;
-use crate::input::resolve_path;
-use crate::tool_result::to_result;
 use crate::{Tool, ToolContext, ToolResult};
 
 const DESCRIPTION: &str = "Write a file, replacing it completely if it exists. Missing \
@@ -59,18 +57,11 @@ impl Tool for WriteTool {
             Ok(input) => input,
             Err(error) => return error,
         };
-        let path = match resolve_path(ctx, "file_path", &input.file_path) {
-            Ok(path) => path,
-            Err(message) => return ToolResult::error(message),
-        };
-        let shown = ctx.guard.display(&path);
-        let guard = ctx.guard.clone();
-        // Not raced against cancel: a write is short and should not be left half-done.
-        let outcome =
-            tokio::task::spawn_blocking(move || write_file(&guard, &path, &shown, &input.content))
-                .await
-                .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
-        to_result(outcome, ctx)
+        let file_path = input.file_path.clone();
+        change_file(ctx, &file_path, move |guard, path, shown| {
+            write_file(guard, path, shown, &input.content)
+        })
+        .await
     }
 }
 
