@@ -98,11 +98,7 @@ pub trait TranscriptStore: Send + Sync {
         &self,
         session_id: &str,
         from_position: u64,
-    ) -> StoreResult<Vec<StoredMessage>> {
-        let mut messages = self.messages(session_id).await?;
-        messages.retain(|stored| stored.position >= from_position);
-        Ok(messages)
-    }
+    ) -> StoreResult<Vec<StoredMessage>>;
 
     /// Record a compaction. `NotFound` for an unknown session; an id already
     /// used is a `Database` error.
@@ -137,27 +133,20 @@ pub trait EventLog: TranscriptStore {
     async fn append_event(&self, session_id: &str, event: &Event) -> StoreResult<EventEnvelope>;
 
     /// Store several events of one session, in order, with consecutive `seq`s.
-    /// Backends may commit them together; the default appends one by one.
+    /// SQLite commits them together; PostgreSQL in one statement.
     async fn append_events(
         &self,
         session_id: &str,
         events: &[Event],
-    ) -> StoreResult<Vec<EventEnvelope>> {
-        let mut stored = Vec::with_capacity(events.len());
-        for event in events {
-            stored.push(self.append_event(session_id, event).await?);
-        }
-        Ok(stored)
-    }
+    ) -> StoreResult<Vec<EventEnvelope>>;
 
     /// Store a session's events and messages in order, each as
     /// [`Self::append_event`] and [`Self::append_message`] would. Stops at the
     /// first entry that cannot be stored and says so; what came before it is
-    /// stored. Backends may commit all of it together; the default appends
-    /// each run of events, then each message, on its own.
-    async fn append_log(&self, session_id: &str, entries: &[LogEntry<'_>]) -> LogAppend {
-        append_one_kind_at_a_time(self, session_id, entries).await
-    }
+    /// stored. SQLite commits all of it together (its group-commit writer);
+    /// PostgreSQL appends each run of events, then each message, on its own
+    /// ([`append_one_kind_at_a_time`]).
+    async fn append_log(&self, session_id: &str, entries: &[LogEntry<'_>]) -> LogAppend;
 
     /// Events with `seq > after`, in order, at most `limit` (empty for an
     /// unknown session).
@@ -196,10 +185,7 @@ pub trait TurnStore: SessionStore {
         status: TurnStatus,
         session_id: &str,
         update: SessionUpdate,
-    ) -> StoreResult<SessionRecord> {
-        self.finish_turn(turn_id, status).await?;
-        self.update_session(session_id, update).await
-    }
+    ) -> StoreResult<SessionRecord>;
 
     /// Turns recorded as running (after a crash: the ones to finish as interrupted).
     async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>>;
@@ -350,10 +336,7 @@ pub trait CheckpointStore: Send + Sync {
         &self,
         record: &CheckpointRecord,
         blobs: &[(String, Vec<u8>)],
-    ) -> StoreResult<()> {
-        self.put_blobs(blobs).await?;
-        self.create_checkpoint(record).await
-    }
+    ) -> StoreResult<()>;
 
     /// A session's checkpoints, oldest first by `(created_at, id)` (empty
     /// for an unknown session).
@@ -361,17 +344,7 @@ pub trait CheckpointStore: Send + Sync {
 
     /// The session's latest checkpoint and latest keyframe (what a new
     /// checkpoint is made against), as `list_checkpoints` orders them.
-    async fn latest_checkpoints(&self, session_id: &str) -> StoreResult<LatestCheckpoints> {
-        let all = self.list_checkpoints(session_id).await?;
-        Ok(LatestCheckpoints {
-            keyframe: all
-                .iter()
-                .rev()
-                .find(|c| c.base_checkpoint_id.is_none())
-                .cloned(),
-            last: all.last().cloned(),
-        })
-    }
+    async fn latest_checkpoints(&self, session_id: &str) -> StoreResult<LatestCheckpoints>;
 
     async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>>;
 }
