@@ -128,6 +128,19 @@ async fn a_long_session_compacts_and_later_turns_start_from_the_summary() {
         done["result"].as_str().unwrap().starts_with("Compacted"),
         "{done}"
     );
+    // So is a message that says only `/compact` (as typed, spaces and all).
+    let compactions_before = events.iter().filter(|e| e.event == "compaction").count();
+    let turn_id = server.message(&session, "  /compact\n").await;
+    server.wait_idle(&session).await;
+    let events = server.all_events(&session).await;
+    let typed = finished(&events).pop().unwrap().data.clone();
+    assert_eq!(typed["turn_id"], turn_id);
+    assert!(
+        typed["result"].as_str().unwrap().starts_with("Compacted"),
+        "{typed}"
+    );
+    let compactions = events.iter().filter(|e| e.event == "compaction").count();
+    assert_eq!(compactions, compactions_before + 1);
     let (_, transcript) = server
         .get(&format!("/v1/sessions/{session}/messages"))
         .await;

@@ -283,3 +283,21 @@ impl Registry {
         drained
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::TurnKind;
+
+    #[test]
+    fn a_message_of_only_compact_compacts_and_the_queue_text_round_trips() {
+        assert_eq!(TurnKind::from_text(" /compact\n".into()), TurnKind::Compact);
+        let message = TurnKind::from_text("/compact the logs, please".into());
+        assert_eq!(
+            message,
+            TurnKind::Message("/compact the logs, please".into())
+        );
+        for kind in [TurnKind::Compact, message] {
+            assert_eq!(TurnKind::from_text(kind.as_text().to_string()), kind);
+        }
+    }
+}
