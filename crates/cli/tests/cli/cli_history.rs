@@ -5,7 +5,7 @@
 use crate::run_harness;
 
 use run_harness::{Harness, Wire};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn two_turn_script() -> serde_json::Value {
     json!({"replies": [
@@ -16,6 +16,20 @@ fn two_turn_script() -> serde_json::Value {
             "input": {"file_path": "notes.txt", "content": "second\n"}}]},
         {"content": [{"type": "text", "text": "changed it"}]}
     ]})
+}
+
+/// `sessions show --json`: the session and its transcript, as a user reads them.
+fn show(h: &Harness, id: &str) -> (Value, Vec<Value>) {
+    let (code, out, err) = output(h, &["sessions", "show", "--json", id]);
+    assert_eq!(code, 0, "{err}");
+    let value: Value = serde_json::from_str(&out).unwrap();
+    let messages = value["messages"].as_array().unwrap().clone();
+    (value["session"].clone(), messages)
+}
+
+/// The ids of `messages`, in order.
+fn ids_of(messages: &[Value]) -> Vec<&str> {
+    messages.iter().map(|m| m["id"].as_str().unwrap()).collect()
 }
 
 fn output(h: &Harness, args: &[&str]) -> (i32, String, String) {
@@ -47,64 +61,79 @@ async fn rewind_and_fork_a_local_session_from_the_command_line() {
         .collect();
     assert_eq!(ids.len(), 2, "one checkpoint per turn that wrote: {listed}");
 
-    // A fork at the end of the first turn has its files as they were then.
-    let store = agentd_store::TranscriptStore::messages(&h.store().await, &id)
-        .await
-        .unwrap();
-    let first_turn_end = store
-        .iter()
-        .rfind(|m| m.turn_id.as_deref() == Some(first.finished().turn_id.as_str()))
-        .unwrap()
-        .id
-        .clone();
-    let (code, forked, err) = output(&h, &["sessions", "fork", &id, "--at", &first_turn_end]);
+    let (_, all) = show(&h, &id);
+    let first_turn_id = first.finished().turn_id.clone();
+    let first_turn: Vec<&str> = ids_of(&all)
+        .into_iter()
+        .zip(&all)
+        .filter(|(_, m)| m["turn_id"] == first_turn_id.as_str())
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(first_turn.len(), 4, "prompt, tool call, result, answer");
+    assert_eq!(all.len(), 8);
+
+    // A fork at the end of the first turn has its files and transcript as
+    // they were then.
+    let first_turn_end = *first_turn.last().unwrap();
+    let (code, forked, err) = output(&h, &["sessions", "fork", &id, "--at", first_turn_end]);
     assert_eq!(code, 0, "{err}");
     let fork_id = forked.trim();
     assert_ne!(fork_id, id);
-    let fork = agentd_store::SessionStore::get_session(&h.store().await, fork_id)
-        .await
-        .unwrap()
-        .unwrap();
-    let fork_notes = std::path::Path::new(&fork.workspace).join("notes.txt");
+    let (fork, fork_messages) = show(&h, fork_id);
+    let fork_notes = std::path::Path::new(fork["workspace"].as_str().unwrap()).join("notes.txt");
     assert_eq!(std::fs::read_to_string(fork_notes).unwrap(), "first\n");
-    let fork_messages = agentd_store::TranscriptStore::messages(&h.store().await, fork_id)
-        .await
-        .unwrap();
+    assert_eq!(fork_messages.len(), 4);
     assert_eq!(
-        fork_messages.last().unwrap().message,
-        store
-            .iter()
-            .find(|m| m.id == first_turn_end)
-            .unwrap()
-            .message
+        fork_messages.last().unwrap()["message"],
+        all[3]["message"],
+        "the fork ends with the first turn's last message"
     );
 
-    // Rewinding the original to its second checkpoint: the first turn's file
-    // comes back and the second turn leaves the transcript.
-    let (code, said, err) = output(&h, &["sessions", "rewind", &id, ids[1]]);
+    // `--files-only`: the first turn's file comes back, the transcript stays.
+    let (code, said, err) = output(&h, &["sessions", "rewind", &id, ids[1], "--files-only"]);
     assert_eq!(code, 0, "{err}");
-    assert!(said.contains("1 file(s) restored"), "{said}");
-    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "first\n");
-    let left = agentd_store::TranscriptStore::messages(&h.store().await, &id)
-        .await
-        .unwrap();
-    let first_turn: Vec<&str> = store
-        .iter()
-        .filter(|m| m.turn_id.as_deref() == Some(first.finished().turn_id.as_str()))
-        .map(|m| m.id.as_str())
-        .collect();
-    let left: Vec<&str> = left.iter().map(|m| m.id.as_str()).collect();
-    assert_eq!(
-        left, first_turn,
-        "the second turn is gone from the transcript"
-    );
     assert!(
-        said.contains(&format!(
-            "{} message(s) removed",
-            store.len() - first_turn.len()
-        )),
+        said.contains("1 file(s) restored, 0 message(s) removed"),
         "{said}"
     );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "first\n");
+    assert_eq!(show(&h, &id).1.len(), 8);
+
+    // Both (the default): the file again, and the second turn leaves the
+    // transcript.
+    std::fs::write(&notes, "changed by hand\n").unwrap();
+    let (code, said, err) = output(&h, &["sessions", "rewind", &id, ids[1]]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        said.contains("1 file(s) restored, 4 message(s) removed"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "first\n");
+    let (_, left) = show(&h, &id);
+    assert_eq!(ids_of(&left), first_turn, "the second turn is gone");
+
+    // `--history-only`: the transcript goes back to before the first turn,
+    // the files stay as they are.
+    let (code, said, err) = output(&h, &["sessions", "rewind", &id, ids[0], "--history-only"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        said.contains("0 file(s) restored, 4 message(s) removed"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "first\n");
+    assert!(show(&h, &id).1.is_empty());
+    let (code, _, err) = output(
+        &h,
+        &[
+            "sessions",
+            "rewind",
+            &id,
+            ids[0],
+            "--files-only",
+            "--history-only",
+        ],
+    );
+    assert_eq!(code, 2, "one of the two, or neither: {err}");
 
     let (code, _, err) = output(&h, &["sessions", "rewind", &id, "no-such-checkpoint"]);
     assert_eq!(code, 2, "an unknown checkpoint is a usage error: {err}");
