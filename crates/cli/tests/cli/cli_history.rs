@@ -141,3 +141,37 @@ async fn rewind_and_fork_a_local_session_from_the_command_line() {
     let (code, _, err) = output(&h, &["sessions", "fork", "no-such-session"]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[tokio::test]
+async fn sessions_rm_waits_for_a_turn_another_process_runs() {
+    let h = Harness::new(Wire::Anthropic, two_turn_script()).await;
+    let first = h.run("write notes", &[]).await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let id = first.session_id();
+    // A turn another process (a server, another `agentd run`) is running.
+    let store = h.store().await;
+    agentd_store::TurnStore::start_turn(&store, &id, "t-elsewhere", None)
+        .await
+        .unwrap();
+    let (code, _, err) = output(&h, &["sessions", "rm", &id]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("has a running turn"), "{err}");
+    assert_eq!(show(&h, &id).1.len(), 4, "nothing was deleted");
+
+    agentd_store::TurnStore::finish_turn(
+        &store,
+        "t-elsewhere",
+        agentd_protocol::TurnStatus::Interrupted,
+    )
+    .await
+    .unwrap();
+    let (code, said, err) = output(&h, &["sessions", "rm", &id]);
+    assert_eq!(code, 0, "{err}");
+    assert!(said.contains("removed session"), "{said}");
+    assert!(
+        h.ws().join("notes.txt").exists(),
+        "the project directory of a run session stays"
+    );
+    let (code, _, _) = output(&h, &["sessions", "show", &id]);
+    assert_eq!(code, 2, "gone");
+}
