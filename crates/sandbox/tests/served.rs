@@ -354,5 +354,20 @@ fn kill_processes_mentioning(needle: &str) -> usize {
             .args(&pids)
             .status();
     }
+    // A killed process's command line reads empty before its parent can
+    // reap it; wait until each can be reaped, as a parent would see it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|pid| !ended(pid)) {
+        assert!(Instant::now() < deadline, "a killed process lives on");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     pids.len()
+}
+
+/// Gone, or a zombie its parent can reap.
+fn ended(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+    })
 }
