@@ -47,11 +47,6 @@ pub(super) struct Live {
 type Entry = Arc<Mutex<Live>>;
 
 impl ClaudeCode {
-    /// How many sessions have a live entry (a warm CLI, or one between turns).
-    pub fn live_sessions(&self) -> usize {
-        self.live.lock().map(|l| l.len()).unwrap_or(0)
-    }
-
     fn entry(&self, session_id: &str) -> Option<Entry> {
         self.live.lock().ok()?.get(session_id).cloned()
     }

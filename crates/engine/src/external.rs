@@ -59,11 +59,6 @@ impl Agent {
         self.tool_specs().to_vec()
     }
 
-    /// Whether `name` changes nothing (no approval needed in `default` mode).
-    pub fn tool_is_read_only(&self, name: &str) -> bool {
-        self.is_read_only(name)
-    }
-
     /// Run one tool call asked for elsewhere: precheck, `PreToolUse` hooks,
     /// permission rules and the approver (`permission.requested`/`resolved`
     /// with `call_id`), the turn's checkpoint, the tool (live `tool.output`),

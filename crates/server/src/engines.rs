@@ -63,14 +63,7 @@ impl Runtime {
         model: ResolvedModel,
         compact: bool,
     ) -> Result<Option<TurnFinished>, RunError> {
-        let TurnRequest {
-            session,
-            text,
-            options,
-            env,
-            observer,
-            cancel,
-        } = request;
+        let (session, text, options) = (request.session, request.text, &request.options);
         let turn_position = Arc::new(OnceLock::new());
         // The transcript is read (read pool) while the agent is built and the
         // turn recorded (writes): the read is the longest of the three. The
@@ -78,9 +71,9 @@ impl Runtime {
         let (prepared, history) = tokio::join!(
             async {
                 let agent = self
-                    .agent_for(session, &options, env, turn_position.clone(), model)
+                    .agent_for(session, options, request.env, turn_position.clone(), model)
                     .await?;
-                let begun = self.begin_turn(session, &options).await?;
+                let begun = self.begin_turn(session, options).await?;
                 Ok::<_, RunError>((agent, begun))
             },
             self.model_context(&session.id)
@@ -93,16 +86,16 @@ impl Runtime {
         // Only the running turn appends to its session: its user message
         // comes next.
         let _ = turn_position.set(last_position as i64 + 1);
-        let sink = self.sink_for(session, observer);
+        let sink = self.sink_for(session, request.observer);
         let input = TurnInput {
             turn_id: turn_id.clone(),
             history,
             message: Message::user_text(text),
         };
         let finished = if compact {
-            agent.run_compaction(input, &sink, cancel).await
+            agent.run_compaction(input, &sink, request.cancel).await
         } else {
-            agent.run_turn(input, &sink, cancel).await
+            agent.run_turn(input, &sink, request.cancel).await
         };
         self.record_finished(session, &turn_id, text, &finished)
             .await?;
@@ -117,25 +110,18 @@ impl Runtime {
         model: ResolvedModel,
         settings: ClaudeCodeSettings,
     ) -> Result<Option<TurnFinished>, RunError> {
-        let TurnRequest {
-            session,
-            text,
-            options,
-            env,
-            observer,
-            cancel,
-        } = request;
+        let (session, text, options) = (request.session, request.text, &request.options);
         let profile = self.config.profile(&session.profile)?;
         // The CLI's user message is not the engine's: its checkpoints read
         // the turn's position back.
         let agent = Arc::new(
-            self.agent_for(session, &options, env, Arc::default(), model)
+            self.agent_for(session, options, request.env, Arc::default(), model)
                 .await?,
         );
-        let Some(turn_id) = self.begin_turn(session, &options).await? else {
+        let Some(turn_id) = self.begin_turn(session, options).await? else {
             return Ok(None);
         };
-        let sink = Arc::new(self.sink_for(session, observer));
+        let sink = Arc::new(self.sink_for(session, request.observer));
         let engine = ClaudeCodeTurn {
             claude: self.claude.clone(),
             session_id: session.id.clone(),
@@ -154,7 +140,7 @@ impl Runtime {
             history: Vec::new(),
             message: Message::user_text(text),
         };
-        let finished = run_framed(&engine, input, sink.as_ref(), cancel).await;
+        let finished = run_framed(&engine, input, sink.as_ref(), request.cancel).await;
         self.record_finished(session, &turn_id, text, &finished)
             .await?;
         Ok(Some(finished))

@@ -98,28 +98,14 @@ impl Conflict {
 }
 
 impl ApiError {
+    /// The status listed with its code in [`ApiError::CODES`], the one
+    /// place a code's status is written.
     pub fn status(&self) -> StatusCode {
-        match self {
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Forbidden(_)
-            | ApiError::BadOrigin
-            | ApiError::NotGranted(_)
-            | ApiError::AdminOnly
-            | ApiError::QuotaExceeded(_) => StatusCode::FORBIDDEN,
-            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::BadHost => StatusCode::MISDIRECTED_REQUEST,
-            ApiError::NotFound(_) | ApiError::RouteNotFound => StatusCode::NOT_FOUND,
-            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Conflict { .. } => StatusCode::CONFLICT,
-            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::ShuttingDown | ApiError::StoreUnavailable(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        let code = self.code();
+        Self::CODES
+            .iter()
+            .find(|listed| listed.code == code)
+            .map_or(StatusCode::INTERNAL_SERVER_ERROR, |listed| listed.status)
     }
 
     pub fn code(&self) -> &'static str {

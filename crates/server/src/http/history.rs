@@ -13,7 +13,7 @@ use super::access_check::{audit, check_new_session};
 use super::auth::User;
 use super::error::{ApiJson, ApiPath, ApiResult, ErrorBody};
 use super::sessions::{SessionView, owned_session, view};
-use crate::session::history::Rewind;
+use crate::session::history::{Rewind, Rewound};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CheckpointList {
@@ -67,35 +67,10 @@ pub async fn list_checkpoints(
     }))
 }
 
-fn yes() -> bool {
-    true
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RewindRequest {
-    pub checkpoint_id: String,
-    /// Restore the workspace files (default true).
-    #[serde(default = "yes")]
-    pub files: bool,
-    /// Remove the checkpoint's turn and everything after it from the
-    /// transcript (default true).
-    #[serde(default = "yes")]
-    pub history: bool,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Rewound {
-    pub checkpoint_id: String,
-    /// Paths written, recreated or deleted.
-    pub files_restored: Vec<String>,
-    pub messages_removed: u64,
-}
-
 /// Rewind the workspace files and/or the transcript to a checkpoint.
 #[utoipa::path(post, path = "/v1/sessions/{id}/rewind", tag = "history",
     params(("id" = String, Path, description = "Session id")),
-    request_body = RewindRequest,
+    request_body = Rewind,
     responses(
         (status = 200, body = Rewound),
         (status = 400, body = ErrorBody),
@@ -107,14 +82,9 @@ pub async fn rewind(
     State(state): State<AppState>,
     user: User,
     ApiPath(id): ApiPath<String>,
-    ApiJson(body): ApiJson<RewindRequest>,
+    ApiJson(rewind): ApiJson<Rewind>,
 ) -> ApiResult<Json<Rewound>> {
     let session = owned_session(&state, &user, &id).await?;
-    let rewind = Rewind {
-        checkpoint_id: body.checkpoint_id,
-        files: body.files,
-        history: body.history,
-    };
     let rewound = state.sessions.rewind(session, rewind).await?;
     let detail = serde_json::json!({
         "checkpoint_id": rewound.checkpoint_id,
@@ -122,11 +92,7 @@ pub async fn rewind(
         "messages_removed": rewound.messages_removed,
     });
     audit(&state, &user, "session.rewind", Some(&id), detail).await;
-    Ok(Json(Rewound {
-        checkpoint_id: rewound.checkpoint_id,
-        files_restored: rewound.files_restored,
-        messages_removed: rewound.messages_removed,
-    }))
+    Ok(Json(rewound))
 }
 
 #[derive(Debug, Default, Deserialize, ToSchema)]

@@ -2,23 +2,33 @@
 //! and forking it into a new session at a message.
 
 use agentd_store::{NewSession, SessionRecord};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::{SessionError, SessionResult, SessionService, turn_running};
 use crate::checkpoints::{copy_workspace, restore_files};
 use crate::workspace_owner::hand_over_before_turn;
 
-/// What a rewind does.
-#[derive(Debug, Clone)]
+/// What a rewind does (also the body of `POST …/rewind`).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Rewind {
     pub checkpoint_id: String,
-    /// Restore the workspace files.
+    /// Restore the workspace files (default true).
+    #[serde(default = "yes")]
     pub files: bool,
-    /// Remove the checkpoint's turn and everything after from the transcript.
+    /// Remove the checkpoint's turn and everything after it from the
+    /// transcript (default true).
+    #[serde(default = "yes")]
     pub history: bool,
 }
 
+fn yes() -> bool {
+    true
+}
+
 /// What a rewind did.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Rewound {
     pub checkpoint_id: String,
     /// Paths written, recreated or deleted.
