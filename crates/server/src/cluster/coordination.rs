@@ -2,13 +2,17 @@
 //! shared queue, and what runs elsewhere is reached by signals.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use agentd_engine::{Answer, QuestionAnswer};
+use agentd_store::postgres::cluster::Signal;
 use agentd_store::{PendingRecord, SessionRecord};
 use async_trait::async_trait;
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::Cluster;
+use super::{Cluster, SAVE_TRIES, workspace};
 use crate::coordination::{Coordination, CoordinationResult};
 use crate::registry::{Accepted, Registry, Submission, SubmitError};
 
@@ -47,16 +51,48 @@ impl Coordination for Cluster {
         false
     }
 
+    /// A turn runs or waits in the session, on any node.
     async fn busy_elsewhere(&self, session_id: &str) -> CoordinationResult<bool> {
-        self.busy(session_id).await
+        self.inner
+            .store
+            .busy(session_id)
+            .await
+            .map_err(|e| e.to_string())
     }
 
+    /// Interrupt a session's turn wherever it runs: `Some(turn id)` when one
+    /// runs (a signal goes to its owner). A turn accepted but not taken yet is
+    /// taken here and stopped before it does anything.
     async fn interrupt_elsewhere(
         &self,
         registry: &Registry,
         session_id: &str,
     ) -> CoordinationResult<Option<String>> {
-        self.interrupt(registry, session_id).await
+        let store = &self.inner.store;
+        let Some(lease) = store.lease(session_id).await.map_err(|e| e.to_string())? else {
+            let Some(turn_id) = self.claim(registry, Some(session_id)).await? else {
+                return Ok(None);
+            };
+            registry.interrupt_turn(session_id, &turn_id);
+            return Ok(Some(turn_id));
+        };
+        if store
+            .finished_since(session_id, lease.start_seq)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(None);
+        }
+        let signal = Signal {
+            kind: "interrupt".into(),
+            target: session_id.to_string(),
+            data: json!({"turn_id": lease.turn_id}).to_string(),
+        };
+        store
+            .send_signal(&lease.node_id, &signal)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Some(lease.turn_id))
     }
 
     async fn forward_permission(
@@ -101,27 +137,115 @@ impl Coordination for Cluster {
         super::localize(data_dir, session);
     }
 
+    /// Before a taken turn runs: its workspace here, restored from the last
+    /// saved state if this node lacks it.
     async fn before_turn(
         &self,
         registry: &Registry,
         session: &mut SessionRecord,
     ) -> CoordinationResult<()> {
-        self.prepare(registry, session).await
+        // A warm `claude` CLI only knows the turns it ran: if the session's
+        // last turn ran elsewhere, start it afresh from the stored transcript.
+        let last = self
+            .inner
+            .store
+            .last_turn(&session.id)
+            .await
+            .map_err(|e| e.to_string())?;
+        if last != self.inner.last_turns.get(&session.id) {
+            registry.runtime().claude.stop_session(&session.id).await;
+        }
+        workspace::prepare(self, registry.runtime(), session).await
     }
 
+    /// After a taken turn is recorded: save its workspace, release its lease
+    /// (a few tries each: the heartbeat finishes a lease left behind).
     async fn turn_ended(&self, registry: &Registry, session_id: &str, turn_id: &str) {
-        self.release(registry, session_id, turn_id).await;
+        self.inner.last_turns.set(session_id, turn_id);
+        let mut wait = Duration::from_millis(200);
+        for attempt in 1..=SAVE_TRIES {
+            match workspace::save(self, registry.runtime(), session_id, Some(turn_id)).await {
+                Ok(()) => break,
+                // The next node starts from the previous save: say so loudly.
+                Err(err) if attempt == SAVE_TRIES => tracing::error!(%err, session_id,
+                    "could not save the workspace at the turn end; its changes stay on this node"),
+                Err(err) => {
+                    tracing::warn!(%err, session_id, attempt, "saving the workspace failed; retrying")
+                }
+            }
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+        }
+        let store = &self.inner.store;
+        if let Err(err) = store
+            .release_lease(session_id, turn_id, &self.inner.node_id)
+            .await
+        {
+            tracing::error!(%err, session_id, "could not release the lease; the heartbeat retries");
+        }
+        self.inner.running.fetch_sub(1, Ordering::SeqCst);
+        self.inner.released.notify_waiters();
+        self.inner.kick.notify_one();
     }
 
     fn is_draining(&self) -> bool {
         Cluster::is_draining(self)
     }
 
+    /// Resolves when draining and no taken turn is left.
     async fn drained(&self) {
-        Cluster::drained(self).await;
+        self.inner.draining.cancelled().await;
+        loop {
+            let released = self.inner.released.notified();
+            if self.inner.running.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            tokio::select! {
+                () = released => {}
+                () = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+        }
     }
 
+    /// Leave the cluster (a clean stop): others need not wait for a timeout.
+    /// Whether the database took it.
     async fn leave(&self) -> bool {
-        Cluster::leave(self).await
+        if let Err(err) = self.inner.store.remove_node(&self.inner.node_id).await {
+            tracing::warn!(%err, "could not leave the cluster cleanly");
+            return false;
+        }
+        true
+    }
+}
+
+impl Cluster {
+    /// Pass an answer to the node whose turn waits for it; `false` when
+    /// that turn does not run.
+    async fn forward(
+        &self,
+        request: &PendingRecord,
+        kind: &str,
+        data: serde_json::Value,
+    ) -> Result<bool, String> {
+        let store = &self.inner.store;
+        let lease = store
+            .lease(&request.session_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(lease) = lease.filter(|l| request.turn_id.as_deref() == Some(l.turn_id.as_str()))
+        else {
+            return Ok(false);
+        };
+        let request_id = request.id.as_str();
+        let signal = Signal {
+            kind: kind.into(),
+            target: request_id.to_string(),
+            data: data.to_string(),
+        };
+        store
+            .send_signal(&lease.node_id, &signal)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(true)
     }
 }

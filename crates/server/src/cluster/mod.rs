@@ -27,9 +27,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentd_store::postgres::cluster::{ClusterStore, Enqueued, QueuedTurn, Signal};
-use agentd_store::{PendingRecord, SessionRecord};
-use serde_json::json;
+use agentd_store::postgres::cluster::{ClusterStore, Enqueued, QueuedTurn};
+use agentd_store::SessionRecord;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -277,131 +276,6 @@ impl Cluster {
         self.inner.kick.notify_one();
     }
 
-    /// Before a taken turn runs: its workspace here, restored from the last
-    /// saved state if this node lacks it.
-    async fn prepare(
-        &self,
-        registry: &Registry,
-        session: &mut SessionRecord,
-    ) -> Result<(), String> {
-        // A warm `claude` CLI only knows the turns it ran: if the session's
-        // last turn ran elsewhere, start it afresh from the stored transcript.
-        let last = self
-            .inner
-            .store
-            .last_turn(&session.id)
-            .await
-            .map_err(|e| e.to_string())?;
-        if last != self.inner.last_turns.get(&session.id) {
-            registry.runtime().claude.stop_session(&session.id).await;
-        }
-        workspace::prepare(self, registry.runtime(), session).await
-    }
-
-    /// A turn runs or waits in the session, on any node.
-    async fn busy(&self, session_id: &str) -> Result<bool, String> {
-        self.inner
-            .store
-            .busy(session_id)
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    /// After a taken turn is recorded: save its workspace, release its lease
-    /// (a few tries each: the heartbeat finishes a lease left behind).
-    async fn release(&self, registry: &Registry, session_id: &str, turn_id: &str) {
-        self.inner.last_turns.set(session_id, turn_id);
-        let mut wait = Duration::from_millis(200);
-        for attempt in 1..=SAVE_TRIES {
-            match workspace::save(self, registry.runtime(), session_id, Some(turn_id)).await {
-                Ok(()) => break,
-                // The next node starts from the previous save: say so loudly.
-                Err(err) if attempt == SAVE_TRIES => tracing::error!(%err, session_id,
-                    "could not save the workspace at the turn end; its changes stay on this node"),
-                Err(err) => {
-                    tracing::warn!(%err, session_id, attempt, "saving the workspace failed; retrying")
-                }
-            }
-            tokio::time::sleep(wait).await;
-            wait *= 2;
-        }
-        let store = &self.inner.store;
-        if let Err(err) = store
-            .release_lease(session_id, turn_id, &self.inner.node_id)
-            .await
-        {
-            tracing::error!(%err, session_id, "could not release the lease; the heartbeat retries");
-        }
-        self.inner.running.fetch_sub(1, Ordering::SeqCst);
-        self.inner.released.notify_waiters();
-        self.inner.kick.notify_one();
-    }
-
-    /// Interrupt a session's turn wherever it runs: `Some(turn id)` when one
-    /// runs (a signal goes to its owner). A turn accepted but not taken yet is
-    /// taken here and stopped before it does anything.
-    async fn interrupt(
-        &self,
-        registry: &Registry,
-        session_id: &str,
-    ) -> Result<Option<String>, String> {
-        let store = &self.inner.store;
-        let Some(lease) = store.lease(session_id).await.map_err(|e| e.to_string())? else {
-            let Some(turn_id) = self.claim(registry, Some(session_id)).await? else {
-                return Ok(None);
-            };
-            registry.interrupt_turn(session_id, &turn_id);
-            return Ok(Some(turn_id));
-        };
-        if store
-            .finished_since(session_id, lease.start_seq)
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            return Ok(None);
-        }
-        let signal = Signal {
-            kind: "interrupt".into(),
-            target: session_id.to_string(),
-            data: json!({"turn_id": lease.turn_id}).to_string(),
-        };
-        store
-            .send_signal(&lease.node_id, &signal)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Some(lease.turn_id))
-    }
-
-    /// Pass an answer to the node whose turn waits for it; `false` when
-    /// that turn does not run.
-    async fn forward(
-        &self,
-        request: &PendingRecord,
-        kind: &str,
-        data: serde_json::Value,
-    ) -> Result<bool, String> {
-        let store = &self.inner.store;
-        let lease = store
-            .lease(&request.session_id)
-            .await
-            .map_err(|e| e.to_string())?;
-        let Some(lease) = lease.filter(|l| request.turn_id.as_deref() == Some(l.turn_id.as_str()))
-        else {
-            return Ok(false);
-        };
-        let request_id = request.id.as_str();
-        let signal = Signal {
-            kind: kind.into(),
-            target: request_id.to_string(),
-            data: data.to_string(),
-        };
-        store
-            .send_signal(&lease.node_id, &signal)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(true)
-    }
-
     /// Stop taking turns; [`Cluster::drained`] resolves once the running ones
     /// are released.
     pub fn drain(&self) {
@@ -413,31 +287,6 @@ impl Cluster {
 
     pub fn is_draining(&self) -> bool {
         self.inner.draining.is_cancelled()
-    }
-
-    /// Resolves when draining and no taken turn is left.
-    pub async fn drained(&self) {
-        self.inner.draining.cancelled().await;
-        loop {
-            let released = self.inner.released.notified();
-            if self.inner.running.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            tokio::select! {
-                () = released => {}
-                () = tokio::time::sleep(Duration::from_millis(200)) => {}
-            }
-        }
-    }
-
-    /// Leave the cluster (a clean stop): others need not wait for a timeout.
-    /// Whether the database took it.
-    pub async fn leave(&self) -> bool {
-        if let Err(err) = self.inner.store.remove_node(&self.inner.node_id).await {
-            tracing::warn!(%err, "could not leave the cluster cleanly");
-            return false;
-        }
-        true
     }
 }
 
