@@ -27,8 +27,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentd_store::postgres::cluster::{ClusterStore, Enqueued, QueuedTurn};
 use agentd_store::SessionRecord;
+use agentd_store::postgres::cluster::{ClusterStore, Enqueued, QueuedTurn};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 

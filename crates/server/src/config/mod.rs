@@ -30,33 +30,22 @@ pub enum ConfigError {
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
-    #[serde(default)]
     pub server: ServerConfig,
-    #[serde(default)]
     pub database: DatabaseConfig,
-    #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
-    #[serde(default)]
     pub profiles: BTreeMap<String, ProfileConfig>,
-    #[serde(default)]
     pub mcp_servers: Vec<McpServerToml>,
-    #[serde(default)]
     pub subagents: Vec<SubagentToml>,
-    #[serde(default)]
     pub skills: SkillsToml,
-    #[serde(default)]
     pub cluster: ClusterConfig,
     /// `[users.NAME]`: per-user settings (the uid their agent works as,
     /// their quotas).
-    #[serde(default)]
     pub users: BTreeMap<String, UserToml>,
     /// Which profiles and models users may choose; who is an admin.
-    #[serde(default)]
     pub access: AccessConfig,
     /// Every user's limits (off unless set); `[users.NAME.quotas]` overrides.
-    #[serde(default)]
     pub quotas: QuotaToml,
 }
 
@@ -233,56 +222,40 @@ pub enum NoAnswer {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ProfileConfig {
     /// `default` (ask before anything that is not read-only), `accept_edits`,
     /// `read_only`, `bypass`.
-    #[serde(default)]
     pub mode: PermissionMode,
     /// Permission rules (`Bash(git status)`, `Read(src/**)`, `WebFetch(domain:x)`, …);
     /// deny beats allow beats ask.
-    #[serde(default)]
     pub allow: Vec<String>,
-    #[serde(default)]
     pub deny: Vec<String>,
-    #[serde(default)]
     pub ask: Vec<String>,
-    #[serde(default)]
     pub hooks: Vec<HookConfig>,
     /// Applied when a request is not answered within `approval_timeout_s`, or
     /// when nobody can be asked (`agentd run` without a terminal).
-    #[serde(default)]
     pub on_no_answer: NoAnswer,
-    #[serde(default = "default_approval_timeout_s")]
     pub approval_timeout_s: u64,
     /// Let sandboxed commands write `.git/hooks` and `.git/config`.
-    #[serde(default)]
     pub allow_git_config: bool,
     /// Let sandboxed commands reach the network.
-    #[serde(default)]
     pub network: bool,
-    #[serde(default)]
     pub sandbox: SandboxMode,
     /// Model calls per turn.
-    #[serde(default = "default_max_turns")]
     pub max_turns: u32,
-    #[serde(default = "default_turn_timeout_s")]
     pub turn_timeout_s: u64,
     pub max_budget_usd: Option<f64>,
     /// Spend per session over all its turns, in USD.
     pub max_session_budget_usd: Option<f64>,
     /// Circuit breaker: failing tool calls in a row that end the turn (0: off).
-    #[serde(default = "default_max_failed_calls")]
     pub max_failed_calls: u32,
     /// Circuit breaker: the same call this many times in a row ends the turn (0: off).
-    #[serde(default = "default_max_identical_calls")]
     pub max_identical_calls: u32,
     /// Checkpoint the workspace before each turn that changes it (see
     /// `POST …/rewind`); off saves the time and the blob storage.
-    #[serde(default = "default_true")]
     pub checkpoints: bool,
     /// Compact the context when it passes this share of the model's window.
-    #[serde(default = "default_compact_threshold")]
     pub compact_threshold: f64,
     /// Replaces the built-in system prompt template (placeholders
     /// `{{workspace}}`, `{{tools}}`, `{{sandbox}}`, `{{permissions}}`,
@@ -291,67 +264,21 @@ pub struct ProfileConfig {
     /// Appended to the system prompt (also a template).
     pub append_system_prompt: Option<String>,
     /// Subagents (`Task` calls) a turn may start, nested ones included.
-    #[serde(default = "default_max_subagents")]
     pub max_subagents: u32,
     /// How deep subagents may nest; 0 turns `Task` off.
-    #[serde(default = "default_max_subagent_depth")]
     pub max_subagent_depth: u32,
     /// The `[[mcp_servers]]` this profile's sessions get, by name; all when absent.
     pub mcp_servers: Option<Vec<String>>,
     /// Default `Bash` timeout, and the most a call may ask for.
-    #[serde(default = "default_bash_timeout_s")]
     pub bash_timeout_s: u64,
-    #[serde(default = "default_bash_max_timeout_s")]
     pub bash_max_timeout_s: u64,
     /// Bytes of live output (`tool.output` events) one tool call may stream
     /// and store; past it one `output.truncated`, and the model still gets
     /// its capped result.
-    #[serde(default = "default_max_tool_output_stream_bytes")]
     pub max_tool_output_stream_bytes: u64,
     /// Bytes of live deltas and tool output one turn may stream and store;
     /// past it only final messages, results and `turn.finished` are.
-    #[serde(default = "default_max_turn_stream_bytes")]
     pub max_turn_stream_bytes: u64,
-}
-
-fn default_true() -> bool {
-    true
-}
-fn default_max_failed_calls() -> u32 {
-    8
-}
-fn default_max_identical_calls() -> u32 {
-    5
-}
-fn default_compact_threshold() -> f64 {
-    0.8
-}
-fn default_max_subagents() -> u32 {
-    8
-}
-fn default_max_subagent_depth() -> u32 {
-    1
-}
-fn default_approval_timeout_s() -> u64 {
-    300
-}
-fn default_max_turns() -> u32 {
-    100
-}
-fn default_turn_timeout_s() -> u64 {
-    1800
-}
-fn default_bash_timeout_s() -> u64 {
-    120
-}
-fn default_bash_max_timeout_s() -> u64 {
-    600
-}
-fn default_max_tool_output_stream_bytes() -> u64 {
-    agentd_engine::DEFAULT_TOOL_OUTPUT_STREAM_BYTES
-}
-fn default_max_turn_stream_bytes() -> u64 {
-    agentd_engine::DEFAULT_TURN_STREAM_BYTES
 }
 
 impl Default for ProfileConfig {
@@ -363,27 +290,27 @@ impl Default for ProfileConfig {
             ask: Vec::new(),
             hooks: Vec::new(),
             on_no_answer: NoAnswer::Deny,
-            approval_timeout_s: default_approval_timeout_s(),
+            approval_timeout_s: 300,
             allow_git_config: false,
             network: false,
             sandbox: SandboxMode::On,
-            max_turns: default_max_turns(),
-            turn_timeout_s: default_turn_timeout_s(),
+            max_turns: 100,
+            turn_timeout_s: 1800,
             max_budget_usd: None,
             max_session_budget_usd: None,
-            max_failed_calls: default_max_failed_calls(),
-            max_identical_calls: default_max_identical_calls(),
-            compact_threshold: default_compact_threshold(),
+            max_failed_calls: 8,
+            max_identical_calls: 5,
+            compact_threshold: 0.8,
             checkpoints: true,
             system_prompt: None,
             append_system_prompt: None,
-            max_subagents: default_max_subagents(),
-            max_subagent_depth: default_max_subagent_depth(),
+            max_subagents: 8,
+            max_subagent_depth: 1,
             mcp_servers: None,
-            bash_timeout_s: default_bash_timeout_s(),
-            bash_max_timeout_s: default_bash_max_timeout_s(),
-            max_tool_output_stream_bytes: default_max_tool_output_stream_bytes(),
-            max_turn_stream_bytes: default_max_turn_stream_bytes(),
+            bash_timeout_s: 120,
+            bash_max_timeout_s: 600,
+            max_tool_output_stream_bytes: agentd_engine::DEFAULT_TOOL_OUTPUT_STREAM_BYTES,
+            max_turn_stream_bytes: agentd_engine::DEFAULT_TURN_STREAM_BYTES,
         }
     }
 }

@@ -83,8 +83,8 @@ impl SessionService {
         request_id: &str,
         kind: PendingKind,
     ) -> SessionResult<PendingRecord> {
-        let store = &self.registry.runtime().store;
-        let record = store
+        let record = self
+            .store()
             .get_pending(request_id)
             .await?
             .filter(|record| record.session_id == session_id && record.kind == kind)

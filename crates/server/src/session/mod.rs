@@ -13,10 +13,11 @@ pub mod lifecycle;
 pub mod turns;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use agentd_sandbox::confined::FsIdentity;
 use agentd_store::{
-    CheckpointRecord, PendingRecord, SessionRecord, SessionStatus, StoreError, StoredMessage,
+    CheckpointRecord, PendingRecord, SessionRecord, SessionStatus, Store, StoreError, StoredMessage,
 };
 
 use crate::registry::Registry;
@@ -76,12 +77,14 @@ impl SessionService {
         &self.registry
     }
 
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.registry.runtime().store
+    }
+
     /// The session if `owner` owns it; [`SessionError::NotFound`] otherwise,
     /// whether it exists or not.
     pub async fn owned(&self, owner: &str, id: &str) -> SessionResult<SessionRecord> {
-        self.registry
-            .runtime()
-            .store
+        self.store()
             .get_session(id)
             .await?
             .filter(|session| session.owner == owner)
@@ -96,8 +99,7 @@ impl SessionService {
         cursor: Option<&str>,
         limit: u32,
     ) -> SessionResult<Vec<SessionRecord>> {
-        let store = &self.registry.runtime().store;
-        match store.list_sessions(owner, cursor, limit).await {
+        match self.store().list_sessions(owner, cursor, limit).await {
             Err(StoreError::NotFound(_)) => Err(SessionError::Invalid("unknown cursor".into())),
             listed => Ok(listed?),
         }
@@ -126,16 +128,11 @@ impl SessionService {
     }
 
     pub async fn messages(&self, session_id: &str) -> SessionResult<Vec<StoredMessage>> {
-        Ok(self.registry.runtime().store.messages(session_id).await?)
+        Ok(self.store().messages(session_id).await?)
     }
 
     pub async fn checkpoints(&self, session_id: &str) -> SessionResult<Vec<CheckpointRecord>> {
-        Ok(self
-            .registry
-            .runtime()
-            .store
-            .list_checkpoints(session_id)
-            .await?)
+        Ok(self.store().list_checkpoints(session_id).await?)
     }
 
     /// Up to `limit` stored events after `seq`, for a stream's replay.
@@ -145,14 +142,12 @@ impl SessionService {
         seq: u64,
         limit: u32,
     ) -> SessionResult<Vec<agentd_protocol::EventEnvelope>> {
-        let store = &self.registry.runtime().store;
-        Ok(store.events_after(session_id, seq, limit).await?)
+        Ok(self.store().events_after(session_id, seq, limit).await?)
     }
 
     /// Permission requests and questions waiting for an answer.
     pub async fn pending(&self, session_id: &str) -> SessionResult<Vec<PendingRecord>> {
-        let store = &self.registry.runtime().store;
-        Ok(store.open_pending(Some(session_id)).await?)
+        Ok(self.store().open_pending(Some(session_id)).await?)
     }
 
     /// The session's workspace on this node, up to date, and whom file work
