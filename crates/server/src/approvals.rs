@@ -27,21 +27,52 @@ enum Waiting {
     Question(oneshot::Sender<QuestionAnswer>),
 }
 
-impl Approvals {
-    /// Deliver a permission decision. `false` when no turn in this process
-    /// waits for it.
-    pub fn answer(&self, request_id: &str, answer: Answer) -> bool {
-        match self.take(request_id) {
-            Some(Waiting::Permission(sender)) => sender.send(answer).is_ok(),
-            _ => false,
+/// An answer for a waiting turn: a permission decision or a question's answers.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Permission(Answer),
+    Question(QuestionAnswer),
+}
+
+impl Reply {
+    /// As a cluster signal passes it on: its kind and data.
+    pub fn to_signal(&self) -> (&'static str, serde_json::Value) {
+        match self {
+            Reply::Permission(a) => ("permission", json!({"decision": a.decision, "by": a.by})),
+            Reply::Question(a) => ("question", json!({"answers": a.answers, "by": a.by})),
         }
     }
 
-    /// Deliver the answers to a question. `false` when no turn in this
-    /// process waits for them.
-    pub fn answer_question(&self, request_id: &str, answer: QuestionAnswer) -> bool {
-        match self.take(request_id) {
-            Some(Waiting::Question(sender)) => sender.send(answer).is_ok(),
+    /// Read back from a signal; `None` for another kind or no decision.
+    pub fn from_signal(kind: &str, data: &serde_json::Value) -> Option<Self> {
+        let by = data["by"]
+            .as_str()
+            .map_or(Resolver::Terminal, Resolver::parse);
+        match kind {
+            "permission" => match serde_json::from_value(data["decision"].clone()) {
+                Ok(Decision::Other(_)) | Err(_) => None,
+                Ok(decision) => Some(Reply::Permission(Answer::new(decision, by))),
+            },
+            "question" => {
+                let answers = Some(data["answers"].clone()).filter(|a| !a.is_null());
+                Some(Reply::Question(QuestionAnswer { answers, by }))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Approvals {
+    /// Deliver `reply` to the turn in this process that waits for it;
+    /// `false` when none does.
+    pub fn deliver(&self, request_id: &str, reply: Reply) -> bool {
+        match (self.take(request_id), reply) {
+            (Some(Waiting::Permission(sender)), Reply::Permission(answer)) => {
+                sender.send(answer).is_ok()
+            }
+            (Some(Waiting::Question(sender)), Reply::Question(answer)) => {
+                sender.send(answer).is_ok()
+            }
             _ => false,
         }
     }

@@ -6,11 +6,11 @@
 
 use std::path::Path;
 
-use agentd_engine::{Answer, QuestionAnswer};
 use agentd_store::{PendingRecord, SessionRecord};
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
+use crate::approvals::Reply;
 use crate::registry::{Accepted, Registry, Submission, SubmitError};
 
 /// Errors of the coordination layer, for the log (the client sees a 500).
@@ -64,21 +64,8 @@ pub trait Coordination: Send + Sync {
         Ok(None)
     }
 
-    /// Pass a permission answer to the turn waiting for it elsewhere; whether one was.
-    async fn forward_permission(
-        &self,
-        _request: &PendingRecord,
-        _answer: &Answer,
-    ) -> CoordinationResult<bool> {
-        Ok(false)
-    }
-
-    /// Pass a question's answers to the turn waiting for them elsewhere.
-    async fn forward_question(
-        &self,
-        _request: &PendingRecord,
-        _answer: &QuestionAnswer,
-    ) -> CoordinationResult<bool> {
+    /// Pass `reply` to the turn waiting for it elsewhere; whether one was.
+    async fn forward(&self, _request: &PendingRecord, _reply: &Reply) -> CoordinationResult<bool> {
         Ok(false)
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use agentd_engine::{Answer, Decision};
 use agentd_protocol::{Event, EventEnvelope, TurnFinished, TurnStatus};
+use agentd_server::approvals::Reply;
 use agentd_server::config::Config;
 use agentd_server::runtime::{Runtime, TurnOptions};
 use agentd_store::sqlite::SqliteStore;
@@ -172,11 +173,10 @@ async fn an_allowed_request_runs_the_call() {
     assert_eq!(status, Some(SessionStatus::Waiting));
     assert!(s.out_txt().is_none(), "nothing runs before the answer");
 
-    assert!(
-        s.runtime
-            .approvals
-            .answer(&pending.id, Answer::new(Decision::Allow, "user"))
-    );
+    assert!(s.runtime.approvals.deliver(
+        &pending.id,
+        Reply::Permission(Answer::new(Decision::Allow, "user"))
+    ));
     let (finished, events) = turn.await.unwrap();
     assert_eq!(finished.status, TurnStatus::Completed);
     assert_eq!(s.out_txt().as_deref(), Some("approved\n"));
@@ -214,9 +214,10 @@ async fn a_denied_request_is_reported_to_the_model_and_nothing_runs() {
     let s = setup("", "default").await;
     let turn = s.start_turn("go");
     let pending = s.next_pending().await;
-    s.runtime
-        .approvals
-        .answer(&pending.id, Answer::new(Decision::Deny, "user"));
+    s.runtime.approvals.deliver(
+        &pending.id,
+        Reply::Permission(Answer::new(Decision::Deny, "user")),
+    );
     let (finished, events) = turn.await.unwrap();
     assert_eq!(finished.status, TurnStatus::Completed);
     assert!(s.out_txt().is_none());
@@ -234,9 +235,10 @@ async fn allow_for_the_session_is_remembered_across_turns() {
     let s = setup("", "default").await;
     let turn = s.start_turn("go");
     let pending = s.next_pending().await;
-    s.runtime
-        .approvals
-        .answer(&pending.id, Answer::new(Decision::AllowSession, "user"));
+    s.runtime.approvals.deliver(
+        &pending.id,
+        Reply::Permission(Answer::new(Decision::AllowSession, "user")),
+    );
     turn.await.unwrap();
     assert!(
         !s.runtime

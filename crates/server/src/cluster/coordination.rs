@@ -5,7 +5,6 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agentd_engine::{Answer, QuestionAnswer};
 use agentd_store::postgres::cluster::Signal;
 use agentd_store::{PendingRecord, SessionRecord};
 use async_trait::async_trait;
@@ -13,6 +12,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{Cluster, SAVE_TRIES, workspace};
+use crate::approvals::Reply;
 use crate::coordination::{Coordination, CoordinationResult};
 use crate::registry::{Accepted, Registry, Submission, SubmitError};
 
@@ -93,24 +93,6 @@ impl Coordination for Cluster {
             .await
             .map_err(|e| e.to_string())?;
         Ok(Some(lease.turn_id))
-    }
-
-    async fn forward_permission(
-        &self,
-        request: &PendingRecord,
-        answer: &Answer,
-    ) -> CoordinationResult<bool> {
-        let data = serde_json::json!({"decision": answer.decision, "by": answer.by});
-        self.forward(request, "permission", data).await
-    }
-
-    async fn forward_question(
-        &self,
-        request: &PendingRecord,
-        answer: &QuestionAnswer,
-    ) -> CoordinationResult<bool> {
-        let data = serde_json::json!({"answers": answer.answers, "by": answer.by});
-        self.forward(request, "question", data).await
     }
 
     async fn local_workspace(
@@ -216,17 +198,10 @@ impl Coordination for Cluster {
         }
         true
     }
-}
 
-impl Cluster {
     /// Pass an answer to the node whose turn waits for it; `false` when
     /// that turn does not run.
-    async fn forward(
-        &self,
-        request: &PendingRecord,
-        kind: &str,
-        data: serde_json::Value,
-    ) -> Result<bool, String> {
+    async fn forward(&self, request: &PendingRecord, reply: &Reply) -> CoordinationResult<bool> {
         let store = &self.inner.store;
         let lease = store
             .lease(&request.session_id)
@@ -237,6 +212,7 @@ impl Cluster {
             return Ok(false);
         };
         let request_id = request.id.as_str();
+        let (kind, data) = reply.to_signal();
         let signal = Signal {
             kind: kind.into(),
             target: request_id.to_string(),

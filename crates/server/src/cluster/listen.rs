@@ -9,8 +9,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use agentd_engine::{Answer, Decision, QuestionAnswer};
-use agentd_protocol::Resolver;
 use agentd_store::postgres::cluster::PgListener;
 use agentd_store::postgres::cluster::{EVENTS_CHANNEL, SIGNALS_CHANNEL, Signal, TURNS_CHANNEL};
 use serde_json::Value;
@@ -18,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Cluster;
+use crate::approvals::Reply;
 use crate::registry::Registry;
 
 /// How often streams and signals are checked without a notification.
@@ -213,10 +212,6 @@ async fn take_signals(cluster: &Cluster, registry: &Registry) {
 
 fn apply(registry: &Registry, signal: &Signal) {
     let data: Value = serde_json::from_str(&signal.data).unwrap_or(Value::Null);
-    let by = data["by"]
-        .as_str()
-        .map_or(Resolver::Terminal, Resolver::parse);
-    let approvals = &registry.runtime().approvals;
     let delivered = match signal.kind.as_str() {
         "interrupt" => {
             let turn_id = data["turn_id"].as_str().unwrap_or_default().to_string();
@@ -235,15 +230,8 @@ fn apply(registry: &Registry, signal: &Signal) {
             }
             true
         }
-        "permission" => match serde_json::from_value::<Decision>(data["decision"].clone()) {
-            Ok(Decision::Other(_)) | Err(_) => false,
-            Ok(decision) => approvals.answer(&signal.target, Answer::new(decision, by)),
-        },
-        "question" => {
-            let answers = Some(data["answers"].clone()).filter(|a| !a.is_null());
-            approvals.answer_question(&signal.target, QuestionAnswer { answers, by })
-        }
-        _ => false,
+        kind => Reply::from_signal(kind, &data)
+            .is_some_and(|reply| registry.runtime().approvals.deliver(&signal.target, reply)),
     };
     if !delivered {
         // Its turn ended meanwhile; the answer has nobody to go to.

@@ -7,6 +7,8 @@ use agentd_protocol::{PendingKind, Resolver};
 use agentd_store::PendingRecord;
 use serde_json::Value;
 
+use crate::approvals::Reply;
+
 use super::{SessionError, SessionResult, SessionService};
 
 impl SessionService {
@@ -21,20 +23,8 @@ impl SessionService {
         let record = self
             .open_request(session_id, request_id, PendingKind::Permission)
             .await?;
-        let runtime = self.registry.runtime();
-        let mut delivered = runtime.approvals.answer(request_id, answer.clone());
-        if !delivered {
-            delivered = runtime
-                .coordination
-                .forward_permission(&record, &answer)
-                .await
-                .map_err(SessionError::Internal)?;
-        }
-        if !delivered {
-            return Err(SessionError::NotWaiting(
-                "no turn is waiting for this request any more".into(),
-            ));
-        }
+        self.deliver(&record, Reply::Permission(answer), "request")
+            .await?;
         Ok(record)
     }
 
@@ -55,21 +45,20 @@ impl SessionService {
             answers: Some(answers),
             by,
         };
+        self.deliver(&record, Reply::Question(answer), "question")
+            .await
+    }
+
+    /// Hand `reply` to the turn waiting for `record`, here or on another node.
+    async fn deliver(&self, record: &PendingRecord, reply: Reply, what: &str) -> SessionResult<()> {
         let runtime = self.registry.runtime();
-        let mut delivered = runtime
-            .approvals
-            .answer_question(request_id, answer.clone());
-        if !delivered {
-            delivered = runtime
-                .coordination
-                .forward_question(&record, &answer)
-                .await
+        let delivered = runtime.approvals.deliver(&record.id, reply.clone())
+            || (runtime.coordination.forward(record, &reply).await)
                 .map_err(SessionError::Internal)?;
-        }
         if !delivered {
-            return Err(SessionError::NotWaiting(
-                "no turn is waiting for this question any more".into(),
-            ));
+            return Err(SessionError::NotWaiting(format!(
+                "no turn is waiting for this {what} any more"
+            )));
         }
         Ok(())
     }
