@@ -10,10 +10,10 @@ use agentd_store::{SessionRecord, StoreError};
 use crate::exit;
 use crate::run::LOCAL_USER;
 
-type Outcome = Result<u8, StoreError>;
+type Outcome = Result<u8, SessionError>;
 
 /// A refusal as an exit code (printed); a store failure goes up.
-fn refused(err: SessionError) -> Outcome {
+pub fn refused(err: SessionError) -> Result<u8, StoreError> {
     let code = match err {
         SessionError::Store(err) => return Err(err),
         SessionError::NotFound | SessionError::Missing(_) | SessionError::Invalid(_) => exit::USAGE,
@@ -34,44 +34,36 @@ async fn local_session(service: &SessionService, id: &str) -> Result<SessionReco
 }
 
 pub async fn rm(service: &SessionService, id: &str) -> Outcome {
-    let session = match local_session(service, id).await {
-        Ok(session) => session,
-        Err(err) => return refused(err),
-    };
+    let session = local_session(service, id).await;
     // A turn another process (`agentd run`, `agentd serve`) runs.
     let store = &service.registry().runtime().store;
-    if store
-        .running_turns()
-        .await?
-        .iter()
-        .any(|t| t.session_id == id)
+    if session.is_ok()
+        && store
+            .running_turns()
+            .await?
+            .iter()
+            .any(|t| t.session_id == id)
     {
         eprintln!("agentd: session {id} has a running turn; interrupt it first");
         return Ok(exit::FAILED);
     }
-    match service.delete(session).await {
-        Ok(Deleted::Removed {
+    match service.delete(session?).await? {
+        Deleted::Removed {
             workspace_error: Some(message),
-        }) => {
+        } => {
             eprintln!("agentd: {message}");
             Ok(exit::FAILED)
         }
-        Ok(_) => {
+        _ => {
             println!("removed session {id}");
             Ok(exit::OK)
         }
-        Err(err) => refused(err),
     }
 }
 
 pub async fn checkpoints(service: &SessionService, id: &str) -> Outcome {
-    if let Err(err) = local_session(service, id).await {
-        return refused(err);
-    }
-    let checkpoints = match service.checkpoints(id).await {
-        Ok(checkpoints) => checkpoints,
-        Err(err) => return refused(err),
-    };
+    local_session(service, id).await?;
+    let checkpoints = service.checkpoints(id).await?;
     if checkpoints.is_empty() {
         eprintln!("no checkpoints: no turn of this session has changed its files yet");
         return Ok(exit::OK);
@@ -90,34 +82,22 @@ pub async fn checkpoints(service: &SessionService, id: &str) -> Outcome {
 }
 
 pub async fn rewind(service: &SessionService, id: &str, rewind: Rewind) -> Outcome {
-    let rewound = match local_session(service, id).await {
-        Ok(session) => service.rewind(session, rewind).await,
-        Err(err) => Err(err),
-    };
-    match rewound {
-        Ok(rewound) => {
-            println!(
-                "rewound to {}: {} file(s) restored, {} message(s) removed",
-                rewound.checkpoint_id,
-                rewound.files_restored.len(),
-                rewound.messages_removed
-            );
-            Ok(exit::OK)
-        }
-        Err(err) => refused(err),
-    }
+    let session = local_session(service, id).await?;
+    let rewound = service.rewind(session, rewind).await?;
+    println!(
+        "rewound to {}: {} file(s) restored, {} message(s) removed",
+        rewound.checkpoint_id,
+        rewound.files_restored.len(),
+        rewound.messages_removed
+    );
+    Ok(exit::OK)
 }
 
 pub async fn fork(service: &SessionService, id: &str, at: Option<&str>) -> Outcome {
-    let forked = match local_session(service, id).await {
-        Ok(session) => service.fork(session, LOCAL_USER, at).await,
-        Err(err) => Err(err),
-    };
-    match forked {
-        Ok(forked) => {
-            println!("{}", forked.session.id);
-            Ok(exit::OK)
-        }
-        Err(err) => refused(err),
-    }
+    let session = local_session(service, id).await?;
+    println!(
+        "{}",
+        service.fork(session, LOCAL_USER, at).await?.session.id
+    );
+    Ok(exit::OK)
 }

@@ -26,8 +26,10 @@ pub async fn run(command: SessionsCommand, config: Config, data_dir: PathBuf) ->
         SessionsCommand::Show { id, json } => show(store.as_ref(), &id, json).await,
         SessionsCommand::Export { id } => export(store.as_ref(), &id).await,
         SessionsCommand::Import { file } => import(store.as_ref(), &file).await,
-        SessionsCommand::Rm { id } => history::rm(&service, &id).await,
-        SessionsCommand::Checkpoints { id } => history::checkpoints(&service, &id).await,
+        SessionsCommand::Rm { id } => history::rm(&service, &id).await.or_else(history::refused),
+        SessionsCommand::Checkpoints { id } => history::checkpoints(&service, &id)
+            .await
+            .or_else(history::refused),
         SessionsCommand::Rewind {
             id,
             checkpoint_id,
@@ -39,9 +41,13 @@ pub async fn run(command: SessionsCommand, config: Config, data_dir: PathBuf) ->
                 files: !history_only,
                 history: !files_only,
             };
-            history::rewind(&service, &id, rewind).await
+            history::rewind(&service, &id, rewind)
+                .await
+                .or_else(history::refused)
         }
-        SessionsCommand::Fork { id, at } => history::fork(&service, &id, at.as_deref()).await,
+        SessionsCommand::Fork { id, at } => history::fork(&service, &id, at.as_deref())
+            .await
+            .or_else(history::refused),
     };
     match outcome {
         Ok(code) => code,
