@@ -163,15 +163,7 @@ fn build_from_env(
     let model = ModelConfig {
         provider,
         model: name.map(str::to_string),
-        api_key_env: None,
-        base_url: None,
-        script: None,
-        max_output_tokens: None,
-        max_retries: None,
-        context_window: None,
-        price: None,
-        command: None,
-        idle_timeout_s: None,
+        ..ModelConfig::default()
     };
     let mut resolved = build(String::new(), &model, env)?;
     resolved.spec = provider_spec(provider, &resolved.model_name);
@@ -209,21 +201,13 @@ fn build(
         }
         Provider::Anthropic => {
             let key_env = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
-            let config = AnthropicConfig {
-                base_url: model
-                    .base_url
-                    .clone()
-                    .or_else(|| env("ANTHROPIC_BASE_URL"))
-                    .unwrap_or_else(|| "https://api.anthropic.com".into()),
-                api_key: api_key(env, key_env, &spec)?,
-                retry: retry.clone(),
-                ..AnthropicConfig::default()
-            };
+            let base_url = model.base_url.clone().or_else(|| env("ANTHROPIC_BASE_URL"));
+            let client = anthropic(base_url, api_key(env, key_env, &spec)?, retry);
             let name = model
                 .model
                 .clone()
                 .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into());
-            (name, Arc::new(AnthropicClient::new(config)))
+            (name, client)
         }
         Provider::Openai => {
             let key_env = model.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY");
@@ -301,13 +285,20 @@ fn claude_code_model(
         ),
     };
     // Used only for what agentd does itself (e.g. `/compact`).
-    let config = AnthropicConfig {
+    Ok((name, anthropic(base_url, api_key, retry), settings))
+}
+
+fn anthropic(
+    base_url: Option<String>,
+    api_key: String,
+    retry: RetryPolicy,
+) -> Arc<dyn ModelClient> {
+    Arc::new(AnthropicClient::new(AnthropicConfig {
         base_url: base_url.unwrap_or_else(|| "https://api.anthropic.com".into()),
         api_key,
         retry,
         ..AnthropicConfig::default()
-    };
-    Ok((name, Arc::new(AnthropicClient::new(config)), settings))
+    }))
 }
 
 fn api_key(env: EnvLookup<'_>, var: &str, model: &str) -> Result<String, ConfigError> {

@@ -137,9 +137,10 @@ impl Default for ClusterConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Provider {
+    #[default]
     Anthropic,
     Openai,
     /// Replies from a script file, or the built-in offline demo script.
@@ -149,7 +150,7 @@ pub enum Provider {
     ClaudeCode,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
     pub provider: Provider,
