@@ -123,21 +123,17 @@ fn default_model<'a>(config: &'a Config, env: EnvLookup<'_>) -> Result<Default<'
     Ok(Default::Demo)
 }
 
+/// A provider a `provider:model` spec may name.
 fn parse_provider(name: &str) -> Option<Provider> {
-    match name {
-        "anthropic" => Some(Provider::Anthropic),
-        "openai" => Some(Provider::Openai),
-        "claude-code" => Some(Provider::ClaudeCode),
-        _ => None,
-    }
+    [Provider::Anthropic, Provider::Openai, Provider::ClaudeCode]
+        .into_iter()
+        .find(|provider| provider.as_str() == name)
 }
 
 fn provider_spec(provider: Provider, model: &str) -> String {
     match provider {
-        Provider::Anthropic => format!("anthropic:{model}"),
-        Provider::Openai => format!("openai:{model}"),
         Provider::Scripted => "demo".to_string(),
-        Provider::ClaudeCode => format!("claude-code:{model}"),
+        provider => format!("{}:{model}", provider.as_str()),
     }
 }
 

@@ -150,6 +150,18 @@ pub enum Provider {
     ClaudeCode,
 }
 
+impl Provider {
+    /// As the config and `GET /v1/models` spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::Openai => "openai",
+            Provider::Scripted => "scripted",
+            Provider::ClaudeCode => "claude-code",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {

@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::auth::User;
 use super::error::{ApiResult, ErrorBody};
-use crate::config::{Provider, SandboxMode};
+use crate::config::SandboxMode;
 use crate::health::HealthCheck;
 use crate::metrics::Gauges;
 use crate::models::resolve_model;
@@ -74,15 +74,6 @@ pub struct Health {
     pub error: Option<String>,
 }
 
-fn provider_name(provider: Provider) -> &'static str {
-    match provider {
-        Provider::Anthropic => "anthropic",
-        Provider::Openai => "openai",
-        Provider::Scripted => "scripted",
-        Provider::ClaudeCode => "claude-code",
-    }
-}
-
 /// Models the caller may choose: the configured ones, the default, and
 /// `demo`, less those not granted to them.
 #[utoipa::path(get, path = "/v1/models", tag = "server",
@@ -99,7 +90,7 @@ pub async fn models(State(state): State<AppState>, user: User) -> ApiResult<Json
         .iter()
         .map(|(id, model)| ModelInfo {
             id: id.clone(),
-            provider: provider_name(model.provider).into(),
+            provider: model.provider.as_str().into(),
             model: model.model.clone().unwrap_or_else(|| "demo".into()),
         })
         .collect();
