@@ -8,22 +8,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::input::parse_input;
 use crate::output_tail::Tail;
 use crate::tool_result::finish;
-use crate::{Tool, ToolContext, ToolOutput, ToolResult};
-
-const DESCRIPTION: &str = "Run a shell command with `bash -c` in the workspace (the \
-working directory and $HOME). The command runs in a sandbox: only the workspace is \
-writable, /tmp is private and empty, the environment is minimal, and there is no network \
-unless the session allows it. Output (stdout, then stderr) is returned together with the \
-exit code; long output is cut in the middle (its start and end are kept). Use it for \
-builds, tests, git and other programs; prefer Read, Edit, Write, Glob, Grep and LS for \
-looking at and changing files. `timeout` is in milliseconds; the command and everything it started are killed when it expires. \
-Background processes do not outlive the command.";
+use crate::{ToolContext, ToolOutput, ToolResult, TypedTool};
 
 #[derive(Debug, Deserialize)]
-struct BashInput {
+pub(crate) struct BashInput {
     command: String,
     timeout: Option<f64>,
     #[allow(dead_code)] // Shown to the user by the engine, not used here.
@@ -35,16 +25,20 @@ struct BashInput {
 pub struct BashTool;
 
 #[async_trait]
-impl Tool for BashTool {
-    fn name(&self) -> &str {
-        "Bash"
-    }
+impl TypedTool for BashTool {
+    const NAME: &'static str = "Bash";
+    const DESCRIPTION: &'static str = "Run a shell command with `bash -c` in the workspace (the \
+working directory and $HOME). The command runs in a sandbox: only the workspace is \
+writable, /tmp is private and empty, the environment is minimal, and there is no network \
+unless the session allows it. Output (stdout, then stderr) is returned together with the \
+exit code; long output is cut in the middle (its start and end are kept). Use it for \
+builds, tests, git and other programs; prefer Read, Edit, Write, Glob, Grep and LS for \
+looking at and changing files. `timeout` is in milliseconds; the command and everything it started are killed when it expires. \
+Background processes do not outlive the command.";
+    const READ_ONLY: bool = false;
+    type Input = BashInput;
 
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn schema() -> Value {
         json!({
             "type": "object",
             "properties": {
@@ -63,32 +57,19 @@ impl Tool for BashTool {
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: BashInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
+    async fn run(&self, input: BashInput, ctx: &ToolContext) -> Result<ToolResult, String> {
         if input.command.trim().is_empty() {
-            return ToolResult::error("`command` is empty");
+            return Err("`command` is empty".into());
         }
-        let timeout = match timeout_for(input.timeout, ctx) {
-            Ok(timeout) => timeout,
-            Err(message) => return ToolResult::error(message),
-        };
+        let timeout = timeout_for(input.timeout, ctx)?;
         let request = ExecRequest {
             command: input.command,
             timeout,
             // The head; the tails below keep the end.
             output_cap: ctx.result_cap / 2,
         };
-        match run_with_live_output(&request, ctx).await {
-            Ok(output) => finish(describe(output, timeout), ctx),
-            Err(message) => ToolResult::error(message),
-        }
+        let output = run_with_live_output(&request, ctx).await?;
+        Ok(finish(describe(output, timeout), ctx))
     }
 }
 

@@ -7,17 +7,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::edit_core::{EditSpec, apply_edit, change_file, load_text, save_text, snippet};
-use crate::input::parse_input;
-use crate::{Tool, ToolContext, ToolResult};
-
-const DESCRIPTION: &str = "Replace text in a file. `old_string` must match the file \
-exactly (whitespace and indentation included) and exactly once, unless `replace_all` is \
-true; include enough surrounding lines to make it unique. Copy the text from Read output \
-without the line-number prefix. An empty `old_string` creates a new file with \
-`new_string` as its content. Relative paths are resolved against the workspace.";
+use crate::{ToolContext, ToolResult, TypedTool};
 
 #[derive(Debug, Deserialize)]
-struct EditInput {
+pub(crate) struct EditInput {
     file_path: String,
     #[serde(flatten)]
     edit: EditSpec,
@@ -37,16 +30,17 @@ pub(crate) fn edit_properties() -> Value {
 }
 
 #[async_trait]
-impl Tool for EditTool {
-    fn name(&self) -> &str {
-        "Edit"
-    }
+impl TypedTool for EditTool {
+    const NAME: &'static str = "Edit";
+    const DESCRIPTION: &'static str = "Replace text in a file. `old_string` must match the file \
+exactly (whitespace and indentation included) and exactly once, unless `replace_all` is \
+true; include enough surrounding lines to make it unique. Copy the text from Read output \
+without the line-number prefix. An empty `old_string` creates a new file with \
+`new_string` as its content. Relative paths are resolved against the workspace.";
+    const READ_ONLY: bool = false;
+    type Input = EditInput;
 
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn schema() -> Value {
         let mut properties = edit_properties();
         properties["file_path"] = json!({
             "type": "string",
@@ -60,17 +54,8 @@ impl Tool for EditTool {
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: EditInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
-        let file_path = input.file_path.clone();
-        change_file(ctx, &file_path, move |guard, path, shown| {
+    async fn run(&self, input: EditInput, ctx: &ToolContext) -> Result<ToolResult, String> {
+        change_file(ctx, &input.file_path, move |guard, path, shown| {
             edit_file(guard, path, shown, &input.edit)
         })
         .await

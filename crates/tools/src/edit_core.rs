@@ -190,20 +190,21 @@ pub(crate) fn snippet(text: &str, first_at: usize, new_string: &str) -> String {
 /// Run `change` on the file the model named in `file_path`, on a blocking
 /// thread, and make its outcome the tool's result. Not raced against cancel:
 /// a write is short and should not be left half-done.
-pub(crate) async fn change_file<F>(ctx: &ToolContext, file_path: &str, change: F) -> ToolResult
+pub(crate) async fn change_file<F>(
+    ctx: &ToolContext,
+    file_path: &str,
+    change: F,
+) -> Result<ToolResult, String>
 where
     F: FnOnce(&PathGuard, &Path, &str) -> Result<String, String> + Send + 'static,
 {
-    let path = match crate::input::resolve_path(ctx, "file_path", file_path) {
-        Ok(path) => path,
-        Err(message) => return ToolResult::error(message),
-    };
+    let path = crate::input::resolve_path(ctx, "file_path", file_path)?;
     let shown = ctx.guard.display(&path);
     let guard = ctx.guard.clone();
     let outcome = tokio::task::spawn_blocking(move || change(&guard, &path, &shown))
         .await
         .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
-    crate::tool_result::to_result(outcome, ctx)
+    Ok(crate::tool_result::to_result(outcome, ctx))
 }
 
 #[cfg(test)]

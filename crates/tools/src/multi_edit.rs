@@ -8,16 +8,10 @@ use serde_json::{Value, json};
 
 use crate::edit::edit_properties;
 use crate::edit_core::{EditSpec, apply_edit, change_file, load_text, save_text};
-use crate::input::parse_input;
-use crate::{Tool, ToolContext, ToolResult};
-
-const DESCRIPTION: &str = "Make several replacements in one file in a single call. The \
-edits are applied in order, each to the result of the previous one, with the same rules as \
-Edit (exact match, unique unless `replace_all`). If any edit fails, none is applied and \
-the file is left unchanged. Prefer it over several Edit calls on the same file.";
+use crate::{ToolContext, ToolResult, TypedTool};
 
 #[derive(Debug, Deserialize)]
-struct MultiEditInput {
+pub(crate) struct MultiEditInput {
     file_path: String,
     edits: Vec<EditSpec>,
 }
@@ -27,16 +21,16 @@ struct MultiEditInput {
 pub struct MultiEditTool;
 
 #[async_trait]
-impl Tool for MultiEditTool {
-    fn name(&self) -> &str {
-        "MultiEdit"
-    }
+impl TypedTool for MultiEditTool {
+    const NAME: &'static str = "MultiEdit";
+    const DESCRIPTION: &'static str = "Make several replacements in one file in a single call. The \
+edits are applied in order, each to the result of the previous one, with the same rules as \
+Edit (exact match, unique unless `replace_all`). If any edit fails, none is applied and \
+the file is left unchanged. Prefer it over several Edit calls on the same file.";
+    const READ_ONLY: bool = false;
+    type Input = MultiEditInput;
 
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn schema() -> Value {
         json!({
             "type": "object",
             "properties": {
@@ -58,17 +52,8 @@ impl Tool for MultiEditTool {
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: MultiEditInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
-        let file_path = input.file_path.clone();
-        change_file(ctx, &file_path, move |guard, path, shown| {
+    async fn run(&self, input: MultiEditInput, ctx: &ToolContext) -> Result<ToolResult, String> {
+        change_file(ctx, &input.file_path, move |guard, path, shown| {
             edit_file(guard, path, shown, &input.edits)
         })
         .await

@@ -9,12 +9,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::host_fs::{describe, is_directory, is_not_found};
-use crate::input::parse_input;
 use crate::input::resolve_path;
 use crate::tool_result::{
     MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, run_blocking, to_result, truncate_line,
 };
-use crate::{Tool, ToolContext, ToolResult};
+use crate::{ToolContext, ToolResult, TypedTool};
 
 const DEFAULT_LINE_LIMIT: usize = 2000;
 /// Bytes inspected for NUL bytes to decide a file is binary.
@@ -22,15 +21,8 @@ const BINARY_SNIFF_BYTES: usize = 8192;
 /// Bytes kept of one line; enough for `MAX_LINE_CHARS` characters of any UTF-8.
 const MAX_LINE_BYTES: usize = MAX_LINE_CHARS * 4;
 
-const DESCRIPTION: &str = "Read a text file. Lines are returned numbered like `cat -n` \
-(number, tab, text); the numbers are not part of the file. By default up to 2000 lines \
-from the start; for longer files pass `offset` (the 1-based line to start at) and `limit` \
-(how many lines). Lines longer than 2000 characters are cut. Relative paths are resolved \
-against the workspace. Directories (use LS), binary files and special files (pipes, \
-devices, sockets) are refused.";
-
 #[derive(Debug, Deserialize)]
-struct ReadInput {
+pub(crate) struct ReadInput {
     file_path: String,
     offset: Option<usize>,
     limit: Option<usize>,
@@ -41,16 +33,18 @@ struct ReadInput {
 pub struct ReadTool;
 
 #[async_trait]
-impl Tool for ReadTool {
-    fn name(&self) -> &str {
-        "Read"
-    }
+impl TypedTool for ReadTool {
+    const NAME: &'static str = "Read";
+    const DESCRIPTION: &'static str = "Read a text file. Lines are returned numbered like `cat -n` \
+(number, tab, text); the numbers are not part of the file. By default up to 2000 lines \
+from the start; for longer files pass `offset` (the 1-based line to start at) and `limit` \
+(how many lines). Lines longer than 2000 characters are cut. Relative paths are resolved \
+against the workspace. Directories (use LS), binary files and special files (pipes, \
+devices, sockets) are refused.";
+    const READ_ONLY: bool = true;
+    type Input = ReadInput;
 
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn schema() -> Value {
         json!({
             "type": "object",
             "properties": {
@@ -63,19 +57,8 @@ impl Tool for ReadTool {
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: ReadInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
-        let path = match resolve_path(ctx, "file_path", &input.file_path) {
-            Ok(path) => path,
-            Err(message) => return ToolResult::error(message),
-        };
+    async fn run(&self, input: ReadInput, ctx: &ToolContext) -> Result<ToolResult, String> {
+        let path = resolve_path(ctx, "file_path", &input.file_path)?;
         let window = LineWindow {
             first: input.offset.unwrap_or(1).max(1),
             limit: input.limit.unwrap_or(DEFAULT_LINE_LIMIT),
@@ -84,7 +67,7 @@ impl Tool for ReadTool {
         let shown = ctx.guard.display(&path);
         let guard = ctx.guard.clone();
         let outcome = run_blocking(ctx, move || read_numbered(&guard, &path, &shown, window)).await;
-        to_result(outcome, ctx)
+        Ok(to_result(outcome, ctx))
     }
 }
 

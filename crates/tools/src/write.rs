@@ -8,16 +8,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::edit_core::{change_file, save_text};
-use crate::input::parse_input;
-use crate::{Tool, ToolContext, ToolResult};
-
-const DESCRIPTION: &str = "Write a file, replacing it completely if it exists. Missing \
-parent directories are created. Use it for new files or full rewrites; for changing part \
-of an existing file prefer Edit or MultiEdit, which send only the change. Relative paths \
-are resolved against the workspace.";
+use crate::{ToolContext, ToolResult, TypedTool};
 
 #[derive(Debug, Deserialize)]
-struct WriteInput {
+pub(crate) struct WriteInput {
     file_path: String,
     content: String,
 }
@@ -27,16 +21,16 @@ struct WriteInput {
 pub struct WriteTool;
 
 #[async_trait]
-impl Tool for WriteTool {
-    fn name(&self) -> &str {
-        "Write"
-    }
+impl TypedTool for WriteTool {
+    const NAME: &'static str = "Write";
+    const DESCRIPTION: &'static str = "Write a file, replacing it completely if it exists. Missing \
+parent directories are created. Use it for new files or full rewrites; for changing part \
+of an existing file prefer Edit or MultiEdit, which send only the change. Relative paths \
+are resolved against the workspace.";
+    const READ_ONLY: bool = false;
+    type Input = WriteInput;
 
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn schema() -> Value {
         json!({
             "type": "object",
             "properties": {
@@ -48,17 +42,8 @@ impl Tool for WriteTool {
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: WriteInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
-        let file_path = input.file_path.clone();
-        change_file(ctx, &file_path, move |guard, path, shown| {
+    async fn run(&self, input: WriteInput, ctx: &ToolContext) -> Result<ToolResult, String> {
+        change_file(ctx, &input.file_path, move |guard, path, shown| {
             write_file(guard, path, shown, &input.content)
         })
         .await
