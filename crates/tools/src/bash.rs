@@ -36,24 +36,20 @@ builds, tests, git and other programs; prefer Read, Edit, Write, Glob, Grep and 
 looking at and changing files. `timeout` is in milliseconds; the command and everything it started are killed when it expires. \
 Background processes do not outlive the command.";
     const READ_ONLY: bool = false;
+    const REQUIRED: &'static [&'static str] = &["command"];
     type Input = BashInput;
 
-    fn schema() -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "The command to run."},
-                "timeout": {
-                    "type": "number",
-                    "description": "Optional timeout in milliseconds; the server caps it (default 120000)."
-                },
-                "description": {
-                    "type": "string",
-                    "description": "What the command does, in 5-10 words, e.g. \"Run the unit tests\"."
-                }
+            "command": {"type": "string", "description": "The command to run."},
+            "timeout": {
+                "type": "number",
+                "description": "Optional timeout in milliseconds; the server caps it (default 120000)."
             },
-            "required": ["command"],
-            "additionalProperties": false
+            "description": {
+                "type": "string",
+                "description": "What the command does, in 5-10 words, e.g. \"Run the unit tests\"."
+            }
         })
     }
 

@@ -38,20 +38,16 @@ true; include enough surrounding lines to make it unique. Copy the text from Rea
 without the line-number prefix. An empty `old_string` creates a new file with \
 `new_string` as its content. Relative paths are resolved against the workspace.";
     const READ_ONLY: bool = false;
+    const REQUIRED: &'static [&'static str] = &["file_path", "old_string", "new_string"];
     type Input = EditInput;
 
-    fn schema() -> Value {
+    fn properties() -> Value {
         let mut properties = edit_properties();
         properties["file_path"] = json!({
             "type": "string",
             "description": "The file to change (absolute, or relative to the workspace)."
         });
-        json!({
-            "type": "object",
-            "properties": properties,
-            "required": ["file_path", "old_string", "new_string"],
-            "additionalProperties": false
-        })
+        properties
     }
 
     async fn run(&self, input: EditInput, ctx: &ToolContext) -> Result<ToolResult, String> {

@@ -39,17 +39,13 @@ number). Searches the workspace, or `path` if given; files ignored by .gitignore
 skipped. Returns absolute paths, most recently modified first, at most 100. Use Grep to \
 search file contents.";
     const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["pattern"];
     type Input = GlobInput;
 
-    fn schema() -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "The glob pattern, e.g. \"**/*.py\"."},
-                "path": {"type": "string", "description": "Directory to search in (default: the workspace)."}
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
+            "pattern": {"type": "string", "description": "The glob pattern, e.g. \"**/*.py\"."},
+            "path": {"type": "string", "description": "Directory to search in (default: the workspace)."}
         })
     }
 

@@ -58,32 +58,28 @@ skipped. Narrow the files with `glob` (e.g. \"*.{ts,tsx}\") or `type` (e.g. \"ru
 numbers), or \"count\" (matches per file). `-i` ignores case; `multiline` lets a pattern \
 span lines and `.` match newlines; `head_limit` keeps only the first N lines or entries.";
     const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["pattern"];
     type Input = GrepInput;
 
-    fn schema() -> Value {
+    fn properties() -> Value {
         let context_lines = |what: &str| json!({"type": "integer", "minimum": 0, "description": format!("Lines of context {what} each match (content mode).")});
         json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "The regular expression to search for."},
-                "path": {"type": "string", "description": "File or directory to search (default: the workspace)."},
-                "glob": {"type": "string", "description": "Only search files matching this glob, e.g. \"*.js\" or \"src/**/*.rs\"."},
-                "type": {"type": "string", "description": "Only search files of this type, e.g. \"rust\", \"py\", \"js\", \"go\"."},
-                "output_mode": {
-                    "type": "string",
-                    "enum": ["content", "files_with_matches", "count"],
-                    "description": "What to return (default \"files_with_matches\")."
-                },
-                "-i": {"type": "boolean", "description": "Case-insensitive search."},
-                "-n": {"type": "boolean", "description": "Show line numbers (content mode; default true)."},
-                "-A": context_lines("after"),
-                "-B": context_lines("before"),
-                "-C": context_lines("before and after"),
-                "head_limit": {"type": "integer", "minimum": 1, "description": "Return only the first N lines or entries."},
-                "multiline": {"type": "boolean", "description": "Let the pattern span lines; `.` also matches newlines."}
+            "pattern": {"type": "string", "description": "The regular expression to search for."},
+            "path": {"type": "string", "description": "File or directory to search (default: the workspace)."},
+            "glob": {"type": "string", "description": "Only search files matching this glob, e.g. \"*.js\" or \"src/**/*.rs\"."},
+            "type": {"type": "string", "description": "Only search files of this type, e.g. \"rust\", \"py\", \"js\", \"go\"."},
+            "output_mode": {
+                "type": "string",
+                "enum": ["content", "files_with_matches", "count"],
+                "description": "What to return (default \"files_with_matches\")."
             },
-            "required": ["pattern"],
-            "additionalProperties": false
+            "-i": {"type": "boolean", "description": "Case-insensitive search."},
+            "-n": {"type": "boolean", "description": "Show line numbers (content mode; default true)."},
+            "-A": context_lines("after"),
+            "-B": context_lines("before"),
+            "-C": context_lines("before and after"),
+            "head_limit": {"type": "integer", "minimum": 1, "description": "Return only the first N lines or entries."},
+            "multiline": {"type": "boolean", "description": "Let the pattern span lines; `.` also matches newlines."}
         })
     }
 

@@ -73,6 +73,16 @@ pub trait Tool: Send + Sync {
     async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult;
 }
 
+/// The schema of an object with these properties, `required` of them, and no others.
+fn object_schema(properties: Value, required: &[&str]) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    })
+}
+
 /// A built-in tool: fixed name, description and schema, and an input struct
 /// checked against that schema (see `input::parse_input`) before `run` sees it.
 #[async_trait]
@@ -80,9 +90,12 @@ pub(crate) trait TypedTool: Send + Sync {
     const NAME: &'static str;
     const DESCRIPTION: &'static str;
     const READ_ONLY: bool;
+    /// The fields the input must have.
+    const REQUIRED: &'static [&'static str];
     type Input: DeserializeOwned + Send;
 
-    fn schema() -> Value;
+    /// The input's fields and their schemas; no others are allowed.
+    fn properties() -> Value;
 
     /// The description the model sees; `DESCRIPTION` unless a tool adds to it.
     fn full_description(&self) -> &str {
@@ -104,7 +117,7 @@ impl<T: TypedTool> Tool for T {
     }
 
     fn input_schema(&self) -> Value {
-        T::schema()
+        object_schema(T::properties(), T::REQUIRED)
     }
 
     fn is_read_only(&self) -> bool {
@@ -112,7 +125,7 @@ impl<T: TypedTool> Tool for T {
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        match input::parse_input(T::NAME, &T::schema(), input) {
+        match input::parse_input(T::NAME, &self.input_schema(), input) {
             Ok(input) => self.run(input, ctx).await.unwrap_or_else(ToolResult::error),
             Err(error) => error,
         }

@@ -37,21 +37,17 @@ subdirectories first with a trailing `/`, then files; symlinks show their target
 `ignore` takes glob patterns of names to leave out, e.g. [\"node_modules\", \"*.log\"]. \
 Hidden entries are included. Use Glob to find files by pattern across directories.";
     const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["path"];
     type Input = LsInput;
 
-    fn schema() -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "The directory to list (absolute, or relative to the workspace)."},
-                "ignore": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "Glob patterns of entry names to leave out."
-                }
-            },
-            "required": ["path"],
-            "additionalProperties": false
+            "path": {"type": "string", "description": "The directory to list (absolute, or relative to the workspace)."},
+            "ignore": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Glob patterns of entry names to leave out."
+            }
         })
     }
 

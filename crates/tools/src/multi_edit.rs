@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::edit::edit_properties;
 use crate::edit_core::{EditSpec, apply_edit, change_file, load_text, save_text};
-use crate::{ToolContext, ToolResult, TypedTool};
+use crate::{ToolContext, ToolResult, TypedTool, object_schema};
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct MultiEditInput {
@@ -28,27 +28,18 @@ edits are applied in order, each to the result of the previous one, with the sam
 Edit (exact match, unique unless `replace_all`). If any edit fails, none is applied and \
 the file is left unchanged. Prefer it over several Edit calls on the same file.";
     const READ_ONLY: bool = false;
+    const REQUIRED: &'static [&'static str] = &["file_path", "edits"];
     type Input = MultiEditInput;
 
-    fn schema() -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "file_path": {"type": "string", "description": "The file to change (absolute, or relative to the workspace)."},
-                "edits": {
-                    "type": "array",
-                    "minItems": 1,
-                    "description": "Replacements to apply in order.",
-                    "items": {
-                        "type": "object",
-                        "properties": edit_properties(),
-                        "required": ["old_string", "new_string"],
-                        "additionalProperties": false
-                    }
-                }
-            },
-            "required": ["file_path", "edits"],
-            "additionalProperties": false
+            "file_path": {"type": "string", "description": "The file to change (absolute, or relative to the workspace)."},
+            "edits": {
+                "type": "array",
+                "minItems": 1,
+                "description": "Replacements to apply in order.",
+                "items": object_schema(edit_properties(), &["old_string", "new_string"])
+            }
         })
     }
 

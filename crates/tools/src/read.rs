@@ -42,18 +42,14 @@ from the start; for longer files pass `offset` (the 1-based line to start at) an
 against the workspace. Directories (use LS), binary files and special files (pipes, \
 devices, sockets) are refused.";
     const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["file_path"];
     type Input = ReadInput;
 
-    fn schema() -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "file_path": {"type": "string", "description": "The file to read (absolute, or relative to the workspace)."},
-                "offset": {"type": "integer", "minimum": 0, "description": "Line number to start at (1-based). Only for files too long to read at once."},
-                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to read (default 2000)."}
-            },
-            "required": ["file_path"],
-            "additionalProperties": false
+            "file_path": {"type": "string", "description": "The file to read (absolute, or relative to the workspace)."},
+            "offset": {"type": "integer", "minimum": 0, "description": "Line number to start at (1-based). Only for files too long to read at once."},
+            "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to read (default 2000)."}
         })
     }
 

@@ -28,17 +28,13 @@ parent directories are created. Use it for new files or full rewrites; for chang
 of an existing file prefer Edit or MultiEdit, which send only the change. Relative paths \
 are resolved against the workspace.";
     const READ_ONLY: bool = false;
+    const REQUIRED: &'static [&'static str] = &["file_path", "content"];
     type Input = WriteInput;
 
-    fn schema() -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "file_path": {"type": "string", "description": "The file to write (absolute, or relative to the workspace)."},
-                "content": {"type": "string", "description": "The complete new content of the file."}
-            },
-            "required": ["file_path", "content"],
-            "additionalProperties": false
+            "file_path": {"type": "string", "description": "The file to write (absolute, or relative to the workspace)."},
+            "content": {"type": "string", "description": "The complete new content of the file."}
         })
     }
 

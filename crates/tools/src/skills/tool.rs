@@ -52,21 +52,17 @@ the skill's name before doing a task the skill covers, then follow the instructi
 The result starts with the skill's folder and its supporting files; read one by calling Skill \
 again with `file` set to its path relative to the folder. Scripts there can be run with Bash.";
     const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["skill"];
     type Input = SkillInput;
 
     fn full_description(&self) -> &str {
         &self.description
     }
 
-    fn schema() -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "skill": {"type": "string", "description": "The skill's name, e.g. \"pdf\"."},
-                "file": {"type": "string", "description": "A supporting file of the skill, relative to its folder (omit to load the instructions)."}
-            },
-            "required": ["skill"],
-            "additionalProperties": false
+            "skill": {"type": "string", "description": "The skill's name, e.g. \"pdf\"."},
+            "file": {"type": "string", "description": "A supporting file of the skill, relative to its folder (omit to load the instructions)."}
         })
     }
 

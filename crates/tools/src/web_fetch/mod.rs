@@ -57,17 +57,13 @@ explicitly allowed.
 call WebFetch again with that URL to fetch it.
 - This tool is read-only and does not modify any files.";
     const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["url", "prompt"];
     type Input = WebFetchInput;
 
-    fn schema() -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "url": {"type": "string", "format": "uri", "description": "The URL to fetch content from"},
-                "prompt": {"type": "string", "description": "The prompt to run on the fetched content"}
-            },
-            "required": ["url", "prompt"],
-            "additionalProperties": false
+            "url": {"type": "string", "format": "uri", "description": "The URL to fetch content from"},
+            "prompt": {"type": "string", "description": "The prompt to run on the fetched content"}
         })
     }
 
