@@ -20,7 +20,6 @@ pub(crate) struct BashInput {
     description: Option<String>,
 }
 
-/// The `Bash` tool.
 #[derive(Debug, Default)]
 pub struct BashTool;
 
@@ -149,7 +148,7 @@ fn describe(output: CommandOutput, timeout: Duration) -> ToolResult {
             parts.push(trimmed.to_string());
         }
     }
-    let failed = if outcome.cancelled {
+    let is_error = if outcome.cancelled {
         parts.push("[command interrupted by the user and killed]".to_string());
         true
     } else if outcome.timed_out {
@@ -175,11 +174,7 @@ fn describe(output: CommandOutput, timeout: Duration) -> ToolResult {
         parts.push("(no output)".to_string());
     }
     let content = parts.join("\n");
-    if failed {
-        ToolResult::error(content)
-    } else {
-        ToolResult::ok(content)
-    }
+    ToolResult { content, is_error }
 }
 
 fn human(duration: Duration) -> String {

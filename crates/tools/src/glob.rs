@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::HiddenPaths;
 use crate::host_fs::{confirmed_entry, describe, is_not_found, kind_of, modified};
 use crate::input::resolve_path;
-use crate::tool_result::{run_blocking, to_result};
+use crate::tool_result::run_blocking;
 use crate::walk::{split_literal_prefix, walker};
 use crate::{ToolContext, ToolResult, TypedTool};
 
@@ -26,7 +26,6 @@ pub(crate) struct GlobInput {
     path: Option<String>,
 }
 
-/// The `Glob` tool.
 #[derive(Debug, Default)]
 pub struct GlobTool;
 
@@ -56,8 +55,7 @@ search file contents.";
             hidden: ctx.hidden.clone(),
             cancel: ctx.cancel.clone(),
         };
-        let outcome = run_blocking(ctx, move || find_files(&search, &root, &rest)).await;
-        Ok(to_result(outcome, ctx))
+        Ok(run_blocking(ctx, move || find_files(&search, &root, &rest)).await)
     }
 }
 
@@ -98,21 +96,17 @@ fn find_files(search: &Search, root: &Path, glob: &str) -> Result<String, String
         // A plain path: report whether it exists.
         return Ok(if root_stat.is_ok() { shown } else { no_files() });
     }
-    match root_stat.map(|stat| kind_of(&stat)) {
-        Ok(FileType::Directory) => {}
-        Ok(FileType::RegularFile) => {
-            return Err(format!("{shown} is a file, not a directory to search in"));
-        }
-        Ok(found) => {
-            return Err(format!(
-                "{shown} is {}, not a directory to search in",
-                confined::kind_name(found)
-            ));
-        }
-        Err(err) if is_not_found(&err) => {
-            return Err(format!("directory does not exist: {shown}"));
-        }
+    let kind = match root_stat {
+        Ok(stat) => kind_of(&stat),
+        Err(err) if is_not_found(&err) => return Err(format!("directory does not exist: {shown}")),
         Err(err) => return Err(describe(&err, "search", &shown)),
+    };
+    if kind != FileType::Directory {
+        let what = match kind {
+            FileType::RegularFile => "a file",
+            other => confined::kind_name(other),
+        };
+        return Err(format!("{shown} is {what}, not a directory to search in"));
     }
     let matcher = GlobBuilder::new(glob)
         .literal_separator(true)

@@ -16,7 +16,7 @@ use crate::context::HiddenPaths;
 use crate::grep_search::{OutputMode, SearchOptions, search};
 use crate::host_fs::{describe, is_not_found, kind_of};
 use crate::input::resolve_path;
-use crate::tool_result::{NOTE_RESERVE, run_blocking, to_result};
+use crate::tool_result::{NOTE_RESERVE, run_blocking};
 use crate::walk::walker;
 use crate::{ToolContext, ToolResult, TypedTool};
 
@@ -42,7 +42,6 @@ pub(crate) struct GrepInput {
     multiline: Option<bool>,
 }
 
-/// The `Grep` tool.
 #[derive(Debug, Default)]
 pub struct GrepTool;
 
@@ -88,8 +87,7 @@ span lines and `.` match newlines; `head_limit` keeps only the first N lines or 
         let guard = ctx.guard.clone();
         let hidden = ctx.hidden.clone();
         let cancel = ctx.cancel.clone();
-        let outcome = run_blocking(ctx, move || run(prepared, &guard, &hidden, &cancel)).await;
-        Ok(to_result(outcome, ctx))
+        Ok(run_blocking(ctx, move || run(prepared, &guard, &hidden, &cancel)).await)
     }
 }
 

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::host_fs::{describe, is_not_found, kind_of};
 use crate::input::resolve_path;
-use crate::tool_result::{run_blocking, to_result};
+use crate::tool_result::run_blocking;
 use crate::{ToolContext, ToolResult, TypedTool};
 
 /// Most entries listed; the rest are counted.
@@ -25,7 +25,6 @@ pub(crate) struct LsInput {
     ignore: Option<Vec<String>>,
 }
 
-/// The `LS` tool.
 #[derive(Debug, Default)]
 pub struct LsTool;
 
@@ -56,8 +55,7 @@ Hidden entries are included. Use Glob to find files by pattern across directorie
         let ignore = build_ignore(input.ignore.as_deref().unwrap_or_default())?;
         let cancel = ctx.cancel.clone();
         let guard = ctx.guard.clone();
-        let outcome = run_blocking(ctx, move || list(&guard, &path, &ignore, &cancel)).await;
-        Ok(to_result(outcome, ctx))
+        Ok(run_blocking(ctx, move || list(&guard, &path, &ignore, &cancel)).await)
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::host_fs::{describe, is_directory, is_not_found};
 use crate::input::resolve_path;
 use crate::tool_result::{
-    MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, run_blocking, to_result, truncate_line,
+    MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, run_blocking, truncate_line,
 };
 use crate::{ToolContext, ToolResult, TypedTool};
 
@@ -28,7 +28,6 @@ pub(crate) struct ReadInput {
     limit: Option<usize>,
 }
 
-/// The `Read` tool.
 #[derive(Debug, Default)]
 pub struct ReadTool;
 
@@ -62,8 +61,7 @@ devices, sockets) are refused.";
         };
         let shown = ctx.guard.display(&path);
         let guard = ctx.guard.clone();
-        let outcome = run_blocking(ctx, move || read_numbered(&guard, &path, &shown, window)).await;
-        Ok(to_result(outcome, ctx))
+        Ok(run_blocking(ctx, move || read_numbered(&guard, &path, &shown, window)).await)
     }
 }
 

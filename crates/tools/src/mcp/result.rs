@@ -18,11 +18,8 @@ pub(crate) fn to_tool_result(result: CallToolResult) -> ToolResult {
         parts = vec!["(no output)".to_string()];
     }
     let content = parts.join("\n");
-    if result.is_error == Some(true) {
-        ToolResult::error(content)
-    } else {
-        ToolResult::ok(content)
-    }
+    let is_error = result.is_error == Some(true);
+    ToolResult { content, is_error }
 }
 
 fn describe(block: ContentBlock) -> String {

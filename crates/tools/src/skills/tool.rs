@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{SKILL_FILE, Skill, SkillSet, front_matter, read_in_folder, read_skill_file};
-use crate::tool_result::{run_blocking, to_result};
+use crate::tool_result::run_blocking;
 use crate::{ToolContext, ToolResult, TypedTool};
 
 /// Supporting files listed with a skill's instructions.
@@ -77,12 +77,11 @@ again with `file` set to its path relative to the folder. Scripts there can be r
         };
         let skill = skill.clone();
         let file = input.file;
-        let outcome = run_blocking(ctx, move || match file {
+        Ok(run_blocking(ctx, move || match file {
             Some(file) => read_supporting_file(&skill, &file),
             None => load_instructions(&skill),
         })
-        .await;
-        Ok(to_result(outcome, ctx))
+        .await)
     }
 }
 

@@ -35,7 +35,6 @@ pub(crate) struct WebFetchInput {
     prompt: String,
 }
 
-/// The `WebFetch` tool.
 #[derive(Debug, Default)]
 pub struct WebFetchTool;
 
