@@ -1,12 +1,10 @@
 //! `Edit`: replace an exact string in a file.
-use std::path::Path;
-
-use agentd_sandbox::PathGuard;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::edit_core::{EditSpec, apply_edit, change_file, load_text, save_text, snippet};
+use crate::host_fs::Target;
 use crate::{ToolContext, ToolResult, TypedTool};
 
 #[derive(Debug, Deserialize)]
@@ -16,7 +14,6 @@ pub(crate) struct EditInput {
     edit: EditSpec,
 }
 
-/// The `Edit` tool.
 #[derive(Debug, Default)]
 pub struct EditTool;
 
@@ -51,28 +48,24 @@ without the line-number prefix. An empty `old_string` creates a new file with \
     }
 
     async fn run(&self, input: EditInput, ctx: &ToolContext) -> Result<ToolResult, String> {
-        change_file(ctx, &input.file_path, move |guard, path, shown| {
-            edit_file(guard, path, shown, &input.edit)
+        change_file(ctx, &input.file_path, move |file| {
+            edit_file(file, &input.edit)
         })
         .await
     }
 }
 
-fn edit_file(
-    guard: &PathGuard,
-    path: &Path,
-    shown: &str,
-    edit: &EditSpec,
-) -> Result<String, String> {
-    let original = load_text(guard, path, shown, edit.old_string.is_empty())?;
+fn edit_file(file: &Target, edit: &EditSpec) -> Result<String, String> {
+    let original = load_text(file, edit.old_string.is_empty())?;
     let applied = apply_edit(&original, edit)?;
-    save_text(guard, path, shown, &applied.text)?;
+    save_text(file, &applied.text)?;
     let what = match applied.replacements {
         1 => "1 replacement".to_string(),
         count => format!("{count} replacements"),
     };
     Ok(format!(
-        "Edited {shown} ({what}). The changed region now reads:\n{}",
+        "Edited {} ({what}). The changed region now reads:\n{}",
+        file.shown,
         snippet(&applied.text, applied.first_at, &edit.new_string)
     ))
 }

@@ -1,13 +1,11 @@
 //! `MultiEdit`: several replacements in one file, all or nothing.
-use std::path::Path;
-
-use agentd_sandbox::PathGuard;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::edit::edit_properties;
 use crate::edit_core::{EditSpec, apply_edit, change_file, load_text, save_text};
+use crate::host_fs::Target;
 use crate::{ToolContext, ToolResult, TypedTool, object_schema};
 
 #[derive(Debug, Deserialize)]
@@ -16,7 +14,6 @@ pub(crate) struct MultiEditInput {
     edits: Vec<EditSpec>,
 }
 
-/// The `MultiEdit` tool.
 #[derive(Debug, Default)]
 pub struct MultiEditTool;
 
@@ -44,21 +41,16 @@ the file is left unchanged. Prefer it over several Edit calls on the same file."
     }
 
     async fn run(&self, input: MultiEditInput, ctx: &ToolContext) -> Result<ToolResult, String> {
-        change_file(ctx, &input.file_path, move |guard, path, shown| {
-            edit_file(guard, path, shown, &input.edits)
+        change_file(ctx, &input.file_path, move |file| {
+            edit_file(file, &input.edits)
         })
         .await
     }
 }
 
-fn edit_file(
-    guard: &PathGuard,
-    path: &Path,
-    shown: &str,
-    edits: &[EditSpec],
-) -> Result<String, String> {
+fn edit_file(file: &Target, edits: &[EditSpec]) -> Result<String, String> {
     let may_create = edits.first().is_some_and(|edit| edit.old_string.is_empty());
-    let mut text = load_text(guard, path, shown, may_create)?;
+    let mut text = load_text(file, may_create)?;
     let mut total = 0;
     for (index, edit) in edits.iter().enumerate() {
         let applied = apply_edit(&text, edit).map_err(|reason| {
@@ -71,9 +63,10 @@ fn edit_file(
         total += applied.replacements;
         text = applied.text;
     }
-    save_text(guard, path, shown, &text)?;
+    save_text(file, &text)?;
     Ok(format!(
-        "Applied {} edits to {shown} ({total} replacements)",
-        edits.len()
+        "Applied {} edits to {} ({total} replacements)",
+        edits.len(),
+        file.shown
     ))
 }

@@ -1,15 +1,12 @@
 //! `Read`: a text file's lines, numbered like `cat -n`.
 use std::io::{BufRead, BufReader, Read as _};
-use std::path::Path;
 
-use agentd_sandbox::PathGuard;
 use agentd_sandbox::confined::{self, ConfinedError};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::host_fs::{describe, is_directory, is_not_found};
-use crate::input::resolve_path;
+use crate::host_fs::{Target, describe, is_directory, is_not_found};
 use crate::tool_result::{
     MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, run_blocking, truncate_line,
 };
@@ -53,15 +50,13 @@ devices, sockets) are refused.";
     }
 
     async fn run(&self, input: ReadInput, ctx: &ToolContext) -> Result<ToolResult, String> {
-        let path = resolve_path(ctx, "file_path", &input.file_path)?;
+        let file = Target::resolve(ctx, "file_path", &input.file_path)?;
         let window = LineWindow {
             first: input.offset.unwrap_or(1).max(1),
             limit: input.limit.unwrap_or(DEFAULT_LINE_LIMIT),
             char_budget: ctx.result_cap.saturating_sub(NOTE_RESERVE),
         };
-        let shown = ctx.guard.display(&path);
-        let guard = ctx.guard.clone();
-        Ok(run_blocking(ctx, move || read_numbered(&guard, &path, &shown, window)).await)
+        Ok(run_blocking(ctx, move || read_numbered(&file, window)).await)
     }
 }
 
@@ -74,16 +69,13 @@ struct LineWindow {
     char_budget: usize,
 }
 
-fn read_numbered(
-    guard: &PathGuard,
-    path: &Path,
-    shown: &str,
-    window: LineWindow,
-) -> Result<String, String> {
+fn read_numbered(target: &Target, window: LineWindow) -> Result<String, String> {
+    let shown = &target.shown;
     // Opened beneath the root, and only if regular: a FIFO or a device is
     // refused before anything could block on it.
-    let (mut file, stat) = guard
-        .confined(path, confined::open_regular)
+    let (mut file, stat) = target
+        .guard
+        .confined(&target.path, confined::open_regular)
         .map_err(|err| describe_open_error(shown, &err))?;
     let size = stat.st_size as u64;
     let mut head = Vec::with_capacity(BINARY_SNIFF_BYTES);

@@ -1,13 +1,11 @@
 //! `Write`: create or overwrite a file.
-use std::path::Path;
-
-use agentd_sandbox::PathGuard;
 use agentd_sandbox::confined::Written;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::edit_core::{change_file, save_text};
+use crate::host_fs::Target;
 use crate::{ToolContext, ToolResult, TypedTool};
 
 #[derive(Debug, Deserialize)]
@@ -16,7 +14,6 @@ pub(crate) struct WriteInput {
     content: String,
 }
 
-/// The `Write` tool.
 #[derive(Debug, Default)]
 pub struct WriteTool;
 
@@ -39,27 +36,23 @@ are resolved against the workspace.";
     }
 
     async fn run(&self, input: WriteInput, ctx: &ToolContext) -> Result<ToolResult, String> {
-        change_file(ctx, &input.file_path, move |guard, path, shown| {
-            write_file(guard, path, shown, &input.content)
+        change_file(ctx, &input.file_path, move |file| {
+            write_file(file, &input.content)
         })
         .await
     }
 }
 
-fn write_file(
-    guard: &PathGuard,
-    path: &Path,
-    shown: &str,
-    content: &str,
-) -> Result<String, String> {
-    let written = save_text(guard, path, shown, content)?;
+fn write_file(file: &Target, content: &str) -> Result<String, String> {
+    let written = save_text(file, content)?;
     let lines = content.lines().count();
     let verb = match written {
         Written::Replaced => "Overwrote",
         Written::Created => "Created",
     };
     Ok(format!(
-        "{verb} {shown} ({} bytes, {lines} lines)",
+        "{verb} {} ({} bytes, {lines} lines)",
+        file.shown,
         content.len()
     ))
 }
