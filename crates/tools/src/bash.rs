@@ -109,14 +109,11 @@ async fn run_with_live_output(
     // Ends when `exec` drops its sender, i.e. when the command is done.
     let forward = async {
         while let Some(chunk) = receiver.recv().await {
-            let (stream, text) = match chunk {
-                OutputChunk::Stdout(text) => (OutputStream::Stdout, text),
-                OutputChunk::Stderr(text) => (OutputStream::Stderr, text),
+            let (stream, text, tail) = match chunk {
+                OutputChunk::Stdout(text) => (OutputStream::Stdout, text, &mut stdout_tail),
+                OutputChunk::Stderr(text) => (OutputStream::Stderr, text, &mut stderr_tail),
             };
-            match stream {
-                OutputStream::Stdout => stdout_tail.push(&text),
-                OutputStream::Stderr => stderr_tail.push(&text),
-            }
+            tail.push(&text);
             if let Some(listener) = &listener {
                 let _ = listener.send(ToolOutput { stream, text });
             }
@@ -148,28 +145,18 @@ fn describe(output: CommandOutput, timeout: Duration) -> ToolResult {
             parts.push(trimmed.to_string());
         }
     }
-    let is_error = if outcome.cancelled {
-        parts.push("[command interrupted by the user and killed]".to_string());
-        true
-    } else if outcome.timed_out {
-        parts.push(format!(
-            "[command timed out after {} and was killed]",
-            human(timeout)
-        ));
-        true
-    } else {
-        match outcome.exit_code {
-            Some(0) => false,
-            Some(code) => {
-                parts.push(format!("[exit code {code}]"));
-                true
-            }
-            None => {
-                parts.push("[command killed by a signal]".to_string());
-                true
-            }
+    let ending = match outcome.exit_code {
+        _ if outcome.cancelled => Some("[command interrupted by the user and killed]".to_string()),
+        _ if outcome.timed_out => {
+            let after = human(timeout);
+            Some(format!("[command timed out after {after} and was killed]"))
         }
+        Some(0) => None,
+        Some(code) => Some(format!("[exit code {code}]")),
+        None => Some("[command killed by a signal]".to_string()),
     };
+    let is_error = ending.is_some();
+    parts.extend(ending);
     if parts.is_empty() {
         parts.push("(no output)".to_string());
     }

@@ -201,14 +201,10 @@ fn build_walk(
     };
     let overrides = match glob.filter(|glob| !glob.is_empty()) {
         Some(glob) => {
+            let invalid = |err: ignore::Error| format!("invalid `glob` {glob:?}: {err}");
             let mut overrides = OverrideBuilder::new(root);
-            overrides
-                .add(glob)
-                .map_err(|err| format!("invalid `glob` {glob:?}: {err}"))?;
-            let overrides = overrides
-                .build()
-                .map_err(|err| format!("invalid `glob` {glob:?}: {err}"))?;
-            Some(overrides)
+            overrides.add(glob).map_err(invalid)?;
+            Some(overrides.build().map_err(invalid)?)
         }
         None => None,
     };

@@ -25,20 +25,16 @@ pub(crate) fn to_tool_result(result: CallToolResult) -> ToolResult {
 fn describe(block: ContentBlock) -> String {
     match block {
         ContentBlock::Text(text) => text.text,
-        ContentBlock::Image(image) => {
-            format!(
-                "[image: {}, {} bytes base64]",
-                image.mime_type,
-                image.data.len()
-            )
-        }
-        ContentBlock::Audio(audio) => {
-            format!(
-                "[audio: {}, {} bytes base64]",
-                audio.mime_type,
-                audio.data.len()
-            )
-        }
+        ContentBlock::Image(image) => format!(
+            "[image: {}, {} bytes base64]",
+            image.mime_type,
+            image.data.len()
+        ),
+        ContentBlock::Audio(audio) => format!(
+            "[audio: {}, {} bytes base64]",
+            audio.mime_type,
+            audio.data.len()
+        ),
         ContentBlock::Resource(embedded) => match embedded.resource {
             ResourceContents::TextResourceContents { text, .. } => text,
             ResourceContents::BlobResourceContents {

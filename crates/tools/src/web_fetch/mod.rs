@@ -93,7 +93,6 @@ call WebFetch again with that URL to fetch it.
                 &input.prompt,
             ))),
             Outcome::Page(mut page) => {
-                let start = url;
                 let body = std::mem::take(&mut page.body);
                 let read = body.len();
                 let text = tokio::select! {
@@ -101,7 +100,7 @@ call WebFetch again with that URL to fetch it.
                     () = ctx.cancel.cancelled() => return Err("interrupted".into()),
                 };
                 Ok(finish(
-                    ToolResult::ok(render(&start, &page, read, text, &input.prompt, ctx)),
+                    ToolResult::ok(render(&url, &page, read, text, &input.prompt, ctx)),
                     ctx,
                 ))
             }
