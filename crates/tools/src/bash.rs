@@ -8,12 +8,25 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::input::parse_input;
 use crate::output_tail::Tail;
 use crate::tool_result::finish;
-use crate::{Tool, ToolContext, ToolOutput, ToolResult};
+use crate::{ToolContext, ToolOutput, ToolResult, TypedTool};
 
-const DESCRIPTION: &str = "Run a shell command with `bash -c` in the workspace (the \
+#[derive(Debug, Deserialize)]
+pub(crate) struct BashInput {
+    command: String,
+    timeout: Option<f64>,
+    #[allow(dead_code)] // Shown to the user by the engine, not used here.
+    description: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct BashTool;
+
+#[async_trait]
+impl TypedTool for BashTool {
+    const NAME: &'static str = "Bash";
+    const DESCRIPTION: &'static str = "Run a shell command with `bash -c` in the workspace (the \
 working directory and $HOME). The command runs in a sandbox: only the workspace is \
 writable, /tmp is private and empty, the environment is minimal, and there is no network \
 unless the session allows it. Output (stdout, then stderr) is returned together with the \
@@ -21,74 +34,37 @@ exit code; long output is cut in the middle (its start and end are kept). Use it
 builds, tests, git and other programs; prefer Read, Edit, Write, Glob, Grep and LS for \
 looking at and changing files. `timeout` is in milliseconds; the command and everything it started are killed when it expires. \
 Background processes do not outlive the command.";
+    const READ_ONLY: bool = false;
+    const REQUIRED: &'static [&'static str] = &["command"];
+    type Input = BashInput;
 
-#[derive(Debug, Deserialize)]
-struct BashInput {
-    command: String,
-    timeout: Option<f64>,
-    #[allow(dead_code)] // Shown to the user by the engine, not used here.
-    description: Option<String>,
-}
-
-/// The `Bash` tool.
-#[derive(Debug, Default)]
-pub struct BashTool;
-
-#[async_trait]
-impl Tool for BashTool {
-    fn name(&self) -> &str {
-        "Bash"
-    }
-
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "The command to run."},
-                "timeout": {
-                    "type": "number",
-                    "description": "Optional timeout in milliseconds; the server caps it (default 120000)."
-                },
-                "description": {
-                    "type": "string",
-                    "description": "What the command does, in 5-10 words, e.g. \"Run the unit tests\"."
-                }
+            "command": {"type": "string", "description": "The command to run."},
+            "timeout": {
+                "type": "number",
+                "description": "Optional timeout in milliseconds; the server caps it (default 120000)."
             },
-            "required": ["command"],
-            "additionalProperties": false
+            "description": {
+                "type": "string",
+                "description": "What the command does, in 5-10 words, e.g. \"Run the unit tests\"."
+            }
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: BashInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
+    async fn run(&self, input: BashInput, ctx: &ToolContext) -> Result<ToolResult, String> {
         if input.command.trim().is_empty() {
-            return ToolResult::error("`command` is empty");
+            return Err("`command` is empty".into());
         }
-        let timeout = match timeout_for(input.timeout, ctx) {
-            Ok(timeout) => timeout,
-            Err(message) => return ToolResult::error(message),
-        };
+        let timeout = timeout_for(input.timeout, ctx)?;
         let request = ExecRequest {
             command: input.command,
             timeout,
             // The head; the tails below keep the end.
             output_cap: ctx.result_cap / 2,
         };
-        match run_with_live_output(&request, ctx).await {
-            Ok(output) => finish(describe(output, timeout), ctx),
-            Err(message) => ToolResult::error(message),
-        }
+        let output = run_with_live_output(&request, ctx).await?;
+        Ok(finish(describe(output, timeout), ctx))
     }
 }
 
@@ -133,14 +109,11 @@ async fn run_with_live_output(
     // Ends when `exec` drops its sender, i.e. when the command is done.
     let forward = async {
         while let Some(chunk) = receiver.recv().await {
-            let (stream, text) = match chunk {
-                OutputChunk::Stdout(text) => (OutputStream::Stdout, text),
-                OutputChunk::Stderr(text) => (OutputStream::Stderr, text),
+            let (stream, text, tail) = match chunk {
+                OutputChunk::Stdout(text) => (OutputStream::Stdout, text, &mut stdout_tail),
+                OutputChunk::Stderr(text) => (OutputStream::Stderr, text, &mut stderr_tail),
             };
-            match stream {
-                OutputStream::Stdout => stdout_tail.push(&text),
-                OutputStream::Stderr => stderr_tail.push(&text),
-            }
+            tail.push(&text);
             if let Some(listener) = &listener {
                 let _ = listener.send(ToolOutput { stream, text });
             }
@@ -172,37 +145,23 @@ fn describe(output: CommandOutput, timeout: Duration) -> ToolResult {
             parts.push(trimmed.to_string());
         }
     }
-    let failed = if outcome.cancelled {
-        parts.push("[command interrupted by the user and killed]".to_string());
-        true
-    } else if outcome.timed_out {
-        parts.push(format!(
-            "[command timed out after {} and was killed]",
-            human(timeout)
-        ));
-        true
-    } else {
-        match outcome.exit_code {
-            Some(0) => false,
-            Some(code) => {
-                parts.push(format!("[exit code {code}]"));
-                true
-            }
-            None => {
-                parts.push("[command killed by a signal]".to_string());
-                true
-            }
+    let ending = match outcome.exit_code {
+        _ if outcome.cancelled => Some("[command interrupted by the user and killed]".to_string()),
+        _ if outcome.timed_out => {
+            let after = human(timeout);
+            Some(format!("[command timed out after {after} and was killed]"))
         }
+        Some(0) => None,
+        Some(code) => Some(format!("[exit code {code}]")),
+        None => Some("[command killed by a signal]".to_string()),
     };
+    let is_error = ending.is_some();
+    parts.extend(ending);
     if parts.is_empty() {
         parts.push("(no output)".to_string());
     }
     let content = parts.join("\n");
-    if failed {
-        ToolResult::error(content)
-    } else {
-        ToolResult::ok(content)
-    }
+    ToolResult { content, is_error }
 }
 
 fn human(duration: Duration) -> String {

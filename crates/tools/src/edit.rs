@@ -1,29 +1,19 @@
 //! `Edit`: replace an exact string in a file.
-use std::path::Path;
-
-use agentd_sandbox::PathGuard;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::edit_core::{EditSpec, apply_edit, change_file, load_text, save_text, snippet};
-use crate::input::parse_input;
-use crate::{Tool, ToolContext, ToolResult};
-
-const DESCRIPTION: &str = "Replace text in a file. `old_string` must match the file \
-exactly (whitespace and indentation included) and exactly once, unless `replace_all` is \
-true; include enough surrounding lines to make it unique. Copy the text from Read output \
-without the line-number prefix. An empty `old_string` creates a new file with \
-`new_string` as its content. Relative paths are resolved against the workspace.";
+use crate::host_fs::Target;
+use crate::{ToolContext, ToolResult, TypedTool};
 
 #[derive(Debug, Deserialize)]
-struct EditInput {
+pub(crate) struct EditInput {
     file_path: String,
     #[serde(flatten)]
     edit: EditSpec,
 }
 
-/// The `Edit` tool.
 #[derive(Debug, Default)]
 pub struct EditTool;
 
@@ -37,61 +27,45 @@ pub(crate) fn edit_properties() -> Value {
 }
 
 #[async_trait]
-impl Tool for EditTool {
-    fn name(&self) -> &str {
-        "Edit"
-    }
+impl TypedTool for EditTool {
+    const NAME: &'static str = "Edit";
+    const DESCRIPTION: &'static str = "Replace text in a file. `old_string` must match the file \
+exactly (whitespace and indentation included) and exactly once, unless `replace_all` is \
+true; include enough surrounding lines to make it unique. Copy the text from Read output \
+without the line-number prefix. An empty `old_string` creates a new file with \
+`new_string` as its content. Relative paths are resolved against the workspace.";
+    const READ_ONLY: bool = false;
+    const REQUIRED: &'static [&'static str] = &["file_path", "old_string", "new_string"];
+    type Input = EditInput;
 
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn properties() -> Value {
         let mut properties = edit_properties();
         properties["file_path"] = json!({
             "type": "string",
             "description": "The file to change (absolute, or relative to the workspace)."
         });
-        json!({
-            "type": "object",
-            "properties": properties,
-            "required": ["file_path", "old_string", "new_string"],
-            "additionalProperties": false
-        })
+        properties
     }
 
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: EditInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
-        let file_path = input.file_path.clone();
-        change_file(ctx, &file_path, move |guard, path, shown| {
-            edit_file(guard, path, shown, &input.edit)
+    async fn run(&self, input: EditInput, ctx: &ToolContext) -> Result<ToolResult, String> {
+        change_file(ctx, &input.file_path, move |file| {
+            edit_file(file, &input.edit)
         })
         .await
     }
 }
 
-fn edit_file(
-    guard: &PathGuard,
-    path: &Path,
-    shown: &str,
-    edit: &EditSpec,
-) -> Result<String, String> {
-    let original = load_text(guard, path, shown, edit.old_string.is_empty())?;
+fn edit_file(file: &Target, edit: &EditSpec) -> Result<String, String> {
+    let original = load_text(file, edit.old_string.is_empty())?;
     let applied = apply_edit(&original, edit)?;
-    save_text(guard, path, shown, &applied.text)?;
+    save_text(file, &applied.text)?;
     let what = match applied.replacements {
         1 => "1 replacement".to_string(),
         count => format!("{count} replacements"),
     };
     Ok(format!(
-        "Edited {shown} ({what}). The changed region now reads:\n{}",
+        "Edited {} ({what}). The changed region now reads:\n{}",
+        file.shown,
         snippet(&applied.text, applied.first_at, &edit.new_string)
     ))
 }

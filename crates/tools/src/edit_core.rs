@@ -1,12 +1,9 @@
 //! String replacement shared by `Edit` and `MultiEdit`: exact matching, the
 //! uniqueness rule, and loading/saving the file as UTF-8 text.
-use std::path::Path;
-
-use agentd_sandbox::PathGuard;
 use agentd_sandbox::confined::{self, ConfinedError, Written};
 use serde::Deserialize;
 
-use crate::host_fs::{describe, is_directory, is_not_found};
+use crate::host_fs::{Target, describe, is_directory, is_not_found};
 use crate::tool_result::numbered_line;
 use crate::{ToolContext, ToolResult};
 
@@ -102,13 +99,9 @@ fn match_line_endings(text: &str, spec: &EditSpec) -> (String, String) {
 
 /// Load a file for editing. A missing file reads as empty when `may_create`
 /// (the first edit has an empty `old_string`); otherwise it is an error.
-pub(crate) fn load_text(
-    guard: &PathGuard,
-    path: &Path,
-    shown: &str,
-    may_create: bool,
-) -> Result<String, String> {
-    let loaded = guard.confined(path, |root, relative| {
+pub(crate) fn load_text(file: &Target, may_create: bool) -> Result<String, String> {
+    let shown = &file.shown;
+    let loaded = file.guard.confined(&file.path, |root, relative| {
         confined::read_regular(root, relative, MAX_EDIT_BYTES)
     });
     let bytes = match loaded {
@@ -151,14 +144,10 @@ pub(crate) fn load_text(
 /// Replace (or create, with its missing parents) the file at `path` with
 /// `text`, atomically: a link swapped in at the name is replaced, never
 /// followed, and anything but a regular file there is refused.
-pub(crate) fn save_text(
-    guard: &PathGuard,
-    path: &Path,
-    shown: &str,
-    text: &str,
-) -> Result<Written, String> {
-    guard
-        .confined(path, |root, relative| {
+pub(crate) fn save_text(file: &Target, text: &str) -> Result<Written, String> {
+    let shown = &file.shown;
+    file.guard
+        .confined(&file.path, |root, relative| {
             confined::write_atomic(root, relative, text.as_bytes(), true)
         })
         .map_err(|err| match err {
@@ -190,20 +179,19 @@ pub(crate) fn snippet(text: &str, first_at: usize, new_string: &str) -> String {
 /// Run `change` on the file the model named in `file_path`, on a blocking
 /// thread, and make its outcome the tool's result. Not raced against cancel:
 /// a write is short and should not be left half-done.
-pub(crate) async fn change_file<F>(ctx: &ToolContext, file_path: &str, change: F) -> ToolResult
+pub(crate) async fn change_file<F>(
+    ctx: &ToolContext,
+    file_path: &str,
+    change: F,
+) -> Result<ToolResult, String>
 where
-    F: FnOnce(&PathGuard, &Path, &str) -> Result<String, String> + Send + 'static,
+    F: FnOnce(&Target) -> Result<String, String> + Send + 'static,
 {
-    let path = match crate::input::resolve_path(ctx, "file_path", file_path) {
-        Ok(path) => path,
-        Err(message) => return ToolResult::error(message),
-    };
-    let shown = ctx.guard.display(&path);
-    let guard = ctx.guard.clone();
-    let outcome = tokio::task::spawn_blocking(move || change(&guard, &path, &shown))
+    let target = Target::resolve(ctx, "file_path", file_path)?;
+    let outcome = tokio::task::spawn_blocking(move || change(&target))
         .await
         .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));
-    crate::tool_result::to_result(outcome, ctx)
+    Ok(crate::tool_result::to_result(outcome, ctx))
 }
 
 #[cfg(test)]

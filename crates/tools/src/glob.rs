@@ -12,73 +12,50 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::HiddenPaths;
 use crate::host_fs::{confirmed_entry, describe, is_not_found, kind_of, modified};
-use crate::input::parse_input;
 use crate::input::resolve_path;
-use crate::tool_result::{run_blocking, to_result};
+use crate::tool_result::run_blocking;
 use crate::walk::{split_literal_prefix, walker};
-use crate::{Tool, ToolContext, ToolResult};
+use crate::{ToolContext, ToolResult, TypedTool};
 
 /// Most paths listed; the rest are counted.
 const MAX_RESULTS: usize = 100;
 
-const DESCRIPTION: &str = "Find files whose path matches a glob pattern such as \
-`**/*.rs` or `src/**/*.{ts,tsx}` (`*` stays within one directory, `**` crosses any \
-number). Searches the workspace, or `path` if given; files ignored by .gitignore are \
-skipped. Returns absolute paths, most recently modified first, at most 100. Use Grep to \
-search file contents.";
-
 #[derive(Debug, Deserialize)]
-struct GlobInput {
+pub(crate) struct GlobInput {
     pattern: String,
     path: Option<String>,
 }
 
-/// The `Glob` tool.
 #[derive(Debug, Default)]
 pub struct GlobTool;
 
 #[async_trait]
-impl Tool for GlobTool {
-    fn name(&self) -> &str {
-        "Glob"
-    }
+impl TypedTool for GlobTool {
+    const NAME: &'static str = "Glob";
+    const DESCRIPTION: &'static str = "Find files whose path matches a glob pattern such as \
+`**/*.rs` or `src/**/*.{ts,tsx}` (`*` stays within one directory, `**` crosses any \
+number). Searches the workspace, or `path` if given; files ignored by .gitignore are \
+skipped. Returns absolute paths, most recently modified first, at most 100. Use Grep to \
+search file contents.";
+    const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["pattern"];
+    type Input = GlobInput;
 
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "The glob pattern, e.g. \"**/*.py\"."},
-                "path": {"type": "string", "description": "Directory to search in (default: the workspace)."}
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
+            "pattern": {"type": "string", "description": "The glob pattern, e.g. \"**/*.py\"."},
+            "path": {"type": "string", "description": "Directory to search in (default: the workspace)."}
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: GlobInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
-        let (root, rest) = match search_root(&input, ctx) {
-            Ok(found) => found,
-            Err(message) => return ToolResult::error(message),
-        };
+    async fn run(&self, input: GlobInput, ctx: &ToolContext) -> Result<ToolResult, String> {
+        let (root, rest) = search_root(&input, ctx)?;
         let search = Search {
             guard: ctx.guard.clone(),
             hidden: ctx.hidden.clone(),
             cancel: ctx.cancel.clone(),
         };
-        let outcome = run_blocking(ctx, move || find_files(&search, &root, &rest)).await;
-        to_result(outcome, ctx)
+        Ok(run_blocking(ctx, move || find_files(&search, &root, &rest)).await)
     }
 }
 
@@ -119,21 +96,17 @@ fn find_files(search: &Search, root: &Path, glob: &str) -> Result<String, String
         // A plain path: report whether it exists.
         return Ok(if root_stat.is_ok() { shown } else { no_files() });
     }
-    match root_stat.map(|stat| kind_of(&stat)) {
-        Ok(FileType::Directory) => {}
-        Ok(FileType::RegularFile) => {
-            return Err(format!("{shown} is a file, not a directory to search in"));
-        }
-        Ok(found) => {
-            return Err(format!(
-                "{shown} is {}, not a directory to search in",
-                confined::kind_name(found)
-            ));
-        }
-        Err(err) if is_not_found(&err) => {
-            return Err(format!("directory does not exist: {shown}"));
-        }
+    let kind = match root_stat {
+        Ok(stat) => kind_of(&stat),
+        Err(err) if is_not_found(&err) => return Err(format!("directory does not exist: {shown}")),
         Err(err) => return Err(describe(&err, "search", &shown)),
+    };
+    if kind != FileType::Directory {
+        let what = match kind {
+            FileType::RegularFile => "a file",
+            other => confined::kind_name(other),
+        };
+        return Err(format!("{shown} is {what}, not a directory to search in"));
     }
     let matcher = GlobBuilder::new(glob)
         .literal_separator(true)

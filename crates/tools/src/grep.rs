@@ -15,23 +15,13 @@ use tokio_util::sync::CancellationToken;
 use crate::context::HiddenPaths;
 use crate::grep_search::{OutputMode, SearchOptions, search};
 use crate::host_fs::{describe, is_not_found, kind_of};
-use crate::input::parse_input;
 use crate::input::resolve_path;
-use crate::tool_result::{NOTE_RESERVE, run_blocking, to_result};
+use crate::tool_result::{NOTE_RESERVE, run_blocking};
 use crate::walk::walker;
-use crate::{Tool, ToolContext, ToolResult};
-
-const DESCRIPTION: &str = "Search file contents with a regular expression (ripgrep \
-syntax, e.g. `fn\\s+main` or `TODO|FIXME`; escape literal braces and dots). Searches the \
-workspace, or `path` (a directory or one file); .gitignore'd and binary files are \
-skipped. Narrow the files with `glob` (e.g. \"*.{ts,tsx}\") or `type` (e.g. \"rust\", \
-\"py\", \"js\"). `output_mode`: \"files_with_matches\" (default; paths, newest first), \
-\"content\" (matching lines as path:line:text, with -A/-B/-C context and -n line \
-numbers), or \"count\" (matches per file). `-i` ignores case; `multiline` lets a pattern \
-span lines and `.` match newlines; `head_limit` keeps only the first N lines or entries.";
+use crate::{ToolContext, ToolResult, TypedTool};
 
 #[derive(Debug, Deserialize)]
-struct GrepInput {
+pub(crate) struct GrepInput {
     pattern: String,
     path: Option<String>,
     glob: Option<String>,
@@ -52,65 +42,52 @@ struct GrepInput {
     multiline: Option<bool>,
 }
 
-/// The `Grep` tool.
 #[derive(Debug, Default)]
 pub struct GrepTool;
 
 #[async_trait]
-impl Tool for GrepTool {
-    fn name(&self) -> &str {
-        "Grep"
-    }
+impl TypedTool for GrepTool {
+    const NAME: &'static str = "Grep";
+    const DESCRIPTION: &'static str = "Search file contents with a regular expression (ripgrep \
+syntax, e.g. `fn\\s+main` or `TODO|FIXME`; escape literal braces and dots). Searches the \
+workspace, or `path` (a directory or one file); .gitignore'd and binary files are \
+skipped. Narrow the files with `glob` (e.g. \"*.{ts,tsx}\") or `type` (e.g. \"rust\", \
+\"py\", \"js\"). `output_mode`: \"files_with_matches\" (default; paths, newest first), \
+\"content\" (matching lines as path:line:text, with -A/-B/-C context and -n line \
+numbers), or \"count\" (matches per file). `-i` ignores case; `multiline` lets a pattern \
+span lines and `.` match newlines; `head_limit` keeps only the first N lines or entries.";
+    const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["pattern"];
+    type Input = GrepInput;
 
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn properties() -> Value {
         let context_lines = |what: &str| json!({"type": "integer", "minimum": 0, "description": format!("Lines of context {what} each match (content mode).")});
         json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "The regular expression to search for."},
-                "path": {"type": "string", "description": "File or directory to search (default: the workspace)."},
-                "glob": {"type": "string", "description": "Only search files matching this glob, e.g. \"*.js\" or \"src/**/*.rs\"."},
-                "type": {"type": "string", "description": "Only search files of this type, e.g. \"rust\", \"py\", \"js\", \"go\"."},
-                "output_mode": {
-                    "type": "string",
-                    "enum": ["content", "files_with_matches", "count"],
-                    "description": "What to return (default \"files_with_matches\")."
-                },
-                "-i": {"type": "boolean", "description": "Case-insensitive search."},
-                "-n": {"type": "boolean", "description": "Show line numbers (content mode; default true)."},
-                "-A": context_lines("after"),
-                "-B": context_lines("before"),
-                "-C": context_lines("before and after"),
-                "head_limit": {"type": "integer", "minimum": 1, "description": "Return only the first N lines or entries."},
-                "multiline": {"type": "boolean", "description": "Let the pattern span lines; `.` also matches newlines."}
+            "pattern": {"type": "string", "description": "The regular expression to search for."},
+            "path": {"type": "string", "description": "File or directory to search (default: the workspace)."},
+            "glob": {"type": "string", "description": "Only search files matching this glob, e.g. \"*.js\" or \"src/**/*.rs\"."},
+            "type": {"type": "string", "description": "Only search files of this type, e.g. \"rust\", \"py\", \"js\", \"go\"."},
+            "output_mode": {
+                "type": "string",
+                "enum": ["content", "files_with_matches", "count"],
+                "description": "What to return (default \"files_with_matches\")."
             },
-            "required": ["pattern"],
-            "additionalProperties": false
+            "-i": {"type": "boolean", "description": "Case-insensitive search."},
+            "-n": {"type": "boolean", "description": "Show line numbers (content mode; default true)."},
+            "-A": context_lines("after"),
+            "-B": context_lines("before"),
+            "-C": context_lines("before and after"),
+            "head_limit": {"type": "integer", "minimum": 1, "description": "Return only the first N lines or entries."},
+            "multiline": {"type": "boolean", "description": "Let the pattern span lines; `.` also matches newlines."}
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: GrepInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
-        let prepared = match prepare(input, ctx) {
-            Ok(prepared) => prepared,
-            Err(message) => return ToolResult::error(message),
-        };
+    async fn run(&self, input: GrepInput, ctx: &ToolContext) -> Result<ToolResult, String> {
+        let prepared = prepare(input, ctx)?;
         let guard = ctx.guard.clone();
         let hidden = ctx.hidden.clone();
         let cancel = ctx.cancel.clone();
-        let outcome = run_blocking(ctx, move || run(prepared, &guard, &hidden, &cancel)).await;
-        to_result(outcome, ctx)
+        Ok(run_blocking(ctx, move || run(prepared, &guard, &hidden, &cancel)).await)
     }
 }
 
@@ -224,14 +201,10 @@ fn build_walk(
     };
     let overrides = match glob.filter(|glob| !glob.is_empty()) {
         Some(glob) => {
+            let invalid = |err: ignore::Error| format!("invalid `glob` {glob:?}: {err}");
             let mut overrides = OverrideBuilder::new(root);
-            overrides
-                .add(glob)
-                .map_err(|err| format!("invalid `glob` {glob:?}: {err}"))?;
-            let overrides = overrides
-                .build()
-                .map_err(|err| format!("invalid `glob` {glob:?}: {err}"))?;
-            Some(overrides)
+            overrides.add(glob).map_err(invalid)?;
+            Some(overrides.build().map_err(invalid)?)
         }
         None => None,
     };

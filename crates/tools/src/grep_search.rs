@@ -41,19 +41,15 @@ pub(crate) fn search(
     guard: &PathGuard,
     cancel: &CancellationToken,
 ) -> Result<String, String> {
+    let context = |lines| match options.mode {
+        OutputMode::Content => lines,
+        _ => 0,
+    };
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
         .multi_line(options.multiline)
-        .before_context(if options.mode == OutputMode::Content {
-            options.before
-        } else {
-            0
-        })
-        .after_context(if options.mode == OutputMode::Content {
-            options.after
-        } else {
-            0
-        })
+        .before_context(context(options.before))
+        .after_context(context(options.after))
         .binary_detection(BinaryDetection::quit(0))
         .build();
     let mut content = ContentOutput::new(options);
@@ -81,21 +77,18 @@ pub(crate) fn search(
                     break;
                 }
             }
-            OutputMode::FilesWithMatches => {
+            mode => {
+                let stop_at_first = mode == OutputMode::FilesWithMatches;
                 let mut sink = CountSink {
                     matches: 0,
-                    stop_at_first: true,
+                    stop_at_first,
                 };
-                if searcher.search_file(matcher, &file, &mut sink).is_ok() && sink.matches > 0 {
-                    files.push((stat, entry.into_path()));
+                if searcher.search_file(matcher, &file, &mut sink).is_err() || sink.matches == 0 {
+                    continue;
                 }
-            }
-            OutputMode::Count => {
-                let mut sink = CountSink {
-                    matches: 0,
-                    stop_at_first: false,
-                };
-                if searcher.search_file(matcher, &file, &mut sink).is_ok() && sink.matches > 0 {
+                if stop_at_first {
+                    files.push((stat, entry.into_path()));
+                } else {
                     counts.push((entry.into_path(), sink.matches));
                 }
             }

@@ -4,12 +4,35 @@
 //! swapped in after `PathGuard::resolve` cannot lead it out. This module
 //! words its errors for the model and names file types.
 use std::io::ErrorKind;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use agentd_sandbox::PathGuard;
 use agentd_sandbox::confined::{self, ConfinedError};
 use rustix::fs::{FileType, Stat};
 use rustix::io::Errno;
+
+use crate::ToolContext;
+use crate::input::resolve_path;
+
+/// A file a tool call works on: its path, resolved through the guard, and
+/// that path as shown in messages.
+pub(crate) struct Target {
+    pub guard: PathGuard,
+    pub path: PathBuf,
+    pub shown: String,
+}
+
+impl Target {
+    /// The path the model gave in `field`, or why it is refused.
+    pub(crate) fn resolve(ctx: &ToolContext, field: &str, path: &str) -> Result<Self, String> {
+        let path = resolve_path(ctx, field, path)?;
+        Ok(Self {
+            shown: ctx.guard.display(&path),
+            guard: ctx.guard.clone(),
+            path,
+        })
+    }
+}
 
 /// The kind of `stat`.
 pub(crate) fn kind_of(stat: &Stat) -> FileType {

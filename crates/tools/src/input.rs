@@ -69,15 +69,8 @@ fn check_object(schema: &Value, object: &Map<String, Value>, at: &str) -> Result
             check_value(field_schema, value, &join_path(at, key))?;
         }
     }
-    let required = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice);
-    for name in required
-        .unwrap_or_default()
-        .iter()
-        .filter_map(Value::as_str)
-    {
+    let required = schema.get("required").and_then(Value::as_array);
+    for name in required.into_iter().flatten().filter_map(Value::as_str) {
         if object.get(name).is_none_or(Value::is_null) {
             return Err(format!("missing required field `{}`", join_path(at, name)));
         }

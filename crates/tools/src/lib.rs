@@ -55,6 +55,7 @@ pub use web_fetch::{
 pub use write::WriteTool;
 
 use async_trait::async_trait;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// A tool the model can call.
@@ -70,4 +71,63 @@ pub trait Tool: Send + Sync {
     /// Run the call. Failures the model should see (bad input, missing file,
     /// refused path) are `ToolResult::error`, never a panic.
     async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult;
+}
+
+/// The schema of an object with these properties, `required` of them, and no others.
+fn object_schema(properties: Value, required: &[&str]) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    })
+}
+
+/// A built-in tool: fixed name, description and schema, and an input struct
+/// checked against that schema (see `input::parse_input`) before `run` sees it.
+#[async_trait]
+pub(crate) trait TypedTool: Send + Sync {
+    const NAME: &'static str;
+    const DESCRIPTION: &'static str;
+    const READ_ONLY: bool;
+    /// The fields the input must have.
+    const REQUIRED: &'static [&'static str];
+    type Input: DeserializeOwned + Send;
+
+    /// The input's fields and their schemas; no others are allowed.
+    fn properties() -> Value;
+
+    /// The description the model sees; `DESCRIPTION` unless a tool adds to it.
+    fn full_description(&self) -> &str {
+        Self::DESCRIPTION
+    }
+
+    /// Run the call; an `Err` is the model's error result.
+    async fn run(&self, input: Self::Input, ctx: &ToolContext) -> Result<ToolResult, String>;
+}
+
+#[async_trait]
+impl<T: TypedTool> Tool for T {
+    fn name(&self) -> &str {
+        T::NAME
+    }
+
+    fn description(&self) -> &str {
+        self.full_description()
+    }
+
+    fn input_schema(&self) -> Value {
+        object_schema(T::properties(), T::REQUIRED)
+    }
+
+    fn is_read_only(&self) -> bool {
+        T::READ_ONLY
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
+        match input::parse_input(T::NAME, &self.input_schema(), input) {
+            Ok(input) => self.run(input, ctx).await.unwrap_or_else(ToolResult::error),
+            Err(error) => error,
+        }
+    }
 }

@@ -12,76 +12,50 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::host_fs::{describe, is_not_found, kind_of};
-use crate::input::parse_input;
 use crate::input::resolve_path;
-use crate::tool_result::{run_blocking, to_result};
-use crate::{Tool, ToolContext, ToolResult};
+use crate::tool_result::run_blocking;
+use crate::{ToolContext, ToolResult, TypedTool};
 
 /// Most entries listed; the rest are counted.
 const MAX_ENTRIES: usize = 1000;
 
-const DESCRIPTION: &str = "List the entries of a directory (not recursive): \
-subdirectories first with a trailing `/`, then files; symlinks show their target. \
-`ignore` takes glob patterns of names to leave out, e.g. [\"node_modules\", \"*.log\"]. \
-Hidden entries are included. Use Glob to find files by pattern across directories.";
-
 #[derive(Debug, Deserialize)]
-struct LsInput {
+pub(crate) struct LsInput {
     path: String,
     ignore: Option<Vec<String>>,
 }
 
-/// The `LS` tool.
 #[derive(Debug, Default)]
 pub struct LsTool;
 
 #[async_trait]
-impl Tool for LsTool {
-    fn name(&self) -> &str {
-        "LS"
-    }
+impl TypedTool for LsTool {
+    const NAME: &'static str = "LS";
+    const DESCRIPTION: &'static str = "List the entries of a directory (not recursive): \
+subdirectories first with a trailing `/`, then files; symlinks show their target. \
+`ignore` takes glob patterns of names to leave out, e.g. [\"node_modules\", \"*.log\"]. \
+Hidden entries are included. Use Glob to find files by pattern across directories.";
+    const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["path"];
+    type Input = LsInput;
 
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "The directory to list (absolute, or relative to the workspace)."},
-                "ignore": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "Glob patterns of entry names to leave out."
-                }
-            },
-            "required": ["path"],
-            "additionalProperties": false
+            "path": {"type": "string", "description": "The directory to list (absolute, or relative to the workspace)."},
+            "ignore": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Glob patterns of entry names to leave out."
+            }
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: LsInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
-        let path = match resolve_path(ctx, "path", &input.path) {
-            Ok(path) => path,
-            Err(message) => return ToolResult::error(message),
-        };
-        let ignore = match build_ignore(input.ignore.as_deref().unwrap_or_default()) {
-            Ok(ignore) => ignore,
-            Err(message) => return ToolResult::error(message),
-        };
+    async fn run(&self, input: LsInput, ctx: &ToolContext) -> Result<ToolResult, String> {
+        let path = resolve_path(ctx, "path", &input.path)?;
+        let ignore = build_ignore(input.ignore.as_deref().unwrap_or_default())?;
         let cancel = ctx.cancel.clone();
         let guard = ctx.guard.clone();
-        let outcome = run_blocking(ctx, move || list(&guard, &path, &ignore, &cancel)).await;
-        to_result(outcome, ctx)
+        Ok(run_blocking(ctx, move || list(&guard, &path, &ignore, &cancel)).await)
     }
 }
 

@@ -1,20 +1,16 @@
 //! `Read`: a text file's lines, numbered like `cat -n`.
 use std::io::{BufRead, BufReader, Read as _};
-use std::path::Path;
 
-use agentd_sandbox::PathGuard;
 use agentd_sandbox::confined::{self, ConfinedError};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::host_fs::{describe, is_directory, is_not_found};
-use crate::input::parse_input;
-use crate::input::resolve_path;
+use crate::host_fs::{Target, describe, is_directory, is_not_found};
 use crate::tool_result::{
-    MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, run_blocking, to_result, truncate_line,
+    MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, run_blocking, truncate_line,
 };
-use crate::{Tool, ToolContext, ToolResult};
+use crate::{ToolContext, ToolResult, TypedTool};
 
 const DEFAULT_LINE_LIMIT: usize = 2000;
 /// Bytes inspected for NUL bytes to decide a file is binary.
@@ -22,69 +18,45 @@ const BINARY_SNIFF_BYTES: usize = 8192;
 /// Bytes kept of one line; enough for `MAX_LINE_CHARS` characters of any UTF-8.
 const MAX_LINE_BYTES: usize = MAX_LINE_CHARS * 4;
 
-const DESCRIPTION: &str = "Read a text file. Lines are returned numbered like `cat -n` \
-(number, tab, text); the numbers are not part of the file. By default up to 2000 lines \
-from the start; for longer files pass `offset` (the 1-based line to start at) and `limit` \
-(how many lines). Lines longer than 2000 characters are cut. Relative paths are resolved \
-against the workspace. Directories (use LS), binary files and special files (pipes, \
-devices, sockets) are refused.";
-
 #[derive(Debug, Deserialize)]
-struct ReadInput {
+pub(crate) struct ReadInput {
     file_path: String,
     offset: Option<usize>,
     limit: Option<usize>,
 }
 
-/// The `Read` tool.
 #[derive(Debug, Default)]
 pub struct ReadTool;
 
 #[async_trait]
-impl Tool for ReadTool {
-    fn name(&self) -> &str {
-        "Read"
-    }
+impl TypedTool for ReadTool {
+    const NAME: &'static str = "Read";
+    const DESCRIPTION: &'static str = "Read a text file. Lines are returned numbered like `cat -n` \
+(number, tab, text); the numbers are not part of the file. By default up to 2000 lines \
+from the start; for longer files pass `offset` (the 1-based line to start at) and `limit` \
+(how many lines). Lines longer than 2000 characters are cut. Relative paths are resolved \
+against the workspace. Directories (use LS), binary files and special files (pipes, \
+devices, sockets) are refused.";
+    const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["file_path"];
+    type Input = ReadInput;
 
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "file_path": {"type": "string", "description": "The file to read (absolute, or relative to the workspace)."},
-                "offset": {"type": "integer", "minimum": 0, "description": "Line number to start at (1-based). Only for files too long to read at once."},
-                "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to read (default 2000)."}
-            },
-            "required": ["file_path"],
-            "additionalProperties": false
+            "file_path": {"type": "string", "description": "The file to read (absolute, or relative to the workspace)."},
+            "offset": {"type": "integer", "minimum": 0, "description": "Line number to start at (1-based). Only for files too long to read at once."},
+            "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to read (default 2000)."}
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: ReadInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
-        let path = match resolve_path(ctx, "file_path", &input.file_path) {
-            Ok(path) => path,
-            Err(message) => return ToolResult::error(message),
-        };
+    async fn run(&self, input: ReadInput, ctx: &ToolContext) -> Result<ToolResult, String> {
+        let file = Target::resolve(ctx, "file_path", &input.file_path)?;
         let window = LineWindow {
             first: input.offset.unwrap_or(1).max(1),
             limit: input.limit.unwrap_or(DEFAULT_LINE_LIMIT),
             char_budget: ctx.result_cap.saturating_sub(NOTE_RESERVE),
         };
-        let shown = ctx.guard.display(&path);
-        let guard = ctx.guard.clone();
-        let outcome = run_blocking(ctx, move || read_numbered(&guard, &path, &shown, window)).await;
-        to_result(outcome, ctx)
+        Ok(run_blocking(ctx, move || read_numbered(&file, window)).await)
     }
 }
 
@@ -97,16 +69,13 @@ struct LineWindow {
     char_budget: usize,
 }
 
-fn read_numbered(
-    guard: &PathGuard,
-    path: &Path,
-    shown: &str,
-    window: LineWindow,
-) -> Result<String, String> {
+fn read_numbered(target: &Target, window: LineWindow) -> Result<String, String> {
+    let shown = &target.shown;
     // Opened beneath the root, and only if regular: a FIFO or a device is
     // refused before anything could block on it.
-    let (mut file, stat) = guard
-        .confined(path, confined::open_regular)
+    let (mut file, stat) = target
+        .guard
+        .confined(&target.path, confined::open_regular)
         .map_err(|err| describe_open_error(shown, &err))?;
     let size = stat.st_size as u64;
     let mut head = Vec::with_capacity(BINARY_SNIFF_BYTES);

@@ -29,17 +29,19 @@ pub(crate) fn truncate_line(text: &str) -> String {
     }
 }
 
-/// Run file-system work on the blocking pool; an interrupt returns at once
-/// (the work itself checks `ctx.cancel` to stop early).
-pub(crate) async fn run_blocking<F>(ctx: &ToolContext, work: F) -> Result<String, String>
+/// Run file-system work on the blocking pool and make its outcome the capped
+/// result; an interrupt returns at once (the work itself checks `ctx.cancel`
+/// to stop early).
+pub(crate) async fn run_blocking<F>(ctx: &ToolContext, work: F) -> ToolResult
 where
     F: FnOnce() -> Result<String, String> + Send + 'static,
 {
     let handle = tokio::task::spawn_blocking(work);
-    tokio::select! {
+    let outcome = tokio::select! {
         joined = handle => joined.unwrap_or_else(|err| Err(format!("the tool failed internally: {err}"))),
         () = ctx.cancel.cancelled() => Err("interrupted".to_string()),
-    }
+    };
+    to_result(outcome, ctx)
 }
 
 /// Turn a tool's outcome into a capped result.

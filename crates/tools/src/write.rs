@@ -1,84 +1,58 @@
 //! `Write`: create or overwrite a file.
-use std::path::Path;
-
-use agentd_sandbox::PathGuard;
 use agentd_sandbox::confined::Written;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::edit_core::{change_file, save_text};
-use crate::input::parse_input;
-use crate::{Tool, ToolContext, ToolResult};
-
-const DESCRIPTION: &str = "Write a file, replacing it completely if it exists. Missing \
-parent directories are created. Use it for new files or full rewrites; for changing part \
-of an existing file prefer Edit or MultiEdit, which send only the change. Relative paths \
-are resolved against the workspace.";
+use crate::host_fs::Target;
+use crate::{ToolContext, ToolResult, TypedTool};
 
 #[derive(Debug, Deserialize)]
-struct WriteInput {
+pub(crate) struct WriteInput {
     file_path: String,
     content: String,
 }
 
-/// The `Write` tool.
 #[derive(Debug, Default)]
 pub struct WriteTool;
 
 #[async_trait]
-impl Tool for WriteTool {
-    fn name(&self) -> &str {
-        "Write"
-    }
+impl TypedTool for WriteTool {
+    const NAME: &'static str = "Write";
+    const DESCRIPTION: &'static str = "Write a file, replacing it completely if it exists. Missing \
+parent directories are created. Use it for new files or full rewrites; for changing part \
+of an existing file prefer Edit or MultiEdit, which send only the change. Relative paths \
+are resolved against the workspace.";
+    const READ_ONLY: bool = false;
+    const REQUIRED: &'static [&'static str] = &["file_path", "content"];
+    type Input = WriteInput;
 
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "file_path": {"type": "string", "description": "The file to write (absolute, or relative to the workspace)."},
-                "content": {"type": "string", "description": "The complete new content of the file."}
-            },
-            "required": ["file_path", "content"],
-            "additionalProperties": false
+            "file_path": {"type": "string", "description": "The file to write (absolute, or relative to the workspace)."},
+            "content": {"type": "string", "description": "The complete new content of the file."}
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: WriteInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
-        let file_path = input.file_path.clone();
-        change_file(ctx, &file_path, move |guard, path, shown| {
-            write_file(guard, path, shown, &input.content)
+    async fn run(&self, input: WriteInput, ctx: &ToolContext) -> Result<ToolResult, String> {
+        change_file(ctx, &input.file_path, move |file| {
+            write_file(file, &input.content)
         })
         .await
     }
 }
 
-fn write_file(
-    guard: &PathGuard,
-    path: &Path,
-    shown: &str,
-    content: &str,
-) -> Result<String, String> {
-    let written = save_text(guard, path, shown, content)?;
+fn write_file(file: &Target, content: &str) -> Result<String, String> {
+    let written = save_text(file, content)?;
     let lines = content.lines().count();
     let verb = match written {
         Written::Replaced => "Overwrote",
         Written::Created => "Created",
     };
     Ok(format!(
-        "{verb} {shown} ({} bytes, {lines} lines)",
+        "{verb} {} ({} bytes, {lines} lines)",
+        file.shown,
         content.len()
     ))
 }

@@ -32,19 +32,21 @@ pub(crate) fn body(request: &ModelRequest, limit_field: TokenLimitField) -> Valu
             Role::Assistant => messages.extend(assistant(message)),
         }
     }
-
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert("messages".into(), Value::Array(messages));
     let field = match limit_field {
         TokenLimitField::MaxTokens => "max_tokens",
         TokenLimitField::MaxCompletionTokens => "max_completion_tokens",
         TokenLimitField::Auto if is_reasoning_model(&request.model) => "max_completion_tokens",
         TokenLimitField::Auto => "max_tokens",
     };
-    body.insert(field.into(), json!(request.max_tokens));
+    let mut body = json!({
+        "model": request.model,
+        "messages": messages,
+        field: request.max_tokens,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
     if !request.tools.is_empty() {
-        let tools = request
+        body["tools"] = request
             .tools
             .iter()
             .map(|tool| {
@@ -58,11 +60,8 @@ pub(crate) fn body(request: &ModelRequest, limit_field: TokenLimitField) -> Valu
                 })
             })
             .collect();
-        body.insert("tools".into(), Value::Array(tools));
     }
-    body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
-    Value::Object(body)
+    body
 }
 
 /// OpenAI models that accept only `max_completion_tokens`.

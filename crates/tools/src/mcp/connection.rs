@@ -212,18 +212,17 @@ async fn exit_note(process: &SandboxedProcess) -> String {
 
 /// `; its stderr ends with: …`, or nothing when it wrote none.
 fn stderr_note(process: &SandboxedProcess) -> String {
-    let mut note = String::new();
     let tail = process.stderr_tail();
     let tail = tail.trim_end();
-    if !tail.is_empty() {
-        let start = tail
-            .char_indices()
-            .rev()
-            .nth(STDERR_IN_MESSAGES - 1)
-            .map_or(0, |(at, _)| at);
-        note.push_str(&format!("; its stderr ends with:\n{}", &tail[start..]));
+    if tail.is_empty() {
+        return String::new();
     }
-    note
+    let start = tail
+        .char_indices()
+        .rev()
+        .nth(STDERR_IN_MESSAGES - 1)
+        .map_or(0, |(at, _)| at);
+    format!("; its stderr ends with:\n{}", &tail[start..])
 }
 
 /// `1.5 s`, `30 s`, `250 ms`.

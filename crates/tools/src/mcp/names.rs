@@ -18,14 +18,9 @@ pub fn tool_name(server: &str, tool: &str) -> String {
 }
 
 fn sanitize(name: &str) -> String {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if allowed(c) { c } else { '_' })
         .collect()
 }
 

@@ -18,30 +18,23 @@ pub(crate) fn to_tool_result(result: CallToolResult) -> ToolResult {
         parts = vec!["(no output)".to_string()];
     }
     let content = parts.join("\n");
-    if result.is_error == Some(true) {
-        ToolResult::error(content)
-    } else {
-        ToolResult::ok(content)
-    }
+    let is_error = result.is_error == Some(true);
+    ToolResult { content, is_error }
 }
 
 fn describe(block: ContentBlock) -> String {
     match block {
         ContentBlock::Text(text) => text.text,
-        ContentBlock::Image(image) => {
-            format!(
-                "[image: {}, {} bytes base64]",
-                image.mime_type,
-                image.data.len()
-            )
-        }
-        ContentBlock::Audio(audio) => {
-            format!(
-                "[audio: {}, {} bytes base64]",
-                audio.mime_type,
-                audio.data.len()
-            )
-        }
+        ContentBlock::Image(image) => format!(
+            "[image: {}, {} bytes base64]",
+            image.mime_type,
+            image.data.len()
+        ),
+        ContentBlock::Audio(audio) => format!(
+            "[audio: {}, {} bytes base64]",
+            audio.mime_type,
+            audio.data.len()
+        ),
         ContentBlock::Resource(embedded) => match embedded.resource {
             ResourceContents::TextResourceContents { text, .. } => text,
             ResourceContents::BlobResourceContents {

@@ -89,27 +89,28 @@ impl ServerSlot {
         Ok(state.tools.clone().unwrap_or_default())
     }
 
-    /// Call `tool` with `input`, starting the server if need be.
-    pub(crate) async fn call(&self, tool: &str, input: Value, ctx: &ToolContext) -> ToolResult {
+    /// Call `tool` with `input`, starting the server if need be; an `Err` is
+    /// the error result.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        input: Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolResult, String> {
         let server = &self.config.name;
         let arguments = match input {
             Value::Object(arguments) => arguments,
             Value::Null => Default::default(),
-            other => return ToolResult::error(format!("the input must be an object, got {other}")),
+            other => return Err(format!("the input must be an object, got {other}")),
         };
         let (connection, _busy) = tokio::select! {
-            ready = self.connection() => match ready {
-                Ok(ready) => ready,
-                Err(err) => {
-                    let message = format!("MCP server `{server}` is not available: {err}");
-                    return ToolResult::error(message);
-                }
-            },
-            () = ctx.cancel.cancelled() => return interrupted(server),
+            ready = self.connection() => ready
+                .map_err(|err| format!("MCP server `{server}` is not available: {err}"))?,
+            () = ctx.cancel.cancelled() => return Ok(interrupted(server)),
         };
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         // Dropping the call (timeout, cancel) sends `notifications/cancelled`.
-        tokio::select! {
+        Ok(tokio::select! {
             result = connection.peer().call_tool(params) => match result {
                 Ok(result) => to_tool_result(result),
                 Err(err) => self.failed(&connection, tool, err).await,
@@ -120,7 +121,7 @@ impl ServerSlot {
                 human(self.config.call_timeout)
             )),
             () = ctx.cancel.cancelled() => interrupted(server),
-        }
+        })
     }
 
     /// A live connection, marked busy; started (or restarted) if need be.

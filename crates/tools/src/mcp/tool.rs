@@ -72,6 +72,7 @@ impl Tool for McpTool {
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        finish(self.slot.call(&self.remote_name, input, ctx).await, ctx)
+        let result = self.slot.call(&self.remote_name, input, ctx).await;
+        finish(result.unwrap_or_else(ToolResult::error), ctx)
     }
 }

@@ -9,9 +9,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{SKILL_FILE, Skill, SkillSet, front_matter, read_in_folder, read_skill_file};
-use crate::input::parse_input;
-use crate::tool_result::{run_blocking, to_result};
-use crate::{Tool, ToolContext, ToolResult};
+use crate::tool_result::run_blocking;
+use crate::{ToolContext, ToolResult, TypedTool};
 
 /// Supporting files listed with a skill's instructions.
 const MAX_LISTED_FILES: usize = 50;
@@ -19,13 +18,8 @@ const MAX_LISTED_FILES: usize = 50;
 const MAX_VISITED_ENTRIES: usize = 5_000;
 const MAX_LIST_DEPTH: usize = 8;
 
-const DESCRIPTION: &str = "Load a skill: packaged instructions for a kind of task. Call it with \
-the skill's name before doing a task the skill covers, then follow the instructions it returns. \
-The result starts with the skill's folder and its supporting files; read one by calling Skill \
-again with `file` set to its path relative to the folder. Scripts there can be run with Bash.";
-
 #[derive(Debug, Deserialize)]
-struct SkillInput {
+pub(crate) struct SkillInput {
     skill: String,
     /// A supporting file, relative to the skill's folder.
     #[serde(default)]
@@ -41,7 +35,8 @@ pub struct SkillTool {
 
 impl SkillTool {
     pub fn new(skills: SkillSet) -> Self {
-        let description = format!("{DESCRIPTION}\n\nAvailable skills: {}.", names(&skills));
+        let base = Self::DESCRIPTION;
+        let description = format!("{base}\n\nAvailable skills: {}.", names(&skills));
         Self {
             skills,
             description,
@@ -50,54 +45,43 @@ impl SkillTool {
 }
 
 #[async_trait]
-impl Tool for SkillTool {
-    fn name(&self) -> &str {
-        "Skill"
-    }
+impl TypedTool for SkillTool {
+    const NAME: &'static str = "Skill";
+    const DESCRIPTION: &'static str = "Load a skill: packaged instructions for a kind of task. Call it with \
+the skill's name before doing a task the skill covers, then follow the instructions it returns. \
+The result starts with the skill's folder and its supporting files; read one by calling Skill \
+again with `file` set to its path relative to the folder. Scripts there can be run with Bash.";
+    const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["skill"];
+    type Input = SkillInput;
 
-    fn description(&self) -> &str {
+    fn full_description(&self) -> &str {
         &self.description
     }
 
-    fn input_schema(&self) -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "skill": {"type": "string", "description": "The skill's name, e.g. \"pdf\"."},
-                "file": {"type": "string", "description": "A supporting file of the skill, relative to its folder (omit to load the instructions)."}
-            },
-            "required": ["skill"],
-            "additionalProperties": false
+            "skill": {"type": "string", "description": "The skill's name, e.g. \"pdf\"."},
+            "file": {"type": "string", "description": "A supporting file of the skill, relative to its folder (omit to load the instructions)."}
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: SkillInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
+    async fn run(&self, input: SkillInput, ctx: &ToolContext) -> Result<ToolResult, String> {
         // Models sometimes write a skill the way a user invokes it: `/name`.
         let name = input.skill.trim().trim_start_matches('/');
         let Some(skill) = self.skills.get(name) else {
-            return ToolResult::error(format!(
+            return Err(format!(
                 "unknown skill {name:?}; available skills: {}",
                 names(&self.skills)
             ));
         };
         let skill = skill.clone();
         let file = input.file;
-        to_result(
-            run_blocking(ctx, move || match file {
-                Some(file) => read_supporting_file(&skill, &file),
-                None => load_instructions(&skill),
-            })
-            .await,
-            ctx,
-        )
+        Ok(run_blocking(ctx, move || match file {
+            Some(file) => read_supporting_file(&skill, &file),
+            None => load_instructions(&skill),
+        })
+        .await)
     }
 }
 

@@ -81,27 +81,16 @@ fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
 }
 
 fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
-    if ip.is_unspecified() {
-        return Some("unspecified");
-    }
-    if ip.is_loopback() {
-        return Some("loopback");
-    }
-    let segments = ip.segments();
-    let first = segments[0];
-    if first & 0xffc0 == 0xfe80 {
-        return Some("link-local");
-    }
-    if first & 0xffc0 == 0xfec0 {
-        return Some("site-local");
-    }
-    if first & 0xfe00 == 0xfc00 {
-        return Some("unique-local (private)");
-    }
-    if first & 0xff00 == 0xff00 {
-        return Some("multicast");
-    }
-    embedded_v4(ip).and_then(non_public_v4)
+    let first = ip.segments()[0];
+    Some(match first {
+        _ if ip.is_unspecified() => "unspecified",
+        _ if ip.is_loopback() => "loopback",
+        _ if first & 0xffc0 == 0xfe80 => "link-local",
+        _ if first & 0xffc0 == 0xfec0 => "site-local",
+        _ if first & 0xfe00 == 0xfc00 => "unique-local (private)",
+        _ if first & 0xff00 == 0xff00 => "multicast",
+        _ => return embedded_v4(ip).and_then(non_public_v4),
+    })
 }
 
 /// The IPv4 address inside an IPv4-mapped (::ffff:0:0/96), IPv4-compatible

@@ -11,8 +11,8 @@ use markup5ever_rcdom::RcDom;
 
 use super::text::strip_tags;
 
-/// Elements whose content is never shown.
-const SKIPPED: [&str; 6] = ["script", "style", "noscript", "template", "svg", "head"];
+/// Elements whose content is never shown (nor kept by the plain-text fallback).
+pub(crate) const SKIPPED: [&str; 6] = ["script", "style", "noscript", "template", "svg", "head"];
 
 /// Deeper documents are not given to the markdown converter, which recurses
 /// once per level and would overflow the stack.
@@ -120,28 +120,12 @@ fn depth(root: &Rc<Node>) -> usize {
     deepest
 }
 
+/// Elements that start a new line in the plain-text fallback.
+const BLOCKS: &str =
+    "p div br li tr h1 h2 h3 h4 h5 h6 pre blockquote section article table ul ol hr";
+
 pub(crate) fn is_block(tag: &str) -> bool {
-    matches!(
-        tag,
-        "p" | "div"
-            | "br"
-            | "li"
-            | "tr"
-            | "h1"
-            | "h2"
-            | "h3"
-            | "h4"
-            | "h5"
-            | "h6"
-            | "pre"
-            | "blockquote"
-            | "section"
-            | "article"
-            | "table"
-            | "ul"
-            | "ol"
-            | "hr"
-    )
+    BLOCKS.split(' ').any(|block| block == tag)
 }
 
 /// At most one empty line in a row.

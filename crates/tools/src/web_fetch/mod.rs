@@ -23,14 +23,25 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use url::Url;
 
-use crate::input::parse_input;
 use crate::result_cap::cap_chars;
 use crate::tool_result::{NOTE_RESERVE, finish};
-use crate::{Tool, ToolContext, ToolResult};
+use crate::{ToolContext, ToolResult, TypedTool};
 use content::Kind;
 use fetch::{Outcome, Page, check_url};
 
-const DESCRIPTION: &str = "Fetches a URL and returns its content for you to read.
+#[derive(Debug, Deserialize)]
+pub(crate) struct WebFetchInput {
+    url: String,
+    prompt: String,
+}
+
+#[derive(Debug, Default)]
+pub struct WebFetchTool;
+
+#[async_trait]
+impl TypedTool for WebFetchTool {
+    const NAME: &'static str = "WebFetch";
+    const DESCRIPTION: &'static str = "Fetches a URL and returns its content for you to read.
 - Takes a URL and a prompt as input. The prompt says what information you want from the \
 page; it is repeated after the content so you can apply it.
 - HTML pages are converted to markdown (scripts and styles dropped); other text such as \
@@ -44,91 +55,54 @@ explicitly allowed.
 - When a URL redirects to a different host, the result says so and gives the redirect URL; \
 call WebFetch again with that URL to fetch it.
 - This tool is read-only and does not modify any files.";
+    const READ_ONLY: bool = true;
+    const REQUIRED: &'static [&'static str] = &["url", "prompt"];
+    type Input = WebFetchInput;
 
-#[derive(Debug, Deserialize)]
-struct WebFetchInput {
-    url: String,
-    prompt: String,
-}
-
-/// The `WebFetch` tool.
-#[derive(Debug, Default)]
-pub struct WebFetchTool;
-
-#[async_trait]
-impl Tool for WebFetchTool {
-    fn name(&self) -> &str {
-        "WebFetch"
-    }
-
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
+    fn properties() -> Value {
         json!({
-            "type": "object",
-            "properties": {
-                "url": {"type": "string", "format": "uri", "description": "The URL to fetch content from"},
-                "prompt": {"type": "string", "description": "The prompt to run on the fetched content"}
-            },
-            "required": ["url", "prompt"],
-            "additionalProperties": false
+            "url": {"type": "string", "format": "uri", "description": "The URL to fetch content from"},
+            "prompt": {"type": "string", "description": "The prompt to run on the fetched content"}
         })
     }
 
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
-    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
-        let input: WebFetchInput = match parse_input(self.name(), &self.input_schema(), input) {
-            Ok(input) => input,
-            Err(error) => return error,
-        };
-        let url = match Url::parse(input.url.trim()) {
-            Ok(url) => url,
-            Err(err) => {
-                return ToolResult::error(format!(
-                    "`url`: {:?} is not a valid URL ({err}); give a fully formed http:// or https:// URL",
-                    input.url
-                ));
-            }
-        };
-        if let Err(message) = check_url(&url) {
-            return ToolResult::error(message);
-        }
+    async fn run(&self, input: WebFetchInput, ctx: &ToolContext) -> Result<ToolResult, String> {
+        let url = Url::parse(input.url.trim()).map_err(|err| {
+            format!(
+                "`url`: {:?} is not a valid URL ({err}); give a fully formed http:// or https:// URL",
+                input.url
+            )
+        })?;
+        check_url(&url)?;
         let policy = &ctx.web;
         let fetched = tokio::select! {
             fetched = tokio::time::timeout(policy.timeout, fetch::fetch(url.clone(), policy)) => fetched,
-            () = ctx.cancel.cancelled() => return ToolResult::error("interrupted"),
+            () = ctx.cancel.cancelled() => return Err("interrupted".into()),
         };
-        let outcome = match fetched {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(message)) => return ToolResult::error(message),
-            Err(_) => {
-                return ToolResult::error(format!(
-                    "fetching {url} timed out after {:.1} s",
-                    policy.timeout.as_secs_f64()
-                ));
-            }
-        };
+        let outcome = fetched.map_err(|_| {
+            format!(
+                "fetching {url} timed out after {:.1} s",
+                policy.timeout.as_secs_f64()
+            )
+        })??;
         match outcome {
-            Outcome::NeedsApproval { from, to, status } => {
-                ToolResult::ok(redirect_notice(&from, &to, status, &input.prompt))
-            }
+            Outcome::NeedsApproval { from, to, status } => Ok(ToolResult::ok(redirect_notice(
+                &from,
+                &to,
+                status,
+                &input.prompt,
+            ))),
             Outcome::Page(mut page) => {
-                let start = url;
                 let body = std::mem::take(&mut page.body);
                 let read = body.len();
                 let text = tokio::select! {
                     text = to_text(page.kind, body) => text,
-                    () = ctx.cancel.cancelled() => return ToolResult::error("interrupted"),
+                    () = ctx.cancel.cancelled() => return Err("interrupted".into()),
                 };
-                finish(
-                    ToolResult::ok(render(&start, &page, read, text, &input.prompt, ctx)),
+                Ok(finish(
+                    ToolResult::ok(render(&url, &page, read, text, &input.prompt, ctx)),
                     ctx,
-                )
+                ))
             }
         }
     }

@@ -2,9 +2,6 @@
 //! deep or too slow to parse): one linear pass that drops tags, skips the
 //! content of scripts and styles, and decodes the common entities.
 
-/// Elements whose content is dropped entirely.
-const RAW: [&str; 6] = ["script", "style", "noscript", "template", "svg", "head"];
-
 pub(crate) fn strip_tags(html: &str) -> String {
     let mut out = String::with_capacity(html.len() / 2);
     let mut rest = html;
@@ -28,7 +25,7 @@ pub(crate) fn strip_tags(html: &str) -> String {
             .next()
             .unwrap_or_default()
             .to_ascii_lowercase();
-        if !closing && RAW.contains(&name.as_str()) {
+        if !closing && super::html::SKIPPED.contains(&name.as_str()) {
             rest = skip_past_end_tag(rest, &name);
         }
         if super::html::is_block(&name) && !out.ends_with('\n') {
