@@ -14,7 +14,7 @@ use crate::approvals::Reply;
 use crate::registry::{Accepted, Registry, Submission, SubmitError};
 
 /// Errors of the coordination layer, for the log (the client sees a 500).
-pub type CoordinationResult<T> = Result<T, String>;
+pub type CoordinationResult<T> = anyhow::Result<T>;
 
 /// What a lone process does is each method's default: nothing runs
 /// elsewhere, so there is nothing to ask, forward or sync.
@@ -135,7 +135,7 @@ impl Coordination for Alone {
             .runtime()
             .recover(None)
             .await
-            .map_err(|err| format!("recovering interrupted turns: {err}"))?;
+            .map_err(|err| anyhow::anyhow!("recovering interrupted turns: {err}"))?;
         if recovered > 0 {
             tracing::warn!(
                 recovered,

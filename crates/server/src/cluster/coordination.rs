@@ -28,7 +28,7 @@ impl Coordination for Cluster {
         // nodes') are recovered.
         self.start(registry.clone(), address, stop)
             .await
-            .map_err(|err| format!("joining the cluster: {err}"))
+            .map_err(|err| anyhow::anyhow!("joining the cluster: {err}"))
     }
 
     async fn submit(
@@ -53,11 +53,7 @@ impl Coordination for Cluster {
 
     /// A turn runs or waits in the session, on any node.
     async fn busy_elsewhere(&self, session_id: &str) -> CoordinationResult<bool> {
-        self.inner
-            .store
-            .busy(session_id)
-            .await
-            .map_err(|e| e.to_string())
+        Ok(self.inner.store.busy(session_id).await?)
     }
 
     /// Interrupt a session's turn wherever it runs: `Some(turn id)` when one
@@ -69,18 +65,14 @@ impl Coordination for Cluster {
         session_id: &str,
     ) -> CoordinationResult<Option<String>> {
         let store = &self.inner.store;
-        let Some(lease) = store.lease(session_id).await.map_err(|e| e.to_string())? else {
+        let Some(lease) = store.lease(session_id).await? else {
             let Some(turn_id) = self.claim(registry, Some(session_id)).await? else {
                 return Ok(None);
             };
             registry.interrupt_turn(session_id, &turn_id);
             return Ok(Some(turn_id));
         };
-        if store
-            .finished_since(session_id, lease.start_seq)
-            .await
-            .map_err(|e| e.to_string())?
-        {
+        if store.finished_since(session_id, lease.start_seq).await? {
             return Ok(None);
         }
         let signal = Signal {
@@ -88,10 +80,7 @@ impl Coordination for Cluster {
             target: session_id.to_string(),
             data: json!({"turn_id": lease.turn_id}).to_string(),
         };
-        store
-            .send_signal(&lease.node_id, &signal)
-            .await
-            .map_err(|e| e.to_string())?;
+        store.send_signal(&lease.node_id, &signal).await?;
         Ok(Some(lease.turn_id))
     }
 
@@ -128,12 +117,7 @@ impl Coordination for Cluster {
     ) -> CoordinationResult<()> {
         // A warm `claude` CLI only knows the turns it ran: if the session's
         // last turn ran elsewhere, start it afresh from the stored transcript.
-        let last = self
-            .inner
-            .store
-            .last_turn(&session.id)
-            .await
-            .map_err(|e| e.to_string())?;
+        let last = self.inner.store.last_turn(&session.id).await?;
         if last != self.inner.last_turns.get(&session.id) {
             registry.runtime().claude.stop_session(&session.id).await;
         }
@@ -203,10 +187,7 @@ impl Coordination for Cluster {
     /// that turn does not run.
     async fn forward(&self, request: &PendingRecord, reply: &Reply) -> CoordinationResult<bool> {
         let store = &self.inner.store;
-        let lease = store
-            .lease(&request.session_id)
-            .await
-            .map_err(|e| e.to_string())?;
+        let lease = store.lease(&request.session_id).await?;
         let Some(lease) = lease.filter(|l| request.turn_id.as_deref() == Some(l.turn_id.as_str()))
         else {
             return Ok(false);
@@ -218,10 +199,7 @@ impl Coordination for Cluster {
             target: request_id.to_string(),
             data: data.to_string(),
         };
-        store
-            .send_signal(&lease.node_id, &signal)
-            .await
-            .map_err(|e| e.to_string())?;
+        store.send_signal(&lease.node_id, &signal).await?;
         Ok(true)
     }
 }

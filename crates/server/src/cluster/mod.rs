@@ -130,7 +130,7 @@ impl Cluster {
         registry: Registry,
         address: &str,
         stop: CancellationToken,
-    ) -> Result<(), String> {
+    ) -> anyhow::Result<()> {
         if let Ok(mut slot) = self.inner.address.lock() {
             *slot = address.to_string();
         }
@@ -138,10 +138,9 @@ impl Cluster {
         let (id, instance) = (&self.inner.node_id, &self.inner.instance);
         let registered = store
             .register_node(id, address, instance, self.inner.lease_timeout)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         if !registered && self.inner.configured_id {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "another agentd node with id {id:?} heartbeated less than {}s ago: give each \
                  node its own [cluster] node_id (or none), or wait for the old one to time out",
                 self.inner.lease_timeout.as_secs()
@@ -151,13 +150,10 @@ impl Cluster {
             // Our own data dir's id: this is a restart after a crash.
             store
                 .register_node(id, address, instance, Duration::ZERO)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
         }
-        leases::recover_own(self, &registry)
-            .await
-            .map_err(|e| e.to_string())?;
-        let listener = store.listener().await.map_err(|e| e.to_string())?;
+        leases::recover_own(self, &registry).await?;
+        let listener = store.listener().await?;
         tracing::info!(node_id = %self.inner.node_id, "joined the cluster");
         tokio::spawn(listen::run(
             self.clone(),
@@ -246,7 +242,7 @@ impl Cluster {
         &self,
         registry: &Registry,
         session: Option<&str>,
-    ) -> Result<Option<String>, String> {
+    ) -> anyhow::Result<Option<String>> {
         self.inner.running.fetch_add(1, Ordering::SeqCst);
         let claimed = self
             .inner
@@ -256,7 +252,7 @@ impl Cluster {
         let Ok(Some((turn, lease))) = claimed else {
             self.inner.running.fetch_sub(1, Ordering::SeqCst);
             self.inner.released.notify_waiters();
-            return claimed.map(|_| None).map_err(|e| e.to_string());
+            return Ok(claimed.map(|_| None)?);
         };
         tracing::debug!(session_id = %lease.session_id, turn_id = %lease.turn_id, "took a turn");
         registry.start_claimed(

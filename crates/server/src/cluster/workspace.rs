@@ -80,7 +80,7 @@ pub(super) async fn prepare(
     cluster: &Cluster,
     runtime: &Runtime,
     session: &mut SessionRecord,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let managed = local_workspace(&runtime.data_dir, session).is_some();
     localize(&runtime.data_dir, session);
     let local = PathBuf::from(&session.workspace);
@@ -88,15 +88,10 @@ pub(super) async fn prepare(
         let root = runtime.data_dir.join("workspaces");
         let id = session.id.clone();
         tokio::task::spawn_blocking(move || agentd_sandbox::create_workspace(&root, &id))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("creating the workspace: {e}"))?;
+            .await?
+            .map_err(|e| anyhow::anyhow!("creating the workspace: {e}"))?;
     }
-    let saved = cluster
-        .store()
-        .workspace(&session.id)
-        .await
-        .map_err(|e| e.to_string())?;
+    let saved = cluster.store().workspace(&session.id).await?;
     let Some(hash) = saved else {
         return Ok(());
     };
@@ -106,19 +101,14 @@ pub(super) async fn prepare(
         return Ok(());
     }
     let store = &runtime.store;
-    let bytes = store
-        .get_blob(&hash)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("the saved workspace {hash} is missing from the blob store"))?;
-    let manifest = decode_manifest(&bytes, None).map_err(|e| e.to_string())?;
+    let bytes = store.get_blob(&hash).await?.ok_or_else(|| {
+        anyhow::anyhow!("the saved workspace {hash} is missing from the blob store")
+    })?;
+    let manifest = decode_manifest(&bytes, None)?;
     // Written as the owner's agent user, by descriptors (see the engine's
     // checkpoint module): the files are the agent's, and no link it made
     // is followed.
-    let identity = runtime
-        .agent_identity(&session.owner)
-        .await
-        .map_err(|e| e.to_string())?;
+    let identity = runtime.agent_identity(&session.owner).await?;
     if let Some(identity) = identity {
         crate::workspace_owner::hand_over_before_turn(
             &session.id,
@@ -126,13 +116,12 @@ pub(super) async fn prepare(
             &runtime.data_dir,
             identity,
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     }
     let changed = snapshotter()
         .restore_as(&local, &manifest, &StoreBlobs(store.clone()), identity)
         .await
-        .map_err(|e| format!("restoring the workspace: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("restoring the workspace: {e}"))?;
     tracing::info!(session_id = %session.id, files = changed.len(), "restored the workspace saved by another node");
     synced.set(&session.id, hash, Arc::new(manifest));
     Ok(())
@@ -145,13 +134,9 @@ pub(super) async fn save(
     runtime: &Runtime,
     session_id: &str,
     lease_turn: Option<&str>,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let store = &runtime.store;
-    let Some(mut session) = store
-        .get_session(session_id)
-        .await
-        .map_err(|e| e.to_string())?
-    else {
+    let Some(mut session) = store.get_session(session_id).await? else {
         return Ok(());
     };
     localize(&runtime.data_dir, &mut session);
@@ -164,20 +149,15 @@ pub(super) async fn save(
     let blobs = StoreBlobs(store.clone());
     let (manifest, _) = snapshotter()
         .snapshot(&local, previous.as_ref().map(|(_, m)| m.as_ref()), &blobs)
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     let bytes = encode_manifest(&manifest, None);
     let hash = sha256_hex(&bytes);
     if previous.as_ref().is_none_or(|(h, _)| *h != hash) {
-        store
-            .put_blobs(&[(hash.clone(), bytes)])
-            .await
-            .map_err(|e| e.to_string())?;
+        store.put_blobs(&[(hash.clone(), bytes)]).await?;
         let saved = cluster
             .store()
             .save_workspace(session_id, &hash, cluster.node_id(), lease_turn)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         if !saved {
             // Another node took the turn over: its state wins.
             tracing::warn!(

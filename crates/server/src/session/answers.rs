@@ -53,8 +53,7 @@ impl SessionService {
     async fn deliver(&self, record: &PendingRecord, reply: Reply, what: &str) -> SessionResult<()> {
         let runtime = self.registry.runtime();
         let delivered = runtime.approvals.deliver(&record.id, reply.clone())
-            || (runtime.coordination.forward(record, &reply).await)
-                .map_err(SessionError::Internal)?;
+            || (runtime.coordination.forward(record, &reply).await)?;
         if !delivered {
             return Err(SessionError::NotWaiting(format!(
                 "no turn is waiting for this {what} any more"

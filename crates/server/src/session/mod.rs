@@ -53,6 +53,13 @@ pub enum SessionError {
 
 pub type SessionResult<T> = Result<T, SessionError>;
 
+/// What coordination failed at, with its causes.
+impl From<anyhow::Error> for SessionError {
+    fn from(err: anyhow::Error) -> Self {
+        SessionError::Internal(format!("{err:#}"))
+    }
+}
+
 /// What a session's status is right now: the registry knows sooner than the
 /// store, which the turn's task updates.
 #[derive(Debug, Clone)]
@@ -197,11 +204,7 @@ impl SessionService {
     /// or a cluster's queue and leases).
     async fn idle_everywhere(&self, session_id: &str) -> SessionResult<()> {
         let coordination = self.registry.runtime().coordination.clone();
-        if coordination
-            .busy_elsewhere(session_id)
-            .await
-            .map_err(SessionError::Internal)?
-        {
+        if coordination.busy_elsewhere(session_id).await? {
             return Err(turn_running());
         }
         Ok(())

@@ -49,8 +49,7 @@ impl SessionService {
                 let coordination = self.registry.runtime().coordination.clone();
                 coordination
                     .interrupt_elsewhere(&self.registry, session_id)
-                    .await
-                    .map_err(SessionError::Internal)?
+                    .await?
                     .ok_or(SessionError::NoTurnRunning)?
             }
         };
