@@ -50,7 +50,9 @@ macro_rules! checkpoint_store {
     ($store:ty) => {
         const _: () = {
             use $crate::queries::checkpoints as q;
-            use $crate::records::{checkpoint, db, insert_error, to_json};
+            use $crate::records::{
+                checkpoint, db, fetch_all, fetch_optional, insert_error, to_json,
+            };
             use $crate::{CheckpointRecord, LatestCheckpoints, StoreResult};
 
             #[async_trait::async_trait]
@@ -94,12 +96,8 @@ macro_rules! checkpoint_store {
                     &self,
                     session_id: &str,
                 ) -> StoreResult<Vec<CheckpointRecord>> {
-                    let rows = sqlx::query(q::LIST)
-                        .bind(session_id)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("listing checkpoints"))?;
-                    rows.iter().map(checkpoint).collect()
+                    let query = sqlx::query(q::LIST).bind(session_id);
+                    fetch_all(&self.pool, query, "listing checkpoints", checkpoint).await
                 }
 
                 async fn latest_checkpoints(
@@ -126,12 +124,8 @@ macro_rules! checkpoint_store {
                 }
 
                 async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>> {
-                    let row = sqlx::query(q::GET)
-                        .bind(id)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(db("reading a checkpoint"))?;
-                    row.as_ref().map(checkpoint).transpose()
+                    let query = sqlx::query(q::GET).bind(id);
+                    fetch_optional(&self.pool, query, "reading a checkpoint", checkpoint).await
                 }
             }
         };

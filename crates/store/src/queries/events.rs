@@ -12,7 +12,7 @@ macro_rules! event_log {
             use agentd_protocol::{Event, EventEnvelope};
 
             use $crate::queries::events as q;
-            use $crate::records::{db, envelope};
+            use $crate::records::{envelope, fetch_all};
             use $crate::{LogAppend, LogEntry, StoreResult};
 
             #[async_trait::async_trait]
@@ -49,14 +49,12 @@ macro_rules! event_log {
                     after: u64,
                     limit: u32,
                 ) -> StoreResult<Vec<EventEnvelope>> {
-                    let rows = sqlx::query(q::EVENTS_AFTER)
+                    let query = sqlx::query(q::EVENTS_AFTER)
                         .bind(session_id)
                         .bind(i64::try_from(after).unwrap_or(i64::MAX))
-                        .bind(i64::from(limit))
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("reading events"))?;
-                    rows.iter().map(|row| envelope(session_id, row)).collect()
+                        .bind(i64::from(limit));
+                    let envelope = |row: &_| envelope(session_id, row);
+                    fetch_all(&self.pool, query, "reading events", envelope).await
                 }
             }
         };
