@@ -21,7 +21,7 @@ use sqlx::sqlite::{
 };
 use tokio::sync::{Mutex, MutexGuard, mpsc};
 
-use crate::migrate::{MigrationSet, migrator};
+use crate::migrate::{MigrationSet, migration_set, migrator};
 use crate::prelude::*;
 use crate::{StoreError, StoreResult};
 
@@ -32,38 +32,15 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const MMAP_SIZE: u64 = 256 * 1024 * 1024;
 
 /// The migration set (see `crate::migrate`).
-const MIGRATIONS: MigrationSet = &[
-    (
-        1,
-        "init",
-        include_str!("../../migrations/sqlite/0001_init.sql"),
-    ),
-    (
-        2,
-        "session_rules",
-        include_str!("../../migrations/sqlite/0002_session_rules.sql"),
-    ),
-    (
-        3,
-        "checkpoints_compactions",
-        include_str!("../../migrations/sqlite/0003_checkpoints_compactions.sql"),
-    ),
-    (
-        4,
-        "agent_uids",
-        include_str!("../../migrations/sqlite/0004_agent_uids.sql"),
-    ),
-    (
-        5,
-        "access",
-        include_str!("../../migrations/sqlite/0005_access.sql"),
-    ),
-    (
-        6,
-        "health_probe",
-        include_str!("../../migrations/sqlite/0006_health_probe.sql"),
-    ),
-];
+const MIGRATIONS: MigrationSet = migration_set!(
+    "sqlite",
+    (1, "0001", "init"),
+    (2, "0002", "session_rules"),
+    (3, "0003", "checkpoints_compactions"),
+    (4, "0004", "agent_uids"),
+    (5, "0005", "access"),
+    (6, "0006", "health_probe"),
+);
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the
 /// event writer task, which runs on the Tokio runtime that opened the store.
