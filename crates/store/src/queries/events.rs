@@ -13,7 +13,7 @@ macro_rules! event_log {
 
             use $crate::queries::events as q;
             use $crate::records::{envelope, fetch_all};
-            use $crate::{LogAppend, LogEntry, StoreResult};
+            use $crate::{LogAppend, LogEntry, StoreError, StoreResult};
 
             #[async_trait::async_trait]
             impl $crate::EventLog for $store {
@@ -22,7 +22,12 @@ macro_rules! event_log {
                     session_id: &str,
                     event: &Event,
                 ) -> StoreResult<EventEnvelope> {
-                    self.append_event_impl(session_id, event).await
+                    let mut stored = self
+                        .append_events_impl(session_id, std::slice::from_ref(event))
+                        .await?;
+                    stored
+                        .pop()
+                        .ok_or_else(|| StoreError::Database("appending event: no result".into()))
                 }
 
                 async fn append_events(

@@ -13,19 +13,6 @@ use crate::records::{role_str, to_json};
 use crate::{LogAppend, LogEntry, Logged, StoreError, StoreResult, StoredMessage};
 
 impl SqliteStore {
-    pub(super) async fn append_event_impl(
-        &self,
-        session_id: &str,
-        event: &Event,
-    ) -> StoreResult<EventEnvelope> {
-        let mut stored = self
-            .append_events_impl(session_id, std::slice::from_ref(event))
-            .await?;
-        stored
-            .pop()
-            .ok_or_else(|| StoreError::Database("appending event: no result".into()))
-    }
-
     pub(super) async fn append_events_impl(
         &self,
         session_id: &str,
