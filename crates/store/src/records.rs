@@ -356,19 +356,6 @@ pub(crate) fn compaction(row: &impl Columns) -> StoreResult<CompactionRecord> {
 /// SQLite), so no parameter limit applies; batches keep each query modest.
 pub(crate) const BLOB_LOOKUP_BATCH: usize = 2_000;
 
-/// `hashes` without the `present` ones, in order, each once.
-pub(crate) fn missing_in_order(
-    hashes: &[String],
-    present: &std::collections::HashSet<String>,
-) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    hashes
-        .iter()
-        .filter(|h| !present.contains(*h) && seen.insert(h.as_str()))
-        .cloned()
-        .collect()
-}
-
 /// A message's role as the `role` column keeps it (a copy for queries).
 pub(crate) fn role_str(role: agentd_protocol::Role) -> &'static str {
     match role {

@@ -1,10 +1,7 @@
 //! Content-addressed blobs: file contents and manifests of checkpoints.
 
-use std::collections::HashSet;
-
 use super::PostgresStore;
 use crate::prelude::*;
-use crate::records::{BLOB_LOOKUP_BATCH, missing_in_order};
 use crate::records::{db, now, to_ms};
 use crate::{CheckpointRecord, StoreResult};
 
@@ -57,18 +54,13 @@ impl PostgresStore {
         tx.commit().await.map_err(db(ctx))
     }
 
-    pub(super) async fn missing_blobs_impl(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
-        let mut present = HashSet::new();
-        for batch in hashes.chunks(BLOB_LOOKUP_BATCH) {
-            let found: Vec<String> =
-                sqlx::query_scalar("SELECT hash FROM blobs WHERE hash = ANY($1::text[])")
-                    .bind(batch)
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(db("looking blobs up"))?;
-            present.extend(found);
-        }
-        Ok(missing_in_order(hashes, &present))
+    /// The hashes of `batch` that are stored.
+    pub(super) async fn stored_blobs_impl(&self, batch: &[String]) -> StoreResult<Vec<String>> {
+        sqlx::query_scalar("SELECT hash FROM blobs WHERE hash = ANY($1::text[])")
+            .bind(batch)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("looking blobs up"))
     }
 
     /// No round trip to gain by sending them together: the blobs, then the

@@ -21,6 +21,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
 use crate::migrate::{MigrationSet, migration_set, migrator};
 use crate::prelude::*;
+use crate::records::execute;
 use crate::{StoreError, StoreResult};
 
 const POOL_SIZE: u32 = 10;
@@ -143,22 +144,17 @@ fn redact(url: &str) -> String {
 #[async_trait]
 impl HealthStore for PostgresStore {
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
-            .await
-            .map(|_| ())
-            .map_err(|e| StoreError::Database(format!("pinging postgres: {e}")))
+        execute(&self.pool, sqlx::query("SELECT 1"), "pinging postgres").await?;
+        Ok(())
     }
 
     async fn probe_write(&self) -> StoreResult<()> {
-        sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO health_probe (id, at) VALUES (1, now()) \
              ON CONFLICT (id) DO UPDATE SET at = excluded.at",
-        )
-        .execute(&self.pool)
-        .await
-        .map(|_| ())
-        .map_err(|e| StoreError::Database(format!("probing a write: {e}")))
+        );
+        execute(&self.pool, query, "probing a write").await?;
+        Ok(())
     }
 }
 

@@ -1,6 +1,6 @@
 //! [`CheckpointStore`](crate::CheckpointStore): checkpoints and the
 //! content-addressed blobs they refer to. Storing and looking blobs up is
-//! each backend's own (`put_blobs_impl`, `missing_blobs_impl`,
+//! each backend's own (`put_blobs_impl`, `stored_blobs_impl`,
 //! `create_checkpoint_with_blobs_impl`): PostgreSQL binds arrays, SQLite
 //! JSON and rows of values.
 
@@ -62,7 +62,16 @@ macro_rules! checkpoint_store {
                 }
 
                 async fn missing_blobs(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
-                    self.missing_blobs_impl(hashes).await
+                    let mut present = std::collections::HashSet::new();
+                    for batch in hashes.chunks($crate::records::BLOB_LOOKUP_BATCH) {
+                        present.extend(self.stored_blobs_impl(batch).await?);
+                    }
+                    let mut seen = std::collections::HashSet::new();
+                    Ok(hashes
+                        .iter()
+                        .filter(|h| !present.contains(*h) && seen.insert(h.as_str()))
+                        .cloned()
+                        .collect())
                 }
 
                 async fn get_blob(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {

@@ -2,7 +2,6 @@
 //! writes are transactions of their own (with the checkpoint they belong to,
 //! at most), never part of an event batch.
 
-use std::collections::HashSet;
 use std::fmt::Write;
 
 use super::SqliteStore;
@@ -10,7 +9,7 @@ use super::writer::rollback;
 use crate::dialect::sql;
 use crate::prelude::*;
 use crate::queries::checkpoints::{INSERT_CHECKPOINT, bind_checkpoint};
-use crate::records::{BLOB_LOOKUP_BATCH, insert_error, missing_in_order};
+use crate::records::insert_error;
 use crate::records::{db, now, to_json, to_ms};
 use crate::{CheckpointRecord, StoreError, StoreResult};
 
@@ -94,18 +93,13 @@ impl SqliteStore {
         }
     }
 
-    /// One bound JSON array per batch: SQLite limits bound parameters, not
-    /// the length of one.
-    pub(super) async fn missing_blobs_impl(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
-        let mut present = HashSet::new();
-        for batch in hashes.chunks(BLOB_LOOKUP_BATCH) {
-            let found: Vec<String> = sqlx::query_scalar(LOOKUP)
-                .bind(to_json(&batch, "blob hashes")?)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db("looking blobs up"))?;
-            present.extend(found);
-        }
-        Ok(missing_in_order(hashes, &present))
+    /// The hashes of `batch` that are stored. One bound JSON array: SQLite
+    /// limits bound parameters, not the length of one.
+    pub(super) async fn stored_blobs_impl(&self, batch: &[String]) -> StoreResult<Vec<String>> {
+        sqlx::query_scalar(LOOKUP)
+            .bind(to_json(&batch, "blob hashes")?)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("looking blobs up"))
     }
 }

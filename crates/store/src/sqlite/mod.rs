@@ -23,6 +23,7 @@ use tokio::sync::{Mutex, MutexGuard, mpsc};
 
 use crate::migrate::{MigrationSet, migration_set, migrator};
 use crate::prelude::*;
+use crate::records::{execute, now, to_ms};
 use crate::{StoreError, StoreResult};
 
 /// Connections for a file database: readers run in parallel under WAL.
@@ -228,15 +229,13 @@ fn prepare_file(path: &Path) -> StoreResult<()> {
 impl HealthStore for SqliteStore {
     async fn probe_write(&self) -> StoreResult<()> {
         let _write = self.write_guard().await;
-        sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO health_probe (id, at) VALUES (1, ?) \
              ON CONFLICT (id) DO UPDATE SET at = excluded.at",
         )
-        .bind(crate::records::to_ms(crate::records::now()))
-        .execute(self.writer())
-        .await
-        .map(|_| ())
-        .map_err(crate::records::db("probing a write"))
+        .bind(to_ms(now()));
+        execute(self.writer(), query, "probing a write").await?;
+        Ok(())
     }
 }
 
