@@ -6,7 +6,6 @@
 mod agent_uids;
 mod blobs;
 mod events;
-mod messages;
 mod turns;
 mod writer;
 
