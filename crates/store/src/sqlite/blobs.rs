@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::SqliteStore;
-use super::writer::rollback;
+use super::writer::run_script;
 use crate::dialect::sql;
 use crate::prelude::*;
 use crate::queries::checkpoints::{INSERT_CHECKPOINT, bind_checkpoint};
@@ -83,14 +83,10 @@ impl SqliteStore {
             query = query.bind(hash).bind(size).bind(data.as_slice()).bind(at);
         }
         let _write = self.write_guard().await;
-        let mut conn = self.writes.acquire().await.map_err(db(ctx))?;
-        match query.execute(&mut *conn).await {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                rollback(&mut conn).await;
-                Err(insert_error(ctx, &r.session_id, &r.id)(e))
-            }
-        }
+        run_script(&self.writes, query)
+            .await
+            .map_err(insert_error(ctx, &r.session_id, &r.id))?;
+        Ok(())
     }
 
     /// The hashes of `batch` that are stored. One bound JSON array: SQLite
