@@ -2,7 +2,7 @@
 
 use super::PostgresStore;
 use crate::prelude::*;
-use crate::records::{db, now, to_ms};
+use crate::records::{db, execute, now, to_ms};
 use crate::{CheckpointRecord, StoreResult};
 
 /// Rows per INSERT statement, and bytes: one statement carries its blobs as
@@ -38,7 +38,7 @@ impl PostgresStore {
             let data: Vec<&[u8]> = batch.iter().map(|(_, d)| d.as_slice()).collect();
             // A stored hash is not rewritten: content-addressed, same data.
             // DO NOTHING also skips a hash given twice in one batch.
-            sqlx::query(
+            let query = sqlx::query(
                 "INSERT INTO blobs (hash, size, data, created_at) \
                  SELECT v.hash, length(v.data), v.data, $3 \
                  FROM unnest($1::text[], $2::bytea[]) AS v(hash, data) \
@@ -46,10 +46,8 @@ impl PostgresStore {
             )
             .bind(&hashes)
             .bind(&data)
-            .bind(at)
-            .execute(&mut *tx)
-            .await
-            .map_err(db(ctx))?;
+            .bind(at);
+            execute(&mut *tx, query, ctx).await?;
         }
         tx.commit().await.map_err(db(ctx))
     }

@@ -10,7 +10,7 @@ use crate::dialect::sql;
 use crate::prelude::*;
 use crate::queries::checkpoints::{INSERT_CHECKPOINT, bind_checkpoint};
 use crate::records::insert_error;
-use crate::records::{db, now, to_json, to_ms};
+use crate::records::{db, execute, now, to_json, to_ms};
 use crate::{CheckpointRecord, StoreError, StoreResult};
 
 const INSERT_BLOBS: &str = "INSERT INTO blobs (hash, size, data, created_at) VALUES ";
@@ -34,14 +34,12 @@ impl SqliteStore {
         for (hash, data) in blobs {
             let size = i64::try_from(data.len())
                 .map_err(|_| StoreError::Database(format!("{ctx}: blob {hash} is too large")))?;
-            sqlx::query(INSERT_BLOB)
+            let query = sqlx::query(INSERT_BLOB)
                 .bind(hash)
                 .bind(size)
                 .bind(data.as_slice())
-                .bind(at)
-                .execute(&mut *tx)
-                .await
-                .map_err(db(ctx))?;
+                .bind(at);
+            execute(&mut *tx, query, ctx).await?;
         }
         tx.commit().await.map_err(db(ctx))
     }
