@@ -1,7 +1,7 @@
 //! [`EventLog`](crate::EventLog): reading the log. Appending is each
-//! backend's own (`append_event_impl`, `append_events_impl`,
-//! `append_log_impl`): SQLite's group-commit writer, PostgreSQL's row lock on
-//! the session with NOTIFY in cluster mode.
+//! backend's own (`append_events_impl`, `append_log_impl`; one event is a
+//! batch of one): SQLite's group-commit writer, PostgreSQL's row lock on the
+//! session with NOTIFY in cluster mode.
 
 pub(crate) const EVENTS_AFTER: &str = "SELECT seq, data, created_at FROM events \
      WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
