@@ -15,22 +15,7 @@ pub enum GrantKind {
     Model,
 }
 
-impl GrantKind {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            GrantKind::Profile => "profile",
-            GrantKind::Model => "model",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "profile" => Some(GrantKind::Profile),
-            "model" => Some(GrantKind::Model),
-            _ => None,
-        }
-    }
-}
+crate::types::text_enum!(GrantKind { Profile = "profile", Model = "model" });
 
 /// A profile or model a user may choose beyond the server's defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -362,34 +362,22 @@ pub trait TransferStore: Send + Sync {
     async fn import_session(&self, export: &SessionExport) -> StoreResult<()>;
 }
 
-/// Everything agentd persists, as one object with every role. Implementations
-/// are cheap to clone and safe to share across tasks.
-pub trait Store:
-    SessionStore
-    + TranscriptStore
-    + EventLog
-    + TurnStore
-    + HealthStore
-    + UserStore
-    + AccessStore
-    + PendingStore
-    + CheckpointStore
-    + TransferStore
-{
+/// Declares [`Store`] as all the role traits listed, and implements it for
+/// every type that has them all.
+macro_rules! store {
+    ($(#[$meta:meta])* $first:ident $(+ $role:ident)*) => {
+        $(#[$meta])*
+        pub trait Store: $first $(+ $role)* {}
+
+        impl<T> Store for T where T: $first $(+ $role)* {}
+    };
 }
 
-impl<T> Store for T where
-    T: SessionStore
-        + TranscriptStore
-        + EventLog
-        + TurnStore
-        + HealthStore
-        + UserStore
-        + AccessStore
-        + PendingStore
-        + CheckpointStore
-        + TransferStore
-{
+store! {
+    /// Everything agentd persists, as one object with every role. Implementations
+    /// are cheap to clone and safe to share across tasks.
+    SessionStore + TranscriptStore + EventLog + TurnStore + HealthStore + UserStore
+        + AccessStore + PendingStore + CheckpointStore + TransferStore
 }
 
 /// The role traits, for callers of [`Store`] methods: `use agentd_store::prelude::*;`.

@@ -9,6 +9,22 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 /// `(version, description, SQL)` of each migration file, in order.
 pub(crate) type MigrationSet = &'static [(i64, &'static str, &'static str)];
 
+/// The [`MigrationSet`] of `migrations/<backend>`, from `(version, "NNNN",
+/// description)` of each file `NNNN_description.sql`.
+macro_rules! migration_set {
+    ($backend:literal, $(($version:literal, $prefix:literal, $description:literal)),+ $(,)?) => {
+        &[$((
+            $version,
+            $description,
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"), "/migrations/", $backend, "/",
+                $prefix, "_", $description, ".sql"
+            )),
+        )),+]
+    };
+}
+pub(crate) use migration_set;
+
 pub(crate) fn migrator(set: MigrationSet) -> Migrator {
     let migrations = set
         .iter()

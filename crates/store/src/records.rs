@@ -6,7 +6,7 @@
 use agentd_protocol::{EventEnvelope, TurnStatus, Usage};
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::Value;
-use sqlx::Row;
+use sqlx::{IntoArguments, Row};
 
 use crate::{
     CheckpointRecord, CompactionRecord, PendingRecord, SessionRecord, SessionStatus, StoreError,
@@ -48,9 +48,66 @@ pub(crate) fn db(context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
     }
 }
 
+/// A query with its values bound.
+pub(crate) type Query<'q, DB> = sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>;
+
+/// Every row of `query`, each read by `map`.
+pub(crate) async fn fetch_all<'q, 'c, DB: sqlx::Database, T>(
+    exec: impl sqlx::Executor<'c, Database = DB>,
+    query: Query<'q, DB>,
+    context: &str,
+    map: impl Fn(&DB::Row) -> StoreResult<T>,
+) -> StoreResult<Vec<T>>
+where
+    DB::Arguments<'q>: IntoArguments<'q, DB>,
+{
+    let rows = query.fetch_all(exec).await.map_err(db(context))?;
+    rows.iter().map(map).collect()
+}
+
+/// The row of `query` read by `map`; `None` when there is none.
+pub(crate) async fn fetch_optional<'q, 'c, DB: sqlx::Database, T>(
+    exec: impl sqlx::Executor<'c, Database = DB>,
+    query: Query<'q, DB>,
+    context: &str,
+    map: impl Fn(&DB::Row) -> StoreResult<T>,
+) -> StoreResult<Option<T>>
+where
+    DB::Arguments<'q>: IntoArguments<'q, DB>,
+{
+    let row = query.fetch_optional(exec).await.map_err(db(context))?;
+    row.as_ref().map(map).transpose()
+}
+
+/// Run `query`, which returns no rows.
+pub(crate) async fn execute<'q, 'c, DB: sqlx::Database>(
+    exec: impl sqlx::Executor<'c, Database = DB>,
+    query: Query<'q, DB>,
+    context: &str,
+) -> StoreResult<DB::QueryResult>
+where
+    DB::Arguments<'q>: IntoArguments<'q, DB>,
+{
+    query.execute(exec).await.map_err(db(context))
+}
+
 /// Whether `e` is a foreign key violation (a row referring to nothing).
 pub(crate) fn is_fk_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_foreign_key_violation())
+}
+
+/// Map the error of an insert: a unique violation is a `Database` error
+/// saying `taken()`.
+pub(crate) fn unique_error<'a>(
+    context: &'a str,
+    taken: impl FnOnce() -> String + 'a,
+) -> impl FnOnce(sqlx::Error) -> StoreError + 'a {
+    move |e| match &e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => {
+            StoreError::Database(format!("{context}: {}", taken()))
+        }
+        _ => db(context)(e),
+    }
 }
 
 /// Map the error of inserting row `id` of session `session_id`: a missing
@@ -60,12 +117,9 @@ pub(crate) fn insert_error<'a>(
     session_id: &'a str,
     id: &'a str,
 ) -> impl FnOnce(sqlx::Error) -> StoreError + 'a {
-    move |e| match &e {
-        _ if is_fk_violation(&e) => StoreError::NotFound(format!("session {session_id}")),
-        sqlx::Error::Database(d) if d.is_unique_violation() => {
-            StoreError::Database(format!("{context}: id {id:?} already exists"))
-        }
-        _ => db(context)(e),
+    move |e| match is_fk_violation(&e) {
+        true => StoreError::NotFound(format!("session {session_id}")),
+        false => unique_error(context, || format!("id {id:?} already exists"))(e),
     }
 }
 
@@ -301,19 +355,6 @@ pub(crate) fn compaction(row: &impl Columns) -> StoreResult<CompactionRecord> {
 /// Hashes per query when looking blobs up: one bound array (a JSON array for
 /// SQLite), so no parameter limit applies; batches keep each query modest.
 pub(crate) const BLOB_LOOKUP_BATCH: usize = 2_000;
-
-/// `hashes` without the `present` ones, in order, each once.
-pub(crate) fn missing_in_order(
-    hashes: &[String],
-    present: &std::collections::HashSet<String>,
-) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    hashes
-        .iter()
-        .filter(|h| !present.contains(*h) && seen.insert(h.as_str()))
-        .cloned()
-        .collect()
-}
 
 /// A message's role as the `role` column keeps it (a copy for queries).
 pub(crate) fn role_str(role: agentd_protocol::Role) -> &'static str {

@@ -10,24 +10,29 @@ pub enum SessionStatus {
     Waiting,
 }
 
-impl SessionStatus {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            SessionStatus::Idle => "idle",
-            SessionStatus::Running => "running",
-            SessionStatus::Waiting => "waiting",
-        }
-    }
+/// `as_str` and `parse` of an enum stored as text, from one list of each
+/// variant's text.
+macro_rules! text_enum {
+    ($name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        impl $name {
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
 
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "idle" => SessionStatus::Idle,
-            "running" => SessionStatus::Running,
-            "waiting" => SessionStatus::Waiting,
-            _ => return None,
-        })
-    }
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    $($text => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
 }
+pub(crate) use text_enum;
+
+text_enum!(SessionStatus { Idle = "idle", Running = "running", Waiting = "waiting" });
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecord {

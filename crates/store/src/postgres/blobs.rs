@@ -1,11 +1,8 @@
 //! Content-addressed blobs: file contents and manifests of checkpoints.
 
-use std::collections::HashSet;
-
 use super::PostgresStore;
 use crate::prelude::*;
-use crate::records::{BLOB_LOOKUP_BATCH, missing_in_order};
-use crate::records::{db, now, to_ms};
+use crate::records::{db, execute, now, to_ms};
 use crate::{CheckpointRecord, StoreResult};
 
 /// Rows per INSERT statement, and bytes: one statement carries its blobs as
@@ -41,7 +38,7 @@ impl PostgresStore {
             let data: Vec<&[u8]> = batch.iter().map(|(_, d)| d.as_slice()).collect();
             // A stored hash is not rewritten: content-addressed, same data.
             // DO NOTHING also skips a hash given twice in one batch.
-            sqlx::query(
+            let query = sqlx::query(
                 "INSERT INTO blobs (hash, size, data, created_at) \
                  SELECT v.hash, length(v.data), v.data, $3 \
                  FROM unnest($1::text[], $2::bytea[]) AS v(hash, data) \
@@ -49,26 +46,19 @@ impl PostgresStore {
             )
             .bind(&hashes)
             .bind(&data)
-            .bind(at)
-            .execute(&mut *tx)
-            .await
-            .map_err(db(ctx))?;
+            .bind(at);
+            execute(&mut *tx, query, ctx).await?;
         }
         tx.commit().await.map_err(db(ctx))
     }
 
-    pub(super) async fn missing_blobs_impl(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
-        let mut present = HashSet::new();
-        for batch in hashes.chunks(BLOB_LOOKUP_BATCH) {
-            let found: Vec<String> =
-                sqlx::query_scalar("SELECT hash FROM blobs WHERE hash = ANY($1::text[])")
-                    .bind(batch)
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(db("looking blobs up"))?;
-            present.extend(found);
-        }
-        Ok(missing_in_order(hashes, &present))
+    /// The hashes of `batch` that are stored.
+    pub(super) async fn stored_blobs_impl(&self, batch: &[String]) -> StoreResult<Vec<String>> {
+        sqlx::query_scalar("SELECT hash FROM blobs WHERE hash = ANY($1::text[])")
+            .bind(batch)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("looking blobs up"))
     }
 
     /// No round trip to gain by sending them together: the blobs, then the

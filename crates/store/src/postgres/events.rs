@@ -16,36 +16,18 @@ use crate::records::Columns;
 use crate::records::{db, to_json};
 use crate::{LogAppend, LogEntry, StoreError, StoreResult, append_one_kind_at_a_time};
 
-/// `$1` session: `last_seq` advanced by `$step` under the row's lock.
-macro_rules! next_seqs {
-    ($step:literal) => {
-        concat!(
-            "WITH s AS (UPDATE sessions SET last_seq = last_seq + ",
-            $step,
-            " WHERE id = $1 RETURNING last_seq)"
-        )
-    };
-}
+/// `$1` session: `last_seq` advanced by the `$2` events under the row's lock.
+const NEXT_SEQS: &str =
+    "WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq)";
 
 /// Tells the cluster `<session> <first> <last>` at commit.
-macro_rules! notify_seqs {
-    ($step:literal) => {
-        concat!(
-            ", n AS (SELECT pg_notify('agentd_events', $1 || ' ' || (s.last_seq - ",
-            $step,
-            " + 1) || ' ' || s.last_seq) FROM s)"
-        )
-    };
-}
+const NOTIFY_SEQS: &str = ", n AS (SELECT pg_notify('agentd_events', $1 || ' ' || \
+     (s.last_seq - $2 + 1) || ' ' || s.last_seq) FROM s)";
 
 /// The database's clock, read once the row lock is held.
 const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 const RETURNING: &str = " RETURNING seq, created_at";
-
-sql!(
-    /// `$2` type, `$3` data.
-    ONE_ROW = "SELECT $1, s.last_seq, $2, $3, ", NOW_MS, " FROM s");
 
 sql!(
     /// `$2` events with types `$3` and data `$4`.
@@ -54,23 +36,7 @@ const ROWS_OF_ARRAYS: &str =
     ", unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord)";
 
 sql!(
-    APPEND_ONE = next_seqs!("1"),
-    " ",
-    INSERT_EVENTS,
-    ONE_ROW,
-    RETURNING
-);
-sql!(
-    APPEND_ONE_NOTIFY = next_seqs!("1"),
-    notify_seqs!("1"),
-    " ",
-    INSERT_EVENTS,
-    ONE_ROW,
-    ", n",
-    RETURNING
-);
-sql!(
-    APPEND_MANY = next_seqs!("$2"),
+    APPEND_MANY = NEXT_SEQS,
     " ",
     INSERT_EVENTS,
     ROWS,
@@ -78,8 +44,8 @@ sql!(
     RETURNING
 );
 sql!(
-    APPEND_MANY_NOTIFY = next_seqs!("$2"),
-    notify_seqs!("$2"),
+    APPEND_MANY_NOTIFY = NEXT_SEQS,
+    NOTIFY_SEQS,
     " ",
     INSERT_EVENTS,
     ROWS,
@@ -89,39 +55,11 @@ sql!(
 );
 
 impl PostgresStore {
-    pub(super) async fn append_event_impl(
-        &self,
-        session_id: &str,
-        event: &Event,
-    ) -> StoreResult<EventEnvelope> {
-        let data = to_json(event, "event")?;
-        // One statement, so one implicit transaction. The timestamp is the
-        // database's clock read after the row lock is held, so `at` does not
-        // decrease as `seq` grows (whichever node appends).
-        let row = sqlx::query(if self.notify_events {
-            APPEND_ONE_NOTIFY
-        } else {
-            APPEND_ONE
-        })
-        .bind(session_id)
-        .bind(event.type_name())
-        .bind(&data)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db("appending event"))?;
-        let Some(row) = row else {
-            return Err(StoreError::NotFound(format!("session {session_id}")));
-        };
-        Ok(EventEnvelope {
-            seq: row.count("seq")?,
-            session_id: session_id.to_owned(),
-            at: row.time("created_at")?,
-            event: event.clone(),
-        })
-    }
-
-    /// One statement: `last_seq` advances by the batch size under the row
-    /// lock, so the batch gets consecutive `seq`s, all or nothing.
+    /// One statement, so one implicit transaction: `last_seq` advances by the
+    /// batch size under the row lock, so the batch gets consecutive `seq`s,
+    /// all or nothing. The timestamp is the database's clock read after the
+    /// row lock is held, so `at` does not decrease as `seq` grows (whichever
+    /// node appends).
     pub(super) async fn append_events_impl(
         &self,
         session_id: &str,
@@ -148,7 +86,10 @@ impl PostgresStore {
         .bind(&data)
         .fetch_all(&self.pool)
         .await
-        .map_err(db("appending events"))?;
+        .map_err(db(match events.len() {
+            1 => "appending event",
+            _ => "appending events",
+        }))?;
         if rows.is_empty() {
             return Err(StoreError::NotFound(format!("session {session_id}")));
         }

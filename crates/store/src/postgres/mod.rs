@@ -19,8 +19,9 @@ use async_trait::async_trait;
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
-use crate::migrate::{MigrationSet, migrator};
+use crate::migrate::{MigrationSet, migration_set, migrator};
 use crate::prelude::*;
+use crate::records::execute;
 use crate::{StoreError, StoreResult};
 
 const POOL_SIZE: u32 = 10;
@@ -30,43 +31,16 @@ const POOL_SIZE: u32 = 10;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The migration set (see `crate::migrate`).
-const MIGRATIONS: MigrationSet = &[
-    (
-        1,
-        "init",
-        include_str!("../../migrations/postgres/0001_init.sql"),
-    ),
-    (
-        2,
-        "session_rules",
-        include_str!("../../migrations/postgres/0002_session_rules.sql"),
-    ),
-    (
-        3,
-        "checkpoints_compactions",
-        include_str!("../../migrations/postgres/0003_checkpoints_compactions.sql"),
-    ),
-    (
-        4,
-        "cluster",
-        include_str!("../../migrations/postgres/0004_cluster.sql"),
-    ),
-    (
-        5,
-        "agent_uids",
-        include_str!("../../migrations/postgres/0005_agent_uids.sql"),
-    ),
-    (
-        6,
-        "access",
-        include_str!("../../migrations/postgres/0006_access.sql"),
-    ),
-    (
-        7,
-        "health_probe",
-        include_str!("../../migrations/postgres/0007_health_probe.sql"),
-    ),
-];
+const MIGRATIONS: MigrationSet = migration_set!(
+    "postgres",
+    (1, "0001", "init"),
+    (2, "0002", "session_rules"),
+    (3, "0003", "checkpoints_compactions"),
+    (4, "0004", "cluster"),
+    (5, "0005", "agent_uids"),
+    (6, "0006", "access"),
+    (7, "0007", "health_probe"),
+);
 
 /// The PostgreSQL store. Cheap to clone; clones share the pool.
 #[derive(Debug, Clone)]
@@ -170,22 +144,17 @@ fn redact(url: &str) -> String {
 #[async_trait]
 impl HealthStore for PostgresStore {
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
-            .await
-            .map(|_| ())
-            .map_err(|e| StoreError::Database(format!("pinging postgres: {e}")))
+        execute(&self.pool, sqlx::query("SELECT 1"), "pinging postgres").await?;
+        Ok(())
     }
 
     async fn probe_write(&self) -> StoreResult<()> {
-        sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO health_probe (id, at) VALUES (1, now()) \
              ON CONFLICT (id) DO UPDATE SET at = excluded.at",
-        )
-        .execute(&self.pool)
-        .await
-        .map(|_| ())
-        .map_err(|e| StoreError::Database(format!("probing a write: {e}")))
+        );
+        execute(&self.pool, query, "probing a write").await?;
+        Ok(())
     }
 }
 

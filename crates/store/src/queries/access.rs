@@ -37,7 +37,7 @@ macro_rules! access_store {
             use $crate::access::{self, AuditQuery, AuditRecord, GrantKind, GrantRecord};
             use $crate::access::{NewAudit, UsageWindow, UserUsage};
             use $crate::queries::access as q;
-            use $crate::records::{db, now, to_json, to_ms};
+            use $crate::records::{db, execute, fetch_all, now, to_json, to_ms};
 
             #[async_trait::async_trait]
             impl $crate::AccessStore for $store {
@@ -58,20 +58,13 @@ macro_rules! access_store {
                         query = query.bind(to_ms(now()));
                     }
                     let _write = self.write_guard().await;
-                    let done = query
-                        .execute(self.writer())
-                        .await
-                        .map_err(db("changing a grant"))?;
+                    let done = execute(self.writer(), query, "changing a grant").await?;
                     Ok(done.rows_affected() > 0)
                 }
 
                 async fn grants(&self, user: Option<&str>) -> StoreResult<Vec<GrantRecord>> {
-                    let rows = sqlx::query(q::GRANTS)
-                        .bind(user)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("listing grants"))?;
-                    rows.iter().map(access::grant).collect()
+                    let query = sqlx::query(q::GRANTS).bind(user);
+                    fetch_all(&self.pool, query, "listing grants", access::grant).await
                 }
 
                 async fn user_usage(
@@ -115,16 +108,13 @@ macro_rules! access_store {
 
                 async fn audit_log(&self, query: &AuditQuery) -> StoreResult<Vec<AuditRecord>> {
                     let (after, since, limit) = access::audit_bounds(query);
-                    let rows = sqlx::query(q::AUDIT_LOG)
+                    let query = sqlx::query(q::AUDIT_LOG)
                         .bind(after)
                         .bind(&query.actor)
                         .bind(&query.action)
                         .bind(since)
-                        .bind(limit)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("reading the audit log"))?;
-                    rows.iter().map(access::audit).collect()
+                        .bind(limit);
+                    fetch_all(&self.pool, query, "reading the audit log", access::audit).await
                 }
             }
         };

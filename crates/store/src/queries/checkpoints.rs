@@ -1,6 +1,6 @@
 //! [`CheckpointStore`](crate::CheckpointStore): checkpoints and the
 //! content-addressed blobs they refer to. Storing and looking blobs up is
-//! each backend's own (`put_blobs_impl`, `missing_blobs_impl`,
+//! each backend's own (`put_blobs_impl`, `stored_blobs_impl`,
 //! `create_checkpoint_with_blobs_impl`): PostgreSQL binds arrays, SQLite
 //! JSON and rows of values.
 
@@ -50,7 +50,9 @@ macro_rules! checkpoint_store {
     ($store:ty) => {
         const _: () = {
             use $crate::queries::checkpoints as q;
-            use $crate::records::{checkpoint, db, insert_error, to_json};
+            use $crate::records::{
+                checkpoint, db, fetch_all, fetch_optional, insert_error, to_json,
+            };
             use $crate::{CheckpointRecord, LatestCheckpoints, StoreResult};
 
             #[async_trait::async_trait]
@@ -60,7 +62,16 @@ macro_rules! checkpoint_store {
                 }
 
                 async fn missing_blobs(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
-                    self.missing_blobs_impl(hashes).await
+                    let mut present = std::collections::HashSet::new();
+                    for batch in hashes.chunks($crate::records::BLOB_LOOKUP_BATCH) {
+                        present.extend(self.stored_blobs_impl(batch).await?);
+                    }
+                    let mut seen = std::collections::HashSet::new();
+                    Ok(hashes
+                        .iter()
+                        .filter(|h| !present.contains(*h) && seen.insert(h.as_str()))
+                        .cloned()
+                        .collect())
                 }
 
                 async fn get_blob(&self, hash: &str) -> StoreResult<Option<Vec<u8>>> {
@@ -94,12 +105,8 @@ macro_rules! checkpoint_store {
                     &self,
                     session_id: &str,
                 ) -> StoreResult<Vec<CheckpointRecord>> {
-                    let rows = sqlx::query(q::LIST)
-                        .bind(session_id)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("listing checkpoints"))?;
-                    rows.iter().map(checkpoint).collect()
+                    let query = sqlx::query(q::LIST).bind(session_id);
+                    fetch_all(&self.pool, query, "listing checkpoints", checkpoint).await
                 }
 
                 async fn latest_checkpoints(
@@ -126,12 +133,8 @@ macro_rules! checkpoint_store {
                 }
 
                 async fn get_checkpoint(&self, id: &str) -> StoreResult<Option<CheckpointRecord>> {
-                    let row = sqlx::query(q::GET)
-                        .bind(id)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(db("reading a checkpoint"))?;
-                    row.as_ref().map(checkpoint).transpose()
+                    let query = sqlx::query(q::GET).bind(id);
+                    fetch_optional(&self.pool, query, "reading a checkpoint", checkpoint).await
                 }
             }
         };

@@ -1,7 +1,7 @@
 //! [`EventLog`](crate::EventLog): reading the log. Appending is each
-//! backend's own (`append_event_impl`, `append_events_impl`,
-//! `append_log_impl`): SQLite's group-commit writer, PostgreSQL's row lock on
-//! the session with NOTIFY in cluster mode.
+//! backend's own (`append_events_impl`, `append_log_impl`; one event is a
+//! batch of one): SQLite's group-commit writer, PostgreSQL's row lock on the
+//! session with NOTIFY in cluster mode.
 
 pub(crate) const EVENTS_AFTER: &str = "SELECT seq, data, created_at FROM events \
      WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
@@ -12,8 +12,8 @@ macro_rules! event_log {
             use agentd_protocol::{Event, EventEnvelope};
 
             use $crate::queries::events as q;
-            use $crate::records::{db, envelope};
-            use $crate::{LogAppend, LogEntry, StoreResult};
+            use $crate::records::{envelope, fetch_all};
+            use $crate::{LogAppend, LogEntry, StoreError, StoreResult};
 
             #[async_trait::async_trait]
             impl $crate::EventLog for $store {
@@ -22,7 +22,12 @@ macro_rules! event_log {
                     session_id: &str,
                     event: &Event,
                 ) -> StoreResult<EventEnvelope> {
-                    self.append_event_impl(session_id, event).await
+                    let mut stored = self
+                        .append_events_impl(session_id, std::slice::from_ref(event))
+                        .await?;
+                    stored
+                        .pop()
+                        .ok_or_else(|| StoreError::Database("appending event: no result".into()))
                 }
 
                 async fn append_events(
@@ -49,14 +54,12 @@ macro_rules! event_log {
                     after: u64,
                     limit: u32,
                 ) -> StoreResult<Vec<EventEnvelope>> {
-                    let rows = sqlx::query(q::EVENTS_AFTER)
+                    let query = sqlx::query(q::EVENTS_AFTER)
                         .bind(session_id)
                         .bind(i64::try_from(after).unwrap_or(i64::MAX))
-                        .bind(i64::from(limit))
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("reading events"))?;
-                    rows.iter().map(|row| envelope(session_id, row)).collect()
+                        .bind(i64::from(limit));
+                    let envelope = |row: &_| envelope(session_id, row);
+                    fetch_all(&self.pool, query, "reading events", envelope).await
                 }
             }
         };

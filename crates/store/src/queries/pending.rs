@@ -31,69 +31,55 @@ macro_rules! pending_store {
             use serde_json::Value;
 
             use $crate::queries::pending as q;
-            use $crate::records::{db, now, pending, to_ms};
+            use $crate::records::{db, execute, fetch_all, fetch_optional, now, pending, to_ms};
             use $crate::{PendingRecord, StoreResult};
 
             #[async_trait::async_trait]
             impl $crate::PendingStore for $store {
                 async fn create_pending(&self, record: &PendingRecord) -> StoreResult<()> {
                     let _write = self.write_guard().await;
-                    sqlx::query(q::INSERT)
+                    let query = sqlx::query(q::INSERT)
                         .bind(&record.id)
                         .bind(&record.session_id)
                         .bind(&record.turn_id)
                         .bind(record.kind.as_str())
                         .bind(&record.call_id)
                         .bind(record.data.to_string())
-                        .bind(to_ms(record.created_at))
-                        .execute(self.writer())
-                        .await
-                        .map_err(db("storing a pending request"))?;
+                        .bind(to_ms(record.created_at));
+                    execute(self.writer(), query, "storing a pending request").await?;
                     Ok(())
                 }
 
                 async fn resolve_pending(&self, id: &str, resolution: &Value) -> StoreResult<bool> {
                     let _write = self.write_guard().await;
-                    let done = sqlx::query(q::RESOLVE)
+                    let query = sqlx::query(q::RESOLVE)
                         .bind(to_ms(now()))
                         .bind(resolution.to_string())
-                        .bind(id)
-                        .execute(self.writer())
-                        .await
-                        .map_err(db("resolving a pending request"))?;
+                        .bind(id);
+                    let done = execute(self.writer(), query, "resolving a pending request").await?;
                     Ok(done.rows_affected() == 1)
                 }
 
                 async fn get_pending(&self, id: &str) -> StoreResult<Option<PendingRecord>> {
-                    let row = sqlx::query(q::GET)
-                        .bind(id)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(db("reading a pending request"))?;
-                    row.as_ref().map(pending).transpose()
+                    let query = sqlx::query(q::GET).bind(id);
+                    fetch_optional(&self.pool, query, "reading a pending request", pending).await
                 }
 
                 async fn open_pending(
                     &self,
                     session_id: Option<&str>,
                 ) -> StoreResult<Vec<PendingRecord>> {
-                    let rows = sqlx::query(q::OPEN)
-                        .bind(session_id)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("listing pending requests"))?;
-                    rows.iter().map(pending).collect()
+                    let query = sqlx::query(q::OPEN).bind(session_id);
+                    fetch_all(&self.pool, query, "listing pending requests", pending).await
                 }
 
                 async fn add_session_rule(&self, session_id: &str, rule: &str) -> StoreResult<()> {
                     let _write = self.write_guard().await;
-                    sqlx::query(q::ADD_RULE)
+                    let query = sqlx::query(q::ADD_RULE)
                         .bind(session_id)
                         .bind(rule)
-                        .bind(to_ms(now()))
-                        .execute(self.writer())
-                        .await
-                        .map_err(db("storing a session rule"))?;
+                        .bind(to_ms(now()));
+                    execute(self.writer(), query, "storing a session rule").await?;
                     Ok(())
                 }
 

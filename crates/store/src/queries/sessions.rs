@@ -75,7 +75,8 @@ macro_rules! session_store {
             use chrono::{DateTime, Utc};
 
             use $crate::queries::sessions as q;
-            use $crate::records::{Columns, db, now, session, to_ms};
+            use $crate::records::{Columns, db, execute, fetch_all, fetch_optional, now, session};
+            use $crate::records::{to_ms, unique_error};
             use $crate::{NewSession, SessionRecord, SessionStatus, SessionUpdate};
             use $crate::{StoreError, StoreResult};
 
@@ -100,7 +101,7 @@ macro_rules! session_store {
                         last_seq: 0,
                     };
                     let _write = self.write_guard().await;
-                    let result = sqlx::query(q::CREATE)
+                    sqlx::query(q::CREATE)
                         .bind(&record.id)
                         .bind(&record.owner)
                         .bind(&record.title)
@@ -111,28 +112,16 @@ macro_rules! session_store {
                         .bind(to_ms(at))
                         .bind(to_ms(at))
                         .execute(self.writer())
-                        .await;
-                    match result {
-                        Ok(_) => Ok(record),
-                        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                            Err(StoreError::Database(format!(
-                                "creating session: id {:?} already exists",
-                                record.id
-                            )))
-                        }
-                        Err(e) => Err(db("creating session")(e)),
-                    }
+                        .await
+                        .map_err(unique_error("creating session", || {
+                            format!("id {:?} already exists", record.id)
+                        }))?;
+                    Ok(record)
                 }
 
                 async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
-                    sqlx::query(q::GET)
-                        .bind(id)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(db("reading session"))?
-                        .as_ref()
-                        .map(session)
-                        .transpose()
+                    let query = sqlx::query(q::GET).bind(id);
+                    fetch_optional(&self.pool, query, "reading session", session).await
                 }
 
                 /// A `before` cursor that is not one of the owner's sessions
@@ -144,14 +133,8 @@ macro_rules! session_store {
                     before: Option<&str>,
                     limit: u32,
                 ) -> StoreResult<Vec<SessionRecord>> {
-                    let rows = match before {
-                        None => {
-                            sqlx::query(q::LIST)
-                                .bind(owner)
-                                .bind(i64::from(limit))
-                                .fetch_all(&self.pool)
-                                .await
-                        }
+                    let query = match before {
+                        None => sqlx::query(q::LIST).bind(owner).bind(i64::from(limit)),
                         Some(cursor) => {
                             let cursor_at: Option<i64> = sqlx::query_scalar(q::CURSOR)
                                 .bind(cursor)
@@ -167,12 +150,9 @@ macro_rules! session_store {
                                 .bind(cursor_at)
                                 .bind(cursor)
                                 .bind(i64::from(limit))
-                                .fetch_all(&self.pool)
-                                .await
                         }
-                    }
-                    .map_err(db("listing sessions"))?;
-                    rows.iter().map(session).collect()
+                    };
+                    fetch_all(&self.pool, query, "listing sessions", session).await
                 }
 
                 async fn update_session(
@@ -180,29 +160,17 @@ macro_rules! session_store {
                     id: &str,
                     update: SessionUpdate,
                 ) -> StoreResult<SessionRecord> {
-                    let query = $crate::queries::sessions::bind_session_update!(
-                        sqlx::query(q::UPDATE),
-                        update
-                    )?
-                    .bind(id);
+                    let query = q::bind_session_update!(sqlx::query(q::UPDATE), update)?.bind(id);
                     let _write = self.write_guard().await;
-                    let row = query
-                        .fetch_optional(self.writer())
-                        .await
-                        .map_err(db("updating session"))?;
-                    match row {
-                        Some(row) => session(&row),
-                        None => Err(StoreError::NotFound(format!("session {id}"))),
-                    }
+                    fetch_optional(self.writer(), query, "updating session", session)
+                        .await?
+                        .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
                 }
 
                 async fn delete_session(&self, id: &str) -> StoreResult<bool> {
                     let _write = self.write_guard().await;
-                    let done = sqlx::query(q::DELETE)
-                        .bind(id)
-                        .execute(self.writer())
-                        .await
-                        .map_err(db("deleting session"))?;
+                    let query = sqlx::query(q::DELETE).bind(id);
+                    let done = execute(self.writer(), query, "deleting session").await?;
                     Ok(done.rows_affected() > 0)
                 }
 
@@ -211,13 +179,10 @@ macro_rules! session_store {
                     cutoff: DateTime<Utc>,
                     limit: u32,
                 ) -> StoreResult<Vec<SessionRecord>> {
-                    let rows = sqlx::query(q::UPDATED_BEFORE)
+                    let query = sqlx::query(q::UPDATED_BEFORE)
                         .bind(to_ms(cutoff))
-                        .bind(i64::from(limit))
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("listing sessions by age"))?;
-                    rows.iter().map(session).collect()
+                        .bind(i64::from(limit));
+                    fetch_all(&self.pool, query, "listing sessions by age", session).await
                 }
 
                 async fn count_sessions(&self) -> StoreResult<u64> {

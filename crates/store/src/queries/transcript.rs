@@ -58,8 +58,8 @@ macro_rules! transcript_store {
             use agentd_protocol::Message;
 
             use $crate::queries::transcript as q;
-            use $crate::records::{Columns, compaction, db, insert_error, message, now};
-            use $crate::records::{to_i64, to_json, to_ms};
+            use $crate::records::{Columns, compaction, db, execute, fetch_all, fetch_optional};
+            use $crate::records::{insert_error, message, now, to_i64, to_json, to_ms};
             use $crate::{CompactionRecord, StoreError, StoreResult, StoredMessage};
 
             #[async_trait::async_trait]
@@ -75,12 +75,8 @@ macro_rules! transcript_store {
 
                 /// The whole transcript in order; empty for an unknown session.
                 async fn messages(&self, session_id: &str) -> StoreResult<Vec<StoredMessage>> {
-                    let rows = sqlx::query(q::MESSAGES)
-                        .bind(session_id)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("reading messages"))?;
-                    rows.iter().map(message).collect()
+                    let query = sqlx::query(q::MESSAGES).bind(session_id);
+                    fetch_all(&self.pool, query, "reading messages", message).await
                 }
 
                 async fn messages_from(
@@ -88,13 +84,10 @@ macro_rules! transcript_store {
                     session_id: &str,
                     from_position: u64,
                 ) -> StoreResult<Vec<StoredMessage>> {
-                    let rows = sqlx::query(q::MESSAGES_FROM)
+                    let query = sqlx::query(q::MESSAGES_FROM)
                         .bind(session_id)
-                        .bind(i64::try_from(from_position).unwrap_or(i64::MAX))
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("reading messages"))?;
-                    rows.iter().map(message).collect()
+                        .bind(i64::try_from(from_position).unwrap_or(i64::MAX));
+                    fetch_all(&self.pool, query, "reading messages", message).await
                 }
 
                 async fn add_compaction(&self, r: &CompactionRecord) -> StoreResult<()> {
@@ -123,12 +116,9 @@ macro_rules! transcript_store {
                     &self,
                     session_id: &str,
                 ) -> StoreResult<Option<CompactionRecord>> {
-                    let row = sqlx::query(q::LATEST_COMPACTION)
-                        .bind(session_id)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(db("reading the latest compaction"))?;
-                    row.as_ref().map(compaction).transpose()
+                    let query = sqlx::query(q::LATEST_COMPACTION).bind(session_id);
+                    let context = "reading the latest compaction";
+                    fetch_optional(&self.pool, query, context, compaction).await
                 }
 
                 async fn turn_position(
@@ -153,24 +143,16 @@ macro_rules! transcript_store {
                     let ctx = "truncating history";
                     let _write = self.write_guard().await;
                     let mut tx = self.begin_write().await.map_err(db(ctx))?;
-                    let touched = sqlx::query(q::TOUCH_SESSION)
+                    let touch = sqlx::query(q::TOUCH_SESSION)
                         .bind(to_ms(now()))
-                        .bind(session_id)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db(ctx))?;
-                    if touched.rows_affected() == 0 {
+                        .bind(session_id);
+                    if execute(&mut *tx, touch, ctx).await?.rows_affected() == 0 {
                         return Err(StoreError::NotFound(format!("session {session_id}")));
                     }
                     let mut deleted = 0;
                     for statement in q::TRUNCATE_HISTORY {
-                        deleted = sqlx::query(statement)
-                            .bind(session_id)
-                            .bind(from_position)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(db(ctx))?
-                            .rows_affected();
+                        let query = sqlx::query(statement).bind(session_id).bind(from_position);
+                        deleted = execute(&mut *tx, query, ctx).await?.rows_affected();
                     }
                     tx.commit().await.map_err(db(ctx))?;
                     Ok(deleted)

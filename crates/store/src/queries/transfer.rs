@@ -35,8 +35,11 @@ macro_rules! transfer_store {
 
             use $crate::queries::transfer as q;
             use $crate::queries::{pending, sessions, transcript};
-            use $crate::records::{db, envelope, message, now, role_str, to_i64, to_json, to_ms};
-            use $crate::{SessionExport, StoreError, StoreResult};
+            use $crate::records::{
+                self, db, envelope, execute, fetch_all, fetch_optional, message,
+            };
+            use $crate::records::{now, role_str, to_i64, to_json, to_ms, unique_error};
+            use $crate::{SessionExport, StoreResult};
 
             const CTX: &str = "importing session";
 
@@ -46,7 +49,7 @@ macro_rules! transfer_store {
                 tx: &mut Transaction<'static, $db>,
                 s: &$crate::SessionRecord,
             ) -> StoreResult<()> {
-                let inserted = sqlx::query(q::INSERT_SESSION)
+                sqlx::query(q::INSERT_SESSION)
                     .bind(&s.id)
                     .bind(&s.owner)
                     .bind(&s.title)
@@ -64,14 +67,11 @@ macro_rules! transfer_store {
                     .bind(to_i64(s.turns, "turns")?)
                     .bind(to_i64(s.last_seq, "last_seq")?)
                     .execute(&mut **tx)
-                    .await;
-                match inserted {
-                    Ok(_) => Ok(()),
-                    Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(
-                        StoreError::Database(format!("{CTX}: session {:?} already exists", s.id)),
-                    ),
-                    Err(e) => Err(db(CTX)(e)),
-                }
+                    .await
+                    .map_err(unique_error(CTX, || {
+                        format!("session {:?} already exists", s.id)
+                    }))?;
+                Ok(())
             }
 
             /// The transcript and the event log.
@@ -81,28 +81,24 @@ macro_rules! transfer_store {
             ) -> StoreResult<()> {
                 let id = &export.session.id;
                 for m in &export.messages {
-                    sqlx::query(q::INSERT_MESSAGE)
+                    let query = sqlx::query(q::INSERT_MESSAGE)
                         .bind(&m.id)
                         .bind(id)
                         .bind(&m.turn_id)
                         .bind(to_i64(m.position, "position")?)
                         .bind(role_str(m.message.role))
                         .bind(to_json(&m.message, "message")?)
-                        .bind(to_ms(m.created_at))
-                        .execute(&mut **tx)
-                        .await
-                        .map_err(db(CTX))?;
+                        .bind(to_ms(m.created_at));
+                    execute(&mut **tx, query, CTX).await?;
                 }
                 for e in &export.events {
-                    sqlx::query(q::INSERT_EVENT)
+                    let query = sqlx::query(q::INSERT_EVENT)
                         .bind(id)
                         .bind(to_i64(e.seq, "seq")?)
                         .bind(e.event.type_name())
                         .bind(to_json(&e.event, "event")?)
-                        .bind(to_ms(e.at))
-                        .execute(&mut **tx)
-                        .await
-                        .map_err(db(CTX))?;
+                        .bind(to_ms(e.at));
+                    execute(&mut **tx, query, CTX).await?;
                 }
                 Ok(())
             }
@@ -114,19 +110,17 @@ macro_rules! transfer_store {
             ) -> StoreResult<()> {
                 let id = &export.session.id;
                 for t in &export.turns {
-                    sqlx::query(q::INSERT_TURN)
+                    let query = sqlx::query(q::INSERT_TURN)
                         .bind(&t.id)
                         .bind(id)
                         .bind(t.status.map(|st| st.as_str()))
                         .bind(&t.client_request_id)
                         .bind(to_ms(t.started_at))
-                        .bind(t.finished_at.map(to_ms))
-                        .execute(&mut **tx)
-                        .await
-                        .map_err(db(CTX))?;
+                        .bind(t.finished_at.map(to_ms));
+                    execute(&mut **tx, query, CTX).await?;
                 }
                 for p in &export.pending {
-                    sqlx::query(q::INSERT_PENDING)
+                    let query = sqlx::query(q::INSERT_PENDING)
                         .bind(&p.id)
                         .bind(id)
                         .bind(&p.turn_id)
@@ -135,21 +129,17 @@ macro_rules! transfer_store {
                         .bind(p.data.to_string())
                         .bind(to_ms(p.created_at))
                         .bind(p.resolved_at.map(to_ms))
-                        .bind(p.resolution.as_ref().map(|r| r.to_string()))
-                        .execute(&mut **tx)
-                        .await
-                        .map_err(db(CTX))?;
+                        .bind(p.resolution.as_ref().map(|r| r.to_string()));
+                    execute(&mut **tx, query, CTX).await?;
                 }
                 // Consecutive times keep the rules' order.
                 let base = to_ms(now());
                 for (i, rule) in (0_i64..).zip(&export.rules) {
-                    sqlx::query(pending::ADD_RULE)
+                    let query = sqlx::query(pending::ADD_RULE)
                         .bind(id)
                         .bind(rule)
-                        .bind(base + i)
-                        .execute(&mut **tx)
-                        .await
-                        .map_err(db(CTX))?;
+                        .bind(base + i);
+                    execute(&mut **tx, query, CTX).await?;
                 }
                 Ok(())
             }
@@ -159,47 +149,19 @@ macro_rules! transfer_store {
                 async fn export_session(&self, id: &str) -> StoreResult<Option<SessionExport>> {
                     let ctx = "exporting session";
                     let mut tx = self.begin_read().await.map_err(db(ctx))?;
-                    let Some(row) = sqlx::query(sessions::GET)
-                        .bind(id)
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(db(ctx))?
-                    else {
+                    let by_id = |sql| sqlx::query(sql).bind(id);
+                    let session =
+                        fetch_optional(&mut *tx, by_id(sessions::GET), ctx, records::session);
+                    let Some(session) = session.await? else {
                         return Ok(None);
                     };
-                    let session = $crate::records::session(&row)?;
-                    let messages = sqlx::query(transcript::MESSAGES)
-                        .bind(id)
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(db(ctx))?
-                        .iter()
-                        .map(message)
-                        .collect::<StoreResult<Vec<_>>>()?;
-                    let events = sqlx::query(q::EVENTS)
-                        .bind(id)
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(db(ctx))?
-                        .iter()
-                        .map(|row| envelope(id, row))
-                        .collect::<StoreResult<Vec<_>>>()?;
-                    let turns = sqlx::query(q::TURNS)
-                        .bind(id)
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(db(ctx))?
-                        .iter()
-                        .map($crate::records::turn)
-                        .collect::<StoreResult<Vec<_>>>()?;
-                    let pending = sqlx::query(q::PENDING)
-                        .bind(id)
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(db(ctx))?
-                        .iter()
-                        .map($crate::records::pending)
-                        .collect::<StoreResult<Vec<_>>>()?;
+                    let messages =
+                        fetch_all(&mut *tx, by_id(transcript::MESSAGES), ctx, message).await?;
+                    let envelope = |row: &_| envelope(id, row);
+                    let events = fetch_all(&mut *tx, by_id(q::EVENTS), ctx, envelope).await?;
+                    let turns = fetch_all(&mut *tx, by_id(q::TURNS), ctx, records::turn).await?;
+                    let pending =
+                        fetch_all(&mut *tx, by_id(q::PENDING), ctx, records::pending).await?;
                     let rules: Vec<String> = sqlx::query_scalar(pending::RULES)
                         .bind(id)
                         .fetch_all(&mut *tx)

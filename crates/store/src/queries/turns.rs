@@ -36,7 +36,8 @@ macro_rules! turn_store {
             use agentd_protocol::TurnStatus;
 
             use $crate::queries::turns as q;
-            use $crate::records::{db, is_fk_violation, now, to_ms, turn};
+            use $crate::records::{db, execute, fetch_all, fetch_optional, is_fk_violation, now};
+            use $crate::records::{to_ms, turn};
             use $crate::{SessionRecord, SessionStatus, SessionUpdate, StoreError, StoreResult};
             use $crate::{TurnRecord, TurnStart};
 
@@ -81,13 +82,11 @@ macro_rules! turn_store {
                         })?;
                     let outcome = match inserted {
                         Some(row) => {
-                            sqlx::query(q::MARK_RUNNING)
+                            let query = sqlx::query(q::MARK_RUNNING)
                                 .bind(SessionStatus::Running.as_str())
                                 .bind(to_ms(at))
-                                .bind(session_id)
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(db("starting turn"))?;
+                                .bind(session_id);
+                            execute(&mut *tx, query, "starting turn").await?;
                             TurnStart::Started(turn(&row)?)
                         }
                         None => {
@@ -122,14 +121,15 @@ macro_rules! turn_store {
                 /// nothing.
                 async fn finish_turn(&self, turn_id: &str, status: TurnStatus) -> StoreResult<()> {
                     let _write = self.write_guard().await;
-                    let done = sqlx::query(q::FINISH)
+                    let query = sqlx::query(q::FINISH)
                         .bind(status.as_str())
                         .bind(to_ms(now()))
-                        .bind(turn_id)
-                        .execute(self.writer())
-                        .await
-                        .map_err(db("finishing turn"))?;
-                    if done.rows_affected() > 0 {
+                        .bind(turn_id);
+                    if execute(self.writer(), query, "finishing turn")
+                        .await?
+                        .rows_affected()
+                        > 0
+                    {
                         return Ok(());
                     }
                     let exists: Option<i64> = sqlx::query_scalar(q::TURN_EXISTS)
@@ -156,11 +156,8 @@ macro_rules! turn_store {
 
                 /// Turns still marked running, oldest first.
                 async fn running_turns(&self) -> StoreResult<Vec<TurnRecord>> {
-                    let rows = sqlx::query(q::RUNNING)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("reading running turns"))?;
-                    rows.iter().map(turn).collect()
+                    let query = sqlx::query(q::RUNNING);
+                    fetch_all(&self.pool, query, "reading running turns", turn).await
                 }
 
                 async fn find_turn(
@@ -168,13 +165,10 @@ macro_rules! turn_store {
                     session_id: &str,
                     client_request_id: &str,
                 ) -> StoreResult<Option<TurnRecord>> {
-                    let row = sqlx::query(q::BY_REQUEST)
+                    let query = sqlx::query(q::BY_REQUEST)
                         .bind(session_id)
-                        .bind(client_request_id)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(db("reading turn"))?;
-                    row.as_ref().map(turn).transpose()
+                        .bind(client_request_id);
+                    fetch_optional(&self.pool, query, "reading turn", turn).await
                 }
             }
         };

@@ -37,7 +37,8 @@ macro_rules! user_store {
     ($store:ty) => {
         const _: () = {
             use $crate::queries::users as q;
-            use $crate::records::{db, now, to_ms, token, user};
+            use $crate::records::{db, execute, fetch_all, fetch_optional, is_fk_violation, now};
+            use $crate::records::{to_ms, token, unique_error, user};
             use $crate::{StoreError, StoreResult, TokenRecord, UserRecord};
 
             #[async_trait::async_trait]
@@ -51,32 +52,22 @@ macro_rules! user_store {
                         disabled_at: None,
                     };
                     let _write = self.write_guard().await;
-                    let result = sqlx::query(q::CREATE_USER)
+                    let query = sqlx::query(q::CREATE_USER)
                         .bind(&user.id)
                         .bind(&user.name)
-                        .bind(to_ms(user.created_at))
+                        .bind(to_ms(user.created_at));
+                    query
                         .execute(self.writer())
-                        .await;
-                    match result {
-                        Ok(_) => Ok(user),
-                        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                            Err(StoreError::Database(format!(
-                                "creating user: the name {name:?} is taken"
-                            )))
-                        }
-                        Err(e) => Err(db("creating user")(e)),
-                    }
+                        .await
+                        .map_err(unique_error("creating user", || {
+                            format!("the name {name:?} is taken")
+                        }))?;
+                    Ok(user)
                 }
 
                 async fn get_user_by_name(&self, name: &str) -> StoreResult<Option<UserRecord>> {
-                    sqlx::query(q::USER_BY_NAME)
-                        .bind(name)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(db("reading user"))?
-                        .as_ref()
-                        .map(user)
-                        .transpose()
+                    let query = sqlx::query(q::USER_BY_NAME).bind(name);
+                    fetch_optional(&self.pool, query, "reading user", user).await
                 }
 
                 async fn create_token(
@@ -87,7 +78,7 @@ macro_rules! user_store {
                     prefix: &str,
                 ) -> StoreResult<TokenRecord> {
                     let id = uuid::Uuid::now_v7().to_string();
-                    let result = {
+                    {
                         let _write = self.write_guard().await;
                         sqlx::query(q::CREATE_TOKEN)
                             .bind(&id)
@@ -98,18 +89,12 @@ macro_rules! user_store {
                             .bind(to_ms(now()))
                             .execute(self.writer())
                             .await
-                    };
-                    match result {
-                        Ok(_) => {}
-                        Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
-                            return Err(StoreError::NotFound(format!("user {user_id}")));
-                        }
-                        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                            return Err(StoreError::Database(
-                                "creating token: a token with this hash exists".into(),
-                            ));
-                        }
-                        Err(e) => return Err(db("creating token")(e)),
+                            .map_err(|e| match is_fk_violation(&e) {
+                                true => StoreError::NotFound(format!("user {user_id}")),
+                                false => unique_error("creating token", || {
+                                    "a token with this hash exists".into()
+                                })(e),
+                            })?;
                     }
                     let row = sqlx::query(q::TOKEN_BY_ID)
                         .bind(&id)
@@ -123,36 +108,22 @@ macro_rules! user_store {
                     &self,
                     token_hash: &str,
                 ) -> StoreResult<Option<TokenRecord>> {
-                    sqlx::query(q::TOKEN_BY_HASH)
-                        .bind(token_hash)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(db("reading token"))?
-                        .as_ref()
-                        .map(token)
-                        .transpose()
+                    let query = sqlx::query(q::TOKEN_BY_HASH).bind(token_hash);
+                    fetch_optional(&self.pool, query, "reading token", token).await
                 }
 
                 async fn list_tokens(
                     &self,
                     user_id: Option<&str>,
                 ) -> StoreResult<Vec<TokenRecord>> {
-                    let rows = sqlx::query(q::LIST_TOKENS)
-                        .bind(user_id)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("listing tokens"))?;
-                    rows.iter().map(token).collect()
+                    let query = sqlx::query(q::LIST_TOKENS).bind(user_id);
+                    fetch_all(&self.pool, query, "listing tokens", token).await
                 }
 
                 async fn revoke_token(&self, id: &str) -> StoreResult<bool> {
                     let _write = self.write_guard().await;
-                    let done = sqlx::query(q::REVOKE_TOKEN)
-                        .bind(to_ms(now()))
-                        .bind(id)
-                        .execute(self.writer())
-                        .await
-                        .map_err(db("revoking token"))?;
+                    let query = sqlx::query(q::REVOKE_TOKEN).bind(to_ms(now())).bind(id);
+                    let done = execute(self.writer(), query, "revoking token").await?;
                     Ok(done.rows_affected() > 0)
                 }
 
@@ -161,11 +132,8 @@ macro_rules! user_store {
                 }
 
                 async fn list_users(&self) -> StoreResult<Vec<UserRecord>> {
-                    let rows = sqlx::query(q::LIST_USERS)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("listing users"))?;
-                    rows.iter().map(user).collect()
+                    let query = sqlx::query(q::LIST_USERS);
+                    fetch_all(&self.pool, query, "listing users", user).await
                 }
 
                 async fn set_user_flags(
@@ -175,14 +143,12 @@ macro_rules! user_store {
                     disabled: Option<bool>,
                 ) -> StoreResult<bool> {
                     let _write = self.write_guard().await;
-                    let done = sqlx::query(q::SET_FLAGS)
+                    let query = sqlx::query(q::SET_FLAGS)
                         .bind(admin)
                         .bind(disabled)
                         .bind(to_ms(now()))
-                        .bind(name)
-                        .execute(self.writer())
-                        .await
-                        .map_err(db("updating user"))?;
+                        .bind(name);
+                    let done = execute(self.writer(), query, "updating user").await?;
                     Ok(done.rows_affected() > 0)
                 }
             }

@@ -5,7 +5,7 @@
 use super::SqliteStore;
 use crate::StoreResult;
 use crate::agent_uids::{INSERT, LOWEST_FREE, RECORDED, check_range, range_full, to_uid};
-use crate::records::db;
+use crate::records::{db, execute};
 
 impl SqliteStore {
     pub(super) async fn agent_uid_impl(
@@ -42,12 +42,8 @@ impl SqliteStore {
             .await
             .map_err(db(context))?;
         let uid = free.ok_or_else(|| range_full(user, first, last))?;
-        sqlx::query(INSERT)
-            .bind(user)
-            .bind(uid)
-            .execute(&mut *tx)
-            .await
-            .map_err(db(context))?;
+        let query = sqlx::query(INSERT).bind(user).bind(uid);
+        execute(&mut *tx, query, context).await?;
         tx.commit().await.map_err(db(context))?;
         to_uid(uid)
     }

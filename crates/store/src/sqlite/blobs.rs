@@ -2,16 +2,15 @@
 //! writes are transactions of their own (with the checkpoint they belong to,
 //! at most), never part of an event batch.
 
-use std::collections::HashSet;
 use std::fmt::Write;
 
 use super::SqliteStore;
-use super::writer::rollback;
+use super::writer::run_script;
 use crate::dialect::sql;
 use crate::prelude::*;
 use crate::queries::checkpoints::{INSERT_CHECKPOINT, bind_checkpoint};
-use crate::records::{BLOB_LOOKUP_BATCH, insert_error, missing_in_order};
-use crate::records::{db, now, to_json, to_ms};
+use crate::records::insert_error;
+use crate::records::{db, execute, now, to_json, to_ms};
 use crate::{CheckpointRecord, StoreError, StoreResult};
 
 const INSERT_BLOBS: &str = "INSERT INTO blobs (hash, size, data, created_at) VALUES ";
@@ -35,14 +34,12 @@ impl SqliteStore {
         for (hash, data) in blobs {
             let size = i64::try_from(data.len())
                 .map_err(|_| StoreError::Database(format!("{ctx}: blob {hash} is too large")))?;
-            sqlx::query(INSERT_BLOB)
+            let query = sqlx::query(INSERT_BLOB)
                 .bind(hash)
                 .bind(size)
                 .bind(data.as_slice())
-                .bind(at)
-                .execute(&mut *tx)
-                .await
-                .map_err(db(ctx))?;
+                .bind(at);
+            execute(&mut *tx, query, ctx).await?;
         }
         tx.commit().await.map_err(db(ctx))
     }
@@ -84,28 +81,19 @@ impl SqliteStore {
             query = query.bind(hash).bind(size).bind(data.as_slice()).bind(at);
         }
         let _write = self.write_guard().await;
-        let mut conn = self.writes.acquire().await.map_err(db(ctx))?;
-        match query.execute(&mut *conn).await {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                rollback(&mut conn).await;
-                Err(insert_error(ctx, &r.session_id, &r.id)(e))
-            }
-        }
+        run_script(&self.writes, query)
+            .await
+            .map_err(insert_error(ctx, &r.session_id, &r.id))?;
+        Ok(())
     }
 
-    /// One bound JSON array per batch: SQLite limits bound parameters, not
-    /// the length of one.
-    pub(super) async fn missing_blobs_impl(&self, hashes: &[String]) -> StoreResult<Vec<String>> {
-        let mut present = HashSet::new();
-        for batch in hashes.chunks(BLOB_LOOKUP_BATCH) {
-            let found: Vec<String> = sqlx::query_scalar(LOOKUP)
-                .bind(to_json(&batch, "blob hashes")?)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db("looking blobs up"))?;
-            present.extend(found);
-        }
-        Ok(missing_in_order(hashes, &present))
+    /// The hashes of `batch` that are stored. One bound JSON array: SQLite
+    /// limits bound parameters, not the length of one.
+    pub(super) async fn stored_blobs_impl(&self, batch: &[String]) -> StoreResult<Vec<String>> {
+        sqlx::query_scalar(LOOKUP)
+            .bind(to_json(&batch, "blob hashes")?)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("looking blobs up"))
     }
 }

@@ -1,9 +1,9 @@
 //! The event log: per-session `seq` 1, 2, 3, … assigned in the append
 //! transaction (see `writer`), so it has no gaps and no duplicates under
-//! concurrency. A turn's messages go through the same writer
-//! ([`crate::Store::append_log`]), committed with the events around them.
+//! concurrency. Messages go through the same writer, a turn's
+//! ([`crate::Store::append_log`]) committed with the events around them.
 
-use agentd_protocol::{Event, EventEnvelope};
+use agentd_protocol::{Event, EventEnvelope, Message};
 
 use super::SqliteStore;
 use tokio::sync::oneshot;
@@ -13,17 +13,24 @@ use crate::records::{role_str, to_json};
 use crate::{LogAppend, LogEntry, Logged, StoreError, StoreResult, StoredMessage};
 
 impl SqliteStore {
-    pub(super) async fn append_event_impl(
+    /// Through the writer, as a log of one message (its insert is written
+    /// once, there): the session's next position, its `updated_at` touched.
+    pub(super) async fn append_message_impl(
         &self,
         session_id: &str,
-        event: &Event,
-    ) -> StoreResult<EventEnvelope> {
-        let mut stored = self
-            .append_events_impl(session_id, std::slice::from_ref(event))
-            .await?;
-        stored
-            .pop()
-            .ok_or_else(|| StoreError::Database("appending event: no result".into()))
+        turn_id: Option<&str>,
+        message: &Message,
+    ) -> StoreResult<StoredMessage> {
+        let appended = self
+            .append_log_impl(session_id, &[LogEntry::Message { turn_id, message }])
+            .await;
+        if let Some(error) = appended.error {
+            return Err(error);
+        }
+        match appended.stored.into_iter().next() {
+            Some(Logged::Message(stored)) => Ok(stored),
+            _ => Err(StoreError::Database("appending message: no result".into())),
+        }
     }
 
     pub(super) async fn append_events_impl(

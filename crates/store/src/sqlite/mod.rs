@@ -6,7 +6,6 @@
 mod agent_uids;
 mod blobs;
 mod events;
-mod messages;
 mod turns;
 mod writer;
 
@@ -21,8 +20,9 @@ use sqlx::sqlite::{
 };
 use tokio::sync::{Mutex, MutexGuard, mpsc};
 
-use crate::migrate::{MigrationSet, migrator};
+use crate::migrate::{MigrationSet, migration_set, migrator};
 use crate::prelude::*;
+use crate::records::{execute, now, to_ms};
 use crate::{StoreError, StoreResult};
 
 /// Connections for a file database: readers run in parallel under WAL.
@@ -32,38 +32,15 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const MMAP_SIZE: u64 = 256 * 1024 * 1024;
 
 /// The migration set (see `crate::migrate`).
-const MIGRATIONS: MigrationSet = &[
-    (
-        1,
-        "init",
-        include_str!("../../migrations/sqlite/0001_init.sql"),
-    ),
-    (
-        2,
-        "session_rules",
-        include_str!("../../migrations/sqlite/0002_session_rules.sql"),
-    ),
-    (
-        3,
-        "checkpoints_compactions",
-        include_str!("../../migrations/sqlite/0003_checkpoints_compactions.sql"),
-    ),
-    (
-        4,
-        "agent_uids",
-        include_str!("../../migrations/sqlite/0004_agent_uids.sql"),
-    ),
-    (
-        5,
-        "access",
-        include_str!("../../migrations/sqlite/0005_access.sql"),
-    ),
-    (
-        6,
-        "health_probe",
-        include_str!("../../migrations/sqlite/0006_health_probe.sql"),
-    ),
-];
+const MIGRATIONS: MigrationSet = migration_set!(
+    "sqlite",
+    (1, "0001", "init"),
+    (2, "0002", "session_rules"),
+    (3, "0003", "checkpoints_compactions"),
+    (4, "0004", "agent_uids"),
+    (5, "0005", "access"),
+    (6, "0006", "health_probe"),
+);
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the
 /// event writer task, which runs on the Tokio runtime that opened the store.
@@ -251,15 +228,13 @@ fn prepare_file(path: &Path) -> StoreResult<()> {
 impl HealthStore for SqliteStore {
     async fn probe_write(&self) -> StoreResult<()> {
         let _write = self.write_guard().await;
-        sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO health_probe (id, at) VALUES (1, ?) \
              ON CONFLICT (id) DO UPDATE SET at = excluded.at",
         )
-        .bind(crate::records::to_ms(crate::records::now()))
-        .execute(self.writer())
-        .await
-        .map(|_| ())
-        .map_err(crate::records::db("probing a write"))
+        .bind(to_ms(now()));
+        execute(self.writer(), query, "probing a write").await?;
+        Ok(())
     }
 }
 

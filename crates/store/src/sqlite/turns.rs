@@ -5,7 +5,7 @@
 use agentd_protocol::TurnStatus;
 
 use super::SqliteStore;
-use super::writer::rollback;
+use super::writer::run_script;
 use crate::dialect::sql;
 use crate::queries::sessions::{UPDATE_SET, bind_session_update};
 use crate::queries::turns::TURN_EXISTS;
@@ -44,22 +44,17 @@ impl SqliteStore {
         let at = to_ms(now());
         {
             let _write = self.write_guard().await;
-            let mut conn = self.writes.acquire().await.map_err(db("starting turn"))?;
-            let rows = sqlx::query(START_TURN)
+            let query = sqlx::query(START_TURN)
                 .bind(turn_id)
                 .bind(client_request_id)
                 .bind(at)
                 .bind(session_id)
-                .bind(SessionStatus::Running.as_str())
-                .fetch_all(&mut *conn)
-                .await;
-            match rows {
-                Ok(rows) if !rows.is_empty() => return Ok(TurnStart::Started(turn(&rows[0])?)),
-                Ok(_) => {}
-                Err(e) => {
-                    rollback(&mut conn).await;
-                    return Err(db("starting turn")(e));
-                }
+                .bind(SessionStatus::Running.as_str());
+            let rows = run_script(&self.writes, query)
+                .await
+                .map_err(db("starting turn"))?;
+            if let Some(row) = rows.first() {
+                return Ok(TurnStart::Started(turn(row)?));
             }
         }
         self.start_turn_in_transaction(session_id, turn_id, client_request_id)
@@ -81,14 +76,7 @@ impl SqliteStore {
             .bind(session_id);
         let rows = {
             let _write = self.write_guard().await;
-            let mut conn = self.writes.acquire().await.map_err(db(ctx))?;
-            match query.fetch_all(&mut *conn).await {
-                Ok(rows) => rows,
-                Err(err) => {
-                    rollback(&mut conn).await;
-                    return Err(db(ctx)(err));
-                }
-            }
+            run_script(&self.writes, query).await.map_err(db(ctx))?
         };
         match rows.first() {
             Some(row) => session(row),

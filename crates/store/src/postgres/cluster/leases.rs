@@ -8,7 +8,7 @@ use sqlx::Row;
 use super::{ClusterStore, Lease, TURNS_CHANNEL, notify, secs};
 use crate::StoreResult;
 use crate::dialect::sql;
-use crate::records::db;
+use crate::records::{db, execute, fetch_all, fetch_optional};
 
 /// Read by [`lease_from`], by position.
 const LEASES: &str = "SELECT session_id, turn_id, node_id, start_seq FROM turn_leases ";
@@ -28,35 +28,27 @@ impl ClusterStore {
         node_id: &str,
     ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await.map_err(db("releasing a lease"))?;
-        sqlx::query(
+        let query = sqlx::query(
             "DELETE FROM turn_leases WHERE session_id = $1 AND turn_id = $2 AND node_id = $3",
         )
         .bind(session_id)
         .bind(turn_id)
-        .bind(node_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db("releasing a lease"))?;
-        sqlx::query(
+        .bind(node_id);
+        execute(&mut *tx, query, "releasing a lease").await?;
+        let query = sqlx::query(
             "UPDATE sessions SET status = 'running' WHERE id = $1 \
                AND EXISTS (SELECT 1 FROM turn_queue WHERE session_id = $1)",
         )
-        .bind(session_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db("releasing a lease"))?;
+        .bind(session_id);
+        execute(&mut *tx, query, "releasing a lease").await?;
         notify(&mut tx, TURNS_CHANNEL, "").await?;
         tx.commit().await.map_err(db("releasing a lease"))?;
         Ok(())
     }
 
     pub async fn lease(&self, session_id: &str) -> StoreResult<Option<Lease>> {
-        let row = sqlx::query(LEASE_OF_SESSION)
-            .bind(session_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db("reading a lease"))?;
-        row.map(|row| lease_from(&row)).transpose()
+        let query = sqlx::query(LEASE_OF_SESSION).bind(session_id);
+        fetch_optional(&self.pool, query, "reading a lease", lease_from).await
     }
 
     /// Whether a `turn.finished` was stored in the session after `seq`.
@@ -81,7 +73,7 @@ impl ClusterStore {
         node_id: &str,
         timeout: Duration,
     ) -> StoreResult<Vec<Lease>> {
-        let rows = sqlx::query(
+        let query = sqlx::query(
             "UPDATE turn_leases l SET node_id = $1, taken_at = now() \
              FROM (SELECT l2.session_id, l2.node_id FROM turn_leases l2 \
                    LEFT JOIN cluster_nodes n ON n.id = l2.node_id \
@@ -94,21 +86,14 @@ impl ClusterStore {
              RETURNING l.session_id, l.turn_id, dead.node_id, l.start_seq",
         )
         .bind(node_id)
-        .bind(secs(timeout))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("taking over dead leases"))?;
-        rows.iter().map(lease_from).collect()
+        .bind(secs(timeout));
+        fetch_all(&self.pool, query, "taking over dead leases", lease_from).await
     }
 
     /// The leases `node_id` holds (at start-up: left by its previous life).
     pub async fn leases_of(&self, node_id: &str) -> StoreResult<Vec<Lease>> {
-        let rows = sqlx::query(LEASES_OF_NODE)
-            .bind(node_id)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db("reading the node's leases"))?;
-        rows.iter().map(lease_from).collect()
+        let query = sqlx::query(LEASES_OF_NODE).bind(node_id);
+        fetch_all(&self.pool, query, "reading the node's leases", lease_from).await
     }
 }
 

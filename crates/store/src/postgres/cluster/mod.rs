@@ -20,7 +20,7 @@ use sqlx::{Postgres, Transaction};
 
 use super::PostgresStore;
 use crate::StoreResult;
-use crate::records::db;
+use crate::records::{db, execute};
 
 /// `<session> <first seq> <last seq>` for every append (see `events`).
 pub const EVENTS_CHANNEL: &str = "agentd_events";
@@ -138,11 +138,9 @@ pub(super) async fn notify(
     channel: &str,
     payload: &str,
 ) -> StoreResult<()> {
-    sqlx::query("SELECT pg_notify($1, $2)")
+    let query = sqlx::query("SELECT pg_notify($1, $2)")
         .bind(channel)
-        .bind(payload)
-        .execute(&mut **tx)
-        .await
-        .map_err(db("notifying other nodes"))?;
+        .bind(payload);
+    execute(&mut **tx, query, "notifying other nodes").await?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use sqlx::Row;
 
 use super::{ClusterStore, HeldLease, NodeRecord, secs};
 use crate::StoreResult;
-use crate::records::db;
+use crate::records::{db, execute};
 
 impl ClusterStore {
     /// Announce a node (process `instance`) and beat its heart. `Ok(false)`
@@ -20,7 +20,7 @@ impl ClusterStore {
         instance: &str,
         timeout: Duration,
     ) -> StoreResult<bool> {
-        let rows = sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO cluster_nodes (id, address, instance) VALUES ($1, $2, $3) \
              ON CONFLICT (id) DO UPDATE SET address = $2, instance = $3, started_at = now(), \
                heartbeat_at = now(), draining = FALSE \
@@ -30,10 +30,8 @@ impl ClusterStore {
         .bind(id)
         .bind(address)
         .bind(instance)
-        .bind(secs(timeout))
-        .execute(&self.pool)
-        .await
-        .map_err(db("registering the node"))?;
+        .bind(secs(timeout));
+        let rows = execute(&self.pool, query, "registering the node").await?;
         Ok(rows.rows_affected() == 1)
     }
 
@@ -59,17 +57,15 @@ impl ClusterStore {
         instance: &str,
         draining: bool,
     ) -> StoreResult<Vec<HeldLease>> {
-        sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO cluster_nodes (id, address, instance, draining) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), draining = $4",
         )
         .bind(id)
         .bind(address)
         .bind(instance)
-        .bind(draining)
-        .execute(&self.pool)
-        .await
-        .map_err(db("heartbeat"))?;
+        .bind(draining);
+        execute(&self.pool, query, "heartbeat").await?;
         let rows = sqlx::query(
             "SELECT session_id, turn_id, \
                (extract(epoch FROM now() - taken_at) * 1000)::bigint AS age_ms \
@@ -93,11 +89,8 @@ impl ClusterStore {
 
     /// A node that stops cleanly leaves.
     pub async fn remove_node(&self, id: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM cluster_nodes WHERE id = $1")
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(db("removing the node"))?;
+        let query = sqlx::query("DELETE FROM cluster_nodes WHERE id = $1").bind(id);
+        execute(&self.pool, query, "removing the node").await?;
         Ok(())
     }
 
@@ -125,21 +118,17 @@ impl ClusterStore {
     /// Forget nodes silent for longer than `timeout` that hold no lease, and
     /// signals nobody will read.
     pub async fn forget_dead_nodes(&self, timeout: Duration) -> StoreResult<()> {
-        sqlx::query(
+        let query = sqlx::query(
             "DELETE FROM cluster_nodes n WHERE n.heartbeat_at < now() - make_interval(secs => $1) \
                AND NOT EXISTS (SELECT 1 FROM turn_leases l WHERE l.node_id = n.id)",
         )
-        .bind(secs(timeout))
-        .execute(&self.pool)
-        .await
-        .map_err(db("forgetting dead nodes"))?;
-        sqlx::query(
+        .bind(secs(timeout));
+        execute(&self.pool, query, "forgetting dead nodes").await?;
+        let query = sqlx::query(
             "DELETE FROM cluster_signals s \
              WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.id = s.node_id)",
-        )
-        .execute(&self.pool)
-        .await
-        .map_err(db("forgetting dead nodes"))?;
+        );
+        execute(&self.pool, query, "forgetting dead nodes").await?;
         Ok(())
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use sqlx::Row;
 
 use super::{ClusterStore, Enqueued, Lease, QueuedTurn, TURNS_CHANNEL, notify, secs};
-use crate::records::db;
+use crate::records::{db, execute};
 use crate::{StoreError, StoreResult};
 
 impl ClusterStore {
@@ -50,28 +50,24 @@ impl ClusterStore {
         if busy && !queue {
             return Ok(Enqueued::Busy);
         }
-        sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO turn_queue (turn_id, session_id, text, client_request_id) \
              VALUES ($1, $2, $3, $4)",
         )
         .bind(&turn.turn_id)
         .bind(&turn.session_id)
         .bind(&turn.text)
-        .bind(&turn.client_request_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(db("enqueueing a turn"))?;
+        .bind(&turn.client_request_id);
+        execute(&mut *tx, query, "enqueueing a turn").await?;
         if !busy {
             // Running from now on for every node, not only once one takes it.
-            sqlx::query(
+            let query = sqlx::query(
                 "UPDATE sessions SET status = 'running', \
                    updated_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
                  WHERE id = $1",
             )
-            .bind(&turn.session_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(db("enqueueing a turn"))?;
+            .bind(&turn.session_id);
+            execute(&mut *tx, query, "enqueueing a turn").await?;
         }
         notify(&mut tx, TURNS_CHANNEL, "").await?;
         tx.commit().await.map_err(db("enqueueing a turn"))?;
@@ -146,11 +142,8 @@ impl ClusterStore {
             // Another node leased the session between our read and insert.
             return Ok(None);
         };
-        sqlx::query("DELETE FROM turn_queue WHERE seq = $1")
-            .bind(queue_seq)
-            .execute(&mut *tx)
-            .await
-            .map_err(db("claiming a turn"))?;
+        let query = sqlx::query("DELETE FROM turn_queue WHERE seq = $1").bind(queue_seq);
+        execute(&mut *tx, query, "claiming a turn").await?;
         tx.commit().await.map_err(db("claiming a turn"))?;
         let lease = Lease {
             session_id: turn.session_id.clone(),

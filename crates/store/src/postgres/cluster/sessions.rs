@@ -6,7 +6,7 @@ use sqlx::Row;
 
 use super::ClusterStore;
 use crate::StoreResult;
-use crate::records::{db, envelope};
+use crate::records::{db, envelope, execute};
 
 impl ClusterStore {
     /// The manifest hash of the session's workspace as last saved.
@@ -31,7 +31,7 @@ impl ClusterStore {
         node_id: &str,
         lease_turn: Option<&str>,
     ) -> StoreResult<bool> {
-        let saved = sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO session_workspaces (session_id, manifest_hash, saved_by) \
              SELECT $1, $2, $3 WHERE $4::text IS NULL OR EXISTS (SELECT 1 FROM turn_leases \
                WHERE session_id = $1 AND turn_id = $4 AND node_id = $3) \
@@ -41,10 +41,8 @@ impl ClusterStore {
         .bind(session_id)
         .bind(manifest_hash)
         .bind(node_id)
-        .bind(lease_turn)
-        .execute(&self.pool)
-        .await
-        .map_err(db("saving the workspace"))?;
+        .bind(lease_turn);
+        let saved = execute(&self.pool, query, "saving the workspace").await?;
         Ok(saved.rows_affected() == 1)
     }
 

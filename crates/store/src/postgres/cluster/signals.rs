@@ -4,22 +4,20 @@ use sqlx::Row;
 
 use super::{ClusterStore, SIGNALS_CHANNEL, Signal, notify};
 use crate::StoreResult;
-use crate::records::db;
+use crate::records::{db, execute};
 
 impl ClusterStore {
     /// Leave a signal for `node_id` and wake it.
     pub async fn send_signal(&self, node_id: &str, signal: &Signal) -> StoreResult<()> {
         let mut tx = self.pool.begin().await.map_err(db("sending a signal"))?;
-        sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO cluster_signals (node_id, kind, target, data) VALUES ($1, $2, $3, $4)",
         )
         .bind(node_id)
         .bind(&signal.kind)
         .bind(&signal.target)
-        .bind(&signal.data)
-        .execute(&mut *tx)
-        .await
-        .map_err(db("sending a signal"))?;
+        .bind(&signal.data);
+        execute(&mut *tx, query, "sending a signal").await?;
         notify(&mut tx, SIGNALS_CHANNEL, node_id).await?;
         tx.commit().await.map_err(db("sending a signal"))?;
         Ok(())

@@ -13,12 +13,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use sqlx::Row;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
-use sqlx::{Row, SqliteConnection};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use self::statements::Statements;
-use crate::records::{db, now, to_ms, to_u64};
+use crate::records::{Query, db, now, to_ms, to_u64};
 use crate::{StoreError, StoreResult};
 
 /// Entries per job, and per commit once one job is in (a batch stops taking
@@ -252,15 +252,7 @@ async fn commit(
         }
     }
 
-    let mut conn = pool.acquire().await.map_err(db("appending"))?;
-    let rows = match query.fetch_all(&mut *conn).await {
-        Ok(rows) => rows,
-        Err(e) => {
-            rollback(&mut conn).await;
-            return Err(db("appending")(e));
-        }
-    };
-
+    let rows = run_script(pool, query).await.map_err(db("appending"))?;
     Ok(assign(jobs, &ks, &rows))
 }
 
@@ -315,13 +307,20 @@ fn assign(jobs: &[AppendJob], ks: &[Vec<i64>], rows: &[SqliteRow]) -> Vec<StoreR
         .collect()
 }
 
-/// Undo a transaction a failed statement left open. If even that fails the
-/// connection's state is unknown: drop it rather than return it to the pool.
-pub(super) async fn rollback(conn: &mut sqlx::pool::PoolConnection<sqlx::Sqlite>) {
-    let c: &mut SqliteConnection = conn;
-    if sqlx::query("ROLLBACK").execute(c).await.is_err() {
+/// Run `query`, a transaction of statements sent together, on a connection
+/// of `pool`. A failed statement leaves the transaction open: it is rolled
+/// back. If even that fails the connection's state is unknown: it is dropped
+/// rather than returned to the pool.
+pub(super) async fn run_script(
+    pool: &SqlitePool,
+    query: Query<'_, sqlx::Sqlite>,
+) -> Result<Vec<SqliteRow>, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    let rows = query.fetch_all(&mut *conn).await;
+    if rows.is_err() && sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err() {
         conn.close_on_drop();
     }
+    rows
 }
 
 #[cfg(test)]
