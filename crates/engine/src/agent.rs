@@ -174,20 +174,15 @@ impl Agent {
         self
     }
 
-    pub(crate) fn subagents(&self) -> Option<&Subagents> {
-        self.subagents.as_deref()
-    }
-
-    pub(crate) fn depth(&self) -> u32 {
-        self.depth
-    }
-
     /// The engine tool `name` names, when this agent offers it.
     pub(crate) fn agent_tool(&self, name: &str) -> Option<AgentTool> {
         let tool = AgentTool::from_name(name)?;
         let offered = self.agent_tools.contains(tool)
             && (tool != AgentTool::Task
-                || self.subagents().is_some_and(|s| self.depth < s.max_depth));
+                || self
+                    .subagents
+                    .as_ref()
+                    .is_some_and(|s| self.depth < s.max_depth));
         offered.then_some(tool)
     }
 
@@ -288,15 +283,7 @@ impl Agent {
         &self.config
     }
 
-    pub(crate) fn permissions(&self) -> Option<&Mutex<PermissionPolicy>> {
-        self.permissions.as_deref()
-    }
-
     pub(crate) fn hooks(&self) -> Option<(&Hooks, &HookContext)> {
         self.hooks.as_ref().map(|(hooks, context)| (hooks, context))
-    }
-
-    pub(crate) fn approver(&self) -> &dyn Approver {
-        self.approver.as_ref()
     }
 }

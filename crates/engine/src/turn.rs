@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::coalesce::Coalescer;
-use crate::context::{TurnContext, TurnShared};
+use crate::context::{TurnContext, TurnShared, truncated};
 use crate::frame::{TurnBody, TurnEngine, TurnOutcome, run_framed};
 use crate::guardrails::{self, CallStreak};
 use crate::history;
@@ -87,6 +87,14 @@ impl Exit {
         Self {
             status,
             error: None,
+        }
+    }
+
+    /// Stopped by a limit with its own status: not worth retrying as is.
+    pub(crate) fn stop(status: TurnStatus, code: ErrorCode, message: String) -> Self {
+        Self {
+            status,
+            ..Self::failed(code, message, false)
         }
     }
 
@@ -248,17 +256,14 @@ impl<'a> TurnRun<'a> {
                 return Ok(exit);
             }
             if self.model_calls >= limits.max_turns {
-                return Ok(Exit {
-                    status: TurnStatus::MaxTurns,
-                    error: Some(ErrorInfo {
-                        code: ErrorCode::MaxTurns,
-                        message: format!(
-                            "The turn stopped after {} model calls (max_turns).",
-                            limits.max_turns
-                        ),
-                        retryable: false,
-                    }),
-                });
+                return Ok(Exit::stop(
+                    TurnStatus::MaxTurns,
+                    ErrorCode::MaxTurns,
+                    format!(
+                        "The turn stopped after {} model calls (max_turns).",
+                        limits.max_turns
+                    ),
+                ));
             }
             let response = self.call_model().await?;
             let assistant = Message::assistant(response.content);
@@ -277,6 +282,10 @@ impl<'a> TurnRun<'a> {
             if let Some(exit) = self.over_budget() {
                 return Ok(exit);
             }
+            let signatures: Vec<(String, serde_json::Value)> = assistant
+                .tool_uses()
+                .map(|call| (call.name.to_string(), call.input.clone()))
+                .collect();
             let calls: Vec<ContentBlock> = assistant
                 .content
                 .into_iter()
@@ -286,7 +295,7 @@ impl<'a> TurnRun<'a> {
                 // A Stop hook may send the agent back to work, once per turn.
                 if let Some((hooks, context)) = self.agent.hooks()
                     && !stop_hook_continued
-                    && self.agent.depth() == 0
+                    && self.agent.depth == 0
                 {
                     let feedback = hooks
                         .stop(context, self.result.as_deref().unwrap_or(""))
@@ -301,15 +310,6 @@ impl<'a> TurnRun<'a> {
                 }
                 return Ok(Exit::with(TurnStatus::Completed));
             }
-            let signatures: Vec<(String, serde_json::Value)> = calls
-                .iter()
-                .filter_map(|call| match call {
-                    ContentBlock::ToolUse { name, input, .. } => {
-                        Some((name.clone(), input.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
             let results = self.context().run_tools(calls).await?;
             let (usage, cost) = self.shared.take_subagent_spend();
             self.usage.add(&usage);
@@ -349,14 +349,11 @@ impl<'a> TurnRun<'a> {
     pub(crate) fn cancelled(&self) -> Exit {
         if self.shared.timed_out.load(Ordering::SeqCst) {
             let limit = self.agent.config.limits.turn_timeout.as_secs();
-            Exit {
-                status: TurnStatus::Timeout,
-                error: Some(ErrorInfo {
-                    code: ErrorCode::Timeout,
-                    message: format!("The turn ran longer than its limit of {limit} s."),
-                    retryable: false,
-                }),
-            }
+            Exit::stop(
+                TurnStatus::Timeout,
+                ErrorCode::Timeout,
+                format!("The turn ran longer than its limit of {limit} s."),
+            )
         } else {
             Exit::with(TurnStatus::Interrupted)
         }
@@ -403,16 +400,13 @@ impl<'a> TurnRun<'a> {
                     self.emit_deltas(&mut live, coalescer.take()).await?;
                 }
                 item = stream.next() => match item {
-                    Some(Ok(ModelEvent::TextDelta { index, text })) => {
-                        if !live.stopped() {
-                            self.emit_deltas(&mut live, coalescer.push((index, DeltaKind::Text), &text)).await?;
-                        }
+                    Some(Ok(ModelEvent::TextDelta { index, text })) if !live.stopped() => {
+                        self.emit_deltas(&mut live, coalescer.push((index, DeltaKind::Text), &text)).await?;
                     }
-                    Some(Ok(ModelEvent::ThinkingDelta { index, text })) => {
-                        if !live.stopped() {
-                            self.emit_deltas(&mut live, coalescer.push((index, DeltaKind::Thinking), &text)).await?;
-                        }
+                    Some(Ok(ModelEvent::ThinkingDelta { index, text })) if !live.stopped() => {
+                        self.emit_deltas(&mut live, coalescer.push((index, DeltaKind::Thinking), &text)).await?;
                     }
+                    Some(Ok(ModelEvent::TextDelta { .. } | ModelEvent::ThinkingDelta { .. })) => {}
                     Some(Ok(ModelEvent::Completed(response))) => break Ok(response),
                     Some(Err(err)) => break Err(model_exit(err)),
                     None => break Err(model_exit(ModelError::Stream(
@@ -449,7 +443,9 @@ impl<'a> TurnRun<'a> {
                     .await?;
             }
             if let Some(notice) = admitted.notice {
-                self.context().emit_truncated(None, notice).await?;
+                self.sink
+                    .emit(truncated(&self.turn_id, None, notice))
+                    .await?;
             }
         }
         Ok(())

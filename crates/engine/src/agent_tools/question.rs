@@ -180,7 +180,7 @@ impl TurnContext<'_> {
             call_id: call_id.to_string(),
             questions: input.get("questions").cloned().unwrap_or(Value::Null),
         };
-        let approver = self.agent.approver();
+        let approver = &self.agent.approver;
         approver.prepare_question(&request).await;
         self.sink
             .emit(Event::QuestionAsked {
