@@ -77,39 +77,29 @@ pub struct ClaudeCodeTurn {
 impl TurnEngine for ClaudeCodeTurn {
     async fn run(&self, body: TurnBody<'_>) -> TurnOutcome {
         let request = TurnRequest {
-            session_id: &self.session_id,
-            session_turns: self.session_turns,
-            workspace: self.workspace.clone(),
-            data_dir: self.data_dir.clone(),
-            store: self.store.clone(),
-            settings: self.settings.clone(),
-            agent: self.agent.clone(),
-            sink: self.sink.clone(),
+            turn: self,
             text: body.message.as_ref().map(Message::text).unwrap_or_default(),
             turn_id: body.turn_id,
             cancel: body.cancel.child_token(),
-            timeout: self.timeout,
-            max_turns: self.max_turns,
         };
         self.claude.run_turn(request).await
     }
 }
 
-/// What one turn needs.
+/// What one turn needs: the session's engine, and the turn's own parts.
 pub(crate) struct TurnRequest<'a> {
-    pub session_id: &'a str,
-    pub session_turns: u64,
-    pub workspace: PathBuf,
-    pub data_dir: PathBuf,
-    pub store: Arc<dyn agentd_store::Store>,
-    pub settings: ClaudeCodeSettings,
-    pub agent: Arc<Agent>,
-    pub sink: Arc<dyn TurnSink>,
+    turn: &'a ClaudeCodeTurn,
     pub turn_id: String,
     pub text: String,
     pub cancel: CancellationToken,
-    pub timeout: Duration,
-    pub max_turns: u32,
+}
+
+impl std::ops::Deref for TurnRequest<'_> {
+    type Target = ClaudeCodeTurn;
+
+    fn deref(&self) -> &ClaudeCodeTurn {
+        self.turn
+    }
 }
 
 fn failed(code: impl Into<ErrorCode>, message: String) -> TurnOutcome {
@@ -213,30 +203,17 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
             stop_process(live).await;
             TurnOutcome {
                 status: stopping.unwrap_or(TurnStatus::Interrupted),
-                error: Some(ErrorInfo {
-                    code,
-                    message,
-                    retryable: true,
-                }),
                 model_calls,
-                ..failed("", String::new())
+                ..failed(code, message)
             }
         }
         Err((code, message, with_tail)) => {
             // Stopped first: its stderr is then complete.
-            let stopped = stop_process(live).await;
-            let message = if with_tail {
-                with_stderr(
-                    message,
-                    stopped.as_ref(),
-                    code == ErrorCode::ClaudeCodeCrashed,
-                )
-            } else {
-                message
-            };
+            let stopped = stop_process(live).await.filter(|_| with_tail);
+            let crashed = code == ErrorCode::ClaudeCodeCrashed;
             TurnOutcome {
                 model_calls,
-                ..failed(code, message)
+                ..failed(code, with_stderr(message, stopped.as_ref(), crashed))
             }
         }
     }
