@@ -65,17 +65,13 @@ pub(crate) async fn restore(
             .try_collect()
             .await
             .map_err(CheckpointError::Blobs)?;
-        tree = blocking(move || {
-            let workspace = tree.path().to_path_buf();
-            as_identity(identity, &workspace, || write_batch(tree, batch, fetched))
-        })
-        .await?;
-    }
-    blocking(move || {
         let workspace = tree.path().to_path_buf();
-        as_identity(identity, &workspace, || finish(tree, links, chmod))
-    })
-    .await?;
+        let write = move || write_batch(tree, batch, fetched);
+        tree = blocking(move || as_identity(identity, &workspace, write)).await?;
+    }
+    let workspace = tree.path().to_path_buf();
+    let finish = move || finish(tree, links, chmod);
+    blocking(move || as_identity(identity, &workspace, finish)).await?;
     Ok(changed.into_iter().collect())
 }
 
