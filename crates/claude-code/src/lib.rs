@@ -116,18 +116,18 @@ impl ClaudeCode {
         };
         live.last_used = Instant::now();
         live.mcp.set_tools(request.agent.offered_tools());
-        let external = ExternalTurn::default();
-        live.mcp.set_scope(Some(TurnScope {
+        let scope = TurnScope {
             agent: request.agent.clone(),
             sink: request.sink.clone(),
             turn_id: request.turn_id.clone(),
             cancel: request.cancel.clone(),
-            external: external.clone(),
-        }));
+            external: ExternalTurn::default(),
+        };
+        live.mcp.set_scope(Some(scope.clone()));
         if let Ok(mut announced) = live.announced.lock() {
             announced.clear();
         }
-        let outcome = drive(&mut live, &request, external).await;
+        let outcome = drive(&mut live, &request, &scope).await;
         live.mcp.set_scope(None);
         live.last_used = Instant::now();
         // Keep the CLI's transcript in the store after `turn.finished`: the
@@ -160,7 +160,7 @@ impl ClaudeCode {
     }
 }
 
-async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTurn) -> TurnOutcome {
+async fn drive(live: &mut Live, request: &TurnRequest<'_>, scope: &TurnScope) -> TurnOutcome {
     if let Err(err) = ensure_process(live, request).await {
         return failed(ErrorCode::ClaudeCodeStart, err);
     }
@@ -179,13 +179,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
             ),
         );
     }
-    let mut translator = Translator::new(
-        request.turn_id.clone(),
-        request.sink.as_ref(),
-        &request.agent,
-        announced,
-        external,
-    );
+    let mut translator = Translator::new(scope, announced);
     let (ended, stopping) = read_turn(process, &mut translator, request).await;
     if let Some(cli_session_id) = translator.cli_session_id.clone() {
         live.cli_session_id = Some(cli_session_id);

@@ -241,11 +241,7 @@ impl Agent {
             tool_context: self.tool_context.clone(),
             config: AgentConfig {
                 // A subagent on its own model is priced by that model's name.
-                price: if def.model.is_some() {
-                    None
-                } else {
-                    self.config.price
-                },
+                price: self.config.price.filter(|_| def.model.is_none()),
                 model_name,
                 system_prompt: def.prompt.clone(),
                 limits: self.config.limits.clone(),

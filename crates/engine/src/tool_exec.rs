@@ -191,11 +191,10 @@ impl TurnContext<'_> {
     /// was not valid JSON.
     fn precheck(&self, call: &Call) -> Option<ToolResult> {
         if !self.agent.has_tool(&call.name) {
-            let known: Vec<String> = self.agent.tool_names();
             return Some(ToolResult::error(format!(
                 "There is no tool named {:?}. Available tools: {}.",
                 call.name,
-                known.join(", ")
+                self.agent.tool_names().join(", ")
             )));
         }
         if let Value::String(raw) = &call.input {

@@ -161,16 +161,13 @@ impl Agent {
         });
         let history = history::normalize(body.history);
         let mut run = TurnRun::new(self, body.sink, body.turn_id, history, cancel, shared);
-        let outcome = match body.message {
+        let (Ok(exit) | Err(exit)) = match body.message {
             _ if compact_only => run.compact_turn().await,
             Some(message) => {
                 run.push(message);
                 run.run_loop().await
             }
             None => run.run_loop().await,
-        };
-        let exit = match outcome {
-            Ok(exit) | Err(exit) => exit,
         };
         timer.abort();
         let result = run.result.take();

@@ -124,12 +124,10 @@ pub fn validate_answers(questions: &Value, answers: &Value) -> Result<(), String
                 "{question:?} is not one of the questions asked: {asked:?}"
             ));
         }
-        let ok = match answer {
-            Value::String(_) => true,
-            Value::Array(items) => items.iter().all(Value::is_string),
-            _ => false,
-        };
-        if !ok {
+        let strings = answer
+            .as_array()
+            .is_some_and(|items| items.iter().all(Value::is_string));
+        if !answer.is_string() && !strings {
             return Err(format!(
                 "the answer to {question:?} must be a string or an array of strings"
             ));

@@ -119,9 +119,7 @@ impl TurnContext<'_> {
             run.record(Message::user_text(input.prompt)).await?;
             run.run_loop().await
         };
-        let exit = match Box::pin(looped).await {
-            Ok(exit) | Err(exit) => exit,
-        };
+        let (Ok(exit) | Err(exit)) = Box::pin(looped).await;
         self.shared.add_subagent_spend(&run.usage, run.cost_usd);
         let report = run.result.take();
         match (exit.status, report) {

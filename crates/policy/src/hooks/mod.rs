@@ -389,22 +389,20 @@ impl Hooks {
 
 /// The hook's stdin: the common fields, then the event's own.
 fn stdin_json(ctx: &HookContext, event: HookEvent, payload: Value) -> Vec<u8> {
-    let mut object = serde_json::Map::new();
-    object.insert("session_id".into(), json!(ctx.session_id));
-    object.insert(
-        "transcript_path".into(),
-        json!(
-            ctx.transcript_path
-                .as_ref()
-                .map(|p| p.display().to_string())
-        ),
-    );
-    object.insert("cwd".into(), json!(ctx.cwd.display().to_string()));
-    object.insert("hook_event_name".into(), json!(event.as_str()));
-    if let Value::Object(fields) = payload {
+    let transcript_path = ctx
+        .transcript_path
+        .as_ref()
+        .map(|p| p.display().to_string());
+    let mut stdin = json!({
+        "session_id": ctx.session_id,
+        "transcript_path": transcript_path,
+        "cwd": ctx.cwd.display().to_string(),
+        "hook_event_name": event.as_str(),
+    });
+    if let (Value::Object(object), Value::Object(fields)) = (&mut stdin, payload) {
         object.extend(fields);
     }
-    let mut bytes = Value::Object(object).to_string().into_bytes();
+    let mut bytes = stdin.to_string().into_bytes();
     bytes.push(b'\n');
     bytes
 }
