@@ -275,26 +275,24 @@ async fn read_turn(
 
 /// A line of the CLI as JSON, or why the turn broke off there.
 fn json_line(line: Line) -> Result<serde_json::Value, Broken> {
-    match line {
-        Line::Json(value) => Ok(value),
-        Line::NotJson(text) => Err((
+    let (code, message) = match line {
+        Line::Json(value) => return Ok(value),
+        Line::NotJson(text) => (
             ErrorCode::ClaudeCodeProtocol,
             format!("the CLI printed a line that is not JSON: {text}"),
-            true,
-        )),
-        Line::TooLong(len) => Err((
+        ),
+        Line::TooLong(len) => (
             ErrorCode::ClaudeCodeLineTooLong,
             format!(
                 "the CLI printed a line of {len} bytes, over agentd's limit of {MAX_LINE_BYTES} bytes"
             ),
-            true,
-        )),
-        Line::Eof => Err((
+        ),
+        Line::Eof => (
             ErrorCode::ClaudeCodeCrashed,
             "the CLI exited during the turn".to_string(),
-            true,
-        )),
-    }
+        ),
+    };
+    Err((code, message, true))
 }
 
 /// `message` with the tail of the CLI's stderr and, when it ended on its

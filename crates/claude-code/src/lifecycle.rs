@@ -63,11 +63,10 @@ impl ClaudeCode {
                 Some(entry) => entry,
                 None => {
                     let announced: Announced = Default::default();
-                    let mcp = McpEndpoint::start(request.agent.offered_tools(), announced.clone())
-                        .await
-                        .map_err(|err| {
-                            format!("could not serve agentd's tools to the CLI: {err}")
-                        })?;
+                    // Its tools are set at the start of each turn.
+                    let mcp = McpEndpoint::start(announced.clone()).await.map_err(|err| {
+                        format!("could not serve agentd's tools to the CLI: {err}")
+                    })?;
                     let entry = Arc::new(Mutex::new(Live {
                         process: None,
                         model: request.settings.model.clone(),

@@ -2,7 +2,7 @@
 //! size cap), its stderr tail, writing user messages and control requests,
 //! and stopping it (close stdin, wait, TERM, KILL).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -117,18 +117,14 @@ impl Drop for Process {
 
 impl Process {
     pub fn spawn(launch: &Launch) -> std::io::Result<Self> {
-        let home = launch
-            .config_dir
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| launch.config_dir.clone());
+        let home = launch.config_dir.parent().unwrap_or(&launch.config_dir);
         let mut command = Command::new(&launch.settings.command);
         command
             .args(launch.args())
             .current_dir(&launch.workspace)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &home)
+            .env("HOME", home)
             .env("CLAUDE_CONFIG_DIR", &launch.config_dir)
             .env("ANTHROPIC_API_KEY", &launch.settings.api_key)
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")

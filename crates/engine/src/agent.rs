@@ -209,20 +209,16 @@ impl Agent {
     /// The agent a `Task` call runs: `def`'s prompt, tools and model, and
     /// this agent's workspace, sandbox, rules, hooks and approver.
     pub(crate) fn subagent(&self, def: &SubagentDef) -> Agent {
-        let named = |name: &str| {
-            def.tools
-                .as_ref()
-                .is_some_and(|t| t.iter().any(|n| n == name))
-        };
         let (tools, agent_tools) = match &def.tools {
-            Some(names) => (
-                self.tools.only(names),
-                AgentToolSet {
+            Some(names) => {
+                let named = |name: &str| names.iter().any(|n| n == name);
+                let agent_tools = AgentToolSet {
                     todo_write: named("TodoWrite"),
                     ask_user_question: named("AskUserQuestion"),
                     task: named("Task"),
-                },
-            ),
+                };
+                (self.tools.only(names), agent_tools)
+            }
             None => (
                 self.tools.clone(),
                 AgentToolSet {

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use agentd_protocol::{ContentBlock, Event};
+use agentd_protocol::{ContentBlock, ErrorCode, ErrorInfo, Event, OutputStream};
 use agentd_tools::{ToolContext, ToolOutput, ToolResult};
 use futures::future::join_all;
 use serde_json::Value;
@@ -151,8 +151,8 @@ impl TurnContext<'_> {
                     Err(message) => {
                         tracing::warn!(%message, "could not checkpoint the workspace");
                         self.sink
-                            .emit(Event::Error(agentd_protocol::ErrorInfo {
-                                code: agentd_protocol::ErrorCode::CheckpointFailed,
+                            .emit(Event::Error(ErrorInfo {
+                                code: ErrorCode::CheckpointFailed,
                                 message: format!(
                                     "The workspace could not be checkpointed before this turn \
                                      changed it, so it cannot be rewound to here: {message}"
@@ -273,7 +273,7 @@ impl TurnContext<'_> {
         &self,
         call_id: &str,
         live: &mut LiveStream<'_>,
-        due: impl IntoIterator<Item = (agentd_protocol::OutputStream, String)>,
+        due: impl IntoIterator<Item = (OutputStream, String)>,
     ) -> Result<(), SinkError> {
         for (stream, text) in due {
             let admitted = live.admit(&text);

@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 
 use agentd_model::{ModelError, ModelEvent, ModelRequest, ModelResponse};
 use agentd_protocol::{
-    ContentBlock, DeltaKind, ErrorCode, ErrorInfo, Event, Message, Role, TurnFinished, TurnStatus,
-    Usage,
+    CompactionTrigger, ContentBlock, DeltaKind, ErrorCode, ErrorInfo, Event, Message, Role,
+    TurnFinished, TurnStatus, Usage,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -41,7 +41,7 @@ impl TurnEngine for Agent {
             let feedback = hooks.user_prompt_submit(context, &message.text()).await;
             if feedback.block {
                 return Err(TurnOutcome::failed(
-                    agentd_protocol::ErrorCode::PromptBlocked,
+                    ErrorCode::PromptBlocked,
                     format!(
                         "A UserPromptSubmit hook blocked this message: {}",
                         feedback.reason.as_deref().unwrap_or("no reason given")
@@ -227,18 +227,13 @@ impl<'a> TurnRun<'a> {
     }
 
     async fn compact_turn(&mut self) -> Result<Exit, Exit> {
-        self.result = Some(
-            match self
-                .compact(agentd_protocol::CompactionTrigger::Manual)
-                .await?
-            {
-                Some(done) => format!(
-                    "Compacted the conversation from about {} to {} tokens.",
-                    done.tokens_before, done.tokens_after
-                ),
-                None => "There was nothing to compact.".to_string(),
-            },
-        );
+        self.result = Some(match self.compact(CompactionTrigger::Manual).await? {
+            Some(done) => format!(
+                "Compacted the conversation from about {} to {} tokens.",
+                done.tokens_before, done.tokens_after
+            ),
+            None => "There was nothing to compact.".to_string(),
+        });
         Ok(Exit::with(TurnStatus::Completed))
     }
 

@@ -191,10 +191,8 @@ fn pre_tool_answer(hook: &Hook, answer: JsonAnswer) -> Result<PreToolUseOutcome,
             .or_else(|| non_empty(answer.reason))
             .unwrap_or_else(|| format!("{} stopped processing", hook.label()));
         return Ok(PreToolUseOutcome {
-            decision: Some(HookDecision::Deny),
-            reason: Some(reason),
-            updated_input: None,
             additional_context,
+            ..deny(reason)
         });
     }
     let new = decision(specific.permission_decision.as_deref(), false)?;
