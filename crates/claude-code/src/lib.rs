@@ -20,7 +20,6 @@ use agentd_engine::{Agent, ExternalTurn, TurnBody, TurnEngine, TurnOutcome, Turn
 use agentd_protocol::{ErrorCode, ErrorInfo, Message, TurnStatus};
 use async_trait::async_trait;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 pub use lifecycle::DEFAULT_IDLE_TIMEOUT;
 use lifecycle::{Live, ensure_process, stop_process};
@@ -79,19 +78,24 @@ impl TurnEngine for ClaudeCodeTurn {
         let request = TurnRequest {
             turn: self,
             text: body.message.as_ref().map(Message::text).unwrap_or_default(),
-            turn_id: body.turn_id,
-            cancel: body.cancel.child_token(),
+            scope: TurnScope {
+                agent: self.agent.clone(),
+                sink: self.sink.clone(),
+                turn_id: body.turn_id,
+                cancel: body.cancel.child_token(),
+                external: ExternalTurn::default(),
+            },
         };
         self.claude.run_turn(request).await
     }
 }
 
-/// What one turn needs: the session's engine, and the turn's own parts.
+/// What one turn needs: the session's engine, the user's text, and the turn
+/// as its tool calls see it.
 pub(crate) struct TurnRequest<'a> {
     turn: &'a ClaudeCodeTurn,
-    pub turn_id: String,
     pub text: String,
-    pub cancel: CancellationToken,
+    pub scope: TurnScope,
 }
 
 impl std::ops::Deref for TurnRequest<'_> {
@@ -116,18 +120,11 @@ impl ClaudeCode {
         };
         live.last_used = Instant::now();
         live.mcp.set_tools(request.agent.offered_tools());
-        let scope = TurnScope {
-            agent: request.agent.clone(),
-            sink: request.sink.clone(),
-            turn_id: request.turn_id.clone(),
-            cancel: request.cancel.clone(),
-            external: ExternalTurn::default(),
-        };
-        live.mcp.set_scope(Some(scope.clone()));
+        live.mcp.set_scope(Some(request.scope.clone()));
         if let Ok(mut announced) = live.announced.lock() {
             announced.clear();
         }
-        let outcome = drive(&mut live, &request, &scope).await;
+        let outcome = drive(&mut live, &request).await;
         live.mcp.set_scope(None);
         live.last_used = Instant::now();
         // Keep the CLI's transcript in the store after `turn.finished`: the
@@ -160,7 +157,7 @@ impl ClaudeCode {
     }
 }
 
-async fn drive(live: &mut Live, request: &TurnRequest<'_>, scope: &TurnScope) -> TurnOutcome {
+async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> TurnOutcome {
     if let Err(err) = ensure_process(live, request).await {
         return failed(ErrorCode::ClaudeCodeStart, err);
     }
@@ -179,7 +176,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, scope: &TurnScope) ->
             ),
         );
     }
-    let mut translator = Translator::new(scope, announced);
+    let mut translator = Translator::new(&request.scope, announced);
     let (ended, stopping) = read_turn(process, &mut translator, request).await;
     if let Some(cli_session_id) = translator.cli_session_id.clone() {
         live.cli_session_id = Some(cli_session_id);
@@ -230,13 +227,13 @@ async fn read_turn(
         let grace = stopping.map(|(_, at)| at);
         let line = tokio::select! {
             line = process.lines.recv() => line.unwrap_or(Line::Eof),
-            _ = request.cancel.cancelled(), if stopping.is_none() => {
+            _ = request.scope.cancel.cancelled(), if stopping.is_none() => {
                 stopping = Some((TurnStatus::Interrupted, tokio::time::Instant::now() + INTERRUPT_GRACE));
                 let _ = process.control(json!({"subtype": "interrupt"})).await;
                 continue;
             }
             _ = tokio::time::sleep_until(deadline), if stopping.is_none() => {
-                request.cancel.cancel();
+                request.scope.cancel.cancel();
                 stopping = Some((TurnStatus::Timeout, tokio::time::Instant::now() + INTERRUPT_GRACE));
                 let _ = process.control(json!({"subtype": "interrupt"})).await;
                 continue;
@@ -264,7 +261,7 @@ async fn read_turn(
             }
             Ok(Step::Finished(result)) => break Ok(result),
             Err(err) => {
-                request.cancel.cancel();
+                request.scope.cancel.cancel();
                 let _ = process.control(json!({"subtype": "interrupt"})).await;
                 break Err((ErrorCode::StoreError, err.to_string(), false));
             }

@@ -253,12 +253,9 @@ async fn read_lines(stdout: impl AsyncRead + Unpin, sender: mpsc::UnboundedSende
         let mut too_long = 0usize;
         // Read one line without holding more than the cap in memory.
         loop {
-            let available = match reader.fill_buf().await {
-                Ok(bytes) => bytes,
-                Err(_) => {
-                    let _ = sender.send(Line::Eof);
-                    return;
-                }
+            let Ok(available) = reader.fill_buf().await else {
+                let _ = sender.send(Line::Eof);
+                return;
             };
             if available.is_empty() {
                 if buf.is_empty() && too_long == 0 {

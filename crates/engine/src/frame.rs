@@ -113,16 +113,12 @@ pub async fn run_framed(
     cancel: CancellationToken,
 ) -> TurnFinished {
     let started = Instant::now();
-    let TurnInput {
-        turn_id,
-        history,
-        message,
-    } = input;
-    let outcome = match open(engine, &turn_id, message, sink).await {
+    let turn_id = input.turn_id;
+    let outcome = match open(engine, &turn_id, input.message, sink).await {
         Ok(message) => {
             let body = TurnBody {
                 turn_id: turn_id.clone(),
-                history,
+                history: input.history,
                 message,
                 sink,
                 cancel,
