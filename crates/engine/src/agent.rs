@@ -178,25 +178,8 @@ impl Agent {
     pub(crate) fn agent_tool(&self, name: &str) -> Option<AgentTool> {
         let tool = AgentTool::from_name(name)?;
         let offered = self.agent_tools.contains(tool)
-            && (tool != AgentTool::Task
-                || self
-                    .subagents
-                    .as_ref()
-                    .is_some_and(|s| self.depth < s.max_depth));
+            && (tool != AgentTool::Task || self.subagents.iter().any(|s| self.depth < s.max_depth));
         offered.then_some(tool)
-    }
-
-    /// Every tool name this agent offers, for error messages.
-    pub(crate) fn tool_names(&self) -> Vec<String> {
-        self.tool_specs()
-            .iter()
-            .map(|spec| spec.name.clone())
-            .collect()
-    }
-
-    /// Whether a tool with this name exists for this agent.
-    pub(crate) fn has_tool(&self, name: &str) -> bool {
-        self.tools.get(name).is_some() || self.agent_tool(name).is_some()
     }
 
     /// Engine tools never change the workspace themselves (a subagent's

@@ -190,11 +190,13 @@ impl TurnContext<'_> {
     /// Calls that cannot run whatever anyone decides: unknown tools, input that
     /// was not valid JSON.
     fn precheck(&self, call: &Call) -> Option<ToolResult> {
-        if !self.agent.has_tool(&call.name) {
+        let (agent, name) = (self.agent, &call.name);
+        if agent.tools.get(name).is_none() && agent.agent_tool(name).is_none() {
+            let specs = agent.tool_specs();
+            let known: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
             return Some(ToolResult::error(format!(
-                "There is no tool named {:?}. Available tools: {}.",
-                call.name,
-                self.agent.tool_names().join(", ")
+                "There is no tool named {name:?}. Available tools: {}.",
+                known.join(", ")
             )));
         }
         if let Value::String(raw) = &call.input {
