@@ -55,10 +55,7 @@ pub(crate) struct TurnShared {
 
 impl TurnShared {
     pub(crate) fn spent_usd(&self) -> f64 {
-        self.spent_usd
-            .lock()
-            .map(|spent| *spent)
-            .unwrap_or_default()
+        self.spent_usd.lock().map_or(0.0, |spent| *spent)
     }
 
     pub(crate) fn add_spent(&self, cost_usd: f64) {

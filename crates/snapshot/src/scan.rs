@@ -318,9 +318,8 @@ fn classify(
         FileType::Symlink => {
             let target = match rustix::fs::readlinkat(dir, name, Vec::new()) {
                 Ok(t) => t,
-                Err(Errno::NOENT) => return Err(None),
-                // Swapped for something else since the lstat.
-                Err(Errno::INVAL) => return Err(None),
+                // Gone, or swapped for something else since the lstat.
+                Err(Errno::NOENT | Errno::INVAL) => return Err(None),
                 Err(e) => return Err(Some(unreadable(&e.into()))),
             };
             let target =
