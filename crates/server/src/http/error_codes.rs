@@ -212,7 +212,11 @@ mod tests {
         let errors = one_of_each();
         for error in &errors {
             let listed = ApiError::CODES.iter().find(|c| c.code == error.code());
-            assert!(listed.is_some(), "{} is not in ApiError::CODES", error.code());
+            assert!(
+                listed.is_some(),
+                "{} is not in ApiError::CODES",
+                error.code()
+            );
         }
         for listed in ApiError::CODES {
             assert!(
