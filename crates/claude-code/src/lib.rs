@@ -20,7 +20,6 @@ use agentd_engine::{Agent, ExternalTurn, TurnBody, TurnEngine, TurnOutcome, Turn
 use agentd_protocol::{ErrorCode, ErrorInfo, Message, TurnStatus};
 use async_trait::async_trait;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 pub use lifecycle::DEFAULT_IDLE_TIMEOUT;
 use lifecycle::{Live, ensure_process, stop_process};
@@ -77,39 +76,34 @@ pub struct ClaudeCodeTurn {
 impl TurnEngine for ClaudeCodeTurn {
     async fn run(&self, body: TurnBody<'_>) -> TurnOutcome {
         let request = TurnRequest {
-            session_id: &self.session_id,
-            session_turns: self.session_turns,
-            workspace: self.workspace.clone(),
-            data_dir: self.data_dir.clone(),
-            store: self.store.clone(),
-            settings: self.settings.clone(),
-            agent: self.agent.clone(),
-            sink: self.sink.clone(),
+            turn: self,
             text: body.message.as_ref().map(Message::text).unwrap_or_default(),
-            turn_id: body.turn_id,
-            cancel: body.cancel.child_token(),
-            timeout: self.timeout,
-            max_turns: self.max_turns,
+            scope: TurnScope {
+                agent: self.agent.clone(),
+                sink: self.sink.clone(),
+                turn_id: body.turn_id,
+                cancel: body.cancel.child_token(),
+                external: ExternalTurn::default(),
+            },
         };
         self.claude.run_turn(request).await
     }
 }
 
-/// What one turn needs.
+/// What one turn needs: the session's engine, the user's text, and the turn
+/// as its tool calls see it.
 pub(crate) struct TurnRequest<'a> {
-    pub session_id: &'a str,
-    pub session_turns: u64,
-    pub workspace: PathBuf,
-    pub data_dir: PathBuf,
-    pub store: Arc<dyn agentd_store::Store>,
-    pub settings: ClaudeCodeSettings,
-    pub agent: Arc<Agent>,
-    pub sink: Arc<dyn TurnSink>,
-    pub turn_id: String,
+    turn: &'a ClaudeCodeTurn,
     pub text: String,
-    pub cancel: CancellationToken,
-    pub timeout: Duration,
-    pub max_turns: u32,
+    pub scope: TurnScope,
+}
+
+impl std::ops::Deref for TurnRequest<'_> {
+    type Target = ClaudeCodeTurn;
+
+    fn deref(&self) -> &ClaudeCodeTurn {
+        self.turn
+    }
 }
 
 fn failed(code: impl Into<ErrorCode>, message: String) -> TurnOutcome {
@@ -126,18 +120,11 @@ impl ClaudeCode {
         };
         live.last_used = Instant::now();
         live.mcp.set_tools(request.agent.offered_tools());
-        let external = ExternalTurn::default();
-        live.mcp.set_scope(Some(TurnScope {
-            agent: request.agent.clone(),
-            sink: request.sink.clone(),
-            turn_id: request.turn_id.clone(),
-            cancel: request.cancel.clone(),
-            external: external.clone(),
-        }));
+        live.mcp.set_scope(Some(request.scope.clone()));
         if let Ok(mut announced) = live.announced.lock() {
             announced.clear();
         }
-        let outcome = drive(&mut live, &request, external).await;
+        let outcome = drive(&mut live, &request).await;
         live.mcp.set_scope(None);
         live.last_used = Instant::now();
         // Keep the CLI's transcript in the store after `turn.finished`: the
@@ -170,7 +157,7 @@ impl ClaudeCode {
     }
 }
 
-async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTurn) -> TurnOutcome {
+async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> TurnOutcome {
     if let Err(err) = ensure_process(live, request).await {
         return failed(ErrorCode::ClaudeCodeStart, err);
     }
@@ -189,13 +176,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
             ),
         );
     }
-    let mut translator = Translator::new(
-        request.turn_id.clone(),
-        request.sink.as_ref(),
-        &request.agent,
-        announced,
-        external,
-    );
+    let mut translator = Translator::new(&request.scope, announced);
     let (ended, stopping) = read_turn(process, &mut translator, request).await;
     if let Some(cli_session_id) = translator.cli_session_id.clone() {
         live.cli_session_id = Some(cli_session_id);
@@ -213,30 +194,17 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>, external: ExternalTur
             stop_process(live).await;
             TurnOutcome {
                 status: stopping.unwrap_or(TurnStatus::Interrupted),
-                error: Some(ErrorInfo {
-                    code,
-                    message,
-                    retryable: true,
-                }),
                 model_calls,
-                ..failed("", String::new())
+                ..failed(code, message)
             }
         }
         Err((code, message, with_tail)) => {
             // Stopped first: its stderr is then complete.
-            let stopped = stop_process(live).await;
-            let message = if with_tail {
-                with_stderr(
-                    message,
-                    stopped.as_ref(),
-                    code == ErrorCode::ClaudeCodeCrashed,
-                )
-            } else {
-                message
-            };
+            let stopped = stop_process(live).await.filter(|_| with_tail);
+            let crashed = code == ErrorCode::ClaudeCodeCrashed;
             TurnOutcome {
                 model_calls,
-                ..failed(code, message)
+                ..failed(code, with_stderr(message, stopped.as_ref(), crashed))
             }
         }
     }
@@ -259,13 +227,13 @@ async fn read_turn(
         let grace = stopping.map(|(_, at)| at);
         let line = tokio::select! {
             line = process.lines.recv() => line.unwrap_or(Line::Eof),
-            _ = request.cancel.cancelled(), if stopping.is_none() => {
+            _ = request.scope.cancel.cancelled(), if stopping.is_none() => {
                 stopping = Some((TurnStatus::Interrupted, tokio::time::Instant::now() + INTERRUPT_GRACE));
                 let _ = process.control(json!({"subtype": "interrupt"})).await;
                 continue;
             }
             _ = tokio::time::sleep_until(deadline), if stopping.is_none() => {
-                request.cancel.cancel();
+                request.scope.cancel.cancel();
                 stopping = Some((TurnStatus::Timeout, tokio::time::Instant::now() + INTERRUPT_GRACE));
                 let _ = process.control(json!({"subtype": "interrupt"})).await;
                 continue;
@@ -293,7 +261,7 @@ async fn read_turn(
             }
             Ok(Step::Finished(result)) => break Ok(result),
             Err(err) => {
-                request.cancel.cancel();
+                request.scope.cancel.cancel();
                 let _ = process.control(json!({"subtype": "interrupt"})).await;
                 break Err((ErrorCode::StoreError, err.to_string(), false));
             }
@@ -304,26 +272,24 @@ async fn read_turn(
 
 /// A line of the CLI as JSON, or why the turn broke off there.
 fn json_line(line: Line) -> Result<serde_json::Value, Broken> {
-    match line {
-        Line::Json(value) => Ok(value),
-        Line::NotJson(text) => Err((
+    let (code, message) = match line {
+        Line::Json(value) => return Ok(value),
+        Line::NotJson(text) => (
             ErrorCode::ClaudeCodeProtocol,
             format!("the CLI printed a line that is not JSON: {text}"),
-            true,
-        )),
-        Line::TooLong(len) => Err((
+        ),
+        Line::TooLong(len) => (
             ErrorCode::ClaudeCodeLineTooLong,
             format!(
                 "the CLI printed a line of {len} bytes, over agentd's limit of {MAX_LINE_BYTES} bytes"
             ),
-            true,
-        )),
-        Line::Eof => Err((
+        ),
+        Line::Eof => (
             ErrorCode::ClaudeCodeCrashed,
             "the CLI exited during the turn".to_string(),
-            true,
-        )),
-    }
+        ),
+    };
+    Err((code, message, true))
 }
 
 /// `message` with the tail of the CLI's stderr and, when it ended on its

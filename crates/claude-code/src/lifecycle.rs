@@ -59,15 +59,14 @@ impl ClaudeCode {
     ) -> Result<OwnedMutexGuard<Live>, String> {
         self.start_reaper(request.settings.idle_timeout);
         loop {
-            let entry = match self.entry(request.session_id) {
+            let entry = match self.entry(&request.session_id) {
                 Some(entry) => entry,
                 None => {
                     let announced: Announced = Default::default();
-                    let mcp = McpEndpoint::start(request.agent.offered_tools(), announced.clone())
-                        .await
-                        .map_err(|err| {
-                            format!("could not serve agentd's tools to the CLI: {err}")
-                        })?;
+                    // Its tools are set at the start of each turn.
+                    let mcp = McpEndpoint::start(announced.clone()).await.map_err(|err| {
+                        format!("could not serve agentd's tools to the CLI: {err}")
+                    })?;
                     let entry = Arc::new(Mutex::new(Live {
                         process: None,
                         model: request.settings.model.clone(),
@@ -76,7 +75,7 @@ impl ClaudeCode {
                         config_dir: request
                             .data_dir
                             .join("claude-code")
-                            .join(request.session_id)
+                            .join(&request.session_id)
                             .join(".claude"),
                         cli_session_id: None,
                         transcript_marker: None,
@@ -221,32 +220,25 @@ pub(super) async fn ensure_process(
         .map_err(|e| format!("cannot create {}: {e}", live.config_dir.display()))?;
     let pointer = transcript::latest(
         request.store.as_ref(),
-        request.session_id,
+        &request.session_id,
         request.session_turns,
     )
     .await
     .map_err(|e| e.to_string())?;
-    let resume = match pointer {
-        Some(pointer) => {
-            transcript::restore(request.store.as_ref(), &pointer, &live.config_dir).await?;
-            Some(pointer.cli_session_id)
-        }
-        None => None,
-    };
+    if let Some(pointer) = &pointer {
+        transcript::restore(request.store.as_ref(), pointer, &live.config_dir).await?;
+    }
     let launch = Launch {
-        command: request.settings.command.clone(),
-        model: request.settings.model.clone(),
-        base_url: request.settings.base_url.clone(),
-        api_key: request.settings.api_key.clone(),
+        settings: request.settings.clone(),
         workspace: request.workspace.clone(),
         config_dir: live.config_dir.clone(),
         mcp_config: live.mcp.config(),
-        resume,
+        resume: pointer.map(|pointer| pointer.cli_session_id),
         max_turns: request.max_turns,
     };
     let process = Process::spawn(&launch)
-        .map_err(|e| format!("could not start {}: {e}", launch.command.display()))?;
-    tracing::info!(session = request.session_id, pid = ?process.pid(), resume = ?launch.resume, "claude process started");
+        .map_err(|e| format!("could not start {}: {e}", launch.settings.command.display()))?;
+    tracing::info!(session = request.session_id.as_str(), pid = ?process.pid(), resume = ?launch.resume, "claude process started");
     live.process = Some(process);
     live.model = request.settings.model.clone();
     Ok(())

@@ -52,12 +52,11 @@ impl Drop for McpEndpoint {
 }
 
 impl McpEndpoint {
-    pub async fn start(tools: Vec<ToolSpec>, announced: Announced) -> std::io::Result<Self> {
-        let secret = format!("{:032x}", rand::random::<u128>());
+    pub async fn start(announced: Announced) -> std::io::Result<Self> {
         let state = Arc::new(McpState {
-            secret,
-            tools: Mutex::new(tools),
-            scope: Mutex::new(None),
+            secret: format!("{:032x}", rand::random::<u128>()),
+            tools: Mutex::default(),
+            scope: Mutex::default(),
             announced,
         });
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;

@@ -2,7 +2,7 @@
 //! size cap), its stderr tail, writing user messages and control requests,
 //! and stopping it (close stdin, wait, TERM, KILL).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +13,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+use super::ClaudeCodeSettings;
 
 /// Longest stdout line accepted (a tool result or a big file can make lines
 /// of several MiB; the SDKs' 1 MiB default is too small).
@@ -37,10 +39,7 @@ pub enum Line {
 /// How to start the CLI for one session.
 #[derive(Debug, Clone)]
 pub struct Launch {
-    pub command: PathBuf,
-    pub model: String,
-    pub base_url: Option<String>,
-    pub api_key: String,
+    pub settings: ClaudeCodeSettings,
     pub workspace: PathBuf,
     /// `CLAUDE_CONFIG_DIR`, private to the session.
     pub config_dir: PathBuf,
@@ -76,7 +75,7 @@ impl Launch {
         ]
         .map(String::from)
         .to_vec();
-        args.extend(["--model".into(), self.model.clone()]);
+        args.extend(["--model".into(), self.settings.model.clone()]);
         args.extend(["--max-turns".into(), self.max_turns.to_string()]);
         args.extend(["--mcp-config".into(), self.mcp_config.to_string()]);
         if let Some(id) = &self.resume {
@@ -118,20 +117,16 @@ impl Drop for Process {
 
 impl Process {
     pub fn spawn(launch: &Launch) -> std::io::Result<Self> {
-        let home = launch
-            .config_dir
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| launch.config_dir.clone());
-        let mut command = Command::new(&launch.command);
+        let home = launch.config_dir.parent().unwrap_or(&launch.config_dir);
+        let mut command = Command::new(&launch.settings.command);
         command
             .args(launch.args())
             .current_dir(&launch.workspace)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &home)
+            .env("HOME", home)
             .env("CLAUDE_CONFIG_DIR", &launch.config_dir)
-            .env("ANTHROPIC_API_KEY", &launch.api_key)
+            .env("ANTHROPIC_API_KEY", &launch.settings.api_key)
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .env("DISABLE_AUTOUPDATER", "1")
             // Root may not skip permission prompts otherwise; agentd's
@@ -145,7 +140,7 @@ impl Process {
         if let Some(lang) = std::env::var_os("LANG") {
             command.env("LANG", lang);
         }
-        if let Some(url) = &launch.base_url {
+        if let Some(url) = &launch.settings.base_url {
             command.env("ANTHROPIC_BASE_URL", url);
         }
         let mut child = command.spawn()?;
@@ -258,12 +253,9 @@ async fn read_lines(stdout: impl AsyncRead + Unpin, sender: mpsc::UnboundedSende
         let mut too_long = 0usize;
         // Read one line without holding more than the cap in memory.
         loop {
-            let available = match reader.fill_buf().await {
-                Ok(bytes) => bytes,
-                Err(_) => {
-                    let _ = sender.send(Line::Eof);
-                    return;
-                }
+            let Ok(available) = reader.fill_buf().await else {
+                let _ = sender.send(Line::Eof);
+                return;
             };
             if available.is_empty() {
                 if buf.is_empty() && too_long == 0 {

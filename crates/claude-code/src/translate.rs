@@ -12,7 +12,7 @@ use agentd_engine::{Agent, ExternalTurn, SinkError, TurnSink};
 use agentd_protocol::{CompactionTrigger, ContentBlock, DeltaKind, Event, Message, Role, Usage};
 use serde_json::Value;
 
-use super::mcp::Announced;
+use super::mcp::{Announced, TurnScope};
 
 /// Agent's tools appear to the CLI under this prefix.
 pub const TOOL_PREFIX: &str = "mcp__agentd__";
@@ -92,19 +92,13 @@ fn result_text(content: &Value) -> String {
 }
 
 impl<'a> Translator<'a> {
-    pub fn new(
-        turn_id: String,
-        sink: &'a dyn TurnSink,
-        agent: &'a Agent,
-        announced: Announced,
-        external: ExternalTurn,
-    ) -> Self {
+    pub fn new(scope: &'a TurnScope, announced: Announced) -> Self {
         Self {
-            turn_id,
-            sink,
-            agent,
+            turn_id: scope.turn_id.clone(),
+            sink: scope.sink.as_ref(),
+            agent: &scope.agent,
             announced,
-            external,
+            external: scope.external.clone(),
             deltas: Vec::new(),
             delta_bytes: 0,
             first_delta: None,

@@ -174,34 +174,12 @@ impl Agent {
         self
     }
 
-    pub(crate) fn subagents(&self) -> Option<&Subagents> {
-        self.subagents.as_deref()
-    }
-
-    pub(crate) fn depth(&self) -> u32 {
-        self.depth
-    }
-
     /// The engine tool `name` names, when this agent offers it.
     pub(crate) fn agent_tool(&self, name: &str) -> Option<AgentTool> {
         let tool = AgentTool::from_name(name)?;
         let offered = self.agent_tools.contains(tool)
-            && (tool != AgentTool::Task
-                || self.subagents().is_some_and(|s| self.depth < s.max_depth));
+            && (tool != AgentTool::Task || self.subagents.iter().any(|s| self.depth < s.max_depth));
         offered.then_some(tool)
-    }
-
-    /// Every tool name this agent offers, for error messages.
-    pub(crate) fn tool_names(&self) -> Vec<String> {
-        self.tool_specs()
-            .iter()
-            .map(|spec| spec.name.clone())
-            .collect()
-    }
-
-    /// Whether a tool with this name exists for this agent.
-    pub(crate) fn has_tool(&self, name: &str) -> bool {
-        self.tools.get(name).is_some() || self.agent_tool(name).is_some()
     }
 
     /// Engine tools never change the workspace themselves (a subagent's
@@ -214,20 +192,16 @@ impl Agent {
     /// The agent a `Task` call runs: `def`'s prompt, tools and model, and
     /// this agent's workspace, sandbox, rules, hooks and approver.
     pub(crate) fn subagent(&self, def: &SubagentDef) -> Agent {
-        let named = |name: &str| {
-            def.tools
-                .as_ref()
-                .is_some_and(|t| t.iter().any(|n| n == name))
-        };
         let (tools, agent_tools) = match &def.tools {
-            Some(names) => (
-                self.tools.only(names),
-                AgentToolSet {
+            Some(names) => {
+                let named = |name: &str| names.iter().any(|n| n == name);
+                let agent_tools = AgentToolSet {
                     todo_write: named("TodoWrite"),
                     ask_user_question: named("AskUserQuestion"),
                     task: named("Task"),
-                },
-            ),
+                };
+                (self.tools.only(names), agent_tools)
+            }
             None => (
                 self.tools.clone(),
                 AgentToolSet {
@@ -246,11 +220,7 @@ impl Agent {
             tool_context: self.tool_context.clone(),
             config: AgentConfig {
                 // A subagent on its own model is priced by that model's name.
-                price: if def.model.is_some() {
-                    None
-                } else {
-                    self.config.price
-                },
+                price: self.config.price.filter(|_| def.model.is_none()),
                 model_name,
                 system_prompt: def.prompt.clone(),
                 limits: self.config.limits.clone(),
@@ -288,15 +258,7 @@ impl Agent {
         &self.config
     }
 
-    pub(crate) fn permissions(&self) -> Option<&Mutex<PermissionPolicy>> {
-        self.permissions.as_deref()
-    }
-
     pub(crate) fn hooks(&self) -> Option<(&Hooks, &HookContext)> {
         self.hooks.as_ref().map(|(hooks, context)| (hooks, context))
-    }
-
-    pub(crate) fn approver(&self) -> &dyn Approver {
-        self.approver.as_ref()
     }
 }

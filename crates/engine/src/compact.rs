@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use agentd_model::{ModelEvent, ModelRequest};
-use agentd_protocol::{CompactionTrigger, ContentBlock, Event, Message, Role};
+use agentd_protocol::{CompactionTrigger, ContentBlock, ErrorCode, Event, Message, Role};
 use futures::StreamExt;
 
 use crate::offered::json_len;
@@ -246,7 +246,7 @@ impl TurnRun<'_> {
         let summary = Message::assistant(response.content).text();
         if summary.trim().is_empty() {
             return Err(Exit::failed(
-                agentd_protocol::ErrorCode::CompactionFailed,
+                ErrorCode::CompactionFailed,
                 "The model wrote an empty summary; the context was not compacted.".into(),
                 true,
             ));

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::live_budget::TurnStreamBudget;
-use crate::sink::{SinkError, TurnSink};
+use crate::sink::TurnSink;
 
 /// One turn (or a subagent's run inside it) as its tool calls see it.
 #[derive(Clone, Copy)]
@@ -23,22 +23,18 @@ pub(crate) struct TurnContext<'a> {
     pub shared: &'a Arc<TurnShared>,
 }
 
-impl TurnContext<'_> {
-    /// The one `output.truncated` of a stream that reached a limit.
-    pub(crate) async fn emit_truncated(
-        &self,
-        call_id: Option<&str>,
-        (limit, limit_bytes): (OutputLimit, u64),
-    ) -> Result<(), SinkError> {
-        self.sink
-            .emit(Event::OutputTruncated {
-                turn_id: self.turn_id.to_string(),
-                call_id: call_id.map(str::to_string),
-                limit,
-                limit_bytes,
-                parent_call_id: None,
-            })
-            .await
+/// The one `output.truncated` of a stream that reached a limit.
+pub(crate) fn truncated(
+    turn_id: &str,
+    call_id: Option<&str>,
+    (limit, limit_bytes): (OutputLimit, u64),
+) -> Event {
+    Event::OutputTruncated {
+        turn_id: turn_id.to_string(),
+        call_id: call_id.map(str::to_string),
+        limit,
+        limit_bytes,
+        parent_call_id: None,
     }
 }
 
@@ -59,10 +55,7 @@ pub(crate) struct TurnShared {
 
 impl TurnShared {
     pub(crate) fn spent_usd(&self) -> f64 {
-        self.spent_usd
-            .lock()
-            .map(|spent| *spent)
-            .unwrap_or_default()
+        self.spent_usd.lock().map_or(0.0, |spent| *spent)
     }
 
     pub(crate) fn add_spent(&self, cost_usd: f64) {

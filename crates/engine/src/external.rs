@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
-use crate::context::{TurnContext, TurnShared};
+use crate::context::{TurnContext, TurnShared, truncated};
 use crate::live_budget::LiveStream;
 use crate::sink::{SinkError, TurnSink};
 
@@ -34,13 +34,7 @@ impl ExternalTurn {
         let admitted = LiveStream::new(&self.shared.streamed, limit, None).admit(text);
         let notice = admitted
             .notice
-            .map(|(limit, limit_bytes)| Event::OutputTruncated {
-                turn_id: turn_id.to_string(),
-                call_id: None,
-                limit,
-                limit_bytes,
-                parent_call_id: None,
-            });
+            .map(|notice| truncated(turn_id, None, notice));
         (admitted.text, notice)
     }
 }

@@ -3,7 +3,9 @@
 //! turn's `error` (if any) and exactly one `turn.finished`, recorded with
 //! everything before it.
 
-use agentd_protocol::{AgentStatus, ErrorInfo, Event, Message, TurnFinished, TurnStatus, Usage};
+use agentd_protocol::{
+    AgentStatus, ErrorCode, ErrorInfo, Event, Message, TurnFinished, TurnStatus, Usage,
+};
 use async_trait::async_trait;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -40,11 +42,7 @@ impl TurnOutcome {
     }
 
     /// Failed with this error, having spent nothing.
-    pub fn failed(
-        code: impl Into<agentd_protocol::ErrorCode>,
-        message: String,
-        retryable: bool,
-    ) -> Self {
+    pub fn failed(code: impl Into<ErrorCode>, message: String, retryable: bool) -> Self {
         Self {
             error: Some(ErrorInfo {
                 code: code.into(),
@@ -57,11 +55,7 @@ impl TurnOutcome {
 
     /// The sink could not record the turn's progress.
     pub fn store_failed(err: SinkError) -> Self {
-        Self::failed(
-            agentd_protocol::ErrorCode::StoreError,
-            err.to_string(),
-            true,
-        )
+        Self::failed(ErrorCode::StoreError, err.to_string(), true)
     }
 
     fn finished(&self, turn_id: &str, started: Instant) -> TurnFinished {
@@ -119,16 +113,12 @@ pub async fn run_framed(
     cancel: CancellationToken,
 ) -> TurnFinished {
     let started = Instant::now();
-    let TurnInput {
-        turn_id,
-        history,
-        message,
-    } = input;
-    let outcome = match open(engine, &turn_id, message, sink).await {
+    let turn_id = input.turn_id;
+    let outcome = match open(engine, &turn_id, input.message, sink).await {
         Ok(message) => {
             let body = TurnBody {
                 turn_id: turn_id.clone(),
-                history,
+                history: input.history,
                 message,
                 sink,
                 cancel,

@@ -39,7 +39,7 @@ impl TurnContext<'_> {
             }
             hook = outcome.decision.map(|decision| (decision, outcome.reason));
         }
-        let Some(policy) = self.agent.permissions() else {
+        let Some(policy) = self.agent.permissions.as_deref() else {
             // No policy configured: only hooks can stop a call.
             return Ok(match hook {
                 Some((HookDecision::Deny, reason)) => Gate::Refuse(hook_denied(reason)),
@@ -97,7 +97,7 @@ impl TurnContext<'_> {
             reason,
             session_rule: session_rule.clone(),
         };
-        let approver = self.agent.approver();
+        let approver = &self.agent.approver;
         approver.prepare(&request).await;
         self.sink
             .emit(Event::PermissionRequested {

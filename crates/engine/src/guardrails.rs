@@ -2,21 +2,10 @@
 //! subagents, and per session) and the circuit breaker (failing calls in a
 //! row, the same call over and over); and the agent's own final status line.
 
-use agentd_protocol::{AgentStatus, ContentBlock, ErrorCode, ErrorInfo, TurnStatus};
+use agentd_protocol::{AgentStatus, ContentBlock, ErrorCode, TurnStatus};
 use serde_json::Value;
 
 use crate::turn::{Exit, TurnRun};
-
-fn stop(status: TurnStatus, code: ErrorCode, message: String) -> Exit {
-    Exit {
-        status,
-        error: Some(ErrorInfo {
-            code,
-            message,
-            retryable: false,
-        }),
-    }
-}
 
 impl TurnRun<'_> {
     /// `Some` when the turn (subagents included) or the session has spent
@@ -27,7 +16,7 @@ impl TurnRun<'_> {
         if let Some(budget) = limits.max_budget_usd
             && spent >= budget
         {
-            return Some(stop(
+            return Some(Exit::stop(
                 TurnStatus::BudgetExceeded,
                 ErrorCode::BudgetExceeded,
                 format!(
@@ -38,7 +27,7 @@ impl TurnRun<'_> {
         if let Some(cap) = &limits.owner_spend
             && spent >= cap.remaining_usd
         {
-            return Some(stop(
+            return Some(Exit::stop(
                 TurnStatus::BudgetExceeded,
                 ErrorCode::SpendQuotaExceeded,
                 format!(
@@ -52,7 +41,7 @@ impl TurnRun<'_> {
         if let Some(budget) = limits.max_session_budget_usd
             && session >= budget
         {
-            return Some(stop(
+            return Some(Exit::stop(
                 TurnStatus::BudgetExceeded,
                 ErrorCode::SessionBudgetExceeded,
                 format!(
@@ -93,7 +82,7 @@ impl CallStreak {
             self.same_in_a_row = if same { self.same_in_a_row + 1 } else { 1 };
             self.last_call = Some((name.clone(), input.clone()));
             if max_failed > 0 && self.failed_in_a_row >= max_failed {
-                return Some(stop(
+                return Some(Exit::stop(
                     TurnStatus::CircuitBreaker,
                     ErrorCode::TooManyFailures,
                     format!(
@@ -104,7 +93,7 @@ impl CallStreak {
                 ));
             }
             if max_identical > 0 && self.same_in_a_row >= max_identical {
-                return Some(stop(
+                return Some(Exit::stop(
                     TurnStatus::CircuitBreaker,
                     ErrorCode::RepeatedCall,
                     format!(

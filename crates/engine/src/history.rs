@@ -76,7 +76,7 @@ fn answers_exactly(calls: &[ContentBlock], content: &[ContentBlock]) -> bool {
 fn repair(messages: Vec<Message>) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::with_capacity(messages.len());
     let mut pending: Vec<String> = Vec::new();
-    for message in messages {
+    for mut message in messages {
         match message.role {
             Role::Assistant => {
                 close_pending(&mut out, &mut pending, None);
@@ -84,16 +84,9 @@ fn repair(messages: Vec<Message>) -> Vec<Message> {
                 push_merged(&mut out, message);
             }
             Role::User => {
-                let mut content = message.content;
-                close_pending(&mut out, &mut pending, Some(&mut content));
-                if !content.is_empty() {
-                    push_merged(
-                        &mut out,
-                        Message {
-                            role: Role::User,
-                            content,
-                        },
-                    );
+                close_pending(&mut out, &mut pending, Some(&mut message.content));
+                if !message.content.is_empty() {
+                    push_merged(&mut out, message);
                 }
             }
         }

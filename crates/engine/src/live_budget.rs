@@ -34,11 +34,6 @@ impl TurnStreamBudget {
             });
         granted
     }
-
-    /// True for the first caller only: the turn's notice is sent once.
-    fn first_notice(&self) -> bool {
-        !self.noticed.swap(true, Ordering::SeqCst)
-    }
 }
 
 /// What of a piece of live text may be stored.
@@ -93,9 +88,9 @@ impl<'a> LiveStream<'a> {
         self.sent += kept as u64;
         let notice = if granted < wanted {
             self.stopped = true;
-            self.turn
-                .first_notice()
-                .then_some((OutputLimit::Turn, self.turn_limit))
+            // The turn's notice is sent once, by the first stream to reach it.
+            let first = !self.turn.noticed.swap(true, Ordering::SeqCst);
+            first.then_some((OutputLimit::Turn, self.turn_limit))
         } else if wanted < text.len() {
             self.stopped = true;
             self.own_limit.map(|limit| (OutputLimit::ToolCall, limit))

@@ -25,7 +25,7 @@ impl Agent {
                 .agent_tools
                 .iter()
                 .filter(|tool| self.agent_tool(tool.name()).is_some())
-                .map(|tool| tool.spec(self.subagents()));
+                .map(|tool| tool.spec(self.subagents.as_deref()));
             let specs: Vec<ToolSpec> = plain.chain(own).collect();
             let chars = specs
                 .iter()

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use agentd_protocol::{ContentBlock, Event};
+use agentd_protocol::{ContentBlock, ErrorCode, ErrorInfo, Event, OutputStream};
 use agentd_tools::{ToolContext, ToolOutput, ToolResult};
 use futures::future::join_all;
 use serde_json::Value;
@@ -11,7 +11,7 @@ use tokio::time::sleep_until;
 
 use crate::agent_tools::AgentTool;
 use crate::coalesce::Coalescer;
-use crate::context::TurnContext;
+use crate::context::{TurnContext, truncated};
 use crate::gate::Gate;
 use crate::live_budget::LiveStream;
 use crate::sink::SinkError;
@@ -42,22 +42,18 @@ impl TurnContext<'_> {
         let mut results = Vec::with_capacity(calls.len());
         let mut rest = calls.as_slice();
         while !rest.is_empty() {
-            let batch_len = match rest.iter().position(|c| !self.is_read_only(&c.name)) {
+            let batch_len = match rest.iter().position(|c| !self.agent.is_read_only(&c.name)) {
                 Some(0) => 1,
                 Some(n) => n,
                 None => rest.len(),
             };
             let (batch, tail) = rest.split_at(batch_len);
             rest = tail;
-            for result in join_all(batch.iter().map(|call| self.run_call(call))).await {
+            for result in join_all(batch.iter().map(|call| self.run_call(call, true))).await {
                 results.push(result?);
             }
         }
         Ok(results)
-    }
-
-    fn is_read_only(&self, name: &str) -> bool {
-        self.agent.is_read_only(name)
     }
 
     /// One call announced elsewhere (no `tool.started`/`tool.finished`).
@@ -68,14 +64,10 @@ impl TurnContext<'_> {
         let ContentBlock::ToolUse { id, name, input } = block else {
             return Ok(block);
         };
-        self.run_call_inner(&Call { id, name, input }, false).await
+        self.run_call(&Call { id, name, input }, false).await
     }
 
-    async fn run_call(&self, call: &Call) -> Result<ContentBlock, SinkError> {
-        self.run_call_inner(call, true).await
-    }
-
-    async fn run_call_inner(&self, call: &Call, announce: bool) -> Result<ContentBlock, SinkError> {
+    async fn run_call(&self, call: &Call, announce: bool) -> Result<ContentBlock, SinkError> {
         let answer = |result: ToolResult| ContentBlock::ToolResult {
             tool_use_id: call.id.clone(),
             content: result.content,
@@ -96,7 +88,7 @@ impl TurnContext<'_> {
                 .await?;
         }
         let started = Instant::now();
-        let read_only = self.is_read_only(&call.name);
+        let read_only = self.agent.is_read_only(&call.name);
         let result = match self.precheck(call) {
             Some(refusal) => refusal,
             None => match self
@@ -159,8 +151,8 @@ impl TurnContext<'_> {
                     Err(message) => {
                         tracing::warn!(%message, "could not checkpoint the workspace");
                         self.sink
-                            .emit(Event::Error(agentd_protocol::ErrorInfo {
-                                code: agentd_protocol::ErrorCode::CheckpointFailed,
+                            .emit(Event::Error(ErrorInfo {
+                                code: ErrorCode::CheckpointFailed,
                                 message: format!(
                                     "The workspace could not be checkpointed before this turn \
                                      changed it, so it cannot be rewound to here: {message}"
@@ -198,11 +190,12 @@ impl TurnContext<'_> {
     /// Calls that cannot run whatever anyone decides: unknown tools, input that
     /// was not valid JSON.
     fn precheck(&self, call: &Call) -> Option<ToolResult> {
-        if !self.agent.has_tool(&call.name) {
-            let known: Vec<String> = self.agent.tool_names();
+        let (agent, name) = (self.agent, &call.name);
+        if agent.tools.get(name).is_none() && agent.agent_tool(name).is_none() {
+            let specs = agent.tool_specs();
+            let known: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
             return Some(ToolResult::error(format!(
-                "There is no tool named {:?}. Available tools: {}.",
-                call.name,
+                "There is no tool named {name:?}. Available tools: {}.",
                 known.join(", ")
             )));
         }
@@ -282,7 +275,7 @@ impl TurnContext<'_> {
         &self,
         call_id: &str,
         live: &mut LiveStream<'_>,
-        due: impl IntoIterator<Item = (agentd_protocol::OutputStream, String)>,
+        due: impl IntoIterator<Item = (OutputStream, String)>,
     ) -> Result<(), SinkError> {
         for (stream, text) in due {
             let admitted = live.admit(&text);
@@ -296,7 +289,9 @@ impl TurnContext<'_> {
                     .await?;
             }
             if let Some(notice) = admitted.notice {
-                self.emit_truncated(Some(call_id), notice).await?;
+                self.sink
+                    .emit(truncated(self.turn_id, Some(call_id), notice))
+                    .await?;
             }
         }
         Ok(())

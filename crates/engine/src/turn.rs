@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 
 use agentd_model::{ModelError, ModelEvent, ModelRequest, ModelResponse};
 use agentd_protocol::{
-    ContentBlock, DeltaKind, ErrorCode, ErrorInfo, Event, Message, Role, TurnFinished, TurnStatus,
-    Usage,
+    CompactionTrigger, ContentBlock, DeltaKind, ErrorCode, ErrorInfo, Event, Message, Role,
+    TurnFinished, TurnStatus, Usage,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::coalesce::Coalescer;
-use crate::context::{TurnContext, TurnShared};
+use crate::context::{TurnContext, TurnShared, truncated};
 use crate::frame::{TurnBody, TurnEngine, TurnOutcome, run_framed};
 use crate::guardrails::{self, CallStreak};
 use crate::history;
@@ -41,7 +41,7 @@ impl TurnEngine for Agent {
             let feedback = hooks.user_prompt_submit(context, &message.text()).await;
             if feedback.block {
                 return Err(TurnOutcome::failed(
-                    agentd_protocol::ErrorCode::PromptBlocked,
+                    ErrorCode::PromptBlocked,
                     format!(
                         "A UserPromptSubmit hook blocked this message: {}",
                         feedback.reason.as_deref().unwrap_or("no reason given")
@@ -87,6 +87,14 @@ impl Exit {
         Self {
             status,
             error: None,
+        }
+    }
+
+    /// Stopped by a limit with its own status: not worth retrying as is.
+    pub(crate) fn stop(status: TurnStatus, code: ErrorCode, message: String) -> Self {
+        Self {
+            status,
+            ..Self::failed(code, message, false)
         }
     }
 
@@ -153,16 +161,13 @@ impl Agent {
         });
         let history = history::normalize(body.history);
         let mut run = TurnRun::new(self, body.sink, body.turn_id, history, cancel, shared);
-        let outcome = match body.message {
+        let (Ok(exit) | Err(exit)) = match body.message {
             _ if compact_only => run.compact_turn().await,
             Some(message) => {
                 run.push(message);
                 run.run_loop().await
             }
             None => run.run_loop().await,
-        };
-        let exit = match outcome {
-            Ok(exit) | Err(exit) => exit,
         };
         timer.abort();
         let result = run.result.take();
@@ -222,18 +227,13 @@ impl<'a> TurnRun<'a> {
     }
 
     async fn compact_turn(&mut self) -> Result<Exit, Exit> {
-        self.result = Some(
-            match self
-                .compact(agentd_protocol::CompactionTrigger::Manual)
-                .await?
-            {
-                Some(done) => format!(
-                    "Compacted the conversation from about {} to {} tokens.",
-                    done.tokens_before, done.tokens_after
-                ),
-                None => "There was nothing to compact.".to_string(),
-            },
-        );
+        self.result = Some(match self.compact(CompactionTrigger::Manual).await? {
+            Some(done) => format!(
+                "Compacted the conversation from about {} to {} tokens.",
+                done.tokens_before, done.tokens_after
+            ),
+            None => "There was nothing to compact.".to_string(),
+        });
         Ok(Exit::with(TurnStatus::Completed))
     }
 
@@ -248,17 +248,14 @@ impl<'a> TurnRun<'a> {
                 return Ok(exit);
             }
             if self.model_calls >= limits.max_turns {
-                return Ok(Exit {
-                    status: TurnStatus::MaxTurns,
-                    error: Some(ErrorInfo {
-                        code: ErrorCode::MaxTurns,
-                        message: format!(
-                            "The turn stopped after {} model calls (max_turns).",
-                            limits.max_turns
-                        ),
-                        retryable: false,
-                    }),
-                });
+                return Ok(Exit::stop(
+                    TurnStatus::MaxTurns,
+                    ErrorCode::MaxTurns,
+                    format!(
+                        "The turn stopped after {} model calls (max_turns).",
+                        limits.max_turns
+                    ),
+                ));
             }
             let response = self.call_model().await?;
             let assistant = Message::assistant(response.content);
@@ -277,6 +274,10 @@ impl<'a> TurnRun<'a> {
             if let Some(exit) = self.over_budget() {
                 return Ok(exit);
             }
+            let signatures: Vec<(String, serde_json::Value)> = assistant
+                .tool_uses()
+                .map(|call| (call.name.to_string(), call.input.clone()))
+                .collect();
             let calls: Vec<ContentBlock> = assistant
                 .content
                 .into_iter()
@@ -286,7 +287,7 @@ impl<'a> TurnRun<'a> {
                 // A Stop hook may send the agent back to work, once per turn.
                 if let Some((hooks, context)) = self.agent.hooks()
                     && !stop_hook_continued
-                    && self.agent.depth() == 0
+                    && self.agent.depth == 0
                 {
                     let feedback = hooks
                         .stop(context, self.result.as_deref().unwrap_or(""))
@@ -301,15 +302,6 @@ impl<'a> TurnRun<'a> {
                 }
                 return Ok(Exit::with(TurnStatus::Completed));
             }
-            let signatures: Vec<(String, serde_json::Value)> = calls
-                .iter()
-                .filter_map(|call| match call {
-                    ContentBlock::ToolUse { name, input, .. } => {
-                        Some((name.clone(), input.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
             let results = self.context().run_tools(calls).await?;
             let (usage, cost) = self.shared.take_subagent_spend();
             self.usage.add(&usage);
@@ -349,14 +341,11 @@ impl<'a> TurnRun<'a> {
     pub(crate) fn cancelled(&self) -> Exit {
         if self.shared.timed_out.load(Ordering::SeqCst) {
             let limit = self.agent.config.limits.turn_timeout.as_secs();
-            Exit {
-                status: TurnStatus::Timeout,
-                error: Some(ErrorInfo {
-                    code: ErrorCode::Timeout,
-                    message: format!("The turn ran longer than its limit of {limit} s."),
-                    retryable: false,
-                }),
-            }
+            Exit::stop(
+                TurnStatus::Timeout,
+                ErrorCode::Timeout,
+                format!("The turn ran longer than its limit of {limit} s."),
+            )
         } else {
             Exit::with(TurnStatus::Interrupted)
         }
@@ -403,16 +392,13 @@ impl<'a> TurnRun<'a> {
                     self.emit_deltas(&mut live, coalescer.take()).await?;
                 }
                 item = stream.next() => match item {
-                    Some(Ok(ModelEvent::TextDelta { index, text })) => {
-                        if !live.stopped() {
-                            self.emit_deltas(&mut live, coalescer.push((index, DeltaKind::Text), &text)).await?;
-                        }
+                    Some(Ok(ModelEvent::TextDelta { index, text })) if !live.stopped() => {
+                        self.emit_deltas(&mut live, coalescer.push((index, DeltaKind::Text), &text)).await?;
                     }
-                    Some(Ok(ModelEvent::ThinkingDelta { index, text })) => {
-                        if !live.stopped() {
-                            self.emit_deltas(&mut live, coalescer.push((index, DeltaKind::Thinking), &text)).await?;
-                        }
+                    Some(Ok(ModelEvent::ThinkingDelta { index, text })) if !live.stopped() => {
+                        self.emit_deltas(&mut live, coalescer.push((index, DeltaKind::Thinking), &text)).await?;
                     }
+                    Some(Ok(ModelEvent::TextDelta { .. } | ModelEvent::ThinkingDelta { .. })) => {}
                     Some(Ok(ModelEvent::Completed(response))) => break Ok(response),
                     Some(Err(err)) => break Err(model_exit(err)),
                     None => break Err(model_exit(ModelError::Stream(
@@ -449,7 +435,9 @@ impl<'a> TurnRun<'a> {
                     .await?;
             }
             if let Some(notice) = admitted.notice {
-                self.context().emit_truncated(None, notice).await?;
+                self.sink
+                    .emit(truncated(&self.turn_id, None, notice))
+                    .await?;
             }
         }
         Ok(())

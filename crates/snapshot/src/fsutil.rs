@@ -62,6 +62,15 @@ pub(crate) fn read_file(root: BorrowedFd<'_>, rel: &str, max: u64, size_hint: u6
     }
 }
 
+/// Whether an error opening a path beneath the root says nothing is there
+/// for us: it is gone, or a parent is not a real directory (a link, say).
+pub(crate) fn gone(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
+    )
+}
+
 /// The parent of a workspace-relative path and its last name.
 pub(crate) fn split(rel: &str) -> (&str, &str) {
     rel.rsplit_once('/').unwrap_or(("", rel))

@@ -112,14 +112,10 @@ impl Manifest {
                 EntryKind::Dir => put(b"d"),
             }
             let s = &e.stat;
-            let mut nums = [0u8; 48];
-            nums[..8].copy_from_slice(&e.size.to_le_bytes());
-            nums[8..16].copy_from_slice(&u64::from(e.mode).to_le_bytes());
-            nums[16..24].copy_from_slice(&s.mtime_ns.to_le_bytes());
-            nums[24..32].copy_from_slice(&s.ctime_ns.to_le_bytes());
-            nums[32..40].copy_from_slice(&s.inode.to_le_bytes());
-            nums[40..48].copy_from_slice(&s.size.to_le_bytes());
-            put(&nums);
+            // The stamps' bits as they are: `as` keeps a negative one's bytes.
+            let (mtime, ctime) = (s.mtime_ns as u64, s.ctime_ns as u64);
+            let nums = [e.size, u64::from(e.mode), mtime, ctime, s.inode, s.size];
+            put(&nums.map(u64::to_le_bytes).concat());
         }
         put(b"skipped");
         for (path, reason) in &self.skipped {

@@ -6,7 +6,7 @@ use std::path::Path;
 use agentd_sandbox::confined::{self, Root};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
-use super::fsutil::{Content, read_file, split};
+use super::fsutil::{Content, gone, read_file, split};
 use super::manifest::{Entry, EntryKind, Manifest, ancestors};
 use super::{CheckpointError, SnapshotPolicy};
 
@@ -28,15 +28,11 @@ pub(crate) struct Plan {
 
 /// What is at a path now.
 enum Now {
-    Dir {
-        mode: u32,
-    },
-    File {
-        entry: Entry,
-    },
-    Symlink {
-        target: String,
-    },
+    /// A directory, with its mode.
+    Dir(u32),
+    File(Entry),
+    /// A symlink, with its target.
+    Symlink(String),
     /// Something the scan did not capture (special, too large, unreadable).
     Other,
 }
@@ -98,12 +94,12 @@ pub(crate) fn plan(
         };
         match &w.kind {
             EntryKind::Dir => match now {
-                Some(Now::Dir { mode }) => {
+                Some(Now::Dir(mode)) => {
                     if mode != w.mode {
                         plan.chmod.push((path.to_string(), w.mode));
                     }
                 }
-                Some(Now::File { .. } | Now::Symlink { .. }) | None => {
+                Some(Now::File(_) | Now::Symlink(_)) | None => {
                     plan.mkdir.push(path.to_string());
                     plan.chmod.push((path.to_string(), w.mode));
                 }
@@ -113,11 +109,12 @@ pub(crate) fn plan(
                     plan.chmod.push((path.to_string(), w.mode));
                 }
             },
+            // A file or a link where a directory stays.
+            _ if matches!(now, Some(Now::Dir(_))) => {
+                return Err(conflict(path, "a directory the scan could not see into"));
+            }
             EntryKind::File { hash } => match now {
-                Some(Now::Dir { .. }) => {
-                    return Err(conflict(path, "a directory the scan could not see into"));
-                }
-                Some(Now::File { entry }) if same_content(root, path, &entry, w, hash) => {
+                Some(Now::File(entry)) if same_content(root, path, &entry, w, hash) => {
                     if entry.mode != w.mode {
                         plan.chmod.push((path.to_string(), w.mode));
                     }
@@ -127,10 +124,7 @@ pub(crate) fn plan(
                     .push((path.to_string(), hash.clone(), w.mode, w.size)),
             },
             EntryKind::Symlink { target } => match now {
-                Some(Now::Dir { .. }) => {
-                    return Err(conflict(path, "a directory the scan could not see into"));
-                }
-                Some(Now::Symlink { target: t }) if t == *target => {}
+                Some(Now::Symlink(t)) if t == *target => {}
                 _ => plan.links.push((path.to_string(), target.clone())),
             },
         }
@@ -144,11 +138,9 @@ pub(crate) fn plan(
 fn now_at(root: &Root, cur: &Manifest, path: &str) -> Result<Option<Now>, CheckpointError> {
     Ok(match cur.entries.get(path) {
         Some(e) => Some(match &e.kind {
-            EntryKind::Dir => Now::Dir { mode: e.mode },
-            EntryKind::File { .. } => Now::File { entry: e.clone() },
-            EntryKind::Symlink { target } => Now::Symlink {
-                target: target.clone(),
-            },
+            EntryKind::Dir => Now::Dir(e.mode),
+            EntryKind::File { .. } => Now::File(e.clone()),
+            EntryKind::Symlink { target } => Now::Symlink(target.clone()),
         }),
         None if cur.is_skipped(path) => probe(root, path)?,
         None => None,
@@ -197,18 +189,11 @@ fn probe(root: &Root, path: &str) -> Result<Option<Now>, CheckpointError> {
         )?)
     });
     match stat {
-        Ok(stat) if confined::file_type(&stat) == FileType::Directory => Ok(Some(Now::Dir {
-            mode: stat.st_mode & 0o7777,
-        })),
-        Ok(_) => Ok(Some(Now::Other)),
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
-            ) =>
-        {
-            Ok(None)
+        Ok(stat) if confined::file_type(&stat) == FileType::Directory => {
+            Ok(Some(Now::Dir(stat.st_mode & 0o7777)))
         }
+        Ok(_) => Ok(Some(Now::Other)),
+        Err(e) if gone(&e) => Ok(None),
         Err(e) => Err(CheckpointError::io(&root.path().join(path), e)),
     }
 }

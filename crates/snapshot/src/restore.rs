@@ -39,20 +39,13 @@ pub(crate) async fn restore(
         })
     })
     .await?;
-    let Plan {
-        remove,
-        mkdir,
-        files,
-        links,
-        chmod,
-    } = plan;
-    let mut changed: BTreeSet<String> = remove.into_iter().map(|(p, _)| p).collect();
-    changed.extend(mkdir);
-    changed.extend(files.iter().map(|f| f.0.clone()));
-    changed.extend(links.iter().map(|l| l.0.clone()));
-    changed.extend(chmod.iter().map(|c| c.0.clone()));
+    let mut changed: BTreeSet<String> = plan.remove.into_iter().map(|(p, _)| p).collect();
+    changed.extend(plan.mkdir);
+    changed.extend(plan.files.iter().map(|f| f.0.clone()));
+    changed.extend(plan.links.iter().map(|l| l.0.clone()));
+    changed.extend(plan.chmod.iter().map(|c| c.0.clone()));
 
-    for batch in batches(files, |f| f.3, BATCH_BYTES) {
+    for batch in batches(plan.files, |f| f.3, BATCH_BYTES) {
         let mut seen = HashSet::new();
         let hashes: Vec<String> = batch
             .iter()
@@ -65,17 +58,13 @@ pub(crate) async fn restore(
             .try_collect()
             .await
             .map_err(CheckpointError::Blobs)?;
-        tree = blocking(move || {
-            let workspace = tree.path().to_path_buf();
-            as_identity(identity, &workspace, || write_batch(tree, batch, fetched))
-        })
-        .await?;
-    }
-    blocking(move || {
         let workspace = tree.path().to_path_buf();
-        as_identity(identity, &workspace, || finish(tree, links, chmod))
-    })
-    .await?;
+        let write = move || write_batch(tree, batch, fetched);
+        tree = blocking(move || as_identity(identity, &workspace, write)).await?;
+    }
+    let workspace = tree.path().to_path_buf();
+    let finish = move || finish(tree, plan.links, plan.chmod);
+    blocking(move || as_identity(identity, &workspace, finish)).await?;
     Ok(changed.into_iter().collect())
 }
 

@@ -16,6 +16,7 @@ use agentd_sandbox::confined::{self, Root};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
+use super::fsutil::gone;
 use super::manifest::{Entry, EntryKind, Fingerprint, Manifest, SkipReason};
 use super::{CheckpointError, SnapshotPolicy};
 
@@ -129,17 +130,9 @@ fn worker(
                 continue;
             }
             // Gone, or no longer a directory (a link swapped in): not captured.
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)
-                ) =>
-            {
-                part.abandoned.push((dir, None));
-                continue;
-            }
             Err(e) => {
-                part.abandoned.push((dir, Some(unreadable(&e))));
+                part.abandoned
+                    .push((dir, (!gone(&e)).then(|| unreadable(&e))));
                 continue;
             }
         };
@@ -325,9 +318,8 @@ fn classify(
         FileType::Symlink => {
             let target = match rustix::fs::readlinkat(dir, name, Vec::new()) {
                 Ok(t) => t,
-                Err(Errno::NOENT) => return Err(None),
-                // Swapped for something else since the lstat.
-                Err(Errno::INVAL) => return Err(None),
+                // Gone, or swapped for something else since the lstat.
+                Err(Errno::NOENT | Errno::INVAL) => return Err(None),
                 Err(e) => return Err(Some(unreadable(&e.into()))),
             };
             let target =

@@ -134,34 +134,20 @@ fn reuse_hashes(manifest: &mut Manifest, previous: Option<&Manifest>) -> Vec<(St
 /// syscalls and sha256, both parallel).
 fn read_batch(root: &Root, batch: Vec<(String, u64)>, max: u64) -> Vec<(String, Content)> {
     let threads = super::cores().min(8);
-    let read_one = |(path, size): (String, u64)| {
-        let content = read_file(root.fd(), &path, max, size);
-        (path, content)
-    };
+    let read_one =
+        |(path, size): &(String, u64)| (path.clone(), read_file(root.fd(), path, max, *size));
     if threads == 1 || batch.len() < 64 {
-        return batch.into_iter().map(read_one).collect();
+        return batch.iter().map(read_one).collect();
     }
-    let per = batch.len().div_ceil(threads);
-    let mut parts: Vec<Vec<(String, u64)>> = Vec::new();
-    let mut rest = batch;
-    while rest.len() > per {
-        let tail = rest.split_off(per);
-        parts.push(std::mem::replace(&mut rest, tail));
-    }
-    parts.push(rest);
     std::thread::scope(|s| {
-        let handles: Vec<_> = parts
-            .into_iter()
-            .map(|part| s.spawn(move || part.into_iter().map(read_one).collect::<Vec<_>>()))
+        let handles: Vec<_> = batch
+            .chunks(batch.len().div_ceil(threads))
+            .map(|part| s.spawn(move || part.iter().map(read_one).collect::<Vec<_>>()))
             .collect();
-        let mut out = Vec::new();
-        for handle in handles {
-            match handle.join() {
-                Ok(part) => out.extend(part),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        out
+        let joined = handles.into_iter().map(|handle| handle.join());
+        joined
+            .flat_map(|part| part.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
     })
 }
 

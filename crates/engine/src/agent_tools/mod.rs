@@ -24,13 +24,10 @@ pub(crate) enum AgentTool {
 }
 
 impl AgentTool {
+    const ALL: [Self; 3] = [Self::TodoWrite, Self::AskUserQuestion, Self::Task];
+
     pub(crate) fn from_name(name: &str) -> Option<Self> {
-        Some(match name {
-            "TodoWrite" => Self::TodoWrite,
-            "AskUserQuestion" => Self::AskUserQuestion,
-            "Task" => Self::Task,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|tool| tool.name() == name)
     }
 
     pub(crate) fn name(self) -> &'static str {
@@ -91,13 +88,9 @@ impl AgentToolSet {
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = AgentTool> + '_ {
-        [
-            AgentTool::TodoWrite,
-            AgentTool::AskUserQuestion,
-            AgentTool::Task,
-        ]
-        .into_iter()
-        .filter(|tool| self.contains(*tool))
+        AgentTool::ALL
+            .into_iter()
+            .filter(|tool| self.contains(*tool))
     }
 }
 

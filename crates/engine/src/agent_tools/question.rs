@@ -124,12 +124,10 @@ pub fn validate_answers(questions: &Value, answers: &Value) -> Result<(), String
                 "{question:?} is not one of the questions asked: {asked:?}"
             ));
         }
-        let ok = match answer {
-            Value::String(_) => true,
-            Value::Array(items) => items.iter().all(Value::is_string),
-            _ => false,
-        };
-        if !ok {
+        let strings = answer
+            .as_array()
+            .is_some_and(|items| items.iter().all(Value::is_string));
+        if !answer.is_string() && !strings {
             return Err(format!(
                 "the answer to {question:?} must be a string or an array of strings"
             ));
@@ -180,7 +178,7 @@ impl TurnContext<'_> {
             call_id: call_id.to_string(),
             questions: input.get("questions").cloned().unwrap_or(Value::Null),
         };
-        let approver = self.agent.approver();
+        let approver = &self.agent.approver;
         approver.prepare_question(&request).await;
         self.sink
             .emit(Event::QuestionAsked {

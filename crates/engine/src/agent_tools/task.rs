@@ -79,7 +79,7 @@ impl TurnContext<'_> {
             Ok(input) => input,
             Err(err) => return ToolResult::error(format!("Invalid Task input: {err}")),
         };
-        let Some(subagents) = self.agent.subagents() else {
+        let Some(subagents) = self.agent.subagents.as_deref() else {
             return ToolResult::error("This agent cannot start subagents.");
         };
         let Some(def) = subagents.get(&input.subagent_type) else {
@@ -90,7 +90,7 @@ impl TurnContext<'_> {
                 known.join(", ")
             ));
         };
-        if self.agent.depth() >= subagents.max_depth {
+        if self.agent.depth >= subagents.max_depth {
             return ToolResult::error(format!(
                 "Subagents may nest only {} level(s) deep; do this task yourself.",
                 subagents.max_depth
@@ -119,9 +119,7 @@ impl TurnContext<'_> {
             run.record(Message::user_text(input.prompt)).await?;
             run.run_loop().await
         };
-        let exit = match Box::pin(looped).await {
-            Ok(exit) | Err(exit) => exit,
-        };
+        let (Ok(exit) | Err(exit)) = Box::pin(looped).await;
         self.shared.add_subagent_spend(&run.usage, run.cost_usd);
         let report = run.result.take();
         match (exit.status, report) {

@@ -120,12 +120,13 @@ pub struct HookContext {
     pub run_as: Option<agentd_sandbox::confined::FsIdentity>,
 }
 
-/// A hook's permission answer for a tool call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A hook's permission answer for a tool call, ordered by strictness: deny >
+/// ask > allow (> no opinion, `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum HookDecision {
     Allow,
-    Deny,
     Ask,
+    Deny,
 }
 
 impl HookDecision {
@@ -134,16 +135,6 @@ impl HookDecision {
             Self::Allow => "allow",
             Self::Deny => "deny",
             Self::Ask => "ask",
-        }
-    }
-
-    /// deny > ask > allow (> no opinion, which is 0).
-    fn severity(decision: Option<Self>) -> u8 {
-        match decision {
-            None => 0,
-            Some(Self::Allow) => 1,
-            Some(Self::Ask) => 2,
-            Some(Self::Deny) => 3,
         }
     }
 }
@@ -303,14 +294,10 @@ impl Hooks {
         tool: &str,
         input: &Value,
     ) -> PreToolUseOutcome {
-        let event = HookEvent::PreToolUse;
         let payload = json!({ "tool_name": tool, "tool_input": input });
-        let runs = self.run_matching(ctx, event, Some(tool), payload).await;
-        let verdicts = runs
-            .iter()
-            .map(|(hook, run)| pre_tool_verdict(hook, run))
-            .collect();
-        combine_pre_tool(verdicts)
+        let event = HookEvent::PreToolUse;
+        let verdicts = self.run_matching(ctx, event, Some(tool), payload, pre_tool_verdict);
+        combine_pre_tool(verdicts.await)
     }
 
     /// Tell the `PostToolUse` hooks matching `tool` about a finished call.
@@ -364,24 +351,21 @@ impl Hooks {
         subject: Option<&str>,
         payload: Value,
     ) -> HookFeedback {
-        let runs = self.run_matching(ctx, event, subject, payload).await;
-        let verdicts = runs
-            .iter()
-            .map(|(hook, run)| feedback_verdict(hook, run))
-            .collect();
-        combine_feedback(verdicts)
+        let verdicts = self.run_matching(ctx, event, subject, payload, feedback_verdict);
+        combine_feedback(verdicts.await)
     }
 
     /// Run, in parallel, every hook of `event` whose matcher accepts `subject`
     /// (`None`: the event has nothing to match), each given the common fields plus
-    /// `payload` on stdin. Results come back in config order.
-    async fn run_matching(
+    /// `payload` on stdin. Their `verdict`s come back in config order.
+    async fn run_matching<T>(
         &self,
         ctx: &HookContext,
         event: HookEvent,
         subject: Option<&str>,
         payload: Value,
-    ) -> Vec<(&Hook, run::HookRun)> {
+        verdict: fn(&Hook, &run::HookRun) -> T,
+    ) -> Vec<T> {
         let matching: Vec<&Hook> = self
             .hooks
             .iter()
@@ -398,28 +382,27 @@ impl Hooks {
                 .map(|hook| run_hook(&hook.command, hook.timeout, ctx, &stdin)),
         )
         .await;
-        matching.into_iter().zip(runs).collect()
+        let pairs = matching.into_iter().zip(&runs);
+        pairs.map(|(hook, run)| verdict(hook, run)).collect()
     }
 }
 
 /// The hook's stdin: the common fields, then the event's own.
 fn stdin_json(ctx: &HookContext, event: HookEvent, payload: Value) -> Vec<u8> {
-    let mut object = serde_json::Map::new();
-    object.insert("session_id".into(), json!(ctx.session_id));
-    object.insert(
-        "transcript_path".into(),
-        json!(
-            ctx.transcript_path
-                .as_ref()
-                .map(|p| p.display().to_string())
-        ),
-    );
-    object.insert("cwd".into(), json!(ctx.cwd.display().to_string()));
-    object.insert("hook_event_name".into(), json!(event.as_str()));
-    if let Value::Object(fields) = payload {
+    let transcript_path = ctx
+        .transcript_path
+        .as_ref()
+        .map(|p| p.display().to_string());
+    let mut stdin = json!({
+        "session_id": ctx.session_id,
+        "transcript_path": transcript_path,
+        "cwd": ctx.cwd.display().to_string(),
+        "hook_event_name": event.as_str(),
+    });
+    if let (Value::Object(object), Value::Object(fields)) = (&mut stdin, payload) {
         object.extend(fields);
     }
-    let mut bytes = Value::Object(object).to_string().into_bytes();
+    let mut bytes = stdin.to_string().into_bytes();
     bytes.push(b'\n');
     bytes
 }
@@ -433,7 +416,7 @@ fn combine_pre_tool(verdicts: Vec<PreToolUseOutcome>) -> PreToolUseOutcome {
     let decision = verdicts
         .iter()
         .map(|verdict| verdict.decision)
-        .max_by_key(|decision| HookDecision::severity(*decision))
+        .max()
         .flatten();
     let mut reasons = Vec::new();
     let mut updated_input = None;

@@ -146,22 +146,19 @@ fn not_understood(hook: &Hook, detail: &str) -> PreToolUseOutcome {
     ))
 }
 
-fn permission_decision(value: &str) -> Result<HookDecision, String> {
-    match value {
-        "allow" => Ok(HookDecision::Allow),
-        "deny" => Ok(HookDecision::Deny),
-        "ask" => Ok(HookDecision::Ask),
-        other => Err(format!("unknown permissionDecision `{other}`")),
-    }
-}
-
-fn legacy_decision(value: &str) -> Result<HookDecision, String> {
-    match value {
-        "approve" | "allow" => Ok(HookDecision::Allow),
-        "block" | "deny" => Ok(HookDecision::Deny),
-        "ask" => Ok(HookDecision::Ask),
-        other => Err(format!("unknown decision `{other}`")),
-    }
+/// A `permissionDecision`, or with `legacy` a top-level `decision` (which
+/// also takes `approve` and `block`); absent or empty: none.
+fn decision(value: Option<&str>, legacy: bool) -> Result<Option<HookDecision>, String> {
+    Ok(Some(match value.unwrap_or_default() {
+        "" => return Ok(None),
+        "allow" => HookDecision::Allow,
+        "approve" if legacy => HookDecision::Allow,
+        "deny" => HookDecision::Deny,
+        "block" if legacy => HookDecision::Deny,
+        "ask" => HookDecision::Ask,
+        other if legacy => return Err(format!("unknown decision `{other}`")),
+        other => return Err(format!("unknown permissionDecision `{other}`")),
+    }))
 }
 
 /// One `PreToolUse` hook's answer.
@@ -194,27 +191,15 @@ fn pre_tool_answer(hook: &Hook, answer: JsonAnswer) -> Result<PreToolUseOutcome,
             .or_else(|| non_empty(answer.reason))
             .unwrap_or_else(|| format!("{} stopped processing", hook.label()));
         return Ok(PreToolUseOutcome {
-            decision: Some(HookDecision::Deny),
-            reason: Some(reason),
-            updated_input: None,
             additional_context,
+            ..deny(reason)
         });
     }
-    let new = specific
-        .permission_decision
-        .as_deref()
-        .filter(|value| !value.is_empty())
-        .map(permission_decision)
-        .transpose()?;
-    let legacy = answer
-        .decision
-        .as_deref()
-        .filter(|value| !value.is_empty())
-        .map(legacy_decision)
-        .transpose()?;
+    let new = decision(specific.permission_decision.as_deref(), false)?;
+    let legacy = decision(answer.decision.as_deref(), true)?;
     let new_reason = non_empty(specific.permission_decision_reason);
     let legacy_reason = non_empty(answer.reason);
-    let (decision, reason) = if HookDecision::severity(new) >= HookDecision::severity(legacy) {
+    let (decision, reason) = if new >= legacy {
         (new, new_reason.or(legacy_reason))
     } else {
         (legacy, legacy_reason.or(new_reason))

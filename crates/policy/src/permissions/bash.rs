@@ -186,10 +186,7 @@ impl Analyzer {
             C::BraceGroup(b) => self.list(&b.list, redirs),
             C::Subshell(s) => self.list(&s.list, redirs),
             C::ForClause(f) => {
-                let mut blocker = None;
-                if wrappers::dangerous_var(&f.variable_name) {
-                    blocker = Some(wrappers::sets_var(&f.variable_name));
-                }
+                let mut blocker = wrappers::sets_var(&f.variable_name);
                 for w in f.values.iter().flatten() {
                     merge(&mut blocker, self.word(&w.value).1);
                 }
@@ -351,9 +348,7 @@ impl Analyzer {
                 Wrap::None => break,
                 Wrap::Strip { skip, assigns } => {
                     for name in assigns {
-                        if wrappers::dangerous_var(&name) {
-                            merge(&mut blocker, Some(wrappers::sets_var(&name)));
-                        }
+                        merge(&mut blocker, wrappers::sets_var(&name));
                     }
                     cur = &cur[skip..];
                     levels.push(cur);

@@ -33,9 +33,7 @@ pub(crate) fn analyze(src: &str, pattern: bool) -> Result<Vec<Part>, String> {
         },
         None => job,
     };
-    let worker = std::thread::Builder::new()
-        .name("bash-rule-parser".to_owned())
-        .stack_size(PARSER_STACK)
+    let worker = parser_thread()
         .spawn(move || analyze_caught(&job.src, job.pattern))
         .map_err(|e| format!("could not start the shell parser: {e}"))?;
     worker.join().unwrap_or_else(|_| Err(failed()))
@@ -56,9 +54,7 @@ fn parser() -> Option<&'static mpsc::Sender<Job>> {
     PARSER
         .get_or_init(|| {
             let (jobs, inbox) = mpsc::channel::<Job>();
-            std::thread::Builder::new()
-                .name("bash-rule-parser".to_owned())
-                .stack_size(PARSER_STACK)
+            parser_thread()
                 .spawn(move || {
                     for job in inbox {
                         let _ = job.reply.send(analyze_caught(&job.src, job.pattern));
@@ -68,6 +64,11 @@ fn parser() -> Option<&'static mpsc::Sender<Job>> {
                 .map(|_| jobs)
         })
         .as_ref()
+}
+
+fn parser_thread() -> std::thread::Builder {
+    let thread = std::thread::Builder::new().name("bash-rule-parser".to_owned());
+    thread.stack_size(PARSER_STACK)
 }
 
 /// [`analyze_here`], a panic in it made an error (the thread goes on).
@@ -136,6 +137,6 @@ pub(crate) fn parse(src: &str) -> Result<ast::Program, String> {
     match catch_unwind(AssertUnwindSafe(|| parser.parse_program())) {
         Ok(Ok(program)) => Ok(program),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("the shell parser failed".to_owned()),
+        Err(_) => Err(failed()),
     }
 }

@@ -6,22 +6,12 @@ use brush_parser::word::{
     self, Parameter, ParameterExpr, ParameterTransformOp, WordPiece, WordPieceWithSource,
 };
 
-use super::bash::Analyzer;
+use super::bash::{Analyzer, merge};
 use super::syms::Sym;
 use super::wrappers;
 
 const ARITH_HAZARD: &str =
     "arithmetic evaluation can run commands hidden in variable values (`a[$(…)]`)";
-
-fn merge(blocker: &mut Option<String>, more: Option<String>) {
-    if blocker.is_none() {
-        *blocker = more;
-    }
-}
-
-fn options() -> brush_parser::ParserOptions {
-    brush_parser::ParserOptions::default()
-}
 
 impl Analyzer {
     /// The symbols of a word, and why (if at all) no rule may allow a command using it.
@@ -29,7 +19,7 @@ impl Analyzer {
     pub(crate) fn word(&mut self, raw: &str) -> (Vec<Sym>, Option<String>) {
         let mut out = Vec::new();
         let mut blocker = None;
-        match word::parse(raw, &options()) {
+        match word::parse(raw, &Default::default()) {
             Ok(pieces) => {
                 for p in &pieces {
                     self.piece(p, raw, false, &mut out, &mut blocker);
@@ -45,7 +35,7 @@ impl Analyzer {
 
     /// Finds commands hidden in a string that the shell expands (a here-document body).
     pub(crate) fn heredoc(&mut self, body: &str) -> Option<String> {
-        match word::parse_heredoc(body, &options()) {
+        match word::parse_heredoc(body, &Default::default()) {
             Ok(pieces) => {
                 let (mut out, mut blocker) = (Vec::new(), None);
                 for p in &pieces {
@@ -71,22 +61,16 @@ impl Analyzer {
 
     /// Checks a variable assignment written before a command or alone.
     pub(crate) fn assignment(&mut self, a: &ast::Assignment) -> Option<String> {
-        let mut blocker = None;
-        match &a.name {
-            ast::AssignmentName::VariableName(name) => {
-                if wrappers::dangerous_var(name) {
-                    blocker = Some(wrappers::sets_var(name));
-                }
-            }
+        let mut blocker = match &a.name {
+            ast::AssignmentName::VariableName(name) => wrappers::sets_var(name),
             ast::AssignmentName::ArrayElementName(name, index) => {
-                if wrappers::dangerous_var(name) {
-                    blocker = Some(wrappers::sets_var(name));
-                }
+                let mut blocker = wrappers::sets_var(name);
                 if !index.chars().all(|c| c.is_ascii_digit()) {
                     merge(&mut blocker, Some(ARITH_HAZARD.to_owned()));
                 }
+                blocker
             }
-        }
+        };
         match &a.value {
             ast::AssignmentValue::Scalar(w) => merge(&mut blocker, self.word(&w.value).1),
             ast::AssignmentValue::Array(items) => {

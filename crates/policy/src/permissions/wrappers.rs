@@ -63,13 +63,12 @@ const DANGEROUS_VARS: &[&str] = &[
 /// Prefixes of such variables (compared case-insensitively).
 const DANGEROUS_PREFIXES: &[&str] = &["LD_", "DYLD_", "GIT_", "BASH_FUNC_", "NPM_CONFIG_"];
 
-pub(crate) fn dangerous_var(name: &str) -> bool {
+/// Why setting `name` makes a command impossible to allow, if it does.
+pub(crate) fn sets_var(name: &str) -> Option<String> {
     let upper = name.to_ascii_uppercase();
-    DANGEROUS_VARS.contains(&name) || DANGEROUS_PREFIXES.iter().any(|p| upper.starts_with(p))
-}
-
-pub(crate) fn sets_var(name: &str) -> String {
-    format!("it sets {name}, which can change what runs")
+    let dangerous =
+        DANGEROUS_VARS.contains(&name) || DANGEROUS_PREFIXES.iter().any(|p| upper.starts_with(p));
+    dangerous.then(|| format!("it sets {name}, which can change what runs"))
 }
 
 /// `export PATH=…`, `declare -x LD_PRELOAD=…`, `printf -v PATH …`, `read IFS`, namerefs.
@@ -83,14 +82,11 @@ pub(crate) fn declaration_blocker(words: &[W], pattern: bool) -> Option<String> 
             .find(|p| p[0].lit.as_deref() == Some("-v"))?[1]
             .lit
             .as_deref()?;
-        return dangerous_var(var).then(|| sets_var(var));
+        return sets_var(var);
     }
     if matches!(name, "read" | "mapfile" | "readarray" | "getopts") {
         // These assign to the variables they name.
-        return args.iter().find_map(|w| {
-            let var = w.lit.as_deref()?;
-            dangerous_var(var).then(|| sets_var(var))
-        });
+        return args.iter().find_map(|w| sets_var(w.lit.as_deref()?));
     }
     if !matches!(
         name,
@@ -112,8 +108,7 @@ pub(crate) fn declaration_blocker(words: &[W], pattern: bool) -> Option<String> 
         let Some(lit) = w.lit.as_deref() else {
             return (!pattern).then(|| format!("`{name}` with an expansion can set any variable"));
         };
-        let var = lit.split_once('=')?.0.trim_end_matches('+');
-        dangerous_var(var).then(|| sets_var(var))
+        sets_var(lit.split_once('=')?.0.trim_end_matches('+'))
     })
 }
 
