@@ -13,28 +13,10 @@ use crate::run::GroupKiller;
 /// Spawn `command` with piped output in its own process group, under
 /// `limits` from its first instruction (rlimits and the cgroup are entered
 /// before the program is exec'd: by the trampoline when enabled, else
-/// between fork and exec). The killer ends the group and the cgroup.
+/// between fork and exec). The killer ends the group and the cgroup. For a
+/// `serving` sandbox the trampoline also hands its executable on (only with
+/// the trampoline enabled).
 pub(crate) fn spawn_confined(
-    command: Command,
-    stdin: Stdio,
-    limits: &Limits,
-    launch: &Launch,
-) -> Result<(Child, GroupKiller), SandboxError> {
-    spawn_confined_as(command, stdin, limits, launch, false)
-}
-
-/// [`spawn_confined`] for a serving sandbox: the trampoline also hands its
-/// executable on (only with the trampoline enabled).
-pub(crate) fn spawn_confined_serving(
-    command: Command,
-    stdin: Stdio,
-    limits: &Limits,
-    launch: &Launch,
-) -> Result<(Child, GroupKiller), SandboxError> {
-    spawn_confined_as(command, stdin, limits, launch, true)
-}
-
-fn spawn_confined_as(
     mut command: Command,
     stdin: Stdio,
     limits: &Limits,

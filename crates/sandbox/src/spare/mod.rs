@@ -334,7 +334,7 @@ fn start_reader(
     launch: &Launch,
 ) -> io::Result<Spare> {
     let (mut child, group) =
-        spawn_confined(command, Stdio::piped(), limits, launch).map_err(io::Error::other)?;
+        spawn_confined(command, Stdio::piped(), limits, launch, false).map_err(io::Error::other)?;
     let stdin = child
         .stdin
         .take()
