@@ -40,10 +40,7 @@ pub async fn run(command: TokensCommand, config: Config, data_dir: PathBuf) -> u
     let env = |key: &str| std::env::var(key).ok();
     let store = match open_store(&data_dir, &config, &env).await {
         Ok(store) => store,
-        Err(err) => {
-            eprintln!("agentd: {err}");
-            return exit::USAGE;
-        }
+        Err(err) => return exit::report(exit::USAGE, err),
     };
     let outcome = match command {
         TokensCommand::Create { user, name, admin } => {
@@ -52,13 +49,7 @@ pub async fn run(command: TokensCommand, config: Config, data_dir: PathBuf) -> u
         TokensCommand::Ls { user, json } => ls(store.as_ref(), user.as_deref(), json).await,
         TokensCommand::Revoke { id } => revoke(store.as_ref(), &id).await,
     };
-    match outcome {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("agentd: {err}");
-            exit::FAILED
-        }
-    }
+    exit::or_failed(outcome)
 }
 
 async fn create(store: &dyn Store, user: &str, label: &str, admin: bool) -> Result<u8, StoreError> {
@@ -106,10 +97,7 @@ async fn ls(store: &dyn Store, user: Option<&str>, as_json: bool) -> Result<u8, 
         for token in &mut tokens {
             token.token_hash.clear();
         }
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&tokens).unwrap_or_default()
-        );
+        exit::print_json(&tokens);
         return Ok(exit::OK);
     }
     if tokens.is_empty() {
