@@ -15,6 +15,17 @@ pub const CIRCUIT_BREAKER: u8 = 6;
 pub const SHUTDOWN_INCOMPLETE: u8 = 7;
 pub const INTERRUPTED: u8 = 130;
 
+/// A command's failure: its exit code and what to print.
+pub struct Failure(pub u8, pub String);
+
+pub fn usage(err: impl std::fmt::Display) -> Failure {
+    Failure(USAGE, err.to_string())
+}
+
+pub fn failed(err: impl std::fmt::Display) -> Failure {
+    Failure(FAILED, err.to_string())
+}
+
 /// Print `err` as agentd's and return `code`.
 pub fn report(code: u8, err: impl std::fmt::Display) -> u8 {
     eprintln!("agentd: {err}");
