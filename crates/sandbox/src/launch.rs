@@ -105,15 +105,8 @@ fn child_setup(
         crate::binds::renumber(&mut args, &opened);
     }
     let mut rebuilt = Command::new(std_command.get_program());
-    rebuilt.args(args).env_clear();
-    for (key, value) in std_command.get_envs() {
-        if let Some(value) = value {
-            rebuilt.env(key, value);
-        }
-    }
-    if let Some(dir) = std_command.get_current_dir() {
-        rebuilt.current_dir(dir);
-    }
+    rebuilt.args(args);
+    crate::trampoline::copy_env(std_command, &mut rebuilt);
     let setup = crate::pre_exec::ChildSetup {
         binds: opened.into_iter().map(|(_, fd)| fd).collect(),
         staged,
