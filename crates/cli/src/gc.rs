@@ -59,8 +59,7 @@ pub async fn run(args: GcArgs, config: Config, data_dir: PathBuf) -> u8 {
     };
     let store = service.registry().runtime().store.clone();
     let Some(cutoff) = Utc::now().checked_sub_signed(args.older_than) else {
-        eprintln!("agentd: --older-than is too large");
-        return exit::USAGE;
+        return exit::report(exit::USAGE, "--older-than is too large");
     };
     let outcome = if args.dry_run {
         dry_run(store.as_ref(), &data_dir, cutoff).await

@@ -84,10 +84,7 @@ async fn ls(store: &dyn Store, user: Option<&str>, as_json: bool) -> Result<u8, 
     let user_id = match user {
         Some(name) => match store.get_user_by_name(name).await? {
             Some(user) => Some(user.id),
-            None => {
-                eprintln!("agentd: no user named {name:?}");
-                return Ok(exit::USAGE);
-            }
+            None => return Ok(exit::report(exit::USAGE, format!("no user named {name:?}"))),
         },
         None => None,
     };
@@ -138,7 +135,6 @@ async fn revoke(store: &dyn Store, id: &str) -> Result<u8, StoreError> {
         eprintln!("agentd: token {id} revoked");
         Ok(exit::OK)
     } else {
-        eprintln!("agentd: no token with id {id}");
-        Ok(exit::USAGE)
+        Ok(exit::report(exit::USAGE, format!("no token with id {id}")))
     }
 }
