@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use agentd_server::access::{Audit, OPERATOR};
 use agentd_server::config::Config;
 use agentd_server::http::auth::{new_token, valid_user_name};
-use agentd_server::paths::open_store;
 use agentd_store::{Store, StoreError};
 
 use crate::exit;
@@ -37,10 +36,9 @@ pub enum TokensCommand {
 }
 
 pub async fn run(command: TokensCommand, config: Config, data_dir: PathBuf) -> u8 {
-    let env = |key: &str| std::env::var(key).ok();
-    let store = match open_store(&data_dir, &config, &env).await {
+    let store = match crate::users::store(&config, &data_dir).await {
         Ok(store) => store,
-        Err(err) => return exit::report(exit::USAGE, err),
+        Err(code) => return code,
     };
     let outcome = match command {
         TokensCommand::Create { user, name, admin } => {

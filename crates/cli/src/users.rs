@@ -88,7 +88,8 @@ pub struct AuditArgs {
     json: bool,
 }
 
-async fn store(
+/// The configured store; an error is printed and is [`exit::USAGE`].
+pub(crate) async fn store(
     config: &Config,
     data_dir: &std::path::Path,
 ) -> Result<std::sync::Arc<dyn Store>, u8> {
