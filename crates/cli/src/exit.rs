@@ -15,6 +15,36 @@ pub const CIRCUIT_BREAKER: u8 = 6;
 pub const SHUTDOWN_INCOMPLETE: u8 = 7;
 pub const INTERRUPTED: u8 = 130;
 
+/// A command's failure: its exit code and what to print.
+pub struct Failure(pub u8, pub String);
+
+pub fn usage(err: impl std::fmt::Display) -> Failure {
+    Failure(USAGE, err.to_string())
+}
+
+pub fn failed(err: impl std::fmt::Display) -> Failure {
+    Failure(FAILED, err.to_string())
+}
+
+/// Print `err` as agentd's and return `code`.
+pub fn report(code: u8, err: impl std::fmt::Display) -> u8 {
+    eprintln!("agentd: {err}");
+    code
+}
+
+/// An outcome's exit code; an error is printed and is [`FAILED`].
+pub fn or_failed<E: std::fmt::Display>(outcome: Result<u8, E>) -> u8 {
+    outcome.unwrap_or_else(|err| report(FAILED, err))
+}
+
+/// `value` as pretty JSON on stdout.
+pub fn print_json(value: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
 pub fn for_status(status: TurnStatus) -> u8 {
     match status {
         TurnStatus::Completed => OK,

@@ -55,28 +55,18 @@ pub fn parse_age(text: &str) -> Result<TimeDelta, String> {
 pub async fn run(args: GcArgs, config: Config, data_dir: PathBuf) -> u8 {
     let service = match crate::service::open(config, data_dir.clone()).await {
         Ok(service) => service,
-        Err(err) => {
-            eprintln!("agentd: {err}");
-            return exit::USAGE;
-        }
+        Err(err) => return exit::report(exit::USAGE, err),
     };
     let store = service.registry().runtime().store.clone();
     let Some(cutoff) = Utc::now().checked_sub_signed(args.older_than) else {
-        eprintln!("agentd: --older-than is too large");
-        return exit::USAGE;
+        return exit::report(exit::USAGE, "--older-than is too large");
     };
     let outcome = if args.dry_run {
         dry_run(store.as_ref(), &data_dir, cutoff).await
     } else {
         remove(&service, cutoff).await
     };
-    match outcome {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("agentd: {err}");
-            exit::FAILED
-        }
-    }
+    exit::or_failed(outcome)
 }
 
 async fn dry_run(

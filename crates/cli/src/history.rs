@@ -50,10 +50,7 @@ pub async fn rm(service: &SessionService, id: &str) -> Outcome {
     match service.delete(session?).await? {
         Deleted::Removed {
             workspace_error: Some(message),
-        } => {
-            eprintln!("agentd: {message}");
-            Ok(exit::FAILED)
-        }
+        } => Ok(exit::report(exit::FAILED, message)),
         _ => {
             println!("removed session {id}");
             Ok(exit::OK)

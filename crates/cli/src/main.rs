@@ -199,10 +199,7 @@ async fn dispatch(cli: Cli) -> u8 {
     let config = match &cli.config {
         Some(path) => match Config::load(path) {
             Ok(config) => config,
-            Err(err) => {
-                eprintln!("agentd: {err}");
-                return exit::USAGE;
-            }
+            Err(err) => return exit::report(exit::USAGE, err),
         },
         None => Config::default(),
     };

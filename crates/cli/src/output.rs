@@ -112,13 +112,7 @@ impl Printer {
                 duration_ms,
                 ..
             } => {
-                let first = output
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .chars()
-                    .take(120)
-                    .collect::<String>();
+                let first = first_line(output, 120);
                 let mark = if *is_error { "error: " } else { "" };
                 eprintln!("  ⎿ {mark}{first} ({duration_ms} ms)");
             }
@@ -180,6 +174,16 @@ pub fn result_json(session_id: &str, finished: &TurnFinished) -> Value {
     })
 }
 
+/// The first line of `text`, at most `max` characters of it.
+pub fn first_line(text: &str, max: usize) -> String {
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(max)
+        .collect()
+}
+
 /// A one-line view of a tool's input for the terminal.
 pub fn summarize_input(input: &Value) -> String {
     let main = ["command", "file_path", "pattern", "path", "url"]
@@ -189,13 +193,7 @@ pub fn summarize_input(input: &Value) -> String {
         Some(text) => text.to_string(),
         None => input.to_string(),
     };
-    let line: String = text
-        .lines()
-        .next()
-        .unwrap_or("")
-        .chars()
-        .take(100)
-        .collect();
+    let line = first_line(&text, 100);
     if line.len() < text.len() {
         format!("{line}…")
     } else {

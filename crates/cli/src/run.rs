@@ -14,9 +14,10 @@ use agentd_store::SessionRecord;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::RunArgs;
 use crate::approve::TerminalAnswers;
+use crate::exit::{self, Failure, failed, usage};
 use crate::output::Printer;
-use crate::{RunArgs, exit};
 
 /// The owner of sessions created from the command line.
 pub const LOCAL_USER: &str = "local";
@@ -24,17 +25,8 @@ pub const LOCAL_USER: &str = "local";
 pub async fn run(args: RunArgs, config: Config, data_dir: PathBuf) -> u8 {
     match run_inner(args, config, data_dir).await {
         Ok(code) => code,
-        Err(Failure(code, message)) => {
-            eprintln!("agentd: {message}");
-            code
-        }
+        Err(Failure(code, message)) => exit::report(code, message),
     }
-}
-
-struct Failure(u8, String);
-
-fn usage(err: impl std::fmt::Display) -> Failure {
-    Failure(exit::USAGE, err.to_string())
 }
 
 async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u8, Failure> {
@@ -103,11 +95,11 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     interrupt.abort();
     let printer = printing
         .await
-        .map_err(|err| Failure(exit::FAILED, format!("output task failed: {err}")))?;
+        .map_err(|err| failed(format!("output task failed: {err}")))?;
     let finished = match outcome {
         Ok(Some(finished)) => finished,
-        Ok(None) => return Err(Failure(exit::FAILED, "the turn was not started".into())),
-        Err(err) => return Err(Failure(exit::FAILED, err.to_string())),
+        Ok(None) => return Err(failed("the turn was not started")),
+        Err(err) => return Err(failed(err)),
     };
     printer.finish(&session.id, &finished);
     Ok(exit::for_status(finished.status))
@@ -129,12 +121,9 @@ async fn session_for(
                 .await
                 .map_err(|err| match err {
                     SessionError::NotFound => usage(format!("no session with id {id}")),
-                    err => Failure(exit::FAILED, err.to_string()),
+                    err => failed(err),
                 })?;
-            runtime
-                .recover(Some(id))
-                .await
-                .map_err(|err| Failure(exit::FAILED, err.to_string()))?;
+            runtime.recover(Some(id)).await.map_err(failed)?;
             Ok(session)
         }
         None => {

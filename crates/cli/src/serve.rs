@@ -50,8 +50,15 @@ pub async fn run(args: ServeArgs, config: Config, data_dir: PathBuf) -> u8 {
     }
 }
 
+fn usage(err: impl std::fmt::Display) -> (u8, String) {
+    (exit::USAGE, err.to_string())
+}
+
+fn failed(err: impl std::fmt::Display) -> (u8, String) {
+    (exit::FAILED, err.to_string())
+}
+
 async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(), (u8, String)> {
-    let usage = |message: String| (exit::USAGE, message);
     let env: HashMap<String, String> = std::env::vars().collect();
     let lookup = |key: &str| env.get(key).cloned();
     let bind = args
@@ -66,24 +73,22 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
         None => config.server.auth,
     };
     let auth = Auth::from_config(&config.server, mode, lookup("AGENTD_HEADER_SECRET"), addr)
-        .map_err(|err| usage(err.to_string()))?;
-    prepare_data_dir(&data_dir).map_err(|err| usage(err.to_string()))?;
+        .map_err(usage)?;
+    prepare_data_dir(&data_dir).map_err(usage)?;
     let (store, cluster_store) = open_server_store(&data_dir, &config, &lookup)
         .await
-        .map_err(|err| usage(err.to_string()))?;
+        .map_err(usage)?;
     if mode == AuthMode::Token {
         warn_without_tokens(store.as_ref()).await;
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|err| (exit::FAILED, format!("cannot listen on {addr}: {err}")))?;
-    let local = listener
-        .local_addr()
-        .map_err(|err| (exit::FAILED, err.to_string()))?;
+        .map_err(|err| failed(format!("cannot listen on {addr}: {err}")))?;
+    let local = listener.local_addr().map_err(failed)?;
     let cluster = match cluster_store {
         Some(cluster_store) => {
             let id = node_id(config.cluster.node_id.as_deref(), &data_dir)
-                .map_err(|err| (exit::FAILED, format!("cannot keep the node id: {err}")))?;
+                .map_err(|err| failed(format!("cannot keep the node id: {err}")))?;
             Some(Cluster::new(cluster_store, &config.cluster, id))
         }
         None => None,
@@ -98,12 +103,7 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
         .thread_name("agentd-turn")
         .enable_all()
         .build()
-        .map_err(|err| {
-            (
-                exit::FAILED,
-                format!("cannot start the turn runtime: {err}"),
-            )
-        })?;
+        .map_err(|err| failed(format!("cannot start the turn runtime: {err}")))?;
     let deadline = config.server.shutdown_deadline();
     let mut runtime = Runtime::new(store, config, data_dir);
     if let Some(cluster) = &cluster {
@@ -159,7 +159,7 @@ fn exit_status(served: std::io::Result<Stopped>, deadline: Duration) -> Result<(
                 pending.join("; ")
             ),
         )),
-        Err(err) => Err((exit::FAILED, err.to_string())),
+        Err(err) => Err(failed(err)),
     }
 }
 

@@ -15,10 +15,7 @@ use crate::{SessionsCommand, exit, history};
 pub async fn run(command: SessionsCommand, config: Config, data_dir: PathBuf) -> u8 {
     let service = match crate::service::open(config, data_dir).await {
         Ok(service) => service,
-        Err(err) => {
-            eprintln!("agentd: {err}");
-            return exit::USAGE;
-        }
+        Err(err) => return exit::report(exit::USAGE, err),
     };
     let store = service.registry().runtime().store.clone();
     let outcome = match command {
@@ -49,13 +46,7 @@ pub async fn run(command: SessionsCommand, config: Config, data_dir: PathBuf) ->
             .await
             .or_else(history::refused),
     };
-    match outcome {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("agentd: {err}");
-            exit::FAILED
-        }
-    }
+    exit::or_failed(outcome)
 }
 
 async fn ls(
@@ -65,10 +56,7 @@ async fn ls(
 ) -> Result<u8, agentd_store::StoreError> {
     let sessions = store.list_sessions(LOCAL_USER, None, limit).await?;
     if as_json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&sessions).unwrap_or_default()
-        );
+        exit::print_json(&sessions);
         return Ok(exit::OK);
     }
     if sessions.is_empty() {
@@ -163,11 +151,7 @@ async fn show(
     };
     let messages = store.messages(id).await?;
     if as_json {
-        let value = json!({"session": session, "messages": messages});
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_default()
-        );
+        exit::print_json(&json!({"session": session, "messages": messages}));
         return Ok(exit::OK);
     }
     println!("session   {}", session.id);
@@ -193,14 +177,7 @@ async fn show(
                     content, is_error, ..
                 } => {
                     let mark = if *is_error { "✗" } else { "←" };
-                    let first: String = content
-                        .lines()
-                        .next()
-                        .unwrap_or("")
-                        .chars()
-                        .take(100)
-                        .collect();
-                    format!("{mark} {first}")
+                    format!("{mark} {}", crate::output::first_line(content, 100))
                 }
                 ContentBlock::Image { .. } => "(image)".to_string(),
             };

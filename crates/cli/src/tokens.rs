@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use agentd_server::access::{Audit, OPERATOR};
 use agentd_server::config::Config;
 use agentd_server::http::auth::{new_token, valid_user_name};
-use agentd_server::paths::open_store;
 use agentd_store::{Store, StoreError};
 
 use crate::exit;
@@ -37,13 +36,9 @@ pub enum TokensCommand {
 }
 
 pub async fn run(command: TokensCommand, config: Config, data_dir: PathBuf) -> u8 {
-    let env = |key: &str| std::env::var(key).ok();
-    let store = match open_store(&data_dir, &config, &env).await {
+    let store = match crate::users::store(&config, &data_dir).await {
         Ok(store) => store,
-        Err(err) => {
-            eprintln!("agentd: {err}");
-            return exit::USAGE;
-        }
+        Err(code) => return code,
     };
     let outcome = match command {
         TokensCommand::Create { user, name, admin } => {
@@ -52,13 +47,7 @@ pub async fn run(command: TokensCommand, config: Config, data_dir: PathBuf) -> u
         TokensCommand::Ls { user, json } => ls(store.as_ref(), user.as_deref(), json).await,
         TokensCommand::Revoke { id } => revoke(store.as_ref(), &id).await,
     };
-    match outcome {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("agentd: {err}");
-            exit::FAILED
-        }
-    }
+    exit::or_failed(outcome)
 }
 
 async fn create(store: &dyn Store, user: &str, label: &str, admin: bool) -> Result<u8, StoreError> {
@@ -93,10 +82,7 @@ async fn ls(store: &dyn Store, user: Option<&str>, as_json: bool) -> Result<u8, 
     let user_id = match user {
         Some(name) => match store.get_user_by_name(name).await? {
             Some(user) => Some(user.id),
-            None => {
-                eprintln!("agentd: no user named {name:?}");
-                return Ok(exit::USAGE);
-            }
+            None => return Ok(exit::report(exit::USAGE, format!("no user named {name:?}"))),
         },
         None => None,
     };
@@ -106,10 +92,7 @@ async fn ls(store: &dyn Store, user: Option<&str>, as_json: bool) -> Result<u8, 
         for token in &mut tokens {
             token.token_hash.clear();
         }
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&tokens).unwrap_or_default()
-        );
+        exit::print_json(&tokens);
         return Ok(exit::OK);
     }
     if tokens.is_empty() {
@@ -150,7 +133,6 @@ async fn revoke(store: &dyn Store, id: &str) -> Result<u8, StoreError> {
         eprintln!("agentd: token {id} revoked");
         Ok(exit::OK)
     } else {
-        eprintln!("agentd: no token with id {id}");
-        Ok(exit::USAGE)
+        Ok(exit::report(exit::USAGE, format!("no token with id {id}")))
     }
 }

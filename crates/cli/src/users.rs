@@ -88,15 +88,15 @@ pub struct AuditArgs {
     json: bool,
 }
 
-async fn store(
+/// The configured store; an error is printed and is [`exit::USAGE`].
+pub(crate) async fn store(
     config: &Config,
     data_dir: &std::path::Path,
 ) -> Result<std::sync::Arc<dyn Store>, u8> {
     let env = |key: &str| std::env::var(key).ok();
-    open_store(data_dir, config, &env).await.map_err(|err| {
-        eprintln!("agentd: {err}");
-        exit::USAGE
-    })
+    open_store(data_dir, config, &env)
+        .await
+        .map_err(|err| exit::report(exit::USAGE, err))
 }
 
 pub async fn run(command: UsersCommand, config: Config, data_dir: PathBuf) -> u8 {
@@ -109,13 +109,7 @@ pub async fn run(command: UsersCommand, config: Config, data_dir: PathBuf) -> u8
         config: &config,
         data_dir: &data_dir,
     };
-    match users(access, command).await {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("agentd: {err}");
-            exit::FAILED
-        }
-    }
+    exit::or_failed(users(access, command).await)
 }
 
 async fn users(access: Access<'_>, command: UsersCommand) -> anyhow::Result<u8> {
@@ -228,10 +222,7 @@ pub async fn audit(args: AuditArgs, config: Config, data_dir: PathBuf) -> u8 {
         };
         let entries = match store.audit_log(&query).await {
             Ok(entries) => entries,
-            Err(err) => {
-                eprintln!("agentd: {err}");
-                return exit::FAILED;
-            }
+            Err(err) => return exit::report(exit::FAILED, err),
         };
         for entry in &entries {
             if args.json {

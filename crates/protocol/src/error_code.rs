@@ -45,32 +45,6 @@ wire_enum! {
         ClaudeCodeLineTooLong = "claude_code_line_too_long": "The `claude` CLI wrote a line over agentd's limit.",
     }
     extra {
-        ClaudeCodeResult(Box<str>) = "claude_code_<subtype>": "The `claude` CLI ended the turn with result `<subtype>` (e.g. `error_max_turns`, `error_during_execution`).",
-    }
-}
-
-/// The prefix of the `claude-code` engine's codes.
-const CLAUDE_CODE_PREFIX: &str = "claude_code_";
-
-impl ErrorCode {
-    /// Never fails: an unknown string becomes `Other`.
-    pub fn parse(s: &str) -> Self {
-        if let Some(known) = Self::from_known(s) {
-            return known;
-        }
-        match s.strip_prefix(CLAUDE_CODE_PREFIX) {
-            Some(subtype) => ErrorCode::ClaudeCodeResult(subtype.into()),
-            None => ErrorCode::Other(s.to_string()),
-        }
-    }
-}
-
-impl std::fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ErrorCode::ClaudeCodeResult(subtype) => write!(f, "{CLAUDE_CODE_PREFIX}{subtype}"),
-            ErrorCode::Other(other) => f.write_str(other),
-            known => f.write_str(known.known_str().unwrap_or_default()),
-        }
+        ClaudeCodeResult(Box<str>) = "claude_code_" "<subtype>": "The `claude` CLI ended the turn with result `<subtype>` (e.g. `error_max_turns`, `error_during_execution`).",
     }
 }

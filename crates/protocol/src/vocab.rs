@@ -33,33 +33,7 @@ wire_enum! {
         StoreError = "store_error": "The request could not be stored, so nobody could answer it.",
     }
     extra {
-        User(Box<str>) = "user:<name>": "The signed-in user `<name>` answered through the API.",
-    }
-}
-
-/// The prefix of [`Resolver::User`]'s wire form.
-const USER_PREFIX: &str = "user:";
-
-impl Resolver {
-    /// Never fails: an unknown string becomes `Other`.
-    pub fn parse(s: &str) -> Self {
-        if let Some(known) = Self::from_known(s) {
-            return known;
-        }
-        match s.strip_prefix(USER_PREFIX) {
-            Some(name) => Resolver::User(name.into()),
-            None => Resolver::Other(s.to_string()),
-        }
-    }
-}
-
-impl std::fmt::Display for Resolver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Resolver::User(name) => write!(f, "{USER_PREFIX}{name}"),
-            Resolver::Other(other) => f.write_str(other),
-            known => f.write_str(known.known_str().unwrap_or_default()),
-        }
+        User(Box<str>) = "user:" "<name>": "The signed-in user `<name>` answered through the API.",
     }
 }
 

@@ -9,13 +9,13 @@
 //! not list: a stored event from before a field existed is the one `Other`
 //! it writes back (an empty `by`, as it was read).
 
-/// The plain form: unit variants only (`as_str`, `parse`, `Display` made
-/// here). The extended form (`extra { … }`) adds variants that carry a
-/// string, each with its form (`user:<name>`) and meaning; the type then
-/// writes `Display` and `parse` itself, using `known_str` and `from_known`
-/// for the unit variants. They hold a `Box<str>`, which keeps the enum as
-/// small as a `String` (an [`crate::ErrorInfo`] is in every `turn.finished`,
-/// and events are moved around a lot).
+/// The plain form: unit variants only (it also has `as_str`). The extended
+/// form (`extra { … }`) adds variants that carry a string, each with the
+/// prefix that marks it, a placeholder for the rest (`"user:" "<name>"`) and
+/// its meaning; a unit variant's string wins over a prefix. They hold a
+/// `Box<str>`, which keeps the enum as small as a `String` (an
+/// [`crate::ErrorInfo`] is in every `turn.finished`, and events are moved
+/// around a lot).
 macro_rules! wire_enum {
     (
         $(#[$meta:meta])*
@@ -39,17 +39,6 @@ macro_rules! wire_enum {
                     known => known.known_str().unwrap_or_default(),
                 }
             }
-
-            /// Never fails: an unknown string becomes `Other`.
-            pub fn parse(s: &str) -> Self {
-                Self::from_known(s).unwrap_or_else(|| $name::Other(s.to_string()))
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
         }
     };
     (
@@ -58,7 +47,7 @@ macro_rules! wire_enum {
             $( $variant:ident = $wire:literal : $meaning:literal, )*
         }
         extra {
-            $( $extra:ident(Box<str>) = $form:literal : $form_meaning:literal, )*
+            $( $extra:ident(Box<str>) = $prefix:literal $rest:literal : $form_meaning:literal, )*
         }
     ) => {
         $(#[$meta])*
@@ -78,7 +67,7 @@ macro_rules! wire_enum {
             /// The forms of the variants that carry a string (`user:<name>`)
             /// and their meanings.
             pub const FORMS: &'static [(&'static str, &'static str)] =
-                &[ $( ($form, $form_meaning), )* ];
+                &[ $( (concat!($prefix, $rest), $form_meaning), )* ];
 
             /// The wire string of a unit variant.
             fn known_str(&self) -> Option<&'static str> {
@@ -92,6 +81,29 @@ macro_rules! wire_enum {
                 match s {
                     $( $wire => Some($name::$variant), )*
                     _ => None,
+                }
+            }
+
+            /// Never fails: an unknown string becomes `Other`.
+            pub fn parse(s: &str) -> Self {
+                if let Some(known) = Self::from_known(s) {
+                    return known;
+                }
+                $(
+                    if let Some(rest) = s.strip_prefix($prefix) {
+                        return $name::$extra(rest.into());
+                    }
+                )*
+                $name::Other(s.to_string())
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match self {
+                    $( $name::$extra(rest) => write!(f, "{}{rest}", $prefix), )*
+                    $name::Other(other) => f.write_str(other),
+                    known => f.write_str(known.known_str().unwrap_or_default()),
                 }
             }
         }

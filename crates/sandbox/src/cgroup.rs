@@ -180,18 +180,15 @@ impl Drop for CommandCgroup {
             return;
         }
         self.kill();
-        let dir = self.dir.clone();
-        let version = self.version;
-        let join = self.join.clone();
+        let cgroup = CommandCgroup {
+            dir: self.dir.clone(),
+            version: self.version,
+            join: self.join.clone(),
+            removed: true,
+        };
         let spawned = std::thread::Builder::new()
             .name("agentd-cgroup-cleanup".into())
             .spawn(move || {
-                let cgroup = CommandCgroup {
-                    dir,
-                    version,
-                    join,
-                    removed: true,
-                };
                 let deadline = Instant::now() + BACKGROUND_WAIT;
                 while !cgroup.try_rmdir() {
                     if Instant::now() >= deadline {

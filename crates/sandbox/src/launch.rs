@@ -13,28 +13,10 @@ use crate::run::GroupKiller;
 /// Spawn `command` with piped output in its own process group, under
 /// `limits` from its first instruction (rlimits and the cgroup are entered
 /// before the program is exec'd: by the trampoline when enabled, else
-/// between fork and exec). The killer ends the group and the cgroup.
+/// between fork and exec). The killer ends the group and the cgroup. For a
+/// `serving` sandbox the trampoline also hands its executable on (only with
+/// the trampoline enabled).
 pub(crate) fn spawn_confined(
-    command: Command,
-    stdin: Stdio,
-    limits: &Limits,
-    launch: &Launch,
-) -> Result<(Child, GroupKiller), SandboxError> {
-    spawn_confined_as(command, stdin, limits, launch, false)
-}
-
-/// [`spawn_confined`] for a serving sandbox: the trampoline also hands its
-/// executable on (only with the trampoline enabled).
-pub(crate) fn spawn_confined_serving(
-    command: Command,
-    stdin: Stdio,
-    limits: &Limits,
-    launch: &Launch,
-) -> Result<(Child, GroupKiller), SandboxError> {
-    spawn_confined_as(command, stdin, limits, launch, true)
-}
-
-fn spawn_confined_as(
     mut command: Command,
     stdin: Stdio,
     limits: &Limits,
@@ -123,15 +105,8 @@ fn child_setup(
         crate::binds::renumber(&mut args, &opened);
     }
     let mut rebuilt = Command::new(std_command.get_program());
-    rebuilt.args(args).env_clear();
-    for (key, value) in std_command.get_envs() {
-        if let Some(value) = value {
-            rebuilt.env(key, value);
-        }
-    }
-    if let Some(dir) = std_command.get_current_dir() {
-        rebuilt.current_dir(dir);
-    }
+    rebuilt.args(args);
+    crate::trampoline::copy_env(std_command, &mut rebuilt);
     let setup = crate::pre_exec::ChildSetup {
         binds: opened.into_iter().map(|(_, fd)| fd).collect(),
         staged,

@@ -120,10 +120,7 @@ impl Limits {
             .into_iter()
             .filter_map(|(resource, limit)| {
                 let hard = rustix::process::getrlimit(resource).maximum;
-                let value = match (limit?, hard) {
-                    (limit, Some(hard)) => limit.min(hard),
-                    (limit, None) => limit,
-                };
+                let value = limit?.min(hard.unwrap_or(u64::MAX));
                 let limit = Rlimit {
                     current: Some(value),
                     maximum: Some(value),

@@ -160,7 +160,8 @@ async fn start(
                     Launch::plain(policy),
                 ),
             };
-            let (child, group) = spawn_confined(command, Stdio::null(), &policy.limits, &launch)?;
+            let (child, group) =
+                spawn_confined(command, Stdio::null(), &policy.limits, &launch, false)?;
             Ok(Some((Process::Child(child, group), Some(pass), bwrap)))
         }
     }

@@ -12,7 +12,7 @@ use rustix::net::RecvFlags;
 use tokio::io::unix::AsyncFd;
 use tokio::process::Child;
 
-use crate::launch::spawn_confined_serving;
+use crate::launch::spawn_confined;
 use crate::policy::Limits;
 use crate::run::GroupKiller;
 use crate::serve::{ANSWER_BYTES, read_answer};
@@ -259,7 +259,7 @@ pub(crate) fn start_serving(
     let (bootstrap_server, bootstrap) = crate::serve::channel()?;
     let (server, host) = crate::serve::channel()?;
     let (child, group) =
-        spawn_confined_serving(command, Stdio::from(bootstrap_server), limits, launch)
+        spawn_confined(command, Stdio::from(bootstrap_server), limits, launch, true)
             .map_err(io::Error::other)?;
     // The channel goes over stdin, which bwrap's monitor keeps open outside
     // the sandbox: held by the server alone, the channel ends when it does,

@@ -51,8 +51,8 @@ impl Sandbox {
     ) -> Result<SandboxedProcess, SandboxError> {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let (command, launch) = build_exec(policy, &argv)?;
-        let (mut child, group) = spawn_confined(command, Stdio::piped(), &policy.limits, &launch)
-            .map_err(|err| match err {
+        let spawned = spawn_confined(command, Stdio::piped(), &policy.limits, &launch, false);
+        let (mut child, group) = spawned.map_err(|err| match err {
             SandboxError::Spawn(message) => SandboxError::Spawn(format!("{}: {message}", argv[0])),
             other => other,
         })?;

@@ -65,16 +65,23 @@ pub(crate) fn wrap(
     if serving {
         args[0] = ENTER_SERVING.into();
     }
-    wrapped.args(args).args(command.get_args()).env_clear();
-    for (key, value) in command.get_envs() {
+    wrapped.args(args).args(command.get_args());
+    copy_env(command, &mut wrapped);
+    wrapped
+}
+
+/// Give `to` the environment of `from` (only that: `to`'s is cleared) and
+/// its working directory.
+pub(crate) fn copy_env(from: &std::process::Command, to: &mut tokio::process::Command) {
+    to.env_clear();
+    for (key, value) in from.get_envs() {
         if let Some(value) = value {
-            wrapped.env(key, value);
+            to.env(key, value);
         }
     }
-    if let Some(dir) = command.get_current_dir() {
-        wrapped.current_dir(dir);
+    if let Some(dir) = from.get_current_dir() {
+        to.current_dir(dir);
     }
-    wrapped
 }
 
 fn enter_args(

@@ -15,7 +15,7 @@ use std::path::Path;
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
 
-use super::{ConfinedError, file_type, open_resolving, opened, regular_from};
+use super::{ConfinedError, file_type, fstat, open_resolving, opened, regular_from};
 
 /// Open `rel` beneath `dir` through real directories only. A link in any
 /// component is refused with `ELOOP`, except a last one when `flags` has
@@ -28,7 +28,7 @@ pub fn open_no_links(
     mode: Mode,
 ) -> io::Result<OwnedFd> {
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    open_resolving(dir, rel, flags, mode, resolve, super::walk::open_no_links)
+    open_resolving(dir, rel, flags, mode, resolve)
 }
 
 /// The walk `open_no_links` falls back on, for tests of it on kernels that
@@ -40,7 +40,7 @@ pub fn open_no_links_by_walk(
     flags: OFlags,
     mode: Mode,
 ) -> io::Result<OwnedFd> {
-    super::walk::open_no_links(dir, rel, flags, mode).map_err(io::Error::from)
+    super::walk::open(dir, rel, flags, mode, false).map_err(io::Error::from)
 }
 
 /// Open `rel` for reading through real directories only, if it is a regular
@@ -51,12 +51,12 @@ pub fn open_regular_no_links(
     dir: BorrowedFd<'_>,
     rel: &Path,
 ) -> Result<(File, Stat), ConfinedError> {
-    regular_from(opened(open_no_links(
-        dir,
-        rel,
-        OFlags::PATH,
-        Mode::empty(),
-    ))?)
+    regular_from(no_links(dir, rel, OFlags::PATH)?)
+}
+
+/// [`open_no_links`] with no mode, for a confined operation.
+fn no_links(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> Result<OwnedFd, ConfinedError> {
+    opened(open_no_links(dir, rel, flags, Mode::empty()))
 }
 
 /// Set the permission bits of `rel` beneath `dir` (reached through real
@@ -68,13 +68,8 @@ pub fn set_mode_no_follow(
     rel: &Path,
     mode: u32,
 ) -> Result<bool, ConfinedError> {
-    let fd = opened(open_no_links(
-        dir,
-        rel,
-        OFlags::PATH | OFlags::NOFOLLOW,
-        Mode::empty(),
-    ))?;
-    if file_type(&rustix::fs::fstat(&fd).map_err(io::Error::from)?) == FileType::Symlink {
+    let fd = no_links(dir, rel, OFlags::PATH | OFlags::NOFOLLOW)?;
+    if file_type(&fstat(&fd)?) == FileType::Symlink {
         return Ok(false);
     }
     // `fchmod` refuses an `O_PATH` descriptor; its /proc link reaches the

@@ -79,22 +79,19 @@ pub fn open_beneath(
     mode: Mode,
 ) -> io::Result<OwnedFd> {
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
-    open_resolving(dir, rel, flags, mode, resolve, walk::open)
+    open_resolving(dir, rel, flags, mode, resolve)
 }
 
-/// The fallback walk for a kernel without `openat2`, with the same verdicts.
-type Walk = fn(BorrowedFd<'_>, &Path, OFlags, Mode) -> Result<OwnedFd, Errno>;
-
 /// `openat2(dir, rel, flags, resolve)`, retried while the kernel saw a
-/// concurrent rename, or `walk` where there is no `openat2`. An absolute
-/// `rel` leaves `dir` (`EXDEV`); an empty one is `dir` itself.
+/// concurrent rename, or the walk where there is no `openat2` (with the same
+/// verdicts: it refuses every link when `resolve` has `RESOLVE_NO_SYMLINKS`).
+/// An absolute `rel` leaves `dir` (`EXDEV`); an empty one is `dir` itself.
 pub(crate) fn open_resolving(
     dir: BorrowedFd<'_>,
     rel: &Path,
     flags: OFlags,
     mode: Mode,
     resolve: ResolveFlags,
-    walk: Walk,
 ) -> io::Result<OwnedFd> {
     let rel = if rel.as_os_str().is_empty() {
         Path::new(".")
@@ -119,7 +116,8 @@ pub(crate) fn open_resolving(
             return Err(Errno::AGAIN.into());
         }
     }
-    walk(dir, rel, flags, mode).map_err(io::Error::from)
+    let follow_links = !resolve.contains(ResolveFlags::NO_SYMLINKS);
+    walk::open(dir, rel, flags, mode, follow_links).map_err(io::Error::from)
 }
 
 /// The walk `open_beneath` falls back on, for tests of it on kernels that
@@ -131,7 +129,7 @@ pub fn open_beneath_by_walk(
     flags: OFlags,
     mode: Mode,
 ) -> io::Result<OwnedFd> {
-    walk::open(dir, rel, flags, mode).map_err(io::Error::from)
+    walk::open(dir, rel, flags, mode, true).map_err(io::Error::from)
 }
 
 /// What a confined operation refuses, besides the kernel's own errors.
@@ -174,6 +172,15 @@ fn opened(result: io::Result<OwnedFd>) -> Result<OwnedFd, ConfinedError> {
     result.map_err(ConfinedError::from_io)
 }
 
+/// [`open_beneath`] with no mode, for a confined operation.
+fn beneath(dir: BorrowedFd<'_>, rel: &Path, flags: OFlags) -> Result<OwnedFd, ConfinedError> {
+    opened(open_beneath(dir, rel, flags, Mode::empty()))
+}
+
+fn fstat(fd: &OwnedFd) -> Result<Stat, ConfinedError> {
+    Ok(rustix::fs::fstat(fd).map_err(io::Error::from)?)
+}
+
 /// A word for a file type, for errors.
 pub fn kind_name(file_type: FileType) -> &'static str {
     match file_type {
@@ -194,32 +201,25 @@ pub fn file_type(stat: &Stat) -> FileType {
 
 /// Metadata of `rel` beneath `dir`, following links within (like `stat`).
 pub fn stat_beneath(dir: BorrowedFd<'_>, rel: &Path) -> Result<Stat, ConfinedError> {
-    let fd = opened(open_beneath(dir, rel, OFlags::PATH, Mode::empty()))?;
-    Ok(rustix::fs::fstat(&fd).map_err(io::Error::from)?)
+    fstat(&beneath(dir, rel, OFlags::PATH)?)
 }
 
 /// Metadata of `rel` itself (a last-component link is not followed).
 pub fn lstat_beneath(dir: BorrowedFd<'_>, rel: &Path) -> Result<Stat, ConfinedError> {
-    let fd = opened(open_beneath(
-        dir,
-        rel,
-        OFlags::PATH | OFlags::NOFOLLOW,
-        Mode::empty(),
-    ))?;
-    Ok(rustix::fs::fstat(&fd).map_err(io::Error::from)?)
+    fstat(&beneath(dir, rel, OFlags::PATH | OFlags::NOFOLLOW)?)
 }
 
 /// Open `rel` for reading, only if it is a regular file. Nothing but an
 /// `O_PATH` descriptor is opened before the type is known, so a FIFO or a
 /// device is refused without blocking or touching its driver.
 pub fn open_regular(dir: BorrowedFd<'_>, rel: &Path) -> Result<(File, Stat), ConfinedError> {
-    regular_from(opened(open_beneath(dir, rel, OFlags::PATH, Mode::empty()))?)
+    regular_from(beneath(dir, rel, OFlags::PATH)?)
 }
 
 /// The regular file behind the `O_PATH` descriptor `path_fd`, opened for
 /// reading; anything else is refused by its type.
 pub(crate) fn regular_from(path_fd: OwnedFd) -> Result<(File, Stat), ConfinedError> {
-    let stat = rustix::fs::fstat(&path_fd).map_err(io::Error::from)?;
+    let stat = fstat(&path_fd)?;
     let found = file_type(&stat);
     if found != FileType::RegularFile {
         return Err(ConfinedError::Kind {
@@ -265,13 +265,8 @@ pub fn read_regular(dir: BorrowedFd<'_>, rel: &Path, limit: u64) -> Result<Vec<u
 
 /// Open the directory `rel` beneath `dir` for listing.
 pub fn open_dir(dir: BorrowedFd<'_>, rel: &Path) -> Result<OwnedFd, ConfinedError> {
-    let fd = opened(open_beneath(
-        dir,
-        rel,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK,
-        Mode::empty(),
-    ));
-    match fd {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK;
+    match beneath(dir, rel, flags) {
         Err(ConfinedError::Io(err)) if err.raw_os_error() == Some(libc::ENOTDIR) => {
             let found = stat_beneath(dir, rel).map(|stat| kind_name(file_type(&stat)));
             Err(ConfinedError::Kind {
@@ -286,12 +281,7 @@ pub fn open_dir(dir: BorrowedFd<'_>, rel: &Path) -> Result<OwnedFd, ConfinedErro
 /// Create every missing directory of `rel` beneath `dir` (mode 0755 less the
 /// umask) and return the last one, opened `O_PATH`.
 pub fn create_dir_all(dir: BorrowedFd<'_>, rel: &Path) -> Result<OwnedFd, ConfinedError> {
-    let mut current = opened(open_beneath(
-        dir,
-        Path::new("."),
-        OFlags::PATH | OFlags::DIRECTORY,
-        Mode::empty(),
-    ))?;
+    let mut current = beneath(dir, Path::new("."), OFlags::PATH | OFlags::DIRECTORY)?;
     for component in rel.components() {
         let name = match component {
             std::path::Component::Normal(name) => name,
@@ -302,13 +292,11 @@ pub fn create_dir_all(dir: BorrowedFd<'_>, rel: &Path) -> Result<OwnedFd, Confin
             Ok(()) | Err(Errno::EXIST) => {}
             Err(err) => return Err(ConfinedError::Io(err.into())),
         }
-        let next = opened(open_beneath(
+        current = beneath(
             current.as_fd(),
             Path::new(name),
             OFlags::PATH | OFlags::DIRECTORY,
-            Mode::empty(),
-        ))?;
-        current = next;
+        )?;
     }
     Ok(current)
 }
@@ -345,12 +333,7 @@ pub fn write_atomic(
     let parent = if create_parents {
         create_dir_all(dir, parent_rel)?
     } else {
-        opened(open_beneath(
-            dir,
-            parent_rel,
-            OFlags::PATH | OFlags::DIRECTORY,
-            Mode::empty(),
-        ))?
+        beneath(dir, parent_rel, OFlags::PATH | OFlags::DIRECTORY)?
     };
     let existing = match rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(stat) => Some(stat),
@@ -443,12 +426,8 @@ pub fn list_dir(dir: BorrowedFd<'_>, rel: &Path) -> Result<Vec<DirEntry>, Confin
 pub fn read_link(dir: BorrowedFd<'_>, rel: &Path) -> Result<PathBuf, ConfinedError> {
     use std::os::unix::ffi::OsStrExt;
     let name = rel.file_name().ok_or(ConfinedError::Escapes)?;
-    let parent = opened(open_beneath(
-        dir,
-        rel.parent().unwrap_or(Path::new("")),
-        OFlags::PATH | OFlags::DIRECTORY,
-        Mode::empty(),
-    ))?;
+    let parent_rel = rel.parent().unwrap_or(Path::new(""));
+    let parent = beneath(dir, parent_rel, OFlags::PATH | OFlags::DIRECTORY)?;
     let target = rustix::fs::readlinkat(&parent, name, Vec::new()).map_err(io::Error::from)?;
     Ok(PathBuf::from(std::ffi::OsStr::from_bytes(
         target.to_bytes(),

@@ -15,28 +15,11 @@ use rustix::io::Errno;
 /// Linux gives up after 40 links (ELOOP); so does the walk.
 const MAX_LINKS: usize = 40;
 
+/// Open `rel` beneath `root`. Unless `follow_links`, a link in any component
+/// is refused with `ELOOP` (the last one too, unless `flags` has
+/// `O_PATH | O_NOFOLLOW`: then the link itself is opened), as
+/// `RESOLVE_NO_SYMLINKS` refuses it.
 pub(crate) fn open(
-    root: BorrowedFd<'_>,
-    rel: &Path,
-    flags: OFlags,
-    mode: Mode,
-) -> Result<OwnedFd, Errno> {
-    open_with(root, rel, flags, mode, true)
-}
-
-/// [`open`], but a link in any component is refused with `ELOOP` (the last
-/// one too, unless `flags` has `O_PATH | O_NOFOLLOW`: then the link itself is
-/// opened), as `RESOLVE_NO_SYMLINKS` refuses it.
-pub(crate) fn open_no_links(
-    root: BorrowedFd<'_>,
-    rel: &Path,
-    flags: OFlags,
-    mode: Mode,
-) -> Result<OwnedFd, Errno> {
-    open_with(root, rel, flags, mode, false)
-}
-
-fn open_with(
     root: BorrowedFd<'_>,
     rel: &Path,
     flags: OFlags,

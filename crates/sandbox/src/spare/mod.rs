@@ -334,7 +334,7 @@ fn start_reader(
     launch: &Launch,
 ) -> io::Result<Spare> {
     let (mut child, group) =
-        spawn_confined(command, Stdio::piped(), limits, launch).map_err(io::Error::other)?;
+        spawn_confined(command, Stdio::piped(), limits, launch, false).map_err(io::Error::other)?;
     let stdin = child
         .stdin
         .take()
@@ -363,15 +363,7 @@ pub(crate) fn give_back(sandbox: Spare, key: Key, binds: BindIdentities) -> bool
     let refused = if full {
         Some(sandbox)
     } else {
-        let id = pool.next_id;
-        pool.next_id += 1;
-        pool.entries.push(Entry {
-            id,
-            key,
-            binds,
-            since: Instant::now(),
-            spare: Some(sandbox),
-        });
+        pool.push(key, binds, Some(sandbox));
         pool.ensure_sweeper();
         None
     };

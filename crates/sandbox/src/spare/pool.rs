@@ -47,16 +47,22 @@ impl Pool {
         {
             return None;
         }
+        Some(self.push(key, Vec::new(), None))
+    }
+
+    /// Add an entry under the next id, and return that.
+    pub(super) fn push(&mut self, key: Key, binds: BindIdentities, spare: Option<Spare>) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
+        let since = Instant::now();
         self.entries.push(Entry {
             id,
             key,
-            binds: Vec::new(),
-            since: Instant::now(),
-            spare: None,
+            binds,
+            since,
+            spare,
         });
-        Some(id)
+        id
     }
 
     /// Give place `id` the key and binds its spare is about to start with;
