@@ -1,6 +1,11 @@
 //! Shared pieces of agentd's benchmarks: timing wrappers and figures.
 
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use anyhow::Context;
 
 /// `[server]` keys that let one user open as many connections and event
 /// streams as a benchmark needs (the defaults suit a server shared by many).
@@ -27,4 +32,30 @@ pub fn quantile(samples: &mut [Duration], q: f64) -> Duration {
 
 pub fn micros(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
+}
+
+/// `agentd-model-server` at `server` on `script`, as its own process;
+/// returns it and its URL.
+pub fn start_model_server(server: &Path, script: &Path) -> anyhow::Result<(Child, String)> {
+    if !server.exists() {
+        anyhow::bail!(
+            "{} not found: build it with `cargo build --release -p agentd-testkit`",
+            server.display()
+        );
+    }
+    let mut child = Command::new(server)
+        .arg("--script")
+        .arg(script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", server.display()))?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http"))
+        .context("agentd-model-server printed no URL")?;
+    Ok((child, url.trim_end_matches('/').to_string()))
 }

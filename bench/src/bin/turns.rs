@@ -11,8 +11,7 @@
 //!     target/release/turns [N]
 
 use agentd_store::prelude::*;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,7 +24,7 @@ use agentd_server::StoreSink;
 use agentd_store::NewSession;
 use agentd_store::sqlite::SqliteStore;
 use agentd_tools::{Tool, ToolContext, ToolRegistry, ToolResult, builtin_tools};
-use anyhow::{Context, bail};
+use anyhow::bail;
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::Value;
@@ -105,28 +104,9 @@ impl Tool for TimedTool {
 }
 
 fn start_model_server() -> anyhow::Result<(std::process::Child, String)> {
-    let exe = std::env::current_exe()?;
-    let server = exe.with_file_name("agentd-model-server");
-    if !server.exists() {
-        bail!(
-            "{} not found: build it with `cargo build --release -p agentd-testkit`",
-            server.display()
-        );
-    }
+    let server = std::env::current_exe()?.with_file_name("agentd-model-server");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/turns-script.json");
-    let mut child = Command::new(server)
-        .args(["--script", script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stdout = child.stdout.take().context("no stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http"))
-        .context("no URL")?;
-    Ok((child, url.trim_end_matches('/').to_string()))
+    agentd_bench::start_model_server(&server, Path::new(script))
 }
 
 #[tokio::main]

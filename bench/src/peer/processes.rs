@@ -59,28 +59,12 @@ pub fn script(file: &str) -> Value {
     ]})
 }
 
-/// `agentd-model-server` (beside `agentd`) on `script`, as its own process;
-/// returns it and its URL.
+/// `agentd-model-server` (beside `agentd`) on `script`; it and its URL.
 pub fn start_model_server(agentd: &Path, script: &Path) -> Result<(Child, String)> {
     let server = agentd.with_file_name("agentd-model-server");
-    let mut child = Command::new(&server)
-        .arg("--script")
-        .arg(script)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("starting {}", server.display()))?;
-    let stdout = child.stdout.take().context("no stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http"))
-        .context("agentd-model-server printed no URL")?;
-    Ok((child, url.trim_end_matches('/').to_string()))
+    agentd_bench::start_model_server(&server, script)
 }
 
-/// Environment of the `claude` CLI: offline, against the model server.
 pub fn claude_command(claude: &Path, home: &Path, url: &str, cwd: &Path) -> Command {
     let mut command = Command::new(claude);
     command
