@@ -252,6 +252,13 @@ async fn the_openapi_document_lists_every_route_and_each_one_answers() {
     let (status, models) = server.get("/v1/models").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(models["default"], "anthropic:claude-sonnet-4-5");
+    let listed = models["models"].as_array().unwrap();
+    let default = listed
+        .iter()
+        .find(|m| m["id"] == models["default"])
+        .unwrap();
+    assert_eq!(default["provider"], "anthropic", "{models}");
+    assert_eq!(default["model"], "claude-sonnet-4-5", "{models}");
     let (_, profiles) = server.get("/v1/profiles").await;
     assert_eq!(profiles["profiles"][0]["name"], "default");
     let metrics = server
