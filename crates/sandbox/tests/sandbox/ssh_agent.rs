@@ -1,5 +1,6 @@
 //! `Policy::ssh_agent`: a real `ssh-agent` on the host, reached from inside
 //! the sandbox through its socket alone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
