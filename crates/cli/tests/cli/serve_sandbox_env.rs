@@ -224,3 +224,34 @@ async fn ssh_agent_reaches_the_hosts_agent_through_its_socket_only() {
     assert!(messages.contains("exit=1"), "{messages}");
     assert!(!messages.contains("Could not open"), "{messages}");
 }
+
+#[tokio::test]
+async fn a_stdio_mcp_server_gets_the_variables_and_its_answer_is_masked() {
+    let tools = crate::serve_mcp::tools_dir();
+    let entry = tools.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "print the env"}, "content": [
+            {"type": "tool_use", "id": "mcp_env_call_1", "name": "mcp__everything__get-env", "input": {}}]},
+        {"when": {"last_tool_name": "mcp__everything__get-env"}, "content": [
+            {"type": "text", "text": "done"}]}
+    ]});
+    let toml = format!(
+        "[server]\nauth = \"none\"\n\
+         [profiles.default]\nallow = [\"mcp__everything__*\"]\n\
+         env = {{ PLAIN_VAR = \"plain-visible\", API_TOKEN = {{ value = \"{SECRET}\", secret = true }} }}\n\
+         [[mcp_servers]]\nname = \"everything\"\ncommand = \"node\"\n\
+         args = [\"{entry}\"]\nread_only_paths = [\"{tools}\"]\nstartup_timeout_s = 60\n",
+        entry = entry.display(),
+        tools = tools.display()
+    );
+    let h = Harness::new(script, &toml).await;
+    let server = h.start().await;
+    let (_, events, messages) = turn(&server, "print the env").await;
+    assert!(!events.contains(SECRET), "{events}");
+    assert!(!messages.contains(SECRET), "{messages}");
+    // JSON inside JSON: the quotes are escaped once more.
+    for seen in [&events, &messages] {
+        assert!(seen.contains("plain-visible"), "{seen}");
+        assert!(seen.contains("[secret API_TOKEN]"), "{seen}");
+    }
+}
