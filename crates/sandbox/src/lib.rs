@@ -47,6 +47,7 @@
 //! server falls back to rlimits alone, which the kernel does enforce for it
 //! (note `RLIMIT_NPROC` then counts all of that user's processes).
 
+mod background;
 mod become_user;
 mod bind_args;
 mod binds;
