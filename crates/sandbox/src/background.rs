@@ -30,9 +30,11 @@ impl Sandbox {
         cancel: &CancellationToken,
     ) -> Result<Option<SandboxedProcess>, SandboxError> {
         let bwrap = bwrap_spec(policy)?;
+        // Biased: an interrupt that came first starts nothing.
         let (pass, bwrap) = tokio::select! {
-            entered = enter_gate(policy, bwrap) => entered?,
+            biased;
             () = cancel.cancelled() => return Ok(None),
+            entered = enter_gate(policy, bwrap) => entered?,
         };
         let (shell, launch) = match &bwrap {
             Some(spec) => (spec.shell(command), spec.launch()),
