@@ -195,3 +195,33 @@ async fn a_restart_ends_background_commands_and_says_so() {
     let new_id = start(&h, &server, &session, "sleep 1").await;
     assert_ne!(new_id, id);
 }
+
+#[tokio::test]
+async fn a_background_command_runs_under_the_profile_s_sandbox() {
+    let h = Harness::open(json!({"replies": []})).await;
+    let server = h.start().await;
+    let session = server.session().await;
+    let probe = "id -u; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; \
+                 touch /etc/agentd-bg-probe 2>/dev/null && echo wrote-etc";
+    let id = start(&h, &server, &session, probe).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let output = loop {
+        let read = call(&h, &server, &session, "BashOutput", json!({"bash_id": id})).await;
+        let output = read["output"].as_str().unwrap().to_string();
+        if !output.starts_with("<status>running</status>") {
+            break output;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{output}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(output.starts_with("<status>failed</status>"), "{output}");
+    let stdout = output.split("<stdout>\n").nth(1).unwrap();
+    let lines: Vec<&str> = stdout.lines().take_while(|l| *l != "</stdout>").collect();
+    // No network: loopback only; never root when the server is.
+    assert_eq!(lines[1..], ["lo"], "{output}");
+    let uid: u32 = lines[0].parse().unwrap();
+    if rustix::process::geteuid().is_root() {
+        assert_ne!(uid, 0, "{output}");
+    }
+    assert!(!std::path::Path::new("/etc/agentd-bg-probe").exists());
+}
