@@ -1,8 +1,9 @@
 //! Long-lived sandboxed processes, such as MCP stdio servers: the same
 //! [`Policy`] as [`Sandbox::exec`] (bubblewrap, workspace as cwd, clean
 //! environment, rlimits, cgroup, own process group), but with stdin and stdout
-//! piped to the caller, stderr kept as a bounded tail, and no wall-clock
-//! timeout: the process lives until it exits, is shut down, or is dropped.
+//! piped to the caller, stderr kept as a bounded tail (a background shell's
+//! is piped too, see `background`), and no wall-clock timeout: the process
+//! lives until it exits, is killed or shut down, or is dropped.
 use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -138,10 +138,8 @@ impl BackgroundShells {
     }
 
     /// New output and the status of `id`; `None` when no such command is known.
-    pub(crate) fn read(&self, id: &str) -> Option<(Arc<Shell>, Output)> {
-        let shell = self.find(id)?;
-        let output = shell.read();
-        Some((shell, output))
+    pub(crate) fn read(&self, id: &str) -> Option<Output> {
+        Some(self.find(id)?.read())
     }
 
     /// The commands still running, oldest first.

@@ -53,7 +53,7 @@ impl TypedTool for BashOutputTool {
             ),
             None => None,
         };
-        let Some((_, output)) = ctx.background.read(&input.bash_id) else {
+        let Some(output) = ctx.background.read(&input.bash_id) else {
             return Err(gone(&input.bash_id));
         };
         Ok(finish(
