@@ -160,6 +160,11 @@ impl Runtime {
             bash_max_timeout: Duration::from_secs(profile.bash_max_timeout_s),
             result_cap: agentd_tools::DEFAULT_RESULT_CAP,
             web,
+            background: self.background.for_session(
+                &session.id,
+                Duration::from_secs(profile.background_idle_timeout_s),
+                session.last_seq,
+            ),
         };
         let limits = turn_limits(&profile, options, session, owner_spend, &model);
         let config = AgentConfig {

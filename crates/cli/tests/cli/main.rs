@@ -22,6 +22,7 @@ mod serve_agent_tools;
 mod serve_agent_uids;
 mod serve_approvals;
 mod serve_auth;
+mod serve_background;
 mod serve_cluster;
 mod serve_connections;
 mod serve_db_down;

@@ -10,6 +10,7 @@
 
 mod support;
 
+mod background;
 mod escapes;
 mod exec;
 mod limits;

@@ -287,6 +287,9 @@ pub struct ProfileConfig {
     /// Default `Bash` timeout, and the most a call may ask for.
     pub bash_timeout_s: u64,
     pub bash_max_timeout_s: u64,
+    /// A background command (`Bash` with `run_in_background`) whose output
+    /// nobody has read (`BashOutput`) for this long is killed.
+    pub background_idle_timeout_s: u64,
     /// Bytes of live output (`tool.output` events) one tool call may stream
     /// and store; past it one `output.truncated`, and the model still gets
     /// its capped result.
@@ -330,6 +333,7 @@ impl Default for ProfileConfig {
             mcp_servers: None,
             bash_timeout_s: 120,
             bash_max_timeout_s: 600,
+            background_idle_timeout_s: 3600,
             max_tool_output_stream_bytes: agentd_engine::DEFAULT_TOOL_OUTPUT_STREAM_BYTES,
             max_turn_stream_bytes: agentd_engine::DEFAULT_TURN_STREAM_BYTES,
             env: BTreeMap::new(),
@@ -365,6 +369,11 @@ impl Config {
             if !(0.1..=1.0).contains(&profile.compact_threshold) {
                 return Err(format!(
                     "profile {name:?}: compact_threshold must be between 0.1 and 1.0"
+                ));
+            }
+            if profile.background_idle_timeout_s == 0 {
+                return Err(format!(
+                    "profile {name:?}: background_idle_timeout_s must be at least 1"
                 ));
             }
             for template in [&profile.system_prompt, &profile.append_system_prompt]
