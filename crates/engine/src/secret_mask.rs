@@ -6,6 +6,10 @@
 
 use agentd_protocol::OutputStream;
 
+/// Lines of a multi-line secret shorter than this are not masked on their
+/// own (a blank or a `}` would be masked everywhere).
+const MIN_LINE_FORM: usize = 8;
+
 /// The secrets of a session's sandbox, longest value first.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SecretMask {
@@ -13,13 +17,23 @@ pub(crate) struct SecretMask {
 }
 
 impl SecretMask {
-    /// From (name, value) pairs; empty values are ignored.
-    pub(crate) fn new<'a>(secrets: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
-        let mut secrets: Vec<(String, String)> = secrets
-            .into_iter()
-            .filter(|(_, value)| !value.is_empty())
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect();
+    /// From (name, value) pairs; empty values are ignored. A value is also
+    /// matched without its surrounding whitespace, and a value of several
+    /// lines line by line: tools trim output's last newline and readers split
+    /// it into lines (a PEM key ends in one).
+    pub(crate) fn new<'a>(given: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut secrets: Vec<(String, String)> = Vec::new();
+        for (name, value) in given {
+            let lines = value.lines().map(|line| line.trim_end_matches('\r'));
+            let forms = [value, value.trim_end(), value.trim()]
+                .into_iter()
+                .chain(lines.filter(|line| line.trim().len() >= MIN_LINE_FORM));
+            for form in forms.filter(|form| !form.trim().is_empty()) {
+                if !secrets.iter().any(|(_, known)| known == form) {
+                    secrets.push((name.to_string(), form.to_string()));
+                }
+            }
+        }
         // At a position where two match, the longer is masked whole.
         secrets.sort_by_key(|(_, value)| std::cmp::Reverse(value.len()));
         Self { secrets }
@@ -133,6 +147,17 @@ mod tests {
             "a [secret TOKEN] b [secret SHORT] c [secret SHORT]-valu é"
         );
         assert_eq!(SecretMask::new([]).mask("s3cr3t"), "s3cr3t");
+    }
+
+    #[test]
+    fn a_secret_with_a_trailing_newline_is_masked_when_it_is_trimmed_or_split() {
+        let key = "-----BEGIN KEY-----\r\nAAAAB3NzaC1yc2EAAAADAQABAAAB\n-----END KEY-----\n";
+        let mask = SecretMask::new([("SSH_KEY", key)]);
+        assert_eq!(mask.mask(key), "[secret SSH_KEY]");
+        assert_eq!(mask.mask(key.trim_end()), "[secret SSH_KEY]");
+        let second_line = "line AAAAB3NzaC1yc2EAAAADAQABAAAB";
+        assert_eq!(mask.mask(second_line), "line [secret SSH_KEY]");
+        assert!(!mask.mask("x\n}\n").contains("secret"), "short lines stay");
     }
 
     #[test]

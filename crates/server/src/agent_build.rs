@@ -17,8 +17,8 @@ use agentd_sandbox::confined::FsIdentity;
 use agentd_sandbox::{PathGuard, Policy};
 use agentd_store::SessionRecord;
 use agentd_tools::{
-    HiddenPaths, McpPool, SkillSet, SkillTool, ToolContext, ToolRegistry, UrlCheck, UrlVerdict,
-    WebPolicy, builtin_tools,
+    BackgroundShells, HiddenPaths, McpPool, SkillSet, SkillTool, ToolContext, ToolRegistry,
+    UrlCheck, UrlVerdict, WebPolicy, builtin_tools,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -160,11 +160,15 @@ impl Runtime {
             bash_max_timeout: Duration::from_secs(profile.bash_max_timeout_s),
             result_cap: agentd_tools::DEFAULT_RESULT_CAP,
             web,
-            background: self.background.for_session(
-                &session.id,
-                Duration::from_secs(profile.background_idle_timeout_s),
-                session.last_seq,
-            ),
+            background: if self.coordination.sees_all_turns() {
+                let idle = Duration::from_secs(profile.background_idle_timeout_s);
+                self.background
+                    .for_session(&session.id, idle, session.last_seq)
+            } else {
+                // The session's next turn may run on another node, which
+                // could neither read nor stop them.
+                BackgroundShells::unavailable("in a cluster, run long commands in the foreground")
+            },
         };
         let limits = turn_limits(&profile, options, session, owner_spend, &model);
         let config = AgentConfig {

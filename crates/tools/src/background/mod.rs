@@ -49,6 +49,8 @@ struct Inner {
     idle_timeout: Duration,
     /// Set once the session has ended: nothing new starts.
     closed: AtomicBool,
+    /// Why none may start here at all (a cluster node), if so.
+    unavailable: Option<&'static str>,
     shells: Mutex<Shells>,
 }
 
@@ -70,14 +72,24 @@ impl BackgroundShells {
     /// that grows across restarts (the session's event count), so an id
     /// from before a restart is never given to a new command.
     pub fn new(idle_timeout: Duration, first_number: u64) -> Self {
+        Self::build(idle_timeout, first_number, None)
+    }
+
+    fn build(idle_timeout: Duration, first_number: u64, unavailable: Option<&'static str>) -> Self {
         Self(Arc::new(Inner {
             idle_timeout,
             closed: AtomicBool::new(false),
+            unavailable,
             shells: Mutex::new(Shells {
                 next: first_number.max(1),
                 by_number: BTreeMap::new(),
             }),
         }))
+    }
+
+    /// None may start, for `why`.
+    pub fn unavailable(why: &'static str) -> Self {
+        Self::build(DEFAULT_BACKGROUND_IDLE_TIMEOUT, 1, Some(why))
     }
 
     fn shells(&self) -> MutexGuard<'_, Shells> {
@@ -119,6 +131,9 @@ impl BackgroundShells {
     }
 
     fn check_room(&self) -> Result<(), String> {
+        if let Some(why) = self.0.unavailable {
+            return Err(format!("background commands are not available here: {why}"));
+        }
         if self.0.closed.load(Ordering::Acquire) {
             return Err("the session has ended".into());
         }

@@ -268,3 +268,18 @@ async fn output_beyond_the_cap_keeps_the_newest() {
     assert!(section(&result, "stdout").ends_with("THE-END"));
     assert!(result.content.chars().count() <= w.ctx.result_cap + 100);
 }
+
+#[tokio::test]
+async fn where_background_commands_are_unavailable_nothing_starts() {
+    let mut w = Workspace::new();
+    let marker = unique_marker("bg-none");
+    w.ctx.background = BackgroundShells::unavailable("in a cluster, run it in the foreground");
+    let result = w
+        .call(
+            "Bash",
+            json!({"command": format!("sleep 30 # {marker}"), "run_in_background": true}),
+        )
+        .await;
+    assert_error_containing(&result, "not available here: in a cluster");
+    assert_none_left(&marker).await;
+}
