@@ -205,9 +205,17 @@ async fn a_background_command_runs_under_the_profile_s_sandbox() {
                  touch /etc/agentd-bg-probe 2>/dev/null && echo wrote-etc";
     let id = start(&h, &server, &session, probe).await;
     let deadline = tokio::time::Instant::now() + WAIT;
+    // Each read returns what is new: a read while it runs may take some.
+    let mut stdout = String::new();
     let output = loop {
         let read = call(&h, &server, &session, "BashOutput", json!({"bash_id": id})).await;
         let output = read["output"].as_str().unwrap().to_string();
+        if let Some(section) = output.split("<stdout>\n").nth(1) {
+            for line in section.lines().take_while(|l| *l != "</stdout>") {
+                stdout.push_str(line);
+                stdout.push('\n');
+            }
+        }
         if !output.starts_with("<status>running</status>") {
             break output;
         }
@@ -215,8 +223,7 @@ async fn a_background_command_runs_under_the_profile_s_sandbox() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(output.starts_with("<status>failed</status>"), "{output}");
-    let stdout = output.split("<stdout>\n").nth(1).unwrap();
-    let lines: Vec<&str> = stdout.lines().take_while(|l| *l != "</stdout>").collect();
+    let lines: Vec<&str> = stdout.lines().collect();
     // No network: loopback only; never root when the server is.
     assert_eq!(lines[1..], ["lo"], "{output}");
     let uid: u32 = lines[0].parse().unwrap();
