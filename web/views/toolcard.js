@@ -14,14 +14,14 @@ const LONG_INPUT = 400;
 /** The one line that says what a call does. */
 function summary(name, input) {
   if (!input || typeof input !== 'object') return '';
-  const pick = input.command ?? input.file_path ?? input.path ?? input.pattern ?? input.url ?? input.description ?? input.query ?? input.skill;
+  const pick = input.command ?? input.file_path ?? input.path ?? input.pattern ?? input.url ?? input.description ?? input.query ?? input.skill ?? input.bash_id ?? input.shell_id;
   if (typeof pick === 'string') return pick.split('\n')[0].slice(0, 200);
   if (name === 'TodoWrite' && Array.isArray(input.todos)) return `${input.todos.length} items`;
   return '';
 }
 
 function inputText(name, input) {
-  if (input && typeof input === 'object' && typeof input.command === 'string' && Object.keys(input).length <= 3) {
+  if (input && typeof input === 'object' && typeof input.command === 'string' && Object.keys(input).length <= 4) {
     return { text: input.command, lang: 'sh' };
   }
   if (typeof input === 'string') return { text: input, lang: null };

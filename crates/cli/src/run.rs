@@ -92,6 +92,7 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         .await;
     runtime.mcp.shutdown().await;
     runtime.claude.shutdown().await;
+    runtime.background.shutdown().await;
     interrupt.abort();
     let printer = printing
         .await

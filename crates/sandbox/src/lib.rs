@@ -10,6 +10,8 @@
 //!   environment, no capabilities, resource [`Limits`], a wall-clock timeout,
 //!   and everything it started killed on timeout, cancel or exit. Missing
 //!   bubblewrap fails closed.
+//! - `Sandbox::spawn_shell` starts a command that outlives its call (a
+//!   background command) under the same policy, in a cold sandbox of its own.
 //! - [`create_workspace`] makes a session's private (0700) workspace.
 //! - [`set_spare_capacity`] turns on prestarted spare sandboxes, which take
 //!   bubblewrap's setup off a command's critical path (see the `spare`
@@ -47,6 +49,7 @@
 //! server falls back to rlimits alone, which the kernel does enforce for it
 //! (note `RLIMIT_NPROC` then counts all of that user's processes).
 
+mod background;
 mod become_user;
 mod bind_args;
 mod binds;
@@ -67,7 +70,9 @@ pub mod trampoline;
 mod workspace;
 
 pub use path_guard::{PathError, PathGuard};
-pub use policy::{ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SandboxError};
+pub use policy::{
+    ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SSH_AGENT_SOCKET, SandboxError,
+};
 pub use run::{Sandbox, bwrap_available};
 pub use spare::{set_spare_capacity, set_spare_idle, spares_used, spares_waiting};
 pub use spawn::{SHUTDOWN_GRACE, STDERR_TAIL_BYTES, SandboxedProcess};

@@ -194,7 +194,7 @@ fn side_of(spec: Option<&BwrapSpec>) -> gate::Side {
 /// Pass the gate for a cold start of `spec`; after a wait the workspace may
 /// have changed (`.git` made or removed), so the spec is built again, and
 /// the gate passed again if that changes its side.
-async fn enter_gate(
+pub(crate) async fn enter_gate(
     policy: &Policy,
     mut spec: Option<BwrapSpec>,
 ) -> Result<(gate::Pass, Option<BwrapSpec>), SandboxError> {
@@ -212,7 +212,7 @@ async fn enter_gate(
 }
 
 /// How `policy` runs under bubblewrap; `None` when it runs unsandboxed.
-fn bwrap_spec(policy: &Policy) -> Result<Option<BwrapSpec>, SandboxError> {
+pub(crate) fn bwrap_spec(policy: &Policy) -> Result<Option<BwrapSpec>, SandboxError> {
     if policy.unsandboxed {
         warn_unsandboxed(policy);
         return Ok(None);

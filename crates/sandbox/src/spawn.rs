@@ -1,8 +1,9 @@
 //! Long-lived sandboxed processes, such as MCP stdio servers: the same
 //! [`Policy`] as [`Sandbox::exec`] (bubblewrap, workspace as cwd, clean
 //! environment, rlimits, cgroup, own process group), but with stdin and stdout
-//! piped to the caller, stderr kept as a bounded tail, and no wall-clock
-//! timeout: the process lives until it exits, is shut down, or is dropped.
+//! piped to the caller, stderr kept as a bounded tail (a background shell's
+//! is piped too, see `background`), and no wall-clock timeout: the process
+//! lives until it exits, is killed or shut down, or is dropped.
 use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -52,41 +53,60 @@ impl Sandbox {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let (command, launch) = build_exec(policy, &argv)?;
         let spawned = spawn_confined(command, Stdio::piped(), &policy.limits, &launch, false);
-        let (mut child, group) = spawned.map_err(|err| match err {
+        let (child, group) = spawned.map_err(|err| match err {
             SandboxError::Spawn(message) => SandboxError::Spawn(format!("{}: {message}", argv[0])),
             other => other,
         })?;
+        Ok(SandboxedProcess::supervise(child, group, true, None))
+    }
+}
+
+impl SandboxedProcess {
+    /// Watch a spawned child: its stderr goes to the tail when
+    /// `tail_stderr` (else the caller takes it), and `pass` is held until
+    /// the main process has ended and its group been killed.
+    pub(crate) fn supervise(
+        mut child: Child,
+        group: GroupKiller,
+        tail_stderr: bool,
+        pass: Option<crate::gate::Pass>,
+    ) -> Self {
         let pid = child.id();
         let tail = Arc::new(Mutex::new(Tail::default()));
-        let stderr = child
-            .stderr
-            .take()
-            .map(|stderr| tokio::spawn(read_stderr(stderr, tail.clone(), pid).in_current_span()));
+        let stderr_pipe = child.stderr.take();
+        let (stderr, stderr_pipe) = match stderr_pipe {
+            Some(pipe) if tail_stderr => (
+                Some(tokio::spawn(
+                    read_stderr(pipe, tail.clone(), pid).in_current_span(),
+                )),
+                None,
+            ),
+            pipe => (None, pipe),
+        };
         let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
         let (exit_sender, exit) = watch::channel(None);
         let kill = CancellationToken::new();
         let reaped = Arc::new(AtomicBool::new(false));
+        let watched = Watched {
+            child,
+            group,
+            stderr,
+            pass,
+        };
         let waiter = tokio::spawn(
-            watch_child(
-                child,
-                group,
-                stderr,
-                kill.clone(),
-                reaped.clone(),
-                exit_sender,
-            )
-            .in_current_span(),
+            watch_child(watched, kill.clone(), reaped.clone(), exit_sender).in_current_span(),
         );
-        Ok(SandboxedProcess {
+        SandboxedProcess {
             pid,
             stdin,
             stdout,
+            stderr: stderr_pipe,
             tail,
             exit,
             kill,
             reaped,
             waiter: Some(waiter),
-        })
+        }
     }
 }
 
@@ -100,6 +120,8 @@ pub struct SandboxedProcess {
     pid: Option<u32>,
     stdin: Option<ChildStdin>,
     stdout: Option<ChildStdout>,
+    /// Only when the caller reads stderr itself (a background command).
+    stderr: Option<ChildStderr>,
     tail: Arc<Mutex<Tail>>,
     exit: watch::Receiver<Exit>,
     kill: CancellationToken,
@@ -123,6 +145,18 @@ impl SandboxedProcess {
     /// The process's stdout; `None` once taken.
     pub fn take_stdout(&mut self) -> Option<ChildStdout> {
         self.stdout.take()
+    }
+
+    /// The process's stderr when it is not kept as a tail (a shell
+    /// started with [`Sandbox::spawn_shell`]); `None` once taken.
+    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
+        self.stderr.take()
+    }
+
+    /// Kill the process, its process group and its cgroup now; await
+    /// [`SandboxedProcess::exited`] to know it is over.
+    pub fn kill(&self) {
+        self.kill.cancel();
     }
 
     /// The last [`STDERR_TAIL_BYTES`] of its stderr, decoded lossily.
@@ -192,17 +226,29 @@ impl std::fmt::Debug for SandboxedProcess {
     }
 }
 
+/// What [`watch_child`] looks after.
+struct Watched {
+    child: Child,
+    group: GroupKiller,
+    stderr: Option<JoinHandle<()>>,
+    pass: Option<crate::gate::Pass>,
+}
+
 /// Reap the child (killing it first when asked), kill what it left behind,
 /// let stderr drain (so the tail is complete once the exit is announced), and
 /// remove its cgroup.
 async fn watch_child(
-    mut child: Child,
-    group: GroupKiller,
-    stderr: Option<JoinHandle<()>>,
+    watched: Watched,
     kill: CancellationToken,
     reaped: Arc<AtomicBool>,
     exit: watch::Sender<Exit>,
 ) {
+    let Watched {
+        mut child,
+        group,
+        stderr,
+        pass,
+    } = watched;
     let status = tokio::select! {
         status = child.wait() => status,
         () = kill.cancelled() => {
@@ -213,6 +259,7 @@ async fn watch_child(
     reaped.store(true, Ordering::Release);
     // Anything left in the group or cgroup would hold the pipes open.
     group.kill();
+    drop(pass);
     if let Err(err) = &status {
         tracing::warn!(%err, "waiting for a sandboxed process failed");
     }

@@ -17,14 +17,14 @@ use agentd_sandbox::confined::FsIdentity;
 use agentd_sandbox::{PathGuard, Policy};
 use agentd_store::SessionRecord;
 use agentd_tools::{
-    HiddenPaths, McpPool, SkillSet, SkillTool, ToolContext, ToolRegistry, UrlCheck, UrlVerdict,
-    WebPolicy, builtin_tools,
+    BackgroundShells, HiddenPaths, McpPool, SkillSet, SkillTool, ToolContext, ToolRegistry,
+    UrlCheck, UrlVerdict, WebPolicy, builtin_tools,
 };
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{NoAnswerPolicy, StoredApprover};
 use crate::checkpoints::SessionCheckpointer;
-use crate::config::{ConfigError, ProfileConfig, SandboxMode};
+use crate::config::{ConfigError, ProfileConfig, SandboxEnv, SandboxMode};
 use crate::models::{EnvLookup, ResolvedModel, resolve_model};
 use crate::runtime::{RunError, Runtime, TurnOptions};
 
@@ -110,7 +110,7 @@ impl Runtime {
         let identity = self.agent_identity(&session.owner).await?;
         let owner_spend = self.access().owner_spend_cap(&session.owner).await?;
         let (guard, policy) = self
-            .confinement(session, &profile, &skills, identity)
+            .confinement(session, &profile, &skills, identity, env)
             .await?;
         let tools = self.tools_for(session, &profile, &skills, &policy).await;
 
@@ -160,6 +160,15 @@ impl Runtime {
             bash_max_timeout: Duration::from_secs(profile.bash_max_timeout_s),
             result_cap: agentd_tools::DEFAULT_RESULT_CAP,
             web,
+            background: if self.coordination.sees_all_turns() {
+                let idle = Duration::from_secs(profile.background_idle_timeout_s);
+                self.background
+                    .for_session(&session.id, idle, session.last_seq)
+            } else {
+                // The session's next turn may run on another node, which
+                // could neither read nor stop them.
+                BackgroundShells::unavailable("in a cluster, run long commands in the foreground")
+            },
         };
         let limits = turn_limits(&profile, options, session, owner_spend, &model);
         let config = AgentConfig {
@@ -197,6 +206,7 @@ impl Runtime {
         profile: &ProfileConfig,
         skills: &SkillSet,
         identity: Option<FsIdentity>,
+        host_env: EnvLookup<'_>,
     ) -> Result<(PathGuard, Policy), RunError> {
         let workspace = PathBuf::from(&session.workspace);
         if let Some(identity) = identity {
@@ -223,6 +233,10 @@ impl Runtime {
         policy.network = profile.network;
         policy.unsandboxed = profile.sandbox == SandboxMode::Off;
         policy.allow_git_config = profile.allow_git_config;
+        let user = self.config.users.get(&session.owner);
+        let sandbox_env = SandboxEnv::resolve(profile, user, host_env);
+        (policy.env, policy.secret_env) = sandbox_env.split();
+        policy.ssh_agent = sandbox_env.ssh_agent;
         Ok((guard, policy))
     }
 

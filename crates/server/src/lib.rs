@@ -7,6 +7,7 @@ pub mod access;
 pub mod admission;
 pub mod agent_build;
 pub mod approvals;
+pub mod background;
 pub mod checkpoints;
 /// The `claude-code` engine, in its own crate.
 pub use agentd_claude_code as claude_code;

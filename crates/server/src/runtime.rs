@@ -76,6 +76,8 @@ pub struct Runtime {
     pub mcp: McpPools,
     /// Warm `claude` CLI processes of `claude-code` sessions.
     pub claude: ClaudeCode,
+    /// The sessions' background commands.
+    pub background: crate::background::SessionShells,
     /// Who runs the sessions' turns: this process alone, or a cluster.
     pub(crate) coordination: Arc<dyn Coordination>,
     /// Which Tokio runtime runs turns, and which hands their events out.
@@ -97,6 +99,7 @@ impl Runtime {
             approvals: Approvals::default(),
             mcp: McpPools::default(),
             claude: ClaudeCode::default(),
+            background: Default::default(),
             coordination: Arc::new(Alone),
             threads: Threads::default(),
             transcripts: Arc::default(),

@@ -16,6 +16,8 @@ use crate::{ToolContext, ToolOutput, ToolResult, TypedTool};
 pub(crate) struct BashInput {
     command: String,
     timeout: Option<f64>,
+    #[serde(default)]
+    run_in_background: bool,
     #[allow(dead_code)] // Shown to the user by the engine, not used here.
     description: Option<String>,
 }
@@ -33,7 +35,8 @@ unless the session allows it. Output (stdout, then stderr) is returned together 
 exit code; long output is cut in the middle (its start and end are kept). Use it for \
 builds, tests, git and other programs; prefer Read, Edit, Write, Glob, Grep and LS for \
 looking at and changing files. `timeout` is in milliseconds; the command and everything it started are killed when it expires. \
-Background processes do not outlive the command.";
+Background processes (`&`) do not outlive the command: for a server or a watcher, set \
+`run_in_background` instead, then read its output with BashOutput and stop it with KillShell.";
     const READ_ONLY: bool = false;
     const REQUIRED: &'static [&'static str] = &["command"];
     type Input = BashInput;
@@ -48,6 +51,10 @@ Background processes do not outlive the command.";
             "description": {
                 "type": "string",
                 "description": "What the command does, in 5-10 words, e.g. \"Run the unit tests\"."
+            },
+            "run_in_background": {
+                "type": "boolean",
+                "description": "Set to true to run this command in the background. Use BashOutput to read the output later."
             }
         })
     }
@@ -55,6 +62,15 @@ Background processes do not outlive the command.";
     async fn run(&self, input: BashInput, ctx: &ToolContext) -> Result<ToolResult, String> {
         if input.command.trim().is_empty() {
             return Err("`command` is empty".into());
+        }
+        if input.run_in_background {
+            let id = ctx
+                .background
+                .start(&ctx.sandbox, &ctx.policy, &input.command, &ctx.cancel)
+                .await?;
+            return Ok(ToolResult::ok(format!(
+                "Command running in background with ID: {id}"
+            )));
         }
         let timeout = timeout_for(input.timeout, ctx)?;
         let request = ExecRequest {

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::WebPolicy;
+use crate::background::BackgroundShells;
 use crate::result_cap::DEFAULT_RESULT_CAP;
 
 /// Default `Bash` timeout when the model gives none.
@@ -42,6 +43,8 @@ pub struct ToolContext {
     pub hidden: HiddenPaths,
     /// What `WebFetch` may reach.
     pub web: WebPolicy,
+    /// The session's background commands (`Bash` with `run_in_background`).
+    pub background: BackgroundShells,
 }
 
 /// A predicate over paths that directory walks skip. Empty by default.
@@ -88,6 +91,7 @@ impl ToolContext {
             result_cap: DEFAULT_RESULT_CAP,
             hidden: HiddenPaths::default(),
             web: WebPolicy::default(),
+            background: BackgroundShells::default(),
         })
     }
 }

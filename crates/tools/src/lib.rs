@@ -1,6 +1,7 @@
 //! The agent's tools: the [`Tool`] trait, the [`ToolContext`] a call runs in,
 //! and the built-in set with Claude Code's names and input schemas
-//! (`Bash`, `Read`, `Write`, `Edit`, `MultiEdit`, `Glob`, `Grep`, `LS`).
+//! (`Bash`, `BashOutput`, `KillShell`, `Read`, `Write`, `Edit`, `MultiEdit`,
+//! `Glob`, `Grep`, `LS`).
 //!
 //! Every path a tool receives goes through the context's `PathGuard`, and
 //! every host file operation on it runs beneath the root's descriptor
@@ -10,6 +11,7 @@
 //! Bad input (missing, unknown or mistyped fields, or a string where an object
 //! belongs) is a `ToolResult::error` naming the field, never a panic.
 
+mod background;
 mod bash;
 mod context;
 mod edit;
@@ -33,6 +35,10 @@ mod walk;
 mod web_fetch;
 mod write;
 
+pub use background::{
+    BACKGROUND_OUTPUT_CAP, BackgroundShells, BashOutputTool, DEFAULT_BACKGROUND_IDLE_TIMEOUT,
+    KillShellTool, MAX_RUNNING_SHELLS, ShellInfo, ShellStatus,
+};
 pub use bash::BashTool;
 pub use context::{
     DEFAULT_BASH_MAX_TIMEOUT, DEFAULT_BASH_TIMEOUT, HiddenPaths, ToolContext, ToolOutput,

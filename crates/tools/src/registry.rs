@@ -3,6 +3,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::Tool;
+use crate::background::{BashOutputTool, KillShellTool};
 use crate::bash::BashTool;
 use crate::edit::EditTool;
 use crate::glob::GlobTool;
@@ -56,10 +57,12 @@ impl ToolRegistry {
     }
 }
 
-/// Bash, Read, Write, Edit, MultiEdit, Glob, Grep, LS, WebFetch.
+/// Bash, BashOutput, KillShell, Read, Write, Edit, MultiEdit, Glob, Grep, LS, WebFetch.
 pub fn builtin_tools() -> ToolRegistry {
     ToolRegistry::new(vec![
         Arc::new(BashTool),
+        Arc::new(BashOutputTool),
+        Arc::new(KillShellTool),
         Arc::new(ReadTool),
         Arc::new(WriteTool),
         Arc::new(EditTool),

@@ -14,6 +14,9 @@
 //!   (`Bash(git commit -m "fix bug")`), `\*` is the shell's own glob star and `'*'` a
 //!   literal asterisk. A pattern with several commands (`Bash(cd x && make)`) is the same
 //!   as one rule per command. A pattern that does not parse is a [`RuleError`].
+//! * `Bash` (every call) also covers `KillShell`; `Bash(pattern)` only `Bash` calls,
+//!   which are matched the same with `run_in_background` or without. `BashOutput` is
+//!   read-only.
 //! * `Read(glob)` covers `Read`, `Glob`, `Grep`, `LS`; `Edit(glob)` covers `Edit`,
 //!   `MultiEdit`, `Write`; `Glob(…)`, `Write(…)` etc. cover only that tool. See
 //!   `PathPattern::compile` for the glob forms; paths are resolved lexically against the
@@ -25,7 +28,7 @@
 //! deny > allow > ask rules > the mode's default. Modes: `default` allows read-only tools
 //! (but `WebFetch`, which asks unless a rule allows its domain) and asks for the rest; `accept_edits` also allows `Write`/`Edit`/`MultiEdit`;
 //! `read_only` allows `Read`, `Glob`, `Grep`, `LS`, `WebFetch` (and `Skill`, `TodoWrite`,
-//! `AskUserQuestion`, `Task`, which change nothing themselves) and denies every other
+//! `AskUserQuestion`, `Task`, `BashOutput`, which change nothing themselves) and denies every other
 //! tool even when an allow rule names it; `bypass` allows everything no deny rule matches
 //! — except that an explicit ask rule still asks (an operator who writes one means it).
 //!
@@ -131,6 +134,7 @@ const READ_ONLY_MODE_TOOLS: &[&str] = &[
     "TodoWrite",
     "AskUserQuestion",
     "Task",
+    "BashOutput",
 ];
 
 /// A tool call as the permission check sees it.

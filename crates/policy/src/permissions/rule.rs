@@ -38,6 +38,9 @@ impl RuleError {
 pub(crate) const READ_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS"];
 /// Tools whose calls `Edit` rules cover (their `file_path`).
 pub(crate) const EDIT_TOOLS: &[&str] = &["Edit", "MultiEdit", "Write"];
+/// Tools a whole-tool `Bash` rule covers: stopping a background command is
+/// running a command as much as starting it.
+pub(crate) const SHELL_TOOLS: &[&str] = &["Bash", "KillShell"];
 
 /// Which tools a rule is about.
 #[derive(Debug, Clone)]
@@ -148,6 +151,7 @@ impl Rule {
             match name {
                 "Read" => ToolPat::Family(READ_TOOLS),
                 "Edit" => ToolPat::Family(EDIT_TOOLS),
+                "Bash" if pattern.is_none_or(|p| p.trim() == "*") => ToolPat::Family(SHELL_TOOLS),
                 _ => ToolPat::Exact(name.to_owned()),
             }
         };

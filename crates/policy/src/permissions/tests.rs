@@ -49,7 +49,10 @@ pub(super) fn policy(
 
 /// Tools the registry marks read-only.
 pub(super) fn read_only_tool(tool: &str) -> bool {
-    matches!(tool, "Read" | "Glob" | "Grep" | "LS" | "WebFetch")
+    matches!(
+        tool,
+        "Read" | "Glob" | "Grep" | "LS" | "WebFetch" | "BashOutput"
+    )
 }
 
 pub(super) fn decide(p: &PermissionPolicy, tool: &str, input: &Value) -> Verdict {
@@ -284,6 +287,39 @@ fn permissions_modes_table() {
         (Dflt, &[], &[], &["Read"], "Read", fp("a"), E::Ask),
     ];
     run_table(&rows);
+}
+
+#[test]
+#[rustfmt::skip]
+fn permissions_background_shell_tools_table() {
+    let bg = || json!({"command": "npm run dev", "run_in_background": true});
+    let kill = || json!({"shell_id": "bash_1"});
+    let out = || json!({"bash_id": "bash_1"});
+    let rows: Vec<Row<'_>> = vec![
+        // A background command is judged as the same command in the foreground.
+        (Dflt, &[], &[], &[], "Bash", bg(), E::Ask),
+        (Dflt, &["Bash(npm run *)"], &[], &[], "Bash", bg(), E::Allow),
+        (Dflt, &["Bash"], &["Bash(npm *)"], &[], "Bash", bg(), E::Deny),
+        (ReadOnly, &["Bash"], &[], &[], "Bash", bg(), E::Deny),
+        // KillShell goes with every-call Bash rules, not with command patterns.
+        (Dflt, &[], &[], &[], "KillShell", kill(), E::Ask),
+        (Dflt, &["Bash"], &[], &[], "KillShell", kill(), E::Allow),
+        (Dflt, &["Bash(*)"], &[], &[], "KillShell", kill(), E::Allow),
+        (Dflt, &["KillShell"], &[], &[], "KillShell", kill(), E::Allow),
+        (Dflt, &["Bash(npm run *)"], &[], &[], "KillShell", kill(), E::Ask),
+        (Bypass, &[], &["Bash"], &[], "KillShell", kill(), E::Deny),
+        (Bypass, &[], &[], &["Bash"], "KillShell", kill(), E::Ask),
+        (Bypass, &[], &["Bash(rm *)"], &[], "KillShell", kill(), E::Allow),
+        (ReadOnly, &["Bash"], &[], &[], "KillShell", kill(), E::Deny),
+        // BashOutput reads.
+        (Dflt, &[], &[], &[], "BashOutput", out(), E::Allow),
+        (ReadOnly, &[], &[], &[], "BashOutput", out(), E::Allow),
+        (Bypass, &[], &["BashOutput"], &[], "BashOutput", out(), E::Deny),
+    ];
+    run_table(&rows);
+    // A whole-tool Bash rule still decides Bash calls.
+    let p = policy(Dflt, &["Bash"], &[], &[]);
+    assert_eq!(decide(&p, "Bash", &json!({"command": "ls"})), Verdict::Allow);
 }
 
 #[test]

@@ -10,9 +10,11 @@
 
 mod support;
 
+mod background;
 mod escapes;
 mod exec;
 mod limits;
 mod run_as;
 mod secrets;
 mod spares;
+mod ssh_agent;

@@ -10,10 +10,12 @@ use serde::Deserialize;
 
 mod access;
 mod agents;
+mod sandbox_env;
 pub mod server_limits;
 mod users;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
+pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};
 pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
 
 #[derive(Debug, thiserror::Error)]
@@ -285,6 +287,9 @@ pub struct ProfileConfig {
     /// Default `Bash` timeout, and the most a call may ask for.
     pub bash_timeout_s: u64,
     pub bash_max_timeout_s: u64,
+    /// A background command (`Bash` with `run_in_background`) whose output
+    /// nobody has read (`BashOutput`) for this long is killed.
+    pub background_idle_timeout_s: u64,
     /// Bytes of live output (`tool.output` events) one tool call may stream
     /// and store; past it one `output.truncated`, and the model still gets
     /// its capped result.
@@ -292,6 +297,12 @@ pub struct ProfileConfig {
     /// Bytes of live deltas and tool output one turn may stream and store;
     /// past it only final messages, results and `turn.finished` are.
     pub max_turn_stream_bytes: u64,
+    /// Variables for every sandboxed command (see [`SandboxEnv`]).
+    pub env: BTreeMap<String, EnvValue>,
+    /// Variables copied from the server's environment (secret).
+    pub env_from_host: Vec<String>,
+    /// Bind the server's SSH agent socket into the sandbox.
+    pub ssh_agent: Option<bool>,
 }
 
 impl Default for ProfileConfig {
@@ -322,8 +333,12 @@ impl Default for ProfileConfig {
             mcp_servers: None,
             bash_timeout_s: 120,
             bash_max_timeout_s: 600,
+            background_idle_timeout_s: 3600,
             max_tool_output_stream_bytes: agentd_engine::DEFAULT_TOOL_OUTPUT_STREAM_BYTES,
             max_turn_stream_bytes: agentd_engine::DEFAULT_TURN_STREAM_BYTES,
+            env: BTreeMap::new(),
+            env_from_host: Vec::new(),
+            ssh_agent: None,
         }
     }
 }
@@ -356,12 +371,19 @@ impl Config {
                     "profile {name:?}: compact_threshold must be between 0.1 and 1.0"
                 ));
             }
+            if profile.background_idle_timeout_s == 0 {
+                return Err(format!(
+                    "profile {name:?}: background_idle_timeout_s must be at least 1"
+                ));
+            }
             for template in [&profile.system_prompt, &profile.append_system_prompt]
                 .into_iter()
                 .flatten()
             {
                 agents::check_template(&format!("profile {name:?}"), template)?;
             }
+            let at = format!("profile {name:?}");
+            sandbox_env::check(&at, &profile.env, &profile.env_from_host)?;
             for server in profile.mcp_servers.iter().flatten() {
                 if !config.mcp_servers.iter().any(|s| &s.name == server) {
                     return Err(format!(

@@ -67,6 +67,20 @@ pub struct SessionView {
     pub running_turn_id: Option<String>,
     /// Turns accepted with `queue: true`, waiting for the running one.
     pub queued_turns: usize,
+    /// Background commands (`Bash` with `run_in_background`) running on
+    /// this server, oldest first.
+    pub background: Vec<BackgroundCommand>,
+}
+
+/// A background command of a session.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BackgroundCommand {
+    /// What `BashOutput` and `KillShell` take, e.g. `bash_12`.
+    pub id: String,
+    pub command: String,
+    /// `running` (ended commands are not listed).
+    pub status: String,
+    pub started_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -88,6 +102,7 @@ pub struct SessionList {
 
 pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
     let live = state.sessions.live_status(&session);
+    let session_id = session.id.clone();
     SessionView {
         id: session.id,
         title: session.title,
@@ -107,7 +122,21 @@ pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
         last_seq: session.last_seq,
         running_turn_id: live.running_turn,
         queued_turns: live.queued,
+        background: background(state, &session_id),
     }
+}
+
+fn background(state: &AppState, session_id: &str) -> Vec<BackgroundCommand> {
+    let running = state.registry.runtime().background.running(session_id);
+    running
+        .into_iter()
+        .map(|shell| BackgroundCommand {
+            id: shell.id,
+            command: shell.command,
+            status: shell.status.as_str().to_string(),
+            started_at: shell.started_at.into(),
+        })
+        .collect()
 }
 
 /// The session if `user` owns it; 404 otherwise, whether it exists or not.

@@ -79,6 +79,13 @@ impl Stopping {
         step(
             end,
             &mut pending,
+            "killing background commands",
+            runtime.background.shutdown(),
+        )
+        .await;
+        step(
+            end,
+            &mut pending,
             "stopping claude-code CLIs",
             runtime.claude.shutdown(),
         )

@@ -110,6 +110,7 @@ impl SessionService {
         guard.finish();
         runtime.mcp.shutdown_session(&id).await;
         runtime.claude.stop_session(&id).await;
+        runtime.background.end_session(&id).await;
         let mut workspace_error = None;
         if let Some(workspace) = crate::paths::own_workspace(&runtime.data_dir, &session) {
             match tokio::fs::remove_dir_all(&workspace).await {

@@ -220,9 +220,11 @@ fn builtins_have_claude_code_names_schemas_and_flags() {
         names,
         [
             "Bash",
+            "BashOutput",
             "Edit",
             "Glob",
             "Grep",
+            "KillShell",
             "LS",
             "MultiEdit",
             "Read",
@@ -235,9 +237,17 @@ fn builtins_have_claude_code_names_schemas_and_flags() {
         .filter(|tool| tool.is_read_only())
         .map(|tool| tool.name())
         .collect();
-    assert_eq!(read_only, ["Glob", "Grep", "LS", "Read", "WebFetch"]);
+    assert_eq!(
+        read_only,
+        ["BashOutput", "Glob", "Grep", "LS", "Read", "WebFetch"]
+    );
     let expected_fields: &[(&str, &[&str])] = &[
-        ("Bash", &["command", "description", "timeout"]),
+        (
+            "Bash",
+            &["command", "description", "run_in_background", "timeout"],
+        ),
+        ("BashOutput", &["bash_id", "filter"]),
+        ("KillShell", &["shell_id"]),
         ("Read", &["file_path", "limit", "offset"]),
         ("WebFetch", &["prompt", "url"]),
         ("Write", &["content", "file_path"]),

@@ -8,6 +8,7 @@
 mod mcp_support;
 mod support;
 
+mod background;
 mod bash_tool;
 mod confinement;
 mod file_tools;

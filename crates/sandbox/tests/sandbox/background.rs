@@ -1,0 +1,81 @@
+//! `Sandbox::spawn_shell`: a command that outlives its call.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use agentd_sandbox::{Policy, Sandbox};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{assert_none_left, layout, marker, processes_mentioning, run};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn a_background_shell_streams_and_its_kill_leaves_nothing() {
+    let l = layout();
+    let policy = Policy::new(&l.ws);
+    let marker = marker("bg-shell");
+    let command = format!(
+        "sleep 300 & echo started; echo oops >&2; while true; do sleep 0.1; done # {marker}"
+    );
+    let mut process = Sandbox
+        .spawn_shell(&policy, &command, &CancellationToken::new())
+        .await
+        .unwrap()
+        .expect("started");
+    let mut stdout = BufReader::new(process.take_stdout().unwrap()).lines();
+    let mut stderr = BufReader::new(process.take_stderr().unwrap()).lines();
+    let line = tokio::time::timeout(WAIT, stdout.next_line())
+        .await
+        .unwrap();
+    assert_eq!(line.unwrap().as_deref(), Some("started"));
+    let line = tokio::time::timeout(WAIT, stderr.next_line())
+        .await
+        .unwrap();
+    assert_eq!(line.unwrap().as_deref(), Some("oops"));
+    assert!(!process.has_exited());
+    assert!(processes_mentioning(&marker) > 0);
+    process.kill();
+    tokio::time::timeout(WAIT, process.exited()).await.unwrap();
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_start_runs_nothing() {
+    let l = layout();
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let started = Sandbox
+        .spawn_shell(&Policy::new(&l.ws), "touch ran", &cancel)
+        .await
+        .unwrap();
+    assert!(started.is_none());
+    assert!(!l.ws.join("ran").exists());
+}
+
+/// Started before `.git` existed, it could rename what a new sandbox pins:
+/// a start that pins `.git` waits until it has ended.
+#[tokio::test]
+async fn a_background_shell_holds_the_workspace_gate_until_it_ends() {
+    let l = layout();
+    let policy = Policy::new(&l.ws);
+    let process = Sandbox
+        .spawn_shell(&policy, "sleep 300", &CancellationToken::new())
+        .await
+        .unwrap()
+        .expect("started");
+    std::fs::create_dir(l.ws.join(".git")).unwrap();
+    let pinned = tokio::spawn({
+        let policy = policy.clone();
+        async move { run(&policy, "echo pinned").await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !pinned.is_finished(),
+        "a pinned start overlapped the command"
+    );
+    process.kill();
+    let outcome = tokio::time::timeout(WAIT, pinned).await.unwrap().unwrap();
+    assert_eq!(outcome.stdout, "pinned\n", "{outcome:?}");
+}
