@@ -33,6 +33,10 @@ pub struct UserToml {
     /// This user's limits, over `[quotas]` key by key.
     #[serde(default)]
     pub quotas: QuotaToml,
+    /// Roots this user's sessions may open a directory in, besides
+    /// `[workspaces] roots`.
+    #[serde(default)]
+    pub workspaces: super::WorkspacesToml,
 }
 
 impl UserToml {
