@@ -199,6 +199,10 @@ fn projects_and_roots_that_could_redirect_each_other_are_refused() {
             "no profile",
         ),
         ("[users.bob.workspaces]\nroots = [\"here\"]\n", "absolute"),
+        (
+            "[users.bob.workspaces]\nroots = [\"/srv/p/bob\"]\n",
+            "one in the other",
+        ),
     ];
     for (extra, expected) in refused {
         let err = parse(extra).unwrap_err();

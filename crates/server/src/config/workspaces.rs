@@ -64,6 +64,16 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
             root.display()
         ));
     }
+    for (i, root) in roots.iter().enumerate() {
+        if let Some(other) = roots[..i].iter().find(|o| nested(root, o) && root != *o) {
+            return Err(format!(
+                "workspace roots {} and {} lie one in the other; a session in the outer one \
+                 could redirect the inner one's",
+                root.display(),
+                other.display()
+            ));
+        }
+    }
     for (i, project) in config.projects.iter().enumerate() {
         let what = format!("project {:?}", project.name);
         let name = project.name.as_str();
