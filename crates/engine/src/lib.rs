@@ -24,6 +24,7 @@ mod history;
 mod live_budget;
 mod offered;
 pub mod prompt;
+mod secret_mask;
 mod sink;
 mod tool_exec;
 mod turn;

@@ -14,6 +14,7 @@ use crate::coalesce::Coalescer;
 use crate::context::{TurnContext, truncated};
 use crate::gate::Gate;
 use crate::live_budget::LiveStream;
+use crate::secret_mask::{SecretMask, StreamMasks};
 use crate::sink::SinkError;
 use crate::turn::Exit;
 
@@ -99,7 +100,9 @@ impl TurnContext<'_> {
                     if !read_only {
                         self.checkpoint_once().await?;
                     }
-                    let result = self.execute(call, input.clone()).await?;
+                    let mut result = self.execute(call, input.clone()).await?;
+                    // Before anything sees it, hooks included.
+                    result.content = self.secret_mask().mask(&result.content);
                     self.after_tool(call, &input, result).await
                 }
                 Gate::Refuse(message) => ToolResult::error(message),
@@ -167,6 +170,12 @@ impl TurnContext<'_> {
         outcome
     }
 
+    /// The secret variable values of the agent's sandbox, to mask in what
+    /// its tools return.
+    fn secret_mask(&self) -> SecretMask {
+        SecretMask::new(self.agent.tool_context.policy.secrets())
+    }
+
     /// `PostToolUse` hooks: extra context for the model, or a block note.
     async fn after_tool(&self, call: &Call, input: &Value, mut result: ToolResult) -> ToolResult {
         let Some((hooks, context)) = self.agent.hooks() else {
@@ -175,14 +184,17 @@ impl TurnContext<'_> {
         let feedback = hooks
             .post_tool_use(context, &call.name, input, &result.content, result.is_error)
             .await;
+        let mask = self.secret_mask();
         if feedback.block {
-            let reason = feedback.reason.as_deref().unwrap_or("no reason given");
+            let reason = mask.mask(feedback.reason.as_deref().unwrap_or("no reason given"));
             result
                 .content
                 .push_str(&format!("\n\n[PostToolUse hook] {reason}"));
         }
         for extra in feedback.additional_context {
-            result.content.push_str(&format!("\n\n{extra}"));
+            result
+                .content
+                .push_str(&format!("\n\n{}", mask.mask(&extra)));
         }
         result
     }
@@ -254,6 +266,7 @@ impl TurnContext<'_> {
             Some(limits.max_tool_output_stream_bytes),
         );
         let mut coalescer = Coalescer::new();
+        let mut masks = StreamMasks::new(self.secret_mask());
         loop {
             let deadline = coalescer.deadline();
             let due = tokio::select! {
@@ -262,13 +275,18 @@ impl TurnContext<'_> {
                 }
                 chunk = receiver.recv() => match chunk {
                     Some(_) if live.stopped() => continue,
-                    Some(chunk) => coalescer.push(chunk.stream, &chunk.text),
+                    Some(chunk) => coalescer.push(chunk.stream, &masks.push(chunk.stream, &chunk.text)),
                     None => break,
                 },
             };
             self.emit_output(call_id, &mut live, due).await?;
         }
-        self.emit_output(call_id, &mut live, coalescer.take()).await
+        let mut due: Vec<_> = coalescer.take().into_iter().collect();
+        for (stream, rest) in masks.finish() {
+            due.extend(coalescer.push(stream, &rest));
+        }
+        due.extend(coalescer.take());
+        self.emit_output(call_id, &mut live, due).await
     }
 
     async fn emit_output(

@@ -61,6 +61,27 @@ impl BindList {
         Ok(true)
     }
 
+    /// The socket at `path` (a host path, never one in the workspace),
+    /// read-only onto `dest`; false when it is missing or not a socket. A
+    /// socket needs no write access to be connected to, and a read-only bind
+    /// keeps a command from changing its mode on the host.
+    pub(crate) fn socket(
+        &mut self,
+        args: &mut Args,
+        path: &Path,
+        dest: &Path,
+    ) -> std::io::Result<bool> {
+        let fd = self.next_fd()?;
+        match FdBind::record(fd, Source::Path(path.to_path_buf()), None)? {
+            Some((bind, _)) if bind.socket => {
+                self.list.push(bind);
+                args.fd_bind("--ro-bind-fd", fd, dest);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     pub(crate) fn read_only(
         &mut self,
         args: &mut Args,

@@ -44,11 +44,14 @@ pub(crate) struct FdBind {
     /// (device, inode) of the source when the arguments were built.
     pub(crate) identity: (u64, u64),
     pub(crate) directory: bool,
+    /// A socket (the SSH agent's); only a server-chosen path may be one.
+    pub(crate) socket: bool,
 }
 
 impl FdBind {
     /// Open `source` now and record what it is (with the descriptor opened);
-    /// `None` when it is missing or neither a directory nor a regular file.
+    /// `None` when it is missing or neither a directory nor a regular file
+    /// (nor, for a [`Source::Path`], a socket).
     pub(crate) fn record(
         fd: i32,
         source: Source,
@@ -74,18 +77,29 @@ impl FdBind {
             Err(err) => return Err(err),
         };
         let stat = rustix::fs::fstat(&opened)?;
-        let directory = match FileType::from_raw_mode(stat.st_mode) {
-            FileType::Directory => true,
-            FileType::RegularFile => false,
-            _ => return Ok(None),
-        };
+        let kind = FileType::from_raw_mode(stat.st_mode);
+        let socket = kind == FileType::Socket && matches!(source, Source::Path(_));
+        if !socket && kind != FileType::Directory && kind != FileType::RegularFile {
+            return Ok(None);
+        }
         let bind = Self {
             fd,
             source,
             identity: (stat.st_dev, stat.st_ino),
-            directory,
+            directory: kind == FileType::Directory,
+            socket,
         };
         Ok(Some((bind, opened)))
+    }
+}
+
+impl FdBind {
+    fn file_type(&self) -> FileType {
+        match (self.directory, self.socket) {
+            (true, _) => FileType::Directory,
+            (false, true) => FileType::Socket,
+            (false, false) => FileType::RegularFile,
+        }
     }
 }
 
@@ -115,11 +129,7 @@ pub(crate) fn open_all(binds: &[FdBind]) -> io::Result<Vec<(i32, OwnedFd)>> {
         let fd = open_source(&bind.source, workspace).map_err(|err| changed(bind, &err))?;
         let stat = rustix::fs::fstat(&fd)?;
         let kind = FileType::from_raw_mode(stat.st_mode);
-        let same_kind = if bind.directory {
-            kind == FileType::Directory
-        } else {
-            kind == FileType::RegularFile
-        };
+        let same_kind = kind == bind.file_type();
         if !same_kind || (stat.st_dev, stat.st_ino) != bind.identity {
             return Err(changed(bind, &io::Error::other("it was replaced")));
         }
@@ -148,7 +158,12 @@ pub(crate) fn to_args(binds: &[FdBind]) -> Vec<OsString> {
         args.extend([
             OsString::from(bind.fd.to_string()),
             kind.into(),
-            if bind.directory { "d" } else { "f" }.into(),
+            match bind.file_type() {
+                FileType::Directory => "d",
+                FileType::Socket => "s",
+                _ => "f",
+            }
+            .into(),
             format!("{}:{}", bind.identity.0, bind.identity.1).into(),
             path.as_os_str().to_owned(),
         ]);
@@ -184,6 +199,7 @@ pub(crate) fn from_args(args: &[OsString]) -> Result<(Vec<FdBind>, &[OsString]),
                 source,
                 identity,
                 directory: text(&bind[2])? == "d",
+                socket: text(&bind[2])? == "s",
             })
         })
         .collect::<Result<Vec<_>, String>>()?;

@@ -67,7 +67,9 @@ pub mod trampoline;
 mod workspace;
 
 pub use path_guard::{PathError, PathGuard};
-pub use policy::{ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SandboxError};
+pub use policy::{
+    ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SSH_AGENT_SOCKET, SandboxError,
+};
 pub use run::{Sandbox, bwrap_available};
 pub use spare::{set_spare_capacity, set_spare_idle, spares_used, spares_waiting};
 pub use spawn::{SHUTDOWN_GRACE, STDERR_TAIL_BYTES, SandboxedProcess};

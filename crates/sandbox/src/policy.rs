@@ -1,6 +1,6 @@
 //! What a sandboxed command may do ([`Policy`], [`Limits`]) and what a call
 //! asks for and returns.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,8 +8,9 @@ use rustix::process::{Resource, Rlimit};
 
 const GIB: u64 = 1 << 30;
 
-/// What a sandboxed command may do.
-#[derive(Debug, Clone)]
+/// What a sandboxed command may do. Its `Debug` shows variable names only:
+/// values may be secrets.
+#[derive(Clone)]
 pub struct Policy {
     /// The only writable directory; also the working directory and `HOME`.
     pub workspace: PathBuf,
@@ -18,6 +19,12 @@ pub struct Policy {
     pub network: bool,
     /// Variables passed in on top of the fixed allowlist (PATH, HOME, LANG, TERM).
     pub env: BTreeMap<String, String>,
+    /// Names in `env` whose values are secret: never to be shown to the model
+    /// or stored ([`Policy::secrets`]).
+    pub secret_env: BTreeSet<String>,
+    /// The host's SSH agent socket, bound (the socket alone) into the sandbox
+    /// at [`SSH_AGENT_SOCKET`] with `SSH_AUTH_SOCK` pointing there.
+    pub ssh_agent: Option<PathBuf>,
     /// Run without bubblewrap. Only when a profile says `sandbox = "off"`.
     pub unsandboxed: bool,
     /// Resource limits for the command and everything it starts (applied
@@ -41,11 +48,48 @@ impl Policy {
             read_only_paths: Vec::new(),
             network: false,
             env: BTreeMap::new(),
+            secret_env: BTreeSet::new(),
+            ssh_agent: None,
             unsandboxed: false,
             limits: Limits::default(),
             allow_git_config: false,
             run_as: None,
         }
+    }
+}
+
+/// Where the host's SSH agent socket appears inside a sandbox.
+pub const SSH_AGENT_SOCKET: &str = "/run/agentd/ssh-agent.sock";
+
+impl Policy {
+    /// The secret variables that are set, as (name, value), longest value
+    /// first (so a secret that contains another is masked whole).
+    pub fn secrets(&self) -> Vec<(&str, &str)> {
+        let mut secrets: Vec<(&str, &str)> = self
+            .secret_env
+            .iter()
+            .filter_map(|key| Some((key.as_str(), self.env.get(key)?.as_str())))
+            .filter(|(_, value)| !value.is_empty())
+            .collect();
+        secrets.sort_by_key(|(_, value)| std::cmp::Reverse(value.len()));
+        secrets
+    }
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("workspace", &self.workspace)
+            .field("read_only_paths", &self.read_only_paths)
+            .field("network", &self.network)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("secret_env", &self.secret_env)
+            .field("ssh_agent", &self.ssh_agent)
+            .field("unsandboxed", &self.unsandboxed)
+            .field("limits", &self.limits)
+            .field("allow_git_config", &self.allow_git_config)
+            .field("run_as", &self.run_as)
+            .finish()
     }
 }
 
@@ -178,6 +222,26 @@ pub enum SandboxError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_shows_no_values_and_secrets_come_longest_first() {
+        let mut policy = Policy::new("/ws");
+        policy.env.insert("PLAIN".into(), "visible-value".into());
+        policy.env.insert("SHORT".into(), "s3cr3t".into());
+        policy.env.insert("LONG".into(), "s3cr3t-and-more".into());
+        policy.env.insert("EMPTY".into(), String::new());
+        policy.secret_env = ["SHORT", "LONG", "EMPTY", "UNSET"].map(String::from).into();
+        let shown = format!("{policy:?}");
+        assert!(
+            shown.contains("PLAIN") && shown.contains("SHORT"),
+            "{shown}"
+        );
+        assert!(!shown.contains("s3cr3t") && !shown.contains("visible-value"));
+        assert_eq!(
+            policy.secrets(),
+            [("LONG", "s3cr3t-and-more"), ("SHORT", "s3cr3t")]
+        );
+    }
 
     #[test]
     fn rlimits_are_hard_and_skip_unlimited_ones() {

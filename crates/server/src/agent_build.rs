@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{NoAnswerPolicy, StoredApprover};
 use crate::checkpoints::SessionCheckpointer;
-use crate::config::{ConfigError, ProfileConfig, SandboxMode};
+use crate::config::{ConfigError, ProfileConfig, SandboxEnv, SandboxMode};
 use crate::models::{EnvLookup, ResolvedModel, resolve_model};
 use crate::runtime::{RunError, Runtime, TurnOptions};
 
@@ -110,7 +110,7 @@ impl Runtime {
         let identity = self.agent_identity(&session.owner).await?;
         let owner_spend = self.access().owner_spend_cap(&session.owner).await?;
         let (guard, policy) = self
-            .confinement(session, &profile, &skills, identity)
+            .confinement(session, &profile, &skills, identity, env)
             .await?;
         let tools = self.tools_for(session, &profile, &skills, &policy).await;
 
@@ -197,6 +197,7 @@ impl Runtime {
         profile: &ProfileConfig,
         skills: &SkillSet,
         identity: Option<FsIdentity>,
+        host_env: EnvLookup<'_>,
     ) -> Result<(PathGuard, Policy), RunError> {
         let workspace = PathBuf::from(&session.workspace);
         if let Some(identity) = identity {
@@ -223,6 +224,10 @@ impl Runtime {
         policy.network = profile.network;
         policy.unsandboxed = profile.sandbox == SandboxMode::Off;
         policy.allow_git_config = profile.allow_git_config;
+        let user = self.config.users.get(&session.owner);
+        let sandbox_env = SandboxEnv::resolve(profile, user, host_env);
+        (policy.env, policy.secret_env) = sandbox_env.split();
+        policy.ssh_agent = sandbox_env.ssh_agent;
         Ok((guard, policy))
     }
 

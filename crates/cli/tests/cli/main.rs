@@ -35,6 +35,7 @@ mod serve_output_limits;
 mod serve_postgres;
 mod serve_quotas;
 mod serve_routes;
+mod serve_sandbox_env;
 mod serve_shutdown;
 mod serve_special_files;
 mod serve_stream;

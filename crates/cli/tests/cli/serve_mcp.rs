@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use serve_harness::Harness;
 
-fn tools_dir() -> PathBuf {
+pub(crate) fn tools_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../.tools")
         .canonicalize()

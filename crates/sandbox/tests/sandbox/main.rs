@@ -16,3 +16,4 @@ mod limits;
 mod run_as;
 mod secrets;
 mod spares;
+mod ssh_agent;

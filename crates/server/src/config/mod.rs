@@ -10,11 +10,13 @@ use serde::Deserialize;
 
 mod access;
 mod agents;
+mod sandbox_env;
 pub mod server_limits;
 mod users;
 mod workspaces;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
+pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};
 pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
 pub use workspaces::{ProjectToml, WorkspacesToml};
 
@@ -299,6 +301,12 @@ pub struct ProfileConfig {
     /// Bytes of live deltas and tool output one turn may stream and store;
     /// past it only final messages, results and `turn.finished` are.
     pub max_turn_stream_bytes: u64,
+    /// Variables for every sandboxed command (see [`SandboxEnv`]).
+    pub env: BTreeMap<String, EnvValue>,
+    /// Variables copied from the server's environment (secret).
+    pub env_from_host: Vec<String>,
+    /// Bind the server's SSH agent socket into the sandbox.
+    pub ssh_agent: Option<bool>,
 }
 
 impl Default for ProfileConfig {
@@ -331,6 +339,9 @@ impl Default for ProfileConfig {
             bash_max_timeout_s: 600,
             max_tool_output_stream_bytes: agentd_engine::DEFAULT_TOOL_OUTPUT_STREAM_BYTES,
             max_turn_stream_bytes: agentd_engine::DEFAULT_TURN_STREAM_BYTES,
+            env: BTreeMap::new(),
+            env_from_host: Vec::new(),
+            ssh_agent: None,
         }
     }
 }
@@ -369,6 +380,8 @@ impl Config {
             {
                 agents::check_template(&format!("profile {name:?}"), template)?;
             }
+            let at = format!("profile {name:?}");
+            sandbox_env::check(&at, &profile.env, &profile.env_from_host)?;
             for server in profile.mcp_servers.iter().flatten() {
                 if !config.mcp_servers.iter().any(|s| &s.name == server) {
                     return Err(format!(

@@ -216,3 +216,74 @@ fn projects_and_roots_that_could_redirect_each_other_are_refused() {
     );
     assert!(alice.workspace_roots("bob").is_empty());
 }
+
+#[test]
+fn sandbox_env_merges_user_over_profile_and_marks_secrets() {
+    let config = Config::parse(
+        r#"
+        [profiles.dev]
+        env = { PLAIN = "p", SHARED = "from-profile", API_TOKEN = { value = "tok-123", secret = true } }
+        env_from_host = ["HOST_TOKEN"]
+        ssh_agent = true
+        [users.alice]
+        env = { SHARED = "from-alice", NOTE = { value = "n" } }
+        ssh_agent = false
+        "#,
+    )
+    .unwrap();
+    let profile = config.profile("dev").unwrap();
+    let shown = format!("{config:?}");
+    assert!(
+        !shown.contains("tok-123") && shown.contains("[secret]"),
+        "{shown}"
+    );
+    let host = |name: &str| match name {
+        "HOST_TOKEN" => Some("host-secret".to_string()),
+        "SSH_AUTH_SOCK" => Some("/run/user/1/agent.sock".to_string()),
+        _ => None,
+    };
+    let alice = SandboxEnv::resolve(&profile, config.users.get("alice"), &host);
+    let (values, secret) = alice.split();
+    assert_eq!(values["PLAIN"], "p");
+    assert_eq!(values["SHARED"], "from-alice");
+    assert_eq!(values["NOTE"], "n");
+    assert_eq!(values["API_TOKEN"], "tok-123");
+    assert_eq!(values["HOST_TOKEN"], "host-secret");
+    let secret: Vec<&str> = secret.iter().map(String::as_str).collect();
+    assert_eq!(secret, ["API_TOKEN", "HOST_TOKEN"]);
+    assert_eq!(alice.ssh_agent, None, "the user turned it off");
+    assert!(!format!("{alice:?}").contains("host-secret"));
+
+    let bob = SandboxEnv::resolve(&profile, None, &host);
+    assert_eq!(bob.split().0["SHARED"], "from-profile");
+    assert_eq!(
+        bob.ssh_agent,
+        Some(std::path::PathBuf::from("/run/user/1/agent.sock"))
+    );
+    // Unset on the host: left out; no socket: no binding.
+    let bare = SandboxEnv::resolve(&profile, None, &|_: &str| None);
+    assert!(!bare.env.contains_key("HOST_TOKEN"));
+    assert_eq!(bare.ssh_agent, None);
+}
+
+#[test]
+fn unusable_sandbox_env_is_refused() {
+    for (table, needle) in [
+        ("env = { \"BAD-NAME\" = \"x\" }", "not a variable name"),
+        ("env = { \"1X\" = \"x\" }", "not a variable name"),
+        ("env_from_host = [\"A=B\"]", "not a variable name"),
+        ("env = { X = \"a\\u0000b\" }", "NUL"),
+        (
+            "env = { X = { value = \"v\", secrett = true } }",
+            "secret = true",
+        ),
+        ("env = { X = 3 }", "secret = true"),
+        ("env = { X = \"v\" }\nenv_from_host = [\"X\"]", "both"),
+        ("env_from_host = [\"SSH_AUTH_SOCK\"]", "ssh_agent = true"),
+    ] {
+        for section in ["[profiles.p]", "[users.u]"] {
+            let err = Config::parse(&format!("{section}\n{table}\n")).unwrap_err();
+            assert!(err.contains(needle), "{section} {table}: {err}");
+        }
+    }
+}

@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use super::ServerConfig;
 use super::access::QuotaToml;
+use super::sandbox_env::{self, EnvValue};
 
 /// [`ServerConfig::agent_uids`] when unset.
 pub const DEFAULT_AGENT_UIDS: [u32; 2] = [200_000, 299_999];
@@ -37,6 +38,14 @@ pub struct UserToml {
     /// `[workspaces] roots`.
     #[serde(default)]
     pub workspaces: super::WorkspacesToml,
+    /// Variables for this user's sandboxes, over the profile's key by key.
+    #[serde(default)]
+    pub env: BTreeMap<String, EnvValue>,
+    /// Variables copied from the server's environment (secret).
+    #[serde(default)]
+    pub env_from_host: Vec<String>,
+    /// Over the profile's `ssh_agent`.
+    pub ssh_agent: Option<bool>,
 }
 
 impl UserToml {
@@ -94,6 +103,7 @@ pub(super) fn check(
         if let Some(message) = user.quotas.problem() {
             return Err(format!("[users.{name:?}.quotas] {message}"));
         }
+        sandbox_env::check(&format!("[users.{name:?}]"), &user.env, &user.env_from_host)?;
         let Some(uid) = user.uid else {
             if user.gid.is_some() {
                 return Err(format!(

@@ -123,12 +123,23 @@ impl Harness {
             .await
     }
 
+    /// [`Harness::start`] with these variables in the server's environment.
+    pub async fn start_with_env(&self, env: &[(&str, &str)]) -> Server {
+        let args = ["serve", "--bind", "127.0.0.1:0"];
+        self.start_in_env(self.data(), &args, env).await
+    }
+
     async fn start_in(&self, data_dir: &Path, args: &[&str]) -> Server {
+        self.start_in_env(data_dir, args, &[]).await
+    }
+
+    async fn start_in_env(&self, data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
         let n = self
             .starts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = self.data().join(format!("server-{n}.log"));
         let mut cmd = self.command_in(data_dir, args);
+        cmd.envs(env.iter().copied());
         cmd.stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap());
         let mut child = cmd.spawn().unwrap();
