@@ -161,7 +161,7 @@ async fn directories_outside_the_roots_or_badly_placed_are_refused() {
 async fn a_root_others_can_change_is_refused() {
     let dirs = Dirs::new();
     // Anyone may rename what is in `open`, `roots` included.
-    let open = dirs.path("mine/open");
+    let open = dirs.path("open");
     std::fs::create_dir_all(open.join("roots/app")).unwrap();
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
     let config = dirs.config().replace(
