@@ -3,7 +3,7 @@
 // the browser test (local.mjs) and the UI bench by hand.
 
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, rmSync, existsSync, openSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, rmSync, existsSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -45,7 +45,8 @@ export async function startServers({ scriptPath, toml, user = 'alice', log = 'in
     children.push(model);
     const modelUrl = (await firstLine(model, 'agentd-model-server')).trim();
     const config = join(dataDir, 'agentd.toml');
-    writeFileSync(config, toml.replaceAll('{URL}', modelUrl));
+    writeFileSync(config, toml.replaceAll('{URL}', modelUrl).replaceAll('{DATA}', dataDir));
+    mkdirSync(join(dataDir, 'demo-project'));
     const env = {
       PATH: process.env.PATH,
       HOME: dataDir,

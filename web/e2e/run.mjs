@@ -397,6 +397,22 @@ scenario('compacting the conversation leaves a marker', async () => {
   check(/compacted \(manual\)/.test(await textOf(turn.getByTestId('compaction-marker'))), 'the marker says how it was triggered');
 });
 
+scenario('a project from "New session": its greeting opens it, and asking again opens the same', async () => {
+  await tid('new-session').click();
+  await visible(tid('new-session-project'), 'the project choice');
+  await tid('new-session-project').selectOption('demo');
+  await tid('new-session-create').click();
+  await visible(tid('composer'), 'the composer');
+  await until('the greeting', async () => (await textOf(log())).includes('Welcome to the demo project.'));
+  const count = await tid('session-item').count();
+  const url = page.url();
+  await tid('new-session').click();
+  await tid('new-session-project').selectOption('demo');
+  await tid('new-session-create').click();
+  await until('the same session', async () => page.url() === url);
+  check((await tid('session-item').count()) === count, 'no second entry in the list');
+});
+
 scenario('the session list on a phone', async () => {
   await page.setViewportSize(PHONE);
   await page.getByRole('button', { name: 'Sessions' }).click();

@@ -98,7 +98,19 @@ export class SessionList {
   }
 
   async create() {
-    const [profiles, models] = await Promise.all([api('GET', '/v1/profiles'), api('GET', '/v1/models')]);
+    const [profiles, models, projects] = await Promise.all([
+      api('GET', '/v1/profiles'),
+      api('GET', '/v1/models'),
+      api('GET', '/v1/projects').catch(() => ({ projects: [] })),
+    ]);
+    // A project brings its directory (and maybe its profile) instead of a new empty workspace.
+    const project = projects.projects.length
+      ? h(
+          'select',
+          { testid: 'new-session-project', name: 'project' },
+          [h('option', { value: '' }, 'None: a new empty workspace')].concat(projects.projects.map((p) => h('option', { value: p.name }, p.name))),
+        )
+      : null;
     const profile = h(
       'select',
       { testid: 'new-session-profile', name: 'profile' },
@@ -113,6 +125,7 @@ export class SessionList {
     const created = await modal({
       title: 'New session',
       body: [
+        project && h('label', { class: 'field' }, h('span', null, 'Project'), project),
         h('label', { class: 'field' }, h('span', null, 'Profile'), profile),
         h('label', { class: 'field' }, h('span', null, 'Model'), model),
         h('label', { class: 'field' }, h('span', null, 'Title (optional)'), title),
@@ -120,13 +133,17 @@ export class SessionList {
       yes: 'Create',
       yesTestid: 'new-session-create',
       onYes: () => {
-        const body = { profile: profile.value, model: model.value };
+        const chosen = project && projects.projects.find((p) => p.name === project.value);
+        const body = { model: model.value };
+        if (chosen) body.project = chosen.name;
+        if (!(chosen && chosen.profile)) body.profile = profile.value;
         if (title.value.trim()) body.title = title.value.trim();
         return api('POST', '/v1/sessions', body);
       },
     });
     if (!created) return;
-    this.sessions.unshift(created);
+    // A single-session project answers with the session it already has.
+    if (!this.sessions.some((s) => s.id === created.id)) this.sessions.unshift(created);
     this.render();
     location.hash = sessionHref(created.id);
   }

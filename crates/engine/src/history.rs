@@ -12,7 +12,8 @@ use agentd_protocol::{ContentBlock, Message, Role};
 pub const NOT_RUN: &str = "This tool call did not run: the turn ended before it could.";
 
 /// Every tool call answered exactly once, right after it; no orphaned results;
-/// consecutive messages of one role merged.
+/// consecutive messages of one role merged; nothing before the first user
+/// message.
 pub fn normalize(messages: Vec<Message>) -> Vec<Message> {
     // Nearly always so: the check allocates nothing, the repair rebuilds
     // every message.
@@ -22,14 +23,15 @@ pub fn normalize(messages: Vec<Message>) -> Vec<Message> {
     repair(messages)
 }
 
-/// True when [`repair`] would return `messages` as they are: roles
-/// alternate, no user message is empty, each user message starts with one
+/// True when [`repair`] would return `messages` as they are: the user
+/// speaks first, roles alternate, no user message is empty, each user message starts with one
 /// result for every call of the assistant message before it (and has no
 /// other results), and the last message is not a call waiting for results.
 fn is_normal(messages: &[Message]) -> bool {
     let mut previous: Option<&Message> = None;
     for message in messages {
-        if previous.is_some_and(|p| p.role == message.role) {
+        let opens_with_assistant = previous.is_none() && message.role == Role::Assistant;
+        if opens_with_assistant || previous.is_some_and(|p| p.role == message.role) {
             return false;
         }
         if message.role == Role::User {
@@ -78,6 +80,9 @@ fn repair(messages: Vec<Message>) -> Vec<Message> {
     let mut pending: Vec<String> = Vec::new();
     for mut message in messages {
         match message.role {
+            // A request opens with the user: what the assistant "said" first
+            // (a project's greeting) the model did not write.
+            Role::Assistant if out.is_empty() => {}
             Role::Assistant => {
                 close_pending(&mut out, &mut pending, None);
                 pending = message.tool_uses().map(|u| u.id.to_string()).collect();
@@ -283,5 +288,15 @@ mod tests {
             &out[2].content[0],
             ContentBlock::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "a"
         ));
+    }
+
+    #[test]
+    fn a_greeting_before_the_first_user_message_is_left_out() {
+        let greeting = Message::assistant(vec![ContentBlock::Text {
+            text: "Hi, ask me about the project.".into(),
+        }]);
+        let question = Message::user_text("what is in it?");
+        let out = normalize(vec![greeting, question.clone()]);
+        assert_eq!(out, vec![question]);
     }
 }

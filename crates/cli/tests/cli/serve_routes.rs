@@ -184,6 +184,7 @@ async fn the_openapi_document_lists_every_route_and_each_one_answers() {
         ("get", "/v1/sessions/{id}/files/content"),
         ("get", "/v1/models"),
         ("get", "/v1/profiles"),
+        ("get", "/v1/projects"),
         ("get", "/v1/usage"),
         ("get", "/v1/admin/users"),
         ("get", "/v1/admin/users/{name}"),

@@ -75,6 +75,8 @@ async fn the_web_ui_passes_its_browser_scenarios() {
         .unwrap_or_else(|_| "[server]\nauth = \"token\"\n".into());
 
     let h = Harness::new(script, &toml).await;
+    // The project web/e2e/agentd.toml names.
+    std::fs::create_dir_all(h.data().join("demo-project")).unwrap();
     let token = h.token(USER).await;
     let server = h.start().await;
     let out = repo.join("target/ui-screenshots");

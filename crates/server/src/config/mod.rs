@@ -13,10 +13,12 @@ mod agents;
 mod sandbox_env;
 pub mod server_limits;
 mod users;
+mod workspaces;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
 pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};
 pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
+pub use workspaces::{ProjectToml, WorkspacesToml};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -49,6 +51,11 @@ pub struct Config {
     pub access: AccessConfig,
     /// Every user's limits (off unless set); `[users.NAME.quotas]` overrides.
     pub quotas: QuotaToml,
+    /// Where sessions may open an existing directory; `[users.NAME.workspaces]`
+    /// adds roots for that user.
+    pub workspaces: WorkspacesToml,
+    /// `[[projects]]`: named directories sessions open on.
+    pub projects: Vec<ProjectToml>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -395,6 +402,7 @@ impl Config {
         agents::check(&config.mcp_servers, &config.subagents, &config.models)?;
         users::check(&config.server, &config.users)?;
         access::check(&config)?;
+        workspaces::check(&config)?;
         if config.cluster.lease_timeout_s == 0 || config.cluster.max_running_turns == 0 {
             return Err(
                 "[cluster] lease_timeout_s and max_running_turns must be at least 1".into(),

@@ -166,6 +166,58 @@ fn stream_limits_default_to_one_and_sixteen_mib_and_can_be_set() {
 }
 
 #[test]
+fn projects_and_roots_that_could_redirect_each_other_are_refused() {
+    let parse =
+        |extra: &str| Config::parse(&format!("[workspaces]\nroots = [\"/srv/p\"]\n{extra}"));
+    let ok = parse("[[projects]]\nname = \"app\"\npath = \"/srv/p/app\"\nsingle_session = true\n");
+    let config = ok.unwrap();
+    assert!(config.project("app").unwrap().single_session);
+    assert_eq!(
+        config.workspace_roots("anyone"),
+        vec![PathBuf::from("/srv/p")]
+    );
+    let refused = [
+        (
+            "[[projects]]\nname = \"a\"\npath = \"/srv/p/app/deep\"\n",
+            "workspace root",
+        ),
+        (
+            "[[projects]]\nname = \"a\"\npath = \"/srv\"\n",
+            "workspace root",
+        ),
+        (
+            "[[projects]]\nname = \"a\"\npath = \"/opt/x\"\n[[projects]]\nname = \"b\"\npath = \"/opt/x/y\"\n",
+            "one in the other",
+        ),
+        (
+            "[[projects]]\nname = \"a\"\npath = \"/opt/x\"\n[[projects]]\nname = \"a\"\npath = \"/opt/y\"\n",
+            "defined twice",
+        ),
+        ("[[projects]]\nname = \"a\"\npath = \"rel\"\n", "absolute"),
+        (
+            "[[projects]]\nname = \"a\"\npath = \"/opt/x\"\nprofile = \"nope\"\n",
+            "no profile",
+        ),
+        ("[users.bob.workspaces]\nroots = [\"here\"]\n", "absolute"),
+        (
+            "[users.bob.workspaces]\nroots = [\"/srv/p/bob\"]\n",
+            "one in the other",
+        ),
+    ];
+    for (extra, expected) in refused {
+        let err = parse(extra).unwrap_err();
+        assert!(err.contains(expected), "{extra}: {err}");
+    }
+    let alice =
+        Config::parse("[users.alice.workspaces]\nroots = [\"/home/alice/code\"]\n").unwrap();
+    assert_eq!(
+        alice.workspace_roots("alice"),
+        vec![PathBuf::from("/home/alice/code")]
+    );
+    assert!(alice.workspace_roots("bob").is_empty());
+}
+
+#[test]
 fn sandbox_env_merges_user_over_profile_and_marks_secrets() {
     let config = Config::parse(
         r#"

@@ -34,6 +34,10 @@ pub struct UserToml {
     /// This user's limits, over `[quotas]` key by key.
     #[serde(default)]
     pub quotas: QuotaToml,
+    /// Roots this user's sessions may open a directory in, besides
+    /// `[workspaces] roots`.
+    #[serde(default)]
+    pub workspaces: super::WorkspacesToml,
     /// Variables for this user's sandboxes, over the profile's key by key.
     #[serde(default)]
     pub env: BTreeMap<String, EnvValue>,

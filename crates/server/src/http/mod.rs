@@ -18,6 +18,7 @@ mod listen;
 mod local_host;
 mod messages;
 mod meta;
+mod projects;
 mod session_error;
 mod sessions;
 mod shutdown;
@@ -127,6 +128,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(files::file_content))
         .routes(routes!(meta::models))
         .routes(routes!(meta::profiles))
+        .routes(routes!(projects::projects))
         .routes(routes!(admin::usage))
         .routes(routes!(admin::list_users))
         .routes(routes!(admin::get_user, admin::update_user))

@@ -9,6 +9,7 @@ impl From<SessionError> for ApiError {
             SessionError::NotFound => ApiError::session_not_found(),
             SessionError::Missing(message) => ApiError::NotFound(message),
             SessionError::Invalid(message) => ApiError::BadRequest(message),
+            SessionError::Forbidden(message) => ApiError::Forbidden(message),
             SessionError::TurnRunning(message) => ApiError::Conflict {
                 code: Conflict::TurnRunning,
                 message,

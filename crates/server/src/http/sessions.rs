@@ -13,6 +13,7 @@ use super::AppState;
 use super::access_check::{audit, check_new_session};
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
+use crate::config::ProjectToml;
 use crate::models::resolve_model;
 use crate::session::lifecycle::SessionSpec;
 
@@ -30,6 +31,15 @@ pub struct CreateSession {
     /// 1–200 characters, not all blank (stored trimmed).
     #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub title: Option<String>,
+    /// Work in this existing directory (absolute, a direct child of one of
+    /// the caller's `[workspaces] roots`) instead of a new empty one. agentd
+    /// never deletes it.
+    #[schema(min_length = 1)]
+    pub workspace: Option<String>,
+    /// Work in a configured project's directory (`GET /v1/projects`), on its
+    /// profile, with its greeting.
+    #[schema(min_length = 1)]
+    pub project: Option<String>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -158,15 +168,18 @@ fn check_title(title: &str) -> ApiResult<String> {
     Ok(title.trim().to_string())
 }
 
-/// Create a session with its own empty workspace.
+/// Create a session with its own empty workspace, or on an existing
+/// directory (`workspace`) or a project's (`project`).
 #[utoipa::path(post, path = "/v1/sessions", tag = "sessions",
     request_body = CreateSession,
     responses(
         (status = 201, description = "Created", body = SessionView),
-        (status = 400, description = "Unknown profile or model, bad field", body = ErrorBody),
+        (status = 200, description = "The caller's session on a `single_session` project, which exists", body = SessionView),
+        (status = 400, description = "Unknown profile, model or project, bad field, no such directory", body = ErrorBody),
         (status = 401, description = "Not authenticated", body = ErrorBody),
         (status = 403, description = "`not_granted`: the profile or model is not the caller's to choose; \
-            `quota_exceeded`: stored sessions or workspace bytes at the caller's quota", body = ErrorBody),
+            `quota_exceeded`: stored sessions or workspace bytes at the caller's quota; \
+            `forbidden`: the workspace is not under the caller's roots", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub async fn create_session(
@@ -175,7 +188,19 @@ pub async fn create_session(
     ApiJson(body): ApiJson<CreateSession>,
 ) -> ApiResult<impl IntoResponse> {
     let runtime = state.registry.runtime();
-    let profile = body.profile.unwrap_or_else(|| "default".into());
+    let project = project_of(&state, &body)?;
+    let profile = match (
+        project.as_ref().and_then(|p| p.profile.clone()),
+        body.profile,
+    ) {
+        (Some(theirs), Some(asked)) if theirs != asked => {
+            return Err(ApiError::BadRequest(format!(
+                "project {:?} runs on profile {theirs:?}",
+                body.project.unwrap_or_default()
+            )));
+        }
+        (theirs, asked) => theirs.or(asked).unwrap_or_else(|| "default".into()),
+    };
     runtime
         .config
         .profile(&profile)
@@ -185,18 +210,57 @@ pub async fn create_session(
     let model = resolve_model(&runtime.config, body.model.as_deref(), &lookup)
         .map_err(|err| ApiError::BadRequest(err.to_string()))?;
     let title = body.title.as_deref().map(check_title).transpose()?;
+    let workspace = match (&project, &body.workspace) {
+        (Some(project), _) => Some(state.sessions.project_directory(project).await?),
+        (None, Some(raw)) => Some(state.sessions.chosen_directory(&user.name, raw).await?),
+        (None, None) => None,
+    };
+    // One at a time per user, so that two asks make one single session.
+    let single = project.as_ref().is_some_and(|p| p.single_session);
+    let _one_at_a_time = match single {
+        true => Some(state.registry.admissions().serialize(&user.name).await),
+        false => None,
+    };
+    if let (true, Some(dir)) = (single, &workspace)
+        && let Some(existing) = state.sessions.session_on(&user.name, dir).await?
+    {
+        return Ok((StatusCode::OK, Json(view(&state, existing))));
+    }
     check_new_session(&state, &user, &profile, &model.spec).await?;
-
     let spec = SessionSpec {
         owner: user.name.clone(),
         profile,
         model: model.spec,
-        title,
+        title: title.or_else(|| project.as_ref().map(|p| p.name.clone())),
+        workspace,
+        greeting: project.and_then(|p| p.greeting),
     };
     let session = state.sessions.create(spec).await?;
-    let detail = serde_json::json!({"profile": session.profile, "model": session.model});
+    let detail = serde_json::json!({
+        "profile": session.profile,
+        "model": session.model,
+        "project": body.project,
+        "workspace": body.workspace.is_some().then_some(&session.workspace),
+    });
     audit(&state, &user, "session.create", Some(&session.id), detail).await;
     Ok((StatusCode::CREATED, Json(view(&state, session))))
+}
+
+/// The project `body` names, if any; not with a `workspace` too.
+fn project_of(state: &AppState, body: &CreateSession) -> ApiResult<Option<ProjectToml>> {
+    let Some(name) = &body.project else {
+        return Ok(None);
+    };
+    if body.workspace.is_some() {
+        return Err(ApiError::BadRequest(
+            "give `workspace` or `project`, not both".into(),
+        ));
+    }
+    let config = &state.registry.runtime().config;
+    let project = config.project(name).cloned();
+    project
+        .map(Some)
+        .ok_or_else(|| ApiError::BadRequest(format!("no project named {name:?}")))
 }
 
 /// The caller's sessions, newest first.

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use agentd_protocol::{ContentBlock, Message};
 use agentd_sandbox::confined::FsIdentity;
 use agentd_store::{NewSession, SessionRecord, SessionUpdate};
 
@@ -16,6 +17,10 @@ pub struct SessionSpec {
     /// A resolved model spec.
     pub model: String,
     pub title: Option<String>,
+    /// An existing directory (see [`super::existing`]) instead of a new one.
+    pub workspace: Option<PathBuf>,
+    /// Stored as the session's first message, the assistant's.
+    pub greeting: Option<String>,
 }
 
 /// What a delete did.
@@ -31,14 +36,18 @@ pub enum Deleted {
 
 impl SessionService {
     /// Create a session with its own empty workspace, owned by the agent's
-    /// user when there is one.
+    /// user when there is one, or on the existing directory `spec` names.
     pub async fn create(&self, spec: SessionSpec) -> SessionResult<SessionRecord> {
         let runtime = self.registry.runtime();
         // Whom the agent works as comes first: no workspace is left behind
         // when no uid can be had.
         let identity = self.agent_identity(&spec.owner).await?;
         let id = uuid::Uuid::now_v7().to_string();
-        let workspace = self.new_workspace_for(&id, identity).await?;
+        let made = spec.workspace.is_none();
+        let workspace = match spec.workspace {
+            Some(existing) => existing,
+            None => self.new_workspace_for(&id, identity).await?,
+        };
         let created = runtime
             .store
             .create_session(NewSession {
@@ -50,16 +59,29 @@ impl SessionService {
                 profile: spec.profile,
             })
             .await;
-        match created {
-            Ok(session) => {
-                tracing::info!(session_id = %session.id, "session created");
-                Ok(session)
-            }
+        let session = match created {
+            Ok(session) => session,
             Err(err) => {
-                let _ = tokio::fs::remove_dir(&workspace).await;
-                Err(err.into())
+                if made {
+                    let _ = tokio::fs::remove_dir(&workspace).await;
+                }
+                return Err(err.into());
+            }
+        };
+        if let Some(greeting) = spec.greeting {
+            let message = Message::assistant(vec![ContentBlock::Text { text: greeting }]);
+            if let Err(err) = runtime
+                .store
+                .append_message(&session.id, None, &message)
+                .await
+            {
+                // A session without its greeting would look broken: none at all.
+                let _ = runtime.store.delete_session(&session.id).await;
+                return Err(err.into());
             }
         }
+        tracing::info!(session_id = %session.id, "session created");
+        Ok(session)
     }
 
     /// Create a session of `owner` on a directory of theirs (`agentd run`):

@@ -8,6 +8,7 @@
 //! cluster node), so none of them needs to know which.
 
 pub mod answers;
+pub mod existing;
 pub mod history;
 pub mod lifecycle;
 pub mod turns;
@@ -33,6 +34,9 @@ pub enum SessionError {
     Missing(String),
     #[error("{0}")]
     Invalid(String),
+    /// Not the caller's to use (a directory outside their workspace roots).
+    #[error("{0}")]
+    Forbidden(String),
     /// A turn runs or waits in the session.
     #[error("{0}")]
     TurnRunning(String),

@@ -35,7 +35,9 @@ impl Harness {
         let model = ModelServer::start(script).await.unwrap();
         let data_dir = TempDir::new().unwrap();
         let config = data_dir.path().join("agentd.toml");
-        std::fs::write(&config, toml.replace("{URL}", &model.url())).unwrap();
+        let data = data_dir.path().display().to_string();
+        let toml = toml.replace("{URL}", &model.url()).replace("{DATA}", &data);
+        std::fs::write(&config, toml).unwrap();
         Self {
             model,
             data_dir,
