@@ -28,9 +28,20 @@ impl BindList {
     }
 
     /// The workspace, always the first bind; returns its descriptor.
-    pub(crate) fn workspace(&mut self, workspace: &Path) -> std::io::Result<OwnedFd> {
+    pub(crate) fn workspace(
+        &mut self,
+        workspace: &Path,
+        pin: Option<(u64, u64)>,
+    ) -> std::io::Result<OwnedFd> {
         let source = Source::Path(workspace.to_path_buf());
         match FdBind::record(FIRST_BIND_FD, source, None)? {
+            Some((bind, _)) if pin.is_some_and(|pin| pin != bind.identity) => {
+                Err(std::io::Error::other(format!(
+                    "the workspace {} is no longer the directory this turn began in \
+                     (it was replaced); start a new turn",
+                    workspace.display()
+                )))
+            }
             Some((bind, fd)) if bind.directory => {
                 self.list.push(bind);
                 Ok(fd)

@@ -247,7 +247,7 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
         args.flag_value("--tmpfs", shield);
     }
     let mut binds = BindList::default();
-    let workspace_fd = binds.workspace(&policy.workspace)?;
+    let workspace_fd = binds.workspace(&policy.workspace, policy.workspace_pin)?;
     // A read-only parent of the workspace must come before the workspace bind
     // (or it would hide it); one inside the workspace must come after (to
     // protect e.g. `.git` there).

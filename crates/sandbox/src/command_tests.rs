@@ -201,3 +201,21 @@ fn network_is_shared_only_when_allowed() {
     policy.network = true;
     assert!(args_of(&policy).iter().any(|arg| arg == "--share-net"));
 }
+
+#[test]
+fn a_workspace_other_than_the_pinned_one_is_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let meta = std::fs::metadata(&ws).unwrap();
+    let mut policy = Policy::new(&ws);
+    policy.workspace_pin = Some((meta.dev(), meta.ino()));
+    assert!(bwrap_args(&policy).is_ok(), "the pinned directory binds");
+
+    // Replaced by another directory at the same path: not bound.
+    std::fs::rename(&ws, dir.path().join("old")).unwrap();
+    std::fs::create_dir(&ws).unwrap();
+    let err = bwrap_args(&policy).unwrap_err().to_string();
+    assert!(err.contains("replaced"), "{err}");
+}

@@ -60,6 +60,22 @@ impl PathGuard {
         })
     }
 
+    /// A guard whose workspace is `root`, already open (and checked by the
+    /// caller): every file operation then reaches that very directory.
+    pub fn from_root(root: Root) -> Self {
+        Self {
+            workspace: root.path().to_path_buf(),
+            roots: Vec::new(),
+            open_roots: vec![root],
+            identity: None,
+        }
+    }
+
+    /// The workspace's directory, held open.
+    pub fn workspace_root(&self) -> &Root {
+        &self.open_roots[0]
+    }
+
     /// Do every file operation as `identity` (the agent's user) from now on.
     pub fn with_identity(mut self, identity: Option<FsIdentity>) -> Self {
         self.identity = identity;

@@ -37,6 +37,10 @@ pub struct Policy {
     /// (bubblewrap, and everything inside, with no supplementary groups).
     /// `None` for a server that is not root: it runs as the server's uid.
     pub run_as: Option<crate::confined::FsIdentity>,
+    /// (device, inode) the workspace must have: the directory the turn
+    /// opened. A command finding another one there is refused, so every
+    /// command of a turn works in the directory its file tools use.
+    pub workspace_pin: Option<(u64, u64)>,
 }
 
 impl Policy {
@@ -54,6 +58,7 @@ impl Policy {
             limits: Limits::default(),
             allow_git_config: false,
             run_as: None,
+            workspace_pin: None,
         }
     }
 }

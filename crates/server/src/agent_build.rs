@@ -27,6 +27,7 @@ use crate::checkpoints::SessionCheckpointer;
 use crate::config::{ConfigError, ProfileConfig, SandboxEnv, SandboxMode};
 use crate::models::{EnvLookup, ResolvedModel, resolve_model};
 use crate::runtime::{RunError, Runtime, TurnOptions};
+use crate::workspace_open::OpenWorkspace;
 
 /// One MCP pool per profile (profiles may name different servers), made on
 /// first use.
@@ -109,7 +110,7 @@ impl Runtime {
         // workspace must be theirs before anything runs in it.
         let identity = self.agent_identity(&session.owner).await?;
         let owner_spend = self.access().owner_spend_cap(&session.owner).await?;
-        let (guard, policy) = self
+        let (guard, policy, opened) = self
             .confinement(session, &profile, &skills, identity, env)
             .await?;
         let tools = self.tools_for(session, &profile, &skills, &policy).await;
@@ -186,7 +187,8 @@ impl Runtime {
             agent.with_checkpointer(Arc::new(SessionCheckpointer::new(
                 self.store.clone(),
                 session.id.clone(),
-                PathBuf::from(&session.workspace),
+                opened.root.clone(),
+                opened.reader(identity),
                 turn_position,
             )))
         } else {
@@ -198,8 +200,8 @@ impl Runtime {
         })
     }
 
-    /// The workspace handed over to the agent's identity (when it has
-    /// one), its path guard, and the sandbox policy of its commands.
+    /// The workspace opened for the turn (see [`crate::workspace_open`]),
+    /// its path guard, and the sandbox policy of its commands.
     async fn confinement(
         &self,
         session: &SessionRecord,
@@ -207,26 +209,16 @@ impl Runtime {
         skills: &SkillSet,
         identity: Option<FsIdentity>,
         host_env: EnvLookup<'_>,
-    ) -> Result<(PathGuard, Policy), RunError> {
-        let workspace = PathBuf::from(&session.workspace);
-        if let Some(identity) = identity {
-            crate::workspace_owner::hand_over_before_turn(
-                &session.id,
-                &workspace,
-                &self.data_dir,
-                identity,
-            )
-            .await?;
-        }
+    ) -> Result<(PathGuard, Policy, OpenWorkspace), RunError> {
+        let opened = self.open_workspace(session, identity).await?;
+        let pin = opened.root.identity().map_err(|err| RunError::Workspace {
+            path: opened.root.path().to_path_buf(),
+            message: format!("cannot be opened: {err}"),
+        })?;
         // Skill folders are read through the Skill tool and are visible,
         // read-only, in the sandbox (for their scripts); the file tools'
         // roots stay the workspace alone.
-        let guard = PathGuard::new(&workspace, &[])
-            .map_err(|err| RunError::Workspace {
-                path: workspace.clone(),
-                message: format!("cannot be opened: {err}"),
-            })?
-            .with_identity(identity);
+        let guard = PathGuard::from_root(opened.root.clone()).with_identity(identity);
         let mut policy = Policy::new(guard.workspace());
         policy.run_as = identity;
         policy.read_only_paths.extend(skills.dirs());
@@ -237,7 +229,8 @@ impl Runtime {
         let sandbox_env = SandboxEnv::resolve(profile, user, host_env);
         (policy.env, policy.secret_env) = sandbox_env.split();
         policy.ssh_agent = sandbox_env.ssh_agent;
-        Ok((guard, policy))
+        policy.workspace_pin = Some(pin);
+        Ok((guard, policy, opened))
     }
 
     /// Who answers the agent's permission requests and questions.

@@ -7,11 +7,11 @@
 //! changed costs bytes in proportion to the change.
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use agentd_engine::Checkpointer;
-use agentd_sandbox::confined::FsIdentity;
+use agentd_sandbox::confined::{FsIdentity, Root};
 use agentd_snapshot::{
     BlobStore, Manifest, SnapshotPolicy, Snapshotter, decode_manifest, encode_manifest, sha256_hex,
 };
@@ -212,11 +212,16 @@ pub async fn create_checkpoint(
     message_position: i64,
 ) -> Result<CheckpointRecord, CheckpointFailure> {
     let latest = store.latest_checkpoints(session_id).await?;
+    let root = open_root(workspace).await?;
+    let reading = Reading {
+        root,
+        as_user: None,
+    };
     checkpoint_on(
         store,
         session_id,
         turn_id,
-        workspace,
+        &reading,
         message_position,
         latest,
     )
@@ -228,7 +233,7 @@ async fn checkpoint_on(
     store: &Arc<dyn Store>,
     session_id: &str,
     turn_id: Option<&str>,
-    workspace: &Path,
+    workspace: &Reading,
     message_position: i64,
     latest: LatestCheckpoints,
 ) -> Result<CheckpointRecord, CheckpointFailure> {
@@ -255,7 +260,12 @@ async fn checkpoint_on(
         held: Mutex::default(),
     };
     let (manifest, stats) = snapshotter()
-        .snapshot(workspace, previous.as_deref(), &blobs)
+        .snapshot_as(
+            workspace.root.clone(),
+            workspace.as_user,
+            previous.as_deref(),
+            &blobs,
+        )
         .await?;
     let mut encoded = None;
     if let (Some(keyframe), Some(base)) = (keyframe, &base) {
@@ -304,17 +314,37 @@ fn snapshotter() -> Snapshotter {
     Snapshotter::new(SnapshotPolicy::default())
 }
 
+/// A workspace held open, and whom its files are read as (`None`: the
+/// server; see [`crate::workspace_open::OpenWorkspace::reader`]).
+#[derive(Debug, Clone)]
+pub struct Reading {
+    pub root: Root,
+    pub as_user: Option<FsIdentity>,
+}
+
+async fn open_root(workspace: &Path) -> Result<Root, CheckpointFailure> {
+    let path = workspace.to_path_buf();
+    let opened = tokio::task::spawn_blocking(move || Root::open(&path))
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|opened| opened);
+    opened.map_err(|source| {
+        let path = workspace.display().to_string();
+        agentd_snapshot::CheckpointError::Io { path, source }.into()
+    })
+}
+
 /// Restores `workspace` to the checkpoint's files, as `identity` (the
 /// session owner's agent user) when given; returns the paths changed.
 pub async fn restore_files(
     store: &Arc<dyn Store>,
     record: &CheckpointRecord,
-    workspace: &Path,
+    workspace: Root,
     identity: Option<FsIdentity>,
 ) -> Result<Vec<String>, CheckpointFailure> {
     let manifest = load_manifest(store.as_ref(), record).await?;
     Ok(snapshotter()
-        .restore_as(workspace, &manifest, &StoreBlobs(store.clone()), identity)
+        .restore_into(workspace, &manifest, &StoreBlobs(store.clone()), identity)
         .await?)
 }
 
@@ -325,7 +355,7 @@ pub async fn restore_files(
 /// fork's owner's agent user, when given.
 pub async fn copy_workspace(
     store: &Arc<dyn Store>,
-    source: &Path,
+    source: &Reading,
     target: &Path,
     record: Option<&CheckpointRecord>,
     identity: Option<FsIdentity>,
@@ -333,8 +363,17 @@ pub async fn copy_workspace(
     let blobs = StoreBlobs(store.clone());
     let manifest = match record {
         Some(record) => load_manifest(store.as_ref(), record).await?,
-        None => Arc::new(snapshotter().snapshot(source, None, &blobs).await?.0),
+        None => {
+            let (root, reader) = (source.root.clone(), source.as_user);
+            Arc::new(
+                snapshotter()
+                    .snapshot_as(root, reader, None, &blobs)
+                    .await?
+                    .0,
+            )
+        }
     };
+    let source = source.root.path();
     snapshotter()
         .restore_as(target, &manifest, &blobs, identity)
         .await?;
@@ -350,7 +389,7 @@ pub async fn copy_workspace(
 pub struct SessionCheckpointer {
     pub store: Arc<dyn Store>,
     pub session_id: String,
-    pub workspace: PathBuf,
+    pub workspace: Reading,
     /// The position the turn's user message takes, when the turn knows it
     /// (the last stored position at its start + 1; only the running turn
     /// appends to a session). Unset, it is read back from the store.
@@ -368,7 +407,8 @@ impl SessionCheckpointer {
     pub fn new(
         store: Arc<dyn Store>,
         session_id: String,
-        workspace: PathBuf,
+        workspace: Root,
+        reader: Option<FsIdentity>,
         turn_position: Arc<OnceLock<i64>>,
     ) -> Self {
         let prefetched = tokio::runtime::Handle::try_current().ok().map(|runtime| {
@@ -378,7 +418,10 @@ impl SessionCheckpointer {
         Self {
             store,
             session_id,
-            workspace,
+            workspace: Reading {
+                root: workspace,
+                as_user: reader,
+            },
             turn_position,
             prefetched: Mutex::new(prefetched),
         }

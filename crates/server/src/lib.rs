@@ -30,6 +30,7 @@ mod test_support;
 pub mod threads;
 mod transcripts;
 mod worker;
+pub mod workspace_open;
 pub mod workspace_owner;
 
 pub use sink::StoreSink;

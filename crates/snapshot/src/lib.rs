@@ -56,7 +56,7 @@ mod snapshot;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use agentd_sandbox::confined::FsIdentity;
+use agentd_sandbox::confined::{FsIdentity, Root};
 use serde::{Deserialize, Serialize};
 
 pub use blobs::{BlobStore, MemoryBlobs};
@@ -153,7 +153,24 @@ impl Snapshotter {
         previous: Option<&Manifest>,
         blobs: &dyn BlobStore,
     ) -> Result<(Manifest, SnapshotStats), CheckpointError> {
-        snapshot::snapshot(&self.policy, workspace, previous, blobs).await
+        let path = workspace.to_path_buf();
+        // Held open from here on: every file is reached beneath it.
+        let root =
+            blocking(move || Root::open(&path).map_err(|e| CheckpointError::io(&path, e))).await?;
+        snapshot::snapshot(&self.policy, root, None, previous, blobs).await
+    }
+
+    /// [`Snapshotter::snapshot`] of the workspace the caller holds open, as
+    /// `identity` when given: what that user cannot read is skipped
+    /// (`unreadable`) rather than read by the server for it.
+    pub async fn snapshot_as(
+        &self,
+        workspace: Root,
+        identity: Option<FsIdentity>,
+        previous: Option<&Manifest>,
+        blobs: &dyn BlobStore,
+    ) -> Result<(Manifest, SnapshotStats), CheckpointError> {
+        snapshot::snapshot(&self.policy, workspace, identity, previous, blobs).await
     }
 
     /// Make `workspace` (created if missing) match `manifest` byte for byte and
@@ -165,7 +182,7 @@ impl Snapshotter {
         manifest: &Manifest,
         blobs: &dyn BlobStore,
     ) -> Result<Vec<String>, CheckpointError> {
-        restore::restore(&self.policy, workspace, manifest, blobs, None).await
+        self.restore_as(workspace, manifest, blobs, None).await
     }
 
     /// [`Snapshotter::restore`] done as `identity` (the workspace's user;
@@ -175,6 +192,19 @@ impl Snapshotter {
     pub async fn restore_as(
         &self,
         workspace: &Path,
+        manifest: &Manifest,
+        blobs: &dyn BlobStore,
+        identity: Option<FsIdentity>,
+    ) -> Result<Vec<String>, CheckpointError> {
+        let path = workspace.to_path_buf();
+        let root = blocking(move || restore::open_root(&path)).await?;
+        restore::restore(&self.policy, root, manifest, blobs, identity).await
+    }
+
+    /// [`Snapshotter::restore_as`] into the workspace the caller holds open.
+    pub async fn restore_into(
+        &self,
+        workspace: Root,
         manifest: &Manifest,
         blobs: &dyn BlobStore,
         identity: Option<FsIdentity>,

@@ -22,15 +22,14 @@ type FileWrite = (String, String, u32, u64);
 
 pub(crate) async fn restore(
     policy: &SnapshotPolicy,
-    workspace: &Path,
+    root: Root,
     manifest: &Manifest,
     blobs: &dyn BlobStore,
     identity: Option<FsIdentity>,
 ) -> Result<Vec<String>, CheckpointError> {
-    let workspace = workspace.to_path_buf();
+    let workspace = root.path().to_path_buf();
     let (policy, manifest) = (policy.clone(), manifest.clone());
     let (plan, mut tree) = blocking(move || {
-        let root = open_root(&workspace)?;
         as_identity(identity, &workspace, || {
             let plan = plan(&root, &policy, &manifest)?;
             let mut tree = Tree::new(root);
@@ -70,7 +69,7 @@ pub(crate) async fn restore(
 
 /// The workspace held open, made first when missing (by the server: the
 /// workspace's own user may not write where it goes).
-fn open_root(workspace: &Path) -> Result<Root, CheckpointError> {
+pub(crate) fn open_root(workspace: &Path) -> Result<Root, CheckpointError> {
     if std::fs::symlink_metadata(workspace).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
     {
         std::fs::create_dir_all(workspace).map_err(|e| CheckpointError::io(workspace, e))?;

@@ -34,7 +34,15 @@ pub(crate) const MAX_DEPTH: usize = 128;
 /// Directories are read by a few threads at once: the cost is mostly one lstat
 /// per entry, and those run in parallel.
 pub(crate) fn scan(root: &Root, policy: &SnapshotPolicy) -> Result<Manifest, CheckpointError> {
-    let threads = super::cores().min(4);
+    scan_on(root, policy, super::cores().min(4))
+}
+
+/// [`scan`] on at most `threads` threads.
+pub(crate) fn scan_on(
+    root: &Root,
+    policy: &SnapshotPolicy,
+    threads: usize,
+) -> Result<Manifest, CheckpointError> {
     let (m, truncated) = scan_with(root, policy, threads)?;
     if truncated && threads > 1 {
         // Which paths fit under max_files depends on the order of the walk:

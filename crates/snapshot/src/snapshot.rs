@@ -2,10 +2,9 @@
 //! and store the rest in bounded batches.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agentd_sandbox::confined::Root;
+use agentd_sandbox::confined::{FsIdentity, Root};
 
 use super::fsutil::{Content, read_file};
 use super::manifest::{Entry, EntryKind, Fingerprint, Manifest, SkipReason};
@@ -14,18 +13,24 @@ use super::{
     encode_manifest,
 };
 
+/// The snapshot of the workspace held open as `root`, every file looked at
+/// and read as `identity` when given (on one thread: the switch is per thread).
 pub(crate) async fn snapshot(
     policy: &SnapshotPolicy,
-    workspace: &Path,
+    root: Root,
+    identity: Option<FsIdentity>,
     previous: Option<&Manifest>,
     blobs: &dyn BlobStore,
 ) -> Result<(Manifest, SnapshotStats), CheckpointError> {
     let now = now_ns();
-    let (workspace, scan_policy) = (workspace.to_path_buf(), policy.clone());
-    // The workspace is held open from here on: every file is reached beneath it.
+    let scan_policy = policy.clone();
     let (root, mut manifest) = blocking(move || {
-        let root = Root::open(&workspace).map_err(|e| CheckpointError::io(&workspace, e))?;
-        let manifest = super::scan::scan(&root, &scan_policy)?;
+        let manifest = match identity {
+            None => super::scan::scan(&root, &scan_policy)?,
+            Some(identity) => identity
+                .run(|| super::scan::scan_on(&root, &scan_policy, 1))
+                .map_err(|e| CheckpointError::io(root.path(), e))??,
+        };
         Ok((root, manifest))
     })
     .await?;
@@ -35,7 +40,13 @@ pub(crate) async fn snapshot(
     let mut stats = SnapshotStats::default();
     for batch in batches(to_hash, |f| f.1, BATCH_BYTES) {
         let (read_root, max) = (root.clone(), policy.max_file_bytes);
-        let read = blocking(move || Ok(read_batch(&read_root, batch, max))).await?;
+        let read = blocking(move || match identity {
+            None => Ok(read_batch(&read_root, batch, max, super::cores().min(8))),
+            Some(identity) => identity
+                .run(|| read_batch(&read_root, batch, max, 1))
+                .map_err(|e| CheckpointError::io(read_root.path(), e)),
+        })
+        .await?;
         let mut fresh: Vec<String> = Vec::new();
         let mut seen = HashSet::new();
         for (_, content) in &read {
@@ -132,8 +143,12 @@ fn reuse_hashes(manifest: &mut Manifest, previous: Option<&Manifest>) -> Vec<(St
 
 /// Read and hash a batch, split over the available cores (reads are mostly
 /// syscalls and sha256, both parallel).
-fn read_batch(root: &Root, batch: Vec<(String, u64)>, max: u64) -> Vec<(String, Content)> {
-    let threads = super::cores().min(8);
+fn read_batch(
+    root: &Root,
+    batch: Vec<(String, u64)>,
+    max: u64,
+    threads: usize,
+) -> Vec<(String, Content)> {
     let read_one =
         |(path, size): &(String, u64)| (path.clone(), read_file(root.fd(), path, max, *size));
     if threads == 1 || batch.len() < 64 {

@@ -3,7 +3,7 @@
 //! greeting and one session per user, and the directories agentd refuses.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use reqwest::StatusCode;
@@ -18,12 +18,21 @@ fn script() -> Value {
          "content": [{"type": "text", "text": "done"}]},
         {"repeat": true, "when": {"last_user_contains": "look"}, "content": [
             {"type": "tool_use", "name": "Bash",
-             "input": {"command": "cat notes.txt && echo made > made.txt"}}]},
+             "input": {"command": "cat notes.txt; cat secret.txt; cat private.txt; echo made > made.txt"}}]},
         {"repeat": true, "content": [{"type": "text", "text": "ok"}]}
     ]})
 }
 
-/// `<tmp>/roots/app` holding `notes.txt`, and `<tmp>/mine` (alice's own root).
+/// Alice's and Bob's agents: their own uids, one group, which the shared
+/// directories give write access to (agentd changes no owner or mode there).
+const ALICE_UID: u32 = 61001;
+const BOB_UID: u32 = 61002;
+const TEAM_GID: u32 = 61000;
+const SECRET: &str = "TOP SECRET 7f3a";
+
+/// `<tmp>/roots/app` holding `notes.txt` (the team's) and `private.txt`
+/// (root's, unreadable to agents), `<tmp>/mine/work` (alice's own root) and
+/// `<tmp>/secret` (no session's: holding `secret.txt`).
 struct Dirs {
     tmp: TempDir,
 }
@@ -35,6 +44,20 @@ impl Dirs {
         std::fs::create_dir_all(app.join("sub")).unwrap();
         std::fs::write(app.join("notes.txt"), "hello notes\n").unwrap();
         std::fs::create_dir_all(tmp.path().join("mine/work")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("secret")).unwrap();
+        std::fs::write(tmp.path().join("secret/secret.txt"), SECRET).unwrap();
+        for dir in ["roots/app", "roots/app/sub", "mine/work"] {
+            let dir = tmp.path().join(dir);
+            std::os::unix::fs::chown(&dir, Some(ALICE_UID), Some(TEAM_GID)).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o2775)).unwrap();
+        }
+        std::os::unix::fs::chown(app.join("notes.txt"), Some(ALICE_UID), Some(TEAM_GID)).unwrap();
+        std::fs::write(app.join("private.txt"), SECRET).unwrap();
+        std::fs::set_permissions(
+            app.join("private.txt"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
         Self { tmp }
     }
 
@@ -48,7 +71,10 @@ impl Dirs {
              base_url = \"{{URL}}\"\n\
              [profiles.default]\nallow = [\"Bash\"]\n\
              [workspaces]\nroots = [\"{roots}\"]\n\
+             [users.alice]\nuid = {ALICE_UID}\ngid = {TEAM_GID}\n\
              [users.alice.workspaces]\nroots = [\"{mine}\"]\n\
+             [users.bob]\nuid = {BOB_UID}\ngid = {TEAM_GID}\n\
+             [users.bob.workspaces]\nroots = [\"{{DATA}}\"]\n\
              [[projects]]\nname = \"app\"\npath = \"{app}\"\n\
              greeting = \"Hello! Ask me about app.\"\nsingle_session = true\n",
             roots = self.path("roots").display(),
@@ -82,6 +108,21 @@ fn at(path: &Path) -> Value {
     json!({"workspace": path.display().to_string()})
 }
 
+fn owner(path: &Path) -> (u32, u32) {
+    let meta = std::fs::metadata(path).unwrap();
+    (meta.uid(), meta.gid())
+}
+
+/// Everything the session's clients could ever see, as one string.
+async fn seen(server: &Server, session: &str) -> String {
+    let events = server.all_events(session).await;
+    let messages = transcript(server, session).await;
+    format!(
+        "{:?}{messages:?}",
+        events.iter().map(|e| &e.data).collect::<Vec<_>>()
+    )
+}
+
 #[tokio::test]
 async fn a_session_works_in_a_directory_under_a_root_and_its_delete_leaves_the_directory() {
     let dirs = Dirs::new();
@@ -93,17 +134,23 @@ async fn a_session_works_in_a_directory_under_a_root_and_its_delete_leaves_the_d
 
     alice.message(id, "look at the notes").await;
     alice.wait_idle(id).await;
-    let messages = transcript(&alice, id).await;
+    let seen = seen(&alice, id).await;
     assert!(
-        messages
-            .iter()
-            .any(|m| m.to_string().contains("hello notes")),
-        "the agent read the directory's file: {messages:?}"
+        seen.contains("hello notes"),
+        "the agent read the directory's file: {seen}"
+    );
+    assert!(
+        !seen.contains(SECRET),
+        "nor what its user may not read: {seen}"
     );
     assert_eq!(
         std::fs::read_to_string(app.join("made.txt")).unwrap(),
         "made\n"
     );
+    // The directory keeps its owners: what the agent made is its user's.
+    assert_eq!(owner(&app), (ALICE_UID, TEAM_GID));
+    assert_eq!(owner(&app.join("private.txt")).0, 0);
+    assert_eq!(owner(&app.join("made.txt")).0, ALICE_UID);
 
     let response = alice
         .send(alice.request(reqwest::Method::DELETE, &format!("/v1/sessions/{id}")))
@@ -115,20 +162,23 @@ async fn a_session_works_in_a_directory_under_a_root_and_its_delete_leaves_the_d
         "and what the agent made in it"
     );
 
-    // A user's own root is theirs alone.
-    let work = dirs.path("mine/work");
-    let (status, body) = create(&alice, at(&work)).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // Any depth inside a root; a user's own root is theirs alone.
+    for dir in ["roots/app/sub", "mine/work"] {
+        let (status, body) = create(&alice, at(&dirs.path(dir))).await;
+        assert_eq!(status, StatusCode::CREATED, "{dir}: {body}");
+    }
 }
 
 #[tokio::test]
 async fn directories_outside_the_roots_or_badly_placed_are_refused() {
     let dirs = Dirs::new();
-    let (_h, _server, alice, bob) = started(&dirs).await;
+    let (h, _server, alice, bob) = started(&dirs).await;
     let forbidden = [
         PathBuf::from("/etc"),
         dirs.path("roots"),
-        dirs.path("roots/app/sub"),
+        // Whether a path outside the roots exists is not told.
+        PathBuf::from("/nonexistent/dir"),
+        dirs.path("roots/../secret"),
     ];
     for path in &forbidden {
         let (status, body) = create(&alice, at(path)).await;
@@ -136,12 +186,20 @@ async fn directories_outside_the_roots_or_badly_placed_are_refused() {
         assert_eq!(body["error"]["code"], "forbidden");
     }
     // A link under a root to elsewhere is where it leads.
-    std::os::unix::fs::symlink("/etc", dirs.path("roots/link")).unwrap();
+    std::os::unix::fs::symlink(dirs.path("secret"), dirs.path("roots/link")).unwrap();
     let (status, body) = create(&alice, at(&dirs.path("roots/link"))).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     // Alice's own root is not Bob's.
     let (status, body) = create(&bob, at(&dirs.path("mine/work"))).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    // Bob's root is agentd's data dir: nothing in it is a workspace.
+    for path in [h.data().join("workspaces"), h.data().join("workspaces/x")] {
+        std::fs::create_dir_all(&path).unwrap();
+        let (status, body) = create(&bob, at(&path)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{}: {body}", path.display());
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("data dir"), "{message}");
+    }
 
     for body in [
         at(&dirs.path("roots/missing")),
@@ -158,23 +216,133 @@ async fn directories_outside_the_roots_or_badly_placed_are_refused() {
 }
 
 #[tokio::test]
-async fn a_root_others_can_change_is_refused() {
+async fn a_link_planted_in_the_path_is_refused_and_never_followed() {
     let dirs = Dirs::new();
-    // Anyone may rename what is in `open`, `roots` included.
-    let open = dirs.path("open");
-    std::fs::create_dir_all(open.join("roots/app")).unwrap();
-    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let config = dirs.config().replace(
-        &format!("roots = [\"{}\"]", dirs.path("roots").display()),
-        &format!("roots = [\"{}\"]", open.join("roots").display()),
+    let (_h, _server, alice, _bob) = started(&dirs).await;
+    let app = dirs.path("roots/app");
+    let (status, session) = create(&alice, at(&app)).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let id = session["id"].as_str().unwrap();
+
+    // Someone who may write `roots` puts a link where the directory was.
+    std::fs::rename(&app, dirs.path("roots/app-moved")).unwrap();
+    std::os::unix::fs::symlink(dirs.path("secret"), &app).unwrap();
+    alice.message(id, "look at the notes").await;
+    alice.wait_idle(id).await;
+    let seen = seen(&alice, id).await;
+    assert!(
+        seen.contains("symbolic link"),
+        "the turn says why it cannot run: {seen}"
     );
-    let h = Harness::new(script(), &config).await;
+    assert!(!seen.contains(SECRET), "{seen}");
+    assert!(
+        !dirs.path("secret/made.txt").exists(),
+        "nothing written through the link"
+    );
+
+    // Put back, the directory works again.
+    std::fs::remove_file(&app).unwrap();
+    std::fs::rename(dirs.path("roots/app-moved"), &app).unwrap();
+    alice.message(id, "look again").await;
+    alice.wait_idle(id).await;
+    assert!(app.join("made.txt").is_file());
+}
+
+#[tokio::test]
+async fn swapping_the_directory_for_a_link_while_turns_run_never_reaches_elsewhere() {
+    let dirs = Dirs::new();
+    let (_h, _server, alice, _bob) = started(&dirs).await;
+    let app = dirs.path("roots/app");
+    let (status, session) = create(&alice, at(&app)).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let id = session["id"].as_str().unwrap();
+    let decoy = dirs.path("roots/decoy");
+    std::os::unix::fs::symlink(dirs.path("secret"), &decoy).unwrap();
+    std::fs::set_permissions(dirs.path("secret"), std::fs::Permissions::from_mode(0o777)).unwrap();
+
+    let swapper = agentd_testkit::swapper::Swapper::start(vec![(app.clone(), decoy.clone())]);
+    for round in 0..12 {
+        alice.message(id, &format!("look, round {round}")).await;
+        alice.wait_idle(id).await;
+    }
+    assert!(swapper.finish() > 0, "the race ran");
+    let seen = seen(&alice, id).await;
+    assert!(!seen.contains(SECRET), "{seen}");
+    assert!(
+        !dirs.path("secret/made.txt").exists(),
+        "nothing written through the link"
+    );
+}
+
+#[tokio::test]
+async fn checkpoints_fork_and_rewind_keep_to_what_the_agent_may_read() {
+    let dirs = Dirs::new();
+    let (h, _server, alice, _bob) = started(&dirs).await;
+    let app = dirs.path("roots/app");
+    let (_, session) = create(&alice, at(&app)).await;
+    let id = session["id"].as_str().unwrap();
+    alice.message(id, "look at the notes").await;
+    alice.wait_idle(id).await;
+    let (_, checkpoints) = alice.get(&format!("/v1/sessions/{id}/checkpoints")).await;
+    let checkpoint = checkpoints["checkpoints"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let (status, fork) = alice
+        .post(&format!("/v1/sessions/{id}/fork"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{fork}");
+    let copy = h
+        .data()
+        .join("workspaces")
+        .join(fork["id"].as_str().unwrap());
+    assert!(copy.join("notes.txt").is_file(), "{}", copy.display());
+    assert!(
+        !copy.join("private.txt").exists(),
+        "the copy has only what alice's agent may read"
+    );
+
+    let (status, rewound) = alice
+        .post(
+            &format!("/v1/sessions/{id}/rewind"),
+            json!({"checkpoint_id": checkpoint}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{rewound}");
+    assert!(!app.join("made.txt").exists(), "the turn's file is undone");
+    assert_eq!(
+        std::fs::read_to_string(app.join("private.txt")).unwrap(),
+        SECRET
+    );
+    assert_eq!(owner(&app.join("private.txt")).0, 0);
+}
+
+#[tokio::test]
+async fn a_root_taken_out_of_the_config_stops_its_sessions() {
+    let dirs = Dirs::new();
+    let (h, server, alice, _bob) = started(&dirs).await;
+    let (_, session) = create(&alice, at(&dirs.path("mine/work"))).await;
+    let id = session["id"].as_str().unwrap().to_string();
+    server.terminate().await;
+    let config = dirs.config().replace(
+        &format!(
+            "[users.alice.workspaces]\nroots = [\"{}\"]\n",
+            dirs.path("mine").display()
+        ),
+        "",
+    );
+    let config = config
+        .replace("{URL}", &h.model.url())
+        .replace("{DATA}", &h.data().display().to_string());
+    std::fs::write(&h.config, config).unwrap();
     let server = h.start().await;
     let alice = server.as_user(&h.token("alice").await);
-    let (status, body) = create(&alice, at(&open.join("roots/app"))).await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
-    let message = body["error"]["message"].as_str().unwrap();
-    assert!(message.contains("others may rename"), "{message}");
+    alice.message(&id, "look at the notes").await;
+    alice.wait_idle(&id).await;
+    let seen = seen(&alice, &id).await;
+    assert!(seen.contains("no longer under"), "{seen}");
+    assert!(!dirs.path("mine/work/made.txt").exists());
 }
 
 #[tokio::test]

@@ -55,6 +55,36 @@ impl Root {
         })
     }
 
+    /// Open the canonical absolute `path` from `/` through real directories
+    /// only: a link in any component is refused (`ELOOP`), so what is opened
+    /// is the directory at that very path, whoever may rename its parents.
+    pub fn open_no_links(path: &Path) -> io::Result<Self> {
+        let rel = path
+            .strip_prefix("/")
+            .map_err(|_| io::Error::other(format!("{} is not absolute", path.display())))?;
+        let top = rustix::fs::open(
+            "/",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let fd = extra::open_no_links(
+            top.as_fd(),
+            rel,
+            OFlags::PATH | OFlags::DIRECTORY,
+            Mode::empty(),
+        )?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            fd: Arc::new(fd),
+        })
+    }
+
+    /// (device, inode) of the directory held open.
+    pub fn identity(&self) -> io::Result<(u64, u64)> {
+        let stat = rustix::fs::fstat(&*self.fd)?;
+        Ok((stat.st_dev, stat.st_ino))
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -1,6 +1,7 @@
 //! Checkpoints over a real store and real workspaces.
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, symlink};
+use std::path::PathBuf;
 
 use rustix::fs::CWD;
 
@@ -56,7 +57,7 @@ async fn a_checkpoint_of_many_new_files_restores_them_all() {
     for i in 0..(MAX_HELD_BLOBS + 8) {
         std::fs::write(workspace.path().join(format!("f{i}.txt")), "changed").unwrap();
     }
-    restore_files(&store, &record, workspace.path(), None)
+    restore_files(&store, &record, Root::open(workspace.path()).unwrap(), None)
         .await
         .unwrap();
     for i in 0..(MAX_HELD_BLOBS + 8) {
@@ -140,7 +141,11 @@ async fn a_fork_never_follows_links_swapped_into_its_source() {
         for round in 0..150 {
             let target = dir.path().join(format!("fork{round}"));
             std::fs::create_dir(&target).unwrap();
-            copy_workspace(&store, &source, &target, None, None)
+            let reading = Reading {
+                root: Root::open(&source).unwrap(),
+                as_user: None,
+            };
+            copy_workspace(&store, &reading, &target, None, None)
                 .await
                 .unwrap();
             for (path, (_, content)) in state(&target) {

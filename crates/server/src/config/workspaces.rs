@@ -1,15 +1,11 @@
 //! `[workspaces] roots` (and `[users.NAME.workspaces] roots`) and
 //! `[[projects]]`: existing directories a session may work in instead of an
-//! empty one of its own.
-//!
-//! An agent may change anything inside its workspace, a directory swapped for
-//! a link included, so no session's workspace may hold another's: a session
-//! could otherwise point another one's workspace anywhere on the host. So a
-//! directory named in `POST /v1/sessions` must be a direct child of a root
-//! (never a root, never deeper), and a project's directory must neither hold
-//! nor lie in another project's or a root's children.
+//! empty one of its own. Any directory inside a root may be chosen; what
+//! keeps a session in its own (links planted in its path, a directory
+//! replaced, one no longer allowed) is checked each time it is opened
+//! (`crate::workspace_open`), not here.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -64,16 +60,6 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
             root.display()
         ));
     }
-    for (i, root) in roots.iter().enumerate() {
-        if let Some(other) = roots[..i].iter().find(|o| nested(root, o) && root != *o) {
-            return Err(format!(
-                "workspace roots {} and {} lie one in the other; a session in the outer one \
-                 could redirect the inner one's",
-                root.display(),
-                other.display()
-            ));
-        }
-    }
     for (i, project) in config.projects.iter().enumerate() {
         let what = format!("project {:?}", project.name);
         let name = project.name.as_str();
@@ -96,39 +82,6 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
                 .profile(profile)
                 .map_err(|err| format!("{what}: {err}"))?;
         }
-        let others = config.projects[..i].iter().map(|p| p.path.as_path());
-        for other in others {
-            if nested(&project.path, other) && project.path != other {
-                return Err(format!(
-                    "{what}: {} and {} lie one in the other; an agent working in the outer one \
-                     could redirect the inner one",
-                    project.path.display(),
-                    other.display()
-                ));
-            }
-        }
-        if let Some(root) = roots
-            .iter()
-            .find(|root| overlaps_children(&project.path, root))
-        {
-            return Err(format!(
-                "{what}: {} holds or lies deep in workspace root {}'s directories; a project \
-                 there must be one of them",
-                project.path.display(),
-                root.display()
-            ));
-        }
     }
     Ok(())
-}
-
-/// One of `a` and `b` lies in (or is) the other.
-fn nested(a: &Path, b: &Path) -> bool {
-    a.starts_with(b) || b.starts_with(a)
-}
-
-/// `path` is `root` or above it, or below one of its children: anywhere but
-/// a direct child, or outside it.
-fn overlaps_children(path: &Path, root: &Path) -> bool {
-    root.starts_with(path) || (path.starts_with(root) && path.parent() != Some(root))
 }

@@ -88,7 +88,7 @@ pub async fn list_files(
     let session = owned_session(&state, &user, &id).await?;
     let (workspace, identity) = state.sessions.workspace(session).await?;
     let raw = query.path.unwrap_or_else(|| ".".into());
-    let list = in_workspace(workspace, identity, move |root| list_dir(root, &raw)).await?;
+    let list = in_workspace(workspace.root, identity, move |root| list_dir(root, &raw)).await?;
     Ok(Json(list))
 }
 
@@ -121,7 +121,7 @@ pub async fn file_content(
     let session = owned_session(&state, &user, &id).await?;
     let (workspace, identity) = state.sessions.workspace(session).await?;
     let raw = query.path;
-    let bytes = in_workspace(workspace, identity, move |root| read_file(root, &raw)).await?;
+    let bytes = in_workspace(workspace.root, identity, move |root| read_file(root, &raw)).await?;
     let kind = content_type(&bytes);
     let mut response = Body::from(bytes).into_response();
     let headers = response.headers_mut();
@@ -144,17 +144,13 @@ pub async fn file_content(
 /// Run `work` on a blocking thread with the workspace held open (opened by
 /// the server: the agent's user may not reach the data dir), as `identity`.
 async fn in_workspace<T: Send + 'static>(
-    workspace: PathBuf,
+    root: Root,
     identity: Option<FsIdentity>,
     work: impl FnOnce(&Workspace) -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
     tokio::task::spawn_blocking(move || {
-        let root = Root::open(&workspace)
-            .map_err(|_| ApiError::NotFound("the session's workspace no longer exists".into()))?;
         // Absolute paths name files by the canonical path as well as the given one.
-        let canonical = workspace
-            .canonicalize()
-            .unwrap_or_else(|_| workspace.clone());
+        let canonical = root.path().to_path_buf();
         let workspace = Workspace { root, canonical };
         match identity {
             Some(identity) => identity.run(|| work(&workspace)).map_err(|err| {

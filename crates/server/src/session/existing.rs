@@ -1,27 +1,21 @@
 //! Sessions on existing directories: one a user names under their workspace
-//! roots, or a configured project's. Why only a root's direct children, see
-//! `config::workspaces`. agentd never deletes such a directory.
-//!
-//! The path is resolved once, here, to its canonical form, and every directory
-//! above it must be one only root or agentd's own user can change (or, when
-//! others may write it, sticky with the next one down theirs): nobody else can
-//! then swap a link into the path between now and any later turn.
+//! roots, or a configured project's. agentd never deletes such a directory,
+//! never changes its owner, and opens it anew for each piece of work
+//! ([`crate::workspace_open`]): through real directories only, and only
+//! while it is still allowed.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use agentd_store::SessionRecord;
 
 use super::{SessionError, SessionResult, SessionService};
 use crate::config::ProjectToml;
-use crate::runtime::check_workspace;
-
-/// `S_ISVTX`: in such a directory only an entry's owner may rename it.
-const STICKY: u32 = 0o1000;
+use crate::workspace_open::data_dir_problem;
 
 impl SessionService {
     /// The directory `raw`, named by `user` for a new session: its canonical
-    /// path, when it is a direct child of one of their workspace roots.
+    /// path, when it lies inside one of their workspace roots. Whether a path
+    /// outside them exists is not told.
     pub async fn chosen_directory(&self, user: &str, raw: &str) -> SessionResult<PathBuf> {
         self.existing_supported()?;
         let runtime = self.registry.runtime();
@@ -34,18 +28,29 @@ impl SessionService {
                     "workspace {raw:?} must be an absolute path"
                 )));
             }
-            let dir = existing_directory(Path::new(&raw), &data_dir)?;
+            let forbidden = || {
+                SessionError::Forbidden(format!(
+                    "workspace {raw:?} is not a directory inside one of your workspace roots \
+                     ([workspaces] roots)"
+                ))
+            };
+            let dir = match Path::new(&raw).canonicalize() {
+                Ok(dir) => dir,
+                Err(_) if roots.iter().any(|root| Path::new(&raw).starts_with(root)) => {
+                    return Err(SessionError::Invalid(format!(
+                        "workspace {raw:?} does not exist"
+                    )));
+                }
+                Err(_) => return Err(forbidden()),
+            };
             let under_root = roots
                 .iter()
                 .filter_map(|root| root.canonicalize().ok())
-                .any(|root| dir.parent() == Some(root.as_path()));
+                .any(|root| dir.starts_with(&root) && dir != root);
             if !under_root {
-                return Err(SessionError::Forbidden(format!(
-                    "workspace {raw:?} is not a directory directly inside one of your \
-                     workspace roots ([workspaces] roots)"
-                )));
+                return Err(forbidden());
             }
-            Ok(dir)
+            usable(&dir, &data_dir)
         })
         .await
     }
@@ -56,7 +61,16 @@ impl SessionService {
         self.existing_supported()?;
         let data_dir = self.registry.runtime().data_dir.clone();
         let path = project.path.clone();
-        blocking(move || existing_directory(&path, &data_dir)).await
+        blocking(move || {
+            let dir = path.canonicalize().map_err(|err| {
+                SessionError::Invalid(format!(
+                    "project directory {} cannot be used: {err}",
+                    path.display()
+                ))
+            })?;
+            usable(&dir, &data_dir)
+        })
+        .await
     }
 
     /// `owner`'s newest session working in `workspace`, if any.
@@ -99,50 +113,19 @@ async fn blocking<T: Send + 'static>(
         .map_err(|err| SessionError::Internal(err.to_string()))?
 }
 
-/// `path` canonical, a directory that does not hold the data dir, under
-/// directories nobody but root and agentd can change.
-fn existing_directory(path: &Path, data_dir: &Path) -> SessionResult<PathBuf> {
-    let shown = path.display().to_string();
-    let dir = check_workspace(path, data_dir).map_err(|err| {
-        let message = err.to_string();
-        match path.canonicalize() {
-            Err(_) => SessionError::Invalid(format!("workspace {shown:?} does not exist")),
-            Ok(_) => SessionError::Invalid(message),
-        }
-    })?;
-    safe_ancestors(&dir).map_err(|why| {
-        SessionError::Forbidden(format!(
-            "workspace {shown:?} cannot be used: {why}; the directories above a workspace \
-             must be changeable by root and agentd alone"
-        ))
-    })?;
-    Ok(dir)
-}
-
-/// Every directory above `dir` (canonical) is owned by root or agentd's own
-/// user, and writable by nobody else unless sticky with the entry below it
-/// owned by one of them.
-fn safe_ancestors(dir: &Path) -> Result<(), String> {
-    let trusted = [0, rustix::process::geteuid().as_raw()];
-    let mut below = dir;
-    while let Some(above) = below.parent() {
-        let meta = std::fs::symlink_metadata(above)
-            .map_err(|err| format!("{}: {err}", above.display()))?;
-        if !trusted.contains(&meta.uid()) {
-            return Err(format!(
-                "{} is owned by uid {}",
-                above.display(),
-                meta.uid()
-            ));
-        }
-        if meta.mode() & 0o022 != 0 {
-            let entry = std::fs::symlink_metadata(below)
-                .map_err(|err| format!("{}: {err}", below.display()))?;
-            if meta.mode() & STICKY == 0 || !trusted.contains(&entry.uid()) {
-                return Err(format!("others may rename entries of {}", above.display()));
-            }
-        }
-        below = above;
+/// `dir` (canonical) when it is a directory apart from agentd's data dir.
+fn usable(dir: &Path, data_dir: &Path) -> SessionResult<PathBuf> {
+    if !dir.is_dir() {
+        return Err(SessionError::Invalid(format!(
+            "workspace {} is not a directory",
+            dir.display()
+        )));
     }
-    Ok(())
+    if let Some(why) = data_dir_problem(dir, data_dir) {
+        return Err(SessionError::Forbidden(format!(
+            "workspace {} cannot be used: {why}",
+            dir.display()
+        )));
+    }
+    Ok(dir.to_path_buf())
 }

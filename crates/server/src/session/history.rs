@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{SessionError, SessionResult, SessionService, turn_running};
-use crate::checkpoints::{copy_workspace, restore_files};
+use crate::checkpoints::{Reading, copy_workspace, restore_files};
 use crate::workspace_owner::hand_over_before_turn;
 
 /// What a rewind does (also the body of `POST …/rewind`).
@@ -68,15 +68,10 @@ impl SessionService {
             .await
             .ok_or_else(turn_running)?;
         let files_restored = if rewind.files {
-            let (workspace, identity) = self.workspace(session).await?;
-            // Restored as the agent's user: the workspace must be theirs first.
-            if let Some(identity) = identity {
-                let data_dir = &self.registry.runtime().data_dir;
-                hand_over_before_turn(&id, &workspace, data_dir, identity)
-                    .await
-                    .map_err(|err| SessionError::Internal(err.to_string()))?;
-            }
-            let restored = restore_files(&store, &record, &workspace, identity)
+            // Restored as the agent's user: the workspace is theirs first,
+            // or (an existing directory) written only as far as they may.
+            let (workspace, identity) = self.workspace_for_work(session).await?;
+            let restored = restore_files(&store, &record, workspace.root, identity)
                 .await
                 .map_err(|err| SessionError::Internal(format!("restoring the files: {err}")))?;
             self.share_workspace(&id).await?;
@@ -108,7 +103,6 @@ impl SessionService {
     ) -> SessionResult<Forked> {
         let id = source.id.clone();
         let source = self.with_local_workspace(source).await?;
-        let source_workspace = std::path::PathBuf::from(&source.workspace);
         let store = self.registry.runtime().store.clone();
         let messages = store.messages(&id).await?;
         let last = match at_message_id {
@@ -131,6 +125,14 @@ impl SessionService {
             .find(|c| c.message_position > end);
         // Whom the copy is written as, before a workspace exists to clean up.
         let identity = self.agent_identity(owner).await?;
+        let opened = self.registry.runtime().workspace_root(&source).await;
+        let opened = opened.map_err(|err| SessionError::Missing(err.to_string()))?;
+        // An existing directory is read as the fork's owner's agent: only
+        // what they could read themselves.
+        let source_workspace = Reading {
+            as_user: opened.reader(identity),
+            root: opened.root,
+        };
         let new_id = uuid::Uuid::now_v7().to_string();
         let workspace = self.new_workspace(&new_id).await?;
         let copied = async {

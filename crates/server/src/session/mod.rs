@@ -13,7 +13,6 @@ pub mod history;
 pub mod lifecycle;
 pub mod turns;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentd_sandbox::confined::FsIdentity;
@@ -22,6 +21,7 @@ use agentd_store::{
 };
 
 use crate::registry::Registry;
+use crate::workspace_open::OpenWorkspace;
 
 /// Why an operation on a session was refused or failed.
 #[derive(Debug, thiserror::Error)]
@@ -166,10 +166,25 @@ impl SessionService {
     pub async fn workspace(
         &self,
         session: SessionRecord,
-    ) -> SessionResult<(PathBuf, Option<FsIdentity>)> {
+    ) -> SessionResult<(OpenWorkspace, Option<FsIdentity>)> {
         let session = self.with_local_workspace(session).await?;
         let identity = self.agent_identity(&session.owner).await?;
-        Ok((PathBuf::from(session.workspace), identity))
+        let runtime = self.registry.runtime();
+        let opened = runtime.workspace_root(&session).await;
+        Ok((opened.map_err(workspace_error)?, identity))
+    }
+
+    /// [`SessionService::workspace`], handed over to the agent's user first
+    /// when it may be (see [`crate::workspace_open`]), to change its files.
+    pub async fn workspace_for_work(
+        &self,
+        session: SessionRecord,
+    ) -> SessionResult<(OpenWorkspace, Option<FsIdentity>)> {
+        let session = self.with_local_workspace(session).await?;
+        let identity = self.agent_identity(&session.owner).await?;
+        let runtime = self.registry.runtime();
+        let opened = runtime.open_workspace(&session, identity).await;
+        Ok((opened.map_err(workspace_error)?, identity))
     }
 
     /// Whom file work for `owner`'s sessions runs as.
@@ -219,4 +234,9 @@ pub(crate) fn turn_running() -> SessionError {
     SessionError::TurnRunning(
         "a turn is running or queued in this session; interrupt it first".into(),
     )
+}
+
+/// The workspace cannot be had (gone, or refused as it now is): said as is.
+fn workspace_error(err: crate::runtime::RunError) -> SessionError {
+    SessionError::Missing(err.to_string())
 }
