@@ -113,6 +113,10 @@ impl Runtime {
         self
     }
 
+    /// A session on `workspace`, a directory its caller trusts (`agentd run`'s,
+    /// owned by [`crate::http::auth::LOCAL_USER`], is handed to the agent's
+    /// user; any other owner's is an existing directory that must lie under
+    /// their roots, see [`crate::workspace_open`]).
     pub async fn create_session(
         &self,
         owner: &str,
