@@ -31,8 +31,8 @@ pub struct CreateSession {
     /// 1–200 characters, not all blank (stored trimmed).
     #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     pub title: Option<String>,
-    /// Work in this existing directory (absolute, a direct child of one of
-    /// the caller's `[workspaces] roots`) instead of a new empty one. agentd
+    /// Work in this existing directory (absolute, inside one of the
+    /// caller's `[workspaces] roots`) instead of a new empty one. agentd
     /// never deletes it.
     #[schema(min_length = 1)]
     pub workspace: Option<String>,
