@@ -113,6 +113,7 @@ impl Runtime {
         let (guard, policy, opened) = self
             .confinement(session, &profile, &skills, identity, env)
             .await?;
+        let policy_pin = policy.workspace_pin;
         let tools = self.tools_for(session, &profile, &skills, &policy).await;
 
         let mut allow = profile.allow.clone();
@@ -179,7 +180,7 @@ impl Runtime {
             limits,
         };
         let approver = self.approver_for(session, &profile, options);
-        let (hooks, hook_context) = hooks_for(session, &profile, workspace, identity)?;
+        let (hooks, hook_context) = hooks_for(session, &profile, workspace, identity, policy_pin)?;
         let agent = Agent::new(model.client, tools, context, config)
             .with_permissions(permissions, Arc::new(approver))
             .with_hooks(hooks, hook_context);
@@ -378,6 +379,7 @@ fn hooks_for(
     profile: &ProfileConfig,
     workspace: PathBuf,
     identity: Option<FsIdentity>,
+    workspace_pin: Option<(u64, u64)>,
 ) -> Result<(Hooks, HookContext), RunError> {
     let hooks = Hooks::new(profile.hooks.clone())
         .map_err(|err| ConfigError::Invalid(format!("hooks: {err}")))?;
@@ -387,6 +389,7 @@ fn hooks_for(
         transcript_path: None,
         env: Default::default(),
         run_as: identity,
+        workspace_pin,
     };
     Ok((hooks, context))
 }

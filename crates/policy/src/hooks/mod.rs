@@ -118,6 +118,9 @@ pub struct HookContext {
     /// The agent's user, whom a root server runs hooks as: a hook works in
     /// the workspace the agent writes, and may even run a script from it.
     pub run_as: Option<agentd_sandbox::confined::FsIdentity>,
+    /// (device, inode) `cwd` must be: the directory the turn opened. A hook
+    /// finding another one there does not run.
+    pub workspace_pin: Option<(u64, u64)>,
 }
 
 /// A hook's permission answer for a tool call, ordered by strictness: deny >

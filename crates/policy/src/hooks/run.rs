@@ -86,19 +86,21 @@ pub(crate) fn hook_env(ctx: &HookContext) -> Vec<(String, String)> {
     env
 }
 
-/// As root with an agent user: the hook runs as that user, entering its
-/// working directory through a descriptor opened here (the user may not walk
-/// the server's private data dir to it). The descriptor must stay open until
-/// the hook has started.
-fn as_agent_user(
+/// Start the hook in the workspace by descriptor (checked against the
+/// turn's pin) and, in a root server, as the agent's user. The descriptor is
+/// held until the hook has started.
+fn working_dir(
     process: &mut Command,
     ctx: &HookContext,
 ) -> Result<Option<rustix::fd::OwnedFd>, String> {
-    let Some(identity) = ctx.run_as.filter(|_| rustix::process::geteuid().is_root()) else {
+    let identity = ctx.run_as.filter(|_| rustix::process::geteuid().is_root());
+    if identity.is_none() && ctx.workspace_pin.is_none() {
         return Ok(None);
-    };
-    // The standard library also drops root's supplementary groups here.
-    process.uid(identity.uid).gid(identity.gid);
+    }
+    if let Some(identity) = identity {
+        // The standard library also drops root's supplementary groups here.
+        process.uid(identity.uid).gid(identity.gid);
+    }
     let fd = rustix::fs::open(
         &ctx.cwd,
         rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
@@ -110,6 +112,15 @@ fn as_agent_user(
             ctx.cwd.display()
         )
     })?;
+    if let Some(pin) = ctx.workspace_pin {
+        let stat = rustix::fs::fstat(&fd).map_err(|err| err.to_string())?;
+        if (stat.st_dev, stat.st_ino) != pin {
+            return Err(format!(
+                "its working directory {} is no longer the turn's workspace (it was replaced)",
+                ctx.cwd.display()
+            ));
+        }
+    }
     use std::os::fd::AsRawFd;
     process.current_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     Ok(Some(fd))
@@ -136,7 +147,7 @@ pub(crate) async fn run_hook(
         .process_group(0)
         .kill_on_drop(true);
     // Held until the hook has started: its working directory for the switch.
-    let _workspace_fd = match as_agent_user(&mut process, ctx) {
+    let _workspace_fd = match working_dir(&mut process, ctx) {
         Ok(fd) => fd,
         Err(message) => return HookRun::failed(message),
     };

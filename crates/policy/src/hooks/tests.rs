@@ -370,6 +370,7 @@ fn context() -> HookContext {
         transcript_path: None,
         env: BTreeMap::from([("EXTRA".to_owned(), "1".to_owned())]),
         run_as: None,
+        workspace_pin: None,
     }
 }
 

@@ -50,6 +50,7 @@ impl Fixture {
             transcript_path: Some(self.path("transcript.jsonl")),
             env: BTreeMap::from([("HOOK_EXTRA".to_owned(), "extra-value".to_owned())]),
             run_as: None,
+            workspace_pin: None,
         }
     }
 
@@ -343,4 +344,31 @@ async fn several_hooks_combine() {
 fn bad_matcher_is_a_config_error() {
     let err = Hooks::new(vec![hook(HookEvent::PreToolUse, Some("Bash("), "true")]).unwrap_err();
     assert!(err.to_string().contains("Bash("), "{err}");
+}
+
+#[tokio::test]
+async fn a_hook_runs_only_in_the_pinned_workspace() {
+    use std::os::unix::fs::MetadataExt;
+    let fx = Fixture::new();
+    let cmd = fx.script("where.sh", "cat >/dev/null; pwd > \"$OUT/ran-in\"");
+    let meta = std::fs::metadata(&fx.workspace).unwrap();
+    let mut ctx = fx.ctx();
+    ctx.workspace_pin = Some((meta.dev(), meta.ino()));
+    pre_hook(&cmd)
+        .pre_tool_use(&ctx, "Bash", &bash_input())
+        .await;
+    let ran_in = std::fs::read_to_string(fx.path("ran-in")).unwrap();
+    assert_eq!(ran_in.trim(), fx.workspace.display().to_string());
+
+    // Another directory put where the workspace was: the hook does not run.
+    std::fs::remove_file(fx.path("ran-in")).unwrap();
+    std::fs::rename(&fx.workspace, fx.path("moved")).unwrap();
+    std::fs::create_dir(&fx.workspace).unwrap();
+    pre_hook(&cmd)
+        .pre_tool_use(&ctx, "Bash", &bash_input())
+        .await;
+    assert!(
+        !fx.path("ran-in").exists(),
+        "the hook ran in the replaced directory"
+    );
 }
