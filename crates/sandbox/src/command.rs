@@ -106,12 +106,28 @@ fn environment(policy: &Policy) -> Vec<(String, String)> {
     vars
 }
 
+/// Secret variables; their `Debug` shows the names alone.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(crate) struct SecretEnv(pub(crate) Vec<(String, String)>);
+
+impl std::fmt::Debug for SecretEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(key, _)| key))
+            .finish()
+    }
+}
+
 /// A policy's bubblewrap invocation, computed once per command (computing it
 /// stats the host, so it is also how a prestarted spare is matched).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BwrapSpec {
     pub(crate) bwrap: PathBuf,
     pub(crate) args: Vec<OsString>,
+    /// Variables whose values are secret: given to bubblewrap in its own
+    /// environment (which the sandbox inherits), never in its arguments,
+    /// which any user of the host can read in `/proc/PID/cmdline`.
+    pub(crate) secret_env: SecretEnv,
     /// The sources `--bind-fd`/`--ro-bind-fd` in `args` name, as recorded.
     pub(crate) binds: Vec<FdBind>,
     pub(crate) run_as: Option<FsIdentity>,
@@ -120,8 +136,15 @@ pub(crate) struct BwrapSpec {
 impl BwrapSpec {
     pub(crate) fn new(bwrap: PathBuf, policy: &Policy) -> std::io::Result<Self> {
         let (args, binds) = bwrap_args(policy)?;
+        let secret_env = SecretEnv(
+            environment(policy)
+                .into_iter()
+                .filter(|(key, _)| policy.secret_env.contains(key))
+                .collect(),
+        );
         Ok(Self {
             args,
+            secret_env,
             binds,
             bwrap,
             run_as: policy.run_as,
@@ -132,6 +155,7 @@ impl BwrapSpec {
     pub(crate) fn same_shape(&self, other: &Self) -> bool {
         self.bwrap == other.bwrap
             && self.args == other.args
+            && self.secret_env == other.secret_env
             && self.run_as == other.run_as
             && self.binds.len() == other.binds.len()
             && self.binds.iter().zip(&other.binds).all(|(a, b)| {
@@ -169,6 +193,7 @@ impl BwrapSpec {
         command.arg(format!("/proc/self/fd/{}", crate::serve::SELF_FD));
         command.args([crate::serve::SERVE, &host_pid_namespace.to_string()]);
         command.env_clear();
+        command.envs(self.secret_env.0.iter().map(|(k, v)| (k, v)));
         command
     }
 
@@ -184,8 +209,9 @@ impl BwrapSpec {
         command.args(&self.args);
         command.arg("--");
         command.args(argv);
-        // bwrap's own environment is irrelevant (it clears it), but keep secrets out of it too.
+        // bwrap passes its environment on: only the secret variables.
         command.env_clear();
+        command.envs(self.secret_env.0.iter().map(|(k, v)| (k, v)));
         command
     }
 }
@@ -283,9 +309,12 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
     // or / would "succeed" in a throwaway layer and confuse the agent.
     args.flag_value("--remount-ro", "/");
     args.flag_value("--chdir", &policy.workspace);
-    args.flags(&["--clearenv"]);
+    // bwrap's own environment holds the secret variables alone (see
+    // `BwrapSpec::secret_env`); the rest are set here.
     for (key, value) in environment(policy) {
-        args.pair("--setenv", key, value);
+        if !policy.secret_env.contains(&key) {
+            args.pair("--setenv", key, value);
+        }
     }
     Ok((args.0, binds.list))
 }

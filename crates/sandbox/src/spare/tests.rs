@@ -6,6 +6,7 @@ fn key(workspace: &str, runtime: RuntimeId) -> Key {
             bwrap: "/usr/bin/bwrap".into(),
             args: vec!["--bind".into(), workspace.into(), workspace.into()],
             binds: Vec::new(),
+            secret_env: Default::default(),
             run_as: None,
         },
         limits: Limits::default(),

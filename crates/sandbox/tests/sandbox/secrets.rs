@@ -67,3 +67,39 @@ async fn probe() {
     }
     println!("secret probe checked");
 }
+
+/// A policy's secret variable reaches the command but no process's command
+/// line, which every user of the host can read.
+#[tokio::test]
+async fn a_secret_variable_is_in_no_command_line() {
+    const VALUE: &str = "s3cret-value-in-env-9d1";
+    let l = layout();
+    let mut policy = Policy::new(&l.ws);
+    policy.env.insert("API_TOKEN".into(), VALUE.into());
+    policy.env.insert("PLAIN".into(), "plain-value".into());
+    policy.secret_env.insert("API_TOKEN".into());
+    let marker = l.ws.join("started");
+    let command = format!(
+        "echo \"$API_TOKEN $PLAIN\" > seen; touch {}; sleep 3",
+        marker.display()
+    );
+    let running = tokio::spawn(async move { run(&policy, &command).await });
+    let mut looked = 0;
+    while !running.is_finished() {
+        if marker.exists() {
+            for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+                if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+                    let line = String::from_utf8_lossy(&cmdline);
+                    assert!(!line.contains(VALUE), "in a command line: {line}");
+                    looked += 1;
+                }
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let outcome = running.await.unwrap();
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
+    assert!(looked > 0, "the command lines were read while it ran");
+    let seen = std::fs::read_to_string(l.ws.join("seen")).unwrap();
+    assert_eq!(seen.trim(), format!("{VALUE} plain-value"));
+}

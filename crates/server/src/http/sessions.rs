@@ -222,7 +222,7 @@ pub async fn create_session(
         false => None,
     };
     if let (true, Some(dir)) = (single, &workspace)
-        && let Some(existing) = state.sessions.session_on(&user.name, dir).await?
+        && let Some(existing) = state.sessions.session_on(&user.name, dir, &profile).await?
     {
         return Ok((StatusCode::OK, Json(view(&state, existing))));
     }

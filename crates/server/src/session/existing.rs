@@ -73,17 +73,21 @@ impl SessionService {
         .await
     }
 
-    /// `owner`'s newest session working in `workspace`, if any.
+    /// `owner`'s newest session working in `workspace` on `profile`, if any.
     pub async fn session_on(
         &self,
         owner: &str,
         workspace: &Path,
+        profile: &str,
     ) -> SessionResult<Option<SessionRecord>> {
         const PAGE: u32 = 200;
         let mut cursor: Option<String> = None;
         loop {
             let page = self.list(owner, cursor.as_deref(), PAGE).await?;
-            if let Some(found) = page.iter().find(|s| Path::new(&s.workspace) == workspace) {
+            if let Some(found) = page
+                .iter()
+                .find(|s| Path::new(&s.workspace) == workspace && s.profile == profile)
+            {
                 return Ok(Some(found.clone()));
             }
             match page.last() {
