@@ -44,7 +44,7 @@ impl Sandbox {
         Ok(Some(SandboxedProcess::supervise(
             child,
             group,
-            false,
+            None,
             Some(pass),
         )))
     }

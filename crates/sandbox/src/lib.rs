@@ -62,6 +62,7 @@ mod path_guard;
 mod policy;
 mod pre_exec;
 mod run;
+mod secret_mask;
 mod serve;
 mod served;
 mod spare;
@@ -74,6 +75,7 @@ pub use policy::{
     ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SSH_AGENT_SOCKET, SandboxError,
 };
 pub use run::{Sandbox, bwrap_available};
+pub use secret_mask::SecretMask;
 pub use spare::{set_spare_capacity, set_spare_idle, spares_used, spares_waiting};
 pub use spawn::{SHUTDOWN_GRACE, STDERR_TAIL_BYTES, SandboxedProcess};
 pub use workspace::create_workspace;

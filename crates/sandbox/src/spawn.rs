@@ -57,27 +57,29 @@ impl Sandbox {
             SandboxError::Spawn(message) => SandboxError::Spawn(format!("{}: {message}", argv[0])),
             other => other,
         })?;
-        Ok(SandboxedProcess::supervise(child, group, true, None))
+        let mask = crate::SecretMask::new(policy.secrets());
+        Ok(SandboxedProcess::supervise(child, group, Some(mask), None))
     }
 }
 
 impl SandboxedProcess {
-    /// Watch a spawned child: its stderr goes to the tail when
-    /// `tail_stderr` (else the caller takes it), and `pass` is held until
-    /// the main process has ended and its group been killed.
+    /// Watch a spawned child: its stderr goes to the tail, masked, when
+    /// `tail_stderr` gives the mask (else the caller takes it), and `pass`
+    /// is held until the main process has ended and its group been killed.
     pub(crate) fn supervise(
         mut child: Child,
         group: GroupKiller,
-        tail_stderr: bool,
+        tail_stderr: Option<crate::SecretMask>,
         pass: Option<crate::gate::Pass>,
     ) -> Self {
         let pid = child.id();
         let tail = Arc::new(Mutex::new(Tail::default()));
         let stderr_pipe = child.stderr.take();
         let (stderr, stderr_pipe) = match stderr_pipe {
-            Some(pipe) if tail_stderr => (
+            Some(pipe) if tail_stderr.is_some() => (
                 Some(tokio::spawn(
-                    read_stderr(pipe, tail.clone(), pid).in_current_span(),
+                    read_stderr(pipe, tail.clone(), pid, tail_stderr.unwrap_or_default())
+                        .in_current_span(),
                 )),
                 None,
             ),
@@ -273,22 +275,49 @@ async fn watch_child(
     group.finish().await;
 }
 
-/// Keep the tail of stderr and log it at debug level.
-async fn read_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>, pid: Option<u32>) {
+/// A stderr line longer than this is taken in pieces.
+const MAX_STDERR_LINE: usize = 16 << 10;
+
+/// Keep the tail of stderr and log it at debug level, line by line with the
+/// sandbox's secrets masked (a value split across reads is still whole).
+async fn read_stderr(
+    mut stderr: impl AsyncRead + Unpin,
+    tail: Arc<Mutex<Tail>>,
+    pid: Option<u32>,
+    mask: crate::SecretMask,
+) {
     let mut buffer = vec![0u8; 8192];
     let mut decoder = Utf8Chunker::default();
+    let mut line = String::new();
+    let record = |text: &str| {
+        if let Ok(mut tail) = tail.lock() {
+            tail.push(text.as_bytes());
+        }
+        for line in text.lines() {
+            tracing::debug!(pid, line, "sandboxed process stderr");
+        }
+    };
     loop {
         let read = match stderr.read(&mut buffer).await {
             Ok(0) | Err(_) => break,
             Ok(read) => read,
         };
-        if let Ok(mut tail) = tail.lock() {
-            tail.push(&buffer[..read]);
-        }
-        for line in decoder.decode(&buffer[..read]).lines() {
-            tracing::debug!(pid, line, "sandboxed process stderr");
+        line.push_str(&decoder.decode(&buffer[..read]));
+        if let Some(end) = line.rfind('\n') {
+            let rest = line.split_off(end + 1);
+            record(&mask.mask(&line));
+            line = rest;
+        } else if line.len() > MAX_STDERR_LINE {
+            let mut cut = line.len() - mask.hold_back();
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let (out, used) = mask.mask_until(&line, cut);
+            record(&out);
+            line.drain(..used);
         }
     }
+    record(&mask.mask(&line));
 }
 
 /// The most recent [`STDERR_TAIL_BYTES`] bytes of a stream.

@@ -124,6 +124,7 @@ impl BackgroundShells {
             process,
             BACKGROUND_OUTPUT_CAP,
             self.0.idle_timeout,
+            agentd_sandbox::SecretMask::new(policy.secrets()),
         );
         shells.by_number.insert(number, shell);
         forget_old(&mut shells);

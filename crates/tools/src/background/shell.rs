@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use agentd_sandbox::SandboxedProcess;
+use agentd_sandbox::{SandboxedProcess, SecretMask};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -97,6 +97,25 @@ impl Unread {
     }
 }
 
+/// [`Unread::take`] with the secrets masked. While the command runs, the
+/// end that could be the start of a secret stays for the next read, so a
+/// value split across two reads is still masked whole.
+fn take_masked(unread: &mut Unread, cap: usize, mask: &SecretMask, over: bool) -> (String, u64) {
+    let (text, dropped) = unread.take(cap, over);
+    if over || mask.is_empty() {
+        return (mask.mask(&text), dropped);
+    }
+    let mut cut = text.len().saturating_sub(mask.hold_back());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let (out, used) = mask.mask_until(&text, cut);
+    unread
+        .bytes
+        .splice(0..0, text.as_bytes()[used..].iter().copied());
+    (out, dropped)
+}
+
 /// How many bytes at the end start a character that is not complete yet.
 fn unfinished_tail(bytes: &[u8]) -> usize {
     for back in 1..=bytes.len().min(3) {
@@ -140,6 +159,8 @@ pub(crate) struct Shell {
     pub command: String,
     pub started_at: SystemTime,
     cap: usize,
+    /// The sandbox's secrets, masked in what a read returns.
+    mask: SecretMask,
     state: Mutex<State>,
     kill: CancellationToken,
     ended: watch::Sender<bool>,
@@ -153,12 +174,14 @@ impl Shell {
         process: SandboxedProcess,
         cap: usize,
         idle: Duration,
+        mask: SecretMask,
     ) -> Arc<Self> {
         let shell = Arc::new(Self {
             id,
             command,
             started_at: SystemTime::now(),
             cap,
+            mask,
             state: Mutex::new(State {
                 stdout: Unread::default(),
                 stderr: Unread::default(),
@@ -186,8 +209,8 @@ impl Shell {
         let mut state = self.state();
         state.last_read = Instant::now();
         let over = state.status != ShellStatus::Running;
-        let (stdout, stdout_dropped) = state.stdout.take(self.cap, over);
-        let (stderr, stderr_dropped) = state.stderr.take(self.cap, over);
+        let (stdout, stdout_dropped) = take_masked(&mut state.stdout, self.cap, &self.mask, over);
+        let (stderr, stderr_dropped) = take_masked(&mut state.stderr, self.cap, &self.mask, over);
         Output {
             status: state.status,
             stdout,
@@ -292,6 +315,18 @@ async fn pump(reader: Option<impl AsyncRead + Unpin>, shell: &Shell, stderr: boo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_split_across_reads_is_masked_whole() {
+        let mask = SecretMask::new([("TOKEN", "s3cr3t-value")]);
+        let mut unread = Unread::default();
+        unread.push(b"token: s3cr", 1000);
+        let first = take_masked(&mut unread, 1000, &mask, false).0;
+        unread.push(b"3t-value done\n", 1000);
+        let second = take_masked(&mut unread, 1000, &mask, true).0;
+        assert_eq!(format!("{first}{second}"), "token: [secret TOKEN] done\n");
+        assert!(!first.contains("s3cr"), "{first}");
+    }
 
     #[test]
     fn unread_keeps_the_newest_bytes_and_counts_the_rest() {
