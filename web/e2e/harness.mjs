@@ -3,7 +3,7 @@
 // the browser test (local.mjs) and the UI bench by hand.
 
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, rmSync, existsSync, openSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, rmSync, existsSync, openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,18 +35,20 @@ export async function startServers({ scriptPath, toml, user = 'alice', log = 'in
   const modelServer = process.env.AGENTD_MODEL_SERVER_BIN || join(dirname(agentd), 'agentd-model-server');
   if (!existsSync(modelServer)) throw new Error(`${modelServer} is missing: cargo build -p agentd-testkit`);
   const dataDir = mkdtempSync(join(tmpdir(), 'agentd-ui-'));
+  // A project lies outside the data dir (agentd refuses one inside it).
+  const projectDir = mkdtempSync(join(tmpdir(), 'agentd-ui-project-'));
   const children = [];
   const stop = () => {
     for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
     rmSync(dataDir, { recursive: true, force: true });
+    rmSync(projectDir, { recursive: true, force: true });
   };
   try {
     const model = spawn(modelServer, ['--script', scriptPath], { stdio: ['ignore', 'pipe', 'ignore'] });
     children.push(model);
     const modelUrl = (await firstLine(model, 'agentd-model-server')).trim();
     const config = join(dataDir, 'agentd.toml');
-    writeFileSync(config, toml.replaceAll('{URL}', modelUrl).replaceAll('{DATA}', dataDir));
-    mkdirSync(join(dataDir, 'demo-project'));
+    writeFileSync(config, toml.replaceAll('{URL}', modelUrl).replaceAll('{PROJECT}', projectDir));
     const env = {
       PATH: process.env.PATH,
       HOME: dataDir,

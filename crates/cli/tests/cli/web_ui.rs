@@ -74,9 +74,10 @@ async fn the_web_ui_passes_its_browser_scenarios() {
     let toml = std::fs::read_to_string(e2e.join("agentd.toml"))
         .unwrap_or_else(|_| "[server]\nauth = \"token\"\n".into());
 
+    // The project web/e2e/agentd.toml names, outside the data dir.
+    let project = tempfile::TempDir::new().unwrap();
+    let toml = toml.replace("{PROJECT}", &project.path().display().to_string());
     let h = Harness::new(script, &toml).await;
-    // The project web/e2e/agentd.toml names.
-    std::fs::create_dir_all(h.data().join("demo-project")).unwrap();
     let token = h.token(USER).await;
     let server = h.start().await;
     let out = repo.join("target/ui-screenshots");
