@@ -89,6 +89,7 @@ fn new_session() -> NewSession {
         owner: "bench".into(),
         title: None,
         workspace: "/tmp/bench".into(),
+        existing_workspace: false,
         model: "bench".into(),
         profile: "default".into(),
     }

@@ -137,6 +137,7 @@ async fn run(turns: usize, url: &str) -> anyhow::Result<()> {
             owner: "bench".into(),
             title: None,
             workspace: workspace.path().display().to_string(),
+            existing_workspace: false,
             model: "bench".into(),
             profile: "default".into(),
         })

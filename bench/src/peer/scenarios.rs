@@ -367,6 +367,7 @@ pub async fn sqlite_append(root: &Path, events: usize) -> Result<f64> {
             owner: "bench".into(),
             title: None,
             workspace: "/tmp/bench".into(),
+            existing_workspace: false,
             model: "bench".into(),
             profile: "default".into(),
         })

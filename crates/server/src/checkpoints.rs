@@ -341,10 +341,12 @@ pub async fn restore_files(
     record: &CheckpointRecord,
     workspace: Root,
     identity: Option<FsIdentity>,
+    keep_others: bool,
 ) -> Result<Vec<String>, CheckpointFailure> {
     let manifest = load_manifest(store.as_ref(), record).await?;
+    let blobs = StoreBlobs(store.clone());
     Ok(snapshotter()
-        .restore_into(workspace, &manifest, &StoreBlobs(store.clone()), identity)
+        .restore_into(workspace, &manifest, &blobs, identity, keep_others)
         .await?)
 }
 
@@ -373,11 +375,10 @@ pub async fn copy_workspace(
             )
         }
     };
-    let source = source.root.path();
     snapshotter()
         .restore_as(target, &manifest, &blobs, identity)
         .await?;
-    let (source, target) = (source.to_path_buf(), target.to_path_buf());
+    let (source, target) = (source.root.clone(), target.to_path_buf());
     let ignored = SnapshotPolicy::default().ignored_dirs;
     tokio::task::spawn_blocking(move || copy::copy_ignored(&source, &target, &ignored, identity))
         .await

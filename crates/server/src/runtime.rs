@@ -113,10 +113,9 @@ impl Runtime {
         self
     }
 
-    /// A session on `workspace`, a directory its caller trusts (`agentd run`'s,
-    /// owned by [`crate::http::auth::LOCAL_USER`], is handed to the agent's
-    /// user; any other owner's is an existing directory that must lie under
-    /// their roots, see [`crate::workspace_open`]).
+    /// A session on `workspace`, a directory its caller trusts (`agentd
+    /// run`'s): in a root server it is handed to the agent's user before each
+    /// turn (see [`crate::workspace_open`]).
     pub async fn create_session(
         &self,
         owner: &str,
@@ -133,6 +132,7 @@ impl Runtime {
                 owner: owner.to_string(),
                 title: None,
                 workspace: workspace.display().to_string(),
+                existing_workspace: false,
                 model: model_spec.to_string(),
                 profile: profile.to_string(),
             })

@@ -21,6 +21,7 @@ pub(crate) async fn sqlite_with_session() -> (SqliteStore, String) {
             owner: "local".into(),
             title: None,
             workspace: "/tmp".into(),
+            existing_workspace: false,
             model: "demo".into(),
             profile: "default".into(),
         })

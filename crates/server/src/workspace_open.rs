@@ -3,7 +3,8 @@
 //!
 //! A workspace agentd made, or one `agentd run` was given, is handed to the
 //! agent's user first (see [`crate::workspace_owner`]). An existing directory
-//! a session was opened on over HTTP ([`crate::session::existing`]) never is:
+//! a session was opened on over HTTP ([`crate::session::existing`], marked
+//! `existing_workspace` on the session) never is:
 //! it keeps its owner and modes, and everything done in it on the agent's
 //! behalf is done as the agent's user. Each time, it must still be allowed
 //! (under one of the owner's roots, or a project's directory) and it is
@@ -15,7 +16,6 @@ use std::path::{Path, PathBuf};
 use agentd_sandbox::confined::{FsIdentity, Root};
 use agentd_store::SessionRecord;
 
-use crate::http::auth::LOCAL_USER;
 use crate::runtime::{RunError, Runtime};
 use crate::workspace_owner::hand_over_before_turn;
 
@@ -52,11 +52,6 @@ pub(crate) fn data_dir_problem(dir: &Path, data_dir: &Path) -> Option<String> {
     })
 }
 
-/// Whether agentd made the session's workspace, or `agentd run` was given it.
-fn handed_over(runtime: &Runtime, session: &SessionRecord) -> bool {
-    session.owner == LOCAL_USER || crate::paths::own_workspace(&runtime.data_dir, session).is_some()
-}
-
 impl Runtime {
     /// Whether `dir` (canonical) is, right now, a directory `owner` may open
     /// a session on: strictly inside one of their roots, or a project's.
@@ -83,7 +78,7 @@ impl Runtime {
         identity: Option<FsIdentity>,
     ) -> Result<OpenWorkspace, RunError> {
         if let Some(identity) = identity
-            && handed_over(self, session)
+            && !session.existing_workspace
         {
             let path = Path::new(&session.workspace);
             hand_over_before_turn(&session.id, path, &self.data_dir, identity).await?;
@@ -101,8 +96,11 @@ impl Runtime {
             path: path.clone(),
             message,
         };
-        if handed_over(self, session) {
-            let opened = path.canonicalize().and_then(|real| Root::open(&real));
+        if !session.existing_workspace {
+            // Stored canonical (agentd's own below the data dir's canonical
+            // form); a link in its path now is refused, not followed.
+            let real = crate::paths::own_workspace(&self.data_dir, session).unwrap_or(path.clone());
+            let opened = Root::open_no_links(&real);
             let root = opened.map_err(|err| problem(format!("cannot be opened: {err}")))?;
             return Ok(OpenWorkspace {
                 root,

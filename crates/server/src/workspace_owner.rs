@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 
-use agentd_sandbox::confined::FsIdentity;
+use agentd_sandbox::confined::{FsIdentity, Root, open_no_links};
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use rustix::process::{Gid, Uid};
@@ -53,7 +53,11 @@ pub fn give_new(dir: &Path, identity: FsIdentity) -> io::Result<()> {
 /// says are skipped — and the root, last (so a walk that failed is done again
 /// next time), is made the identity's with mode 0700.
 pub fn hand_over(dir: &Path, identity: FsIdentity) -> io::Result<HandOver> {
-    let root = open_dir(dir)?;
+    hand_over_open(open_dir(dir)?, dir, identity)
+}
+
+/// [`hand_over`] of the directory `root`, opened from `dir`.
+fn hand_over_open(root: OwnedFd, dir: &Path, identity: FsIdentity) -> io::Result<HandOver> {
     let root_stat = rustix::fs::fstat(&root)?;
     if owned_by(&root_stat, identity) {
         return Ok(HandOver::default());
@@ -227,8 +231,14 @@ pub async fn hand_over_before_turn(
             path: path.clone(),
             message: format!("cannot be handed to uid {}: {err}", identity.uid),
         };
-        check_may_hand_over(&path, &data_dir, identity)?;
-        hand_over(&path, identity).map_err(failed)
+        // Checked and walked through one descriptor, reached through real
+        // directories only: what is checked is what changes hands.
+        let root = open_dir(&path).map_err(failed)?;
+        let stat = rustix::fs::fstat(&root).map_err(|err| failed(err.into()))?;
+        if !owned_by(&stat, identity) {
+            check_handable(&path, &data_dir)?;
+        }
+        hand_over_open(root, &path, identity).map_err(failed)
     })
     .await
     .map_err(|err| RunError::Workspace {
@@ -256,14 +266,19 @@ pub async fn hand_over_before_turn(
     Ok(())
 }
 
+/// `dir` (absolute, canonical) opened for reading from `/` through real
+/// directories only: a link anywhere on the way is refused.
 fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    rustix::fs::open(dir, flags, Mode::empty()).map_err(|err| {
+    let failed = |err: io::Error| {
         io::Error::new(
-            io::Error::from(err).kind(),
+            err.kind(),
             format!("cannot open the workspace {}: {err}", dir.display()),
         )
-    })
+    };
+    let top = Root::open(Path::new("/")).map_err(failed)?;
+    let rel = dir.strip_prefix("/").unwrap_or(dir);
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+    open_no_links(top.fd(), rel, flags, Mode::empty()).map_err(failed)
 }
 
 fn owned_by(stat: &Stat, identity: FsIdentity) -> bool {

@@ -52,7 +52,7 @@ async fn setup_with(script: serde_json::Value, profile_toml: &str, profile: &str
     let runtime = Runtime::new(store, config, data.path().to_path_buf());
     let session = runtime
         .create_session(
-            "local",
+            "alice",
             workspace.path(),
             "anthropic:claude-sonnet-4-5",
             profile,

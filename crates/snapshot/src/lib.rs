@@ -198,18 +198,30 @@ impl Snapshotter {
     ) -> Result<Vec<String>, CheckpointError> {
         let path = workspace.to_path_buf();
         let root = blocking(move || restore::open_root(&path)).await?;
-        restore::restore(&self.policy, root, manifest, blobs, identity).await
+        restore::restore(&self.policy, root, manifest, blobs, identity, false).await
     }
 
     /// [`Snapshotter::restore_as`] into the workspace the caller holds open.
+    /// With `keep_others` (and an `identity`), only what that user owns is
+    /// removed or replaced: in a directory people share, a file someone
+    /// else made or changed since stays as it is.
     pub async fn restore_into(
         &self,
         workspace: Root,
         manifest: &Manifest,
         blobs: &dyn BlobStore,
         identity: Option<FsIdentity>,
+        keep_others: bool,
     ) -> Result<Vec<String>, CheckpointError> {
-        restore::restore(&self.policy, workspace, manifest, blobs, identity).await
+        restore::restore(
+            &self.policy,
+            workspace,
+            manifest,
+            blobs,
+            identity,
+            keep_others,
+        )
+        .await
     }
 }
 

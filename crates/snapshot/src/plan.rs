@@ -37,13 +37,25 @@ enum Now {
     Other,
 }
 
+/// `keep_others`: a uid whose entries alone a restore may remove or
+/// replace; anything another user owns stays as it is.
 pub(crate) fn plan(
     root: &Root,
     policy: &SnapshotPolicy,
     m: &Manifest,
+    keep_others: Option<u32>,
 ) -> Result<Plan, CheckpointError> {
     validate(m)?;
     let cur = super::scan::scan(root, policy)?;
+    let foreign: HashSet<&str> = match keep_others {
+        Some(uid) => cur
+            .entries
+            .keys()
+            .filter(|path| owner_of(root, path).is_some_and(|owner| owner != uid))
+            .map(String::as_str)
+            .collect(),
+        None => HashSet::new(),
+    };
     let ignored = |p: &str| {
         p.split('/')
             .any(|c| policy.ignored_dirs.iter().any(|d| d == c))
@@ -51,7 +63,7 @@ pub(crate) fn plan(
     let wanted: BTreeMap<&str, &Entry> = m
         .entries
         .iter()
-        .filter(|(p, _)| !ignored(p))
+        .filter(|(p, _)| !ignored(p) && !foreign.contains(p.as_str()))
         .map(|(p, e)| (p.as_str(), e))
         .collect();
     // Dirs that stay even when the manifest lacks them: they hold paths a
@@ -60,12 +72,18 @@ pub(crate) fn plan(
     for path in m.skipped.keys().chain(cur.skipped.keys()) {
         holders.extend(ancestors(path));
     }
+    for path in &foreign {
+        holders.extend(ancestors(path));
+    }
 
     let mut plan = Plan::default();
     let mut removed: HashSet<&str> = HashSet::new();
     for (path, e) in cur.entries.iter().rev() {
         let want = wanted.get(path.as_str());
-        if want.is_some_and(|w| same_kind(&w.kind, &e.kind)) || m.is_skipped(path) {
+        if want.is_some_and(|w| same_kind(&w.kind, &e.kind))
+            || m.is_skipped(path)
+            || foreign.contains(path.as_str())
+        {
             continue;
         }
         let is_dir = e.kind == EntryKind::Dir;
@@ -169,6 +187,15 @@ fn same_content(root: &Root, path: &str, now: &Entry, want: &Entry, hash: &str) 
     }
     matches!(read_file(root.fd(), path, want.size, want.size),
         Content::Read { hash: h, .. } if h == hash)
+}
+
+/// The owner of `path`, looked at through real directories only.
+fn owner_of(root: &Root, path: &str) -> Option<u32> {
+    let (dir, name) = split(path);
+    let flags = OFlags::PATH | OFlags::DIRECTORY;
+    let parent = confined::open_no_links(root.fd(), Path::new(dir), flags, Mode::empty()).ok()?;
+    let stat = rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    Some(stat.st_uid)
 }
 
 /// lstat a path the scan did not capture, through real directories only: a

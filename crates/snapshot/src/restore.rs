@@ -26,12 +26,16 @@ pub(crate) async fn restore(
     manifest: &Manifest,
     blobs: &dyn BlobStore,
     identity: Option<FsIdentity>,
+    keep_others: bool,
 ) -> Result<Vec<String>, CheckpointError> {
     let workspace = root.path().to_path_buf();
+    let keep_others = identity
+        .filter(|_| keep_others)
+        .map(|identity| identity.uid);
     let (policy, manifest) = (policy.clone(), manifest.clone());
     let (plan, mut tree) = blocking(move || {
         as_identity(identity, &workspace, || {
-            let plan = plan(&root, &policy, &manifest)?;
+            let plan = plan(&root, &policy, &manifest, keep_others)?;
             let mut tree = Tree::new(root);
             prepare(&plan, &mut tree)?;
             Ok((plan, tree))

@@ -191,7 +191,7 @@ columns_for!(sqlx::postgres::PgRow, flag: bool, |v: bool| v);
 
 pub(crate) const SESSION_COLUMNS: &str = "id, owner, title, workspace, model, profile, status, \
     created_at, updated_at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
-    cost_usd, turns, last_seq";
+    cost_usd, turns, last_seq, existing_workspace";
 
 pub(crate) fn session(row: &impl Columns) -> StoreResult<SessionRecord> {
     let status = row.text("status")?;
@@ -200,6 +200,7 @@ pub(crate) fn session(row: &impl Columns) -> StoreResult<SessionRecord> {
         owner: row.text("owner")?,
         title: row.opt_text("title")?,
         workspace: row.text("workspace")?,
+        existing_workspace: row.flag("existing_workspace")?,
         model: row.text("model")?,
         profile: row.text("profile")?,
         status: SessionStatus::parse(&status)

@@ -40,6 +40,10 @@ pub struct SessionRecord {
     pub owner: String,
     pub title: Option<String>,
     pub workspace: String,
+    /// `workspace` is an existing directory a user chose (under their
+    /// roots, or a project's), not one agentd made or `agentd run` was given.
+    #[serde(default)]
+    pub existing_workspace: bool,
     pub model: String,
     pub profile: String,
     pub status: SessionStatus,
@@ -60,6 +64,8 @@ pub struct NewSession {
     pub owner: String,
     pub title: Option<String>,
     pub workspace: String,
+    /// See [`SessionRecord::existing_workspace`].
+    pub existing_workspace: bool,
     pub model: String,
     pub profile: String,
 }

@@ -19,16 +19,16 @@ use agentd_sandbox::confined::{self, ConfinedError, FsIdentity, Root};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-/// Copies the top-level ignored folders of `source` into `target` (both
-/// server-chosen workspaces), as `identity` when given so the copies belong
+/// Copies the top-level ignored folders of `source` (held open) into
+/// `target` (a server-chosen workspace), as `identity` when given so the copies belong
 /// to the fork's user and only what that user may read is read.
 pub(super) fn copy_ignored(
-    source: &Path,
+    source: &Root,
     target: &Path,
     ignored: &[String],
     identity: Option<FsIdentity>,
 ) -> io::Result<()> {
-    let (source, target) = (Root::open(source)?, Root::open(target)?);
+    let target = Root::open(target)?;
     let work = || {
         for name in ignored {
             copy_tree(source.fd(), target.fd(), OsStr::new(name))?;

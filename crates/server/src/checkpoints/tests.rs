@@ -57,9 +57,15 @@ async fn a_checkpoint_of_many_new_files_restores_them_all() {
     for i in 0..(MAX_HELD_BLOBS + 8) {
         std::fs::write(workspace.path().join(format!("f{i}.txt")), "changed").unwrap();
     }
-    restore_files(&store, &record, Root::open(workspace.path()).unwrap(), None)
-        .await
-        .unwrap();
+    restore_files(
+        &store,
+        &record,
+        Root::open(workspace.path()).unwrap(),
+        None,
+        false,
+    )
+    .await
+    .unwrap();
     for i in 0..(MAX_HELD_BLOBS + 8) {
         let path = workspace.path().join(format!("f{i}.txt"));
         assert_eq!(std::fs::read_to_string(path).unwrap(), content(i));

@@ -34,20 +34,23 @@ impl SessionService {
                      ([workspaces] roots)"
                 ))
             };
+            let roots: Vec<PathBuf> = roots.iter().filter_map(|r| r.canonicalize().ok()).collect();
+            let inside = |dir: &Path| {
+                roots
+                    .iter()
+                    .any(|root| dir.starts_with(root) && dir != root)
+            };
             let dir = match Path::new(&raw).canonicalize() {
                 Ok(dir) => dir,
-                Err(_) if roots.iter().any(|root| Path::new(&raw).starts_with(root)) => {
+                // Missing: told only when what exists of it lies in a root.
+                Err(_) if nearest_existing(Path::new(&raw)).is_some_and(|d| inside(&d)) => {
                     return Err(SessionError::Invalid(format!(
                         "workspace {raw:?} does not exist"
                     )));
                 }
                 Err(_) => return Err(forbidden()),
             };
-            let under_root = roots
-                .iter()
-                .filter_map(|root| root.canonicalize().ok())
-                .any(|root| dir.starts_with(&root) && dir != root);
-            if !under_root {
+            if !inside(&dir) {
                 return Err(forbidden());
             }
             usable(&dir, &data_dir)
@@ -115,6 +118,11 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|err| SessionError::Internal(err.to_string()))?
+}
+
+/// The canonical form of the longest part of `path` that exists.
+fn nearest_existing(path: &Path) -> Option<PathBuf> {
+    path.ancestors().find_map(|part| part.canonicalize().ok())
 }
 
 /// `dir` (canonical) when it is a directory apart from agentd's data dir.

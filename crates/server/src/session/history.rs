@@ -71,7 +71,9 @@ impl SessionService {
             // Restored as the agent's user: the workspace is theirs first,
             // or (an existing directory) written only as far as they may.
             let (workspace, identity) = self.workspace_for_work(session).await?;
-            let restored = restore_files(&store, &record, workspace.root, identity)
+            // In an existing directory, what others own stays as it is.
+            let keep_others = workspace.existing;
+            let restored = restore_files(&store, &record, workspace.root, identity, keep_others)
                 .await
                 .map_err(|err| SessionError::Internal(format!("restoring the files: {err}")))?;
             self.share_workspace(&id).await?;
@@ -167,6 +169,7 @@ impl SessionService {
                 owner: owner.to_string(),
                 title: Some(title.chars().take(200).collect()),
                 workspace: workspace.display().to_string(),
+                existing_workspace: false,
                 model: source.model.clone(),
                 profile: source.profile.clone(),
             })

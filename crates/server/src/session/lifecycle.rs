@@ -55,6 +55,7 @@ impl SessionService {
                 owner: spec.owner,
                 title: spec.title,
                 workspace: workspace.display().to_string(),
+                existing_workspace: !made,
                 model: spec.model,
                 profile: spec.profile,
             })

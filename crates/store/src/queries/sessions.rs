@@ -5,7 +5,8 @@ use crate::dialect::sql;
 use crate::records::SESSION_COLUMNS;
 
 pub(crate) const CREATE: &str = "INSERT INTO sessions (id, owner, title, workspace, model, \
-     profile, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+     profile, status, created_at, updated_at, existing_workspace) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
 sql!(pub(crate) GET = "SELECT ", SESSION_COLUMNS, " FROM sessions WHERE id = $1");
 
@@ -90,6 +91,7 @@ macro_rules! session_store {
                         owner: new.owner,
                         title: new.title,
                         workspace: new.workspace,
+                        existing_workspace: new.existing_workspace,
                         model: new.model,
                         profile: new.profile,
                         status: SessionStatus::Idle,
@@ -111,6 +113,7 @@ macro_rules! session_store {
                         .bind(record.status.as_str())
                         .bind(to_ms(at))
                         .bind(to_ms(at))
+                        .bind(record.existing_workspace)
                         .execute(self.writer())
                         .await
                         .map_err(unique_error("creating session", || {

@@ -229,6 +229,7 @@ mod tests {
                 owner: "local".into(),
                 title: None,
                 workspace: "/tmp".into(),
+                existing_workspace: false,
                 model: "demo".into(),
                 profile: "default".into(),
             })

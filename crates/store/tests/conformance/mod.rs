@@ -34,6 +34,7 @@ pub fn new_session(owner: &str) -> NewSession {
         owner: owner.into(),
         title: Some("a title".into()),
         workspace: "/tmp/ws".into(),
+        existing_workspace: false,
         model: "claude-sonnet".into(),
         profile: "default".into(),
     }

@@ -39,6 +39,15 @@ async fn caller_chosen_id_is_kept_and_must_be_unique() {
     let created = store.create_session(new.clone()).await.unwrap();
     assert_eq!(created.id, "my-id");
     assert_eq!(created.title, None);
+    assert!(!created.existing_workspace);
+    let existing = NewSession {
+        id: Some("on-a-directory".into()),
+        existing_workspace: true,
+        ..new_session("alice")
+    };
+    store.create_session(existing).await.unwrap();
+    let read = store.get_session("on-a-directory").await.unwrap().unwrap();
+    assert!(read.existing_workspace, "kept as created");
     let err = store.create_session(new).await.unwrap_err();
     assert!(
         matches!(err, StoreError::Database(ref m) if m.contains("already exists")),

@@ -16,6 +16,7 @@ async fn setup() -> (SqliteStore, String, String) {
             owner: "o".into(),
             title: None,
             workspace: "w".into(),
+            existing_workspace: false,
             model: "m".into(),
             profile: "p".into(),
         };
