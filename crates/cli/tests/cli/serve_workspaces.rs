@@ -393,3 +393,131 @@ async fn a_project_greets_and_keeps_one_session_per_user() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// Red-team review (i24b-review): each test below fails on d647d50..0437db9
+// and states the guarantee it breaks.
+// ---------------------------------------------------------------------------
+
+/// R1 (guarantee 2): a user whose name is `local` (the owner `agentd run`
+/// and `auth = "none"` use, yet a valid name for a token, a proxy header or
+/// `POST /v1/admin/users`) has their existing directory treated as
+/// `agentd run`'s: the first turn hands it over (chown -R to their agent's
+/// uid, mode 0700), so root's private file becomes the agent's and is read.
+#[tokio::test]
+async fn review_a_user_named_local_never_has_an_existing_directory_handed_over() {
+    let dirs = Dirs::new();
+    let (h, server, _alice, _bob) = started(&dirs).await;
+    let local = server.as_user(&h.token("local").await);
+    let app = dirs.path("roots/app");
+    let (status, session) = create(&local, at(&app)).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let id = session["id"].as_str().unwrap();
+    local.message(id, "look at the notes").await;
+    local.wait_idle(id).await;
+    let seen = seen(&local, id).await;
+    assert!(
+        !seen.contains(SECRET),
+        "root's private file was read: {seen}"
+    );
+    assert_eq!(
+        owner(&app),
+        (ALICE_UID, TEAM_GID),
+        "the directory keeps its owner"
+    );
+    assert_eq!(owner(&app.join("private.txt")).0, 0, "and so do its files");
+}
+
+/// R2 (guarantee 1): a path that starts with a root but leaves it through
+/// `..` tells whether what it names outside the roots exists (400 "does not
+/// exist" vs 403), as root: any path on the machine can be probed.
+#[tokio::test]
+async fn review_whether_a_path_outside_the_roots_exists_is_not_told_through_dot_dot() {
+    let dirs = Dirs::new();
+    let (_h, _server, alice, _bob) = started(&dirs).await;
+    let roots = dirs.path("roots").display().to_string();
+    let present = format!("{roots}/app/../../secret/secret.txt");
+    let absent = format!("{roots}/app/../../secret/no-such-file");
+    let (status_present, body) = create(&alice, json!({"workspace": present})).await;
+    assert_eq!(status_present, StatusCode::FORBIDDEN, "{body}");
+    let (status_absent, body) = create(&alice, json!({"workspace": absent})).await;
+    assert_eq!(
+        status_absent,
+        StatusCode::FORBIDDEN,
+        "an absent path outside the roots answers as a present one: {body}"
+    );
+}
+
+/// R3 (guarantees 2/5, data loss): a rewind makes a shared directory match
+/// the checkpoint, so what someone else made there since (readable, in a
+/// directory the agent's group may write) is deleted, as the agent's user.
+#[tokio::test]
+async fn review_a_rewind_does_not_delete_what_others_made_since_in_a_shared_directory() {
+    let dirs = Dirs::new();
+    let (_h, _server, alice, _bob) = started(&dirs).await;
+    let app = dirs.path("roots/app");
+    let (_, session) = create(&alice, json!({"project": "app"})).await;
+    let id = session["id"].as_str().unwrap();
+    alice.message(id, "look at the notes").await;
+    alice.wait_idle(id).await;
+    let (_, checkpoints) = alice.get(&format!("/v1/sessions/{id}/checkpoints")).await;
+    let checkpoint = checkpoints["checkpoints"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Bob (by hand, or through his own session on the project) adds his work.
+    let bobs = app.join("bobs-work.txt");
+    std::fs::write(&bobs, "bob's afternoon\n").unwrap();
+    std::os::unix::fs::chown(&bobs, Some(BOB_UID), Some(TEAM_GID)).unwrap();
+    std::fs::set_permissions(&bobs, std::fs::Permissions::from_mode(0o664)).unwrap();
+
+    let (status, rewound) = alice
+        .post(
+            &format!("/v1/sessions/{id}/rewind"),
+            json!({"checkpoint_id": checkpoint, "history": false}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{rewound}");
+    assert!(!app.join("made.txt").exists(), "alice's turn is undone");
+    assert!(bobs.is_file(), "bob's file is gone: {rewound}");
+}
+
+/// R1b (guarantees 1-3, root misuse): for `local`'s sessions the turn
+/// neither re-checks the roots nor refuses links: `canonicalize` + a
+/// link-following open, and the hand-over (chown -R, chmod 0700) follows a
+/// link planted in a *parent* of the directory (its `O_NOFOLLOW` covers only
+/// the last component; `check_handable` looks at the unresolved path). The
+/// agent of a session on `roots/app` can plant that link itself.
+#[tokio::test]
+async fn review_a_link_planted_above_a_local_session_is_never_followed_nor_handed_over() {
+    let dirs = Dirs::new();
+    let (h, server, _alice, _bob) = started(&dirs).await;
+    let local = server.as_user(&h.token("local").await);
+    let (status, session) = create(&local, at(&dirs.path("roots/app/sub"))).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let id = session["id"].as_str().unwrap();
+    // Elsewhere (no root's): a directory with a `sub` of root's own.
+    let elsewhere = dirs.path("secret");
+    std::fs::create_dir(elsewhere.join("sub")).unwrap();
+    std::fs::write(elsewhere.join("sub/secret.txt"), SECRET).unwrap();
+    std::fs::set_permissions(
+        elsewhere.join("sub/secret.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::rename(dirs.path("roots/app"), dirs.path("roots/app-moved")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dirs.path("roots/app")).unwrap();
+
+    local.message(id, "look at the notes").await;
+    local.wait_idle(id).await;
+    assert_eq!(
+        owner(&elsewhere.join("sub")).0,
+        0,
+        "a directory outside every root was handed to the agent"
+    );
+    assert_eq!(owner(&elsewhere.join("sub/secret.txt")).0, 0);
+    assert!(
+        !elsewhere.join("sub/made.txt").exists(),
+        "the agent worked there"
+    );
+}

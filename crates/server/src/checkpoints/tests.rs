@@ -168,3 +168,39 @@ async fn a_fork_never_follows_links_swapped_into_its_source() {
     assert!(swaps > 0, "the flipper never swapped");
     assert_eq!(state(&other), other_before, "the other side was written");
 }
+
+/// Red-team review R4 (guarantee 3): a fork reads the source through the
+/// descriptor it was given (opened from `/` without links and re-checked),
+/// except for the ignored folders (`.git`, `node_modules`, `target`), which
+/// `copy_ignored` reaches by opening the source's *path* again, following
+/// links. Whoever can rename in the source's parent (someone with write
+/// access to a root, or the agent of a session on an enclosing directory)
+/// swaps it meanwhile, and the fork gets another directory's `.git`.
+#[tokio::test]
+async fn review_a_fork_copies_ignored_folders_from_the_directory_it_holds_open() {
+    let (store, _) = crate::test_support::store_with_session().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (source, moved, other) = (
+        dir.path().join("source"),
+        dir.path().join("source-moved"),
+        dir.path().join("other"),
+    );
+    std::fs::create_dir_all(source.join(".git")).unwrap();
+    std::fs::write(source.join(".git/HEAD"), "ref: main\n").unwrap();
+    std::fs::create_dir_all(other.join(".git")).unwrap();
+    std::fs::write(other.join(".git/config"), MARKER).unwrap();
+    let reading = Reading {
+        root: Root::open(&source).unwrap(),
+        as_user: None,
+    };
+    // Between the fork's check and its copy of `.git`: a link where it was.
+    std::fs::rename(&source, &moved).unwrap();
+    symlink(&other, &source).unwrap();
+    let target = dir.path().join("fork");
+    std::fs::create_dir(&target).unwrap();
+    let copied = copy_workspace(&store, &reading, &target, None, None).await;
+    assert!(
+        !target.join(".git/config").exists(),
+        "the fork copied the .git of the link's target ({copied:?})"
+    );
+}
