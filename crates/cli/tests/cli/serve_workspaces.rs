@@ -394,18 +394,10 @@ async fn a_project_greets_and_keeps_one_session_per_user() {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Red-team review (i24b-review): each test below fails on d647d50..0437db9
-// and states the guarantee it breaks.
-// ---------------------------------------------------------------------------
-
-/// R1 (guarantee 2): a user whose name is `local` (the owner `agentd run`
-/// and `auth = "none"` use, yet a valid name for a token, a proxy header or
-/// `POST /v1/admin/users`) has their existing directory treated as
-/// `agentd run`'s: the first turn hands it over (chown -R to their agent's
-/// uid, mode 0700), so root's private file becomes the agent's and is read.
+/// `local` (the owner `agentd run` and `auth = "none"` use) chose the
+/// directory like anyone else: it is not handed over as `agentd run`'s is.
 #[tokio::test]
-async fn review_a_user_named_local_never_has_an_existing_directory_handed_over() {
+async fn a_user_named_local_never_has_an_existing_directory_handed_over() {
     let dirs = Dirs::new();
     let (h, server, _alice, _bob) = started(&dirs).await;
     let local = server.as_user(&h.token("local").await);
@@ -428,11 +420,10 @@ async fn review_a_user_named_local_never_has_an_existing_directory_handed_over()
     assert_eq!(owner(&app.join("private.txt")).0, 0, "and so do its files");
 }
 
-/// R2 (guarantee 1): a path that starts with a root but leaves it through
-/// `..` tells whether what it names outside the roots exists (400 "does not
-/// exist" vs 403), as root: any path on the machine can be probed.
+/// A path that starts with a root but leaves it through `..` does not tell
+/// whether what it names outside the roots exists.
 #[tokio::test]
-async fn review_whether_a_path_outside_the_roots_exists_is_not_told_through_dot_dot() {
+async fn whether_a_path_outside_the_roots_exists_is_not_told_through_dot_dot() {
     let dirs = Dirs::new();
     let (_h, _server, alice, _bob) = started(&dirs).await;
     let roots = dirs.path("roots").display().to_string();
@@ -448,11 +439,10 @@ async fn review_whether_a_path_outside_the_roots_exists_is_not_told_through_dot_
     );
 }
 
-/// R3 (guarantees 2/5, data loss): a rewind makes a shared directory match
-/// the checkpoint, so what someone else made there since (readable, in a
-/// directory the agent's group may write) is deleted, as the agent's user.
+/// A rewind in a shared directory undoes the agent's work, not what someone
+/// else made there since (in a directory the agent's group may write).
 #[tokio::test]
-async fn review_a_rewind_does_not_delete_what_others_made_since_in_a_shared_directory() {
+async fn a_rewind_does_not_delete_what_others_made_since_in_a_shared_directory() {
     let dirs = Dirs::new();
     let (_h, _server, alice, _bob) = started(&dirs).await;
     let app = dirs.path("roots/app");
@@ -482,14 +472,11 @@ async fn review_a_rewind_does_not_delete_what_others_made_since_in_a_shared_dire
     assert!(bobs.is_file(), "bob's file is gone: {rewound}");
 }
 
-/// R1b (guarantees 1-3, root misuse): for `local`'s sessions the turn
-/// neither re-checks the roots nor refuses links: `canonicalize` + a
-/// link-following open, and the hand-over (chown -R, chmod 0700) follows a
-/// link planted in a *parent* of the directory (its `O_NOFOLLOW` covers only
-/// the last component; `check_handable` looks at the unresolved path). The
-/// agent of a session on `roots/app` can plant that link itself.
+/// A link planted in a parent of `local`'s directory is neither followed
+/// nor is its target handed to the agent (the agent of a session on
+/// `roots/app` could plant it itself).
 #[tokio::test]
-async fn review_a_link_planted_above_a_local_session_is_never_followed_nor_handed_over() {
+async fn a_link_planted_above_a_local_session_is_never_followed_nor_handed_over() {
     let dirs = Dirs::new();
     let (h, server, _alice, _bob) = started(&dirs).await;
     let local = server.as_user(&h.token("local").await);

@@ -169,15 +169,11 @@ async fn a_fork_never_follows_links_swapped_into_its_source() {
     assert_eq!(state(&other), other_before, "the other side was written");
 }
 
-/// Red-team review R4 (guarantee 3): a fork reads the source through the
-/// descriptor it was given (opened from `/` without links and re-checked),
-/// except for the ignored folders (`.git`, `node_modules`, `target`), which
-/// `copy_ignored` reaches by opening the source's *path* again, following
-/// links. Whoever can rename in the source's parent (someone with write
-/// access to a root, or the agent of a session on an enclosing directory)
-/// swaps it meanwhile, and the fork gets another directory's `.git`.
+/// A fork copies the ignored folders (`.git`, …) from the directory it
+/// holds open, not from its path: whoever can rename in the source's parent
+/// may have put a link there meanwhile.
 #[tokio::test]
-async fn review_a_fork_copies_ignored_folders_from_the_directory_it_holds_open() {
+async fn a_fork_copies_ignored_folders_from_the_directory_it_holds_open() {
     let (store, _) = crate::test_support::store_with_session().await;
     let dir = tempfile::tempdir().unwrap();
     let (source, moved, other) = (
