@@ -33,6 +33,9 @@ pub(crate) enum Source {
     Path(PathBuf),
     /// A path inside the workspace (the first bind), which the agent controls.
     InWorkspace(PathBuf),
+    /// A host mount's canonical path: opened without following a link in
+    /// any component, so one planted there later is refused.
+    Mount(PathBuf),
 }
 
 /// One bind by descriptor.
@@ -68,7 +71,9 @@ impl FdBind {
             }
             Err(err) if err.raw_os_error() == Some(libc::EXDEV) => {
                 let shown = match &source {
-                    Source::Path(path) | Source::InWorkspace(path) => path.display().to_string(),
+                    Source::Path(path) | Source::InWorkspace(path) | Source::Mount(path) => {
+                        path.display().to_string()
+                    }
                 };
                 return Err(io::Error::other(format!(
                     "{shown} leads outside the workspace (it changed while the sandbox was being prepared); run the command again"
@@ -107,6 +112,7 @@ fn open_source(source: &Source, workspace: Option<&OwnedFd>) -> io::Result<Owned
     let flags = OFlags::PATH | OFlags::CLOEXEC;
     match source {
         Source::Path(path) => Ok(rustix::fs::open(path, flags, Mode::empty())?),
+        Source::Mount(path) => open_no_links(path, flags),
         Source::InWorkspace(rel) => {
             let workspace =
                 workspace.ok_or_else(|| io::Error::other("no workspace to bind from"))?;
@@ -118,6 +124,21 @@ fn open_source(source: &Source, workspace: Option<&OwnedFd>) -> io::Result<Owned
             )
         }
     }
+}
+
+/// Open the absolute `path` through real directories only (a link in a
+/// middle component fails; one at the end is opened as itself, and is then
+/// neither a directory nor a file).
+fn open_no_links(path: &Path, flags: OFlags) -> io::Result<OwnedFd> {
+    let root = rustix::fs::open(
+        "/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let rel = path
+        .strip_prefix("/")
+        .map_err(|_| io::Error::other("not an absolute path"))?;
+    crate::confined::open_no_links(root.as_fd(), rel, flags | OFlags::NOFOLLOW, Mode::empty())
 }
 
 /// Open every source again and check it is what was recorded. The first
@@ -140,7 +161,9 @@ pub(crate) fn open_all(binds: &[FdBind]) -> io::Result<Vec<(i32, OwnedFd)>> {
 
 fn changed(bind: &FdBind, err: &io::Error) -> io::Error {
     let shown = match &bind.source {
-        Source::Path(path) | Source::InWorkspace(path) => path.display().to_string(),
+        Source::Path(path) | Source::InWorkspace(path) | Source::Mount(path) => {
+            path.display().to_string()
+        }
     };
     io::Error::other(format!(
         "{shown} changed while the sandbox was starting ({err}); run the command again"
@@ -154,6 +177,7 @@ pub(crate) fn to_args(binds: &[FdBind]) -> Vec<OsString> {
         let (kind, path) = match &bind.source {
             Source::Path(path) => ("p", path),
             Source::InWorkspace(path) => ("w", path),
+            Source::Mount(path) => ("m", path),
         };
         args.extend([
             OsString::from(bind.fd.to_string()),
@@ -187,6 +211,7 @@ pub(crate) fn from_args(args: &[OsString]) -> Result<(Vec<FdBind>, &[OsString]),
             let source = match text(&bind[1])? {
                 "p" => Source::Path(path),
                 "w" => Source::InWorkspace(path),
+                "m" => Source::Mount(path),
                 other => return Err(format!("bad bind source kind {other:?}")),
             };
             let (dev, ino) = text(&bind[3])?.split_once(':').ok_or("bad bind identity")?;

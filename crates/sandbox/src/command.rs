@@ -269,6 +269,7 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
         };
         binds.read_only(&mut args, source, path, Some(&workspace_fd))?;
     }
+    mount_host_dirs(&mut args, &mut binds, policy)?;
     if let Some(shield) = &shield {
         args.flag_value("--remount-ro", shield);
     }
@@ -288,6 +289,26 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
         args.pair("--setenv", key, value);
     }
     Ok((args.0, binds.list))
+}
+
+/// The policy's host mounts, by descriptor: a source that is not the
+/// directory it was when the arguments were built is refused at launch.
+/// Missing ones are skipped (logged), as extra read-only paths are.
+fn mount_host_dirs(args: &mut Args, binds: &mut BindList, policy: &Policy) -> std::io::Result<()> {
+    crate::mounts::check_mounts(&policy.mounts, &policy.workspace)
+        .map_err(std::io::Error::other)?;
+    for mount in &policy.mounts {
+        let flag = if mount.read_only {
+            "--ro-bind-fd"
+        } else {
+            "--bind-fd"
+        };
+        let source = Source::Mount(mount.host.clone());
+        if !binds.add(args, flag, source, &mount.path, None)? {
+            tracing::warn!(host = %mount.host.display(), "mount source is missing; skipped");
+        }
+    }
+    Ok(())
 }
 
 /// For a workspace deeper under `/tmp`, the directory that shields its

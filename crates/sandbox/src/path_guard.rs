@@ -12,6 +12,7 @@ use std::io::ErrorKind;
 use std::os::fd::BorrowedFd;
 use std::path::{Component, Path, PathBuf};
 
+use crate::Mount;
 use crate::confined::{ConfinedError, FsIdentity, Root};
 
 /// Linux gives up after 40 links (ELOOP); so do we.
@@ -37,6 +38,8 @@ pub struct PathGuard {
     /// The workspace first, then the extra roots, held open.
     open_roots: Vec<Root>,
     identity: Option<FsIdentity>,
+    /// Host mounts (canonical `host`), also among `roots`.
+    mounts: Vec<Mount>,
 }
 
 impl PathGuard {
@@ -57,7 +60,36 @@ impl PathGuard {
             roots,
             open_roots,
             identity: None,
+            mounts: Vec::new(),
         })
+    }
+
+    /// Add host mounts as roots: a path under a mount's `path` (where the
+    /// sandbox shows it) means the same place under its `host`. A `host`
+    /// (canonical) that is missing, or has a link on the way now, is
+    /// skipped, as the sandbox skips it.
+    pub fn with_mounts(mut self, mounts: &[Mount]) -> Self {
+        for mount in mounts {
+            let Ok(root) = Root::open_no_links(&mount.host) else {
+                tracing::warn!(host = %mount.host.display(), "mount source is missing or not a directory; skipped");
+                continue;
+            };
+            self.open_roots.push(root);
+            self.roots.push(mount.host.clone());
+            self.mounts.push(mount.clone());
+        }
+        self
+    }
+
+    /// True when `resolved` lies on a read-only mount (a workspace inside
+    /// that mount's host stays writable).
+    pub fn is_read_only(&self, resolved: &Path) -> bool {
+        let Some(mount) = deepest(&self.mounts, resolved, |m| &m.host) else {
+            return false;
+        };
+        let workspace_below =
+            resolved.starts_with(&self.workspace) && self.workspace.starts_with(&mount.host);
+        mount.read_only && !workspace_below
     }
 
     /// Do every file operation as `identity` (the agent's user) from now on.
@@ -139,7 +171,24 @@ impl PathGuard {
         match path.strip_prefix(&self.workspace) {
             Ok(relative) if relative.as_os_str().is_empty() => ".".to_string(),
             Ok(relative) => relative.display().to_string(),
-            Err(_) => path.display().to_string(),
+            Err(_) => self.sandbox_view(path).display().to_string(),
+        }
+    }
+
+    /// Where the sandbox shows `path`: a mount's host path as its `path`.
+    pub fn sandbox_view(&self, path: &Path) -> PathBuf {
+        match deepest(&self.mounts, path, |m| &m.host) {
+            Some(m) if !path.starts_with(&self.workspace) => rebase(path, &m.host, &m.path),
+            _ => path.to_path_buf(),
+        }
+    }
+
+    /// The host path of an absolute path the sandbox shows under a mount's
+    /// `path`.
+    fn host_view(&self, path: &Path) -> PathBuf {
+        match deepest(&self.mounts, path, |m| &m.path) {
+            Some(m) => rebase(path, &m.path, &m.host),
+            None => path.to_path_buf(),
         }
     }
 
@@ -158,10 +207,31 @@ impl PathGuard {
         }
         let path = Path::new(path);
         Ok(if path.is_absolute() {
-            path.to_path_buf()
+            self.host_view(path)
         } else {
             self.workspace.join(path)
         })
+    }
+}
+
+/// The mount whose `key` path holds `path`, the deepest one.
+fn deepest<'a>(
+    mounts: &'a [Mount],
+    path: &Path,
+    key: impl Fn(&Mount) -> &PathBuf,
+) -> Option<&'a Mount> {
+    mounts
+        .iter()
+        .filter(|m| path.starts_with(key(m)))
+        .max_by_key(|m| key(m).as_os_str().len())
+}
+
+/// `path` (under `from`) moved under `to`.
+fn rebase(path: &Path, from: &Path, to: &Path) -> PathBuf {
+    match path.strip_prefix(from) {
+        Ok(rest) if rest.as_os_str().is_empty() => to.to_path_buf(),
+        Ok(rest) => to.join(rest),
+        Err(_) => path.to_path_buf(),
     }
 }
 

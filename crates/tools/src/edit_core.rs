@@ -188,6 +188,15 @@ where
     F: FnOnce(&Target) -> Result<String, String> + Send + 'static,
 {
     let target = Target::resolve(ctx, "file_path", file_path)?;
+    if ctx.guard.is_read_only(&target.path) {
+        return Ok(crate::tool_result::to_result(
+            Err(format!(
+                "{} is on a read-only mount; it cannot be changed",
+                target.shown
+            )),
+            ctx,
+        ));
+    }
     let outcome = tokio::task::spawn_blocking(move || change(&target))
         .await
         .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));

@@ -55,6 +55,25 @@ impl Root {
         })
     }
 
+    /// [`Root::open`] through real directories only: `path` must be
+    /// canonical, and a link planted anywhere on it is refused (`ELOOP`).
+    pub fn open_no_links(path: &Path) -> io::Result<Self> {
+        let top = rustix::fs::open(
+            "/",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let rel = path
+            .strip_prefix("/")
+            .map_err(|_| io::Error::other("not an absolute path"))?;
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = extra::open_no_links(top.as_fd(), rel, flags, Mode::empty())?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            fd: Arc::new(fd),
+        })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
