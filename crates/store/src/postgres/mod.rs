@@ -40,6 +40,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (5, "0005", "agent_uids"),
     (6, "0006", "access"),
     (7, "0007", "health_probe"),
+    (8, "0008", "session_mounts"),
 );
 
 /// The PostgreSQL store. Cheap to clone; clones share the pool.
