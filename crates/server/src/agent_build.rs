@@ -209,6 +209,7 @@ impl Runtime {
         host_env: EnvLookup<'_>,
     ) -> Result<(PathGuard, Policy), RunError> {
         let workspace = PathBuf::from(&session.workspace);
+        let mounts = self.mounts_for(session, profile, identity).await?;
         if let Some(identity) = identity {
             crate::workspace_owner::hand_over_before_turn(
                 &session.id,
@@ -220,16 +221,18 @@ impl Runtime {
         }
         // Skill folders are read through the Skill tool and are visible,
         // read-only, in the sandbox (for their scripts); the file tools'
-        // roots stay the workspace alone.
+        // roots are the workspace and the host mounts.
         let guard = PathGuard::new(&workspace, &[])
             .map_err(|err| RunError::Workspace {
                 path: workspace.clone(),
                 message: format!("cannot be opened: {err}"),
             })?
+            .with_mounts(&mounts)
             .with_identity(identity);
         let mut policy = Policy::new(guard.workspace());
         policy.run_as = identity;
         policy.read_only_paths.extend(skills.dirs());
+        policy.mounts = mounts;
         policy.network = profile.network;
         policy.unsandboxed = profile.sandbox == SandboxMode::Off;
         policy.allow_git_config = profile.allow_git_config;

@@ -32,6 +32,7 @@ mod serve_guardrails;
 mod serve_history;
 mod serve_input;
 mod serve_mcp;
+mod serve_mounts;
 mod serve_output_limits;
 mod serve_postgres;
 mod serve_quotas;

@@ -42,7 +42,7 @@ impl ApiError {
         code(
             "forbidden",
             StatusCode::FORBIDDEN,
-            "A path outside the session's workspace, or a `workspace` to create a session on that is not a directory directly inside one of the caller's workspace roots, or lies under directories others may change.",
+            "A path outside the session's workspace, or a `workspace` to create a session on that is not a directory directly inside one of the caller's workspace roots, or lies under directories others may change, or a mount whose `host` is not inside one of the caller's mountable roots.",
         ),
         code(
             "bad_origin",

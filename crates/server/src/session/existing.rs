@@ -50,6 +50,22 @@ impl SessionService {
         .await
     }
 
+    /// The host mounts `user` asks for, checked against their mountable
+    /// roots and resolved (see `crate::mounts`).
+    pub async fn checked_mounts(
+        &self,
+        user: &str,
+        asked: Vec<crate::config::MountSpec>,
+    ) -> SessionResult<Vec<crate::config::MountSpec>> {
+        if asked.is_empty() {
+            return Ok(asked);
+        }
+        let runtime = self.registry.runtime();
+        let roots = runtime.config.mountable_roots(user);
+        let data_dir = runtime.data_dir.clone();
+        blocking(move || crate::mounts::checked_session_mounts(&roots, &data_dir, &asked)).await
+    }
+
     /// A project's directory, checked as a chosen one is (the config put it
     /// where it may be).
     pub async fn project_directory(&self, project: &ProjectToml) -> SessionResult<PathBuf> {
