@@ -34,7 +34,7 @@ pub(crate) enum Source {
     /// A path inside the workspace (the first bind), which the agent controls.
     InWorkspace(PathBuf),
     /// A host mount's canonical path: opened without following a link in
-    /// any component, so one planted there later is refused.
+    /// any component (`mounts::open_host`), so one planted there is refused.
     Mount(PathBuf),
 }
 
@@ -96,6 +96,20 @@ impl FdBind {
         };
         Ok(Some((bind, opened)))
     }
+
+    /// A host mount's bind: its host must be the very directory `pin` names
+    /// (the one the server checked), else the sandbox is refused; a host
+    /// missing or reached through a link is refused too, never skipped.
+    pub(crate) fn record_mount(fd: i32, host: &Path, pin: (u64, u64)) -> io::Result<Self> {
+        crate::mounts::open_pinned(host, pin)?;
+        Ok(Self {
+            fd,
+            source: Source::Mount(host.to_path_buf()),
+            identity: pin,
+            directory: true,
+            socket: false,
+        })
+    }
 }
 
 impl FdBind {
@@ -112,7 +126,7 @@ fn open_source(source: &Source, workspace: Option<&OwnedFd>) -> io::Result<Owned
     let flags = OFlags::PATH | OFlags::CLOEXEC;
     match source {
         Source::Path(path) => Ok(rustix::fs::open(path, flags, Mode::empty())?),
-        Source::Mount(path) => open_no_links(path, flags),
+        Source::Mount(path) => crate::mounts::open_host(path),
         Source::InWorkspace(rel) => {
             let workspace =
                 workspace.ok_or_else(|| io::Error::other("no workspace to bind from"))?;
@@ -124,21 +138,6 @@ fn open_source(source: &Source, workspace: Option<&OwnedFd>) -> io::Result<Owned
             )
         }
     }
-}
-
-/// Open the absolute `path` through real directories only (a link in a
-/// middle component fails; one at the end is opened as itself, and is then
-/// neither a directory nor a file).
-fn open_no_links(path: &Path, flags: OFlags) -> io::Result<OwnedFd> {
-    let root = rustix::fs::open(
-        "/",
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let rel = path
-        .strip_prefix("/")
-        .map_err(|_| io::Error::other("not an absolute path"))?;
-    crate::confined::open_no_links(root.as_fd(), rel, flags | OFlags::NOFOLLOW, Mode::empty())
 }
 
 /// Open every source again and check it is what was recorded. The first

@@ -291,22 +291,14 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
     Ok((args.0, binds.list))
 }
 
-/// The policy's host mounts, by descriptor: a source that is not the
-/// directory it was when the arguments were built is refused at launch.
-/// Missing ones are skipped (logged), as extra read-only paths are.
+/// The policy's host mounts, by descriptor, each the very directory the
+/// server checked (its pin): a host that is missing, reached through a link
+/// or another object now refuses the sandbox; none is silently left out.
 fn mount_host_dirs(args: &mut Args, binds: &mut BindList, policy: &Policy) -> std::io::Result<()> {
     crate::mounts::check_mounts(&policy.mounts, &policy.workspace)
         .map_err(std::io::Error::other)?;
     for mount in &policy.mounts {
-        let flag = if mount.read_only {
-            "--ro-bind-fd"
-        } else {
-            "--bind-fd"
-        };
-        let source = Source::Mount(mount.host.clone());
-        if !binds.add(args, flag, source, &mount.path, None)? {
-            tracing::warn!(host = %mount.host.display(), "mount source is missing; skipped");
-        }
+        binds.mount(args, mount)?;
     }
     Ok(())
 }

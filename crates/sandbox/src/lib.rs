@@ -70,7 +70,7 @@ mod spawn;
 pub mod trampoline;
 mod workspace;
 
-pub use mounts::{Mount, check_mount_path, check_mounts};
+pub use mounts::{Mount, check_mount_path, check_mounts, fd_identity, open_host};
 pub use path_guard::{PathError, PathGuard};
 pub use policy::{
     ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SSH_AGENT_SOCKET, SandboxError,

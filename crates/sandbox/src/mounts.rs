@@ -1,17 +1,87 @@
-//! Host directories mounted into a sandbox ([`Mount`]) and which places they
-//! may appear at ([`check_mount_path`]).
+//! Host directories mounted into a sandbox ([`Mount`]), how their hosts
+//! are opened ([`open_host`]), and which places they may appear at
+//! ([`check_mount_path`]).
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{Mode, OFlags};
+
 /// A host directory bound into the sandbox at `path`, read-only or writable.
-/// `host` must be canonical (the server resolves it once, when the mount is
-/// configured or asked for); it is bound by descriptor like every other
-/// source, so a link swapped in later is refused at launch.
+/// `host` is canonical (the server resolves it once), opened through real
+/// directories only; `pin` is the identity of the object the server checked,
+/// and the sandbox and the file tools refuse any other one at that path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
     pub host: PathBuf,
     /// Where it appears inside the sandbox (and to the file tools).
     pub path: PathBuf,
     pub read_only: bool,
+    /// (device, inode) of `host` when it was checked.
+    pub pin: (u64, u64),
+}
+
+impl Mount {
+    /// A mount of `host` as it is now (opened with [`open_host`]).
+    pub fn pinned(host: &Path, path: &Path, read_only: bool) -> io::Result<Self> {
+        let fd = open_host(host)?;
+        Ok(Self {
+            host: host.to_path_buf(),
+            path: path.to_path_buf(),
+            read_only,
+            pin: fd_identity(&fd)?,
+        })
+    }
+}
+
+/// Open the directory `host` (absolute, canonical) from `/` through real
+/// directories only, `O_PATH`: a symbolic link in any component, the last
+/// included, is refused, never followed. Errors say which of missing, a
+/// link or not a directory it was.
+pub fn open_host(host: &Path) -> io::Result<OwnedFd> {
+    let top = rustix::fs::open(
+        "/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let rel = host
+        .strip_prefix("/")
+        .map_err(|_| io::Error::other(format!("{} is not absolute", host.display())))?;
+    let flags = OFlags::PATH | OFlags::DIRECTORY;
+    crate::confined::open_no_links(top.as_fd(), rel, flags, Mode::empty())
+        .map_err(|err| host_error(host, err))
+}
+
+/// (device, inode) of an open file.
+pub fn fd_identity(fd: &OwnedFd) -> io::Result<(u64, u64)> {
+    let stat = rustix::fs::fstat(fd)?;
+    Ok((stat.st_dev, stat.st_ino))
+}
+
+/// `err` from opening `host` through real directories, in words.
+fn host_error(host: &Path, err: io::Error) -> io::Error {
+    let shown = host.display();
+    let why = match err.raw_os_error() {
+        Some(libc::ELOOP) => "a component of it is a symbolic link (mounts are opened through \
+             real directories only)"
+            .to_string(),
+        Some(libc::ENOENT) => "it does not exist".to_string(),
+        Some(libc::ENOTDIR) => "it (or a component of it) is not a directory".to_string(),
+        _ => err.to_string(),
+    };
+    io::Error::new(err.kind(), format!("mount host {shown}: {why}"))
+}
+
+/// A descriptor of `host` that is still the object `pin` names.
+pub(crate) fn open_pinned(host: &Path, pin: (u64, u64)) -> io::Result<OwnedFd> {
+    let fd = open_host(host)?;
+    if fd_identity(&fd)? != pin {
+        return Err(io::Error::other(format!(
+            "mount host {} is no longer the directory checked when the turn started",
+            host.display()
+        )));
+    }
+    Ok(fd)
 }
 
 /// Directories of the sandbox itself: a mount on, in or above one of them
@@ -132,8 +202,35 @@ mod tests {
             host: "/h".into(),
             path: path.into(),
             read_only: true,
+            pin: (0, 0),
         };
         assert!(check_mounts(&[mount("/mnt/a"), mount("/mnt/b")], ws).is_ok());
         assert!(check_mounts(&[mount("/mnt/a"), mount("/mnt/a/b")], ws).is_err());
+    }
+
+    #[test]
+    fn a_host_opens_through_real_directories_only_and_stays_pinned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().canonicalize().unwrap().join("real");
+        std::fs::create_dir_all(real.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&real, real.with_file_name("link")).unwrap();
+        let mount = Mount::pinned(&real.join("sub"), Path::new("/mnt/s"), true).unwrap();
+        assert!(open_pinned(&mount.host, mount.pin).is_ok());
+
+        let through_link = real.with_file_name("link").join("sub");
+        let err = open_host(&through_link).unwrap_err().to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        let err = open_host(&real.with_file_name("link"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        let err = open_host(&real.join("missing")).unwrap_err().to_string();
+        assert!(err.contains("does not exist"), "{err}");
+
+        // Another real directory in its place is not the one checked.
+        std::fs::rename(real.join("sub"), real.join("old")).unwrap();
+        std::fs::create_dir(real.join("sub")).unwrap();
+        let err = open_pinned(&mount.host, mount.pin).unwrap_err().to_string();
+        assert!(err.contains("no longer the directory checked"), "{err}");
     }
 }

@@ -35,8 +35,10 @@ pub enum PathError {
 pub struct PathGuard {
     workspace: PathBuf,
     roots: Vec<PathBuf>,
-    /// The workspace first, then the extra roots, held open.
+    /// The workspace first, then the extra roots, then the mounts', held open.
     open_roots: Vec<Root>,
+    /// For each of `open_roots`: whether it is a read-only mount's.
+    read_only: Vec<bool>,
     identity: Option<FsIdentity>,
     /// Host mounts (canonical `host`), also among `roots`.
     mounts: Vec<Mount>,
@@ -58,6 +60,7 @@ impl PathGuard {
         Ok(Self {
             workspace,
             roots,
+            read_only: vec![false; open_roots.len()],
             open_roots,
             identity: None,
             mounts: Vec::new(),
@@ -65,31 +68,27 @@ impl PathGuard {
     }
 
     /// Add host mounts as roots: a path under a mount's `path` (where the
-    /// sandbox shows it) means the same place under its `host`. A `host`
-    /// (canonical) that is missing, or has a link on the way now, is
-    /// skipped, as the sandbox skips it.
-    pub fn with_mounts(mut self, mounts: &[Mount]) -> Self {
+    /// sandbox shows it) means the same place under its `host`. Each root is
+    /// the very directory the mount pins (opened through real directories,
+    /// its identity compared), so the file tools work on what the sandbox
+    /// binds; any other object there refuses the guard.
+    pub fn with_mounts(mut self, mounts: &[Mount]) -> std::io::Result<Self> {
         for mount in mounts {
-            let Ok(root) = Root::open_no_links(&mount.host) else {
-                tracing::warn!(host = %mount.host.display(), "mount source is missing or not a directory; skipped");
-                continue;
-            };
-            self.open_roots.push(root);
+            self.open_roots
+                .push(Root::open_pinned(&mount.host, mount.pin)?);
+            self.read_only.push(mount.read_only);
             self.roots.push(mount.host.clone());
             self.mounts.push(mount.clone());
         }
-        self
+        Ok(self)
     }
 
-    /// True when `resolved` lies on a read-only mount (a workspace inside
-    /// that mount's host stays writable).
+    /// True when `resolved` lies on a read-only mount: the root holding it
+    /// (the deepest, so a workspace inside a mount's host stays writable) is
+    /// a read-only mount's.
     pub fn is_read_only(&self, resolved: &Path) -> bool {
-        let Some(mount) = deepest(&self.mounts, resolved, |m| &m.host) else {
-            return false;
-        };
-        let workspace_below =
-            resolved.starts_with(&self.workspace) && self.workspace.starts_with(&mount.host);
-        mount.read_only && !workspace_below
+        self.root_for(resolved)
+            .is_some_and(|(index, _)| self.read_only[index])
     }
 
     /// Do every file operation as `identity` (the agent's user) from now on.
@@ -106,22 +105,43 @@ impl PathGuard {
     /// Run `op` on a path [`PathGuard::resolve`] returned: with the
     /// descriptor of the root holding it and the path relative to that root,
     /// on this thread as the guard's identity. Blocking: call it from a
-    /// blocking thread.
+    /// blocking thread. For reads; a change goes through
+    /// [`PathGuard::confined_write`].
     pub fn confined<T>(
         &self,
         resolved: &Path,
         op: impl FnOnce(BorrowedFd<'_>, &Path) -> Result<T, ConfinedError>,
     ) -> Result<T, ConfinedError> {
-        let (root, relative) = self
-            .open_roots
-            .iter()
-            .filter_map(|root| Some((root, root.relative(resolved)?)))
-            .max_by_key(|(root, _)| root.path().as_os_str().len())
-            .ok_or(ConfinedError::Escapes)?;
+        let (index, relative) = self.root_for(resolved).ok_or(ConfinedError::Escapes)?;
+        let root = &self.open_roots[index];
         match self.identity {
             Some(identity) => identity.run(|| op(root.fd(), relative))?,
             None => op(root.fd(), relative),
         }
+    }
+
+    /// [`PathGuard::confined`] for an operation that changes files: refused
+    /// ([`ConfinedError::ReadOnly`]) on a read-only mount.
+    pub fn confined_write<T>(
+        &self,
+        resolved: &Path,
+        op: impl FnOnce(BorrowedFd<'_>, &Path) -> Result<T, ConfinedError>,
+    ) -> Result<T, ConfinedError> {
+        if self.is_read_only(resolved) {
+            return Err(ConfinedError::ReadOnly);
+        }
+        self.confined(resolved, op)
+    }
+
+    /// The index of the deepest open root holding `resolved`, and the path
+    /// relative to it.
+    fn root_for<'a>(&self, resolved: &'a Path) -> Option<(usize, &'a Path)> {
+        self.open_roots
+            .iter()
+            .enumerate()
+            .filter_map(|(index, root)| Some((index, root, root.relative(resolved)?)))
+            .max_by_key(|(_, root, _)| root.path().as_os_str().len())
+            .map(|(index, _, relative)| (index, relative))
     }
 
     /// The canonical workspace directory.

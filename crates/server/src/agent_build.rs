@@ -228,6 +228,7 @@ impl Runtime {
                 message: format!("cannot be opened: {err}"),
             })?
             .with_mounts(&mounts)
+            .map_err(|err| ConfigError::Invalid(format!("host mounts: {err}")))?
             .with_identity(identity);
         let mut policy = Policy::new(guard.workspace());
         policy.run_as = identity;

@@ -55,19 +55,10 @@ impl Root {
         })
     }
 
-    /// [`Root::open`] through real directories only: `path` must be
-    /// canonical, and a link planted anywhere on it is refused (`ELOOP`).
-    pub fn open_no_links(path: &Path) -> io::Result<Self> {
-        let top = rustix::fs::open(
-            "/",
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        let rel = path
-            .strip_prefix("/")
-            .map_err(|_| io::Error::other("not an absolute path"))?;
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let fd = extra::open_no_links(top.as_fd(), rel, flags, Mode::empty())?;
+    /// A host mount's directory as a root: opened through real directories
+    /// only and refused unless it is the very object `pin` names.
+    pub fn open_pinned(path: &Path, pin: (u64, u64)) -> io::Result<Self> {
+        let fd = crate::mounts::open_pinned(path, pin)?;
         Ok(Self {
             path: path.to_path_buf(),
             fd: Arc::new(fd),
@@ -165,6 +156,9 @@ pub enum ConfinedError {
     /// The path would leave the allowed root.
     #[error("it leads outside the workspace")]
     Escapes,
+    /// A write on a read-only mount.
+    #[error("it is on a read-only mount")]
+    ReadOnly,
     /// More than the caller's bound.
     #[error("it is {size} bytes, more than the {limit} bytes that can be read at once")]
     TooLarge { size: u64, limit: u64 },

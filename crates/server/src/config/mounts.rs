@@ -54,12 +54,26 @@ impl Config {
     }
 }
 
-/// Why `spec` is not a valid mount in the config (`host` may hold `{user}`).
+/// Why `spec` is not a valid mount in the config (`host` may hold `{user}`,
+/// as a whole component). Where the hosts are is checked when the server
+/// resolves them (`crate::mounts::MountTable`).
 pub(super) fn check_spec(spec: &MountSpec, what: &str) -> Result<(), String> {
-    if !Path::new(&spec.host).is_absolute() || spec.host == "/" {
+    let host = &spec.host;
+    let names: Vec<&str> = host.strip_prefix('/').unwrap_or(host).split('/').collect();
+    let plain = host.starts_with('/')
+        && host != "/"
+        && !names
+            .iter()
+            .any(|n| n.is_empty() || *n == "." || *n == "..");
+    if !plain {
         return Err(format!(
-            "{what}: mount host {:?} must be an absolute path other than `/`",
-            spec.host
+            "{what}: mount host {host:?} must be a plain absolute path other than `/` \
+             (no `.`, `..` or doubled `/`)"
+        ));
+    }
+    if names.iter().any(|n| n.contains("{user}") && *n != "{user}") {
+        return Err(format!(
+            "{what}: mount host {host:?}: `{{user}}` must be a whole path component"
         ));
     }
     check_mount_path(Path::new(&spec.path), None).map_err(|err| format!("{what}: {err}"))
@@ -111,6 +125,8 @@ mod tests {
             "[profiles.default]\nmounts = [{ host = \"/x\", path = \"/usr\" }]\n",
             "[profiles.default]\nmounts = [{ host = \"/x\", path = \"rel\" }]\n",
             "[profiles.default]\nmounts = [{ host = \"/\", path = \"/x\" }]\n",
+            "[profiles.default]\nmounts = [{ host = \"/a/../b\", path = \"/x\" }]\n",
+            "[profiles.default]\nmounts = [{ host = \"/a/u-{user}\", path = \"/x\" }]\n",
             "[profiles.default]\nmounts = [{ host = \"/x\", path = \"/y\", mode = \"rwx\" }]\n",
             "[users.bob]\nmountable = [\"/\"]\n",
             "[mounts]\nallowed = [\"data\"]\n",

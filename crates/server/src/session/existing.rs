@@ -60,10 +60,15 @@ impl SessionService {
         if asked.is_empty() {
             return Ok(asked);
         }
-        let runtime = self.registry.runtime();
-        let roots = runtime.config.mountable_roots(user);
-        let data_dir = runtime.data_dir.clone();
-        blocking(move || crate::mounts::checked_session_mounts(&roots, &data_dir, &asked)).await
+        let runtime = self.registry.runtime().clone();
+        let user = user.to_string();
+        blocking(move || {
+            let table = runtime
+                .mount_table()
+                .map_err(|err| SessionError::Internal(err.to_string()))?;
+            crate::mounts::checked_session_mounts(table, &user, &asked)
+        })
+        .await
     }
 
     /// A project's directory, checked as a chosen one is (the config put it
