@@ -99,13 +99,16 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
             .spare_sandboxes
             .unwrap_or(agentd_server::config::DEFAULT_SPARE_SANDBOXES),
     );
+    let deadline = config.server.shutdown_deadline();
+    let mut runtime = Runtime::new(store, config, data_dir);
+    // Mount hosts are resolved once, now: a config that cannot be served
+    // is refused before anyone is.
+    runtime.check_mount_config().map_err(usage)?;
     let turn_threads = tokio::runtime::Builder::new_multi_thread()
         .thread_name("agentd-turn")
         .enable_all()
         .build()
         .map_err(|err| failed(format!("cannot start the turn runtime: {err}")))?;
-    let deadline = config.server.shutdown_deadline();
-    let mut runtime = Runtime::new(store, config, data_dir);
     if let Some(cluster) = &cluster {
         runtime = runtime.with_cluster(cluster.clone());
     }

@@ -86,6 +86,14 @@ async fn export(store: &dyn agentd_store::Store, id: &str) -> Result<u8, agentd_
         eprintln!("agentd: no session with id {id}");
         return Ok(exit::USAGE);
     };
+    // Host paths mean nothing certain in another store or on another host,
+    // and the importer's grants are not the exporter's: they stay behind.
+    if store.session_mounts(id).await?.is_some() {
+        eprintln!(
+            "agentd: the session's host mounts are not exported; an imported session has none \
+             (create a session with the mounts it needs instead)"
+        );
+    }
     let text = serde_json::to_string(&export)
         .map_err(|e| agentd_store::StoreError::Database(format!("encoding the export: {e}")))?;
     let mut out = std::io::stdout().lock();

@@ -72,6 +72,21 @@ impl BindList {
         Ok(true)
     }
 
+    /// A host mount, pinned to the object the server checked (see
+    /// [`FdBind::record_mount`]); writable unless it is read-only.
+    pub(crate) fn mount(&mut self, args: &mut Args, mount: &crate::Mount) -> std::io::Result<()> {
+        let fd = self.next_fd()?;
+        self.list
+            .push(FdBind::record_mount(fd, &mount.host, mount.pin)?);
+        let flag = if mount.read_only {
+            "--ro-bind-fd"
+        } else {
+            "--bind-fd"
+        };
+        args.fd_bind(flag, fd, &mount.path);
+        Ok(())
+    }
+
     /// The socket at `path` (a host path, never one in the workspace),
     /// read-only onto `dest`; false when it is missing or not a socket. A
     /// socket needs no write access to be connected to, and a read-only bind

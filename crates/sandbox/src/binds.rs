@@ -33,6 +33,9 @@ pub(crate) enum Source {
     Path(PathBuf),
     /// A path inside the workspace (the first bind), which the agent controls.
     InWorkspace(PathBuf),
+    /// A host mount's canonical path: opened without following a link in
+    /// any component (`mounts::open_host`), so one planted there is refused.
+    Mount(PathBuf),
 }
 
 /// One bind by descriptor.
@@ -68,7 +71,9 @@ impl FdBind {
             }
             Err(err) if err.raw_os_error() == Some(libc::EXDEV) => {
                 let shown = match &source {
-                    Source::Path(path) | Source::InWorkspace(path) => path.display().to_string(),
+                    Source::Path(path) | Source::InWorkspace(path) | Source::Mount(path) => {
+                        path.display().to_string()
+                    }
                 };
                 return Err(io::Error::other(format!(
                     "{shown} leads outside the workspace (it changed while the sandbox was being prepared); run the command again"
@@ -91,6 +96,20 @@ impl FdBind {
         };
         Ok(Some((bind, opened)))
     }
+
+    /// A host mount's bind: its host must be the very directory `pin` names
+    /// (the one the server checked), else the sandbox is refused; a host
+    /// missing or reached through a link is refused too, never skipped.
+    pub(crate) fn record_mount(fd: i32, host: &Path, pin: (u64, u64)) -> io::Result<Self> {
+        crate::mounts::open_pinned(host, pin)?;
+        Ok(Self {
+            fd,
+            source: Source::Mount(host.to_path_buf()),
+            identity: pin,
+            directory: true,
+            socket: false,
+        })
+    }
 }
 
 impl FdBind {
@@ -107,6 +126,7 @@ fn open_source(source: &Source, workspace: Option<&OwnedFd>) -> io::Result<Owned
     let flags = OFlags::PATH | OFlags::CLOEXEC;
     match source {
         Source::Path(path) => Ok(rustix::fs::open(path, flags, Mode::empty())?),
+        Source::Mount(path) => crate::mounts::open_host(path),
         Source::InWorkspace(rel) => {
             let workspace =
                 workspace.ok_or_else(|| io::Error::other("no workspace to bind from"))?;
@@ -140,7 +160,9 @@ pub(crate) fn open_all(binds: &[FdBind]) -> io::Result<Vec<(i32, OwnedFd)>> {
 
 fn changed(bind: &FdBind, err: &io::Error) -> io::Error {
     let shown = match &bind.source {
-        Source::Path(path) | Source::InWorkspace(path) => path.display().to_string(),
+        Source::Path(path) | Source::InWorkspace(path) | Source::Mount(path) => {
+            path.display().to_string()
+        }
     };
     io::Error::other(format!(
         "{shown} changed while the sandbox was starting ({err}); run the command again"
@@ -154,6 +176,7 @@ pub(crate) fn to_args(binds: &[FdBind]) -> Vec<OsString> {
         let (kind, path) = match &bind.source {
             Source::Path(path) => ("p", path),
             Source::InWorkspace(path) => ("w", path),
+            Source::Mount(path) => ("m", path),
         };
         args.extend([
             OsString::from(bind.fd.to_string()),
@@ -187,6 +210,7 @@ pub(crate) fn from_args(args: &[OsString]) -> Result<(Vec<FdBind>, &[OsString]),
             let source = match text(&bind[1])? {
                 "p" => Source::Path(path),
                 "w" => Source::InWorkspace(path),
+                "m" => Source::Mount(path),
                 other => return Err(format!("bad bind source kind {other:?}")),
             };
             let (dev, ino) = text(&bind[3])?.split_once(':').ok_or("bad bind identity")?;

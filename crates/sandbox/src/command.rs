@@ -295,6 +295,7 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
         };
         binds.read_only(&mut args, source, path, Some(&workspace_fd))?;
     }
+    mount_host_dirs(&mut args, &mut binds, policy)?;
     if let Some(shield) = &shield {
         args.flag_value("--remount-ro", shield);
     }
@@ -317,6 +318,18 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
         }
     }
     Ok((args.0, binds.list))
+}
+
+/// The policy's host mounts, by descriptor, each the very directory the
+/// server checked (its pin): a host that is missing, reached through a link
+/// or another object now refuses the sandbox; none is silently left out.
+fn mount_host_dirs(args: &mut Args, binds: &mut BindList, policy: &Policy) -> std::io::Result<()> {
+    crate::mounts::check_mounts(&policy.mounts, &policy.workspace)
+        .map_err(std::io::Error::other)?;
+    for mount in &policy.mounts {
+        binds.mount(args, mount)?;
+    }
+    Ok(())
 }
 
 /// For a workspace deeper under `/tmp`, the directory that shields its

@@ -88,7 +88,7 @@ fn git_hooks_and_config_are_bound_read_only_after_the_workspace() {
         .iter()
         .filter_map(|bind| match &bind.source {
             Source::InWorkspace(rel) => Some(rel.clone()),
-            Source::Path(_) => None,
+            Source::Path(_) | Source::Mount(_) => None,
         })
         .collect();
     assert_eq!(

@@ -58,6 +58,7 @@ mod cgroup;
 mod command;
 mod gate;
 mod launch;
+mod mounts;
 mod path_guard;
 mod policy;
 mod pre_exec;
@@ -70,6 +71,7 @@ mod spawn;
 pub mod trampoline;
 mod workspace;
 
+pub use mounts::{Mount, check_mount_path, check_mounts, fd_identity, open_host};
 pub use path_guard::{PathError, PathGuard};
 pub use policy::{
     ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SSH_AGENT_SOCKET, SandboxError,

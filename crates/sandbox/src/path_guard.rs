@@ -12,6 +12,7 @@ use std::io::ErrorKind;
 use std::os::fd::BorrowedFd;
 use std::path::{Component, Path, PathBuf};
 
+use crate::Mount;
 use crate::confined::{ConfinedError, FsIdentity, Root};
 
 /// Linux gives up after 40 links (ELOOP); so do we.
@@ -34,9 +35,13 @@ pub enum PathError {
 pub struct PathGuard {
     workspace: PathBuf,
     roots: Vec<PathBuf>,
-    /// The workspace first, then the extra roots, held open.
+    /// The workspace first, then the extra roots, then the mounts', held open.
     open_roots: Vec<Root>,
+    /// For each of `open_roots`: whether it is a read-only mount's.
+    read_only: Vec<bool>,
     identity: Option<FsIdentity>,
+    /// Host mounts (canonical `host`), also among `roots`.
+    mounts: Vec<Mount>,
 }
 
 impl PathGuard {
@@ -55,8 +60,10 @@ impl PathGuard {
         Ok(Self {
             workspace,
             roots,
+            read_only: vec![false; open_roots.len()],
             open_roots,
             identity: None,
+            mounts: Vec::new(),
         })
     }
 
@@ -67,13 +74,39 @@ impl PathGuard {
             workspace: root.path().to_path_buf(),
             roots: Vec::new(),
             open_roots: vec![root],
+            read_only: vec![false],
             identity: None,
+            mounts: Vec::new(),
         }
     }
 
     /// The workspace's directory, held open.
     pub fn workspace_root(&self) -> &Root {
         &self.open_roots[0]
+    }
+
+    /// Add host mounts as roots: a path under a mount's `path` (where the
+    /// sandbox shows it) means the same place under its `host`. Each root is
+    /// the very directory the mount pins (opened through real directories,
+    /// its identity compared), so the file tools work on what the sandbox
+    /// binds; any other object there refuses the guard.
+    pub fn with_mounts(mut self, mounts: &[Mount]) -> std::io::Result<Self> {
+        for mount in mounts {
+            self.open_roots
+                .push(Root::open_pinned(&mount.host, mount.pin)?);
+            self.read_only.push(mount.read_only);
+            self.roots.push(mount.host.clone());
+            self.mounts.push(mount.clone());
+        }
+        Ok(self)
+    }
+
+    /// True when `resolved` lies on a read-only mount: the root holding it
+    /// (the deepest, so a workspace inside a mount's host stays writable) is
+    /// a read-only mount's.
+    pub fn is_read_only(&self, resolved: &Path) -> bool {
+        self.root_for(resolved)
+            .is_some_and(|(index, _)| self.read_only[index])
     }
 
     /// Do every file operation as `identity` (the agent's user) from now on.
@@ -90,22 +123,43 @@ impl PathGuard {
     /// Run `op` on a path [`PathGuard::resolve`] returned: with the
     /// descriptor of the root holding it and the path relative to that root,
     /// on this thread as the guard's identity. Blocking: call it from a
-    /// blocking thread.
+    /// blocking thread. For reads; a change goes through
+    /// [`PathGuard::confined_write`].
     pub fn confined<T>(
         &self,
         resolved: &Path,
         op: impl FnOnce(BorrowedFd<'_>, &Path) -> Result<T, ConfinedError>,
     ) -> Result<T, ConfinedError> {
-        let (root, relative) = self
-            .open_roots
-            .iter()
-            .filter_map(|root| Some((root, root.relative(resolved)?)))
-            .max_by_key(|(root, _)| root.path().as_os_str().len())
-            .ok_or(ConfinedError::Escapes)?;
+        let (index, relative) = self.root_for(resolved).ok_or(ConfinedError::Escapes)?;
+        let root = &self.open_roots[index];
         match self.identity {
             Some(identity) => identity.run(|| op(root.fd(), relative))?,
             None => op(root.fd(), relative),
         }
+    }
+
+    /// [`PathGuard::confined`] for an operation that changes files: refused
+    /// ([`ConfinedError::ReadOnly`]) on a read-only mount.
+    pub fn confined_write<T>(
+        &self,
+        resolved: &Path,
+        op: impl FnOnce(BorrowedFd<'_>, &Path) -> Result<T, ConfinedError>,
+    ) -> Result<T, ConfinedError> {
+        if self.is_read_only(resolved) {
+            return Err(ConfinedError::ReadOnly);
+        }
+        self.confined(resolved, op)
+    }
+
+    /// The index of the deepest open root holding `resolved`, and the path
+    /// relative to it.
+    fn root_for<'a>(&self, resolved: &'a Path) -> Option<(usize, &'a Path)> {
+        self.open_roots
+            .iter()
+            .enumerate()
+            .filter_map(|(index, root)| Some((index, root, root.relative(resolved)?)))
+            .max_by_key(|(_, root, _)| root.path().as_os_str().len())
+            .map(|(index, _, relative)| (index, relative))
     }
 
     /// The canonical workspace directory.
@@ -155,7 +209,24 @@ impl PathGuard {
         match path.strip_prefix(&self.workspace) {
             Ok(relative) if relative.as_os_str().is_empty() => ".".to_string(),
             Ok(relative) => relative.display().to_string(),
-            Err(_) => path.display().to_string(),
+            Err(_) => self.sandbox_view(path).display().to_string(),
+        }
+    }
+
+    /// Where the sandbox shows `path`: a mount's host path as its `path`.
+    pub fn sandbox_view(&self, path: &Path) -> PathBuf {
+        match deepest(&self.mounts, path, |m| &m.host) {
+            Some(m) if !path.starts_with(&self.workspace) => rebase(path, &m.host, &m.path),
+            _ => path.to_path_buf(),
+        }
+    }
+
+    /// The host path of an absolute path the sandbox shows under a mount's
+    /// `path`.
+    fn host_view(&self, path: &Path) -> PathBuf {
+        match deepest(&self.mounts, path, |m| &m.path) {
+            Some(m) => rebase(path, &m.path, &m.host),
+            None => path.to_path_buf(),
         }
     }
 
@@ -174,10 +245,31 @@ impl PathGuard {
         }
         let path = Path::new(path);
         Ok(if path.is_absolute() {
-            path.to_path_buf()
+            self.host_view(path)
         } else {
             self.workspace.join(path)
         })
+    }
+}
+
+/// The mount whose `key` path holds `path`, the deepest one.
+fn deepest<'a>(
+    mounts: &'a [Mount],
+    path: &Path,
+    key: impl Fn(&Mount) -> &PathBuf,
+) -> Option<&'a Mount> {
+    mounts
+        .iter()
+        .filter(|m| path.starts_with(key(m)))
+        .max_by_key(|m| key(m).as_os_str().len())
+}
+
+/// `path` (under `from`) moved under `to`.
+fn rebase(path: &Path, from: &Path, to: &Path) -> PathBuf {
+    match path.strip_prefix(from) {
+        Ok(rest) if rest.as_os_str().is_empty() => to.to_path_buf(),
+        Ok(rest) => to.join(rest),
+        Err(_) => path.to_path_buf(),
     }
 }
 

@@ -16,6 +16,8 @@ pub struct Policy {
     pub workspace: PathBuf,
     /// Further directories bound read-only.
     pub read_only_paths: Vec<PathBuf>,
+    /// Host directories bound at paths of their own ([`crate::Mount`]).
+    pub mounts: Vec<crate::Mount>,
     pub network: bool,
     /// Variables passed in on top of the fixed allowlist (PATH, HOME, LANG, TERM).
     pub env: BTreeMap<String, String>,
@@ -50,6 +52,7 @@ impl Policy {
         Self {
             workspace: workspace.into(),
             read_only_paths: Vec::new(),
+            mounts: Vec::new(),
             network: false,
             env: BTreeMap::new(),
             secret_env: BTreeSet::new(),
@@ -86,6 +89,7 @@ impl std::fmt::Debug for Policy {
         f.debug_struct("Policy")
             .field("workspace", &self.workspace)
             .field("read_only_paths", &self.read_only_paths)
+            .field("mounts", &self.mounts)
             .field("network", &self.network)
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("secret_env", &self.secret_env)

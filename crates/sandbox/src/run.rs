@@ -214,6 +214,12 @@ pub(crate) async fn enter_gate(
 /// How `policy` runs under bubblewrap; `None` when it runs unsandboxed.
 pub(crate) fn bwrap_spec(policy: &Policy) -> Result<Option<BwrapSpec>, SandboxError> {
     if policy.unsandboxed {
+        if !policy.mounts.is_empty() {
+            // Without bubblewrap a mount would be neither there nor read-only.
+            return Err(SandboxError::Spawn(
+                "host mounts need the sandbox; this policy runs commands unsandboxed".into(),
+            ));
+        }
         warn_unsandboxed(policy);
         return Ok(None);
     }

@@ -216,13 +216,18 @@ impl Runtime {
             path: opened.root.path().to_path_buf(),
             message: format!("cannot be opened: {err}"),
         })?;
+        let mounts = self.mounts_for(session, profile, identity).await?;
         // Skill folders are read through the Skill tool and are visible,
         // read-only, in the sandbox (for their scripts); the file tools'
-        // roots stay the workspace alone.
-        let guard = PathGuard::from_root(opened.root.clone()).with_identity(identity);
+        // roots are the workspace and the host mounts.
+        let guard = PathGuard::from_root(opened.root.clone())
+            .with_mounts(&mounts)
+            .map_err(|err| ConfigError::Invalid(format!("host mounts: {err}")))?
+            .with_identity(identity);
         let mut policy = Policy::new(guard.workspace());
         policy.run_as = identity;
         policy.read_only_paths.extend(skills.dirs());
+        policy.mounts = mounts;
         policy.network = profile.network;
         policy.unsandboxed = profile.sandbox == SandboxMode::Off;
         policy.allow_git_config = profile.allow_git_config;

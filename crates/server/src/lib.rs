@@ -20,6 +20,7 @@ pub mod http;
 mod identity;
 pub mod metrics;
 pub mod models;
+mod mounts;
 pub mod paths;
 pub mod registry;
 pub mod runtime;

@@ -87,10 +87,13 @@ pub struct Runtime {
     pub transcripts: Arc<Transcripts>,
     /// Whom each owner's agent works as (see [`Runtime::agent_identity`]).
     pub(crate) identities: Arc<crate::identity::AgentIdentities>,
+    /// The config's host mounts, resolved once (see `crate::mounts`).
+    pub(crate) mounts: Arc<Result<crate::mounts::MountTable, String>>,
 }
 
 impl Runtime {
     pub fn new(store: Arc<dyn Store>, config: Config, data_dir: PathBuf) -> Self {
+        let mounts = Arc::new(crate::mounts::MountTable::resolve(&config, &data_dir));
         Self {
             store,
             config,
@@ -104,6 +107,7 @@ impl Runtime {
             threads: Threads::default(),
             transcripts: Arc::default(),
             identities: Arc::default(),
+            mounts,
         }
     }
 

@@ -307,6 +307,13 @@ pub trait PendingStore: Send + Sync {
     async fn add_session_rule(&self, session_id: &str, rule: &str) -> StoreResult<()>;
 
     async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>>;
+
+    /// Keep the host mounts a session was given at creation (opaque JSON to
+    /// the store); replaces earlier ones.
+    async fn set_session_mounts(&self, session_id: &str, mounts: &str) -> StoreResult<()>;
+
+    /// The session's mounts as stored; `None` when it has none.
+    async fn session_mounts(&self, session_id: &str) -> StoreResult<Option<String>>;
 }
 
 /// Checkpoints and the content-addressed blobs they refer to.

@@ -221,7 +221,9 @@ pub struct CompactionRecord {
 ///
 /// Checkpoints, their blobs and compactions are left out: an imported session
 /// has nothing to rewind to, and its model context is its whole transcript
-/// again (no summary). The transcript itself is complete and consistent:
+/// again (no summary). So are its host mounts: host paths need not mean the
+/// same in another store, and mounts are granted per user by the server
+/// that runs the session (an imported session has none). The transcript itself is complete and consistent:
 /// messages a history truncation removed are not in it, and the positions of
 /// the rest are gapless from 1, so appends after an import continue as they
 /// would have in the source store.

@@ -147,7 +147,7 @@ pub(crate) fn load_text(file: &Target, may_create: bool) -> Result<String, Strin
 pub(crate) fn save_text(file: &Target, text: &str) -> Result<Written, String> {
     let shown = &file.shown;
     file.guard
-        .confined(&file.path, |root, relative| {
+        .confined_write(&file.path, |root, relative| {
             confined::write_atomic(root, relative, text.as_bytes(), true)
         })
         .map_err(|err| match err {
@@ -188,6 +188,11 @@ where
     F: FnOnce(&Target) -> Result<String, String> + Send + 'static,
 {
     let target = Target::resolve(ctx, "file_path", file_path)?;
+    // Said before anything is read; `save_text` refuses it in any case.
+    if ctx.guard.is_read_only(&target.path) {
+        let refused = describe(&ConfinedError::ReadOnly, "change", &target.shown);
+        return Ok(crate::tool_result::to_result(Err(refused), ctx));
+    }
     let outcome = tokio::task::spawn_blocking(move || change(&target))
         .await
         .unwrap_or_else(|err| Err(format!("the tool failed internally: {err}")));

@@ -90,7 +90,7 @@ struct Search {
 }
 
 fn find_files(search: &Search, root: &Path, glob: &str) -> Result<String, String> {
-    let shown = root.display().to_string();
+    let shown = search.guard.sandbox_view(root).display().to_string();
     let root_stat = search.guard.confined(root, confined::stat_beneath);
     if glob.is_empty() {
         // A plain path: report whether it exists.
@@ -135,7 +135,7 @@ fn find_files(search: &Search, root: &Path, glob: &str) -> Result<String, String
         };
         // Pipes, sockets and devices are not files to work on.
         if matches!(kind_of(&stat), FileType::RegularFile | FileType::Symlink) {
-            found.push((stat, entry.into_path()));
+            found.push((stat, search.guard.sandbox_view(entry.path())));
         }
     }
     if found.is_empty() {

@@ -63,7 +63,8 @@ pub(crate) fn search(
         let Some((file, stat)) = open_searchable(&entry, guard) else {
             continue;
         };
-        let shown = entry.path().display().to_string();
+        // A mount's files as the sandbox shows them.
+        let shown = guard.sandbox_view(entry.path()).display().to_string();
         // Unreadable files are skipped, like ripgrep does.
         match options.mode {
             OutputMode::Content => {
@@ -87,9 +88,9 @@ pub(crate) fn search(
                     continue;
                 }
                 if stop_at_first {
-                    files.push((stat, entry.into_path()));
+                    files.push((stat, guard.sandbox_view(entry.path())));
                 } else {
-                    counts.push((entry.into_path(), sink.matches));
+                    counts.push((guard.sandbox_view(entry.path()), sink.matches));
                 }
             }
         }

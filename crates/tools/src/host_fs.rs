@@ -63,6 +63,9 @@ pub(crate) fn describe(err: &ConfinedError, verb: &str, shown: &str) -> String {
              can be used"
         ),
         ConfinedError::Kind { found, wanted } => format!("{shown} is {found}, not {wanted}"),
+        ConfinedError::ReadOnly => {
+            format!("{shown} is on a read-only mount; it cannot be changed")
+        }
         ConfinedError::TooLarge { size, limit } => {
             format!("cannot {verb} {shown}: it is {size} bytes, more than the {limit} allowed")
         }

@@ -32,6 +32,8 @@ mod serve_guardrails;
 mod serve_history;
 mod serve_input;
 mod serve_mcp;
+mod serve_mounts;
+mod serve_mounts_races;
 mod serve_output_limits;
 mod serve_postgres;
 mod serve_quotas;

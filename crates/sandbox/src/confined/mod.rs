@@ -79,6 +79,16 @@ impl Root {
         })
     }
 
+    /// A host mount's directory as a root: opened through real directories
+    /// only and refused unless it is the very object `pin` names.
+    pub fn open_pinned(path: &Path, pin: (u64, u64)) -> io::Result<Self> {
+        let fd = crate::mounts::open_pinned(path, pin)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            fd: Arc::new(fd),
+        })
+    }
+
     /// (device, inode) of the directory held open.
     pub fn identity(&self) -> io::Result<(u64, u64)> {
         let stat = rustix::fs::fstat(&*self.fd)?;
@@ -176,6 +186,9 @@ pub enum ConfinedError {
     /// The path would leave the allowed root.
     #[error("it leads outside the workspace")]
     Escapes,
+    /// A write on a read-only mount.
+    #[error("it is on a read-only mount")]
+    ReadOnly,
     /// More than the caller's bound.
     #[error("it is {size} bytes, more than the {limit} bytes that can be read at once")]
     TooLarge { size: u64, limit: u64 },

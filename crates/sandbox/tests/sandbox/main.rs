@@ -14,6 +14,7 @@ mod background;
 mod escapes;
 mod exec;
 mod limits;
+mod mounts;
 mod run_as;
 mod secrets;
 mod spares;

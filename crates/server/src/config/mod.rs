@@ -10,12 +10,14 @@ use serde::Deserialize;
 
 mod access;
 mod agents;
+mod mounts;
 mod sandbox_env;
 pub mod server_limits;
 mod users;
 mod workspaces;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
+pub use mounts::{MountMode, MountSpec, MountsToml};
 pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};
 pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
 pub use workspaces::{ProjectToml, WorkspacesToml};
@@ -56,6 +58,8 @@ pub struct Config {
     pub workspaces: WorkspacesToml,
     /// `[[projects]]`: named directories sessions open on.
     pub projects: Vec<ProjectToml>,
+    /// `[mounts] allowed`: host roots sessions may ask to mount from.
+    pub mounts: MountsToml,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -310,6 +314,8 @@ pub struct ProfileConfig {
     pub env_from_host: Vec<String>,
     /// Bind the server's SSH agent socket into the sandbox.
     pub ssh_agent: Option<bool>,
+    /// Host directories in every sandbox of the profile (and for its file tools).
+    pub mounts: Vec<MountSpec>,
 }
 
 impl Default for ProfileConfig {
@@ -346,6 +352,7 @@ impl Default for ProfileConfig {
             env: BTreeMap::new(),
             env_from_host: Vec::new(),
             ssh_agent: None,
+            mounts: Vec::new(),
         }
     }
 }
@@ -403,6 +410,7 @@ impl Config {
         users::check(&config.server, &config.users)?;
         access::check(&config)?;
         workspaces::check(&config)?;
+        mounts::check(&config)?;
         if config.cluster.lease_timeout_s == 0 || config.cluster.max_running_turns == 0 {
             return Err(
                 "[cluster] lease_timeout_s and max_running_turns must be at least 1".into(),

@@ -46,6 +46,13 @@ pub struct UserToml {
     pub env_from_host: Vec<String>,
     /// Over the profile's `ssh_agent`.
     pub ssh_agent: Option<bool>,
+    /// Host directories in this user's sandboxes, after the profile's.
+    #[serde(default)]
+    pub mounts: Vec<super::MountSpec>,
+    /// Host roots this user's sessions may ask to mount from, besides
+    /// `[mounts] allowed`.
+    #[serde(default)]
+    pub mountable: Vec<std::path::PathBuf>,
 }
 
 impl UserToml {

@@ -42,7 +42,7 @@ impl ApiError {
         code(
             "forbidden",
             StatusCode::FORBIDDEN,
-            "A path outside the session's workspace, or a `workspace` to create a session on that is not a directory inside one of the caller's workspace roots (or holds or lies in agentd's data dir).",
+            "A path outside the session's workspace, or a `workspace` to create a session on that is not a directory inside one of the caller's workspace roots (or holds or lies in agentd's data dir), or a mount whose `host` is not inside one of the caller's mountable roots.",
         ),
         code(
             "bad_origin",

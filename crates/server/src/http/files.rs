@@ -234,6 +234,7 @@ fn refused(raw: &str, err: ConfinedError) -> ApiError {
         ConfinedError::Kind { found, wanted } => {
             ApiError::BadRequest(format!("{raw:?} is {found}, not {wanted}"))
         }
+        ConfinedError::ReadOnly => ApiError::Forbidden(format!("{raw:?} is on a read-only mount")),
         ConfinedError::TooLarge { size, limit } => ApiError::TooLarge(format!(
             "{raw:?} is {size} bytes; at most {limit} are served"
         )),

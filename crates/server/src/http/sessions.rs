@@ -13,7 +13,7 @@ use super::AppState;
 use super::access_check::{audit, check_new_session};
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
-use crate::config::ProjectToml;
+use crate::config::{MountSpec, ProjectToml};
 use crate::models::resolve_model;
 use crate::session::lifecycle::SessionSpec;
 
@@ -40,6 +40,11 @@ pub struct CreateSession {
     /// profile, with its greeting.
     #[schema(min_length = 1)]
     pub project: Option<String>,
+    /// Host directories to mount into the session's sandbox; each `host`
+    /// must lie in one of the caller's mountable roots (`[mounts] allowed`,
+    /// `[users.NAME] mountable`), else `403 forbidden`.
+    #[serde(default)]
+    pub mounts: Vec<MountSpec>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -179,7 +184,7 @@ fn check_title(title: &str) -> ApiResult<String> {
         (status = 401, description = "Not authenticated", body = ErrorBody),
         (status = 403, description = "`not_granted`: the profile or model is not the caller's to choose; \
             `quota_exceeded`: stored sessions or workspace bytes at the caller's quota; \
-            `forbidden`: the workspace is not under the caller's roots", body = ErrorBody),
+            `forbidden`: the workspace or a mount's host is not under the caller's roots", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub async fn create_session(
@@ -227,6 +232,10 @@ pub async fn create_session(
         return Ok((StatusCode::OK, Json(view(&state, existing))));
     }
     check_new_session(&state, &user, &profile, &model.spec).await?;
+    let mounts = state
+        .sessions
+        .checked_mounts(&user.name, body.mounts)
+        .await?;
     let spec = SessionSpec {
         owner: user.name.clone(),
         profile,
@@ -234,6 +243,7 @@ pub async fn create_session(
         title: title.or_else(|| project.as_ref().map(|p| p.name.clone())),
         workspace,
         greeting: project.and_then(|p| p.greeting),
+        mounts,
     };
     let session = state.sessions.create(spec).await?;
     let detail = serde_json::json!({

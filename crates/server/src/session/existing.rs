@@ -58,6 +58,27 @@ impl SessionService {
         .await
     }
 
+    /// The host mounts `user` asks for, checked against their mountable
+    /// roots and resolved (see `crate::mounts`).
+    pub async fn checked_mounts(
+        &self,
+        user: &str,
+        asked: Vec<crate::config::MountSpec>,
+    ) -> SessionResult<Vec<crate::config::MountSpec>> {
+        if asked.is_empty() {
+            return Ok(asked);
+        }
+        let runtime = self.registry.runtime().clone();
+        let user = user.to_string();
+        blocking(move || {
+            let table = runtime
+                .mount_table()
+                .map_err(|err| SessionError::Internal(err.to_string()))?;
+            crate::mounts::checked_session_mounts(table, &user, &asked)
+        })
+        .await
+    }
+
     /// A project's directory, checked as a chosen one is (the config put it
     /// where it may be).
     pub async fn project_directory(&self, project: &ProjectToml) -> SessionResult<PathBuf> {

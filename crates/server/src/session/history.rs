@@ -186,6 +186,10 @@ impl SessionService {
                 .append_message(&new_id, message.turn_id.as_deref(), &message.message)
                 .await?;
         }
+        // A fork keeps the host mounts its source was given.
+        if let Some(mounts) = store.session_mounts(&id).await? {
+            store.set_session_mounts(&new_id, &mounts).await?;
+        }
         self.share_workspace(&new_id).await?;
         tracing::info!(from = %id, session_id = %new_id, messages = kept.len(), "forked");
         Ok(Forked {

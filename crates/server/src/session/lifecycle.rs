@@ -21,6 +21,8 @@ pub struct SessionSpec {
     pub workspace: Option<PathBuf>,
     /// Stored as the session's first message, the assistant's.
     pub greeting: Option<String>,
+    /// Host mounts asked for, checked (`checked_session_mounts`).
+    pub mounts: Vec<crate::config::MountSpec>,
 }
 
 /// What a delete did.
@@ -69,6 +71,15 @@ impl SessionService {
                 return Err(err.into());
             }
         };
+        if !spec.mounts.is_empty() {
+            let json = serde_json::to_string(&spec.mounts)
+                .map_err(|err| SessionError::Internal(err.to_string()))?;
+            if let Err(err) = runtime.store.set_session_mounts(&session.id, &json).await {
+                // Without them the session would run without what it asked for.
+                let _ = runtime.store.delete_session(&session.id).await;
+                return Err(err.into());
+            }
+        }
         if let Some(greeting) = spec.greeting {
             let message = Message::assistant(vec![ContentBlock::Text { text: greeting }]);
             if let Err(err) = runtime

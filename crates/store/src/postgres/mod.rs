@@ -40,6 +40,8 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (5, "0005", "agent_uids"),
     (6, "0006", "access"),
     (7, "0007", "health_probe"),
+    (8, "0008", "session_mounts"),
+    (9, "0009", "existing_workspace"),
 );
 
 /// The PostgreSQL store. Cheap to clone; clones share the pool.

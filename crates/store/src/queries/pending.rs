@@ -25,6 +25,11 @@ pub(crate) const ADD_RULE: &str = "INSERT INTO session_rules (session_id, rule, 
 pub(crate) const RULES: &str =
     "SELECT rule FROM session_rules WHERE session_id = $1 ORDER BY created_at, rule";
 
+pub(crate) const SET_MOUNTS: &str = "INSERT INTO session_mounts (session_id, mounts) \
+     VALUES ($1, $2) ON CONFLICT (session_id) DO UPDATE SET mounts = excluded.mounts";
+
+pub(crate) const MOUNTS: &str = "SELECT mounts FROM session_mounts WHERE session_id = $1";
+
 macro_rules! pending_store {
     ($store:ty) => {
         const _: () = {
@@ -89,6 +94,25 @@ macro_rules! pending_store {
                         .fetch_all(&self.pool)
                         .await
                         .map_err(db("reading session rules"))
+                }
+
+                async fn set_session_mounts(
+                    &self,
+                    session_id: &str,
+                    mounts: &str,
+                ) -> StoreResult<()> {
+                    let _write = self.write_guard().await;
+                    let query = sqlx::query(q::SET_MOUNTS).bind(session_id).bind(mounts);
+                    execute(self.writer(), query, "storing a session's mounts").await?;
+                    Ok(())
+                }
+
+                async fn session_mounts(&self, session_id: &str) -> StoreResult<Option<String>> {
+                    sqlx::query_scalar(q::MOUNTS)
+                        .bind(session_id)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(db("reading a session's mounts"))
                 }
             }
         };

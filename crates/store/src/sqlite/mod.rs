@@ -40,6 +40,8 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (4, "0004", "agent_uids"),
     (5, "0005", "access"),
     (6, "0006", "health_probe"),
+    (7, "0007", "session_mounts"),
+    (8, "0008", "existing_workspace"),
 );
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the

@@ -28,6 +28,7 @@ async fn a_fresh_database_has_every_table_empty() {
         "turn_starts",
         "audit_log",
         "health_probe",
+        "session_mounts",
     ] {
         let n = crate::strings(
             &store,

@@ -75,3 +75,20 @@ async fn session_rules_are_kept_per_session_and_deleted_with_it() {
     assert!(store.session_rules(&a.id).await.unwrap().is_empty());
     assert!(store.get_pending("r1").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn session_mounts_are_kept_per_session_replaced_and_deleted_with_it() {
+    let (_dir, store) = store().await;
+    let a = session(&store, "alice").await;
+    let b = session(&store, "alice").await;
+    assert_eq!(store.session_mounts(&a.id).await.unwrap(), None);
+    store.set_session_mounts(&a.id, "[1]").await.unwrap();
+    store.set_session_mounts(&a.id, "[2]").await.unwrap();
+    assert_eq!(
+        store.session_mounts(&a.id).await.unwrap().as_deref(),
+        Some("[2]")
+    );
+    assert_eq!(store.session_mounts(&b.id).await.unwrap(), None);
+    store.delete_session(&a.id).await.unwrap();
+    assert_eq!(store.session_mounts(&a.id).await.unwrap(), None);
+}

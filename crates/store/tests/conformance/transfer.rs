@@ -136,3 +136,17 @@ async fn a_failed_import_leaves_nothing_behind() {
     assert_eq!(crate::count_rows(&to, "messages", &id).await, 0);
     assert_eq!(to.count_sessions().await.unwrap(), 0);
 }
+
+#[tokio::test]
+async fn host_mounts_stay_behind_on_export() {
+    let (_a, from) = store().await;
+    let (_b, to) = store().await;
+    let id = busy_session(&from).await;
+    let mounts = r#"[{"host":"/srv/data/x","path":"/mnt/x","mode":"rw"}]"#;
+    from.set_session_mounts(&id, mounts).await.unwrap();
+    let export = from.export_session(&id).await.unwrap().unwrap();
+    let text = serde_json::to_string(&export).unwrap();
+    assert!(!text.contains("/srv/data/x"), "{text}");
+    to.import_session(&export).await.unwrap();
+    assert_eq!(to.session_mounts(&id).await.unwrap(), None);
+}

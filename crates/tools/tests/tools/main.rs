@@ -13,6 +13,7 @@ mod bash_tool;
 mod confinement;
 mod file_tools;
 mod mcp;
+mod mcp_mounts;
 mod races;
 mod search_tools;
 mod skills;
