@@ -43,7 +43,10 @@ impl SessionService {
             let dir = match Path::new(&raw).canonicalize() {
                 Ok(dir) => dir,
                 // Missing: told only when what exists of it lies in a root.
-                Err(_) if nearest_existing(Path::new(&raw)).is_some_and(|d| inside(&d)) => {
+                Err(_)
+                    if nearest_existing(Path::new(&raw))
+                        .is_some_and(|d| roots.iter().any(|root| d.starts_with(root))) =>
+                {
                     return Err(SessionError::Invalid(format!(
                         "workspace {raw:?} does not exist"
                     )));
