@@ -65,6 +65,11 @@ impl Launch {
             "--tools",
             "",
             "--strict-mcp-config",
+            // Settings from agentd's own config dir alone: a workspace's
+            // `.claude/settings.json` is the agent's (or anyone's who can
+            // write there) and must not configure a CLI run by the server.
+            "--setting-sources",
+            "user",
             // The CLI lets agentd's tools through; agentd's own permission
             // flow gates each call inside the MCP handler.
             "--allowedTools",
