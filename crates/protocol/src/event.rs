@@ -135,6 +135,16 @@ pub enum Event {
         stream: OutputStream,
         text: String,
     },
+    /// The session's network allowlist proxy refused a connection made
+    /// during the call (`call_id`), e.g. by `pip install` in `Bash`.
+    #[serde(rename = "network.refused")]
+    NetworkRefused {
+        turn_id: String,
+        call_id: String,
+        host: String,
+        port: u16,
+        reason: String,
+    },
     /// Live output stops here (sent once per call, or once per turn for
     /// the turn's limit); `tool.finished` and `message.completed` still
     /// carry the (capped) results.
@@ -404,6 +414,7 @@ impl Event {
             Event::ToolStarted { .. } => "tool.started",
             Event::ToolOutput { .. } => "tool.output",
             Event::OutputTruncated { .. } => "output.truncated",
+            Event::NetworkRefused { .. } => "network.refused",
             Event::ToolFinished { .. } => "tool.finished",
             Event::PermissionRequested { .. } => "permission.requested",
             Event::PermissionResolved { .. } => "permission.resolved",

@@ -16,6 +16,7 @@ mod bash;
 mod context;
 mod edit;
 mod edit_core;
+pub mod egress;
 mod glob;
 mod grep;
 mod grep_search;

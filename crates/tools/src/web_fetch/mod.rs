@@ -13,6 +13,8 @@ mod html;
 mod policy;
 mod text;
 
+pub(crate) use address::non_public;
+
 pub use policy::{
     DEFAULT_WEB_MAX_BYTES, DEFAULT_WEB_MAX_REDIRECTS, DEFAULT_WEB_TIMEOUT, UrlCheck, UrlVerdict,
     WebPolicy,
