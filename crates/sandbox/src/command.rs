@@ -103,6 +103,18 @@ fn environment(policy: &Policy) -> Vec<(String, String)> {
         vars.retain(|(existing, _)| existing != "SSH_AUTH_SOCK");
         vars.push(("SSH_AUTH_SOCK".to_string(), socket));
     }
+    if policy.egress.is_some() && !policy.network && !policy.unsandboxed {
+        let proxy = format!("http://127.0.0.1:{}", crate::EGRESS_PORT);
+        for key in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+            vars.retain(|(existing, _)| existing != key);
+            vars.push((key.to_string(), proxy.clone()));
+        }
+        // Everything goes through the proxy, local names too.
+        for key in ["NO_PROXY", "no_proxy"] {
+            vars.retain(|(existing, _)| existing != key);
+            vars.push((key.to_string(), String::new()));
+        }
+    }
     vars
 }
 
@@ -279,6 +291,9 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
             tracing::warn!(path = %socket.display(), "the SSH agent socket is missing or not a socket; not bound");
         }
     }
+    if let Some(egress) = policy.egress.as_ref().filter(|_| !policy.network) {
+        bind_egress(&mut args, &mut binds, egress)?;
+    }
     // The root bwrap builds is a writable tmpfs; without this, writes to /etc
     // or / would "succeed" in a throwaway layer and confuse the agent.
     args.flag_value("--remount-ro", "/");
@@ -288,6 +303,21 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
         args.pair("--setenv", key, value);
     }
     Ok((args.0, binds.list))
+}
+
+/// The proxy's socket and the forwarder; without both, no way out (the
+/// command still runs, offline).
+fn bind_egress(
+    args: &mut Args,
+    binds: &mut BindList,
+    egress: &crate::EgressBridge,
+) -> std::io::Result<()> {
+    let socket = Path::new(crate::EGRESS_SOCKET);
+    if !egress.socket.is_absolute() || !binds.socket(args, &egress.socket, socket)? {
+        tracing::warn!(path = %egress.socket.display(), "the egress proxy socket is missing; not bound");
+    }
+    let forwarder = Source::Path(egress.forwarder.clone());
+    binds.read_only(args, forwarder, Path::new(crate::FORWARDER), None)
 }
 
 /// For a workspace deeper under `/tmp`, the directory that shields its

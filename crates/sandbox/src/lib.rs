@@ -56,6 +56,7 @@ mod binds;
 mod capture;
 mod cgroup;
 mod command;
+mod egress_forward;
 mod gate;
 mod launch;
 mod path_guard;
@@ -69,9 +70,11 @@ mod spawn;
 pub mod trampoline;
 mod workspace;
 
+pub use egress_forward::{EGRESS_PORT, EGRESS_SOCKET, FORWARDER};
 pub use path_guard::{PathError, PathGuard};
 pub use policy::{
-    ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SSH_AGENT_SOCKET, SandboxError,
+    EgressBridge, ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SSH_AGENT_SOCKET,
+    SandboxError,
 };
 pub use run::{Sandbox, bwrap_available};
 pub use spare::{set_spare_capacity, set_spare_idle, spares_used, spares_waiting};

@@ -17,6 +17,9 @@ pub struct Policy {
     /// Further directories bound read-only.
     pub read_only_paths: Vec<PathBuf>,
     pub network: bool,
+    /// With `network` off: the host proxy that sandboxed commands reach
+    /// through the egress forwarder (see [`EgressBridge`]).
+    pub egress: Option<EgressBridge>,
     /// Variables passed in on top of the fixed allowlist (PATH, HOME, LANG, TERM).
     pub env: BTreeMap<String, String>,
     /// Names in `env` whose values are secret: never to be shown to the model
@@ -47,6 +50,7 @@ impl Policy {
             workspace: workspace.into(),
             read_only_paths: Vec::new(),
             network: false,
+            egress: None,
             env: BTreeMap::new(),
             secret_env: BTreeSet::new(),
             ssh_agent: None,
@@ -56,6 +60,16 @@ impl Policy {
             run_as: None,
         }
     }
+}
+
+/// A sandbox's only way out when its network is an allowlist: the host
+/// proxy's unix socket (bound in at [`crate::EGRESS_SOCKET`]) and the
+/// executable that forwards to it from `127.0.0.1:`[`crate::EGRESS_PORT`]
+/// (the server's own, bound in at [`crate::FORWARDER`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressBridge {
+    pub socket: PathBuf,
+    pub forwarder: PathBuf,
 }
 
 /// Where the host's SSH agent socket appears inside a sandbox.
@@ -82,6 +96,7 @@ impl std::fmt::Debug for Policy {
             .field("workspace", &self.workspace)
             .field("read_only_paths", &self.read_only_paths)
             .field("network", &self.network)
+            .field("egress", &self.egress)
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("secret_env", &self.secret_env)
             .field("ssh_agent", &self.ssh_agent)

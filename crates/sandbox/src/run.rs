@@ -65,6 +65,17 @@ impl Sandbox {
     ) -> Result<ExecOutcome, SandboxError> {
         let started = Instant::now();
         let bwrap = bwrap_spec(policy)?;
+        let wrapped;
+        let request = match &bwrap {
+            Some(_) if policy.egress.is_some() && !policy.network => {
+                wrapped = ExecRequest {
+                    command: crate::egress_forward::wrap_command(&request.command),
+                    ..request.clone()
+                };
+                &wrapped
+            }
+            _ => request,
+        };
         if cancel.is_cancelled() {
             // Interrupted before it started: run nothing (a spare stays for the next one).
             return Ok(not_started(started));

@@ -149,6 +149,9 @@ pub fn run_if_asked() {
         Some(first) if first == ENTER => false,
         Some(first) if first == ENTER_SERVING => true,
         Some(first) if first == crate::serve::SERVE => crate::serve::serve(),
+        Some(first) if first == crate::egress_forward::FORWARD => {
+            crate::egress_forward::run(&args.collect::<Vec<_>>())
+        }
         _ => return,
     };
     let rest: Vec<OsString> = args.collect();
