@@ -51,6 +51,10 @@ impl McpPools {
                     .is_none_or(|names| names.contains(&s.name))
             })
             .map(|s| s.to_tools_config())
+            .filter(|s| {
+                let list = profile.network.allowlist();
+                list.is_none_or(|list| crate::egress::mcp_within(s, &list))
+            })
             .collect();
         if configs.is_empty() {
             return None;
@@ -109,9 +113,10 @@ impl Runtime {
         // workspace must be theirs before anything runs in it.
         let identity = self.agent_identity(&session.owner).await?;
         let owner_spend = self.access().owner_spend_cap(&session.owner).await?;
-        let (guard, policy) = self
+        let (guard, mut policy) = self
             .confinement(session, &profile, &skills, identity, env)
             .await?;
+        let network_refusals = self.egress_for(session, &profile, &mut policy)?;
         let tools = self.tools_for(session, &profile, &skills, &policy).await;
 
         let mut allow = profile.allow.clone();
@@ -127,7 +132,10 @@ impl Runtime {
         };
         // Only the operator's own rules may open private addresses, never
         // one remembered from an approval or given for a single run.
-        let web = web_policy(&profile.allow, &permissions, guard.workspace());
+        let mut web = web_policy(&profile.allow, &permissions, guard.workspace());
+        if let Some(list) = profile.network.allowlist() {
+            web = crate::egress::web_within(web, &list);
+        }
 
         let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
         names.extend(["TodoWrite", "AskUserQuestion"]);
@@ -169,6 +177,7 @@ impl Runtime {
                 // could neither read nor stop them.
                 BackgroundShells::unavailable("in a cluster, run long commands in the foreground")
             },
+            network_refusals,
         };
         let limits = turn_limits(&profile, options, session, owner_spend, &model);
         let config = AgentConfig {
@@ -230,7 +239,7 @@ impl Runtime {
         let mut policy = Policy::new(guard.workspace());
         policy.run_as = identity;
         policy.read_only_paths.extend(skills.dirs());
-        policy.network = profile.network;
+        policy.network = profile.network.shares_host();
         policy.unsandboxed = profile.sandbox == SandboxMode::Off;
         policy.allow_git_config = profile.allow_git_config;
         let user = self.config.users.get(&session.owner);
@@ -238,6 +247,25 @@ impl Runtime {
         (policy.env, policy.secret_env) = sandbox_env.split();
         policy.ssh_agent = sandbox_env.ssh_agent;
         Ok((guard, policy))
+    }
+
+    /// With a network allowlist (and a sandbox), the session's egress
+    /// proxy for `policy` and where its refusals collect.
+    fn egress_for(
+        &self,
+        session: &SessionRecord,
+        profile: &ProfileConfig,
+        policy: &mut Policy,
+    ) -> Result<Option<agentd_tools::egress::NetworkRefusals>, RunError> {
+        let Some(list) = profile.network.allowlist().filter(|_| !policy.unsandboxed) else {
+            return Ok(None);
+        };
+        let (bridge, refusals) = self
+            .egress
+            .for_session(&session.id, list)
+            .map_err(|err| ConfigError::Invalid(format!("cannot start the egress proxy: {err}")))?;
+        policy.egress = Some(bridge);
+        Ok(Some(refusals))
     }
 
     /// Who answers the agent's permission requests and questions.

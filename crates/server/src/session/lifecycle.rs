@@ -131,6 +131,7 @@ impl SessionService {
         runtime.transcripts.forget(&id);
         guard.finish();
         runtime.mcp.shutdown_session(&id).await;
+        runtime.egress.shutdown_session(&id);
         runtime.claude.stop_session(&id).await;
         runtime.background.end_session(&id).await;
         let mut workspace_error = None;
