@@ -342,6 +342,10 @@ impl Event {
             "output.truncated",
             "Live output reached a limit (`tool_call` or `turn`): the rest is neither stored nor sent.",
         ),
+        (
+            "network.refused",
+            "The profile's network allowlist refused a connection a tool call made (`host`, `port`, `reason`).",
+        ),
         ("tool.finished", "A tool call ended with this result."),
         (
             "permission.requested",
