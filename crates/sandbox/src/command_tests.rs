@@ -201,3 +201,33 @@ fn network_is_shared_only_when_allowed() {
     policy.network = true;
     assert!(args_of(&policy).iter().any(|arg| arg == "--share-net"));
 }
+
+#[test]
+fn an_egress_bridge_keeps_the_sandbox_offline_and_points_clients_at_the_forwarder() {
+    let ws = tempfile::tempdir().unwrap();
+    let socket = ws.path().join("proxy.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let mut policy = Policy::new(ws.path());
+    policy.env.insert("NO_PROXY".into(), "*".into());
+    policy.egress = Some(crate::EgressBridge {
+        socket,
+        forwarder: PathBuf::from("/bin/sh"),
+    });
+    let args = args_of(&policy);
+    assert!(!args.iter().any(|arg| arg == "--share-net"));
+    assert!(args.iter().any(|arg| arg == crate::EGRESS_SOCKET));
+    assert!(args.iter().any(|arg| arg == crate::FORWARDER));
+    let vars = environment(&policy);
+    let proxy = format!("http://127.0.0.1:{}", crate::EGRESS_PORT);
+    for key in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+        assert!(vars.contains(&(key.into(), proxy.clone())), "{key}");
+    }
+    assert!(vars.contains(&("NO_PROXY".into(), String::new())));
+    // With the host's network, no proxy.
+    policy.network = true;
+    assert!(
+        !environment(&policy)
+            .iter()
+            .any(|(key, _)| key == "HTTP_PROXY")
+    );
+}

@@ -97,3 +97,52 @@ pub fn mcp_within(server: &McpServerConfig, list: &EgressAllowlist) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list() -> EgressAllowlist {
+        let entries = ["docs.rs".to_string(), "localhost:8080".to_string()];
+        EgressAllowlist::parse(&entries, false).unwrap()
+    }
+
+    #[test]
+    fn web_fetch_is_held_to_the_list() {
+        let web = web_within(WebPolicy::default(), &list());
+        let check = |url: &str| web.url_check.check(&url::Url::parse(url).unwrap());
+        assert_eq!(check("https://docs.rs/tokio"), UrlVerdict::Allow);
+        assert_eq!(check("http://localhost:8080/x"), UrlVerdict::Allow);
+        assert!(matches!(check("https://example.com/"), UrlVerdict::Deny(_)));
+        assert!(matches!(
+            check("http://localhost:9090/"),
+            UrlVerdict::Deny(_)
+        ));
+        assert!(matches!(
+            check("https://docs.rs:8443/"),
+            UrlVerdict::Deny(_)
+        ));
+        assert!(web.allows_private("localhost") && !web.allows_private("docs.rs"));
+    }
+
+    #[test]
+    fn http_mcp_servers_off_the_list_are_left_out() {
+        let http = |url: &str| {
+            let transport = McpTransport::Http {
+                url: url.to_string(),
+                headers: Default::default(),
+            };
+            McpServerConfig::new("s", transport)
+        };
+        assert!(mcp_within(&http("http://localhost:8080/mcp"), &list()));
+        assert!(!mcp_within(&http("https://mcp.example.com/"), &list()));
+        let stdio = McpTransport::Stdio {
+            command: "server".into(),
+            args: Vec::new(),
+            env: Default::default(),
+            read_only_paths: Vec::new(),
+            network: false,
+        };
+        assert!(mcp_within(&McpServerConfig::new("s", stdio), &list()));
+    }
+}
