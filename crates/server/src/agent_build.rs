@@ -145,6 +145,10 @@ impl Runtime {
             workspace: guard.workspace(),
             tools: &names,
             network: policy.network,
+            network_allow: match (&profile.network, &policy.egress) {
+                (crate::config::NetworkConfig::Allow(list), Some(_)) => Some(&list.allow),
+                _ => None,
+            },
             sandboxed: !policy.unsandboxed,
             permission_mode: mode.name(),
             allow_rules: &allow,
