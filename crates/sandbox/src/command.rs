@@ -11,11 +11,14 @@ use crate::confined::FsIdentity;
 use crate::policy::{Policy, SSH_AGENT_SOCKET};
 
 /// What the process that execs a sandbox's program must do first: hand over
-/// the bind sources, and become the agent's user.
+/// the bind sources (and, for the egress forwarder, the executable), and
+/// become the agent's user.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Launch {
     pub(crate) binds: Vec<FdBind>,
     pub(crate) run_as: Option<FsIdentity>,
+    /// Hand the running executable in as descriptor 3 (the forwarder).
+    pub(crate) exe: bool,
 }
 
 impl Launch {
@@ -24,6 +27,7 @@ impl Launch {
         Self {
             binds: Vec::new(),
             run_as: policy.run_as,
+            exe: false,
         }
     }
 }
@@ -103,7 +107,7 @@ fn environment(policy: &Policy) -> Vec<(String, String)> {
         vars.retain(|(existing, _)| existing != "SSH_AUTH_SOCK");
         vars.push(("SSH_AUTH_SOCK".to_string(), socket));
     }
-    if policy.egress.is_some() && !policy.network && !policy.unsandboxed {
+    if policy.egress_bridge().is_some() {
         let proxy = format!("http://127.0.0.1:{}", crate::EGRESS_PORT);
         for key in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
             vars.retain(|(existing, _)| existing != key);
@@ -127,6 +131,9 @@ pub(crate) struct BwrapSpec {
     /// The sources `--bind-fd`/`--ro-bind-fd` in `args` name, as recorded.
     pub(crate) binds: Vec<FdBind>,
     pub(crate) run_as: Option<FsIdentity>,
+    /// The egress forwarder (the running executable, handed in as
+    /// descriptor 3) starts before each program.
+    pub(crate) forwarder: bool,
 }
 
 impl BwrapSpec {
@@ -137,6 +144,7 @@ impl BwrapSpec {
             binds,
             bwrap,
             run_as: policy.run_as,
+            forwarder: policy.egress_bridge().is_some(),
         })
     }
 
@@ -145,6 +153,7 @@ impl BwrapSpec {
         self.bwrap == other.bwrap
             && self.args == other.args
             && self.run_as == other.run_as
+            && self.forwarder == other.forwarder
             && self.binds.len() == other.binds.len()
             && self.binds.iter().zip(&other.binds).all(|(a, b)| {
                 a.fd == b.fd
@@ -159,6 +168,7 @@ impl BwrapSpec {
         Launch {
             binds: self.binds.clone(),
             run_as: self.run_as,
+            exe: self.forwarder,
         }
     }
 
@@ -184,14 +194,30 @@ impl BwrapSpec {
         command
     }
 
-    /// `bwrap <args> -- bash -c <command>`.
+    /// `bwrap <args> -- bash -c <command>`: the command starts the egress
+    /// forwarder itself (`egress_forward::shell_command`), as it must in a
+    /// serving sandbox.
     pub(crate) fn shell(&self, shell_command: &str) -> Command {
-        self.exec(&["bash", "-c", shell_command])
+        self.bwrap_then(&["bash", "-c", shell_command])
     }
 
     /// `bwrap <args> -- <argv>`: bwrap execs `argv` itself (searching the
-    /// sandbox's PATH), so no shell ever parses it.
+    /// sandbox's PATH), so no shell ever parses it. With the egress
+    /// forwarder, it starts first and then execs `argv`.
     pub(crate) fn exec(&self, argv: &[&str]) -> Command {
+        if !self.forwarder {
+            return self.bwrap_then(argv);
+        }
+        let prefix = crate::egress_forward::exec_prefix();
+        let prefixed: Vec<&str> = prefix
+            .iter()
+            .map(String::as_str)
+            .chain(argv.iter().copied())
+            .collect();
+        self.bwrap_then(&prefixed)
+    }
+
+    fn bwrap_then(&self, argv: &[&str]) -> Command {
         let mut command = Command::new(&self.bwrap);
         command.args(&self.args);
         command.arg("--");
@@ -291,7 +317,7 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
             tracing::warn!(path = %socket.display(), "the SSH agent socket is missing or not a socket; not bound");
         }
     }
-    if let Some(egress) = policy.egress.as_ref().filter(|_| !policy.network) {
+    if let Some(egress) = policy.egress_bridge() {
         bind_egress(&mut args, &mut binds, egress)?;
     }
     // The root bwrap builds is a writable tmpfs; without this, writes to /etc
@@ -305,8 +331,9 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
     Ok((args.0, binds.list))
 }
 
-/// The proxy's socket and the forwarder; without both, no way out (the
-/// command still runs, offline).
+/// The proxy's socket, by descriptor like every other bind. Without it
+/// there is no way out (the command still runs, offline). The forwarder is
+/// not in the file system at all: see [`Launch::exe`].
 fn bind_egress(
     args: &mut Args,
     binds: &mut BindList,
@@ -316,8 +343,7 @@ fn bind_egress(
     if !egress.socket.is_absolute() || !binds.socket(args, &egress.socket, socket)? {
         tracing::warn!(path = %egress.socket.display(), "the egress proxy socket is missing; not bound");
     }
-    let forwarder = Source::Path(egress.forwarder.clone());
-    binds.read_only(args, forwarder, Path::new(crate::FORWARDER), None)
+    Ok(())
 }
 
 /// For a workspace deeper under `/tmp`, the directory that shields its

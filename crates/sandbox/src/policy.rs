@@ -63,19 +63,26 @@ impl Policy {
 }
 
 /// A sandbox's only way out when its network is an allowlist: the host
-/// proxy's unix socket (bound in at [`crate::EGRESS_SOCKET`]) and the
-/// executable that forwards to it from `127.0.0.1:`[`crate::EGRESS_PORT`]
-/// (the server's own, bound in at [`crate::FORWARDER`]).
+/// proxy's unix socket, bound in at [`crate::EGRESS_SOCKET`]. The forwarder
+/// that serves `127.0.0.1:`[`crate::EGRESS_PORT`] inside is the running
+/// executable itself, handed in by descriptor ([`crate::FORWARDER`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EgressBridge {
     pub socket: PathBuf,
-    pub forwarder: PathBuf,
 }
 
 /// Where the host's SSH agent socket appears inside a sandbox.
 pub const SSH_AGENT_SOCKET: &str = "/run/agentd/ssh-agent.sock";
 
 impl Policy {
+    /// The egress bridge, when it applies: a sandbox with the host's network
+    /// needs none, and an unsandboxed command cannot have one.
+    pub fn egress_bridge(&self) -> Option<&EgressBridge> {
+        self.egress
+            .as_ref()
+            .filter(|_| !self.network && !self.unsandboxed)
+    }
+
     /// The secret variables that are set, as (name, value), longest value
     /// first (so a secret that contains another is masked whole).
     pub fn secrets(&self) -> Vec<(&str, &str)> {

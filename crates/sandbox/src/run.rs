@@ -66,15 +66,15 @@ impl Sandbox {
         let started = Instant::now();
         let bwrap = bwrap_spec(policy)?;
         let wrapped;
-        let request = match &bwrap {
-            Some(_) if policy.egress.is_some() && !policy.network => {
+        let request = match crate::egress_forward::shell_command(bwrap.as_ref(), &request.command) {
+            std::borrow::Cow::Owned(command) => {
                 wrapped = ExecRequest {
-                    command: crate::egress_forward::wrap_command(&request.command),
+                    command,
                     ..request.clone()
                 };
                 &wrapped
             }
-            _ => request,
+            std::borrow::Cow::Borrowed(_) => request,
         };
         if cancel.is_cancelled() {
             // Interrupted before it started: run nothing (a spare stays for the next one).

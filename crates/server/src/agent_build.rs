@@ -16,6 +16,7 @@ use agentd_policy::permissions::{PermissionPolicy, ToolCallView, Verdict};
 use agentd_sandbox::confined::FsIdentity;
 use agentd_sandbox::{PathGuard, Policy};
 use agentd_store::SessionRecord;
+use agentd_tools::egress::{EgressAllowlist, NetworkRefusals};
 use agentd_tools::{
     BackgroundShells, HiddenPaths, McpPool, SkillSet, SkillTool, ToolContext, ToolRegistry,
     UrlCheck, UrlVerdict, WebPolicy, builtin_tools,
@@ -51,9 +52,9 @@ impl McpPools {
                     .is_none_or(|names| names.contains(&s.name))
             })
             .map(|s| s.to_tools_config())
-            .filter(|s| {
-                let list = profile.network.allowlist();
-                list.is_none_or(|list| crate::egress::mcp_within(s, &list))
+            .filter_map(|s| match profile.network.allowlist() {
+                Some(list) => crate::egress::mcp_within(s, list),
+                None => Some(s),
             })
             .collect();
         if configs.is_empty() {
@@ -116,7 +117,7 @@ impl Runtime {
         let (guard, mut policy) = self
             .confinement(session, &profile, &skills, identity, env)
             .await?;
-        let network_refusals = self.egress_for(session, &profile, &mut policy)?;
+        let egress = self.egress_for(session, &profile, &mut policy)?;
         let tools = self.tools_for(session, &profile, &skills, &policy).await;
 
         let mut allow = profile.allow.clone();
@@ -133,8 +134,8 @@ impl Runtime {
         // Only the operator's own rules may open private addresses, never
         // one remembered from an approval or given for a single run.
         let mut web = web_policy(&profile.allow, &permissions, guard.workspace());
-        if let Some(list) = profile.network.allowlist() {
-            web = crate::egress::web_within(web, &list);
+        if let Some((list, refusals)) = &egress {
+            web = crate::egress::web_within(web, list, refusals.clone());
         }
 
         let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
@@ -181,7 +182,7 @@ impl Runtime {
                 // could neither read nor stop them.
                 BackgroundShells::unavailable("in a cluster, run long commands in the foreground")
             },
-            network_refusals,
+            network_refusals: egress.map(|(_, refusals)| refusals),
         };
         let limits = turn_limits(&profile, options, session, owner_spend, &model);
         let config = AgentConfig {
@@ -253,23 +254,30 @@ impl Runtime {
         Ok((guard, policy))
     }
 
-    /// With a network allowlist (and a sandbox), the session's egress
-    /// proxy for `policy` and where its refusals collect.
+    /// With a network allowlist, the session's egress proxy for `policy`,
+    /// the list, and where its refusals collect (the proxy's, WebFetch's).
     fn egress_for(
         &self,
         session: &SessionRecord,
         profile: &ProfileConfig,
         policy: &mut Policy,
-    ) -> Result<Option<agentd_tools::egress::NetworkRefusals>, RunError> {
-        let Some(list) = profile.network.allowlist().filter(|_| !policy.unsandboxed) else {
+    ) -> Result<Option<(EgressAllowlist, NetworkRefusals)>, RunError> {
+        let Some(list) = profile.network.allowlist() else {
             return Ok(None);
         };
+        if policy.unsandboxed {
+            // Config refuses this; never let an unsandboxed command think
+            // it is held to a list.
+            return Err(
+                ConfigError::Invalid("a network allowlist needs the sandbox".into()).into(),
+            );
+        }
         let (bridge, refusals) = self
             .egress
-            .for_session(&session.id, list)
+            .for_session(&session.id, list.clone())
             .map_err(|err| ConfigError::Invalid(format!("cannot start the egress proxy: {err}")))?;
         policy.egress = Some(bridge);
-        Ok(Some(refusals))
+        Ok(Some((list, refusals)))
     }
 
     /// Who answers the agent's permission requests and questions.

@@ -7,6 +7,7 @@ fn key(workspace: &str, runtime: RuntimeId) -> Key {
             args: vec!["--bind".into(), workspace.into(), workspace.into()],
             binds: Vec::new(),
             run_as: None,
+            forwarder: false,
         },
         limits: Limits::default(),
         runtime,

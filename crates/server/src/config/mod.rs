@@ -394,7 +394,9 @@ impl Config {
             }
             let at = format!("profile {name:?}");
             sandbox_env::check(&at, &profile.env, &profile.env_from_host)?;
-            profile.network.check(&at)?;
+            profile
+                .network
+                .check(&at, profile.sandbox == SandboxMode::On)?;
             for server in profile.mcp_servers.iter().flatten() {
                 if !config.mcp_servers.iter().any(|s| &s.name == server) {
                     return Err(format!(

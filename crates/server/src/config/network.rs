@@ -43,8 +43,12 @@ impl NetworkConfig {
         }
     }
 
-    pub(super) fn check(&self, at: &str) -> Result<(), String> {
+    /// The list parses, and is enforceable: only a sandbox is held to it.
+    pub(super) fn check(&self, at: &str, sandboxed: bool) -> Result<(), String> {
         match self {
+            NetworkConfig::Allow(_) if !sandboxed => Err(format!(
+                "{at}: a network allowlist needs the sandbox (sandbox = \"off\" runs commands on the host's network)"
+            )),
             NetworkConfig::Allow(list) => EgressAllowlist::parse(&list.allow, list.allow_localhost)
                 .map(|_| ())
                 .map_err(|err| format!("{at}: {err}")),
@@ -80,6 +84,15 @@ mod tests {
         assert!(allow.permits("localhost", 8080).is_ok());
         assert!(parse(r#"network = { allow = [], typo = 1 }"#).is_err());
         let bad = parse(r#"network = { allow = ["a.*.b"] }"#).unwrap();
-        assert!(bad.check("profile").is_err());
+        assert!(bad.check("profile", true).is_err());
+        let good = parse(r#"network = { allow = ["pypi.org"] }"#).unwrap();
+        assert!(good.check("profile", true).is_ok());
+        assert!(good.check("profile", false).is_err());
+        assert!(
+            parse("network = true")
+                .unwrap()
+                .check("profile", false)
+                .is_ok()
+        );
     }
 }

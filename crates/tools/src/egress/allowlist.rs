@@ -1,7 +1,8 @@
 //! Which hosts and ports a profile's network allowlist lets out, and which
 //! resolved addresses it lets a permitted host be reached at.
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
+use super::EgressError;
 use crate::web_fetch::non_public;
 
 /// A profile's `network = { allow = […], allow_localhost = … }`.
@@ -87,6 +88,33 @@ impl EgressAllowlist {
             .port_or_known_default()
             .ok_or_else(|| format!("{url} has no port"))?;
         self.permits(host, port).map(|_| ())
+    }
+
+    /// The addresses `host:port` may be reached at: it must be on the list,
+    /// and every address it resolves to (resolved here, once) allowed. The
+    /// caller connects to exactly these, so a second lookup that answers
+    /// otherwise (DNS rebinding) is never made.
+    pub async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, EgressError> {
+        let permit = self.permits(host, port).map_err(EgressError::Refused)?;
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let addrs: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, port)],
+            Err(_) => tokio::net::lookup_host((bare, port))
+                .await
+                .map_err(|err| {
+                    EgressError::Unreachable(format!("could not resolve {host}: {err}"))
+                })?
+                .collect(),
+        };
+        if addrs.is_empty() {
+            let reason = format!("could not resolve {host}: no addresses");
+            return Err(EgressError::Unreachable(reason));
+        }
+        for addr in &addrs {
+            self.check_addr(permit, host, addr.ip())
+                .map_err(EgressError::Refused)?;
+        }
+        Ok(addrs)
     }
 
     /// Whether a permitted host may be reached at `ip`.
@@ -224,6 +252,31 @@ mod tests {
         assert!(
             open.check_addr(permit, "intranet.example", loopback)
                 .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn resolving_checks_the_name_and_every_address() {
+        let list = list(&["localhost:8080", "127.0.0.1:9000", "pypi.org"], false);
+        let addrs = list.resolve("localhost", 8080).await.unwrap();
+        assert!(
+            !addrs.is_empty()
+                && addrs
+                    .iter()
+                    .all(|a| a.ip().is_loopback() && a.port() == 8080)
+        );
+        assert_eq!(
+            list.resolve("127.0.0.1", 9000).await.unwrap(),
+            ["127.0.0.1:9000".parse().unwrap()]
+        );
+        assert!(list.resolve("127.0.0.1", 8080).await.is_err());
+        assert!(list.resolve("localhost", 9000).await.is_err());
+        // A name on the list is still refused at a loopback address.
+        let strict = super::tests::list(&["localhost"], false);
+        let err = strict.resolve("localhost", 80).await.unwrap_err();
+        assert!(
+            matches!(&err, EgressError::Refused(r) if r.contains("loopback")),
+            "{err}"
         );
     }
 

@@ -1,58 +1,70 @@
 //! The host side of a session's network allowlist: an HTTP proxy on a unix
 //! socket (bound into the sandbox, reached through the egress forwarder).
-//! `CONNECT host:port` tunnels (HTTPS) and absolute-URI requests (plain
-//! HTTP) are let through only to hosts the list permits, at addresses it
-//! permits: names are resolved here and the connection goes to exactly the
-//! vetted addresses. Every decision is logged; refusals are also kept for
-//! the session's event log ([`NetworkRefusals`]).
+//! Each connection is served by hyper's HTTP/1 server, so every request on
+//! it, kept alive or pipelined, is parsed and judged on its own (see the
+//! `http` module). Every decision is logged; refusals are also kept for the
+//! session's event log ([`NetworkRefusals`]). [`ProxyLimits`] bound what a
+//! client may hold.
 use std::io;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
 
-use super::{EgressAllowlist, NetworkRefusals, Refusal};
+use super::idle::Idle;
+use super::{EgressAllowlist, EgressError, NetworkRefusals, ProxyLimits, Refusal};
 
-/// The largest request head the proxy reads.
-const MAX_HEAD: usize = 64 * 1024;
-
-/// A running proxy; stops and removes its socket when dropped.
+/// A running proxy; stops, ends its connections and removes its socket
+/// when dropped.
 #[derive(Debug)]
 pub struct EgressProxy {
     socket: PathBuf,
     refusals: NetworkRefusals,
-    task: tokio::task::JoinHandle<()>,
+    stop: CancellationToken,
 }
 
-#[derive(Debug, Clone)]
-struct Shared {
-    list: Arc<EgressAllowlist>,
+/// What every connection of one proxy shares.
+#[derive(Debug)]
+pub(super) struct Shared {
+    list: EgressAllowlist,
     refusals: NetworkRefusals,
     session: String,
+    pub(super) limits: ProxyLimits,
+    pub(super) stop: CancellationToken,
 }
 
 impl EgressProxy {
-    /// Listens at `socket` (replacing a stale one), open to any local user:
-    /// a sandbox may run as another uid, and the socket's directory is what
-    /// keeps others out.
-    pub fn start(socket: &Path, list: EgressAllowlist, session: &str) -> io::Result<Self> {
-        let _ = std::fs::remove_file(socket);
-        let listener = UnixListener::bind(socket)?;
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))?;
+    /// Serves `listener`, bound at `socket` by the caller (in a directory
+    /// of its own that nobody else may enter). Needs a Tokio runtime.
+    pub fn serve(
+        listener: std::os::unix::net::UnixListener,
+        socket: &Path,
+        list: EgressAllowlist,
+        session: &str,
+        limits: ProxyLimits,
+    ) -> io::Result<Self> {
+        listener.set_nonblocking(true)?;
+        let listener = UnixListener::from_std(listener)?;
         let refusals = NetworkRefusals::default();
-        let shared = Shared {
-            list: Arc::new(list),
+        let stop = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            list,
             refusals: refusals.clone(),
             session: session.to_string(),
-        };
-        let task = tokio::spawn(accept(listener, shared));
+            limits,
+            stop: stop.clone(),
+        });
+        tokio::spawn(accept(listener, shared));
         Ok(Self {
             socket: socket.to_path_buf(),
             refusals,
-            task,
+            stop,
         })
     }
 
@@ -68,17 +80,28 @@ impl EgressProxy {
 
 impl Drop for EgressProxy {
     fn drop(&mut self) {
-        self.task.abort();
+        self.stop.cancel();
         let _ = std::fs::remove_file(&self.socket);
     }
 }
 
-async fn accept(listener: UnixListener, shared: Shared) {
+async fn accept(listener: UnixListener, shared: Arc<Shared>) {
+    let slots = Arc::new(Semaphore::new(shared.limits.max_connections));
     loop {
-        match listener.accept().await {
-            Ok((client, _)) => {
-                tokio::spawn(handle(client, shared.clone()));
-            }
+        let accepted = tokio::select! {
+            () = shared.stop.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((client, _)) => match slots.clone().try_acquire_owned() {
+                Ok(slot) => {
+                    tokio::spawn(serve_connection(client, shared.clone(), slot));
+                }
+                Err(_) => {
+                    tracing::warn!(session = %shared.session, max = shared.limits.max_connections, "egress proxy: too many connections; one refused");
+                    tokio::spawn(busy(client));
+                }
+            },
             Err(err) => {
                 tracing::warn!(%err, "egress proxy: accept failed");
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -87,199 +110,98 @@ async fn accept(listener: UnixListener, shared: Shared) {
     }
 }
 
-/// What a client asked for.
-struct Request {
-    host: String,
-    port: u16,
-    /// `None` for a CONNECT tunnel; else the head to send upstream.
-    forward_head: Option<Vec<u8>>,
-}
-
-async fn handle(mut client: UnixStream, shared: Shared) {
-    let (head, rest) = match read_head(&mut client).await {
-        Ok(read) => read,
-        Err(err) => {
-            tracing::debug!(%err, "egress proxy: unreadable request");
-            return;
-        }
-    };
-    let request = match parse_request(&head) {
-        Ok(request) => request,
-        Err(reason) => {
-            let _ = respond(&mut client, "400 Bad Request", &reason).await;
-            return;
-        }
-    };
-    let upstream = match connect(&shared.list, &request.host, request.port).await {
-        Ok(upstream) => upstream,
-        Err(reason) => {
-            tracing::warn!(session = %shared.session, host = %request.host, port = request.port, %reason, "egress refused");
-            shared.refusals.push(Refusal {
-                host: request.host.clone(),
-                port: request.port,
-                reason: reason.clone(),
-            });
-            let _ = respond(&mut client, "403 Forbidden", &reason).await;
-            return;
-        }
-    };
-    tracing::info!(session = %shared.session, host = %request.host, port = request.port, "egress allowed");
-    let _ = relay(client, upstream, request.forward_head, &rest).await;
-}
-
-async fn relay(
-    mut client: UnixStream,
-    mut upstream: TcpStream,
-    forward_head: Option<Vec<u8>>,
-    rest: &[u8],
-) -> io::Result<()> {
-    match forward_head {
-        None => {
-            client
-                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                .await?
-        }
-        Some(head) => upstream.write_all(&head).await?,
-    }
-    upstream.write_all(rest).await?;
-    tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
-    Ok(())
-}
-
-/// Checks `host:port` against the list, resolves it, checks every address
-/// and connects to the first that answers.
-async fn connect(list: &EgressAllowlist, host: &str, port: u16) -> Result<TcpStream, String> {
-    let permit = list.permits(host, port)?;
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((bare, port))
-        .await
-        .map_err(|err| format!("could not resolve {host}: {err}"))?
-        .collect();
-    if addrs.is_empty() {
-        return Err(format!("could not resolve {host}: no addresses"));
-    }
-    for addr in &addrs {
-        list.check_addr(permit, host, addr.ip())?;
-    }
-    let mut last = String::new();
-    for addr in addrs {
-        match TcpStream::connect(addr).await {
-            Ok(stream) => return Ok(stream),
-            Err(err) => last = format!("could not connect to {host} ({addr}): {err}"),
-        }
-    }
-    Err(last)
-}
-
-/// The request head (through the blank line) and whatever came after it.
-async fn read_head(client: &mut UnixStream) -> io::Result<(Vec<u8>, Vec<u8>)> {
-    let mut buf = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
-    loop {
-        let read = client.read(&mut chunk).await?;
-        if read == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed"));
-        }
-        buf.extend_from_slice(&chunk[..read]);
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let rest = buf.split_off(end + 4);
-            return Ok((buf, rest));
-        }
-        if buf.len() > MAX_HEAD {
-            return Err(io::Error::other("request head too large"));
-        }
-    }
-}
-
-fn parse_request(head: &[u8]) -> Result<Request, String> {
-    let text = std::str::from_utf8(head).map_err(|_| "request head is not UTF-8".to_string())?;
-    let mut lines = text.split("\r\n");
-    let first = lines.next().unwrap_or_default();
-    let mut parts = first.split(' ');
-    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
-    else {
-        return Err(format!("bad request line {first:?}"));
-    };
-    if method.eq_ignore_ascii_case("CONNECT") {
-        let url = url::Url::parse(&format!("tcp://{target}"))
-            .map_err(|_| format!("bad CONNECT target {target:?}"))?;
-        let (Some(host), Some(port)) = (url.host_str(), url.port()) else {
-            return Err(format!("CONNECT target {target:?} needs host:port"));
-        };
-        return Ok(Request {
-            host: host.to_string(),
-            port,
-            forward_head: None,
-        });
-    }
-    let url = url::Url::parse(target)
-        .ok()
-        .filter(|url| url.scheme() == "http")
-        .ok_or_else(|| {
-            format!("only http:// URLs and CONNECT go through this proxy, not {target:?}")
-        })?;
-    let host = url.host_str().ok_or("the URL has no host")?.to_string();
-    let port = url.port_or_known_default().unwrap_or(80);
-    let path = &url[url::Position::BeforePath..];
-    let mut out = format!("{method} {path} {version}\r\n");
-    for line in lines.filter(|line| !line.is_empty()) {
-        let name = line
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        // One request per upstream connection: the next may be for another host.
-        if !matches!(
-            name.as_str(),
-            "connection" | "proxy-connection" | "proxy-authorization" | "keep-alive"
-        ) {
-            out.push_str(line);
-            out.push_str("\r\n");
-        }
-    }
-    out.push_str("Connection: close\r\n\r\n");
-    Ok(Request {
-        host,
-        port,
-        forward_head: Some(out.into_bytes()),
-    })
-}
-
-async fn respond(client: &mut UnixStream, status: &str, reason: &str) -> io::Result<()> {
-    let body = format!("agentd refused this connection: {reason}\n");
+/// Answers a connection over the limit, without reading from it.
+async fn busy(mut client: UnixStream) {
+    let body = "agentd refused this connection: too many connections through the proxy at once\n";
     let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    client.write_all(response.as_bytes()).await?;
-    client.shutdown().await
+    let write = async {
+        client.write_all(response.as_bytes()).await?;
+        client.shutdown().await
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+async fn serve_connection(client: UnixStream, shared: Arc<Shared>, slot: OwnedSemaphorePermit) {
+    let limits = shared.limits;
+    let io = TokioIo::new(Idle::new(client, limits.idle_timeout));
+    // A tunnel outlives the HTTP connection it came from: it holds the slot too.
+    let slot = Arc::new(slot);
+    let service = {
+        let shared = shared.clone();
+        service_fn(move |request| super::http::handle(request, shared.clone(), slot.clone()))
+    };
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_header_size(limits.max_header_bytes)
+        .max_buf_size(limits.max_header_bytes.max(8192) * 2)
+        .serve_connection(io, service)
+        .with_upgrades();
+    tokio::select! {
+        () = shared.stop.cancelled() => {}
+        served = connection => {
+            if let Err(err) = served {
+                tracing::debug!(%err, session = %shared.session, "egress proxy: connection ended");
+            }
+        }
+    }
+}
 
-    #[test]
-    fn absolute_requests_become_origin_form_for_one_request() {
-        let head = b"GET http://Example.org:8080/a?b=1 HTTP/1.1\r\nHost: example.org:8080\r\nProxy-Connection: keep-alive\r\nAccept: */*\r\n\r\n";
-        let request = parse_request(head).unwrap();
-        assert_eq!((request.host.as_str(), request.port), ("example.org", 8080));
-        let head = String::from_utf8(request.forward_head.unwrap()).unwrap();
-        assert_eq!(
-            head,
-            "GET /a?b=1 HTTP/1.1\r\nHost: example.org:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
-        );
+impl Shared {
+    /// Checks `host:port` against the list, resolves it once, and connects
+    /// to one of exactly the addresses checked. Logs the decision.
+    pub(super) async fn open(&self, host: &str, port: u16) -> Result<TcpStream, EgressError> {
+        let result = match self.list.resolve(host, port).await {
+            Ok(addrs) => connect(&addrs, host, self.limits).await,
+            Err(err) => Err(err),
+        };
+        let session = &self.session;
+        match &result {
+            Ok(stream) => {
+                let addr = stream.peer_addr().ok();
+                tracing::info!(%session, %host, port, ?addr, "egress allowed");
+            }
+            Err(EgressError::Refused(reason)) => {
+                tracing::warn!(%session, %host, port, %reason, "egress refused");
+                self.refusals.push(Refusal {
+                    host: host.to_string(),
+                    port,
+                    reason: reason.clone(),
+                });
+            }
+            Err(EgressError::Unreachable(reason)) => {
+                tracing::info!(%session, %host, port, %reason, "egress allowed, but unreachable");
+            }
+        }
+        result
     }
 
-    #[test]
-    fn connect_targets_and_bad_requests() {
-        let request = parse_request(b"CONNECT pypi.org:443 HTTP/1.1\r\n\r\n").unwrap();
-        assert_eq!((request.host.as_str(), request.port), ("pypi.org", 443));
-        assert!(request.forward_head.is_none());
-        let v6 = parse_request(b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
-        assert_eq!((v6.host.as_str(), v6.port), ("[::1]", 8443));
-        assert!(parse_request(b"CONNECT pypi.org HTTP/1.1\r\n\r\n").is_err());
-        assert!(parse_request(b"GET /relative HTTP/1.1\r\n\r\n").is_err());
-        assert!(parse_request(b"GET ftp://x/ HTTP/1.1\r\n\r\n").is_err());
+    /// Tells the log about a request refused before any host was judged.
+    pub(super) fn malformed(&self, reason: &str) {
+        tracing::warn!(session = %self.session, %reason, "egress refused: bad request");
     }
+}
+
+async fn connect(
+    addrs: &[std::net::SocketAddr],
+    host: &str,
+    limits: ProxyLimits,
+) -> Result<TcpStream, EgressError> {
+    let mut last = String::new();
+    for addr in addrs {
+        match tokio::time::timeout(limits.connect_timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(err)) => last = format!("could not connect to {host} ({addr}): {err}"),
+            Err(_) => {
+                last = format!(
+                    "could not connect to {host} ({addr}) within {} s",
+                    limits.connect_timeout.as_secs_f64()
+                );
+            }
+        }
+    }
+    Err(EgressError::Unreachable(last))
 }
