@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::serve_harness::{Harness, SseEvent};
 
-const BODY: &str = "hello-from-the-host";
+pub(crate) const BODY: &str = "hello-from-the-host";
 
 /// The reply to the first prompt runs `command`; the next one ends the turn.
 fn one_command(command: &str) -> Value {
@@ -23,7 +23,7 @@ fn one_command(command: &str) -> Value {
     ]})
 }
 
-fn toml(network: &str) -> String {
+pub(crate) fn toml(network: &str) -> String {
     format!(
         "[server]\nauth = \"none\"\n\
          [profiles.default]\nallow = [\"Bash\"]\nnetwork = {network}\n"
@@ -32,7 +32,7 @@ fn toml(network: &str) -> String {
 
 /// An HTTP server on 127.0.0.1 answering every request with [`BODY`];
 /// with `tls`, over TLS with that certificate.
-fn http_server(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
+pub(crate) fn http_server(tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -103,7 +103,7 @@ fn tls_config(dir: &Path) -> Arc<rustls::ServerConfig> {
 }
 
 /// Runs one turn with `command` under `network` and returns its events.
-async fn run(network: &str, command: &str) -> Vec<SseEvent> {
+pub(crate) async fn run(network: &str, command: &str) -> Vec<SseEvent> {
     let h = Harness::new(one_command(command), &toml(network)).await;
     let server = h.start().await;
     let session = server.session().await;
@@ -115,7 +115,7 @@ async fn run(network: &str, command: &str) -> Vec<SseEvent> {
     events
 }
 
-fn tool_output(events: &[SseEvent]) -> String {
+pub(crate) fn tool_output(events: &[SseEvent]) -> String {
     events
         .iter()
         .find(|e| e.event == "tool.finished")
@@ -197,7 +197,8 @@ async fn without_network_nothing_gets_out() {
     let command = format!(
         "curl -fsS --max-time 20 http://localhost:{port}/ || echo no-way-out; \
          curl -fsS --max-time 20 http://127.0.0.1:{port}/ || echo no-way-out-either; \
-         echo \"proxy=[$HTTP_PROXY]\""
+         echo \"proxy=[$HTTP_PROXY$http_proxy$HTTPS_PROXY]\"; \
+         test -e /run/agentd/egress.sock && echo has-socket || echo no-socket"
     );
     let events = run("false", &command).await;
     let output = tool_output(&events);
@@ -205,5 +206,6 @@ async fn without_network_nothing_gets_out() {
     assert!(output.contains("no-way-out"), "{output}");
     assert!(output.contains("no-way-out-either"), "{output}");
     assert!(output.contains("proxy=[]"), "{output}");
+    assert!(output.contains("no-socket"), "{output}");
     assert!(refused(&events).is_empty());
 }
