@@ -15,6 +15,10 @@ command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+# The egress allowlist tests run curl in the sandbox, with a certificate
+# made by openssl.
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # The confinement race test swaps `.git` from inside a sandbox with python3.
 [ -x /usr/bin/python3 ] || need_apt+=(python3)
 # Its venv module, for schemathesis (tests only).

@@ -93,6 +93,7 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     runtime.mcp.shutdown().await;
     runtime.claude.shutdown().await;
     runtime.background.shutdown().await;
+    runtime.egress.shutdown();
     interrupt.abort();
     let printer = printing
         .await

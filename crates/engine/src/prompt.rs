@@ -59,6 +59,9 @@ pub struct PromptContext<'a> {
     pub workspace: &'a Path,
     pub tools: &'a [&'a str],
     pub network: bool,
+    /// With `network` off: the hosts commands may still reach through
+    /// agentd's proxy (the profile's allowlist).
+    pub network_allow: Option<&'a [String]>,
     pub sandboxed: bool,
     /// `default`, `accept_edits`, `read_only` or `bypass`.
     pub permission_mode: &'a str,
@@ -80,6 +83,7 @@ impl<'a> PromptContext<'a> {
             workspace,
             tools,
             network: false,
+            network_allow: None,
             sandboxed: true,
             permission_mode: "default",
             allow_rules: &[],
@@ -295,8 +299,16 @@ fn sandbox_section(ctx: &PromptContext) -> String {
                 workspace, and leave everything outside it alone."
             .to_string();
     }
+    let allowlist;
     let network = if ctx.network {
         "Network access is on."
+    } else if let Some(hosts) = ctx.network_allow {
+        allowlist = format!(
+            "Network access is limited to these hosts, through an HTTP(S) proxy the environment \
+             already names (HTTP_PROXY, HTTPS_PROXY): {}. Anything else is refused.",
+            hosts.join(", ")
+        );
+        &allowlist
     } else {
         "Network access is off: commands cannot reach the internet, so installing packages or \
          downloading files will fail; work with what is already installed."

@@ -101,6 +101,7 @@ impl TurnContext<'_> {
                         self.checkpoint_once().await?;
                     }
                     let mut result = self.execute(call, input.clone()).await?;
+                    self.report_refusals(&call.id).await?;
                     // Before anything sees it, hooks included.
                     result.content = self.secret_mask().mask(&result.content);
                     self.after_tool(call, &input, result).await
@@ -120,6 +121,26 @@ impl TurnContext<'_> {
                 .await?;
         }
         Ok(answer(result))
+    }
+
+    /// What the session's egress proxy refused during the call, as
+    /// `network.refused` events (so a failed `pip install` says why).
+    async fn report_refusals(&self, call_id: &str) -> Result<(), SinkError> {
+        let Some(refusals) = &self.agent.tool_context.network_refusals else {
+            return Ok(());
+        };
+        for refusal in refusals.take() {
+            self.sink
+                .emit(Event::NetworkRefused {
+                    turn_id: self.turn_id.to_string(),
+                    call_id: call_id.to_string(),
+                    host: refusal.host,
+                    port: refusal.port,
+                    reason: refusal.reason,
+                })
+                .await?;
+        }
+        Ok(())
     }
 
     /// The turn's checkpoint, taken before its first tool that may change

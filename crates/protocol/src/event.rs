@@ -135,6 +135,16 @@ pub enum Event {
         stream: OutputStream,
         text: String,
     },
+    /// The session's network allowlist proxy refused a connection made
+    /// during the call (`call_id`), e.g. by `pip install` in `Bash`.
+    #[serde(rename = "network.refused")]
+    NetworkRefused {
+        turn_id: String,
+        call_id: String,
+        host: String,
+        port: u16,
+        reason: String,
+    },
     /// Live output stops here (sent once per call, or once per turn for
     /// the turn's limit); `tool.finished` and `message.completed` still
     /// carry the (capped) results.
@@ -332,6 +342,10 @@ impl Event {
             "output.truncated",
             "Live output reached a limit (`tool_call` or `turn`): the rest is neither stored nor sent.",
         ),
+        (
+            "network.refused",
+            "The profile's network allowlist refused a connection a tool call made (`host`, `port`, `reason`).",
+        ),
         ("tool.finished", "A tool call ended with this result."),
         (
             "permission.requested",
@@ -404,6 +418,7 @@ impl Event {
             Event::ToolStarted { .. } => "tool.started",
             Event::ToolOutput { .. } => "tool.output",
             Event::OutputTruncated { .. } => "output.truncated",
+            Event::NetworkRefused { .. } => "network.refused",
             Event::ToolFinished { .. } => "tool.finished",
             Event::PermissionRequested { .. } => "permission.requested",
             Event::PermissionResolved { .. } => "permission.resolved",

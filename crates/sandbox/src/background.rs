@@ -37,7 +37,10 @@ impl Sandbox {
             entered = enter_gate(policy, bwrap) => entered?,
         };
         let (shell, launch) = match &bwrap {
-            Some(spec) => (spec.shell(command), spec.launch()),
+            Some(spec) => {
+                let command = crate::egress_forward::shell_command(Some(spec), command);
+                (spec.shell(&command), spec.launch())
+            }
             None => (plain_command(policy, command), Launch::plain(policy)),
         };
         let (child, group) = spawn_confined(shell, Stdio::null(), &policy.limits, &launch, false)?;

@@ -11,11 +11,14 @@ use crate::confined::FsIdentity;
 use crate::policy::{Policy, SSH_AGENT_SOCKET};
 
 /// What the process that execs a sandbox's program must do first: hand over
-/// the bind sources, and become the agent's user.
+/// the bind sources (and, for the egress forwarder, the executable), and
+/// become the agent's user.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Launch {
     pub(crate) binds: Vec<FdBind>,
     pub(crate) run_as: Option<FsIdentity>,
+    /// Hand the running executable in as descriptor 3 (the forwarder).
+    pub(crate) exe: bool,
 }
 
 impl Launch {
@@ -24,6 +27,7 @@ impl Launch {
         Self {
             binds: Vec::new(),
             run_as: policy.run_as,
+            exe: false,
         }
     }
 }
@@ -103,6 +107,18 @@ fn environment(policy: &Policy) -> Vec<(String, String)> {
         vars.retain(|(existing, _)| existing != "SSH_AUTH_SOCK");
         vars.push(("SSH_AUTH_SOCK".to_string(), socket));
     }
+    if policy.egress_bridge().is_some() {
+        let proxy = format!("http://127.0.0.1:{}", crate::EGRESS_PORT);
+        for key in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+            vars.retain(|(existing, _)| existing != key);
+            vars.push((key.to_string(), proxy.clone()));
+        }
+        // Everything goes through the proxy, local names too.
+        for key in ["NO_PROXY", "no_proxy"] {
+            vars.retain(|(existing, _)| existing != key);
+            vars.push((key.to_string(), String::new()));
+        }
+    }
     vars
 }
 
@@ -131,6 +147,9 @@ pub(crate) struct BwrapSpec {
     /// The sources `--bind-fd`/`--ro-bind-fd` in `args` name, as recorded.
     pub(crate) binds: Vec<FdBind>,
     pub(crate) run_as: Option<FsIdentity>,
+    /// The egress forwarder (the running executable, handed in as
+    /// descriptor 3) starts before each program.
+    pub(crate) forwarder: bool,
 }
 
 impl BwrapSpec {
@@ -148,6 +167,7 @@ impl BwrapSpec {
             binds,
             bwrap,
             run_as: policy.run_as,
+            forwarder: policy.egress_bridge().is_some(),
         })
     }
 
@@ -157,6 +177,7 @@ impl BwrapSpec {
             && self.args == other.args
             && self.secret_env == other.secret_env
             && self.run_as == other.run_as
+            && self.forwarder == other.forwarder
             && self.binds.len() == other.binds.len()
             && self.binds.iter().zip(&other.binds).all(|(a, b)| {
                 a.fd == b.fd
@@ -171,6 +192,7 @@ impl BwrapSpec {
         Launch {
             binds: self.binds.clone(),
             run_as: self.run_as,
+            exe: self.forwarder,
         }
     }
 
@@ -197,14 +219,30 @@ impl BwrapSpec {
         command
     }
 
-    /// `bwrap <args> -- bash -c <command>`.
+    /// `bwrap <args> -- bash -c <command>`: the command starts the egress
+    /// forwarder itself (`egress_forward::shell_command`), as it must in a
+    /// serving sandbox.
     pub(crate) fn shell(&self, shell_command: &str) -> Command {
-        self.exec(&["bash", "-c", shell_command])
+        self.bwrap_then(&["bash", "-c", shell_command])
     }
 
     /// `bwrap <args> -- <argv>`: bwrap execs `argv` itself (searching the
-    /// sandbox's PATH), so no shell ever parses it.
+    /// sandbox's PATH), so no shell ever parses it. With the egress
+    /// forwarder, it starts first and then execs `argv`.
     pub(crate) fn exec(&self, argv: &[&str]) -> Command {
+        if !self.forwarder {
+            return self.bwrap_then(argv);
+        }
+        let prefix = crate::egress_forward::exec_prefix();
+        let prefixed: Vec<&str> = prefix
+            .iter()
+            .map(String::as_str)
+            .chain(argv.iter().copied())
+            .collect();
+        self.bwrap_then(&prefixed)
+    }
+
+    fn bwrap_then(&self, argv: &[&str]) -> Command {
         let mut command = Command::new(&self.bwrap);
         command.args(&self.args);
         command.arg("--");
@@ -306,6 +344,9 @@ pub(crate) fn bwrap_args(policy: &Policy) -> std::io::Result<(Vec<OsString>, Vec
             tracing::warn!(path = %socket.display(), "the SSH agent socket is missing or not a socket; not bound");
         }
     }
+    if let Some(egress) = policy.egress_bridge() {
+        bind_egress(&mut args, &mut binds, egress)?;
+    }
     // The root bwrap builds is a writable tmpfs; without this, writes to /etc
     // or / would "succeed" in a throwaway layer and confuse the agent.
     args.flag_value("--remount-ro", "/");
@@ -328,6 +369,21 @@ fn mount_host_dirs(args: &mut Args, binds: &mut BindList, policy: &Policy) -> st
         .map_err(std::io::Error::other)?;
     for mount in &policy.mounts {
         binds.mount(args, mount)?;
+    }
+    Ok(())
+}
+
+/// The proxy's socket, by descriptor like every other bind. Without it
+/// there is no way out (the command still runs, offline). The forwarder is
+/// not in the file system at all: see [`Launch::exe`].
+fn bind_egress(
+    args: &mut Args,
+    binds: &mut BindList,
+    egress: &crate::EgressBridge,
+) -> std::io::Result<()> {
+    let socket = Path::new(crate::EGRESS_SOCKET);
+    if !egress.socket.is_absolute() || !binds.socket(args, &egress.socket, socket)? {
+        tracing::warn!(path = %egress.socket.display(), "the egress proxy socket is missing; not bound");
     }
     Ok(())
 }

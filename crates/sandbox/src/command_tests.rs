@@ -219,3 +219,81 @@ fn a_workspace_other_than_the_pinned_one_is_refused() {
     let err = bwrap_args(&policy).unwrap_err().to_string();
     assert!(err.contains("replaced"), "{err}");
 }
+
+#[test]
+fn an_egress_bridge_keeps_the_sandbox_offline_and_points_clients_at_the_forwarder() {
+    let ws = tempfile::tempdir().unwrap();
+    let socket = ws.path().join("proxy.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let mut policy = Policy::new(ws.path());
+    policy.env.insert("NO_PROXY".into(), "*".into());
+    policy.egress = Some(crate::EgressBridge { socket });
+    let (args, binds) = bwrap_args(&policy).unwrap();
+    assert!(!args.iter().any(|arg| arg == "--share-net"));
+    assert!(args.iter().any(|arg| arg == crate::EGRESS_SOCKET));
+    let vars = environment(&policy);
+    let proxy = format!("http://127.0.0.1:{}", crate::EGRESS_PORT);
+    for key in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+        assert!(vars.contains(&(key.into(), proxy.clone())), "{key}");
+    }
+    assert!(vars.contains(&("NO_PROXY".into(), String::new())));
+    // The forwarder is the running executable, handed in by descriptor:
+    // nothing of it is bound from the file system, which could be swapped.
+    assert_eq!(binds.len(), 2, "the workspace and the socket: {binds:?}");
+    assert!(binds[1].socket);
+    let spec = BwrapSpec::new("/usr/bin/bwrap".into(), &policy).unwrap();
+    assert!(spec.launch().exe);
+    let argv: Vec<_> = spec
+        .exec(&["node", "s.js"])
+        .as_std()
+        .get_args()
+        .map(ToOwned::to_owned)
+        .collect();
+    let at = argv.iter().position(|arg| arg == "--").unwrap();
+    assert_eq!(argv[at + 1], crate::FORWARDER);
+    assert_eq!(argv[at + 5..], ["--", "node", "s.js"]);
+    // A shell's command starts the forwarder itself (once).
+    let bash: Vec<_> = spec
+        .shell("x")
+        .as_std()
+        .get_args()
+        .map(ToOwned::to_owned)
+        .collect();
+    assert_eq!(bash[bash.len() - 4..], ["--", "bash", "-c", "x"]);
+    let shell = crate::egress_forward::shell_command(Some(&spec), "pip install x");
+    assert!(shell.starts_with(crate::FORWARDER) && shell.ends_with("\npip install x"));
+
+    // With the host's network, or unsandboxed: no proxy, no forwarder.
+    for (network, unsandboxed) in [(true, false), (false, true)] {
+        policy.network = network;
+        policy.unsandboxed = unsandboxed;
+        let vars = environment(&policy);
+        assert!(!vars.iter().any(|(key, _)| key == "HTTP_PROXY"));
+        if network {
+            let spec = BwrapSpec::new("/usr/bin/bwrap".into(), &policy).unwrap();
+            assert!(!spec.forwarder && !spec.launch().exe);
+            assert!(!spec.args.iter().any(|arg| arg == crate::EGRESS_SOCKET));
+            assert_eq!(crate::egress_forward::shell_command(Some(&spec), "x"), "x");
+        }
+    }
+}
+
+#[test]
+fn without_network_there_is_neither_proxy_nor_socket() {
+    let ws = tempfile::tempdir().unwrap();
+    let policy = Policy::new(ws.path());
+    let args = args_of(&policy);
+    assert!(!args.iter().any(|arg| arg == "--share-net"));
+    assert!(!args.iter().any(|arg| arg == crate::EGRESS_SOCKET));
+    assert!(
+        !BwrapSpec::new("/usr/bin/bwrap".into(), &policy)
+            .unwrap()
+            .forwarder
+    );
+    let vars = environment(&policy);
+    assert!(
+        !vars
+            .iter()
+            .any(|(key, _)| key.to_ascii_lowercase().ends_with("_proxy"))
+    );
+}

@@ -31,9 +31,16 @@ pub(crate) fn spawn_confined(
             "refusing to run a sandbox as uid 0".into(),
         ));
     }
+    // The forwarder is this executable, which only the trampoline hands in.
+    if launch.exe && !crate::trampoline::enabled() {
+        return Err(SandboxError::Spawn(
+            "a network allowlist needs the agentd executable to start sandboxes".into(),
+        ));
+    }
     let launch = Launch {
         binds: launch.binds.clone(),
         run_as,
+        exe: launch.exe,
     };
     let cgroup = command_cgroup(limits, is_root)?;
     // RLIMIT_NPROC counts every process of a uid on the machine: as the

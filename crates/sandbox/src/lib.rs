@@ -56,6 +56,7 @@ mod binds;
 mod capture;
 mod cgroup;
 mod command;
+mod egress_forward;
 mod gate;
 mod launch;
 mod mounts;
@@ -71,10 +72,12 @@ mod spawn;
 pub mod trampoline;
 mod workspace;
 
+pub use egress_forward::{EGRESS_PORT, EGRESS_SOCKET, FORWARDER};
 pub use mounts::{Mount, check_mount_path, check_mounts, fd_identity, open_host};
 pub use path_guard::{PathError, PathGuard};
 pub use policy::{
-    ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SSH_AGENT_SOCKET, SandboxError,
+    EgressBridge, ExecOutcome, ExecRequest, Limits, OutputChunk, Policy, SSH_AGENT_SOCKET,
+    SandboxError,
 };
 pub use run::{Sandbox, bwrap_available};
 pub use secret_mask::SecretMask;

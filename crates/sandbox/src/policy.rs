@@ -19,6 +19,9 @@ pub struct Policy {
     /// Host directories bound at paths of their own ([`crate::Mount`]).
     pub mounts: Vec<crate::Mount>,
     pub network: bool,
+    /// With `network` off: the host proxy that sandboxed commands reach
+    /// through the egress forwarder (see [`EgressBridge`]).
+    pub egress: Option<EgressBridge>,
     /// Variables passed in on top of the fixed allowlist (PATH, HOME, LANG, TERM).
     pub env: BTreeMap<String, String>,
     /// Names in `env` whose values are secret: never to be shown to the model
@@ -54,6 +57,7 @@ impl Policy {
             read_only_paths: Vec::new(),
             mounts: Vec::new(),
             network: false,
+            egress: None,
             env: BTreeMap::new(),
             secret_env: BTreeSet::new(),
             ssh_agent: None,
@@ -66,10 +70,27 @@ impl Policy {
     }
 }
 
+/// A sandbox's only way out when its network is an allowlist: the host
+/// proxy's unix socket, bound in at [`crate::EGRESS_SOCKET`]. The forwarder
+/// that serves `127.0.0.1:`[`crate::EGRESS_PORT`] inside is the running
+/// executable itself, handed in by descriptor ([`crate::FORWARDER`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressBridge {
+    pub socket: PathBuf,
+}
+
 /// Where the host's SSH agent socket appears inside a sandbox.
 pub const SSH_AGENT_SOCKET: &str = "/run/agentd/ssh-agent.sock";
 
 impl Policy {
+    /// The egress bridge, when it applies: a sandbox with the host's network
+    /// needs none, and an unsandboxed command cannot have one.
+    pub fn egress_bridge(&self) -> Option<&EgressBridge> {
+        self.egress
+            .as_ref()
+            .filter(|_| !self.network && !self.unsandboxed)
+    }
+
     /// The secret variables that are set, as (name, value), longest value
     /// first (so a secret that contains another is masked whole).
     pub fn secrets(&self) -> Vec<(&str, &str)> {
@@ -91,6 +112,7 @@ impl std::fmt::Debug for Policy {
             .field("read_only_paths", &self.read_only_paths)
             .field("mounts", &self.mounts)
             .field("network", &self.network)
+            .field("egress", &self.egress)
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("secret_env", &self.secret_env)
             .field("ssh_agent", &self.ssh_agent)

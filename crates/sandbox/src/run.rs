@@ -65,6 +65,17 @@ impl Sandbox {
     ) -> Result<ExecOutcome, SandboxError> {
         let started = Instant::now();
         let bwrap = bwrap_spec(policy)?;
+        let wrapped;
+        let request = match crate::egress_forward::shell_command(bwrap.as_ref(), &request.command) {
+            std::borrow::Cow::Owned(command) => {
+                wrapped = ExecRequest {
+                    command,
+                    ..request.clone()
+                };
+                &wrapped
+            }
+            std::borrow::Cow::Borrowed(_) => request,
+        };
         if cancel.is_cancelled() {
             // Interrupted before it started: run nothing (a spare stays for the next one).
             return Ok(not_started(started));

@@ -28,7 +28,8 @@ use crate::confined::FsIdentity;
 const ENTER: &str = "__sandbox-enter";
 
 /// The same, also handing the executable on as descriptor 3 (for bubblewrap
-/// to start a serving sandbox with, see the `serve` module).
+/// to start a serving sandbox with, see the `serve` module, or for the
+/// egress forwarder of a sandbox with a network allowlist).
 const ENTER_SERVING: &str = "__sandbox-enter-serving";
 
 /// The executable, as the kernel knows it: stays right even if the file on
@@ -62,7 +63,7 @@ pub(crate) fn wrap(
 ) -> tokio::process::Command {
     let mut wrapped = tokio::process::Command::new(SELF_EXE);
     let mut args = enter_args(cgroup_procs, rlimits, launch, command.get_program());
-    if serving {
+    if serving || launch.exe {
         args[0] = ENTER_SERVING.into();
     }
     wrapped.args(args).args(command.get_args());
@@ -149,6 +150,9 @@ pub fn run_if_asked() {
         Some(first) if first == ENTER => false,
         Some(first) if first == ENTER_SERVING => true,
         Some(first) if first == crate::serve::SERVE => crate::serve::serve(),
+        Some(first) if first == crate::egress_forward::FORWARD => {
+            crate::egress_forward::run(&args.collect::<Vec<_>>())
+        }
         _ => return,
     };
     let rest: Vec<OsString> = args.collect();

@@ -2,10 +2,13 @@
 //! `agentd` binary runs it), with spares off (cold starts) and on (serving
 //! sandboxes): agent work runs as the session's unprivileged user when the
 //! server is root, and a concurrent swap of `.git` never gets a host path
-//! mounted, written or created. Own `main` (`harness = false`): the
+//! mounted, written or created; the egress bridge reaches the host's proxy
+//! from every kind of program. Own `main` (`harness = false`): the
 //! trampoline must be first in `main`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "confinement/egress.rs"]
+mod egress;
 #[path = "confinement/git_race.rs"]
 mod git_race;
 #[path = "confinement/run_as.rs"]
@@ -23,7 +26,12 @@ type Case = fn() -> Pin<Box<dyn Future<Output = ()>>>;
 fn main() {
     agentd_sandbox::trampoline::run_if_asked();
     agentd_sandbox::trampoline::enable();
-    let cases: [(&str, Case, usize); 5] = [
+    if let Some(copy) = std::env::var_os(egress::SWAPPED) {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(egress::swapped_child(std::path::Path::new(&copy)));
+        return;
+    }
+    let cases: [(&str, Case, usize); 9] = [
         (
             "agent_work_runs_as_the_session_user_cold",
             || Box::pin(run_as::agent_work_runs_as_the_session_user(false)),
@@ -47,6 +55,26 @@ fn main() {
         (
             "the_process_limit_binds_the_agents_sandbox",
             || Box::pin(run_as::the_process_limit_binds_the_agents_sandbox()),
+            0,
+        ),
+        (
+            "egress_commands_reach_the_host_proxy_cold",
+            || Box::pin(egress::commands_reach_the_host_proxy(false)),
+            0,
+        ),
+        (
+            "egress_commands_reach_the_host_proxy_spare",
+            || Box::pin(egress::commands_reach_the_host_proxy(true)),
+            4,
+        ),
+        (
+            "egress_an_exec_d_program_reaches_the_host_proxy",
+            || Box::pin(egress::an_exec_d_program_reaches_the_host_proxy()),
+            0,
+        ),
+        (
+            "egress_a_replaced_executable_is_never_the_forwarder",
+            || Box::pin(egress::a_replaced_executable_is_never_the_forwarder()),
             0,
         ),
     ];

@@ -16,6 +16,7 @@ use agentd_policy::permissions::{PermissionPolicy, ToolCallView, Verdict};
 use agentd_sandbox::confined::FsIdentity;
 use agentd_sandbox::{PathGuard, Policy};
 use agentd_store::SessionRecord;
+use agentd_tools::egress::{EgressAllowlist, NetworkRefusals};
 use agentd_tools::{
     BackgroundShells, HiddenPaths, McpPool, SkillSet, SkillTool, ToolContext, ToolRegistry,
     UrlCheck, UrlVerdict, WebPolicy, builtin_tools,
@@ -52,6 +53,10 @@ impl McpPools {
                     .is_none_or(|names| names.contains(&s.name))
             })
             .map(|s| s.to_tools_config())
+            .filter_map(|s| match profile.network.allowlist() {
+                Some(list) => crate::egress::mcp_within(s, list),
+                None => Some(s),
+            })
             .collect();
         if configs.is_empty() {
             return None;
@@ -110,9 +115,10 @@ impl Runtime {
         // workspace must be theirs before anything runs in it.
         let identity = self.agent_identity(&session.owner).await?;
         let owner_spend = self.access().owner_spend_cap(&session.owner).await?;
-        let (guard, policy, opened) = self
+        let (guard, mut policy, opened) = self
             .confinement(session, &profile, &skills, identity, env)
             .await?;
+        let egress = self.egress_for(session, &profile, &mut policy)?;
         let policy_pin = policy.workspace_pin;
         let tools = self.tools_for(session, &profile, &skills, &policy).await;
 
@@ -129,7 +135,10 @@ impl Runtime {
         };
         // Only the operator's own rules may open private addresses, never
         // one remembered from an approval or given for a single run.
-        let web = web_policy(&profile.allow, &permissions, guard.workspace());
+        let mut web = web_policy(&profile.allow, &permissions, guard.workspace());
+        if let Some((list, refusals)) = &egress {
+            web = crate::egress::web_within(web, list, refusals.clone());
+        }
 
         let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
         names.extend(["TodoWrite", "AskUserQuestion"]);
@@ -139,6 +148,10 @@ impl Runtime {
             workspace: guard.workspace(),
             tools: &names,
             network: policy.network,
+            network_allow: match (&profile.network, &policy.egress) {
+                (crate::config::NetworkConfig::Allow(list), Some(_)) => Some(&list.allow),
+                _ => None,
+            },
             sandboxed: !policy.unsandboxed,
             permission_mode: mode.name(),
             allow_rules: &allow,
@@ -171,6 +184,7 @@ impl Runtime {
                 // could neither read nor stop them.
                 BackgroundShells::unavailable("in a cluster, run long commands in the foreground")
             },
+            network_refusals: egress.map(|(_, refusals)| refusals),
         };
         let limits = turn_limits(&profile, options, session, owner_spend, &model);
         let config = AgentConfig {
@@ -228,7 +242,7 @@ impl Runtime {
         policy.run_as = identity;
         policy.read_only_paths.extend(skills.dirs());
         policy.mounts = mounts;
-        policy.network = profile.network;
+        policy.network = profile.network.shares_host();
         policy.unsandboxed = profile.sandbox == SandboxMode::Off;
         policy.allow_git_config = profile.allow_git_config;
         let user = self.config.users.get(&session.owner);
@@ -237,6 +251,32 @@ impl Runtime {
         policy.ssh_agent = sandbox_env.ssh_agent;
         policy.workspace_pin = Some(pin);
         Ok((guard, policy, opened))
+    }
+
+    /// With a network allowlist, the session's egress proxy for `policy`,
+    /// the list, and where its refusals collect (the proxy's, WebFetch's).
+    fn egress_for(
+        &self,
+        session: &SessionRecord,
+        profile: &ProfileConfig,
+        policy: &mut Policy,
+    ) -> Result<Option<(EgressAllowlist, NetworkRefusals)>, RunError> {
+        let Some(list) = profile.network.allowlist() else {
+            return Ok(None);
+        };
+        if policy.unsandboxed {
+            // Config refuses this; never let an unsandboxed command think
+            // it is held to a list.
+            return Err(
+                ConfigError::Invalid("a network allowlist needs the sandbox".into()).into(),
+            );
+        }
+        let (bridge, refusals) = self
+            .egress
+            .for_session(&session.id, list.clone())
+            .map_err(|err| ConfigError::Invalid(format!("cannot start the egress proxy: {err}")))?;
+        policy.egress = Some(bridge);
+        Ok(Some((list, refusals)))
     }
 
     /// Who answers the agent's permission requests and questions.

@@ -14,6 +14,7 @@ pub use agentd_claude_code as claude_code;
 pub mod cluster;
 pub mod config;
 pub mod coordination;
+pub mod egress;
 pub mod engines;
 pub mod health;
 pub mod http;

@@ -74,6 +74,8 @@ pub struct Runtime {
     pub approvals: Approvals,
     /// The sessions' MCP servers.
     pub mcp: McpPools,
+    /// The sessions' egress proxies (network allowlists).
+    pub egress: crate::egress::EgressProxies,
     /// Warm `claude` CLI processes of `claude-code` sessions.
     pub claude: ClaudeCode,
     /// The sessions' background commands.
@@ -101,6 +103,7 @@ impl Runtime {
             sandbox: Sandbox,
             approvals: Approvals::default(),
             mcp: McpPools::default(),
+            egress: Default::default(),
             claude: ClaudeCode::default(),
             background: Default::default(),
             coordination: Arc::new(Alone),

@@ -45,6 +45,8 @@ pub struct ToolContext {
     pub web: WebPolicy,
     /// The session's background commands (`Bash` with `run_in_background`).
     pub background: BackgroundShells,
+    /// Connections the session's egress proxy refused, to be reported.
+    pub network_refusals: Option<crate::egress::NetworkRefusals>,
 }
 
 /// A predicate over paths that directory walks skip. Empty by default.
@@ -92,6 +94,7 @@ impl ToolContext {
             hidden: HiddenPaths::default(),
             web: WebPolicy::default(),
             background: BackgroundShells::default(),
+            network_refusals: None,
         })
     }
 }

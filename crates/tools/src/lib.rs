@@ -16,6 +16,7 @@ mod bash;
 mod context;
 mod edit;
 mod edit_core;
+pub mod egress;
 mod glob;
 mod grep;
 mod grep_search;
@@ -56,7 +57,7 @@ pub use result_cap::DEFAULT_RESULT_CAP;
 pub use skills::{Skill, SkillSet, SkillSource, SkillTool};
 pub use web_fetch::{
     DEFAULT_WEB_MAX_BYTES, DEFAULT_WEB_MAX_REDIRECTS, DEFAULT_WEB_TIMEOUT, UrlCheck, UrlVerdict,
-    WebFetchTool, WebPolicy,
+    WebEgress, WebFetchTool, WebPolicy,
 };
 pub use write::WriteTool;
 

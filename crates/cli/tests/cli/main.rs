@@ -27,6 +27,8 @@ mod serve_cluster;
 mod serve_connections;
 mod serve_db_down;
 mod serve_disk_full;
+mod serve_egress;
+mod serve_egress_programs;
 mod serve_files_race;
 mod serve_guardrails;
 mod serve_history;

@@ -41,7 +41,13 @@ fn one_call(h: &Harness, tool: &str, input: Value) -> String {
 }
 
 /// Runs a turn with one call of `tool`; that call's `tool.finished`.
-async fn call(h: &Harness, server: &Server, session: &str, tool: &str, input: Value) -> Value {
+pub(crate) async fn call(
+    h: &Harness,
+    server: &Server,
+    session: &str,
+    tool: &str,
+    input: Value,
+) -> Value {
     let id = one_call(h, tool, input);
     server.message(session, "go").await;
     server.wait_idle(session).await;
@@ -52,7 +58,7 @@ async fn call(h: &Harness, server: &Server, session: &str, tool: &str, input: Va
     finished.expect("no tool.finished").data.clone()
 }
 
-async fn start(h: &Harness, server: &Server, session: &str, command: &str) -> String {
+pub(crate) async fn start(h: &Harness, server: &Server, session: &str, command: &str) -> String {
     let input = json!({"command": command, "run_in_background": true});
     let finished = call(h, server, session, "Bash", input).await;
     assert_eq!(finished["is_error"], false, "{finished}");

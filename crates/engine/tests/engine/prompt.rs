@@ -15,6 +15,7 @@ fn ctx<'a>(allow: &'a [String], deny: &'a [String], ask: &'a [String]) -> Prompt
         workspace: Path::new("/srv/ws/s1"),
         tools: TOOLS,
         network: false,
+        network_allow: None,
         sandboxed: true,
         permission_mode: "default",
         allow_rules: allow,
@@ -72,6 +73,14 @@ fn network_sandbox_and_mode_variants_are_described() {
     let prompt = system_prompt(None, None, &context).unwrap();
     assert!(prompt.contains("Network access is on."), "{prompt}");
     assert!(prompt.contains("Permission mode `read_only`: only Read, Glob, Grep, LS and WebFetch"));
+
+    let hosts = rules(&["pypi.org", "*.github.com"]);
+    context.network = false;
+    context.network_allow = Some(&hosts);
+    let prompt = system_prompt(None, None, &context).unwrap();
+    assert!(prompt.contains("limited to these hosts"), "{prompt}");
+    assert!(prompt.contains("pypi.org, *.github.com"), "{prompt}");
+    assert!(!prompt.contains("Network access is off"), "{prompt}");
 
     context.sandboxed = false;
     context.permission_mode = "accept_edits";

@@ -275,7 +275,9 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
         runtime,
     };
     let binds = bind_identities(&key.spec.args);
-    let serving = served::serving(&policy.limits);
+    // A serving sandbox keeps its executable from its commands, so the
+    // egress forwarder could not start: such a policy gets one-shot spares.
+    let serving = served::serving(&policy.limits) && !key.spec.forwarder;
     let host_pid_namespace = serving.then(crate::serve::host_pid_namespace).flatten();
     let command = if let Some(namespace) = host_pid_namespace {
         key.spec.serve(namespace)

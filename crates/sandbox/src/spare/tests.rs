@@ -8,6 +8,7 @@ fn key(workspace: &str, runtime: RuntimeId) -> Key {
             binds: Vec::new(),
             secret_env: Default::default(),
             run_as: None,
+            forwarder: false,
         },
         limits: Limits::default(),
         runtime,

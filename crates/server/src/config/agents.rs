@@ -127,6 +127,7 @@ impl McpServerToml {
             startup_timeout: Duration::from_secs(self.startup_timeout_s),
             call_timeout: Duration::from_secs(self.call_timeout_s),
             idle_timeout: Duration::from_secs(self.idle_timeout_s),
+            egress: None,
         }
     }
 }

@@ -11,6 +11,7 @@ use serde::Deserialize;
 mod access;
 mod agents;
 mod mounts;
+mod network;
 mod sandbox_env;
 pub mod server_limits;
 mod users;
@@ -18,6 +19,7 @@ mod workspaces;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
 pub use mounts::{MountMode, MountSpec, MountsToml};
+pub use network::{AllowlistToml, NetworkConfig};
 pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};
 pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
 pub use workspaces::{ProjectToml, WorkspacesToml};
@@ -265,8 +267,9 @@ pub struct ProfileConfig {
     pub approval_timeout_s: u64,
     /// Let sandboxed commands write `.git/hooks` and `.git/config`.
     pub allow_git_config: bool,
-    /// Let sandboxed commands reach the network.
-    pub network: bool,
+    /// The sandbox's network: `true` (the host's), `false` (none) or an
+    /// allowlist (`{ allow = [...], allow_localhost = false }`).
+    pub network: NetworkConfig,
     pub sandbox: SandboxMode,
     /// Model calls per turn.
     pub max_turns: u32,
@@ -329,7 +332,7 @@ impl Default for ProfileConfig {
             on_no_answer: NoAnswer::Deny,
             approval_timeout_s: 300,
             allow_git_config: false,
-            network: false,
+            network: NetworkConfig::default(),
             sandbox: SandboxMode::On,
             max_turns: 100,
             turn_timeout_s: 1800,
@@ -398,6 +401,9 @@ impl Config {
             }
             let at = format!("profile {name:?}");
             sandbox_env::check(&at, &profile.env, &profile.env_from_host)?;
+            profile
+                .network
+                .check(&at, profile.sandbox == SandboxMode::On)?;
             for server in profile.mcp_servers.iter().flatten() {
                 if !config.mcp_servers.iter().any(|s| &s.name == server) {
                     return Err(format!(

@@ -139,7 +139,7 @@ pub async fn profiles(State(state): State<AppState>, user: User) -> ApiResult<Js
             let profile = config.profile(&name).ok()?;
             Some(ProfileInfo {
                 name,
-                network: profile.network,
+                network: profile.network.shares_host(),
                 sandboxed: profile.sandbox == SandboxMode::On,
                 max_turns: profile.max_turns,
                 turn_timeout_s: profile.turn_timeout_s,

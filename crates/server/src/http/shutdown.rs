@@ -83,6 +83,8 @@ impl Stopping {
             runtime.background.shutdown(),
         )
         .await;
+        // The proxies of network allowlists, and their socket directory.
+        runtime.egress.shutdown();
         step(
             end,
             &mut pending,

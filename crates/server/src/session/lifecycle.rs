@@ -143,6 +143,7 @@ impl SessionService {
         runtime.transcripts.forget(&id);
         guard.finish();
         runtime.mcp.shutdown_session(&id).await;
+        runtime.egress.shutdown_session(&id);
         runtime.claude.stop_session(&id).await;
         runtime.background.end_session(&id).await;
         let mut workspace_error = None;

@@ -57,7 +57,12 @@ impl Connection {
                 start_stdio(process, deadline, &late).await?
             }
             McpTransport::Http { url, headers } => {
-                start_http(url, headers, deadline, &late).await?
+                let http = Http {
+                    url,
+                    headers,
+                    egress: config.egress.as_ref(),
+                };
+                start_http(http, deadline, &late).await?
             }
         };
         match tokio::time::timeout_at(deadline, connection.list()).await {
@@ -150,12 +155,19 @@ async fn start_stdio(
     Err(format!("{failure}{}", exit_note(&process).await))
 }
 
-async fn start_http(
-    url: &str,
-    headers: &BTreeMap<String, String>,
-    deadline: Instant,
-    late: &str,
-) -> Result<Connection, String> {
+/// Where an HTTP server is and how it is reached.
+struct Http<'a> {
+    url: &'a str,
+    headers: &'a BTreeMap<String, String>,
+    egress: Option<&'a Arc<crate::egress::EgressAllowlist>>,
+}
+
+async fn start_http(http: Http<'_>, deadline: Instant, late: &str) -> Result<Connection, String> {
+    let Http {
+        url,
+        headers,
+        egress,
+    } = http;
     install_tls_provider();
     let mut custom = HashMap::new();
     for (name, value) in headers {
@@ -170,7 +182,13 @@ async fn start_http(
         custom.insert(name, value);
     }
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let transport = match egress {
+        Some(list) => {
+            let client = super::listed::client(list, url).await?;
+            StreamableHttpClientTransport::with_client(client, config)
+        }
+        None => StreamableHttpClientTransport::from_config(config),
+    };
     match tokio::time::timeout_at(deadline, client_config().serve(transport)).await {
         Ok(Ok(service)) => Ok(Connection {
             peer: service.peer().clone(),
@@ -192,7 +210,7 @@ fn client_config() -> ClientConfig {
 /// rmcp's reqwest is built without a bundled crypto provider; use ring,
 /// which the workspace already builds. A provider someone else installed
 /// first is kept.
-fn install_tls_provider() {
+pub(super) fn install_tls_provider() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -34,6 +34,7 @@
 //! roots or elicitation).
 
 mod connection;
+mod listed;
 mod names;
 mod pool;
 mod result;
@@ -64,6 +65,10 @@ pub struct McpServerConfig {
     pub call_timeout: Duration,
     /// A server with no call for this long is stopped (and restarted on use).
     pub idle_timeout: Duration,
+    /// A profile's network allowlist, which an HTTP server's address must
+    /// pass as the egress proxy's would (a stdio server's traffic goes
+    /// through the proxy itself).
+    pub egress: Option<Arc<crate::egress::EgressAllowlist>>,
 }
 
 impl McpServerConfig {
@@ -79,6 +84,7 @@ impl McpServerConfig {
             startup_timeout: Self::DEFAULT_STARTUP_TIMEOUT,
             call_timeout: Self::DEFAULT_CALL_TIMEOUT,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            egress: None,
         }
     }
 }

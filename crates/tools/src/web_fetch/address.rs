@@ -5,7 +5,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use url::{Host, Url};
 
-use super::WebPolicy;
+use super::{WebEgress, WebPolicy};
+use crate::egress::{EgressError, Refusal};
 
 /// The addresses a URL's host may be reached at.
 #[derive(Debug, Clone)]
@@ -16,11 +17,15 @@ pub(crate) struct Vetted {
 }
 
 /// Resolve `url`'s host and refuse it if any address is not public, unless the
-/// host is one the policy lets reach private addresses.
+/// host is one the policy lets reach private addresses; under a network
+/// allowlist, as the list says.
 pub(crate) async fn vet(url: &Url, policy: &WebPolicy) -> Result<Vetted, String> {
     let port = url
         .port_or_known_default()
         .ok_or_else(|| format!("{url} has no port"))?;
+    if let Some(egress) = &policy.egress {
+        return vet_listed(url, port, egress).await;
+    }
     let (domain, addrs) = match url.host() {
         None => return Err(format!("{url} has no host")),
         Some(Host::Ipv4(ip)) => (None, vec![SocketAddr::new(IpAddr::V4(ip), port)]),
@@ -54,6 +59,33 @@ pub(crate) async fn vet(url: &Url, policy: &WebPolicy) -> Result<Vetted, String>
         }
     }
     Ok(Vetted { domain, addrs })
+}
+
+/// [`vet`] under a network allowlist: the host and port must be on it, and
+/// every address it resolves to allowed (the proxy's own check).
+async fn vet_listed(url: &Url, port: u16, egress: &WebEgress) -> Result<Vetted, String> {
+    let host = url.host_str().ok_or_else(|| format!("{url} has no host"))?;
+    match egress.list.resolve(host, port).await {
+        Ok(addrs) => {
+            let domain = match url.host() {
+                Some(Host::Domain(domain)) => Some(domain.to_string()),
+                _ => None,
+            };
+            Ok(Vetted { domain, addrs })
+        }
+        Err(EgressError::Refused(reason)) => {
+            tracing::warn!(%host, port, %reason, "WebFetch refused by the network allowlist");
+            egress.refusals.push(Refusal {
+                host: host.to_string(),
+                port,
+                reason: reason.clone(),
+            });
+            Err(format!(
+                "refusing to fetch {url}: {reason} (the profile's network allowlist)"
+            ))
+        }
+        Err(EgressError::Unreachable(reason)) => Err(reason),
+    }
 }
 
 /// Why `ip` is not a public internet address, or `None` if it is.

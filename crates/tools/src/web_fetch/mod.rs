@@ -4,8 +4,11 @@
 //! private, loopback and link-local addresses are refused unless the host is
 //! in [`WebPolicy::private_hosts`]. The client then connects only to the
 //! vetted addresses. Redirects are followed by hand, each hop vetted again,
-//! and a hop to another host is put to [`WebPolicy::url_check`]. URLs with a
-//! user name or password are refused: reqwest would send them as credentials.
+//! and a hop to another host is put to [`WebPolicy::url_check`]. Under a
+//! network allowlist ([`WebPolicy::egress`]) every URL, the first and each
+//! hop, is judged by the list exactly as the egress proxy judges a request.
+//! URLs with a user name or password are refused: reqwest would send them as
+//! credentials.
 mod address;
 mod content;
 mod fetch;
@@ -13,9 +16,11 @@ mod html;
 mod policy;
 mod text;
 
+pub(crate) use address::non_public;
+
 pub use policy::{
     DEFAULT_WEB_MAX_BYTES, DEFAULT_WEB_MAX_REDIRECTS, DEFAULT_WEB_TIMEOUT, UrlCheck, UrlVerdict,
-    WebPolicy,
+    WebEgress, WebPolicy,
 };
 
 use async_trait::async_trait;

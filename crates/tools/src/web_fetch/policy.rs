@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use url::Url;
 
+use crate::egress::{EgressAllowlist, NetworkRefusals};
+
 /// Default cap on the bytes read from a response body.
 pub const DEFAULT_WEB_MAX_BYTES: usize = 10 * 1024 * 1024;
 /// Default limit on a whole fetch, redirects included.
@@ -27,6 +29,18 @@ pub struct WebPolicy {
     pub max_redirects: u8,
     /// Re-checks each redirect hop that changes host.
     pub url_check: UrlCheck,
+    /// A profile's network allowlist: every URL fetched, the first and each
+    /// redirect, must pass it as the egress proxy's would, and it alone
+    /// decides which private addresses may be reached.
+    pub egress: Option<WebEgress>,
+}
+
+/// The network allowlist [`WebPolicy::egress`] holds fetches to, and where
+/// its refusals are reported (as the proxy's are).
+#[derive(Clone, Debug)]
+pub struct WebEgress {
+    pub list: Arc<EgressAllowlist>,
+    pub refusals: NetworkRefusals,
 }
 
 impl Default for WebPolicy {
@@ -37,6 +51,7 @@ impl Default for WebPolicy {
             timeout: DEFAULT_WEB_TIMEOUT,
             max_redirects: DEFAULT_WEB_MAX_REDIRECTS,
             url_check: UrlCheck::default(),
+            egress: None,
         }
     }
 }

@@ -18,3 +18,4 @@ mod races;
 mod search_tools;
 mod skills;
 mod web_fetch;
+mod web_fetch_egress;

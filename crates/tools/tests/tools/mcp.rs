@@ -404,3 +404,39 @@ async fn streamable_http_servers_work() {
     assert!(sum.content.contains('5'), "{}", sum.content);
     pool.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_http_server_under_an_allowlist_is_reached_only_as_the_list_says() {
+    let s = Session::new();
+    let server = http_everything().await;
+    let port = url::Url::parse(&server.url).unwrap().port().unwrap();
+    let under = |entry: String, url: String| {
+        let mut config = McpServerConfig::new(
+            "remote",
+            McpTransport::Http {
+                url,
+                headers: BTreeMap::new(),
+            },
+        );
+        let list = agentd_tools::egress::EgressAllowlist::parse(&[entry], false).unwrap();
+        config.egress = Some(std::sync::Arc::new(list));
+        McpPool::new(vec![config])
+    };
+    // By name, the name and its port listed: loopback is allowed for it.
+    let by_name = format!("http://localhost:{port}/mcp");
+    let pool = under(format!("localhost:{port}"), by_name.clone());
+    let tools = pool.tools("s1", &s.policy).await;
+    assert!(tools.errors.is_empty(), "{:?}", tools.errors);
+    tool(&tools, "mcp__remote__echo");
+    pool.shutdown().await;
+    // By an address the list does not name.
+    let pool = under(format!("localhost:{port}"), server.url.clone());
+    let tools = pool.tools("s1", &s.policy).await;
+    assert_eq!(tools.errors.len(), 1, "{:?}", tools.errors);
+    assert!(
+        tools.errors[0].contains("not on the network allowlist"),
+        "{:?}",
+        tools.errors
+    );
+    pool.shutdown().await;
+}

@@ -26,7 +26,7 @@ const BIG_BYTES: usize = 50 * 1024 * 1024;
 const MIB: usize = 1024 * 1024;
 
 /// A test server on 127.0.0.1 with an ephemeral port.
-async fn serve() -> u16 {
+pub(crate) async fn serve() -> u16 {
     let app =
         Router::new()
             .route(
@@ -110,7 +110,7 @@ fn context(ws: &Workspace, private_hosts: &[&str]) -> ToolContext {
     ctx
 }
 
-async fn fetch(ctx: &ToolContext, url: &str) -> ToolResult {
+pub(crate) async fn fetch(ctx: &ToolContext, url: &str) -> ToolResult {
     call_with(
         ctx,
         "WebFetch",
