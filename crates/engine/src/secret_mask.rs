@@ -62,27 +62,6 @@ mod tests {
     }
 
     #[test]
-    fn every_occurrence_is_masked_longest_first() {
-        let text = "a s3cr3t-value b s3cr3t c s3cr3t-valu é";
-        assert_eq!(
-            mask().mask(text),
-            "a [secret TOKEN] b [secret SHORT] c [secret SHORT]-valu é"
-        );
-        assert_eq!(SecretMask::new([]).mask("s3cr3t"), "s3cr3t");
-    }
-
-    #[test]
-    fn a_secret_with_a_trailing_newline_is_masked_when_it_is_trimmed_or_split() {
-        let key = "-----BEGIN KEY-----\r\nAAAAB3NzaC1yc2EAAAADAQABAAAB\n-----END KEY-----\n";
-        let mask = SecretMask::new([("SSH_KEY", key)]);
-        assert_eq!(mask.mask(key), "[secret SSH_KEY]");
-        assert_eq!(mask.mask(key.trim_end()), "[secret SSH_KEY]");
-        let second_line = "line AAAAB3NzaC1yc2EAAAADAQABAAAB";
-        assert_eq!(mask.mask(second_line), "line [secret SSH_KEY]");
-        assert!(!mask.mask("x\n}\n").contains("secret"), "short lines stay");
-    }
-
-    #[test]
     fn a_secret_split_across_pieces_never_leaks() {
         let text = "héllo s3cr3t-value and s3cr3t-value\nbye s3cr3t";
         for size in 1..text.len() {

@@ -108,6 +108,19 @@ fn at(path: &Path) -> Value {
     json!({"workspace": path.display().to_string()})
 }
 
+/// A session of `server`'s user on `path`, created.
+async fn session_at(server: &Server, path: &Path) -> String {
+    let (status, session) = create(server, at(path)).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    session["id"].as_str().unwrap().to_string()
+}
+
+/// One turn of `text`, waited for.
+async fn turn(server: &Server, session: &str, text: &str) {
+    server.message(session, text).await;
+    server.wait_idle(session).await;
+}
+
 fn owner(path: &Path) -> (u32, u32) {
     let meta = std::fs::metadata(path).unwrap();
     (meta.uid(), meta.gid())
@@ -128,12 +141,9 @@ async fn a_session_works_in_a_directory_under_a_root_and_its_delete_leaves_the_d
     let dirs = Dirs::new();
     let (_h, _server, alice, _bob) = started(&dirs).await;
     let app = dirs.path("roots/app");
-    let (status, session) = create(&alice, at(&app)).await;
-    assert_eq!(status, StatusCode::CREATED, "{session}");
-    let id = session["id"].as_str().unwrap();
+    let id = &session_at(&alice, &app).await;
 
-    alice.message(id, "look at the notes").await;
-    alice.wait_idle(id).await;
+    turn(&alice, id, "look at the notes").await;
     let seen = seen(&alice, id).await;
     assert!(
         seen.contains("hello notes"),
@@ -220,15 +230,12 @@ async fn a_link_planted_in_the_path_is_refused_and_never_followed() {
     let dirs = Dirs::new();
     let (_h, _server, alice, _bob) = started(&dirs).await;
     let app = dirs.path("roots/app");
-    let (status, session) = create(&alice, at(&app)).await;
-    assert_eq!(status, StatusCode::CREATED, "{session}");
-    let id = session["id"].as_str().unwrap();
+    let id = &session_at(&alice, &app).await;
 
     // Someone who may write `roots` puts a link where the directory was.
     std::fs::rename(&app, dirs.path("roots/app-moved")).unwrap();
     std::os::unix::fs::symlink(dirs.path("secret"), &app).unwrap();
-    alice.message(id, "look at the notes").await;
-    alice.wait_idle(id).await;
+    turn(&alice, id, "look at the notes").await;
     let seen = seen(&alice, id).await;
     assert!(
         seen.contains("symbolic link"),
@@ -243,8 +250,7 @@ async fn a_link_planted_in_the_path_is_refused_and_never_followed() {
     // Put back, the directory works again.
     std::fs::remove_file(&app).unwrap();
     std::fs::rename(dirs.path("roots/app-moved"), &app).unwrap();
-    alice.message(id, "look again").await;
-    alice.wait_idle(id).await;
+    turn(&alice, id, "look again").await;
     assert!(app.join("made.txt").is_file());
 }
 
@@ -253,17 +259,14 @@ async fn swapping_the_directory_for_a_link_while_turns_run_never_reaches_elsewhe
     let dirs = Dirs::new();
     let (_h, _server, alice, _bob) = started(&dirs).await;
     let app = dirs.path("roots/app");
-    let (status, session) = create(&alice, at(&app)).await;
-    assert_eq!(status, StatusCode::CREATED, "{session}");
-    let id = session["id"].as_str().unwrap();
+    let id = &session_at(&alice, &app).await;
     let decoy = dirs.path("roots/decoy");
     std::os::unix::fs::symlink(dirs.path("secret"), &decoy).unwrap();
     std::fs::set_permissions(dirs.path("secret"), std::fs::Permissions::from_mode(0o777)).unwrap();
 
     let swapper = agentd_testkit::swapper::Swapper::start(vec![(app.clone(), decoy.clone())]);
     for round in 0..12 {
-        alice.message(id, &format!("look, round {round}")).await;
-        alice.wait_idle(id).await;
+        turn(&alice, id, &format!("look, round {round}")).await;
     }
     assert!(swapper.finish() > 0, "the race ran");
     let seen = seen(&alice, id).await;
@@ -281,8 +284,7 @@ async fn checkpoints_fork_and_rewind_keep_to_what_the_agent_may_read() {
     let app = dirs.path("roots/app");
     let (_, session) = create(&alice, at(&app)).await;
     let id = session["id"].as_str().unwrap();
-    alice.message(id, "look at the notes").await;
-    alice.wait_idle(id).await;
+    turn(&alice, id, "look at the notes").await;
     let (_, checkpoints) = alice.get(&format!("/v1/sessions/{id}/checkpoints")).await;
     let checkpoint = checkpoints["checkpoints"][0]["id"]
         .as_str()
@@ -338,8 +340,7 @@ async fn a_root_taken_out_of_the_config_stops_its_sessions() {
     std::fs::write(&h.config, config).unwrap();
     let server = h.start().await;
     let alice = server.as_user(&h.token("alice").await);
-    alice.message(&id, "look at the notes").await;
-    alice.wait_idle(&id).await;
+    turn(&alice, &id, "look at the notes").await;
     let seen = seen(&alice, &id).await;
     assert!(seen.contains("no longer under"), "{seen}");
     assert!(!dirs.path("mine/work/made.txt").exists());
@@ -373,8 +374,7 @@ async fn a_project_greets_and_keeps_one_session_per_user() {
         "Hello! Ask me about app."
     );
 
-    alice.message(id, "look at the notes").await;
-    alice.wait_idle(id).await;
+    turn(&alice, id, "look at the notes").await;
     let messages = transcript(&alice, id).await;
     assert!(
         messages
@@ -402,11 +402,8 @@ async fn a_user_named_local_never_has_an_existing_directory_handed_over() {
     let (h, server, _alice, _bob) = started(&dirs).await;
     let local = server.as_user(&h.token("local").await);
     let app = dirs.path("roots/app");
-    let (status, session) = create(&local, at(&app)).await;
-    assert_eq!(status, StatusCode::CREATED, "{session}");
-    let id = session["id"].as_str().unwrap();
-    local.message(id, "look at the notes").await;
-    local.wait_idle(id).await;
+    let id = &session_at(&local, &app).await;
+    turn(&local, id, "look at the notes").await;
     let seen = seen(&local, id).await;
     assert!(
         !seen.contains(SECRET),
@@ -448,8 +445,7 @@ async fn a_rewind_does_not_delete_what_others_made_since_in_a_shared_directory()
     let app = dirs.path("roots/app");
     let (_, session) = create(&alice, json!({"project": "app"})).await;
     let id = session["id"].as_str().unwrap();
-    alice.message(id, "look at the notes").await;
-    alice.wait_idle(id).await;
+    turn(&alice, id, "look at the notes").await;
     let (_, checkpoints) = alice.get(&format!("/v1/sessions/{id}/checkpoints")).await;
     let checkpoint = checkpoints["checkpoints"][0]["id"]
         .as_str()
@@ -480,9 +476,7 @@ async fn a_link_planted_above_a_local_session_is_never_followed_nor_handed_over(
     let dirs = Dirs::new();
     let (h, server, _alice, _bob) = started(&dirs).await;
     let local = server.as_user(&h.token("local").await);
-    let (status, session) = create(&local, at(&dirs.path("roots/app/sub"))).await;
-    assert_eq!(status, StatusCode::CREATED, "{session}");
-    let id = session["id"].as_str().unwrap();
+    let id = &session_at(&local, &dirs.path("roots/app/sub")).await;
     // Elsewhere (no root's): a directory with a `sub` of root's own.
     let elsewhere = dirs.path("secret");
     std::fs::create_dir(elsewhere.join("sub")).unwrap();
@@ -495,8 +489,7 @@ async fn a_link_planted_above_a_local_session_is_never_followed_nor_handed_over(
     std::fs::rename(dirs.path("roots/app"), dirs.path("roots/app-moved")).unwrap();
     std::os::unix::fs::symlink(&elsewhere, dirs.path("roots/app")).unwrap();
 
-    local.message(id, "look at the notes").await;
-    local.wait_idle(id).await;
+    turn(&local, id, "look at the notes").await;
     assert_eq!(
         owner(&elsewhere.join("sub")).0,
         0,

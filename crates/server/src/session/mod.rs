@@ -167,11 +167,7 @@ impl SessionService {
         &self,
         session: SessionRecord,
     ) -> SessionResult<(OpenWorkspace, Option<FsIdentity>)> {
-        let session = self.with_local_workspace(session).await?;
-        let identity = self.agent_identity(&session.owner).await?;
-        let runtime = self.registry.runtime();
-        let opened = runtime.workspace_root(&session).await;
-        Ok((opened.map_err(workspace_error)?, identity))
+        self.opened(session, false).await
     }
 
     /// [`SessionService::workspace`], handed over to the agent's user first
@@ -180,10 +176,21 @@ impl SessionService {
         &self,
         session: SessionRecord,
     ) -> SessionResult<(OpenWorkspace, Option<FsIdentity>)> {
+        self.opened(session, true).await
+    }
+
+    async fn opened(
+        &self,
+        session: SessionRecord,
+        for_work: bool,
+    ) -> SessionResult<(OpenWorkspace, Option<FsIdentity>)> {
         let session = self.with_local_workspace(session).await?;
         let identity = self.agent_identity(&session.owner).await?;
         let runtime = self.registry.runtime();
-        let opened = runtime.open_workspace(&session, identity).await;
+        let opened = match for_work {
+            true => runtime.open_workspace(&session, identity).await,
+            false => runtime.workspace_root(&session).await,
+        };
         Ok((opened.map_err(workspace_error)?, identity))
     }
 
