@@ -82,6 +82,15 @@ async fn client(running: &Running) -> BufReader<UnixStream> {
     BufReader::new(UnixStream::connect(&running.socket).await.unwrap())
 }
 
+/// A new connection that has asked for a tunnel to `target`; its answer.
+async fn connect(running: &Running, target: &str) -> (BufReader<UnixStream>, (u16, String)) {
+    let mut stream = client(running).await;
+    let ask = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+    stream.get_mut().write_all(ask.as_bytes()).await.unwrap();
+    let answer = response(&mut stream).await;
+    (stream, answer)
+}
+
 async fn read_head(stream: &mut (impl AsyncBufReadExt + Unpin)) -> String {
     let mut head = String::new();
     loop {
@@ -188,14 +197,8 @@ async fn every_plain_request_is_judged_by_its_target_and_sent_with_that_host() {
 async fn connect_tunnels_only_to_listed_names_and_ports() {
     let port = echo().await;
     let running = start(&[format!("localhost:{port}")], ProxyLimits::default());
-    let mut stream = client(&running).await;
-    let connect = format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n");
-    stream
-        .get_mut()
-        .write_all(connect.as_bytes())
-        .await
-        .unwrap();
-    assert_eq!(response(&mut stream).await.0, 200);
+    let (mut stream, answer) = connect(&running, &format!("localhost:{port}")).await;
+    assert_eq!(answer.0, 200);
     stream.get_mut().write_all(b"ping").await.unwrap();
     let mut pong = [0u8; 4];
     stream.read_exact(&mut pong).await.unwrap();
@@ -205,14 +208,7 @@ async fn connect_tunnels_only_to_listed_names_and_ports() {
         format!("127.0.0.1:{port}"),
         format!("localhost:{}", port ^ 1),
     ] {
-        let mut stream = client(&running).await;
-        let connect = format!("CONNECT {target} HTTP/1.1\r\n\r\n");
-        stream
-            .get_mut()
-            .write_all(connect.as_bytes())
-            .await
-            .unwrap();
-        let (status, body) = response(&mut stream).await;
+        let (_, (status, body)) = connect(&running, &target).await;
         assert_eq!(status, 403, "{target}: {body}");
         assert!(body.contains("not on the network allowlist"), "{body}");
     }
@@ -223,14 +219,8 @@ async fn connect_tunnels_only_to_listed_names_and_ports() {
 async fn a_listed_host_nobody_answers_is_a_bad_gateway_not_a_refusal() {
     let port = closed_port();
     let running = start(&[format!("localhost:{port}")], ProxyLimits::default());
-    let mut stream = client(&running).await;
-    let connect = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
-    stream
-        .get_mut()
-        .write_all(connect.as_bytes())
-        .await
-        .unwrap();
-    assert_eq!(response(&mut stream).await.0, 502);
+    let (_, answer) = connect(&running, &format!("localhost:{port}")).await;
+    assert_eq!(answer.0, 502);
     assert!(running.proxy.refusals().take().is_empty());
 }
 
@@ -269,16 +259,11 @@ async fn heads_are_bounded_in_size_and_time() {
 async fn connections_are_capped_and_silent_ones_closed() {
     let port = echo().await;
     let running = start(&[format!("localhost:{port}")], tight());
-    let connect = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
+    let target = format!("localhost:{port}");
     let mut tunnels = Vec::new();
     for _ in 0..2 {
-        let mut stream = client(&running).await;
-        stream
-            .get_mut()
-            .write_all(connect.as_bytes())
-            .await
-            .unwrap();
-        assert_eq!(response(&mut stream).await.0, 200);
+        let (stream, answer) = connect(&running, &target).await;
+        assert_eq!(answer.0, 200);
         tunnels.push(stream);
     }
     let mut third = client(&running).await;
@@ -290,23 +275,16 @@ async fn connections_are_capped_and_silent_ones_closed() {
         assert!(closed(tunnel).await);
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut again = client(&running).await;
-    again.get_mut().write_all(connect.as_bytes()).await.unwrap();
-    assert_eq!(response(&mut again).await.0, 200);
+    let (_again, answer) = connect(&running, &target).await;
+    assert_eq!(answer.0, 200);
 }
 
 #[tokio::test]
 async fn dropping_the_proxy_ends_its_tunnels_and_removes_its_socket() {
     let port = echo().await;
     let running = start(&[format!("localhost:{port}")], ProxyLimits::default());
-    let mut stream = client(&running).await;
-    let connect = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
-    stream
-        .get_mut()
-        .write_all(connect.as_bytes())
-        .await
-        .unwrap();
-    assert_eq!(response(&mut stream).await.0, 200);
+    let (mut stream, answer) = connect(&running, &format!("localhost:{port}")).await;
+    assert_eq!(answer.0, 200);
     let Running {
         _dir,
         socket,
