@@ -18,6 +18,7 @@ mod openai_wire;
 mod recording;
 mod reply;
 mod server;
+pub mod ssh_agent;
 mod stats;
 pub mod swapper;
 

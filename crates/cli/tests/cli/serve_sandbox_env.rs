@@ -8,6 +8,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use agentd_testkit::ssh_agent::HostAgent;
+
 use crate::serve_harness::{Harness, Server};
 
 const SECRET: &str = "tok-9f8e7d6c5b4a3210";
@@ -140,58 +142,6 @@ async fn a_secret_is_usable_and_masked_in_events_messages_and_logs() {
                 path.display()
             );
         }
-    }
-}
-
-/// An `ssh-agent` on the host, killed on drop.
-struct HostAgent {
-    _dir: tempfile::TempDir,
-    socket: PathBuf,
-    pid: String,
-}
-
-impl HostAgent {
-    /// As `uid` when given: the agent refuses peers of another uid.
-    fn start(uid: Option<u32>) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("agent.sock");
-        let mut command = Command::new("setpriv");
-        match uid {
-            Some(uid) => {
-                std::os::unix::fs::chown(dir.path(), Some(uid), Some(uid)).unwrap();
-                command.args([
-                    format!("--reuid={uid}"),
-                    format!("--regid={uid}"),
-                    "--clear-groups".into(),
-                ]);
-            }
-            None => {
-                command.arg("--");
-            }
-        }
-        let out = command
-            .args(["ssh-agent", "-s", "-a"])
-            .arg(&socket)
-            .output()
-            .expect("ssh-agent (openssh-client) must be installed");
-        assert!(out.status.success(), "{out:?}");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let pid = text
-            .split(';')
-            .find_map(|part| part.trim().strip_prefix("SSH_AGENT_PID="))
-            .unwrap()
-            .to_string();
-        Self {
-            _dir: dir,
-            socket,
-            pid,
-        }
-    }
-}
-
-impl Drop for HostAgent {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg(&self.pid).status();
     }
 }
 
