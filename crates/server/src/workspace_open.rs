@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agentd_sandbox::confined::{FsIdentity, Root};
+use agentd_sandbox::confined::{FsIdentity, Root, as_user};
 use agentd_store::SessionRecord;
 
 use crate::runtime::{RunError, Runtime};
@@ -117,9 +117,12 @@ impl Runtime {
         if let Some(why) = data_dir_problem(&path, &self.data_dir) {
             return Err(problem(why));
         }
+        // As the agent's user: a directory it could not walk to is not
+        // reached for it through a descriptor root opened.
+        let identity = self.agent_identity(&session.owner).await?;
         let opened = tokio::task::spawn_blocking({
             let path = path.clone();
-            move || Root::open_no_links(&path)
+            move || as_user(identity, || Root::open_no_links(&path))
         })
         .await
         .map_err(|err| problem(err.to_string()))?;
@@ -127,6 +130,10 @@ impl Runtime {
             Some(libc::ELOOP) => problem(
                 "has a symbolic link in its path now; a session's directory is only ever \
                  reached through real directories"
+                    .into(),
+            ),
+            Some(libc::EACCES) => problem(
+                "cannot be reached by the agent's user (a directory on the way is closed to it)"
                     .into(),
             ),
             _ => problem(format!("cannot be opened: {err}")),

@@ -29,6 +29,19 @@ impl FsIdentity {
     }
 }
 
+/// `work` on this thread as `identity` when there is one (else as it is):
+/// a path it resolves must then be one that user may walk to, whatever a
+/// root server could reach.
+pub fn as_user<T>(
+    identity: Option<FsIdentity>,
+    work: impl FnOnce() -> io::Result<T>,
+) -> io::Result<T> {
+    match identity {
+        Some(identity) => identity.run(work)?,
+        None => work(),
+    }
+}
+
 /// Restores root's file-system identity and groups on drop.
 struct Switched {
     groups: Vec<rustix::process::Gid>,

@@ -26,7 +26,7 @@ mod identity;
 mod walk;
 
 pub use extra::{open_no_links, open_no_links_by_walk, open_regular_no_links, set_mode_no_follow};
-pub use identity::FsIdentity;
+pub use identity::{FsIdentity, as_user};
 
 /// How often `openat2` is retried when the kernel saw a concurrent rename
 /// during a `RESOLVE_BENEATH` lookup (it answers `EAGAIN` then).

@@ -106,7 +106,9 @@ fn open_all(
             pin,
         });
     }
-    mounts.extend(session::pinned_session_mounts(table, owner, stored)?);
+    mounts.extend(session::pinned_session_mounts(
+        table, owner, stored, identity,
+    )?);
     let workspace = PathBuf::from(&session.workspace);
     let workspace = workspace.canonicalize().unwrap_or(workspace);
     // A workspace is the agent's to change: no host may hold or lie in it.

@@ -4,12 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
+use agentd_sandbox::confined::{FsIdentity, as_user};
 use agentd_sandbox::{Mount, check_mount_path};
 
 use super::host::open_fixed;
 use super::table::MountTable;
 use crate::config::{MountMode, MountSpec};
 use crate::session::SessionError;
+use crate::session::existing::nearest_existing;
 
 /// Most mounts one session may ask for (the sandbox binds 48 sources at most).
 const MAX_SESSION_MOUNTS: usize = 16;
@@ -19,10 +21,15 @@ const MAX_SESSION_MOUNTS: usize = 16;
 /// holding and lying in no workspace, data dir or `{user}` directory (else
 /// `Forbidden`) and reachable through real directories; each `path` a place
 /// a mount may be. Returned with canonical hosts, as they are stored.
+///
+/// Resolved and opened as `identity`, the owner's agent: a host its uid
+/// could not walk to is refused like one outside the roots (and whether it
+/// exists is not told).
 pub(crate) fn checked_session_mounts(
     table: &MountTable,
     owner: &str,
     asked: &[MountSpec],
+    identity: Option<FsIdentity>,
 ) -> Result<Vec<MountSpec>, SessionError> {
     if asked.len() > MAX_SESSION_MOUNTS {
         return Err(SessionError::Invalid(format!(
@@ -37,9 +44,24 @@ pub(crate) fn checked_session_mounts(
         if spec.host.contains('\0') || !Path::new(&spec.host).is_absolute() {
             return Err(invalid("host must be an absolute path".into()));
         }
-        let host = Path::new(&spec.host)
-            .canonicalize()
-            .map_err(|err| invalid(format!("cannot be resolved: {err}")))?;
+        let forbidden = || {
+            SessionError::Forbidden(format!(
+                "mount host {:?} is not a directory your agent may reach inside one of your \
+                 mountable roots",
+                spec.host
+            ))
+        };
+        let raw = Path::new(&spec.host);
+        let host = match as_user(identity, || raw.canonicalize()) {
+            Ok(host) => host,
+            Err(err) => {
+                let seen = nearest_existing(raw, identity);
+                if seen.is_some_and(|d| table.session_host_problem(owner, &d).is_none()) {
+                    return Err(invalid(format!("cannot be resolved: {err}")));
+                }
+                return Err(forbidden());
+            }
+        };
         if let Some(problem) = table.session_host_problem(owner, &host) {
             return Err(SessionError::Forbidden(format!(
                 "mount host {:?} {problem}",
@@ -47,7 +69,10 @@ pub(crate) fn checked_session_mounts(
             )));
         }
         // What is stored is what later turns open: it must open now.
-        open_fixed(&host).map_err(invalid)?;
+        as_user(identity, || {
+            open_fixed(&host).map_err(std::io::Error::other)
+        })
+        .map_err(|_| forbidden())?;
         checked.push(MountSpec {
             host: host.display().to_string(),
             ..spec.clone()
@@ -63,6 +88,7 @@ pub(crate) fn pinned_session_mounts(
     table: &MountTable,
     owner: &str,
     stored: &[MountSpec],
+    identity: Option<FsIdentity>,
 ) -> Result<Vec<Mount>, String> {
     stored
         .iter()
@@ -76,7 +102,11 @@ pub(crate) fn pinned_session_mounts(
             if let Some(problem) = table.session_host_problem(owner, &host) {
                 return Err(refused(format!("host {} {problem}", spec.host)));
             }
-            let (_, pin) = open_fixed(&host).map_err(refused)?;
+            // As the owner's agent, which must be able to walk to it.
+            let opened = as_user(identity, || {
+                open_fixed(&host).map_err(std::io::Error::other)
+            });
+            let (_, pin) = opened.map_err(|err| refused(err.to_string()))?;
             Ok(Mount {
                 host,
                 path,

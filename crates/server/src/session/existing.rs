@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use agentd_sandbox::confined::{FsIdentity, as_user};
 use agentd_store::SessionRecord;
 
 use super::{SessionError, SessionResult, SessionService};
@@ -18,10 +19,13 @@ impl SessionService {
     /// outside them exists is not told.
     pub async fn chosen_directory(&self, user: &str, raw: &str) -> SessionResult<PathBuf> {
         self.existing_supported()?;
+        let identity = self.agent_identity(user).await?;
         let runtime = self.registry.runtime();
         let roots = runtime.config.workspace_roots(user);
         let data_dir = runtime.data_dir.clone();
         let raw = raw.to_string();
+        // Resolved as the user's agent: a directory its uid could not walk
+        // to is neither told about nor given to it.
         blocking(move || {
             if raw.contains('\0') || !Path::new(&raw).is_absolute() {
                 return Err(SessionError::Invalid(format!(
@@ -40,11 +44,11 @@ impl SessionService {
                     .iter()
                     .any(|root| dir.starts_with(root) && dir != root)
             };
-            let dir = match Path::new(&raw).canonicalize() {
+            let dir = match as_user(identity, || Path::new(&raw).canonicalize()) {
                 Ok(dir) => dir,
                 // Missing: told only when what exists of it lies in a root.
                 Err(_)
-                    if nearest_existing(Path::new(&raw))
+                    if nearest_existing(Path::new(&raw), identity)
                         .is_some_and(|d| roots.iter().any(|root| d.starts_with(root))) =>
                 {
                     return Err(SessionError::Invalid(format!(
@@ -54,6 +58,10 @@ impl SessionService {
                 Err(_) => return Err(forbidden()),
             };
             if !inside(&dir) {
+                return Err(forbidden());
+            }
+            let is_dir = as_user(identity, || Ok(dir.is_dir())).unwrap_or(false);
+            if !is_dir {
                 return Err(forbidden());
             }
             usable(&dir, &data_dir)
@@ -71,13 +79,14 @@ impl SessionService {
         if asked.is_empty() {
             return Ok(asked);
         }
+        let identity = self.agent_identity(user).await?;
         let runtime = self.registry.runtime().clone();
         let user = user.to_string();
         blocking(move || {
             let table = runtime
                 .mount_table()
                 .map_err(|err| SessionError::Internal(err.to_string()))?;
-            crate::mounts::checked_session_mounts(table, &user, &asked)
+            crate::mounts::checked_session_mounts(table, &user, &asked, identity)
         })
         .await
     }
@@ -144,9 +153,11 @@ async fn blocking<T: Send + 'static>(
         .map_err(|err| SessionError::Internal(err.to_string()))?
 }
 
-/// The canonical form of the longest part of `path` that exists.
-fn nearest_existing(path: &Path) -> Option<PathBuf> {
-    path.ancestors().find_map(|part| part.canonicalize().ok())
+/// The canonical form of the longest part of `path` that exists, as
+/// `identity` sees it.
+pub(crate) fn nearest_existing(path: &Path, identity: Option<FsIdentity>) -> Option<PathBuf> {
+    path.ancestors()
+        .find_map(|part| as_user(identity, || part.canonicalize()).ok())
 }
 
 /// `dir` (canonical) when it is a directory apart from agentd's data dir.
