@@ -15,6 +15,7 @@ mod escapes;
 mod exec;
 mod limits;
 mod mounts;
+mod review_mounts;
 mod run_as;
 mod secrets;
 mod spares;

@@ -185,3 +185,41 @@ fn overlapping_is_by_whole_components() {
     assert!(overlaps(Path::new("/a"), Path::new("/a/b")));
     assert!(!overlaps(Path::new("/ab"), Path::new("/a")));
 }
+
+/// Red-team review (i24b): `POST /v1/sessions {"mounts": …}` resolves the
+/// asked host (as the root server, links followed) before checking it lies
+/// in a mountable root, so its answer tells whether any path on the host
+/// exists, even inside directories no user may enter: 400 "cannot be
+/// resolved" for a missing one, 403 "not inside one of your mountable
+/// roots" for an existing one. `chosen_directory` (workspaces) takes care
+/// to tell nothing about paths outside the roots; mounts should too.
+#[test]
+fn a_host_outside_the_roots_gets_the_same_answer_whether_it_exists_or_not() {
+    use crate::config::{MountMode, MountSpec};
+    use crate::session::SessionError;
+    let l = Layout::new();
+    std::fs::create_dir_all(l.root.join("data/secret-project")).unwrap();
+    let table = l
+        .table(&format!("[mounts]\nallowed = [\"{}\"]\n", l.p("shared")))
+        .unwrap();
+    let ask = |host: String| {
+        let spec = MountSpec {
+            host,
+            path: "/mnt/x".into(),
+            mode: MountMode::Ro,
+        };
+        crate::mounts::checked_session_mounts(&table, "alice", &[spec]).unwrap_err()
+    };
+    let kind = |err: &SessionError| match err {
+        SessionError::Forbidden(_) => "forbidden",
+        SessionError::Invalid(_) => "invalid",
+        _ => "other",
+    };
+    let existing = ask(l.p("data/secret-project"));
+    let missing = ask(l.p("data/no-such-project"));
+    assert_eq!(
+        kind(&existing),
+        kind(&missing),
+        "existence oracle: {existing:?} vs {missing:?}"
+    );
+}
