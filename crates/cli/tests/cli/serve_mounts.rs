@@ -291,6 +291,16 @@ async fn a_session_mount_must_lie_in_the_callers_mountable_roots() {
     let link = tmp.path().join("shared/link");
     let (status, _) = alice.post("/v1/sessions", ask(&link, "/mnt/asked")).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+    // Behind a directory another uid keeps closed, though root could open it.
+    let closed = dir(tmp.path().join("shared/data/someone"), 0o700);
+    let keys = dir(closed.join("keys"), 0o755);
+    for path in [&closed, &keys] {
+        std::os::unix::fs::chown(path, Some(62_000), Some(62_000)).unwrap();
+    }
+    for host in [keys.clone(), closed.join("missing")] {
+        let (status, body) = alice.post("/v1/sessions", ask(&host, "/mnt/asked")).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{}: {body}", host.display());
+    }
     // Sessions work in a workspace root: no mount may hold or lie in one.
     for host in [projects.clone(), tmp.path().join("shared")] {
         let (status, body) = alice.post("/v1/sessions", ask(&host, "/mnt/asked")).await;

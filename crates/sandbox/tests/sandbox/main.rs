@@ -15,7 +15,6 @@ mod escapes;
 mod exec;
 mod limits;
 mod mounts;
-mod review_mounts;
 mod run_as;
 mod secrets;
 mod spares;

@@ -54,6 +54,9 @@ pub(crate) fn checked_session_mounts(
         let raw = Path::new(&spec.host);
         let host = match as_user(identity, || raw.canonicalize()) {
             Ok(host) => host,
+            Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(forbidden());
+            }
             Err(err) => {
                 let seen = nearest_existing(raw, identity);
                 if seen.is_some_and(|d| table.session_host_problem(owner, &d).is_none()) {
@@ -62,7 +65,10 @@ pub(crate) fn checked_session_mounts(
                 return Err(forbidden());
             }
         };
-        if let Some(problem) = table.session_host_problem(owner, &host) {
+        let writable = (spec.mode == MountMode::Rw)
+            .then(|| table.writable_problem(&host))
+            .flatten();
+        if let Some(problem) = table.session_host_problem(owner, &host).or(writable) {
             return Err(SessionError::Forbidden(format!(
                 "mount host {:?} {problem}",
                 spec.host
@@ -99,7 +105,10 @@ pub(crate) fn pinned_session_mounts(
             if !host.is_absolute() {
                 return Err(refused(format!("host {:?} is not absolute", spec.host)));
             }
-            if let Some(problem) = table.session_host_problem(owner, &host) {
+            let writable = (spec.mode == MountMode::Rw)
+                .then(|| table.writable_problem(&host))
+                .flatten();
+            if let Some(problem) = table.session_host_problem(owner, &host).or(writable) {
                 return Err(refused(format!("host {} {problem}", spec.host)));
             }
             // As the owner's agent, which must be able to walk to it.

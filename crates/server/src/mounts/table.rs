@@ -108,6 +108,21 @@ impl MountTable {
         self.host_problem(host)
     }
 
+    /// Why a session may not mount `host` (canonical) writable: it holds or
+    /// lies in a host the configuration mounts read-only.
+    pub(crate) fn writable_problem(&self, host: &Path) -> Option<String> {
+        let fixed = self.profiles.values().chain(self.users.values()).flatten();
+        fixed
+            .filter(|mount| mount.read_only)
+            .find_map(|mount| match &mount.host {
+                ConfigHost::Fixed(ro) if overlaps(host, ro) => Some(format!(
+                    "holds or lies in {}, which the configuration mounts read-only",
+                    ro.display()
+                )),
+                _ => None,
+            })
+    }
+
     /// Why `host` (canonical) may be no mount's: it holds or lies in a
     /// reserved place or a `{user}` base.
     fn host_problem(&self, host: &Path) -> Option<String> {

@@ -186,13 +186,7 @@ fn overlapping_is_by_whole_components() {
     assert!(!overlaps(Path::new("/ab"), Path::new("/a")));
 }
 
-/// Red-team review (i24b): `POST /v1/sessions {"mounts": …}` resolves the
-/// asked host (as the root server, links followed) before checking it lies
-/// in a mountable root, so its answer tells whether any path on the host
-/// exists, even inside directories no user may enter: 400 "cannot be
-/// resolved" for a missing one, 403 "not inside one of your mountable
-/// roots" for an existing one. `chosen_directory` (workspaces) takes care
-/// to tell nothing about paths outside the roots; mounts should too.
+/// Whether a host outside the mountable roots exists is not told.
 #[test]
 fn a_host_outside_the_roots_gets_the_same_answer_whether_it_exists_or_not() {
     use crate::config::{MountMode, MountSpec};
@@ -208,7 +202,7 @@ fn a_host_outside_the_roots_gets_the_same_answer_whether_it_exists_or_not() {
             path: "/mnt/x".into(),
             mode: MountMode::Ro,
         };
-        crate::mounts::checked_session_mounts(&table, "alice", &[spec]).unwrap_err()
+        crate::mounts::checked_session_mounts(&table, "alice", &[spec], None).unwrap_err()
     };
     let kind = |err: &SessionError| match err {
         SessionError::Forbidden(_) => "forbidden",
@@ -222,4 +216,32 @@ fn a_host_outside_the_roots_gets_the_same_answer_whether_it_exists_or_not() {
         kind(&missing),
         "existence oracle: {existing:?} vs {missing:?}"
     );
+}
+
+/// What the configuration mounts read-only no session may mount writable,
+/// though it lies in the caller's mountable roots; read-only it may.
+#[test]
+fn a_read_only_configured_host_is_never_a_writable_session_mount() {
+    use crate::config::{MountMode, MountSpec};
+    let l = Layout::new();
+    std::fs::create_dir_all(l.root.join("shared/data/config")).unwrap();
+    let extra = format!(
+        "{}[mounts]\nallowed = [\"{}\"]\n",
+        profile_mount(&l.p("shared/data/config")),
+        l.p("shared")
+    );
+    let table = l.table(&extra).unwrap();
+    let ask = |host: String, mode| {
+        let spec = MountSpec {
+            host,
+            path: "/mnt/x".into(),
+            mode,
+        };
+        crate::mounts::checked_session_mounts(&table, "alice", &[spec], None)
+    };
+    for host in [l.p("shared/data/config"), l.p("shared/data")] {
+        let err = ask(host.clone(), MountMode::Rw).unwrap_err().to_string();
+        assert!(err.contains("read-only"), "{host}: {err}");
+        assert!(ask(host, MountMode::Ro).is_ok());
+    }
 }

@@ -34,8 +34,8 @@ impl SessionService {
             }
             let forbidden = || {
                 SessionError::Forbidden(format!(
-                    "workspace {raw:?} is not a directory inside one of your workspace roots \
-                     ([workspaces] roots)"
+                    "workspace {raw:?} is not a directory your agent may reach inside one of \
+                     your workspace roots ([workspaces] roots)"
                 ))
             };
             let roots: Vec<PathBuf> = roots.iter().filter_map(|r| r.canonicalize().ok()).collect();
@@ -46,6 +46,9 @@ impl SessionService {
             };
             let dir = match as_user(identity, || Path::new(&raw).canonicalize()) {
                 Ok(dir) => dir,
+                Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => {
+                    return Err(forbidden());
+                }
                 // Missing: told only when what exists of it lies in a root.
                 Err(_)
                     if nearest_existing(Path::new(&raw), identity)

@@ -119,6 +119,13 @@ impl EgressAllowlist {
 
     /// Whether a permitted host may be reached at `ip`.
     pub fn check_addr(&self, permit: Permit, host: &str, ip: IpAddr) -> Result<(), String> {
+        if is_metadata(ip) {
+            // Cloud instance metadata hands out the host's credentials:
+            // never, whatever `allow_localhost` says.
+            return Err(format!(
+                "{host} resolves to {ip}, the cloud metadata address, which is never reachable"
+            ));
+        }
         let Some(kind) = non_public(ip) else {
             return Ok(());
         };
@@ -140,6 +147,19 @@ impl HostPattern {
                 host.ends_with(suffix.as_str()) && host.len() > suffix.len()
             }
         }
+    }
+}
+
+/// The instance metadata services of the common clouds (AWS, GCP, Azure,
+/// OpenStack, and AWS's IPv6 one), also as an IPv4-mapped IPv6 address.
+fn is_metadata(ip: IpAddr) -> bool {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    match ip {
+        IpAddr::V4(v4) => v4.octets() == [169, 254, 169, 254],
+        IpAddr::V6(v6) => v6.segments() == [0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254],
     }
 }
 
@@ -253,6 +273,12 @@ mod tests {
             open.check_addr(permit, "intranet.example", loopback)
                 .is_ok()
         );
+        // Instance metadata stays out even then, in every spelling.
+        for metadata in ["169.254.169.254", "::ffff:169.254.169.254", "fd00:ec2::254"] {
+            let ip: IpAddr = metadata.parse().unwrap();
+            let err = open.check_addr(permit, "intranet.example", ip).unwrap_err();
+            assert!(err.contains("metadata"), "{metadata}: {err}");
+        }
     }
 
     #[tokio::test]

@@ -116,18 +116,33 @@ async fn forward(request: Request<Incoming>, shared: &Shared) -> Response<ProxyB
     }
 }
 
+/// `uri` as it may be logged and shown: scheme, host and port, never its
+/// credentials, path or query (which may hold tokens).
+fn shown(uri: &Uri) -> String {
+    let host = uri.host().unwrap_or("?");
+    let port = uri
+        .port_u16()
+        .map(|port| format!(":{port}"))
+        .unwrap_or_default();
+    match uri.scheme_str() {
+        Some(scheme) => format!("{scheme}://{host}{port}/…"),
+        None if uri.authority().is_some() => format!("{host}{port}"),
+        None => "a path without a host".into(),
+    }
+}
+
 /// The host and port of a `CONNECT` (authority form only).
 fn connect_target(uri: &Uri) -> Result<(String, u16), String> {
     let authority = uri
         .authority()
         .filter(|_| uri.scheme().is_none() && uri.path_and_query().is_none())
-        .ok_or_else(|| format!("CONNECT needs host:port, not {uri}"))?;
+        .ok_or_else(|| format!("CONNECT needs host:port, not {}", shown(uri)))?;
     if authority.as_str().contains('@') {
-        return Err(format!("CONNECT target {authority} has credentials"));
+        return Err("a CONNECT target with credentials".into());
     }
     let port = authority
         .port_u16()
-        .ok_or_else(|| format!("CONNECT target {authority} needs a port"))?;
+        .ok_or_else(|| format!("CONNECT target {} needs a port", shown(uri)))?;
     Ok((authority.host().to_ascii_lowercase(), port))
 }
 
@@ -135,14 +150,15 @@ fn connect_target(uri: &Uri) -> Result<(String, u16), String> {
 fn http_target(uri: &Uri) -> Result<(String, u16, HeaderValue), String> {
     if uri.scheme_str() != Some("http") {
         return Err(format!(
-            "only http://… requests in absolute form and CONNECT go through this proxy, not {uri}"
+            "only http://… requests in absolute form and CONNECT go through this proxy, not {}",
+            shown(uri)
         ));
     }
     let authority = uri
         .authority()
-        .ok_or_else(|| format!("{uri} has no host"))?;
+        .ok_or_else(|| format!("{} has no host", shown(uri)))?;
     if authority.as_str().contains('@') || authority.host().is_empty() {
-        return Err(format!("{uri} has credentials or no host"));
+        return Err(format!("{} has credentials or no host", shown(uri)));
     }
     let port = authority.port_u16().unwrap_or(80);
     let value = HeaderValue::from_str(authority.as_str()).map_err(|err| err.to_string())?;
@@ -263,5 +279,27 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
         assert_eq!(left, ["accept"]);
+    }
+}
+
+#[cfg(test)]
+mod shown_tests {
+    use super::*;
+
+    #[test]
+    fn a_shown_target_keeps_no_credentials_path_or_query() {
+        let uri: Uri = "https://user:token@pypi.org:8443/simple?key=s3cret"
+            .parse()
+            .unwrap();
+        assert_eq!(shown(&uri), "https://pypi.org:8443/…");
+        let err = http_target(&uri).unwrap_err();
+        assert!(!err.contains("token") && !err.contains("s3cret"), "{err}");
+        let uri: Uri = "http://user:token@pypi.org/x".parse().unwrap();
+        let err = http_target(&uri).unwrap_err();
+        assert!(!err.contains("token"), "{err}");
+        assert_eq!(
+            shown(&"/bare/path?k=v".parse().unwrap()),
+            "a path without a host"
+        );
     }
 }
