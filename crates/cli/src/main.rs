@@ -62,6 +62,27 @@ enum Command {
 struct RunArgs {
     /// The task, as the user's message.
     prompt: String,
+    /// Print the answer and exit, as `claude -p` does (what `run` always does).
+    #[arg(short = 'p', long = "print")]
+    print: bool,
+    /// Continue this directory's most recent session (its workspace and history).
+    #[arg(short = 'c', long = "continue", conflicts_with_all = ["resume", "cwd"])]
+    continue_latest: bool,
+    /// Allow rules, as Claude Code takes them: repeatable, or several in one
+    /// value separated by commas or spaces, e.g. `"Bash(git *) Edit"`.
+    #[arg(
+        long = "allowedTools",
+        visible_alias = "allowed-tools",
+        value_name = "RULES"
+    )]
+    allowed_tools: Vec<String>,
+    /// Deny rules added to the profile's, in the same form.
+    #[arg(
+        long = "disallowedTools",
+        visible_alias = "disallowed-tools",
+        value_name = "RULES"
+    )]
+    disallowed_tools: Vec<String>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     output_format: OutputFormat,
     /// Continue an earlier session (its workspace and history).
@@ -83,7 +104,9 @@ struct RunArgs {
     #[arg(long)]
     cwd: Option<PathBuf>,
     /// Permission mode for this run: default (ask before anything that is not
-    /// read-only), accept_edits, read_only, bypass. Overrides the profile's.
+    /// read-only), accept_edits, read_only, bypass, dont_ask (what would ask is
+    /// denied); or Claude Code's acceptEdits, plan, bypassPermissions, dontAsk.
+    /// Overrides the profile's.
     #[arg(long, value_parser = parse_mode)]
     permission_mode: Option<PermissionMode>,
     /// Allow a tool call pattern without asking, e.g. `Bash(cargo test)` or `Edit`.
@@ -100,16 +123,11 @@ struct RunArgs {
 }
 
 fn parse_mode(text: &str) -> Result<PermissionMode, String> {
-    Ok(match text {
-        "default" => PermissionMode::Default,
-        "accept_edits" | "acceptEdits" => PermissionMode::AcceptEdits,
-        "read_only" | "plan" => PermissionMode::ReadOnly,
-        "bypass" | "bypassPermissions" => PermissionMode::Bypass,
-        other => {
-            return Err(format!(
-                "unknown permission mode {other:?}; use default, accept_edits, read_only or bypass"
-            ));
-        }
+    PermissionMode::parse(text).ok_or_else(|| {
+        format!(
+            "unknown permission mode {text:?}; use default, accept_edits (acceptEdits), \
+             read_only (plan), bypass (bypassPermissions) or dont_ask (dontAsk)"
+        )
     })
 }
 

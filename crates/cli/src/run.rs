@@ -74,7 +74,21 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     let profile = runtime.config.profile(&session.profile).map_err(usage)?;
     let options = TurnOptions {
         permission_mode: args.permission_mode,
-        allow: args.allow.clone(),
+        allow: args
+            .allow
+            .iter()
+            .cloned()
+            .chain(
+                args.allowed_tools
+                    .iter()
+                    .flat_map(|rules| split_rules(rules)),
+            )
+            .collect(),
+        deny: args
+            .disallowed_tools
+            .iter()
+            .flat_map(|rules| split_rules(rules))
+            .collect(),
         answers: Some(Arc::new(TerminalAnswers {
             on_no_answer: profile.on_no_answer,
         })),
@@ -107,6 +121,50 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     Ok(exit::for_status(finished.status))
 }
 
+/// The id of the most recent session on `workspace` (`--continue`).
+async fn latest_in(
+    service: &SessionService,
+    workspace: Option<&std::path::Path>,
+) -> Result<String, Failure> {
+    let workspace = workspace.ok_or_else(|| usage("--continue needs a directory"))?;
+    let sessions = service.list(LOCAL_USER, None, 200).await.map_err(failed)?;
+    sessions
+        .into_iter()
+        .find(|session| std::path::Path::new(&session.workspace) == workspace)
+        .map(|session| session.id)
+        .ok_or_else(|| {
+            usage(format!(
+                "no session to continue in {}; start one without --continue",
+                workspace.display()
+            ))
+        })
+}
+
+/// Claude Code's rule lists: rules separated by commas or spaces, except
+/// inside a rule's parentheses (`Bash(git log *)`).
+fn split_rules(text: &str) -> Vec<String> {
+    let mut rules = Vec::new();
+    let (mut current, mut depth) = (String::new(), 0usize);
+    for c in text.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' | ' ' | '\t' if depth == 0 => {
+                if !current.is_empty() {
+                    rules.push(std::mem::take(&mut current));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    if !current.trim().is_empty() {
+        rules.push(current);
+    }
+    rules
+}
+
 /// The session to run in: the resumed one (its dead turns finished), or a
 /// new one on `workspace`.
 async fn session_for(
@@ -116,7 +174,12 @@ async fn session_for(
 ) -> Result<SessionRecord, Failure> {
     let env = |key: &str| std::env::var(key).ok();
     let runtime = service.registry().runtime();
-    match &args.resume {
+    let resume = match (&args.resume, args.continue_latest) {
+        (Some(id), _) => Some(id.clone()),
+        (None, true) => Some(latest_in(service, workspace.as_deref()).await?),
+        (None, false) => None,
+    };
+    match &resume {
         Some(id) => {
             let session = service
                 .owned(LOCAL_USER, id)

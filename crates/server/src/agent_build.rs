@@ -126,8 +126,11 @@ impl Runtime {
         allow.extend(options.allow.iter().cloned());
         allow.extend(self.store.session_rules(&session.id).await?);
         let mode = options.permission_mode.unwrap_or(profile.mode);
-        let permissions = PermissionPolicy::new(mode, &allow, &profile.deny, &profile.ask)
+        let mut deny = profile.deny.clone();
+        deny.extend(options.deny.iter().cloned());
+        let permissions = PermissionPolicy::new(mode, &allow, &deny, &profile.ask)
             .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
+        let tools = offered(tools, &permissions, &profile);
         // Searches must not reveal what a Read deny rule protects.
         let hidden = {
             let (rules, root) = (permissions.clone(), guard.workspace().to_path_buf());
@@ -155,7 +158,7 @@ impl Runtime {
             sandboxed: !policy.unsandboxed,
             permission_mode: mode.name(),
             allow_rules: &allow,
-            deny_rules: &profile.deny,
+            deny_rules: &deny,
             ask_rules: &profile.ask,
             skills: skills_section.as_deref(),
             subagents: None,
@@ -334,7 +337,7 @@ impl Runtime {
         env: EnvLookup<'_>,
         prompt_context: PromptContext<'_>,
     ) -> Result<(String, Option<Subagents>), RunError> {
-        let subagents = if profile.max_subagent_depth > 0 {
+        let subagents = if profile.max_subagent_depth > 0 && offers_task(profile) {
             Some(self.subagents(profile, &prompt_context, env)?)
         } else {
             None
@@ -437,6 +440,45 @@ fn hooks_for(
         workspace_pin,
     };
     Ok((hooks, context))
+}
+
+/// Whether the profile's tool lists let `Task` (subagents) through.
+fn offers_task(profile: &ProfileConfig) -> bool {
+    let listed = |list: &[String]| list.iter().any(|name| name == "Task");
+    profile.tools.as_deref().is_none_or(listed) && !listed(&profile.disallowed_tools)
+}
+
+/// The tools the model is offered: the profile's `tools` (when set) less its
+/// `disallowed_tools` and those every call of which would be denied; the
+/// background companions only with `Bash`.
+fn offered(
+    tools: ToolRegistry,
+    permissions: &PermissionPolicy,
+    profile: &ProfileConfig,
+) -> ToolRegistry {
+    let names = |patterns: &[String], tool: &str| {
+        patterns.iter().any(|p| {
+            p == tool
+                || tool
+                    .strip_prefix(p.as_str())
+                    .is_some_and(|r| r.starts_with("__"))
+        })
+    };
+    let mut kept: Vec<String> = tools
+        .iter()
+        .map(|tool| tool.name().to_string())
+        .filter(|tool| {
+            profile
+                .tools
+                .as_deref()
+                .is_none_or(|only| names(only, tool))
+        })
+        .filter(|tool| !names(&profile.disallowed_tools, tool) && permissions.offers(tool))
+        .collect();
+    if !kept.iter().any(|tool| tool == "Bash") {
+        kept.retain(|tool| tool != "BashOutput" && tool != "KillShell");
+    }
+    tools.only(&kept)
 }
 
 /// The limits of the turn: the profile's, overridden by the turn's options.

@@ -48,6 +48,8 @@ pub struct TurnOptions {
     pub permission_mode: Option<PermissionMode>,
     /// Allow rules added to the profile's for this turn.
     pub allow: Vec<String>,
+    /// Deny rules added to the profile's for this turn.
+    pub deny: Vec<String>,
     /// Someone to ask about tool calls besides the API (e.g. the terminal).
     pub answers: Option<Arc<dyn AnswerSource>>,
     pub model: Option<String>,

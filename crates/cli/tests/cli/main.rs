@@ -16,6 +16,7 @@ mod gc;
 mod golden_events;
 mod run;
 mod run_agent_setup;
+mod run_claude_flags;
 mod run_postgres;
 mod schemathesis;
 mod serve_agent_tools;

@@ -103,11 +103,18 @@ pub enum PermissionMode {
     #[default]
     Default,
     /// Also allows file edits (`Write`, `Edit`, `MultiEdit`).
+    #[serde(alias = "acceptEdits")]
     AcceptEdits,
     /// Only `Read`, `Glob`, `Grep`, `LS` and `WebFetch`; everything else is denied.
+    #[serde(alias = "plan")]
     ReadOnly,
     /// Everything is allowed unless a deny rule (or an explicit ask rule) matches.
+    #[serde(alias = "bypassPermissions")]
     Bypass,
+    /// As `default`, but what would ask is denied: only what the rules
+    /// allow runs (Claude Code's `dontAsk`).
+    #[serde(alias = "dontAsk")]
+    DontAsk,
 }
 
 impl PermissionMode {
@@ -117,7 +124,21 @@ impl PermissionMode {
             Self::AcceptEdits => "accept_edits",
             Self::ReadOnly => "read_only",
             Self::Bypass => "bypass",
+            Self::DontAsk => "dont_ask",
         }
+    }
+
+    /// A mode by its name or its Claude Code spelling (`acceptEdits`,
+    /// `plan`, `bypassPermissions`, `dontAsk`).
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "default" => Self::Default,
+            "accept_edits" | "acceptEdits" => Self::AcceptEdits,
+            "read_only" | "plan" => Self::ReadOnly,
+            "bypass" | "bypassPermissions" => Self::Bypass,
+            "dont_ask" | "dontAsk" => Self::DontAsk,
+            _ => return None,
+        })
     }
 }
 
@@ -230,6 +251,17 @@ impl PermissionPolicy {
 
     /// Decides a call.
     pub fn evaluate(&self, call: &ToolCallView<'_>) -> Verdict {
+        let verdict = self.evaluate_asking(call);
+        match verdict {
+            Verdict::Ask { reason } if self.mode == PermissionMode::DontAsk => {
+                deny(format!("{reason}; nothing asks in dontAsk mode"))
+            }
+            verdict => verdict,
+        }
+    }
+
+    /// [`PermissionPolicy::evaluate`] before `dontAsk` turns asking into no.
+    fn evaluate_asking(&self, call: &ToolCallView<'_>) -> Verdict {
         if call.tool == "Bash" {
             return self.evaluate_bash(call);
         }
@@ -280,7 +312,9 @@ impl PermissionPolicy {
             PermissionMode::AcceptEdits => {
                 (call.read_only && call.tool != "WebFetch") || EDIT_TOOLS.contains(&call.tool)
             }
-            PermissionMode::Default => call.read_only && call.tool != "WebFetch",
+            PermissionMode::Default | PermissionMode::DontAsk => {
+                call.read_only && call.tool != "WebFetch"
+            }
         };
         if by_mode {
             Verdict::Allow
@@ -318,6 +352,16 @@ impl PermissionPolicy {
             .iter()
             .find(|r| !matches!(r.matcher, rule::Matcher::Any) && r.hit("Read", &facts) == Hit::Yes)
             .map(|r| r.text.as_str())
+    }
+
+    /// Whether the model is offered `tool` at all: not when every call of it
+    /// would be denied (the mode refuses it, or a deny rule names the whole
+    /// tool), which would only cost context and invite refused calls.
+    pub fn offers(&self, tool: &str) -> bool {
+        if self.mode == PermissionMode::ReadOnly && !READ_ONLY_MODE_TOOLS.contains(&tool) {
+            return false;
+        }
+        !self.deny.iter().any(|rule| rule.whole_tool(tool))
     }
 
     fn read_only_mode_denial(&self, tool: &str, allowed_by: Option<&Rule>) -> Option<Verdict> {

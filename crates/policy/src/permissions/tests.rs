@@ -485,3 +485,24 @@ fn permissions_session_rules_for_other_tools() {
         assert_eq!(p.evaluate(&call), Verdict::Allow, "{tool}");
     }
 }
+
+#[test]
+fn dont_ask_denies_what_would_ask_and_keeps_the_rest() {
+    let p = policy(PermissionMode::DontAsk, &["Write"], &[], &["Edit"]);
+    let call = |tool: &str, input: Value| kind(&decide(&p, tool, &input));
+    assert_eq!(call("Read", json!({"file_path": "a.txt"})), E::Allow);
+    assert_eq!(
+        call("Write", json!({"file_path": "a.txt", "content": ""})),
+        E::Allow
+    );
+    assert_eq!(
+        call("Edit", json!({"file_path": "a.txt"})),
+        E::Deny,
+        "an ask rule denies"
+    );
+    assert_eq!(call("Bash", json!({"command": "touch x"})), E::Deny);
+    let Verdict::Deny { reason } = decide(&p, "Bash", &json!({"command": "touch y"})) else {
+        panic!("denied");
+    };
+    assert!(reason.contains("dontAsk"), "{reason}");
+}

@@ -319,12 +319,19 @@ pub struct ProfileConfig {
     pub ssh_agent: Option<bool>,
     /// Host directories in every sandbox of the profile (and for its file tools).
     pub mounts: Vec<MountSpec>,
+    /// The only tools the model is offered, when set: names, or `mcp__SERVER`
+    /// for all of a server's tools.
+    pub tools: Option<Vec<String>>,
+    /// Tools the model is never offered (in the same form).
+    pub disallowed_tools: Vec<String>,
 }
 
 impl Default for ProfileConfig {
     fn default() -> Self {
         Self {
             mode: PermissionMode::Default,
+            tools: None,
+            disallowed_tools: Vec::new(),
             allow: Vec::new(),
             deny: Vec::new(),
             ask: Vec::new(),

@@ -66,6 +66,22 @@ fn rules_hooks_and_presets() {
 }
 
 #[test]
+fn modes_take_claude_codes_spellings_too() {
+    for (spelling, mode) in [
+        ("acceptEdits", PermissionMode::AcceptEdits),
+        ("plan", PermissionMode::ReadOnly),
+        ("bypassPermissions", PermissionMode::Bypass),
+        ("dontAsk", PermissionMode::DontAsk),
+        ("dont_ask", PermissionMode::DontAsk),
+    ] {
+        let config = Config::parse(&format!("[profiles.p]\nmode = \"{spelling}\"\n")).unwrap();
+        assert_eq!(config.profile("p").unwrap().mode, mode, "{spelling}");
+        assert_eq!(PermissionMode::parse(spelling), Some(mode));
+    }
+    assert!(Config::parse("[profiles.p]\nmode = \"yolo\"\n").is_err());
+}
+
+#[test]
 fn bad_rules_and_hook_matchers_are_startup_errors() {
     let err = Config::parse("[profiles.p]\nallow = [\"Bash(git status\"]\n").unwrap_err();
     assert!(err.contains("profile \"p\""), "{err}");
