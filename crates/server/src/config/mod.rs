@@ -253,7 +253,7 @@ pub enum NoAnswer {
 #[serde(default, deny_unknown_fields)]
 pub struct ProfileConfig {
     /// `default` (ask before anything that is not read-only), `accept_edits`,
-    /// `read_only`, `bypass`.
+    /// `read_only`, `bypass`, `dont_ask`; Claude Code's spellings too.
     pub mode: PermissionMode,
     /// Permission rules (`Bash(git status)`, `Read(src/**)`, `WebFetch(domain:x)`, …);
     /// deny beats allow beats ask.
