@@ -35,6 +35,8 @@ pub struct TurnLimits {
     pub max_identical_calls: u32,
     /// `max_tokens` of each model call.
     pub max_output_tokens: u32,
+    /// Extended thinking's budget per model call (on top of `max_output_tokens`).
+    pub thinking_budget: Option<u32>,
     /// The model's context window in tokens; `None`: from the model table
     /// (128 000 for models it does not know).
     pub context_window: Option<u64>,
@@ -68,6 +70,7 @@ impl Default for TurnLimits {
             max_failed_calls: 8,
             max_identical_calls: 5,
             max_output_tokens: 8192,
+            thinking_budget: None,
             context_window: None,
             compact_threshold: 0.8,
             max_tool_output_stream_bytes: crate::DEFAULT_TOOL_OUTPUT_STREAM_BYTES,

@@ -221,6 +221,7 @@ impl TurnRun<'_> {
             messages: Arc::new(vec![Message::user_text(prompt)]),
             tools: Default::default(),
             max_tokens: config.limits.max_output_tokens.min(8192),
+            thinking_budget: None,
         };
         let cancel = self.cancel.clone();
         let mut stream = tokio::select! {

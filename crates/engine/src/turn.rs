@@ -362,6 +362,7 @@ impl<'a> TurnRun<'a> {
             messages: self.messages.clone(),
             tools: self.agent.tool_specs(),
             max_tokens: config.limits.max_output_tokens,
+            thinking_budget: config.limits.thinking_budget,
         };
         let cancel = self.cancel.clone();
         let mut stream = tokio::select! {

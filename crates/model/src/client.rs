@@ -28,6 +28,9 @@ pub struct ModelRequest {
     /// Shared too: the same for every call of an agent.
     pub tools: Arc<Vec<ToolSpec>>,
     pub max_tokens: u32,
+    /// Extended thinking: tokens the model may think in before it answers
+    /// (Anthropic's `thinking.budget_tokens`); `None`: no thinking asked for.
+    pub thinking_budget: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -31,6 +31,8 @@ pub struct ResolvedModel {
     pub model_name: String,
     pub client: Arc<dyn ModelClient>,
     pub max_output_tokens: u32,
+    /// The model's extended-thinking budget, when its config asks for one.
+    pub thinking_budget: Option<u32>,
     pub context_window: Option<u64>,
     /// `None`: the built-in price table.
     pub price: Option<agentd_model::price::Price>,
@@ -143,6 +145,7 @@ fn demo(notice: Option<&'static str>) -> ResolvedModel {
         model_name: "demo".into(),
         client: Arc::new(ScriptedClient::new(demo_script())),
         max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+        thinking_budget: None,
         context_window: None,
         price: None,
         notice,
@@ -243,6 +246,7 @@ fn build(
         model_name,
         client,
         max_output_tokens,
+        thinking_budget: model.thinking.map(|t| t.budget_tokens),
         context_window: model.context_window,
         price: model.price.map(crate::config::PriceToml::to_price),
         notice: None,

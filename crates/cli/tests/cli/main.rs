@@ -35,6 +35,7 @@ mod serve_guardrails;
 mod serve_history;
 mod serve_input;
 mod serve_mcp;
+mod serve_model_switch;
 mod serve_mounts;
 mod serve_mounts_races;
 mod serve_output_limits;

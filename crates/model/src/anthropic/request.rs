@@ -34,7 +34,16 @@ pub(crate) struct Body<'a> {
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
     stream: bool,
+}
+
+/// `{"type": "enabled", "budget_tokens": N}`.
+#[derive(Serialize)]
+struct Thinking {
+    r#type: &'static str,
+    budget_tokens: u32,
 }
 
 #[derive(Serialize)]
@@ -117,9 +126,15 @@ pub(crate) fn body(request: &ModelRequest, prompt_caching: bool) -> Body<'_> {
             block.cache_control = Some(EPHEMERAL);
         }
     }
+    let thinking = request.thinking_budget.map(|budget_tokens| Thinking {
+        r#type: "enabled",
+        budget_tokens,
+    });
     Body {
         model: &request.model,
-        max_tokens: request.max_tokens,
+        // The budget comes out of `max_tokens`: the answer keeps its own.
+        max_tokens: request.max_tokens + request.thinking_budget.unwrap_or(0),
+        thinking,
         system: request.system.as_deref().filter(|s| !s.is_empty()),
         messages,
         tools,
@@ -251,7 +266,21 @@ mod tests {
                 input_schema: json!({"type": "object"}),
             }]),
             max_tokens: 1024,
+            thinking_budget: None,
         }
+    }
+
+    #[test]
+    fn a_thinking_budget_is_asked_for_on_top_of_the_answer() {
+        let mut with = request();
+        with.thinking_budget = Some(2048);
+        let sent = body(&with, false);
+        assert_eq!(
+            sent["thinking"],
+            json!({"type": "enabled", "budget_tokens": 2048})
+        );
+        assert_eq!(sent["max_tokens"], 1024 + 2048);
+        assert!(body(&request(), false).get("thinking").is_none());
     }
 
     #[test]

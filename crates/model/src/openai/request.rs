@@ -220,6 +220,7 @@ mod tests {
                 input_schema: json!({"type": "object"}),
             }]),
             max_tokens: 1024,
+            thinking_budget: None,
         }
     }
 

@@ -11,6 +11,7 @@ fn request(messages: Vec<Message>) -> ModelRequest {
         messages: std::sync::Arc::new(messages),
         tools: Default::default(),
         max_tokens: 1000,
+        thinking_budget: None,
     }
 }
 

@@ -202,6 +202,28 @@ pub struct ModelConfig {
     /// For `claude-code`: a session's warm CLI is stopped after this many
     /// seconds without a turn (default 600); the next message resumes it.
     pub idle_timeout_s: Option<u64>,
+    /// Extended thinking for this model's calls (a profile's wins).
+    pub thinking: Option<ThinkingToml>,
+}
+
+/// `thinking = { budget_tokens = 4096 }`: tokens the model may think in
+/// before each answer, on top of `max_output_tokens` (Anthropic models).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThinkingToml {
+    pub budget_tokens: u32,
+}
+
+/// Anthropic's least thinking budget.
+const MIN_THINKING_BUDGET: u32 = 1024;
+
+fn check_thinking(at: &str, thinking: Option<ThinkingToml>) -> Result<(), String> {
+    match thinking {
+        Some(t) if t.budget_tokens < MIN_THINKING_BUDGET => Err(format!(
+            "{at}: thinking.budget_tokens must be at least {MIN_THINKING_BUDGET}"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `price = { input_per_mtok = 3.0, output_per_mtok = 15.0 }`.
@@ -324,6 +346,8 @@ pub struct ProfileConfig {
     pub tools: Option<Vec<String>>,
     /// Tools the model is never offered (in the same form).
     pub disallowed_tools: Vec<String>,
+    /// Extended thinking for this profile's calls, over the model's.
+    pub thinking: Option<ThinkingToml>,
 }
 
 impl Default for ProfileConfig {
@@ -332,6 +356,7 @@ impl Default for ProfileConfig {
             mode: PermissionMode::Default,
             tools: None,
             disallowed_tools: Vec::new(),
+            thinking: None,
             allow: Vec::new(),
             deny: Vec::new(),
             ask: Vec::new(),
@@ -407,6 +432,7 @@ impl Config {
                 agents::check_template(&format!("profile {name:?}"), template)?;
             }
             let at = format!("profile {name:?}");
+            check_thinking(&at, profile.thinking)?;
             sandbox_env::check(&at, &profile.env, &profile.env_from_host)?;
             profile
                 .network
@@ -418,6 +444,9 @@ impl Config {
                     ));
                 }
             }
+        }
+        for (name, model) in &config.models {
+            check_thinking(&format!("model {name:?}"), model.thinking)?;
         }
         agents::check(&config.mcp_servers, &config.subagents, &config.models)?;
         users::check(&config.server, &config.users)?;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::access_check::{audit, check_new_session};
+use super::access_check::{audit, check_choice, check_new_session};
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
 use crate::config::{MountSpec, ProjectToml};
@@ -52,7 +52,11 @@ pub struct CreateSession {
 pub struct UpdateSession {
     /// 1–200 characters, not all blank (stored trimmed).
     #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
-    pub title: String,
+    pub title: Option<String>,
+    /// The model of the session's next turns: a name from `GET /v1/models`
+    /// (or `provider:name`) the caller may use with the session's profile.
+    #[schema(min_length = 1)]
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -327,13 +331,14 @@ pub async fn get_session(
     Ok(Json(view(&state, session)))
 }
 
-/// Rename a session.
+/// Rename a session, or change the model its next turns run on.
 #[utoipa::path(patch, path = "/v1/sessions/{id}", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
     request_body = UpdateSession,
     responses(
         (status = 200, body = SessionView),
-        (status = 400, body = ErrorBody),
+        (status = 400, description = "Neither `title` nor `model`, a bad title, an unknown model", body = ErrorBody),
+        (status = 403, description = "`not_granted`: the model is not the caller's to choose", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
     security(("bearer" = [])))]
@@ -343,9 +348,24 @@ pub async fn update_session(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateSession>,
 ) -> ApiResult<Json<SessionView>> {
-    owned_session(&state, &user, &id).await?;
-    let title = check_title(&body.title)?;
-    let session = state.sessions.rename(&id, title).await?;
+    let mut session = owned_session(&state, &user, &id).await?;
+    if body.title.is_none() && body.model.is_none() {
+        return Err(ApiError::BadRequest("give `title`, `model` or both".into()));
+    }
+    // Checked before anything changes: a bad title changes no model.
+    let title = body.title.as_deref().map(check_title).transpose()?;
+    if let Some(model) = &body.model {
+        let runtime = state.registry.runtime();
+        let env = state.registry.env().clone();
+        let lookup = move |key: &str| env.get(key).cloned();
+        let model = resolve_model(&runtime.config, Some(model), &lookup)
+            .map_err(|err| ApiError::BadRequest(err.to_string()))?;
+        check_choice(&state, &user, &session.profile, &model.spec).await?;
+        session = state.sessions.set_model(&id, &model.spec).await?;
+    }
+    if let Some(title) = title {
+        session = state.sessions.rename(&id, title).await?;
+    }
     Ok(Json(view(&state, session)))
 }
 

@@ -111,6 +111,12 @@ impl SessionService {
             .await
     }
 
+    /// The model (a resolved spec) the session's next turns run on.
+    pub async fn set_model(&self, session_id: &str, model: &str) -> SessionResult<SessionRecord> {
+        let store = &self.registry.runtime().store;
+        Ok(store.set_session_model(session_id, model).await?)
+    }
+
     pub async fn rename(&self, session_id: &str, title: String) -> SessionResult<SessionRecord> {
         let update = SessionUpdate {
             title: Some(title),

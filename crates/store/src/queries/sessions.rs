@@ -34,6 +34,9 @@ pub(crate) const UPDATE_SET: &str = "UPDATE sessions SET \
 
 sql!(pub(crate) UPDATE = UPDATE_SET, " WHERE id = $10 RETURNING ", SESSION_COLUMNS);
 
+sql!(pub(crate) SET_MODEL = "UPDATE sessions SET model = $1, updated_at = $2 WHERE id = $3 \
+     RETURNING ", SESSION_COLUMNS);
+
 /// Messages, events, turns, … go with it (ON DELETE CASCADE).
 pub(crate) const DELETE: &str = "DELETE FROM sessions WHERE id = $1";
 
@@ -166,6 +169,21 @@ macro_rules! session_store {
                     let query = q::bind_session_update!(sqlx::query(q::UPDATE), update)?.bind(id);
                     let _write = self.write_guard().await;
                     fetch_optional(self.writer(), query, "updating session", session)
+                        .await?
+                        .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
+                }
+
+                async fn set_session_model(
+                    &self,
+                    id: &str,
+                    model: &str,
+                ) -> StoreResult<SessionRecord> {
+                    let query = sqlx::query(q::SET_MODEL)
+                        .bind(model)
+                        .bind(to_ms(now()))
+                        .bind(id);
+                    let _write = self.write_guard().await;
+                    fetch_optional(self.writer(), query, "changing the model", session)
                         .await?
                         .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
                 }

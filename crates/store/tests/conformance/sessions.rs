@@ -48,6 +48,19 @@ async fn caller_chosen_id_is_kept_and_must_be_unique() {
     store.create_session(existing).await.unwrap();
     let read = store.get_session("on-a-directory").await.unwrap().unwrap();
     assert!(read.existing_workspace, "kept as created");
+    let changed = store
+        .set_session_model("on-a-directory", "quick")
+        .await
+        .unwrap();
+    assert_eq!(changed.model, "quick");
+    let read = store.get_session("on-a-directory").await.unwrap().unwrap();
+    assert_eq!(read.model, "quick");
+    assert!(
+        store
+            .set_session_model("no-such-session", "quick")
+            .await
+            .is_err()
+    );
     let err = store.create_session(new).await.unwrap_err();
     assert!(
         matches!(err, StoreError::Database(ref m) if m.contains("already exists")),

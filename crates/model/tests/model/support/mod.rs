@@ -57,6 +57,7 @@ pub fn request(model: &str) -> ModelRequest {
             input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
         }]),
         max_tokens: 2048,
+        thinking_budget: None,
     }
 }
 

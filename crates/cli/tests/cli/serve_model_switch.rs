@@ -1,0 +1,64 @@
+//! A model's thinking budget in the Anthropic request, and a session's model
+//! changed over HTTP: the next turn runs on the new one.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::serve_harness::Harness;
+
+const CONFIG: &str = "[models.thinker]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
+    base_url = \"{URL}\"\nthinking = { budget_tokens = 2048 }\n\
+    [models.quick]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\nbase_url = \"{URL}\"\n\
+    [profiles.default]\nallow = [\"Bash\"]\n";
+
+#[tokio::test]
+async fn thinking_is_asked_for_and_the_model_can_change_between_turns() {
+    let script =
+        json!({"replies": [{"repeat": true, "content": [{"type": "text", "text": "ok"}]}]});
+    let h = Harness::new(script, CONFIG).await;
+    let server = h.start().await;
+    let alice = server.as_user(&h.token("alice").await);
+    let (status, session) = alice
+        .post("/v1/sessions", json!({"model": "thinker"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let id = session["id"].as_str().unwrap();
+
+    alice.message(id, "first").await;
+    alice.wait_idle(id).await;
+    let first = h.model_requests().last().unwrap().body.clone();
+    assert_eq!(first["model"], "claude-sonnet-4-5");
+    assert_eq!(
+        first["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
+
+    let patch = |body| {
+        alice.send(
+            alice
+                .request(Method::PATCH, &format!("/v1/sessions/{id}"))
+                .json(&body),
+        )
+    };
+    let (status, changed) = patch(json!({"model": "quick"})).await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["model"], "quick");
+    for bad in [json!({}), json!({"title": "   "})] {
+        let (status, body) = patch(bad.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
+
+    alice.message(id, "second").await;
+    alice.wait_idle(id).await;
+    let second = h.model_requests().last().unwrap().body.clone();
+    assert_eq!(
+        second["model"], "claude-haiku-4-5",
+        "the next turn runs on the new model"
+    );
+    assert!(second.get("thinking").is_none(), "{second}");
+    assert!(
+        second.to_string().contains("first"),
+        "with the session's history"
+    );
+}
