@@ -44,7 +44,10 @@ async fn thinking_is_asked_for_and_the_model_can_change_between_turns() {
     let (status, changed) = patch(json!({"model": "quick"})).await;
     assert_eq!(status, StatusCode::OK, "{changed}");
     assert_eq!(changed["model"], "quick");
-    for bad in [json!({}), json!({"title": "   "})] {
+    for bad in [
+        json!({"model": ""}),
+        json!({"title": "   ", "model": "thinker"}),
+    ] {
         let (status, body) = patch(bad.clone()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
     }

@@ -337,7 +337,7 @@ pub async fn get_session(
     request_body = UpdateSession,
     responses(
         (status = 200, body = SessionView),
-        (status = 400, description = "Neither `title` nor `model`, a bad title, an unknown model", body = ErrorBody),
+        (status = 400, description = "A bad title, an empty or unknown model", body = ErrorBody),
         (status = 403, description = "`not_granted`: the model is not the caller's to choose", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
@@ -349,11 +349,16 @@ pub async fn update_session(
     ApiJson(body): ApiJson<UpdateSession>,
 ) -> ApiResult<Json<SessionView>> {
     let mut session = owned_session(&state, &user, &id).await?;
-    if body.title.is_none() && body.model.is_none() {
-        return Err(ApiError::BadRequest("give `title`, `model` or both".into()));
-    }
-    // Checked before anything changes: a bad title changes no model.
+    // Checked before anything changes: a bad title changes no model. An
+    // empty body changes nothing.
     let title = body.title.as_deref().map(check_title).transpose()?;
+    if body
+        .model
+        .as_deref()
+        .is_some_and(|model| model.trim().is_empty())
+    {
+        return Err(ApiError::BadRequest("`model` must name a model".into()));
+    }
     if let Some(model) = &body.model {
         let runtime = state.registry.runtime();
         let env = state.registry.env().clone();
