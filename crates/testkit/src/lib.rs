@@ -15,6 +15,7 @@
 
 mod anthropic_wire;
 mod openai_wire;
+pub mod processes;
 mod recording;
 mod reply;
 mod server;

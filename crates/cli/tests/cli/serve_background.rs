@@ -3,6 +3,8 @@
 //! and their end with the session and with the server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use agentd_testkit::processes::{assert_none_left, processes_mentioning};
+
 use crate::serve_harness;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -89,32 +91,6 @@ async fn read_ticks(h: &Harness, server: &Server, session: &str, id: &str) -> Ve
         }
         assert!(tokio::time::Instant::now() < deadline, "no output in time");
         tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-fn processes_mentioning(marker: &str) -> usize {
-    let entries = std::fs::read_dir("/proc").unwrap();
-    entries
-        .flatten()
-        .filter(|entry| {
-            std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
-                cmdline
-                    .windows(marker.len())
-                    .any(|w| w == marker.as_bytes())
-            })
-        })
-        .count()
-}
-
-async fn assert_none_left(marker: &str) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while processes_mentioning(marker) > 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} processes left",
-            processes_mentioning(marker)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -154,36 +154,8 @@ pub fn marker(name: &str) -> String {
     format!("agentd-{name}-{}-{nanos}", std::process::id())
 }
 
-/// Host processes whose command line mentions `marker`.
-pub fn processes_mentioning(marker: &str) -> usize {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .filter(|entry| {
-            std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
-                cmdline
-                    .windows(marker.len())
-                    .any(|window| window == marker.as_bytes())
-            })
-        })
-        .count()
-}
-
-/// Leftovers may need a moment to be reaped after SIGKILL.
-pub async fn assert_none_left(marker: &str) {
-    for _ in 0..100 {
-        if processes_mentioning(marker) == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "{} processes survived the command",
-        processes_mentioning(marker)
-    );
-}
+#[allow(unused_imports)] // not every test binary that includes this module uses them
+pub use agentd_testkit::processes::{assert_none_left, processes_mentioning};
 
 pub fn failed(outcome: &ExecOutcome) -> bool {
     outcome.exit_code != Some(0)

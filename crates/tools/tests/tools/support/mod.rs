@@ -89,34 +89,7 @@ pub fn assert_error_containing(result: &ToolResult, needle: &str) {
     );
 }
 
-/// How many processes have `marker` in their command line.
-pub fn processes_mentioning(marker: &str) -> usize {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .filter(|entry| {
-            std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
-                cmdline
-                    .windows(marker.len())
-                    .any(|window| window == marker.as_bytes())
-            })
-        })
-        .count()
-}
-
-/// Waits (up to 10 s: killed processes take a moment to be reaped) until
-/// no process mentions `marker`.
-pub async fn assert_none_left(marker: &str) {
-    for _ in 0..500 {
-        if processes_mentioning(marker) == 0 {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    panic!("{} processes survived", processes_mentioning(marker));
-}
+pub use agentd_testkit::processes::{assert_none_left, processes_mentioning};
 
 /// A string no other test's command line has.
 pub fn unique_marker(name: &str) -> String {
