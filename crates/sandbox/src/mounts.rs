@@ -2,10 +2,10 @@
 //! are opened ([`open_host`]), and which places they may appear at
 //! ([`check_mount_path`]).
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 
 /// A host directory bound into the sandbox at `path`, read-only or writable.
 /// `host` is canonical (the server resolves it once), opened through real
@@ -39,16 +39,7 @@ impl Mount {
 /// included, is refused, never followed. Errors say which of missing, a
 /// link or not a directory it was.
 pub fn open_host(host: &Path) -> io::Result<OwnedFd> {
-    let top = rustix::fs::open(
-        "/",
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let rel = host
-        .strip_prefix("/")
-        .map_err(|_| io::Error::other(format!("{} is not absolute", host.display())))?;
-    let flags = OFlags::PATH | OFlags::DIRECTORY;
-    crate::confined::open_no_links(top.as_fd(), rel, flags, Mode::empty())
+    crate::confined::open_absolute_no_links(host, OFlags::PATH | OFlags::DIRECTORY)
         .map_err(|err| host_error(host, err))
 }
 

@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 
-use agentd_sandbox::confined::{FsIdentity, Root, open_no_links};
+use agentd_sandbox::confined::{FsIdentity, open_absolute_no_links};
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use rustix::process::{Gid, Uid};
@@ -275,10 +275,7 @@ fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
             format!("cannot open the workspace {}: {err}", dir.display()),
         )
     };
-    let top = Root::open(Path::new("/")).map_err(failed)?;
-    let rel = dir.strip_prefix("/").unwrap_or(dir);
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY;
-    open_no_links(top.fd(), rel, flags, Mode::empty()).map_err(failed)
+    open_absolute_no_links(dir, OFlags::RDONLY | OFlags::DIRECTORY).map_err(failed)
 }
 
 fn owned_by(stat: &Stat, identity: FsIdentity) -> bool {

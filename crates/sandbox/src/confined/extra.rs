@@ -10,7 +10,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
@@ -29,6 +29,21 @@ pub fn open_no_links(
 ) -> io::Result<OwnedFd> {
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
     open_resolving(dir, rel, flags, mode, resolve)
+}
+
+/// Open the absolute `path` from `/` through real directories only (see
+/// [`open_no_links`]): what it reaches is the object at that very path,
+/// whoever may rename its parents, or an error (`ELOOP` for a link).
+pub fn open_absolute_no_links(path: &Path, flags: OFlags) -> io::Result<OwnedFd> {
+    let rel = path
+        .strip_prefix("/")
+        .map_err(|_| io::Error::other(format!("{} is not absolute", path.display())))?;
+    let top = rustix::fs::open(
+        "/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    open_no_links(top.as_fd(), rel, flags, Mode::empty())
 }
 
 /// The walk `open_no_links` falls back on, for tests of it on kernels that

@@ -25,7 +25,10 @@ mod extra;
 mod identity;
 mod walk;
 
-pub use extra::{open_no_links, open_no_links_by_walk, open_regular_no_links, set_mode_no_follow};
+pub use extra::{
+    open_absolute_no_links, open_no_links, open_no_links_by_walk, open_regular_no_links,
+    set_mode_no_follow,
+};
 pub use identity::{FsIdentity, as_user};
 
 /// How often `openat2` is retried when the kernel saw a concurrent rename
@@ -59,20 +62,7 @@ impl Root {
     /// only: a link in any component is refused (`ELOOP`), so what is opened
     /// is the directory at that very path, whoever may rename its parents.
     pub fn open_no_links(path: &Path) -> io::Result<Self> {
-        let rel = path
-            .strip_prefix("/")
-            .map_err(|_| io::Error::other(format!("{} is not absolute", path.display())))?;
-        let top = rustix::fs::open(
-            "/",
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        let fd = extra::open_no_links(
-            top.as_fd(),
-            rel,
-            OFlags::PATH | OFlags::DIRECTORY,
-            Mode::empty(),
-        )?;
+        let fd = extra::open_absolute_no_links(path, OFlags::PATH | OFlags::DIRECTORY)?;
         Ok(Self {
             path: path.to_path_buf(),
             fd: Arc::new(fd),
