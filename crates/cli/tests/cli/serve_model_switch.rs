@@ -10,7 +10,8 @@ use crate::serve_harness::Harness;
 const CONFIG: &str = "[models.thinker]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
     base_url = \"{URL}\"\nthinking = { budget_tokens = 2048 }\n\
     [models.quick]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\nbase_url = \"{URL}\"\n\
-    [profiles.default]\nallow = [\"Bash\"]\n";
+    [profiles.default]\nallow = [\"Bash\"]\n\
+    [profiles.deep]\nallow = [\"Bash\"]\nthinking = { budget_tokens = 8192 }\n";
 
 #[tokio::test]
 async fn thinking_is_asked_for_and_the_model_can_change_between_turns() {
@@ -64,4 +65,14 @@ async fn thinking_is_asked_for_and_the_model_can_change_between_turns() {
         second.to_string().contains("first"),
         "with the session's history"
     );
+
+    // A profile's budget wins over its model's.
+    let body = json!({"model": "thinker", "profile": "deep"});
+    let (status, deep) = alice.post("/v1/sessions", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{deep}");
+    let deep = deep["id"].as_str().unwrap();
+    alice.message(deep, "think hard").await;
+    alice.wait_idle(deep).await;
+    let request = h.model_requests().last().unwrap().body.clone();
+    assert_eq!(request["thinking"]["budget_tokens"], 8192);
 }

@@ -133,7 +133,9 @@ pub(crate) fn body(request: &ModelRequest, prompt_caching: bool) -> Body<'_> {
     Body {
         model: &request.model,
         // The budget comes out of `max_tokens`: the answer keeps its own.
-        max_tokens: request.max_tokens + request.thinking_budget.unwrap_or(0),
+        max_tokens: request
+            .max_tokens
+            .saturating_add(request.thinking_budget.unwrap_or(0)),
         thinking,
         system: request.system.as_deref().filter(|s| !s.is_empty()),
         messages,

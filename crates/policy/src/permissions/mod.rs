@@ -131,14 +131,11 @@ impl PermissionMode {
     /// A mode by its name or its Claude Code spelling (`acceptEdits`,
     /// `plan`, `bypassPermissions`, `dontAsk`).
     pub fn parse(text: &str) -> Option<Self> {
-        Some(match text {
-            "default" => Self::Default,
-            "accept_edits" | "acceptEdits" => Self::AcceptEdits,
-            "read_only" | "plan" => Self::ReadOnly,
-            "bypass" | "bypassPermissions" => Self::Bypass,
-            "dont_ask" | "dontAsk" => Self::DontAsk,
-            _ => return None,
-        })
+        // The serde names and aliases are the one list of spellings.
+        use serde::de::IntoDeserializer;
+        let text: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
+            text.into_deserializer();
+        serde::Deserialize::deserialize(text).ok()
     }
 }
 

@@ -214,13 +214,15 @@ pub struct ThinkingToml {
     pub budget_tokens: u32,
 }
 
-/// Anthropic's least thinking budget.
-const MIN_THINKING_BUDGET: u32 = 1024;
+/// Anthropic's least thinking budget, and more than any model thinks.
+const THINKING_BUDGETS: std::ops::RangeInclusive<u32> = 1024..=1_000_000;
 
 fn check_thinking(at: &str, thinking: Option<ThinkingToml>) -> Result<(), String> {
     match thinking {
-        Some(t) if t.budget_tokens < MIN_THINKING_BUDGET => Err(format!(
-            "{at}: thinking.budget_tokens must be at least {MIN_THINKING_BUDGET}"
+        Some(t) if !THINKING_BUDGETS.contains(&t.budget_tokens) => Err(format!(
+            "{at}: thinking.budget_tokens must be between {} and {}",
+            THINKING_BUDGETS.start(),
+            THINKING_BUDGETS.end()
         )),
         _ => Ok(()),
     }

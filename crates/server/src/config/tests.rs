@@ -82,6 +82,25 @@ fn modes_take_claude_codes_spellings_too() {
 }
 
 #[test]
+fn thinking_budgets_are_bounded() {
+    let model = |budget: u32| {
+        Config::parse(&format!(
+            "[models.m]\nprovider = \"anthropic\"\nthinking = {{ budget_tokens = {budget} }}\n"
+        ))
+    };
+    assert!(model(4096).is_ok());
+    for bad in [0, 1023, 4_000_000_000] {
+        let err = model(bad).unwrap_err();
+        assert!(
+            err.contains("budget_tokens must be between"),
+            "{bad}: {err}"
+        );
+    }
+    let err = Config::parse("[profiles.p]\nthinking = { budget_tokens = 5 }\n").unwrap_err();
+    assert!(err.contains("profile \"p\""), "{err}");
+}
+
+#[test]
 fn bad_rules_and_hook_matchers_are_startup_errors() {
     let err = Config::parse("[profiles.p]\nallow = [\"Bash(git status\"]\n").unwrap_err();
     assert!(err.contains("profile \"p\""), "{err}");
