@@ -83,13 +83,15 @@ impl Runtime {
             let path = Path::new(&session.workspace);
             hand_over_before_turn(&session.id, path, &self.data_dir, identity).await?;
         }
-        self.workspace_root(session).await
+        self.workspace_root(session, identity).await
     }
 
-    /// The session's workspace held open, as it is (to look at its files).
+    /// The session's workspace held open, as it is (to look at its files);
+    /// an existing directory reached as `identity`, who will read it.
     pub(crate) async fn workspace_root(
         &self,
         session: &SessionRecord,
+        identity: Option<FsIdentity>,
     ) -> Result<OpenWorkspace, RunError> {
         let path = PathBuf::from(&session.workspace);
         let problem = |message: String| RunError::Workspace {
@@ -119,7 +121,6 @@ impl Runtime {
         }
         // As the agent's user: a directory it could not walk to is not
         // reached for it through a descriptor root opened.
-        let identity = self.agent_identity(&session.owner).await?;
         let opened = tokio::task::spawn_blocking({
             let path = path.clone();
             move || as_user(identity, || Root::open_no_links(&path))

@@ -281,8 +281,7 @@ async fn checkpoints_fork_and_rewind_keep_to_what_the_agent_may_read() {
     let dirs = Dirs::new();
     let (h, _server, alice, _bob) = started(&dirs).await;
     let app = dirs.path("roots/app");
-    let (_, session) = create(&alice, at(&app)).await;
-    let id = session["id"].as_str().unwrap();
+    let id = &session_at(&alice, &app).await;
     turn(&alice, id, "look at the notes").await;
     let (_, checkpoints) = alice.get(&format!("/v1/sessions/{id}/checkpoints")).await;
     let checkpoint = checkpoints["checkpoints"][0]["id"]
@@ -323,8 +322,7 @@ async fn checkpoints_fork_and_rewind_keep_to_what_the_agent_may_read() {
 async fn a_root_taken_out_of_the_config_stops_its_sessions() {
     let dirs = Dirs::new();
     let (h, server, alice, _bob) = started(&dirs).await;
-    let (_, session) = create(&alice, at(&dirs.path("mine/work"))).await;
-    let id = session["id"].as_str().unwrap().to_string();
+    let id = session_at(&alice, &dirs.path("mine/work")).await;
     server.terminate().await;
     let config = dirs.config().replace(
         &format!(

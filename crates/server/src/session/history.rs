@@ -127,7 +127,11 @@ impl SessionService {
             .find(|c| c.message_position > end);
         // Whom the copy is written as, before a workspace exists to clean up.
         let identity = self.agent_identity(owner).await?;
-        let opened = self.registry.runtime().workspace_root(&source).await;
+        let opened = self
+            .registry
+            .runtime()
+            .workspace_root(&source, identity)
+            .await;
         let opened = opened.map_err(|err| SessionError::Missing(err.to_string()))?;
         // An existing directory is read as the fork's owner's agent: only
         // what they could read themselves.

@@ -189,7 +189,7 @@ impl SessionService {
         let runtime = self.registry.runtime();
         let opened = match for_work {
             true => runtime.open_workspace(&session, identity).await,
-            false => runtime.workspace_root(&session).await,
+            false => runtime.workspace_root(&session, identity).await,
         };
         Ok((opened.map_err(workspace_error)?, identity))
     }
