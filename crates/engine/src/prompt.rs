@@ -5,9 +5,13 @@
 //! `{{permissions}}`, `{{skills}}` and `{{subagents}}` are whole sections with
 //! their own heading. A placeholder alone on its line that renders to nothing
 //! (no skills, say) removes its line and the blank line it would leave, so
-//! empty sections leave no trace. `{{` not followed by a name and `}}` is
+//! empty sections leave no trace. `{{file:PATH}}` is the text of a file of
+//! the workspace (read by the caller, see [`PromptContext::files`]), and
+//! `{{instructions}}` the project's instruction files, which a template that
+//! does not place them gets at its end. `{{` not followed by a name and `}}` is
 //! plain text; a name that is not a placeholder is an error, so a typo in a
 //! profile's template fails at startup instead of reaching the model.
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -19,8 +23,12 @@ pub const PLACEHOLDERS: &[&str] = &[
     "permissions",
     "skills",
     "subagents",
+    "instructions",
     "date",
 ];
+
+/// The prefix of a placeholder that includes a workspace file.
+pub const FILE_PLACEHOLDER: &str = "file:";
 
 /// Rules listed per kind before the rest are summarized, so a long rule list
 /// cannot crowd out the rest of the prompt.
@@ -51,6 +59,8 @@ sed, find or grep. Read a file before you edit it.
 Keep the user informed briefly, and finish with a short summary of what you did.
 
 Today's date is {{date}}.
+
+{{instructions}}
 ";
 
 /// What a session's prompt describes. Borrowed, so building one is free.
@@ -74,6 +84,11 @@ pub struct PromptContext<'a> {
     pub subagents: Option<&'a str>,
     /// Today's date, e.g. from [`today`].
     pub date: &'a str,
+    /// The project's instruction files, as a whole section.
+    pub instructions: Option<&'a str>,
+    /// The text of each `{{file:PATH}}` the templates use, by PATH (see
+    /// [`file_placeholders`]); one missing here renders as a visible note.
+    pub files: Option<&'a BTreeMap<String, String>>,
 }
 
 impl<'a> PromptContext<'a> {
@@ -92,6 +107,8 @@ impl<'a> PromptContext<'a> {
             skills: None,
             subagents: None,
             date,
+            instructions: None,
+            files: None,
         }
     }
 }
@@ -139,6 +156,14 @@ pub fn system_prompt(
             prompt.push_str("\n\n");
             prompt.push_str(appended);
         }
+    }
+    let placed = [Some(base), append]
+        .into_iter()
+        .flatten()
+        .any(|template| template.contains("{{instructions}}"));
+    if let Some(instructions) = ctx.instructions.filter(|_| !placed) {
+        prompt.push_str("\n\n");
+        prompt.push_str(instructions.trim());
     }
     Ok(prompt)
 }
@@ -217,10 +242,35 @@ fn standalone(line: &str) -> Option<&str> {
 }
 
 fn is_name(text: &str) -> bool {
+    if let Some(path) = text.strip_prefix(FILE_PLACEHOLDER) {
+        return !path.is_empty() && !path.contains(|c: char| c.is_whitespace() || c == '}');
+    }
     !text.is_empty()
         && text
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// The paths of the `{{file:PATH}}` placeholders in `templates`, once each.
+pub fn file_placeholders<'t>(templates: impl IntoIterator<Item = &'t str>) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for template in templates {
+        let mut rest = template;
+        while let Some(open) = rest.find("{{") {
+            let after = &rest[open + 2..];
+            let Some(close) = after.find("}}") else { break };
+            let name = after[..close].trim();
+            if let Some(path) = name
+                .strip_prefix(FILE_PLACEHOLDER)
+                .filter(|_| is_name(name))
+                && !paths.iter().any(|p| p == path)
+            {
+                paths.push(path.to_string());
+            }
+            rest = &after[close + 2..];
+        }
+    }
+    paths
 }
 
 /// Replace the placeholders in one line.
@@ -281,7 +331,14 @@ fn value_of(name: &str, ctx: &PromptContext) -> Option<String> {
             ctx.subagents,
         ),
         "date" => ctx.date.to_string(),
-        _ => return None,
+        "instructions" => ctx.instructions.unwrap_or_default().trim().to_string(),
+        _ => {
+            let path = name.strip_prefix(FILE_PLACEHOLDER)?;
+            match ctx.files.and_then(|files| files.get(path)) {
+                Some(text) => text.trim_end().to_string(),
+                None => format!("[agentd: {{{{file:{path}}}}} was not read]"),
+            }
+        }
     })
 }
 

@@ -27,6 +27,7 @@ use crate::approvals::{NoAnswerPolicy, StoredApprover};
 use crate::checkpoints::SessionCheckpointer;
 use crate::config::{ConfigError, ProfileConfig, SandboxEnv, SandboxMode};
 use crate::models::{EnvLookup, ResolvedModel, resolve_model};
+use crate::project::{Project, ProjectAgent, SlashCommands};
 use crate::runtime::{RunError, Runtime, TurnOptions};
 use crate::workspace_open::OpenWorkspace;
 
@@ -70,12 +71,45 @@ impl McpPools {
         )
     }
 
+    /// The pool of a trusted project's `.mcp.json` servers for `session_id`,
+    /// made anew when the file changed (the old one's servers stopped).
+    async fn for_project(&self, session_id: &str, project: &Project) -> Option<McpPool> {
+        if project.mcp_servers.is_empty() {
+            return None;
+        }
+        let key = format!("project:{session_id}:{}", project.mcp_fingerprint);
+        let prefix = format!("project:{session_id}:");
+        let stale: Vec<McpPool> = {
+            let mut pools = self.0.lock().ok()?;
+            let stale_keys: Vec<String> = pools
+                .keys()
+                .filter(|k| k.starts_with(&prefix) && **k != key)
+                .cloned()
+                .collect();
+            stale_keys.iter().filter_map(|k| pools.remove(k)).collect()
+        };
+        for pool in stale {
+            pool.shutdown().await;
+        }
+        let mut pools = self.0.lock().ok()?;
+        Some(
+            pools
+                .entry(key)
+                .or_insert_with(|| McpPool::new(project.mcp_servers.clone()))
+                .clone(),
+        )
+    }
+
     /// Stops every MCP server of `session_id`.
     pub async fn shutdown_session(&self, session_id: &str) {
+        let prefix = format!("project:{session_id}:");
         let pools: Vec<McpPool> = self
             .0
             .lock()
-            .map(|p| p.values().cloned().collect())
+            .map(|mut p| {
+                p.retain(|key, _| !key.starts_with(&prefix));
+                p.values().cloned().collect()
+            })
             .unwrap_or_default();
         for pool in pools {
             pool.shutdown_session(session_id).await;
@@ -104,10 +138,10 @@ impl Runtime {
         env: EnvLookup<'_>,
         turn_position: Arc<OnceLock<i64>>,
         model: ResolvedModel,
-    ) -> Result<Agent, RunError> {
+    ) -> Result<(Agent, SlashCommands), RunError> {
         let profile = self.config.profile(&session.profile)?;
         let workspace = PathBuf::from(&session.workspace);
-        let (skills, warnings) = self.skills_for(&session.owner);
+        let (mut skills, warnings) = self.skills_for(&session.owner);
         for warning in warnings {
             tracing::warn!(session = %session.id, "skills: {warning}");
         }
@@ -120,15 +154,47 @@ impl Runtime {
             .await?;
         let egress = self.egress_for(session, &profile, &mut policy)?;
         let policy_pin = policy.workspace_pin;
-        let tools = self.tools_for(session, &profile, &skills, &policy).await;
+        let project = self
+            .project_for(
+                session,
+                &profile,
+                options,
+                opened.root.clone(),
+                identity,
+                opened.existing,
+            )
+            .await;
+        for taken in skills.add_missing(project.skills.iter().cloned()) {
+            tracing::warn!(session = %session.id, "project skill {taken:?} skipped: the name is taken");
+        }
+        let mut tools = self.tools_for(session, &profile, &skills, &policy).await;
+        if let Some(pool) = self.mcp.for_project(&session.id, &project).await {
+            let mcp = pool.tools(&session.id, &policy).await;
+            for error in &mcp.errors {
+                tracing::warn!(session = %session.id, "project MCP: {error}");
+            }
+            // The operator's servers keep their names.
+            let taken: Vec<String> = tools.iter().map(|t| t.name().to_string()).collect();
+            tools.extend(
+                mcp.tools
+                    .into_iter()
+                    .filter(|tool| !taken.iter().any(|name| name == tool.name())),
+            );
+        }
 
+        // The project's rules come under the operator's: deny (the
+        // operator's included) beats every allow.
         let mut allow = profile.allow.clone();
+        allow.extend(project.allow.iter().cloned());
         allow.extend(options.allow.iter().cloned());
         allow.extend(self.store.session_rules(&session.id).await?);
         let mode = options.permission_mode.unwrap_or(profile.mode);
         let mut deny = profile.deny.clone();
         deny.extend(options.deny.iter().cloned());
-        let permissions = PermissionPolicy::new(mode, &allow, &deny, &profile.ask)
+        deny.extend(project.deny.iter().cloned());
+        let mut ask = profile.ask.clone();
+        ask.extend(project.ask.iter().cloned());
+        let permissions = PermissionPolicy::new(mode, &allow, &deny, &ask)
             .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
         let tools = offered(tools, &permissions, &profile);
         // Searches must not reveal what a Read deny rule protects.
@@ -159,13 +225,16 @@ impl Runtime {
             permission_mode: mode.name(),
             allow_rules: &allow,
             deny_rules: &deny,
-            ask_rules: &profile.ask,
+            ask_rules: &ask,
             skills: skills_section.as_deref(),
             subagents: None,
             date: &date,
+            instructions: project.instructions.as_deref(),
+            files: Some(&project.files),
         };
         let (system_prompt, subagents) =
-            self.prompt_for(session, &profile, options, env, prompt_context)?;
+            self.prompt_for(session, &profile, options, env, prompt_context, &project)?;
+        let sandbox_for_hooks = policy.clone();
 
         let context = ToolContext {
             hidden,
@@ -197,7 +266,13 @@ impl Runtime {
             limits,
         };
         let approver = self.approver_for(session, &profile, options);
-        let (hooks, hook_context) = hooks_for(session, &profile, workspace, identity, policy_pin)?;
+        let mut hook_configs = profile.hooks.clone();
+        hook_configs.extend(project.hooks.iter().cloned());
+        let (hooks, mut hook_context) =
+            hooks_for(session, hook_configs, workspace, identity, policy_pin)?;
+        if !project.hooks.is_empty() {
+            hook_context.sandbox = Some(sandbox_for_hooks);
+        }
         let agent = Agent::new(model.client, tools, context, config)
             .with_permissions(permissions, Arc::new(approver))
             .with_hooks(hooks, hook_context);
@@ -212,10 +287,11 @@ impl Runtime {
         } else {
             agent
         };
-        Ok(match subagents {
+        let agent = match subagents {
             Some(subagents) => agent.with_subagents(subagents),
             None => agent,
-        })
+        };
+        Ok((agent, project.commands))
     }
 
     /// The workspace opened for the turn (see [`crate::workspace_open`]),
@@ -336,9 +412,10 @@ impl Runtime {
         options: &TurnOptions,
         env: EnvLookup<'_>,
         prompt_context: PromptContext<'_>,
+        project: &Project,
     ) -> Result<(String, Option<Subagents>), RunError> {
         let subagents = if profile.max_subagent_depth > 0 && offers_task(profile) {
-            Some(self.subagents(profile, &prompt_context, env)?)
+            Some(self.subagents(profile, &prompt_context, env, &project.agents)?)
         } else {
             None
         };
@@ -385,6 +462,7 @@ impl Runtime {
         profile: &ProfileConfig,
         context: &PromptContext<'_>,
         env: EnvLookup<'_>,
+        project_agents: &[ProjectAgent],
     ) -> Result<Subagents, RunError> {
         let mut defs = Vec::with_capacity(self.config.subagents.len());
         for sub in &self.config.subagents {
@@ -413,6 +491,35 @@ impl Runtime {
                 model,
             });
         }
+        for agent in project_agents {
+            if defs.iter().any(|def| def.name == agent.name) {
+                tracing::warn!("project agent {:?} skipped: the name is taken", agent.name);
+                continue;
+            }
+            // A model the operator configured under that name, else the parent's.
+            let model = agent
+                .model
+                .as_deref()
+                .filter(|name| self.config.models.contains_key(*name))
+                .map(|name| resolve_model(&self.config, Some(name), env))
+                .transpose()?
+                .map(|resolved| SubagentModel {
+                    client: resolved.client,
+                    model_name: resolved.model_name,
+                });
+            defs.push(SubagentDef {
+                name: agent.name.clone(),
+                description: agent.description.clone(),
+                prompt: format!(
+                    "{}\n\nYou work in {}; today is {}.",
+                    agent.prompt.trim_end(),
+                    context.workspace.display(),
+                    context.date
+                ),
+                tools: agent.tools.clone(),
+                model,
+            });
+        }
         Ok(Subagents::new(
             defs,
             profile.max_subagents,
@@ -424,13 +531,12 @@ impl Runtime {
 /// The profile's hooks, and what they are told of the session.
 fn hooks_for(
     session: &SessionRecord,
-    profile: &ProfileConfig,
+    configs: Vec<agentd_policy::hooks::HookConfig>,
     workspace: PathBuf,
     identity: Option<FsIdentity>,
     workspace_pin: Option<(u64, u64)>,
 ) -> Result<(Hooks, HookContext), RunError> {
-    let hooks = Hooks::new(profile.hooks.clone())
-        .map_err(|err| ConfigError::Invalid(format!("hooks: {err}")))?;
+    let hooks = Hooks::new(configs).map_err(|err| ConfigError::Invalid(format!("hooks: {err}")))?;
     let context = HookContext {
         session_id: session.id.clone(),
         cwd: workspace,
@@ -438,6 +544,7 @@ fn hooks_for(
         env: Default::default(),
         run_as: identity,
         workspace_pin,
+        sandbox: None,
     };
     Ok((hooks, context))
 }

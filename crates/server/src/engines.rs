@@ -70,15 +70,15 @@ impl Runtime {
         // turn is recorded only once its agent could be built.
         let (prepared, history) = tokio::join!(
             async {
-                let agent = self
+                let (agent, commands) = self
                     .agent_for(session, options, request.env, turn_position.clone(), model)
                     .await?;
                 let begun = self.begin_turn(session, options).await?;
-                Ok::<_, RunError>((agent, begun))
+                Ok::<_, RunError>((agent, commands, begun))
             },
             self.model_context(&session.id)
         );
-        let (agent, begun) = prepared?;
+        let (agent, commands, begun) = prepared?;
         let Some(turn_id) = begun else {
             return Ok(None);
         };
@@ -90,7 +90,11 @@ impl Runtime {
         let input = TurnInput {
             turn_id: turn_id.clone(),
             history,
-            message: Message::user_text(text),
+            // `/name args` for a project command is that command's prompt.
+            message: Message::user_text(match commands.expand(text) {
+                Some(expanded) if !compact => expanded,
+                _ => text.to_string(),
+            }),
         };
         let finished = if compact {
             agent.run_compaction(input, &sink, request.cancel).await
@@ -116,7 +120,8 @@ impl Runtime {
         // the turn's position back.
         let agent = Arc::new(
             self.agent_for(session, options, request.env, Arc::default(), model)
-                .await?,
+                .await?
+                .0,
         );
         let Some(turn_id) = self.begin_turn(session, options).await? else {
             return Ok(None);

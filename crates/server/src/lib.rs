@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod models;
 mod mounts;
 pub mod paths;
+pub mod project;
 pub mod registry;
 pub mod runtime;
 pub mod session;

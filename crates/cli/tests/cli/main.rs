@@ -40,6 +40,7 @@ mod serve_mounts;
 mod serve_mounts_races;
 mod serve_output_limits;
 mod serve_postgres;
+mod serve_project;
 mod serve_quotas;
 mod serve_routes;
 mod serve_sandbox_env;

@@ -24,6 +24,8 @@ fn ctx<'a>(allow: &'a [String], deny: &'a [String], ask: &'a [String]) -> Prompt
         skills: None,
         subagents: None,
         date: "2025-06-01",
+        instructions: None,
+        files: None,
     }
 }
 
@@ -251,4 +253,40 @@ fn the_convenience_wrapper_uses_the_default_template() {
     let date = today();
     assert_eq!(date.len(), 10, "{date}");
     assert!(date.starts_with("20"), "{date}");
+}
+
+#[test]
+fn file_placeholders_and_instructions() {
+    use std::collections::BTreeMap;
+    let template =
+        "Spec:\n{{file:app_spec.txt}}\nOther: {{ file:docs/a.md }} {{file:app_spec.txt}}";
+    let paths = agentd_engine::prompt::file_placeholders([template]);
+    assert_eq!(paths, ["app_spec.txt", "docs/a.md"]);
+    let files = BTreeMap::from([(
+        "app_spec.txt".to_string(),
+        "Build a todo app.\n".to_string(),
+    )]);
+    let (allow, deny, ask) = (rules(&[]), rules(&[]), rules(&[]));
+    let context = PromptContext {
+        files: Some(&files),
+        instructions: Some("# Project instructions\nUse tabs."),
+        ..ctx(&allow, &deny, &ask)
+    };
+    let prompt = system_prompt(Some(template), None, &context).unwrap();
+    assert!(
+        prompt.starts_with(
+            "Spec:\nBuild a todo app.\nOther: [agentd: {{file:docs/a.md}} was not read]"
+        ),
+        "{prompt}"
+    );
+    // A template that does not place the instructions gets them at its end.
+    assert!(
+        prompt.ends_with("# Project instructions\nUse tabs."),
+        "{prompt}"
+    );
+    let placed = system_prompt(Some("A\n{{instructions}}\nB"), None, &context).unwrap();
+    assert_eq!(placed, "A\n# Project instructions\nUse tabs.\nB");
+    // The default template places them after the rest.
+    let default = system_prompt(None, None, &context).unwrap();
+    assert!(default.trim_end().ends_with("Use tabs."), "{default}");
 }

@@ -26,6 +26,7 @@
 
 mod output;
 mod run;
+mod sandboxed;
 #[cfg(test)]
 mod tests;
 
@@ -84,6 +85,10 @@ pub struct HookConfig {
     /// Wall-clock limit; the whole process group is killed when it passes.
     #[serde(default = "default_timeout_s")]
     pub timeout_s: u64,
+    /// Run inside the session's sandbox (`HookContext::sandbox`), as a
+    /// project's own hooks are: never set from the operator's config.
+    #[serde(skip)]
+    pub sandboxed: bool,
 }
 
 fn default_timeout_s() -> u64 {
@@ -121,6 +126,9 @@ pub struct HookContext {
     /// (device, inode) `cwd` must be: the directory the turn opened. A hook
     /// finding another one there does not run.
     pub workspace_pin: Option<(u64, u64)>,
+    /// The sandbox of the session's commands, where sandboxed hooks run;
+    /// without one they fail (closed).
+    pub sandbox: Option<agentd_sandbox::Policy>,
 }
 
 /// A hook's permission answer for a tool call, ordered by strictness: deny >
@@ -228,6 +236,7 @@ struct Hook {
     matcher: Matcher,
     command: String,
     timeout: Duration,
+    sandboxed: bool,
 }
 
 impl Hook {
@@ -275,6 +284,7 @@ impl Hooks {
                 matcher,
                 command: config.command,
                 timeout: Duration::from_secs(config.timeout_s),
+                sandboxed: config.sandboxed,
             });
         }
         Ok(Self { hooks })
@@ -382,7 +392,7 @@ impl Hooks {
         let runs = futures::future::join_all(
             matching
                 .iter()
-                .map(|hook| run_hook(&hook.command, hook.timeout, ctx, &stdin)),
+                .map(|hook| run_hook(&hook.command, hook.timeout, hook.sandboxed, ctx, &stdin)),
         )
         .await;
         let pairs = matching.into_iter().zip(&runs);

@@ -130,9 +130,13 @@ fn working_dir(
 pub(crate) async fn run_hook(
     command: &str,
     timeout: Duration,
+    sandboxed: bool,
     ctx: &HookContext,
     stdin: &[u8],
 ) -> HookRun {
+    if sandboxed {
+        return super::sandboxed::run(command, timeout, ctx, stdin).await;
+    }
     let started = Instant::now();
     let mut process = Command::new("bash");
     process

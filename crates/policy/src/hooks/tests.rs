@@ -17,6 +17,7 @@ fn hook(event: HookEvent) -> Hook {
         matcher: Matcher::All,
         command: "check.sh".into(),
         timeout: Duration::from_secs(5),
+        sandboxed: false,
     }
 }
 
@@ -39,6 +40,7 @@ fn config(event: HookEvent, matcher: Option<&str>) -> HookConfig {
         matcher: matcher.map(str::to_owned),
         command: "true".into(),
         timeout_s: 1,
+        sandboxed: false,
     }
 }
 
@@ -371,6 +373,7 @@ fn context() -> HookContext {
         env: BTreeMap::from([("EXTRA".to_owned(), "1".to_owned())]),
         run_as: None,
         workspace_pin: None,
+        sandbox: None,
     }
 }
 

@@ -51,6 +51,7 @@ impl Fixture {
             env: BTreeMap::from([("HOOK_EXTRA".to_owned(), "extra-value".to_owned())]),
             run_as: None,
             workspace_pin: None,
+            sandbox: None,
         }
     }
 
@@ -66,6 +67,7 @@ fn hook(event: HookEvent, matcher: Option<&str>, command: &str) -> HookConfig {
         matcher: matcher.map(str::to_owned),
         command: command.to_owned(),
         timeout_s: 10,
+        sandboxed: false,
     }
 }
 

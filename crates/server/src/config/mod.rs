@@ -350,6 +350,14 @@ pub struct ProfileConfig {
     pub disallowed_tools: Vec<String>,
     /// Extended thinking for this profile's calls, over the model's.
     pub thinking: Option<ThinkingToml>,
+    /// Read the workspace's instruction files (`CLAUDE.md`, `AGENTS.md`),
+    /// its `.claude/` commands, agents and skills, and the deny and ask
+    /// rules of its `.claude/settings.json` (see `crate::project`).
+    pub project_config: bool,
+    /// Also take what a project could use to act beyond the rules the
+    /// operator wrote: its allow rules, hooks (run in the sandbox) and
+    /// `.mcp.json` servers. The agent can edit these files itself.
+    pub trust_project: bool,
 }
 
 impl Default for ProfileConfig {
@@ -359,6 +367,8 @@ impl Default for ProfileConfig {
             tools: None,
             disallowed_tools: Vec::new(),
             thinking: None,
+            project_config: true,
+            trust_project: false,
             allow: Vec::new(),
             deny: Vec::new(),
             ask: Vec::new(),

@@ -1,22 +1,29 @@
-//! The YAML front matter of a `SKILL.md`, parsed by hand.
+//! The YAML front matter of a `SKILL.md` (and of Claude Code's agent and
+//! command files), parsed by hand.
 //!
-//! Only three keys matter (`name`, `description`, `allowed-tools`), so this
+//! Only a few keys matter (`name`, `description`, `allowed-tools`, `tools`,
+//! `model`, `argument-hint`), so this
 //! reads the YAML subset skill files use — `key: value` lines with plain,
 //! quoted, block (`|`, `>`) or multi-line plain scalars, and flow (`[a, b]`)
 //! or block (`- a`) lists — instead of pulling in a YAML crate (`serde_yaml`
 //! is deprecated, `serde_yml` is not trusted). Other keys, nested maps
 //! included, are skipped; a line that is not `key: value` is an error.
 
-/// The keys of a skill's front matter that agentd uses.
+/// The keys of a front matter that agentd uses.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct FrontMatter {
+pub struct FrontMatter {
     pub name: Option<String>,
     pub description: Option<String>,
     pub allowed_tools: Vec<String>,
+    /// An agent file's tools.
+    pub tools: Option<Vec<String>>,
+    pub model: Option<String>,
+    /// A command file's hint at its arguments.
+    pub argument_hint: Option<String>,
 }
 
 /// Split a `SKILL.md` into its front matter (between `---` lines) and body.
-pub(crate) fn split(text: &str) -> Result<(&str, &str), String> {
+pub fn split(text: &str) -> Result<(&str, &str), String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.split_inclusive('\n');
     let first = lines.next().unwrap_or_default();
@@ -37,7 +44,7 @@ pub(crate) fn split(text: &str) -> Result<(&str, &str), String> {
 }
 
 /// Parse the front matter between the `---` lines.
-pub(crate) fn parse(yaml: &str) -> Result<FrontMatter, String> {
+pub fn parse(yaml: &str) -> Result<FrontMatter, String> {
     let lines: Vec<&str> = yaml.lines().collect();
     let mut front = FrontMatter::default();
     let mut index = 0;
@@ -69,6 +76,9 @@ pub(crate) fn parse(yaml: &str) -> Result<FrontMatter, String> {
             "name" => front.name = Some(scalar(key, value, continuation)?),
             "description" => front.description = Some(scalar(key, value, continuation)?),
             "allowed-tools" => front.allowed_tools = tool_list(value, continuation)?,
+            "tools" => front.tools = Some(tool_list(value, continuation)?),
+            "model" => front.model = Some(scalar(key, value, continuation)?),
+            "argument-hint" => front.argument_hint = Some(scalar(key, value, continuation)?),
             _ => {}
         }
     }

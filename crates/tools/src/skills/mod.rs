@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use agentd_sandbox::confined::{self, ConfinedError, Root};
 
-mod front_matter;
+pub mod front_matter;
 mod tool;
 
 pub use tool::SkillTool;
@@ -28,6 +28,9 @@ const MAX_NAME_CHARS: usize = 64;
 pub enum SkillSource {
     Global,
     User,
+    /// The workspace's `.claude/skills/`: read through the workspace, as
+    /// the agent's user, like the agent's own file tools.
+    Project,
 }
 
 /// One usable skill.
@@ -99,9 +102,27 @@ impl SkillSet {
         self.skills.len()
     }
 
-    /// The skills' folders, for the session's read-only extra roots.
+    /// The folders of the skills outside the workspace, for the session's
+    /// read-only extra roots.
     pub fn dirs(&self) -> Vec<PathBuf> {
-        self.iter().map(|skill| skill.dir.clone()).collect()
+        self.iter()
+            .filter(|skill| skill.source != SkillSource::Project)
+            .map(|skill| skill.dir.clone())
+            .collect()
+    }
+
+    /// Add those of `skills` whose names are free (a project's skill never
+    /// replaces the operator's or the user's); the names of the others.
+    pub fn add_missing(&mut self, skills: impl IntoIterator<Item = Skill>) -> Vec<String> {
+        let mut taken = Vec::new();
+        for skill in skills {
+            if self.skills.contains_key(&skill.name) {
+                taken.push(skill.name);
+            } else {
+                self.skills.insert(skill.name.clone(), skill);
+            }
+        }
+        taken
     }
 
     /// The lines for the system prompt, `- name: description` per skill
@@ -209,44 +230,63 @@ fn load(root: &Path, path: &Path, folder: &str, source: SkillSource) -> Result<S
         ));
     }
     let text = read_skill_file(&dir)?;
-    let (yaml, _body) =
-        front_matter::split(&text).map_err(|reason| format!("{SKILL_FILE}: {reason}"))?;
-    let front = front_matter::parse(yaml).map_err(|reason| format!("{SKILL_FILE}: {reason}"))?;
-    let name = front
-        .name
-        .map(|name| name.trim().to_string())
-        .unwrap_or_else(|| folder.to_string());
-    if !is_valid_name(&name) {
-        return Err(format!(
-            "the name {name:?} is invalid: use 1-{MAX_NAME_CHARS} lowercase letters, digits and \
-             hyphens, starting with a letter or digit"
-        ));
+    Skill::from_text(folder, &text, dir, source)
+}
+
+impl Skill {
+    /// The skill in the folder `dir` (named `folder`) whose `SKILL.md` is
+    /// `text`; why not, when it cannot be used.
+    pub fn from_text(
+        folder: &str,
+        text: &str,
+        dir: PathBuf,
+        source: SkillSource,
+    ) -> Result<Skill, String> {
+        let (yaml, _body) =
+            front_matter::split(text).map_err(|reason| format!("{SKILL_FILE}: {reason}"))?;
+        let front =
+            front_matter::parse(yaml).map_err(|reason| format!("{SKILL_FILE}: {reason}"))?;
+        let name = front
+            .name
+            .map(|name| name.trim().to_string())
+            .unwrap_or_else(|| folder.to_string());
+        if !is_valid_name(&name) {
+            return Err(format!(
+                "the name {name:?} is invalid: use 1-{MAX_NAME_CHARS} lowercase letters, digits \
+                 and hyphens, starting with a letter or digit"
+            ));
+        }
+        let description = front.description.unwrap_or_default().trim().to_string();
+        if description.is_empty() {
+            return Err(format!(
+                "{SKILL_FILE} has no `description` in its front matter; it says when to use the skill"
+            ));
+        }
+        let length = description.chars().count();
+        if length > MAX_DESCRIPTION_CHARS {
+            return Err(format!(
+                "its description has {length} characters; at most {MAX_DESCRIPTION_CHARS} are allowed"
+            ));
+        }
+        Ok(Skill {
+            name,
+            description,
+            dir,
+            allowed_tools: front.allowed_tools,
+            source,
+        })
     }
-    let description = front.description.unwrap_or_default().trim().to_string();
-    if description.is_empty() {
-        return Err(format!(
-            "{SKILL_FILE} has no `description` in its front matter; it says when to use the skill"
-        ));
-    }
-    let length = description.chars().count();
-    if length > MAX_DESCRIPTION_CHARS {
-        return Err(format!(
-            "its description has {length} characters; at most {MAX_DESCRIPTION_CHARS} are allowed"
-        ));
-    }
-    Ok(Skill {
-        name,
-        description,
-        dir,
-        allowed_tools: front.allowed_tools,
-        source,
-    })
 }
 
 /// The text of `dir/SKILL.md`, which must lie in `dir` (the folder the server
 /// exposes; a link out of it is refused) and stay under the size cap.
 pub(crate) fn read_skill_file(dir: &Path) -> Result<String, String> {
-    let bytes = read_in_folder(dir, Path::new(SKILL_FILE)).map_err(|err| match err {
+    skill_file_text(read_in_folder(dir, Path::new(SKILL_FILE)))
+}
+
+/// A `SKILL.md` as read, or why it cannot be used.
+pub(crate) fn skill_file_text(read: Result<Vec<u8>, ConfinedError>) -> Result<String, String> {
+    let bytes = read.map_err(|err| match err {
         err if err.io_kind() == Some(std::io::ErrorKind::NotFound) => {
             format!("the folder has no {SKILL_FILE}")
         }

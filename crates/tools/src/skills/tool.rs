@@ -1,14 +1,17 @@
 //! `Skill`: load a skill's instructions into the conversation.
-use std::os::fd::BorrowedFd;
-use std::path::Path;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
 
+use agentd_sandbox::PathGuard;
 use agentd_sandbox::confined::{self, ConfinedError, Root};
 use async_trait::async_trait;
 use rustix::fs::FileType;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{SKILL_FILE, Skill, SkillSet, front_matter, read_in_folder, read_skill_file};
+use super::{
+    MAX_SKILL_FILE_BYTES, SKILL_FILE, Skill, SkillSet, SkillSource, front_matter, skill_file_text,
+};
 use crate::tool_result::run_blocking;
 use crate::{ToolContext, ToolResult, TypedTool};
 
@@ -76,10 +79,11 @@ again with `file` set to its path relative to the folder. Scripts there can be r
             ));
         };
         let skill = skill.clone();
+        let folder = Folder::of(&skill, ctx);
         let file = input.file;
         Ok(run_blocking(ctx, move || match file {
-            Some(file) => read_supporting_file(&skill, &file),
-            None => load_instructions(&skill),
+            Some(file) => read_supporting_file(&skill, &folder, &file),
+            None => load_instructions(&skill, &folder),
         })
         .await)
     }
@@ -95,9 +99,9 @@ fn names(skills: &SkillSet) -> String {
 
 /// A file inside the skill's folder (links followed only while they stay in
 /// it), as text, capped like `SKILL.md`.
-fn read_supporting_file(skill: &Skill, file: &str) -> Result<String, String> {
+fn read_supporting_file(skill: &Skill, folder: &Folder, file: &str) -> Result<String, String> {
     let refused = |reason: &str| format!("skill {:?}: cannot read {file:?}: {reason}", skill.name);
-    let bytes = read_in_folder(&skill.dir, Path::new(file)).map_err(|err| match err {
+    let bytes = folder.read(Path::new(file)).map_err(|err| match err {
         ConfinedError::Escapes => refused("it is outside the skill's folder"),
         ConfinedError::Kind { found, .. } => {
             refused(&format!("not a file ({found}, not a regular file)"))
@@ -112,13 +116,13 @@ fn read_supporting_file(skill: &Skill, file: &str) -> Result<String, String> {
 }
 
 /// The skill's folder, its other files, then the body of its `SKILL.md`.
-fn load_instructions(skill: &Skill) -> Result<String, String> {
+fn load_instructions(skill: &Skill, folder: &Folder) -> Result<String, String> {
     let unusable = |reason: String| format!("skill {:?} cannot be loaded: {reason}", skill.name);
-    let text = read_skill_file(&skill.dir).map_err(unusable)?;
+    let text = skill_file_text(folder.read(Path::new(SKILL_FILE))).map_err(unusable)?;
     let (_, body) =
         front_matter::split(&text).map_err(|reason| unusable(format!("{SKILL_FILE}: {reason}")))?;
     let mut out = format!("Base directory for this skill: {}\n", skill.dir.display());
-    let (files, total) = list_files(&skill.dir);
+    let (files, total) = list_files(folder);
     if files.is_empty() {
         out.push_str("The folder has no other files.\n");
     } else {
@@ -138,14 +142,51 @@ fn load_instructions(skill: &Skill) -> Result<String, String> {
 /// Up to `MAX_LISTED_FILES` files under `dir` other than its `SKILL.md`,
 /// relative and sorted, and how many were found in all. Hidden entries and
 /// symlinks are left out: the agent could not read links that leave the folder.
-fn list_files(dir: &Path) -> (Vec<String>, usize) {
+fn list_files(folder: &Folder) -> (Vec<String>, usize) {
     let mut lister = Lister::default();
     // Listed beneath the folder's descriptor, so a subfolder swapped for a
     // link cannot show another place's names.
-    if let Ok(folder) = Root::open(dir) {
-        lister.walk(folder.fd(), Path::new(""), "", 0);
-    }
+    let _ = folder.with(|fd| {
+        lister.walk(fd, Path::new(""), "", 0);
+        Ok(())
+    });
     (lister.files, lister.total)
+}
+
+/// Where a skill's files are read: its own folder (the operator's, by
+/// path), or for a project's skill its folder beneath the workspace, as the
+/// agent's user, like the file tools read.
+enum Folder {
+    Host(PathBuf),
+    Workspace(PathGuard, PathBuf),
+}
+
+impl Folder {
+    fn of(skill: &Skill, ctx: &ToolContext) -> Self {
+        match skill.source {
+            SkillSource::Project => Folder::Workspace(ctx.guard.clone(), skill.dir.clone()),
+            SkillSource::Global | SkillSource::User => Folder::Host(skill.dir.clone()),
+        }
+    }
+
+    /// `op` on the folder's descriptor.
+    fn with<T>(
+        &self,
+        op: impl FnOnce(BorrowedFd<'_>) -> Result<T, ConfinedError>,
+    ) -> Result<T, ConfinedError> {
+        match self {
+            Folder::Host(dir) => op(Root::open(dir)?.fd()),
+            Folder::Workspace(guard, dir) => guard.confined(dir, |workspace, relative| {
+                let folder = confined::open_dir(workspace, relative)?;
+                op(folder.as_fd())
+            }),
+        }
+    }
+
+    /// A file of the folder (links followed only while they stay in it), capped.
+    fn read(&self, relative: &Path) -> Result<Vec<u8>, ConfinedError> {
+        self.with(|fd| confined::read_regular(fd, relative, MAX_SKILL_FILE_BYTES))
+    }
 }
 
 #[derive(Default)]
