@@ -18,6 +18,7 @@ mod run;
 mod run_agent_setup;
 mod run_claude_flags;
 mod run_postgres;
+mod run_stream_input;
 mod schemathesis;
 mod serve_agent_tools;
 mod serve_agent_uids;
