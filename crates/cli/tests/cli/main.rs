@@ -17,6 +17,7 @@ mod golden_events;
 mod run;
 mod run_agent_setup;
 mod run_claude_flags;
+mod run_mcp_read_only;
 mod run_postgres;
 mod run_stream_input;
 mod schemathesis;
