@@ -9,20 +9,14 @@ use agentd_protocol::Event;
 use serde_json::json;
 
 use crate::run_harness::{Harness, Wire};
-use crate::serve_mcp::tools_dir;
+use crate::serve_mcp::everything_server_toml;
 
 /// `[profiles.default]` in `read_only` mode allowing every tool of the
 /// `everything` server, plus `marks` in its `[[mcp_servers]]` table.
 fn config(marks: &str) -> String {
-    let tools = tools_dir();
     format!(
-        "[profiles.default]\nmode = \"read_only\"\nallow = [\"mcp__everything__*\"]\n\
-         [[mcp_servers]]\nname = \"everything\"\ncommand = \"node\"\n\
-         args = [\"{entry}\"]\nread_only_paths = [\"{tools}\"]\nstartup_timeout_s = 60\n{marks}\n",
-        entry = tools
-            .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-            .display(),
-        tools = tools.display()
+        "[profiles.default]\nmode = \"read_only\"\nallow = [\"mcp__everything__*\"]\n{}{marks}\n",
+        everything_server_toml()
     )
 }
 
