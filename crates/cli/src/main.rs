@@ -10,6 +10,7 @@ mod run;
 mod serve;
 mod service;
 mod sessions;
+mod stream_input;
 mod tokens;
 mod users;
 
@@ -60,8 +61,8 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct RunArgs {
-    /// The task, as the user's message.
-    prompt: String,
+    /// The task, as the user's message (none with `--input-format stream-json`).
+    prompt: Option<String>,
     /// Print the answer and exit, as `claude -p` does (what `run` always does).
     #[arg(short = 'p', long = "print")]
     print: bool,
@@ -85,6 +86,11 @@ struct RunArgs {
     disallowed_tools: Vec<String>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     output_format: OutputFormat,
+    /// `stream-json`: user messages on stdin, one JSON object a line (the
+    /// `claude` CLI's shape), each a turn of the same session, until EOF.
+    /// Needs `--output-format stream-json`.
+    #[arg(long, value_enum, default_value_t = InputFormat::Text)]
+    input_format: InputFormat,
     /// Continue an earlier session (its workspace and history).
     #[arg(long, value_name = "SESSION_ID")]
     resume: Option<String>,
@@ -138,6 +144,14 @@ enum OutputFormat {
     /// One JSON object with the outcome at the end.
     Json,
     /// Every event as a JSON line, as it happens.
+    StreamJson,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum InputFormat {
+    /// The prompt argument is the one message.
+    Text,
+    /// One `{"type":"user","message":{…}}` JSON object a line on stdin.
     StreamJson,
 }
 

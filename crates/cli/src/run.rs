@@ -1,9 +1,12 @@
-//! `agentd run`: one headless turn in a workspace.
+//! `agentd run`: headless turns in a workspace: the prompt argument's, or
+//! one per message of `--input-format stream-json`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use agentd_protocol::{ErrorCode, ErrorInfo, Event, EventEnvelope, TurnFinished, TurnStatus};
 use agentd_server::config::Config;
+use agentd_server::config::NoAnswer;
 use agentd_server::models::resolve_model;
 use agentd_server::paths::prepare_data_dir;
 use agentd_server::registry::TurnKind;
@@ -14,10 +17,11 @@ use agentd_store::SessionRecord;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::RunArgs;
 use crate::approve::TerminalAnswers;
 use crate::exit::{self, Failure, failed, usage};
 use crate::output::Printer;
+use crate::stream_input::TurnInput;
+use crate::{InputFormat, OutputFormat, RunArgs};
 
 /// The owner of sessions created from the command line.
 pub const LOCAL_USER: &str = "local";
@@ -30,6 +34,14 @@ pub async fn run(args: RunArgs, config: Config, data_dir: PathBuf) -> u8 {
 }
 
 async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u8, Failure> {
+    let mut input = turn_input(&args)?;
+    // The first message before anything is created: bad or no input leaves
+    // no empty session behind.
+    let first = input
+        .next()
+        .await
+        .map_err(usage)?
+        .ok_or_else(|| usage("stdin held no message (--input-format stream-json)"))?;
     let workspace = match (&args.resume, &args.cwd) {
         (Some(_), _) => None,
         (None, Some(dir)) => Some(dir.clone()),
@@ -72,7 +84,48 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         printer
     });
     let profile = runtime.config.profile(&session.profile).map_err(usage)?;
-    let options = TurnOptions {
+    let options = turn_options(&args, profile.on_no_answer);
+    let turns = Turns {
+        service: &service,
+        session: &session,
+        options,
+        events: sender,
+        cancel,
+    };
+    let outcome = turns.run_all(first, &mut input).await;
+    drop(turns);
+    runtime.mcp.shutdown().await;
+    runtime.claude.shutdown().await;
+    runtime.background.shutdown().await;
+    runtime.egress.shutdown();
+    interrupt.abort();
+    let printer = printing
+        .await
+        .map_err(|err| failed(format!("output task failed: {err}")))?;
+    let finished = outcome?;
+    printer.finish(&session.id, &finished);
+    Ok(exit::for_status(finished.status))
+}
+
+/// The prompt argument, or stdin's messages: which flags allow which.
+fn turn_input(args: &RunArgs) -> Result<TurnInput, Failure> {
+    match (args.input_format, &args.prompt) {
+        (InputFormat::Text, Some(prompt)) => Ok(TurnInput::prompt(prompt.clone())),
+        (InputFormat::Text, None) => Err(usage(
+            "a prompt is needed (or --input-format stream-json with messages on stdin)",
+        )),
+        (InputFormat::StreamJson, Some(_)) => Err(usage(
+            "with --input-format stream-json the messages come on stdin; give no prompt argument",
+        )),
+        (InputFormat::StreamJson, None) if args.output_format != OutputFormat::StreamJson => Err(
+            usage("--input-format stream-json needs --output-format stream-json"),
+        ),
+        (InputFormat::StreamJson, None) => Ok(TurnInput::stdin()),
+    }
+}
+
+fn turn_options(args: &RunArgs, on_no_answer: NoAnswer) -> TurnOptions {
+    TurnOptions {
         permission_mode: args.permission_mode,
         allow: args
             .allow
@@ -89,9 +142,7 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
             .iter()
             .flat_map(|rules| split_rules(rules))
             .collect(),
-        answers: Some(Arc::new(TerminalAnswers {
-            on_no_answer: profile.on_no_answer,
-        })),
+        answers: Some(Arc::new(TerminalAnswers { on_no_answer })),
         model: args.model.clone(),
         max_turns: args.max_turns,
         max_budget_usd: args.max_budget_usd,
@@ -99,26 +150,80 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         append_system_prompt: args.append_system_prompt.clone(),
         client_request_id: None,
         turn_id: None,
-    };
-    let kind = TurnKind::from_text(args.prompt.clone());
-    let outcome = service
-        .run_here(&session, &kind, options, Some(sender), cancel)
-        .await;
-    runtime.mcp.shutdown().await;
-    runtime.claude.shutdown().await;
-    runtime.background.shutdown().await;
-    runtime.egress.shutdown();
-    interrupt.abort();
-    let printer = printing
-        .await
-        .map_err(|err| failed(format!("output task failed: {err}")))?;
-    let finished = match outcome {
-        Ok(Some(finished)) => finished,
-        Ok(None) => return Err(failed("the turn was not started")),
-        Err(err) => return Err(failed(err)),
-    };
-    printer.finish(&session.id, &finished);
-    Ok(exit::for_status(finished.status))
+    }
+}
+
+/// The run's turns, one per message, in one session.
+struct Turns<'a> {
+    service: &'a SessionService,
+    session: &'a SessionRecord,
+    options: TurnOptions,
+    events: mpsc::UnboundedSender<EventEnvelope>,
+    cancel: CancellationToken,
+}
+
+impl Turns<'_> {
+    /// Runs `first`, then each further message, until the input ends or a
+    /// turn does not complete (its outcome is the run's). A message that
+    /// cannot be read ends the run as a usage error, after an `error` record.
+    async fn run_all(&self, first: String, input: &mut TurnInput) -> Result<TurnFinished, Failure> {
+        let mut text = first;
+        loop {
+            let finished = self.run_one(text).await?;
+            if finished.status != TurnStatus::Completed {
+                return Ok(finished);
+            }
+            let next = tokio::select! {
+                next = input.next() => next,
+                () = self.cancel.cancelled() => return Ok(TurnFinished {
+                    status: TurnStatus::Interrupted,
+                    ..finished
+                }),
+            };
+            match next {
+                Ok(Some(next)) => text = next,
+                Ok(None) => return Ok(finished),
+                Err(message) => {
+                    let _ = self.events.send(input_error(&self.session.id, &message));
+                    return Err(usage(message));
+                }
+            }
+        }
+    }
+
+    async fn run_one(&self, text: String) -> Result<TurnFinished, Failure> {
+        let kind = TurnKind::from_text(text);
+        let outcome = self
+            .service
+            .run_here(
+                self.session,
+                &kind,
+                self.options.clone(),
+                Some(self.events.clone()),
+                self.cancel.clone(),
+            )
+            .await;
+        match outcome {
+            Ok(Some(finished)) => Ok(finished),
+            Ok(None) => Err(failed("the turn was not started")),
+            Err(err) => Err(failed(err)),
+        }
+    }
+}
+
+/// The `error` record of an unusable stdin line: not an event of the
+/// session (never stored), hence seq 0.
+fn input_error(session_id: &str, message: &str) -> EventEnvelope {
+    EventEnvelope {
+        seq: 0,
+        session_id: session_id.to_string(),
+        at: chrono::Utc::now(),
+        event: Event::Error(ErrorInfo {
+            code: ErrorCode::InvalidInput,
+            message: message.to_string(),
+            retryable: false,
+        }),
+    }
 }
 
 /// The id of the most recent session on `workspace` (`--continue`).

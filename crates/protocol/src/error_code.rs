@@ -43,6 +43,7 @@ wire_enum! {
         ClaudeCodeInterrupt = "claude_code_interrupt": "The `claude` CLI did not stop its turn after an interrupt.",
         ClaudeCodeProtocol = "claude_code_protocol": "The `claude` CLI wrote something agentd could not read.",
         ClaudeCodeLineTooLong = "claude_code_line_too_long": "The `claude` CLI wrote a line over agentd's limit.",
+        InvalidInput = "invalid_input": "`agentd run --input-format stream-json` read a stdin line that is not a usable user message (the turns before it ran).",
     }
     extra {
         ClaudeCodeResult(Box<str>) = "claude_code_" "<subtype>": "The `claude` CLI ended the turn with result `<subtype>` (e.g. `error_max_turns`, `error_during_execution`).",

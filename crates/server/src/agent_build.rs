@@ -573,14 +573,16 @@ fn offered(
     };
     let mut kept: Vec<String> = tools
         .iter()
-        .map(|tool| tool.name().to_string())
         .filter(|tool| {
+            let name = tool.name();
             profile
                 .tools
                 .as_deref()
-                .is_none_or(|only| names(only, tool))
+                .is_none_or(|only| names(only, name))
+                && !names(&profile.disallowed_tools, name)
+                && permissions.offers(name, tool.is_read_only())
         })
-        .filter(|tool| !names(&profile.disallowed_tools, tool) && permissions.offers(tool))
+        .map(|tool| tool.name().to_string())
         .collect();
     if !kept.iter().any(|tool| tool == "Bash") {
         kept.retain(|tool| tool != "BashOutput" && tool != "KillShell");

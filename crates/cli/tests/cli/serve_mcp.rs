@@ -24,9 +24,21 @@ pub(crate) fn tools_dir() -> PathBuf {
     dir
 }
 
+/// The `[[mcp_servers]]` table of the npm `server-everything` as `everything`.
+pub(crate) fn everything_server_toml() -> String {
+    let tools = tools_dir();
+    format!(
+        "[[mcp_servers]]\nname = \"everything\"\ncommand = \"node\"\n\
+         args = [\"{entry}\"]\nread_only_paths = [\"{tools}\"]\nstartup_timeout_s = 60\n",
+        entry = tools
+            .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+            .display(),
+        tools = tools.display()
+    )
+}
+
 #[tokio::test]
 async fn an_mcp_tool_is_offered_and_called_through_the_api() {
-    let tools = tools_dir();
     let script = json!({"replies": [
         {"when": {"last_user_contains": "echo"}, "content": [
             {"type": "tool_use", "id": "mcp_call", "name": "mcp__everything__echo",
@@ -35,13 +47,8 @@ async fn an_mcp_tool_is_offered_and_called_through_the_api() {
             {"type": "text", "text": "the server echoed"}]}
     ]});
     let toml = format!(
-        "[server]\nauth = \"none\"\n[profiles.default]\nallow = [\"mcp__everything__*\"]\n\
-         [[mcp_servers]]\nname = \"everything\"\ncommand = \"node\"\n\
-         args = [\"{entry}\"]\nread_only_paths = [\"{tools}\"]\nstartup_timeout_s = 60\n",
-        entry = tools
-            .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-            .display(),
-        tools = tools.display()
+        "[server]\nauth = \"none\"\n[profiles.default]\nallow = [\"mcp__everything__*\"]\n{}",
+        everything_server_toml()
     );
     let h = Harness::new(script, &toml).await;
     let server = h.start().await;

@@ -28,7 +28,7 @@ impl PermissionPolicy {
             Ok(maybe) => maybe,
             Err(denied) => return denied,
         };
-        if let Some(v) = self.read_only_mode_denial("Bash", whole_allow) {
+        if let Some(v) = self.read_only_mode_denial(call, whole_allow) {
             return v;
         }
         let hidden = match &analysis {

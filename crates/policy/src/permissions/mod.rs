@@ -29,7 +29,8 @@
 //! (but `WebFetch`, which asks unless a rule allows its domain) and asks for the rest; `accept_edits` also allows `Write`/`Edit`/`MultiEdit`;
 //! `read_only` allows `Read`, `Glob`, `Grep`, `LS`, `WebFetch` (and `Skill`, `TodoWrite`,
 //! `AskUserQuestion`, `Task`, `BashOutput`, which change nothing themselves) and denies every other
-//! tool even when an allow rule names it; `bypass` allows everything no deny rule matches
+//! tool even when an allow rule names it — but an MCP tool that is read-only (the
+//! operator's word, see [`ToolCallView::read_only`]) and that an allow rule names; `bypass` allows everything no deny rule matches
 //! — except that an explicit ask rule still asks (an operator who writes one means it).
 //!
 //! # Shell commands
@@ -89,6 +90,8 @@ mod wrappers;
 mod tests;
 #[cfg(test)]
 mod tests_bash;
+#[cfg(test)]
+mod tests_mcp;
 
 use std::path::{Path, PathBuf};
 
@@ -277,7 +280,7 @@ impl PermissionPolicy {
             .allow
             .iter()
             .find(|r| r.hit(call.tool, &facts) == Hit::Yes);
-        if let Some(v) = self.read_only_mode_denial(call.tool, allowed_by) {
+        if let Some(v) = self.read_only_mode_denial(call, allowed_by) {
             return v;
         }
         if let Some(r) = maybe_denied {
@@ -351,23 +354,45 @@ impl PermissionPolicy {
             .map(|r| r.text.as_str())
     }
 
-    /// Whether the model is offered `tool` at all: not when every call of it
-    /// would be denied (the mode refuses it, or a deny rule names the whole
-    /// tool), which would only cost context and invite refused calls.
-    pub fn offers(&self, tool: &str) -> bool {
-        if self.mode == PermissionMode::ReadOnly && !READ_ONLY_MODE_TOOLS.contains(&tool) {
+    /// Whether the model is offered `tool` (read-only by its own flag) at
+    /// all: not when every call of it would be denied (the mode refuses it,
+    /// or a deny rule names the whole tool), which would only cost context
+    /// and invite refused calls.
+    pub fn offers(&self, tool: &str, read_only: bool) -> bool {
+        if self.mode == PermissionMode::ReadOnly
+            && !READ_ONLY_MODE_TOOLS.contains(&tool)
+            && !(read_only_mcp(tool, read_only)
+                && self.allow.iter().any(|rule| rule.whole_tool(tool)))
+        {
             return false;
         }
         !self.deny.iter().any(|rule| rule.whole_tool(tool))
     }
 
-    fn read_only_mode_denial(&self, tool: &str, allowed_by: Option<&Rule>) -> Option<Verdict> {
-        if self.mode != PermissionMode::ReadOnly || READ_ONLY_MODE_TOOLS.contains(&tool) {
+    fn read_only_mode_denial(
+        &self,
+        call: &ToolCallView<'_>,
+        allowed_by: Option<&Rule>,
+    ) -> Option<Verdict> {
+        let tool = call.tool;
+        if self.mode != PermissionMode::ReadOnly
+            || READ_ONLY_MODE_TOOLS.contains(&tool)
+            || (read_only_mcp(tool, call.read_only) && allowed_by.is_some())
+        {
             return None;
         }
-        let note = allowed_by
-            .map(|r| format!(" (allow rule {} does not apply in this mode)", r.text))
-            .unwrap_or_default();
+        let note = match allowed_by {
+            Some(r) if tool.starts_with(MCP_PREFIX) => format!(
+                " (allow rule {} applies in this mode only to MCP tools marked read-only)",
+                r.text
+            ),
+            Some(r) => format!(" (allow rule {} does not apply in this mode)", r.text),
+            None if read_only_mcp(tool, call.read_only) => {
+                " (a read-only MCP tool runs in this mode only when an allow rule names it)"
+                    .to_owned()
+            }
+            None => String::new(),
+        };
         Some(deny(format!(
             "mode {} allows only tools that change nothing (Read, Glob, Grep, LS, WebFetch, …); {tool} is not allowed{note}",
             self.mode.name()
@@ -399,6 +424,15 @@ impl PermissionPolicy {
             workspace,
         }
     }
+}
+
+/// Tools of MCP servers are named `mcp__<server>__<tool>`.
+const MCP_PREFIX: &str = "mcp__";
+
+/// An MCP tool whose own flag says it changes nothing: the operator marked
+/// it (`read_only_tools`) or trusts its server's `readOnlyHint`.
+fn read_only_mcp(tool: &str, read_only: bool) -> bool {
+    read_only && tool.starts_with(MCP_PREFIX)
 }
 
 fn input_str<'a>(input: &'a serde_json::Value, key: &str) -> Option<&'a str> {

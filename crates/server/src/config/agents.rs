@@ -37,6 +37,14 @@ pub struct McpServerToml {
     /// A session's server process stops after this long without a call.
     #[serde(default = "default_idle_timeout_s")]
     pub idle_timeout_s: u64,
+    /// Tools (names as the server knows them, `*` globs) the operator
+    /// vouches change nothing: like `Read`, they run unasked in the asking
+    /// modes, and `read_only` mode runs them when an allow rule names them.
+    #[serde(default)]
+    pub read_only_tools: Vec<String>,
+    /// Also take the server's own `readOnlyHint` annotations as read-only.
+    #[serde(default)]
+    pub trust_annotations: bool,
 }
 
 fn default_startup_timeout_s() -> u64 {
@@ -97,6 +105,8 @@ impl McpServerToml {
                 path.display()
             ));
         }
+        agentd_tools::mcp::ReadOnlyTools::new(&self.read_only_tools, self.trust_annotations)
+            .map_err(|err| format!("mcp server {:?}: {err}", self.name))?;
         match (&self.command, &self.url) {
             (Some(_), None) | (None, Some(_)) => Ok(()),
             _ => Err(format!(
@@ -128,6 +138,12 @@ impl McpServerToml {
             call_timeout: Duration::from_secs(self.call_timeout_s),
             idle_timeout: Duration::from_secs(self.idle_timeout_s),
             egress: None,
+            // `check` refused bad patterns; none read-only is the safe side.
+            read_only: agentd_tools::mcp::ReadOnlyTools::new(
+                &self.read_only_tools,
+                self.trust_annotations,
+            )
+            .unwrap_or_default(),
         }
     }
 }

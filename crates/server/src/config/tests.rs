@@ -169,6 +169,10 @@ fn agent_extras_parse_and_are_checked() {
             "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nread_only_paths = [\"rel\"]\n",
             "absolute",
         ),
+        (
+            "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nread_only_tools = [\"get_[\"]\n",
+            "read_only_tools pattern \"get_[\"",
+        ),
         ("[profiles.p]\nmcp_servers = [\"nope\"]\n", "nope"),
         (
             "[[subagents]]\nname = \"r\"\ndescription = \"d\"\nprompt = \"p\"\nmodel = \"missing\"\n",

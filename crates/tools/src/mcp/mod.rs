@@ -37,6 +37,7 @@ mod connection;
 mod listed;
 mod names;
 mod pool;
+mod read_only;
 mod result;
 mod slot;
 mod tool;
@@ -49,6 +50,7 @@ use agentd_sandbox::Limits;
 
 pub use names::tool_name;
 pub use pool::McpPool;
+pub use read_only::ReadOnlyTools;
 
 /// Lowest address-space rlimit a stdio MCP server is given (16 GiB).
 pub const MCP_MIN_ADDRESS_SPACE: u64 = 16 << 30;
@@ -69,6 +71,8 @@ pub struct McpServerConfig {
     /// pass as the egress proxy's would (a stdio server's traffic goes
     /// through the proxy itself).
     pub egress: Option<Arc<crate::egress::EgressAllowlist>>,
+    /// Which of its tools are read-only (none unless the operator says).
+    pub read_only: ReadOnlyTools,
 }
 
 impl McpServerConfig {
@@ -85,6 +89,7 @@ impl McpServerConfig {
             call_timeout: Self::DEFAULT_CALL_TIMEOUT,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             egress: None,
+            read_only: ReadOnlyTools::default(),
         }
     }
 }

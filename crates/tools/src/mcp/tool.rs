@@ -16,6 +16,8 @@ pub(crate) struct McpTool {
     remote_name: String,
     description: String,
     schema: Value,
+    /// The operator's word (or the server's trusted hint), see `ReadOnlyTools`.
+    read_only: bool,
     slot: Arc<ServerSlot>,
 }
 
@@ -43,6 +45,7 @@ impl McpTool {
             .or_insert_with(|| Value::String("object".into()));
         Self {
             name,
+            read_only: slot.config.read_only.covers(&definition),
             remote_name: definition.name.to_string(),
             description,
             schema: Value::Object(schema),
@@ -66,9 +69,7 @@ impl Tool for McpTool {
     }
 
     fn is_read_only(&self) -> bool {
-        // `readOnlyHint` comes from the server and the MCP spec calls such
-        // hints untrusted: a server must not exempt its own tools from asking.
-        false
+        self.read_only
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {

@@ -93,6 +93,38 @@ impl Harness {
         Run::from_output(output)
     }
 
+    /// `agentd run --input-format stream-json --output-format stream-json
+    /// --permission-mode bypass EXTRA…` with `stdin` written and closed.
+    pub async fn run_stdin(&self, stdin: &str, extra: &[&str]) -> Run {
+        let mut args = vec![
+            "run",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--permission-mode",
+            "bypass",
+        ];
+        args.extend_from_slice(extra);
+        let mut cmd = self.command(&args);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let stdin = stdin.to_string();
+        let output = tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            let mut child = cmd.spawn().unwrap();
+            let mut pipe = child.stdin.take().unwrap();
+            // The run may stop reading early (a bad line): ignore EPIPE.
+            let _ = pipe.write_all(stdin.as_bytes());
+            drop(pipe);
+            child.wait_with_output().unwrap()
+        })
+        .await
+        .unwrap();
+        Run::from_output(output)
+    }
+
     pub fn model_requests(&self) -> Vec<RecordedRequest> {
         self.server
             .requests()
