@@ -131,6 +131,16 @@ async fn a_sessions_thinking_budget_wins_until_set_back_to_null() {
     let (_, read) = alice.get(&format!("/v1/sessions/{id}")).await;
     assert_eq!(read["thinking"]["budget_tokens"], 1024, "nothing changed");
 
+    let (status, fork) = alice
+        .post(&format!("/v1/sessions/{id}/fork"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{fork}");
+    assert_eq!(
+        fork["thinking"],
+        json!({"budget_tokens": 1024}),
+        "a fork keeps it"
+    );
+
     let (status, changed) = patch(json!({"title": "renamed"})).await;
     assert_eq!(status, StatusCode::OK, "{changed}");
     assert_eq!(changed["thinking"]["budget_tokens"], 1024, "left alone");
@@ -144,5 +154,9 @@ async fn a_sessions_thinking_budget_wins_until_set_back_to_null() {
         "back to the profile's"
     );
     let (status, _) = patch(json!({"thinking": null, "profile": "deep"})).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "unknown fields are refused");
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "unknown fields are refused"
+    );
 }

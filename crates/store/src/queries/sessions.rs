@@ -202,9 +202,14 @@ macro_rules! session_store {
                         .bind(to_ms(now()))
                         .bind(id);
                     let _write = self.write_guard().await;
-                    fetch_optional(self.writer(), query, "changing the thinking budget", session)
-                        .await?
-                        .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
+                    fetch_optional(
+                        self.writer(),
+                        query,
+                        "changing the thinking budget",
+                        session,
+                    )
+                    .await?
+                    .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
                 }
 
                 async fn delete_session(&self, id: &str) -> StoreResult<bool> {
