@@ -92,19 +92,29 @@ scenario('sign in with a token: a cookie, nothing in storage', async () => {
   await visible(tid('signout'), 'the sign-out button');
 });
 
-scenario('create a session with a profile and a model', async () => {
-  await tid('new-session').click();
-  await visible(tid('new-session-profile'), 'the new-session form');
+// The list item of a session, and what it shows.
+const itemOf = (id) => page.locator(`[data-testid="session-item"][data-session-id="${id}"]`);
+const listed = async (id) => ({ status: await textOf(itemOf(id).getByTestId('session-status')), cost: await textOf(itemOf(id).getByTestId('session-cost')) });
+
+scenario('one click on "New session" starts a chat; its choices are inline, not a modal', async () => {
+  await tid('new-session-options').click();
+  await visible(tid('new-session-profile'), 'the inline choices');
   const profiles = await tid('new-session-profile').locator('option').allTextContents();
   check(profiles.includes('default'), `the profile list has default (${profiles})`);
-  check((await tid('new-session-model').locator('option').count()) > 0, 'the model list is filled');
+  const models = await tid('new-session-model').locator('option').allTextContents();
+  check(models.some((m) => m.startsWith('quick')), `the model list has the granted models (${models})`);
   await tid('new-session-profile').selectOption('default');
-  await tid('new-session-create').click();
+  await shot('new-session-options-desktop');
+  await tid('new-session-options').click();
+  await tid('new-session').click();
   await visible(tid('composer'), 'the composer');
+  check((await page.locator('dialog').count()) === 0, 'no dialog was opened');
   const item = tid('session-item').filter({ has: page.locator('[aria-current="page"]') });
   await visible(item, 'the new session in the list');
   mainSessionId = await item.getAttribute('data-session-id');
   check(mainSessionId && page.url().includes(mainSessionId), 'the URL names the session');
+  const shown = await listed(mainSessionId);
+  check(shown.status === 'idle' && shown.cost === '$0', `a new session is idle and free (${JSON.stringify(shown)})`);
 });
 
 scenario('Shift+Enter makes a new line, Enter sends; text streams; a Bash card shows its output', async () => {
@@ -115,6 +125,7 @@ scenario('Shift+Enter makes a new line, Enter sends; text streams; a Bash card s
   check((await page.locator('section.turn').count()) === 0, 'nothing was sent yet');
   await tid('composer').press('Enter');
   const turn = lastTurn();
+  await until('the list to show the session running', async () => (await listed(mainSessionId)).status === 'running');
   // Streaming: text shows while the turn still runs.
   const seenRunning = await until('streamed text', async () => {
     const text = await textOf(turn.getByTestId('message-assistant').first()).catch(() => '');
@@ -131,6 +142,12 @@ scenario('Shift+Enter makes a new line, Enter sends; text streams; a Bash card s
   check(/\d/.test(await textOf(bash.getByTestId('tool-duration'))), 'the card shows the duration');
   await visible(turn.getByText('HELLO-DONE'), 'the reply after the tool call');
   await turnStatus(turn, 'completed');
+  // The list follows without a reload: idle again, and what the turn cost.
+  const after = await until('the list to show the turn ended', async () => {
+    const shown = await listed(mainSessionId);
+    return shown.status === 'idle' && shown.cost !== '$0' && shown;
+  });
+  check(/^\$\d/.test(after.cost), `the list shows the cost (${after.cost})`);
   // Markdown: bold, inline code, a highlighted code block, a list; thinking collapsed.
   const reply = turn.getByTestId('message-assistant').first();
   check((await reply.locator('strong').count()) >= 1 && (await reply.locator('ul > li').count()) === 2, 'markdown is rendered');
@@ -282,9 +299,32 @@ scenario('rename a session', async () => {
   check((await textOf(tid('conversation-title'))) === 'Renamed by the e2e test', 'the open conversation shows it too');
 });
 
+scenario('model and thinking of the open session change from its header', async () => {
+  check((await tid('session-model').inputValue()) === 'default', 'the header shows the model');
+  await tid('session-model').selectOption('quick');
+  const read = () => page.evaluate(async (id) => (await fetch(`/v1/sessions/${id}`)).json(), mainSessionId);
+  await until('the model to be changed on the server', async () => (await read()).model === 'quick');
+  check(await tid('session-thinking-budget').isHidden(), 'no budget shown while thinking is the default');
+  await tid('session-thinking').check();
+  await tid('session-thinking-budget').fill('500');
+  await tid('session-thinking-budget').press('Enter');
+  await tid('session-thinking-budget').blur();
+  await visible(page.getByText(/1024 to 1000000/), 'a note that the budget is out of bounds');
+  await tid('session-thinking-budget').fill('4096');
+  await tid('session-thinking-budget').blur();
+  await until('the budget to be stored', async () => {
+    const session = await read();
+    return session.thinking && session.thinking.budget_tokens === 4096;
+  });
+  await shot('session-settings-desktop');
+  await tid('session-thinking').uncheck();
+  await until('thinking back to the default', async () => (await read()).thinking === null);
+  await tid('session-model').selectOption('default');
+  await until('the model back to the default', async () => (await read()).model === 'default');
+});
+
 scenario('interrupt a long Bash call with the button', async () => {
   await tid('new-session').click();
-  await tid('new-session-create').click();
   await until('the second session to open', async () => !page.url().includes(mainSessionId) && (await page.locator('section.turn').count()) === 0);
   await send('E2E-SLEEP wait');
   const turn = lastTurn();
@@ -295,6 +335,23 @@ scenario('interrupt a long Bash call with the button', async () => {
   await turnStatus(turn, 'interrupted', 10_000);
   check((await card.getAttribute('data-status')) === 'error', 'the interrupted call is marked');
   check(await tid('interrupt').isHidden(), 'the stop button goes away');
+});
+
+scenario('a turn of a session that is not open shows in the list without a reload', async () => {
+  const before = await listed(mainSessionId);
+  const url = page.url();
+  // As another client (the CLI, another tab) would.
+  const status = await page.evaluate(async (id) => {
+    const body = JSON.stringify({ content: 'E2E-ELSEWHERE from another client' });
+    return (await fetch(`/v1/sessions/${id}/messages`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body })).status;
+  }, mainSessionId);
+  check(status === 202, `the message was taken (${status})`);
+  const after = await until('the list to show the other turn ended', async () => {
+    const shown = await listed(mainSessionId);
+    return shown.status === 'idle' && shown.cost !== before.cost && shown;
+  }, 30_000);
+  check(page.url() === url, 'no navigation happened');
+  check(after.cost !== before.cost, `its cost went up (${before.cost} → ${after.cost})`);
 });
 
 scenario('interrupt streaming text with Escape', async () => {
@@ -398,19 +455,23 @@ scenario('compacting the conversation leaves a marker', async () => {
 });
 
 scenario('a project from "New session": its greeting opens it, and asking again opens the same', async () => {
-  await tid('new-session').click();
+  await tid('new-session-options').click();
   await visible(tid('new-session-project'), 'the project choice');
   await tid('new-session-project').selectOption('demo');
-  await tid('new-session-create').click();
+  await tid('new-session').click();
   await visible(tid('composer'), 'the composer');
   await until('the greeting', async () => (await textOf(log())).includes('Welcome to the demo project.'));
   const count = await tid('session-item').count();
   const url = page.url();
+  // The choice stays for the next click (no reload: choices live in the page).
+  await page.evaluate(() => {
+    location.hash = '';
+  });
+  await visible(page.getByText('No session open'), 'the empty view');
   await tid('new-session').click();
-  await tid('new-session-project').selectOption('demo');
-  await tid('new-session-create').click();
   await until('the same session', async () => page.url() === url);
   check((await tid('session-item').count()) === count, 'no second entry in the list');
+  await tid('new-session-project').selectOption('');
 });
 
 scenario('the session list on a phone', async () => {

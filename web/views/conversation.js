@@ -12,6 +12,8 @@ import { historySection } from './history.js';
 import { modal } from './dialog.js';
 import { notify } from './toast.js';
 import { sessionHref } from './sessions.js';
+import { SessionSettings } from './session-settings.js';
+import { listStatus } from '../session-summaries.js';
 
 const STATE_TEXT = { idle: 'Idle', running: 'Working…', waiting: 'Waiting for you' };
 
@@ -59,6 +61,7 @@ export class Conversation {
     this.titleEl = h('h2', { class: 'conv-title', testid: 'conversation-title' }, this.session.title || 'Untitled session');
     this.stateEl = h('span', { class: 'conv-state', testid: 'session-state' }, STATE_TEXT.idle);
     this.usageEl = h('span', { class: 'usage', testid: 'usage', title: '' }, '');
+    this.settings = new SessionSettings(this.session, { onChanged: (session) => this.app.sessions.patch(this.id, session) });
     this.todos = new TodoPanel();
     // Busy while the history replays, so screen readers announce only what is new.
     this.log = h('div', { class: 'log', role: 'log', 'aria-live': 'polite', 'aria-busy': this.loadSeq > 0 ? 'true' : null, 'aria-label': 'Conversation', tabindex: '0', testid: 'message-log', dataset: { lastSeq: '0' } });
@@ -95,7 +98,7 @@ export class Conversation {
     this.el = h(
       'div',
       { class: 'conversation', dataset: { sessionId: this.id, state: 'idle' } },
-      h('header', { class: 'conv-head' }, this.titleEl, h('div', { class: 'conv-meta' }, this.stateEl, this.usageEl)),
+      h('header', { class: 'conv-head' }, this.titleEl, h('div', { class: 'conv-meta' }, this.stateEl, this.usageEl, this.settings.el)),
       this.todos.el,
       this.log,
       this.banner,
@@ -148,6 +151,8 @@ export class Conversation {
     this.el.dataset.state = state;
     this.stateEl.textContent = STATE_TEXT[state] || state;
     this.interruptButton.hidden = state === 'idle';
+    // The list follows at once (once the replay is over, its states are history).
+    if (this.reconciled) this.app.sessions.patch(this.id, { status: listStatus(state) });
     if (this.stateShown !== state) {
       this.stateShown = state;
       this.refreshSoon();
@@ -159,6 +164,8 @@ export class Conversation {
     if (t.context_tokens) parts.push(`context ${fmt.tokens(t.context_tokens)}`);
     this.usageEl.textContent = parts.join(' · ');
     this.usageEl.title = `cache read ${t.cache_read_tokens}, cache write ${t.cache_write_tokens} tokens`;
+    const listed = this.app.sessions.find(this.id);
+    if (this.reconciled && listed) this.app.sessions.patch(this.id, { totals: { ...listed.totals, cost_usd: t.cost_usd } });
   }
 
   setTitle(title, { fromList = false } = {}) {

@@ -1,12 +1,17 @@
 // The session list (sidebar): title, status, last activity, cost; new,
-// rename and delete.
+// rename and delete. It stays live: the open session patches its item from
+// its event stream, and the first page is polled for the others (often while
+// one of them works; see ../session-summaries.js).
 
 import { api, sessionPath } from '../api.js';
 import { h, fill } from '../dom.js';
 import * as fmt from '../format.js';
+import { itemKey, mergeFirstPage, pollDelay } from '../session-summaries.js';
 import { modal, promptDialog } from './dialog.js';
+import { NewChatOptions } from './new-chat.js';
+import { notify } from './toast.js';
 
-const REFRESH_MS = 15_000;
+const PAGE = 50;
 
 export function sessionHref(id) {
   return `#/s/${encodeURIComponent(id)}`;
@@ -23,23 +28,48 @@ export class SessionList {
     this.list = h('ul', { class: 'session-list', 'aria-label': 'Sessions' });
     this.more = h('button', { type: 'button', class: 'link-button', hidden: true, onclick: () => this.loadMore() }, 'Show older sessions');
     this.empty = h('p', { class: 'muted empty-note', hidden: true }, 'No sessions yet.');
-    const create = h('button', { type: 'button', class: 'primary new-session', testid: 'new-session', onclick: () => this.create() }, '+ New session');
-    this.el = h('nav', { class: 'sidebar', id: 'sidebar', 'aria-label': 'Sessions' }, h('div', { class: 'sidebar-head' }, create), this.list, this.empty, this.more);
-    this.timer = setInterval(() => {
-      if (!document.hidden) this.refresh().catch(() => {});
-    }, REFRESH_MS);
+    this.createButton = h('button', { type: 'button', class: 'primary new-session', testid: 'new-session', onclick: () => this.create() }, '+ New session');
+    this.options = new NewChatOptions();
+    this.el = h('nav', { class: 'sidebar', id: 'sidebar', 'aria-label': 'Sessions' }, h('div', { class: 'sidebar-head' }, this.createButton, this.options.el), this.list, this.empty, this.more);
+    this.timer = null;
+    this.onVisible = () => {
+      if (!document.hidden) this.poll();
+    };
+    document.addEventListener('visibilitychange', this.onVisible);
   }
 
   destroy() {
-    clearInterval(this.timer);
+    this.destroyed = true;
+    clearTimeout(this.timer);
+    document.removeEventListener('visibilitychange', this.onVisible);
   }
 
+  /** The first page again, merged into the list; the next poll is scheduled. */
   async refresh() {
-    const page = await api('GET', '/v1/sessions?limit=50');
-    this.sessions = page.sessions;
-    this.nextCursor = page.next_cursor;
-    this.render();
-    return this.sessions;
+    clearTimeout(this.timer);
+    try {
+      const page = await api('GET', `/v1/sessions?limit=${PAGE}`);
+      this.sessions = mergeFirstPage(this.sessions, page.sessions, Boolean(page.next_cursor));
+      // Older pages already shown keep their own cursor.
+      if (!this.nextCursor || this.sessions.length <= PAGE) this.nextCursor = page.next_cursor;
+      this.render();
+      return this.sessions;
+    } finally {
+      this.schedule();
+    }
+  }
+
+  poll() {
+    this.refresh().catch(() => {});
+  }
+
+  schedule() {
+    clearTimeout(this.timer);
+    if (this.destroyed) return;
+    this.timer = setTimeout(() => {
+      if (document.hidden) this.schedule();
+      else this.poll();
+    }, pollDelay(this.sessions));
   }
 
   async loadMore() {
@@ -67,13 +97,22 @@ export class SessionList {
   patch(id, fields) {
     const session = this.find(id);
     if (!session) return;
+    const wasBusy = session.status !== 'idle';
     Object.assign(session, fields);
     const li = this.list.querySelector(`li[data-session-id="${CSS.escape(id)}"]`);
-    if (li) li.replaceWith(this.item(session));
+    if (li && li.dataset.key !== itemKey(session)) li.replaceWith(this.item(session));
+    // A session that starts working makes the others polled more often too.
+    if (!wasBusy && session.status !== 'idle') this.schedule();
   }
 
+  /** Items whose summary did not change are kept (with their focus). */
   render() {
-    fill(this.list, this.sessions.map((s) => this.item(s)));
+    const kept = new Map(Array.from(this.list.children, (li) => [li.dataset.sessionId, li]));
+    const items = this.sessions.map((s) => {
+      const li = kept.get(s.id);
+      return li && li.dataset.key === itemKey(s) ? li : this.item(s);
+    });
+    if (items.length !== this.list.children.length || items.some((li, i) => this.list.children[i] !== li)) fill(this.list, items);
     this.empty.hidden = this.sessions.length > 0;
     this.more.hidden = !this.nextCursor;
   }
@@ -87,61 +126,28 @@ export class SessionList {
       h(
         'span',
         { class: 'session-meta' },
-        h('span', { class: `status-dot status-${session.status}` }, session.status),
+        h('span', { class: `status-dot status-${session.status}`, testid: 'session-status' }, session.status),
         h('span', { title: fmt.dateTime(session.updated_at) }, fmt.ago(session.updated_at)),
-        h('span', { class: 'session-cost' }, fmt.cost(session.totals && session.totals.cost_usd)),
+        h('span', { class: 'session-cost', testid: 'session-cost' }, fmt.cost(session.totals && session.totals.cost_usd)),
       ),
     );
     const rename = h('button', { type: 'button', class: 'icon-button', testid: 'session-rename', 'aria-label': `Rename ${title}`, title: 'Rename', onclick: () => this.rename(session) }, '✎');
     const remove = h('button', { type: 'button', class: 'icon-button', testid: 'session-delete', 'aria-label': `Delete ${title}`, title: 'Delete', onclick: () => this.remove(session) }, '✕');
-    return h('li', { class: 'session-item', testid: 'session-item', dataset: { sessionId: session.id } }, link, h('div', { class: 'session-actions' }, rename, remove));
+    return h('li', { class: 'session-item', testid: 'session-item', dataset: { sessionId: session.id, key: itemKey(session) } }, link, h('div', { class: 'session-actions' }, rename, remove));
   }
 
+  /** One click: a new chat at once, with the inline choices (the defaults until changed). */
   async create() {
-    const [profiles, models, projects] = await Promise.all([
-      api('GET', '/v1/profiles'),
-      api('GET', '/v1/models'),
-      api('GET', '/v1/projects').catch(() => ({ projects: [] })),
-    ]);
-    // A project brings its directory (and maybe its profile) instead of a new empty workspace.
-    const project = projects.projects.length
-      ? h(
-          'select',
-          { testid: 'new-session-project', name: 'project' },
-          [h('option', { value: '' }, 'None: a new empty workspace')].concat(projects.projects.map((p) => h('option', { value: p.name }, p.name))),
-        )
-      : null;
-    const profile = h(
-      'select',
-      { testid: 'new-session-profile', name: 'profile' },
-      profiles.profiles.map((p) => h('option', { value: p.name, selected: p.name === profiles.default }, p.name)),
-    );
-    const model = h(
-      'select',
-      { testid: 'new-session-model', name: 'model' },
-      models.models.map((m) => h('option', { value: m.id, selected: m.id === models.default }, m.id === m.model ? m.id : `${m.id} (${m.model})`)),
-    );
-    const title = h('input', { type: 'text', name: 'title', maxlength: 200, placeholder: 'from the first message' });
-    const created = await modal({
-      title: 'New session',
-      body: [
-        project && h('label', { class: 'field' }, h('span', null, 'Project'), project),
-        h('label', { class: 'field' }, h('span', null, 'Profile'), profile),
-        h('label', { class: 'field' }, h('span', null, 'Model'), model),
-        h('label', { class: 'field' }, h('span', null, 'Title (optional)'), title),
-      ],
-      yes: 'Create',
-      yesTestid: 'new-session-create',
-      onYes: () => {
-        const chosen = project && projects.projects.find((p) => p.name === project.value);
-        const body = { model: model.value };
-        if (chosen) body.project = chosen.name;
-        if (!(chosen && chosen.profile)) body.profile = profile.value;
-        if (title.value.trim()) body.title = title.value.trim();
-        return api('POST', '/v1/sessions', body);
-      },
-    });
-    if (!created) return;
+    this.createButton.disabled = true;
+    let created;
+    try {
+      created = await api('POST', '/v1/sessions', this.options.body());
+    } catch (err) {
+      notify(`Cannot start a session: ${err.message}`);
+      return;
+    } finally {
+      this.createButton.disabled = false;
+    }
     // A single-session project answers with the session it already has.
     if (!this.sessions.some((s) => s.id === created.id)) this.sessions.unshift(created);
     this.render();

@@ -591,6 +591,7 @@ fn offered(
 }
 
 /// The limits of the turn: the profile's, overridden by the turn's options.
+/// The thinking budget: the session's own, else the profile's, else the model's.
 fn turn_limits(
     profile: &ProfileConfig,
     options: &TurnOptions,
@@ -608,9 +609,9 @@ fn turn_limits(
         max_failed_calls: profile.max_failed_calls,
         max_identical_calls: profile.max_identical_calls,
         max_output_tokens: model.max_output_tokens,
-        thinking_budget: profile
-            .thinking
-            .map(|t| t.budget_tokens)
+        thinking_budget: session
+            .thinking_budget
+            .or(profile.thinking.map(|t| t.budget_tokens))
             .or(model.thinking_budget),
         context_window: model.context_window,
         compact_threshold: profile.compact_threshold,

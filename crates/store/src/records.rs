@@ -191,7 +191,7 @@ columns_for!(sqlx::postgres::PgRow, flag: bool, |v: bool| v);
 
 pub(crate) const SESSION_COLUMNS: &str = "id, owner, title, workspace, model, profile, status, \
     created_at, updated_at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
-    cost_usd, turns, last_seq, existing_workspace";
+    cost_usd, turns, last_seq, existing_workspace, thinking_budget";
 
 pub(crate) fn session(row: &impl Columns) -> StoreResult<SessionRecord> {
     let status = row.text("status")?;
@@ -203,6 +203,13 @@ pub(crate) fn session(row: &impl Columns) -> StoreResult<SessionRecord> {
         existing_workspace: row.flag("existing_workspace")?,
         model: row.text("model")?,
         profile: row.text("profile")?,
+        thinking_budget: row
+            .opt_int("thinking_budget")?
+            .map(|n| {
+                u32::try_from(n)
+                    .map_err(|_| StoreError::Corrupt(format!("thinking budget {n} out of range")))
+            })
+            .transpose()?,
         status: SessionStatus::parse(&status)
             .ok_or_else(|| StoreError::Corrupt(format!("unknown session status {status:?}")))?,
         created_at: row.time("created_at")?,

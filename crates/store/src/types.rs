@@ -46,6 +46,10 @@ pub struct SessionRecord {
     pub existing_workspace: bool,
     pub model: String,
     pub profile: String,
+    /// The session's own extended-thinking budget, set over HTTP; wins over
+    /// its profile's and its model's. `None`: theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
     pub status: SessionStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

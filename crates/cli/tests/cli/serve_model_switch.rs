@@ -76,3 +76,87 @@ async fn thinking_is_asked_for_and_the_model_can_change_between_turns() {
     let request = h.model_requests().last().unwrap().body.clone();
     assert_eq!(request["thinking"]["budget_tokens"], 8192);
 }
+
+#[tokio::test]
+async fn a_sessions_thinking_budget_wins_until_set_back_to_null() {
+    let script =
+        json!({"replies": [{"repeat": true, "content": [{"type": "text", "text": "ok"}]}]});
+    let h = Harness::new(script, CONFIG).await;
+    let server = h.start().await;
+    let alice = server.as_user(&h.token("alice").await);
+    let body = json!({"model": "thinker", "profile": "deep"});
+    let (status, session) = alice.post("/v1/sessions", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    assert_eq!(session["thinking"], json!(null), "none of its own yet");
+    let id = session["id"].as_str().unwrap();
+    let patch = |body| {
+        alice.send(
+            alice
+                .request(Method::PATCH, &format!("/v1/sessions/{id}"))
+                .json(&body),
+        )
+    };
+    let (alice, h) = (&alice, &h);
+    let turn_thinking = |text: &'static str| async move {
+        alice.message(id, text).await;
+        alice.wait_idle(id).await;
+        let request = h.model_requests().last().unwrap().body.clone();
+        assert!(request.to_string().contains(text), "{request}");
+        request["thinking"].clone()
+    };
+
+    let (status, changed) = patch(json!({"thinking": {"budget_tokens": 1024}})).await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["thinking"], json!({"budget_tokens": 1024}));
+    let (_, read) = alice.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(read["thinking"], json!({"budget_tokens": 1024}), "stored");
+    assert_eq!(
+        turn_thinking("one").await,
+        json!({"type": "enabled", "budget_tokens": 1024}),
+        "the session's budget wins over its profile's 8192 and its model's 2048"
+    );
+
+    for bad in [
+        json!({"thinking": {"budget_tokens": 1023}}),
+        json!({"thinking": {"budget_tokens": 1_000_001}}),
+        json!({"thinking": {"budget_tokens": -5}}),
+        json!({"thinking": {}}),
+        json!({"thinking": 4096}),
+        json!({"thinking": {"budget_tokens": 4096}, "title": " "}),
+    ] {
+        let (status, body) = patch(bad.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert!(body["error"]["message"].is_string(), "{body}");
+    }
+    let (_, read) = alice.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(read["thinking"]["budget_tokens"], 1024, "nothing changed");
+
+    let (status, fork) = alice
+        .post(&format!("/v1/sessions/{id}/fork"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{fork}");
+    assert_eq!(
+        fork["thinking"],
+        json!({"budget_tokens": 1024}),
+        "a fork keeps it"
+    );
+
+    let (status, changed) = patch(json!({"title": "renamed"})).await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["thinking"]["budget_tokens"], 1024, "left alone");
+
+    let (status, changed) = patch(json!({"thinking": null})).await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["thinking"], json!(null));
+    assert_eq!(
+        turn_thinking("two").await["budget_tokens"],
+        8192,
+        "back to the profile's"
+    );
+    let (status, _) = patch(json!({"thinking": null, "profile": "deep"})).await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "unknown fields are refused"
+    );
+}

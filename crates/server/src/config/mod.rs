@@ -215,7 +215,7 @@ pub struct ThinkingToml {
 }
 
 /// Anthropic's least thinking budget, and more than any model thinks.
-const THINKING_BUDGETS: std::ops::RangeInclusive<u32> = 1024..=1_000_000;
+pub(crate) const THINKING_BUDGETS: std::ops::RangeInclusive<u32> = 1024..=1_000_000;
 
 fn check_thinking(at: &str, thinking: Option<ThinkingToml>) -> Result<(), String> {
     match thinking {

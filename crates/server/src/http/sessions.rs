@@ -13,7 +13,7 @@ use super::AppState;
 use super::access_check::{audit, check_choice, check_new_session};
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
-use crate::config::{MountSpec, ProjectToml};
+use crate::config::{MountSpec, ProjectToml, THINKING_BUDGETS};
 use crate::models::resolve_model;
 use crate::session::lifecycle::SessionSpec;
 
@@ -57,6 +57,28 @@ pub struct UpdateSession {
     /// (or `provider:name`) the caller may use with the session's profile.
     #[schema(min_length = 1)]
     pub model: Option<String>,
+    /// The session's own extended-thinking budget, winning over its
+    /// profile's and its model's; `null` goes back to theirs.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<ThinkingSetting>, nullable = true)]
+    pub thinking: Option<Option<ThinkingSetting>>,
+}
+
+/// Extended thinking: tokens the model may think in before each answer.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ThinkingSetting {
+    #[schema(minimum = 1024, maximum = 1_000_000)]
+    pub budget_tokens: u32,
+}
+
+/// A field given as `null` is `Some(None)`; an absent one (`default`) `None`.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -78,6 +100,9 @@ pub struct SessionView {
     pub status: String,
     pub model: String,
     pub profile: String,
+    /// The session's own thinking budget (`PATCH`); `null`: its profile's
+    /// or its model's, if any.
+    pub thinking: Option<ThinkingSetting>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub totals: Totals,
@@ -128,6 +153,9 @@ pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
         status: live.status.as_str().to_string(),
         model: session.model,
         profile: session.profile,
+        thinking: session
+            .thinking_budget
+            .map(|budget_tokens| ThinkingSetting { budget_tokens }),
         created_at: session.created_at,
         updated_at: session.updated_at,
         totals: Totals {
@@ -331,13 +359,14 @@ pub async fn get_session(
     Ok(Json(view(&state, session)))
 }
 
-/// Rename a session, or change the model its next turns run on.
+/// Rename a session, or change the model or thinking budget of its next turns.
 #[utoipa::path(patch, path = "/v1/sessions/{id}", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
     request_body = UpdateSession,
     responses(
         (status = 200, body = SessionView),
-        (status = 400, description = "A bad title, an empty or unknown model", body = ErrorBody),
+        (status = 400, description = "A bad title, an empty or unknown model, a thinking budget \
+            out of 1024–1000000", body = ErrorBody),
         (status = 403, description = "`not_granted`: the model is not the caller's to choose", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
@@ -359,6 +388,15 @@ pub async fn update_session(
     {
         return Err(ApiError::BadRequest("`model` must name a model".into()));
     }
+    if let Some(Some(thinking)) = body.thinking
+        && !THINKING_BUDGETS.contains(&thinking.budget_tokens)
+    {
+        return Err(ApiError::BadRequest(format!(
+            "thinking.budget_tokens must be between {} and {}",
+            THINKING_BUDGETS.start(),
+            THINKING_BUDGETS.end()
+        )));
+    }
     if let Some(model) = &body.model {
         let runtime = state.registry.runtime();
         let env = state.registry.env().clone();
@@ -367,6 +405,10 @@ pub async fn update_session(
             .map_err(|err| ApiError::BadRequest(err.to_string()))?;
         check_choice(&state, &user, &session.profile, &model.spec).await?;
         session = state.sessions.set_model(&id, &model.spec).await?;
+    }
+    if let Some(thinking) = body.thinking {
+        let budget = thinking.map(|t| t.budget_tokens);
+        session = state.sessions.set_thinking(&id, budget).await?;
     }
     if let Some(title) = title {
         session = state.sessions.rename(&id, title).await?;

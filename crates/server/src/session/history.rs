@@ -178,7 +178,7 @@ impl SessionService {
                 profile: source.profile.clone(),
             })
             .await;
-        let session = match created {
+        let mut session = match created {
             Ok(session) => session,
             Err(err) => {
                 let _ = tokio::fs::remove_dir_all(&workspace).await;
@@ -193,6 +193,12 @@ impl SessionService {
         // A fork keeps the host mounts its source was given.
         if let Some(mounts) = store.session_mounts(&id).await? {
             store.set_session_mounts(&new_id, &mounts).await?;
+        }
+        // And the thinking budget it was given.
+        if source.thinking_budget.is_some() {
+            session = store
+                .set_session_thinking(&new_id, source.thinking_budget)
+                .await?;
         }
         self.share_workspace(&new_id).await?;
         tracing::info!(from = %id, session_id = %new_id, messages = kept.len(), "forked");

@@ -117,6 +117,17 @@ impl SessionService {
         Ok(store.set_session_model(session_id, model).await?)
     }
 
+    /// The session's own thinking budget; `None` goes back to its
+    /// profile's or model's.
+    pub async fn set_thinking(
+        &self,
+        session_id: &str,
+        budget: Option<u32>,
+    ) -> SessionResult<SessionRecord> {
+        let store = &self.registry.runtime().store;
+        Ok(store.set_session_thinking(session_id, budget).await?)
+    }
+
     pub async fn rename(&self, session_id: &str, title: String) -> SessionResult<SessionRecord> {
         let update = SessionUpdate {
             title: Some(title),

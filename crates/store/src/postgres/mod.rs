@@ -42,6 +42,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (7, "0007", "health_probe"),
     (8, "0008", "session_mounts"),
     (9, "0009", "existing_workspace"),
+    (10, "0010", "session_thinking"),
 );
 
 /// The PostgreSQL store. Cheap to clone; clones share the pool.

@@ -34,6 +34,9 @@ pub(crate) const UPDATE_SET: &str = "UPDATE sessions SET \
 
 sql!(pub(crate) UPDATE = UPDATE_SET, " WHERE id = $10 RETURNING ", SESSION_COLUMNS);
 
+sql!(pub(crate) SET_THINKING = "UPDATE sessions SET thinking_budget = $1, updated_at = $2 \
+     WHERE id = $3 RETURNING ", SESSION_COLUMNS);
+
 sql!(pub(crate) SET_MODEL = "UPDATE sessions SET model = $1, updated_at = $2 WHERE id = $3 \
      RETURNING ", SESSION_COLUMNS);
 
@@ -97,6 +100,7 @@ macro_rules! session_store {
                         existing_workspace: new.existing_workspace,
                         model: new.model,
                         profile: new.profile,
+                        thinking_budget: None,
                         status: SessionStatus::Idle,
                         created_at: at,
                         updated_at: at,
@@ -186,6 +190,26 @@ macro_rules! session_store {
                     fetch_optional(self.writer(), query, "changing the model", session)
                         .await?
                         .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
+                }
+
+                async fn set_session_thinking(
+                    &self,
+                    id: &str,
+                    budget: Option<u32>,
+                ) -> StoreResult<SessionRecord> {
+                    let query = sqlx::query(q::SET_THINKING)
+                        .bind(budget.map(i64::from))
+                        .bind(to_ms(now()))
+                        .bind(id);
+                    let _write = self.write_guard().await;
+                    fetch_optional(
+                        self.writer(),
+                        query,
+                        "changing the thinking budget",
+                        session,
+                    )
+                    .await?
+                    .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
                 }
 
                 async fn delete_session(&self, id: &str) -> StoreResult<bool> {

@@ -42,6 +42,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (6, "0006", "health_probe"),
     (7, "0007", "session_mounts"),
     (8, "0008", "existing_workspace"),
+    (9, "0009", "session_thinking"),
 );
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the

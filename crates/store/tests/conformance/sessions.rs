@@ -55,6 +55,29 @@ async fn caller_chosen_id_is_kept_and_must_be_unique() {
     assert_eq!(changed.model, "quick");
     let read = store.get_session("on-a-directory").await.unwrap().unwrap();
     assert_eq!(read.model, "quick");
+    assert_eq!(read.thinking_budget, None, "none until set");
+    let thinking = store
+        .set_session_thinking("on-a-directory", Some(1_000_000))
+        .await
+        .unwrap();
+    assert_eq!(thinking.thinking_budget, Some(1_000_000));
+    let read = store.get_session("on-a-directory").await.unwrap().unwrap();
+    assert_eq!(
+        (read.thinking_budget, read.model.as_str()),
+        (Some(1_000_000), "quick")
+    );
+    store
+        .set_session_thinking("on-a-directory", None)
+        .await
+        .unwrap();
+    let read = store.get_session("on-a-directory").await.unwrap().unwrap();
+    assert_eq!(read.thinking_budget, None, "back to the profile's");
+    assert!(
+        store
+            .set_session_thinking("no-such-session", None)
+            .await
+            .is_err()
+    );
     assert!(
         store
             .set_session_model("no-such-session", "quick")

@@ -52,6 +52,7 @@ pub async fn busy_session(store: &impl Store) -> String {
                 .unwrap();
         }
     }
+    store.set_session_thinking(&s.id, Some(4096)).await.unwrap();
     store.add_session_rule(&s.id, "Bash(ls)").await.unwrap();
     store.add_session_rule(&s.id, "Read(**)").await.unwrap();
     store
@@ -81,6 +82,7 @@ pub fn assert_complete(export: &SessionExport) {
     assert_eq!(export.messages.len(), 2);
     assert_eq!(export.events.len(), 20);
     assert_eq!(export.session.last_seq, 20);
+    assert_eq!(export.session.thinking_budget, Some(4096));
     assert_eq!(export.turns.len(), 2);
     assert_eq!(export.pending.len(), 2);
     assert!(export.pending[0].resolution.is_some());
