@@ -142,7 +142,10 @@ impl SessionFlags {
 
     /// `--disallowedTools`, one rule each.
     fn deny_rules(&self) -> Vec<String> {
-        let split = self.disallowed_tools.iter().flat_map(|r| run::split_rules(r));
+        let split = self
+            .disallowed_tools
+            .iter()
+            .flat_map(|r| run::split_rules(r));
         split.collect()
     }
 }

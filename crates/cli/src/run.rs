@@ -14,10 +14,10 @@ use agentd_store::SessionRecord;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::{RunArgs, SessionFlags};
 use crate::approve::TerminalAnswers;
 use crate::exit::{self, Failure, failed, usage};
 use crate::output::Printer;
+use crate::{RunArgs, SessionFlags};
 
 /// The owner of sessions created from the command line.
 pub const LOCAL_USER: &str = "local";

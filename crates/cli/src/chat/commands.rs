@@ -79,9 +79,15 @@ impl Conversation {
 
     async fn rewind(&mut self, pick: Option<usize>) -> ApiResult<()> {
         let id = self.session.clone();
-        let checkpoints = self.api.get(&format!("/v1/sessions/{id}/checkpoints")).await?;
+        let checkpoints = self
+            .api
+            .get(&format!("/v1/sessions/{id}/checkpoints"))
+            .await?;
         let messages = self.api.get(&format!("/v1/sessions/{id}/messages")).await?;
-        let checkpoints = checkpoints["checkpoints"].as_array().cloned().unwrap_or_default();
+        let checkpoints = checkpoints["checkpoints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         if checkpoints.is_empty() {
             self.term
                 .line("(nothing to rewind to: no turn has changed the workspace yet)");
@@ -93,7 +99,10 @@ impl Conversation {
         }
         let pick = match pick {
             Some(n) => Some(n),
-            None => match self.term.read("rewind to before which message? (number, Enter: none) ") {
+            None => match self
+                .term
+                .read("rewind to before which message? (number, Enter: none) ")
+            {
                 Input::Line(line) => line.trim().parse().ok(),
                 _ => None,
             },
@@ -103,7 +112,10 @@ impl Conversation {
             return Ok(());
         };
         let body = json!({"checkpoint_id": checkpoint["id"]});
-        let rewound = self.api.post(&format!("/v1/sessions/{id}/rewind"), body).await?;
+        let rewound = self
+            .api
+            .post(&format!("/v1/sessions/{id}/rewind"), body)
+            .await?;
         self.term.line(format!(
             "(rewound: {} files restored, {} messages removed)",
             rewound["files_restored"].as_array().map_or(0, Vec::len),
@@ -138,7 +150,11 @@ impl Conversation {
     async fn clear(&mut self) -> ApiResult<()> {
         let current = self.api.session(&self.session).await?;
         let profile = current["profile"].as_str().unwrap_or("default");
-        match self.backend.new_session(&self.api, &self.flags, profile).await {
+        match self
+            .backend
+            .new_session(&self.api, &self.flags, profile)
+            .await
+        {
             Ok(session) => {
                 self.switch_to(&session);
                 self.term

@@ -59,8 +59,10 @@ impl Renderer {
                 ..
             } => {
                 let indent = if parent_call_id.is_some() { "  " } else { "" };
-                self.running
-                    .insert(call_id.clone(), format!("{indent}● {}", card_head(name, input)));
+                self.running.insert(
+                    call_id.clone(),
+                    format!("{indent}● {}", card_head(name, input)),
+                );
             }
             Event::ToolFinished {
                 call_id,
@@ -76,8 +78,7 @@ impl Renderer {
                 tokens_after,
                 ..
             } => term.line(
-                format!("(conversation compacted: {tokens_before} → {tokens_after} tokens)")
-                    .dim(),
+                format!("(conversation compacted: {tokens_before} → {tokens_after} tokens)").dim(),
             ),
             Event::TurnFinished(finished) => {
                 for (_, head) in self.running.drain() {

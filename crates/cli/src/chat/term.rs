@@ -12,9 +12,7 @@ use std::time::Duration;
 
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::terminal;
-use reedline::{
-    FileBackedHistory, Prompt, PromptEditMode, PromptHistorySearch, Reedline, Signal,
-};
+use reedline::{FileBackedHistory, Prompt, PromptEditMode, PromptHistorySearch, Reedline, Signal};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -212,9 +210,7 @@ fn meaning(key: KeyEvent) -> Option<Key> {
     }
     match key.code {
         KeyCode::Esc => Some(Key::Interrupt),
-        KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
-            Some(Key::Interrupt)
-        }
+        KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Some(Key::Interrupt),
         KeyCode::Char(c) => Some(Key::Char(c.to_ascii_lowercase())),
         _ => None,
     }

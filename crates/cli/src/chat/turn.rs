@@ -97,7 +97,7 @@ impl Conversation {
                         }
                         Some(Key::Char('n')) => break json!({"decision": "deny"}),
                         Some(Key::Interrupt) | None => {
-                            self.term.line("deny");
+                            self.term.text("deny\n");
                             self.interrupt().await;
                             return Ok(String::new());
                         }
@@ -109,7 +109,7 @@ impl Conversation {
                     (Value::String(d), _) if d == "allow" => "once",
                     _ => "deny",
                 };
-                self.term.line(said);
+                self.term.text(&format!("{said}\n"));
                 let path = format!("/v1/sessions/{}/permissions/{request_id}", self.session);
                 self.report(self.api.post(&path, answer).await);
             }
@@ -151,7 +151,10 @@ impl Conversation {
         let mut answers = serde_json::Map::new();
         for question in &questions {
             let prompt = question.prompt();
-            let (lines, last) = prompt.trim_start().rsplit_once('\n').unwrap_or(("", &prompt));
+            let (lines, last) = prompt
+                .trim_start()
+                .rsplit_once('\n')
+                .unwrap_or(("", &prompt));
             for line in lines.lines() {
                 self.term.line(line);
             }
