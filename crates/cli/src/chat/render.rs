@@ -3,54 +3,32 @@
 
 use std::collections::HashMap;
 
-use agentd_protocol::{ContentBlock, DeltaKind, Event, Message, Role};
+use agentd_protocol::{ContentBlock, Event, Message, Role};
 use crossterm::style::Stylize;
 use serde_json::Value;
 
 use super::term::Terminal;
-use crate::output::{first_line, summarize_input};
+use crate::output::{AnswerText, AnswerTextStream, first_line, summarize_input};
 
 /// The live view of one session's events.
 #[derive(Default)]
 pub struct Renderer {
-    /// Bytes of text streamed per content block of the current message, so
-    /// the completed message adds only what did not stream.
-    streamed: HashMap<u32, usize>,
+    text: AnswerTextStream,
     /// Tool calls started and not finished: their card's head.
     running: HashMap<String, String>,
 }
 
 impl Renderer {
     pub fn event(&mut self, term: &mut Terminal, event: &Event) {
+        match self.text.piece(event) {
+            Some(AnswerText::Delta(text)) => return term.text(&text),
+            Some(AnswerText::Completed(rest)) => {
+                term.text(&rest);
+                return term.end_line();
+            }
+            None => {}
+        }
         match event {
-            // A subagent's text is its report to the main agent.
-            Event::MessageDelta {
-                parent_call_id: Some(_),
-                ..
-            }
-            | Event::MessageCompleted {
-                parent_call_id: Some(_),
-                ..
-            } => {}
-            Event::MessageDelta {
-                index,
-                kind: DeltaKind::Text,
-                text,
-                ..
-            } => {
-                *self.streamed.entry(*index).or_default() += text.len();
-                term.text(text);
-            }
-            Event::MessageCompleted { message, .. } => {
-                for (i, block) in message.content.iter().enumerate() {
-                    if let ContentBlock::Text { text } = block {
-                        let shown = self.streamed.get(&(i as u32)).copied().unwrap_or(0);
-                        term.text(text.get(shown..).unwrap_or(""));
-                    }
-                }
-                self.streamed.clear();
-                term.end_line();
-            }
             Event::ToolStarted {
                 call_id,
                 name,
