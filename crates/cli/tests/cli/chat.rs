@@ -1,7 +1,8 @@
 //! `agentd chat` on this machine's store, in a real terminal (tmux): the
 //! reply streams in, a Write asks and is approved with a key, Esc
 //! interrupts a stalled turn, `/compact` and `/rewind` work, `--resume`
-//! shows the transcript, and Ctrl-C twice at the prompt leaves.
+//! shows the transcript, the agent's questions are answered inline, and
+//! Ctrl-C twice at the prompt leaves.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
@@ -21,6 +22,13 @@ pub fn script() -> Value {
         // Three chunks, 300 ms apart: the first shows before the last comes.
         {"repeat": true, "when": {"last_user_contains": "hi "}, "delay_ms": 300,
          "content": [text("Hello from the scripted model, streamed word by word.")]},
+        {"repeat": true, "when": {"last_user_contains": "database"}, "content": [
+            {"type": "tool_use", "name": "AskUserQuestion", "input": {"questions": [
+                {"question": "Which database?", "header": "Database", "multiSelect": false,
+                 "options": [{"label": "SQLite", "description": "embedded"},
+                             {"label": "Postgres", "description": "a server"}]}]}}]},
+        {"repeat": true, "when": {"last_tool_result_contains": "Postgres"},
+         "content": [text("Going with Postgres.")]},
         {"repeat": true, "when": {"last_user_contains": "write"}, "content": [
             text("Writing the note."),
             {"type": "tool_use", "name": "Write",
@@ -133,4 +141,16 @@ async fn escape_interrupts_a_stalled_turn_and_compact_summarises() {
     assert!(summarised, "no compaction request reached the model");
     screen.say("/cost").await;
     screen.wait_for("turns, ").await;
+}
+
+#[tokio::test]
+async fn the_agents_question_is_answered_inline() {
+    let h = Harness::new(Wire::Anthropic, script()).await;
+    let screen = chat(&h, &["--permission-mode", "bypass"]);
+    screen.say("pick a database").await;
+    let asked = screen.wait_for("answer (a number").await;
+    assert!(asked.contains("Which database?"), "{asked}");
+    assert!(asked.contains("2. Postgres"), "{asked}");
+    screen.type_line("2");
+    screen.wait_for("Going with Postgres.").await;
 }
