@@ -21,6 +21,8 @@ command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # The confinement race test swaps `.git` from inside a sandbox with python3.
 [ -x /usr/bin/python3 ] || need_apt+=(python3)
+# The `agentd chat` tests drive it in a real terminal: tmux.
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 # Its venv module, for schemathesis (tests only).
 if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] && ! /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null; then
   need_apt+=(python3-venv)

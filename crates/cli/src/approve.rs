@@ -104,14 +104,16 @@ impl AnswerSource for TerminalAnswers {
     }
 }
 
-struct Question {
-    text: String,
+/// One of the agent's questions (`AskUserQuestion`), asked at a terminal;
+/// `agentd chat` asks them too.
+pub struct Question {
+    pub text: String,
     labels: Vec<String>,
     multi: bool,
 }
 
 impl Question {
-    fn parse(q: &Value) -> Option<Self> {
+    pub fn parse(q: &Value) -> Option<Self> {
         let labels = q
             .get("options")
             .and_then(Value::as_array)
@@ -129,7 +131,7 @@ impl Question {
         })
     }
 
-    fn prompt(&self) -> String {
+    pub fn prompt(&self) -> String {
         let mut prompt = format!("\nagentd asks: {}\n", self.text);
         for (n, label) in self.labels.iter().enumerate() {
             prompt.push_str(&format!("  {}. {label}\n", n + 1));
@@ -145,7 +147,7 @@ impl Question {
 
     /// A number (several, comma-separated, for multi-select) picks options;
     /// anything else is the user's own answer.
-    fn answer(&self, line: &str) -> Value {
+    pub fn answer(&self, line: &str) -> Value {
         let picked: Option<Vec<String>> = line
             .split(',')
             .map(|part| {

@@ -2,6 +2,7 @@
 //! work happens in the library crates.
 
 mod approve;
+mod chat;
 mod exit;
 mod gc;
 mod history;
@@ -42,6 +43,8 @@ struct Cli {
 enum Command {
     /// Run one task headlessly in a directory and exit (like `claude -p`).
     Run(RunArgs),
+    /// Talk with an agent in this terminal: locally, or on a server (`--server`).
+    Chat(chat::ChatArgs),
     /// List, inspect or delete stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -66,9 +69,59 @@ struct RunArgs {
     /// Print the answer and exit, as `claude -p` does (what `run` always does).
     #[arg(short = 'p', long = "print")]
     print: bool,
+    #[command(flatten)]
+    session: SessionFlags,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    output_format: OutputFormat,
+    /// `stream-json`: user messages on stdin, one JSON object a line (the
+    /// `claude` CLI's shape), each a turn of the same session, until EOF.
+    /// Needs `--output-format stream-json`.
+    #[arg(long, value_enum, default_value_t = InputFormat::Text)]
+    input_format: InputFormat,
+    /// Most model calls in this turn.
+    #[arg(long)]
+    max_turns: Option<u32>,
+    /// Most US dollars this turn may spend.
+    #[arg(long)]
+    max_budget_usd: Option<f64>,
+    /// Replace the system prompt (a template: `{{workspace}}`, `{{tools}}`,
+    /// `{{sandbox}}`, `{{permissions}}`, `{{skills}}`, `{{subagents}}`, `{{date}}`).
+    #[arg(long, value_name = "TEXT")]
+    system_prompt: Option<String>,
+    /// Add to the end of the system prompt.
+    #[arg(long, value_name = "TEXT")]
+    append_system_prompt: Option<String>,
+}
+
+/// Which session, on which model and profile, with which permissions: the
+/// flags `agentd run` and `agentd chat` share.
+#[derive(Debug, Clone, clap::Args)]
+struct SessionFlags {
     /// Continue this directory's most recent session (its workspace and history).
     #[arg(short = 'c', long = "continue", conflicts_with_all = ["resume", "cwd"])]
     continue_latest: bool,
+    /// Continue an earlier session (its workspace and history).
+    #[arg(long, value_name = "SESSION_ID")]
+    resume: Option<String>,
+    /// The workspace (default: the current directory).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// A configured model name, `demo`, `anthropic:NAME`, `openai:NAME`, or a model
+    /// name for the default provider.
+    #[arg(long, env = "AGENTD_MODEL")]
+    model: Option<String>,
+    #[arg(long, env = "AGENTD_PROFILE", default_value = "default")]
+    profile: String,
+    /// Permission mode: default (ask before anything that is not
+    /// read-only), accept_edits, read_only, bypass, dont_ask (what would ask is
+    /// denied); or Claude Code's acceptEdits, plan, bypassPermissions, dontAsk.
+    /// Overrides the profile's.
+    #[arg(long, value_parser = parse_mode)]
+    permission_mode: Option<PermissionMode>,
+    /// Allow a tool call pattern without asking, e.g. `Bash(cargo test)` or `Edit`.
+    /// Repeatable; added to the profile's allow rules.
+    #[arg(long = "allow", value_name = "RULE")]
+    allow: Vec<String>,
     /// Allow rules, as Claude Code takes them: repeatable, or several in one
     /// value separated by commas or spaces, e.g. `"Bash(git *) Edit"`.
     #[arg(
@@ -84,48 +137,23 @@ struct RunArgs {
         value_name = "RULES"
     )]
     disallowed_tools: Vec<String>,
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    output_format: OutputFormat,
-    /// `stream-json`: user messages on stdin, one JSON object a line (the
-    /// `claude` CLI's shape), each a turn of the same session, until EOF.
-    /// Needs `--output-format stream-json`.
-    #[arg(long, value_enum, default_value_t = InputFormat::Text)]
-    input_format: InputFormat,
-    /// Continue an earlier session (its workspace and history).
-    #[arg(long, value_name = "SESSION_ID")]
-    resume: Option<String>,
-    /// A configured model name, `demo`, `anthropic:NAME`, `openai:NAME`, or a model
-    /// name for the default provider.
-    #[arg(long, env = "AGENTD_MODEL")]
-    model: Option<String>,
-    #[arg(long, env = "AGENTD_PROFILE", default_value = "default")]
-    profile: String,
-    /// Most model calls in this turn.
-    #[arg(long)]
-    max_turns: Option<u32>,
-    /// Most US dollars this turn may spend.
-    #[arg(long)]
-    max_budget_usd: Option<f64>,
-    /// The workspace (default: the current directory).
-    #[arg(long)]
-    cwd: Option<PathBuf>,
-    /// Permission mode for this run: default (ask before anything that is not
-    /// read-only), accept_edits, read_only, bypass, dont_ask (what would ask is
-    /// denied); or Claude Code's acceptEdits, plan, bypassPermissions, dontAsk.
-    /// Overrides the profile's.
-    #[arg(long, value_parser = parse_mode)]
-    permission_mode: Option<PermissionMode>,
-    /// Allow a tool call pattern without asking, e.g. `Bash(cargo test)` or `Edit`.
-    /// Repeatable; added to the profile's allow rules.
-    #[arg(long = "allow", value_name = "RULE")]
-    allow: Vec<String>,
-    /// Replace the system prompt (a template: `{{workspace}}`, `{{tools}}`,
-    /// `{{sandbox}}`, `{{permissions}}`, `{{skills}}`, `{{subagents}}`, `{{date}}`).
-    #[arg(long, value_name = "TEXT")]
-    system_prompt: Option<String>,
-    /// Add to the end of the system prompt.
-    #[arg(long, value_name = "TEXT")]
-    append_system_prompt: Option<String>,
+}
+
+impl SessionFlags {
+    /// `--allow` and `--allowedTools`, one rule each.
+    fn allow_rules(&self) -> Vec<String> {
+        let split = self.allowed_tools.iter().flat_map(|r| run::split_rules(r));
+        self.allow.iter().cloned().chain(split).collect()
+    }
+
+    /// `--disallowedTools`, one rule each.
+    fn deny_rules(&self) -> Vec<String> {
+        let split = self
+            .disallowed_tools
+            .iter()
+            .flat_map(|r| run::split_rules(r));
+        split.collect()
+    }
 }
 
 fn parse_mode(text: &str) -> Result<PermissionMode, String> {
@@ -239,6 +267,7 @@ async fn dispatch(cli: Cli) -> u8 {
     let data_dir = agentd_server::paths::data_dir(cli.data_dir.as_deref(), &config, &env);
     match cli.command {
         Command::Run(args) => run::run(args, config, data_dir).await,
+        Command::Chat(args) => chat::run(args, config, data_dir).await,
         Command::Sessions(command) => sessions::run(command, config, data_dir).await,
         Command::Serve(args) => serve::run(args, config, data_dir).await,
         Command::Tokens(command) => tokens::run(command, config, data_dir).await,

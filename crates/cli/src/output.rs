@@ -10,9 +10,7 @@ use crate::OutputFormat;
 
 pub struct Printer {
     format: OutputFormat,
-    /// Bytes of text streamed per content block of the current message (the
-    /// turn's stream limit may stop deltas part way).
-    streamed: HashMap<u32, usize>,
+    text: AnswerTextStream,
     /// Whether stdout's last byte was a newline, so output ends tidily.
     at_line_start: bool,
 }
@@ -21,7 +19,7 @@ impl Printer {
     pub fn new(format: OutputFormat) -> Self {
         Self {
             format,
-            streamed: HashMap::new(),
+            text: AnswerTextStream::default(),
             at_line_start: true,
         }
     }
@@ -41,46 +39,15 @@ impl Printer {
     }
 
     fn text_event(&mut self, event: &Event) {
+        match self.text.piece(event) {
+            Some(AnswerText::Delta(text)) => return self.stdout(&text),
+            Some(AnswerText::Completed(rest)) => {
+                self.stdout(&rest);
+                return self.end_line();
+            }
+            None => {}
+        }
         match event {
-            // Subagents' text is their report to the main agent, not the answer.
-            Event::MessageDelta {
-                parent_call_id: Some(_),
-                ..
-            }
-            | Event::MessageCompleted {
-                parent_call_id: Some(_),
-                ..
-            } => {}
-            Event::MessageDelta {
-                index,
-                kind: DeltaKind::Text,
-                text,
-                ..
-            } => {
-                *self.streamed.entry(*index).or_default() += text.len();
-                self.stdout(text);
-            }
-            Event::MessageCompleted { message, .. } => {
-                // Providers that do not stream, and text past the turn's
-                // stream limit, still get shown.
-                let unstreamed: Vec<String> = message
-                    .content
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, block)| match block {
-                        agentd_protocol::ContentBlock::Text { text } => {
-                            let shown = self.streamed.get(&(i as u32)).copied().unwrap_or(0);
-                            text.get(shown..).map(str::to_string)
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                for text in unstreamed {
-                    self.stdout(&text);
-                }
-                self.streamed.clear();
-                self.end_line();
-            }
             Event::ToolStarted {
                 name,
                 input,
@@ -155,6 +122,62 @@ impl Printer {
                 eprintln!("agentd: session {session_id} (resume with --resume {session_id})");
             }
             OutputFormat::StreamJson => {}
+        }
+    }
+}
+
+/// The main agent's text in a turn's events (a subagent's text is its
+/// report to the main agent, not the answer).
+#[derive(Default)]
+pub struct AnswerTextStream {
+    /// Bytes of text streamed per content block of the current message (the
+    /// turn's stream limit may stop deltas part way).
+    streamed: HashMap<u32, usize>,
+}
+
+pub enum AnswerText {
+    /// Streamed text, to show as it comes.
+    Delta(String),
+    /// A message ended: what of its text did not stream (providers that do
+    /// not stream, text past the stream limit); the line ends after it.
+    Completed(String),
+}
+
+impl AnswerTextStream {
+    /// The answer's text `event` brings, if it brings any.
+    pub fn piece(&mut self, event: &Event) -> Option<AnswerText> {
+        match event {
+            Event::MessageDelta {
+                parent_call_id: None,
+                index,
+                kind: DeltaKind::Text,
+                text,
+                ..
+            } => {
+                *self.streamed.entry(*index).or_default() += text.len();
+                Some(AnswerText::Delta(text.clone()))
+            }
+            Event::MessageCompleted {
+                parent_call_id: None,
+                message,
+                ..
+            } => {
+                let rest = message
+                    .content
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, block)| match block {
+                        agentd_protocol::ContentBlock::Text { text } => {
+                            let shown = self.streamed.get(&(i as u32)).copied().unwrap_or(0);
+                            text.get(shown..)
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                self.streamed.clear();
+                Some(AnswerText::Completed(rest))
+            }
+            _ => None,
         }
     }
 }

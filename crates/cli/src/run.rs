@@ -21,7 +21,7 @@ use crate::approve::TerminalAnswers;
 use crate::exit::{self, Failure, failed, usage};
 use crate::output::Printer;
 use crate::stream_input::TurnInput;
-use crate::{InputFormat, OutputFormat, RunArgs};
+use crate::{InputFormat, OutputFormat, RunArgs, SessionFlags};
 
 /// The owner of sessions created from the command line.
 pub const LOCAL_USER: &str = "local";
@@ -42,28 +42,8 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         .await
         .map_err(usage)?
         .ok_or_else(|| usage("stdin held no message (--input-format stream-json)"))?;
-    let workspace = match (&args.resume, &args.cwd) {
-        (Some(_), _) => None,
-        (None, Some(dir)) => Some(dir.clone()),
-        (None, None) => Some(std::env::current_dir().map_err(usage)?),
-    };
-    let workspace = match &workspace {
-        Some(workspace) => Some(check_workspace(workspace, &data_dir).map_err(usage)?),
-        None => None,
-    };
-    prepare_data_dir(&data_dir).map_err(usage)?;
-    let service = crate::service::open(config, data_dir)
-        .await
-        .map_err(usage)?;
+    let (service, session) = open_local(&args.session, config, data_dir).await?;
     let runtime = service.registry().runtime();
-    // As root, the agent works as the local user's own uid, and the
-    // directory is handed to it before the turn: refuse one that must not be.
-    if let Some(workspace) = &workspace
-        && let Some(identity) = runtime.agent_identity(LOCAL_USER).await.map_err(usage)?
-    {
-        check_may_hand_over(workspace, &runtime.data_dir, identity).map_err(usage)?;
-    }
-    let session = session_for(&args, &service, workspace).await?;
 
     let cancel = CancellationToken::new();
     let interrupt = tokio::spawn({
@@ -94,10 +74,7 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     };
     let outcome = turns.run_all(first, &mut input).await;
     drop(turns);
-    runtime.mcp.shutdown().await;
-    runtime.claude.shutdown().await;
-    runtime.background.shutdown().await;
-    runtime.egress.shutdown();
+    shutdown(&service).await;
     interrupt.abort();
     let printer = printing
         .await
@@ -126,24 +103,11 @@ fn turn_input(args: &RunArgs) -> Result<TurnInput, Failure> {
 
 fn turn_options(args: &RunArgs, on_no_answer: NoAnswer) -> TurnOptions {
     TurnOptions {
-        permission_mode: args.permission_mode,
-        allow: args
-            .allow
-            .iter()
-            .cloned()
-            .chain(
-                args.allowed_tools
-                    .iter()
-                    .flat_map(|rules| split_rules(rules)),
-            )
-            .collect(),
-        deny: args
-            .disallowed_tools
-            .iter()
-            .flat_map(|rules| split_rules(rules))
-            .collect(),
+        permission_mode: args.session.permission_mode,
+        allow: args.session.allow_rules(),
+        deny: args.session.deny_rules(),
         answers: Some(Arc::new(TerminalAnswers { on_no_answer })),
-        model: args.model.clone(),
+        model: args.session.model.clone(),
         max_turns: args.max_turns,
         max_budget_usd: args.max_budget_usd,
         system_prompt: args.system_prompt.clone(),
@@ -226,6 +190,67 @@ fn input_error(session_id: &str, message: &str) -> EventEnvelope {
     }
 }
 
+/// The session service on the local store and the session `flags` name (or
+/// a new one on the workspace), checked as `agentd run` and `agentd chat`
+/// need: the workspace may be handed to the agent's uid.
+pub async fn open_local(
+    flags: &SessionFlags,
+    config: Config,
+    data_dir: PathBuf,
+) -> Result<(SessionService, SessionRecord), Failure> {
+    let workspace = match (&flags.resume, &flags.cwd) {
+        (Some(_), _) => None,
+        (None, Some(dir)) => Some(dir.clone()),
+        (None, None) => Some(std::env::current_dir().map_err(usage)?),
+    };
+    let workspace = match &workspace {
+        Some(workspace) => Some(check_workspace(workspace, &data_dir).map_err(usage)?),
+        None => None,
+    };
+    prepare_data_dir(&data_dir).map_err(usage)?;
+    let service = crate::service::open(config, data_dir)
+        .await
+        .map_err(usage)?;
+    let runtime = service.registry().runtime();
+    // As root, the agent works as the local user's own uid, and the
+    // directory is handed to it before the turn: refuse one that must not be.
+    if let Some(workspace) = &workspace
+        && let Some(identity) = runtime.agent_identity(LOCAL_USER).await.map_err(usage)?
+    {
+        check_may_hand_over(workspace, &runtime.data_dir, identity).map_err(usage)?;
+    }
+    let session = session_for(flags, &service, workspace).await?;
+    Ok((service, session))
+}
+
+/// Stop what turns left running in this process (MCP servers, background
+/// commands, the egress proxy).
+pub async fn shutdown(service: &SessionService) {
+    let runtime = service.registry().runtime();
+    runtime.mcp.shutdown().await;
+    runtime.claude.shutdown().await;
+    runtime.background.shutdown().await;
+    runtime.egress.shutdown();
+}
+
+/// A new session of `flags`' model and profile on `workspace`.
+pub async fn create_local(
+    flags: &SessionFlags,
+    service: &SessionService,
+    workspace: &std::path::Path,
+) -> Result<SessionRecord, Failure> {
+    let env = |key: &str| std::env::var(key).ok();
+    let runtime = service.registry().runtime();
+    let model = resolve_model(&runtime.config, flags.model.as_deref(), &env).map_err(usage)?;
+    if let Some(notice) = model.notice {
+        eprintln!("agentd: {notice}");
+    }
+    service
+        .create_in(LOCAL_USER, workspace, &model.spec, &flags.profile)
+        .await
+        .map_err(usage)
+}
+
 /// The id of the most recent session on `workspace` (`--continue`).
 async fn latest_in(
     service: &SessionService,
@@ -247,7 +272,7 @@ async fn latest_in(
 
 /// Claude Code's rule lists: rules separated by commas or spaces, except
 /// inside a rule's parentheses (`Bash(git log *)`).
-fn split_rules(text: &str) -> Vec<String> {
+pub fn split_rules(text: &str) -> Vec<String> {
     let mut rules = Vec::new();
     let (mut current, mut depth) = (String::new(), 0usize);
     for c in text.chars() {
@@ -273,13 +298,12 @@ fn split_rules(text: &str) -> Vec<String> {
 /// The session to run in: the resumed one (its dead turns finished), or a
 /// new one on `workspace`.
 async fn session_for(
-    args: &RunArgs,
+    flags: &SessionFlags,
     service: &SessionService,
     workspace: Option<PathBuf>,
 ) -> Result<SessionRecord, Failure> {
-    let env = |key: &str| std::env::var(key).ok();
     let runtime = service.registry().runtime();
-    let resume = match (&args.resume, args.continue_latest) {
+    let resume = match (&flags.resume, flags.continue_latest) {
         (Some(id), _) => Some(id.clone()),
         (None, true) => Some(latest_in(service, workspace.as_deref()).await?),
         (None, false) => None,
@@ -296,17 +320,6 @@ async fn session_for(
             runtime.recover(Some(id)).await.map_err(failed)?;
             Ok(session)
         }
-        None => {
-            let workspace = workspace.unwrap_or_default();
-            let model =
-                resolve_model(&runtime.config, args.model.as_deref(), &env).map_err(usage)?;
-            if let Some(notice) = model.notice {
-                eprintln!("agentd: {notice}");
-            }
-            service
-                .create_in(LOCAL_USER, &workspace, &model.spec, &args.profile)
-                .await
-                .map_err(usage)
-        }
+        None => create_local(flags, service, &workspace.unwrap_or_default()).await,
     }
 }

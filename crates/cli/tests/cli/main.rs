@@ -5,9 +5,12 @@
 //! on a process of its own (environment, globals, fixed ports or paths).
 //! Run one area with `cargo test -p agentd-cli --test cli <module>::`.
 
+mod chat_screen;
 mod run_harness;
 mod serve_harness;
 
+mod chat;
+mod chat_remote;
 mod claude_code_engine;
 mod claude_code_failures;
 mod cli;
