@@ -168,7 +168,12 @@ impl Runtime {
             tracing::warn!(session = %session.id, "project skill {taken:?} skipped: the name is taken");
         }
         let mut tools = self.tools_for(session, &profile, &skills, &policy).await;
-        if let Some(pool) = self.mcp.for_project(&session.id, &project).await {
+        // A project's servers run only in the sandbox.
+        let project_mcp = match policy.unsandboxed {
+            true => None,
+            false => self.mcp.for_project(&session.id, &project).await,
+        };
+        if let Some(pool) = project_mcp {
             let mcp = pool.tools(&session.id, &policy).await;
             for error in &mcp.errors {
                 tracing::warn!(session = %session.id, "project MCP: {error}");

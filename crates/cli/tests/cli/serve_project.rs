@@ -49,13 +49,20 @@ fn repository(tmp: &Path) -> std::path::PathBuf {
     let roots = tmp.join("roots");
     let repo = roots.join("repo");
     write(&roots, "CLAUDE.md", "Organisation rule OMEGA.");
+    // Another user's agent wrote this one: it does not speak to alice's.
+    write(&roots, "AGENTS.md", "Foreign rule PHI.");
+    std::os::unix::fs::chown(roots.join("AGENTS.md"), Some(61999), Some(61999)).unwrap();
     write(
         &repo,
         "CLAUDE.md",
-        "Project rule ALPHA.\nStyle: @docs/style.md\nLoop: @loop.md\n`@not/an/import.md`\n",
+        "Project rule ALPHA.\nStyle: @docs/style.md\nLoop: @loop.md\n`@not/an/import.md`\n\
+         Keys: @keys.md\n",
     );
     write(&repo, "docs/style.md", "Style rule BETA.");
     write(&repo, "not/an/import.md", "CODE RULE");
+    // A Read deny rule protects `secret.txt`, also behind a link.
+    write(&repo, "secret.txt", "SECRET SIGMA");
+    std::os::unix::fs::symlink("secret.txt", repo.join("keys.md")).unwrap();
     write(&repo, "loop.md", "Loop rule MU, back to @CLAUDE.md");
     write(&repo, "AGENTS.md", "Agents rule GAMMA.");
     write(&repo, "app_spec.txt", "SPEC DELTA");
@@ -115,7 +122,8 @@ fn config(tmp: &Path, trust: bool) -> String {
     format!(
         "[models.default]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
          base_url = \"{{URL}}\"\n\
-         [profiles.default]\nallow = [\"Bash(echo *)\", \"Skill\"]\ndeny = [\"Bash(curl *)\"]\n\
+         [profiles.default]\nallow = [\"Bash(echo *)\", \"Skill\"]\n\
+         deny = [\"Bash(curl *)\", \"Read(secret.txt)\"]\n\
          trust_project = {trust}\nappend_system_prompt = \"Spec: {{{{file:app_spec.txt}}}}\"\n\
          [profiles.plain]\nproject_config = false\n\
          [workspaces]\nroots = [\"{roots}\"]\n\
@@ -190,6 +198,15 @@ async fn a_claude_code_repository_works_as_written() {
     .collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}: {system}");
     assert!(system.contains("import cycle"), "{system}");
+    assert!(
+        !system.contains("SIGMA"),
+        "a denied file stays out: {system}"
+    );
+    assert!(system.contains("a Read deny rule protects it"), "{system}");
+    assert!(
+        !system.contains("PHI"),
+        "another user's file stays out: {system}"
+    );
     assert!(
         !system.contains("CODE RULE"),
         "an import in code is not followed"

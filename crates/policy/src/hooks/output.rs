@@ -180,7 +180,24 @@ pub(crate) fn pre_tool_verdict(hook: &Hook, run: &HookRun) -> PreToolUseOutcome 
             return not_understood(hook, &format!("expected JSON, got {quote:?}"));
         }
     };
-    pre_tool_answer(hook, answer).unwrap_or_else(|error| not_understood(hook, &error))
+    let outcome =
+        pre_tool_answer(hook, answer).unwrap_or_else(|error| not_understood(hook, &error));
+    if hook.sandboxed {
+        return project_hook_outcome(outcome);
+    }
+    outcome
+}
+
+/// A project's hook (from files the agent can write) may deny, ask or add
+/// context, never allow a call or change its input: the operator's rules
+/// and hooks keep the last word on what runs.
+fn project_hook_outcome(mut outcome: PreToolUseOutcome) -> PreToolUseOutcome {
+    if outcome.decision == Some(HookDecision::Allow) {
+        outcome.decision = None;
+        outcome.reason = None;
+    }
+    outcome.updated_input = None;
+    outcome
 }
 
 fn pre_tool_answer(hook: &Hook, answer: JsonAnswer) -> Result<PreToolUseOutcome, String> {

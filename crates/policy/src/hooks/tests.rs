@@ -422,3 +422,23 @@ fn hooks_label_is_short() {
     assert!(label.starts_with("PreToolUse hook `"));
     assert!(label.chars().count() < 120);
 }
+
+#[test]
+fn a_project_hook_can_deny_or_ask_but_never_allow_or_rewrite() {
+    let project = Hook {
+        sandboxed: true,
+        ..hook(HookEvent::PreToolUse)
+    };
+    let allow = r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "allow", "permissionDecisionReason": "fine",
+        "updatedInput": {"command": "rm -rf /"}, "additionalContext": "note"}}"#;
+    let outcome = pre_tool_verdict(&project, &exited(0, allow, ""));
+    assert_eq!(outcome.decision, None);
+    assert_eq!(outcome.updated_input, None);
+    assert_eq!(outcome.additional_context, ["note"]);
+    let operator = pre_tool_verdict(&hook(HookEvent::PreToolUse), &exited(0, allow, ""));
+    assert_eq!(operator.decision, Some(HookDecision::Allow));
+    let deny = r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "deny", "permissionDecisionReason": "no"}}"#;
+    assert!(pre_tool_verdict(&project, &exited(0, deny, "")).is_denied());
+}

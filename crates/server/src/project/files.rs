@@ -2,25 +2,52 @@
 //! descriptor, as the agent's user, links followed only while they stay
 //! beneath it, only regular files, each capped.
 
-use std::io;
+use std::io::{self, Read as _};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use agentd_sandbox::confined::{self, ConfinedError, FsIdentity, Root};
 use rustix::fs::{FileType, OFlags};
 
 /// The most of one project file that is read.
 pub const MAX_PROJECT_FILE_BYTES: u64 = 256 * 1024;
+/// The most entries of one directory looked at.
+pub const MAX_LISTED: usize = 1_000;
+
+/// Whether a Read deny rule protects a (real, absolute) path.
+pub type Hidden = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
 /// A workspace, opened, and whom its files are read as.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ProjectFiles {
     root: Root,
     identity: Option<FsIdentity>,
+    hidden: Option<Hidden>,
+}
+
+impl std::fmt::Debug for ProjectFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProjectFiles")
+            .field("root", &self.root.path())
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ProjectFiles {
     pub fn new(root: Root, identity: Option<FsIdentity>) -> Self {
-        Self { root, identity }
+        Self {
+            root,
+            identity,
+            hidden: None,
+        }
+    }
+
+    /// Refuse files a Read deny rule protects: what `hidden` says of the
+    /// place a file was actually opened at (a link to `.env` is `.env`).
+    pub fn with_hidden(mut self, hidden: Hidden) -> Self {
+        self.hidden = Some(hidden);
+        self
     }
 
     /// The workspace's path, for messages and the sandbox's view.
@@ -32,14 +59,43 @@ impl ProjectFiles {
     /// no such file; an error says why one that is there cannot be used.
     pub fn read(&self, rel: &Path) -> Result<Option<String>, String> {
         let rel = normalize(rel).ok_or("it leads outside the workspace")?;
-        let read = self.as_user(|| {
-            Ok(confined::read_regular(
-                self.root.fd(),
-                &rel,
-                MAX_PROJECT_FILE_BYTES,
-            ))
-        });
+        let read = self.as_user(|| Ok(self.read_checked(self.root.fd(), &rel, None)));
         text_of(read.map_err(ConfinedError::Io).and_then(|bytes| bytes))
+    }
+
+    /// `rel` beneath `dir`, only a regular file, owned by `owners` when
+    /// given, not one a deny rule hides, capped.
+    fn read_checked(
+        &self,
+        dir: std::os::fd::BorrowedFd<'_>,
+        rel: &Path,
+        owners: Option<&[u32]>,
+    ) -> Result<Vec<u8>, ConfinedError> {
+        let (file, stat) = confined::open_regular(dir, rel)?;
+        if owners.is_some_and(|owners| !owners.contains(&stat.st_uid)) {
+            return Err(ConfinedError::Io(io::Error::other(
+                "it belongs to another user",
+            )));
+        }
+        if let Some(hidden) = &self.hidden {
+            use std::os::fd::AsRawFd;
+            let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+            if hidden(&real) {
+                return Err(ConfinedError::Io(io::Error::other(
+                    "a Read deny rule protects it",
+                )));
+            }
+        }
+        let size = stat.st_size as u64;
+        if size > MAX_PROJECT_FILE_BYTES {
+            return Err(ConfinedError::TooLarge {
+                size,
+                limit: MAX_PROJECT_FILE_BYTES,
+            });
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        file.take(MAX_PROJECT_FILE_BYTES).read_to_end(&mut bytes)?;
+        Ok(bytes)
     }
 
     /// The entries of the directory `rel`: names and whether each is a
@@ -48,35 +104,29 @@ impl ProjectFiles {
         let Some(rel) = normalize(rel) else {
             return Vec::new();
         };
-        let listed = self.as_user(|| Ok(confined::list_dir(self.root.fd(), &rel)));
-        let Ok(Ok(entries)) = listed else {
+        let listed = self.as_user(|| Ok(list_capped(self.root.fd(), &rel)));
+        let Ok(Ok(mut names)) = listed else {
             return Vec::new();
         };
-        let mut names: Vec<(String, bool)> = entries
-            .into_iter()
-            .filter_map(|entry| {
-                let kind = confined::file_type(entry.stat.as_ref()?);
-                let is_dir = match kind {
-                    FileType::Directory => true,
-                    FileType::RegularFile => false,
-                    _ => return None,
-                };
-                Some((entry.name.into_string().ok()?, is_dir))
-            })
-            .collect();
         names.sort();
         names
     }
 
     /// A file of a directory above the workspace (`dir` absolute), opened
     /// from `/` through real directories only, as the agent's user.
+    /// Only a file of root's or the agent's own counts: in a directory
+    /// others' agents may write, theirs could speak to this one.
     pub fn read_above(&self, dir: &Path, name: &str) -> Result<Option<String>, String> {
+        let own = self
+            .identity
+            .map_or_else(|| rustix::process::geteuid().as_raw(), |who| who.uid);
         let read = self.as_user(|| {
             let dir = confined::open_absolute_no_links(dir, OFlags::PATH | OFlags::DIRECTORY)?;
-            Ok(confined::read_regular(
+            let owners = [0, own];
+            Ok(self.read_checked(
                 std::os::fd::AsFd::as_fd(&dir),
                 Path::new(name),
-                MAX_PROJECT_FILE_BYTES,
+                Some(&owners),
             ))
         });
         text_of(read.map_err(ConfinedError::Io).and_then(|bytes| bytes))
@@ -95,6 +145,36 @@ impl ProjectFiles {
     fn as_user<T>(&self, work: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
         confined::as_user(self.identity, work)
     }
+}
+
+/// The regular files and directories of `rel` beneath `dir`, at most
+/// [`MAX_LISTED`] entries looked at (links and the rest left out).
+fn list_capped(
+    dir: std::os::fd::BorrowedFd<'_>,
+    rel: &Path,
+) -> Result<Vec<(String, bool)>, ConfinedError> {
+    let fd = confined::open_dir(dir, rel)?;
+    let mut listing = rustix::fs::Dir::read_from(&fd).map_err(io::Error::from)?;
+    let mut names = Vec::new();
+    for entry in std::iter::from_fn(|| listing.read()).take(MAX_LISTED + 2) {
+        let Ok(entry) = entry else { break };
+        let Ok(name) = entry.file_name().to_str() else {
+            continue;
+        };
+        if name == "." || name == ".." {
+            continue;
+        }
+        let flags = rustix::fs::AtFlags::SYMLINK_NOFOLLOW;
+        let Ok(stat) = rustix::fs::statat(&fd, name, flags) else {
+            continue;
+        };
+        match confined::file_type(&stat) {
+            FileType::Directory => names.push((name.to_string(), true)),
+            FileType::RegularFile => names.push((name.to_string(), false)),
+            _ => {}
+        }
+    }
+    Ok(names)
 }
 
 /// `rel` without `.` and with `..` applied, when it stays inside (and is

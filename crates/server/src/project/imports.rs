@@ -10,6 +10,12 @@ use super::files::{ProjectFiles, normalize};
 
 /// Claude Code's limit on nested imports.
 pub const MAX_IMPORT_DEPTH: usize = 5;
+/// Files imported in all, and imports followed from one file: the rest is
+/// a note, so a repository cannot make each turn read without end.
+const MAX_IMPORTS: usize = 50;
+const MAX_IMPORTS_PER_FILE: usize = 20;
+/// Past this much text (the section's cap), nothing more is imported.
+const MAX_IMPORTED_CHARS: usize = super::instructions::MAX_INSTRUCTION_CHARS;
 
 /// One instruction file, as included.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +67,8 @@ pub struct Importer<'a> {
     files: &'a ProjectFiles,
     pub included: Vec<Included>,
     pub warnings: Vec<String>,
+    imported: usize,
+    chars: usize,
 }
 
 impl<'a> Importer<'a> {
@@ -69,6 +77,8 @@ impl<'a> Importer<'a> {
             files,
             included: Vec::new(),
             warnings: Vec::new(),
+            imported: 0,
+            chars: 0,
         }
     }
 
@@ -86,7 +96,8 @@ impl<'a> Importer<'a> {
         chain: &mut Vec<PathBuf>,
     ) {
         let shown = path.display().to_string();
-        let imports = targets(&text);
+        let mut imports = targets(&text);
+        self.chars += text.len();
         let index = self.included.len();
         self.included.push(Included {
             path: shown.clone(),
@@ -94,6 +105,12 @@ impl<'a> Importer<'a> {
             text,
         });
         let mut notes = Vec::new();
+        if imports.len() > MAX_IMPORTS_PER_FILE {
+            notes.push(format!(
+                "[agentd: only the first {MAX_IMPORTS_PER_FILE} imports of {shown} are followed]"
+            ));
+            imports.truncate(MAX_IMPORTS_PER_FILE);
+        }
         for target in imports {
             if let Some(note) = self.follow(path, &target, chain) {
                 notes.push(format!("[agentd: import @{target} in {shown} {note}]"));
@@ -127,6 +144,9 @@ impl<'a> Importer<'a> {
         if self.included.iter().any(|i| i.path == shown) {
             return None;
         }
+        if self.imported >= MAX_IMPORTS || self.chars >= MAX_IMPORTED_CHARS {
+            return Some("not followed: the instructions are already at their limit".into());
+        }
         if chain.len() > MAX_IMPORT_DEPTH {
             return Some(format!(
                 "not followed: imports nest at most {MAX_IMPORT_DEPTH} deep"
@@ -134,6 +154,7 @@ impl<'a> Importer<'a> {
         }
         match self.files.read(&path) {
             Ok(Some(text)) => {
+                self.imported += 1;
                 chain.push(path.clone());
                 let by = chain[chain.len() - 2].display().to_string();
                 self.push(&path, text, Some(by), chain);

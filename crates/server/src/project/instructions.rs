@@ -9,6 +9,7 @@ use std::path::Path;
 use super::ProjectScope;
 use super::files::{MAX_PROJECT_FILE_BYTES, ProjectFiles};
 use super::imports::{Importer, Included};
+use agentd_sandbox::confined::{self, Root};
 
 /// The instruction files read in each directory, in this order.
 pub const INSTRUCTION_FILES: [&str; 3] = ["CLAUDE.md", "CLAUDE.local.md", "AGENTS.md"];
@@ -29,17 +30,14 @@ pub fn gather(
 ) -> Option<String> {
     let mut included: Vec<Included> = Vec::new();
     if let Some(path) = &scope.user_file {
-        match std::fs::read(path) {
-            Ok(bytes) if bytes.len() as u64 <= MAX_PROJECT_FILE_BYTES => {
-                included.push(Included {
-                    path: "the user's CLAUDE.md".into(),
-                    imported_by: None,
-                    text: String::from_utf8_lossy(&bytes).into_owned(),
-                });
-            }
-            Ok(_) => warnings.push(format!("{} is too large to include", path.display())),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-            Err(err) => warnings.push(format!("{} cannot be read: {err}", path.display())),
+        match read_user_file(path) {
+            Ok(Some(text)) => included.push(Included {
+                path: "the user's CLAUDE.md".into(),
+                imported_by: None,
+                text,
+            }),
+            Ok(None) => {}
+            Err(reason) => warnings.push(format!("{}: {reason}", path.display())),
         }
     }
     for dir in &scope.parents {
@@ -119,4 +117,22 @@ fn render(included: &[Included]) -> String {
         break;
     }
     out
+}
+
+/// The user's own file in the operator's data dir: opened beneath its
+/// folder, only a regular file (a FIFO there cannot block the server), capped.
+fn read_user_file(path: &Path) -> Result<Option<String>, String> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(None);
+    };
+    let folder = match Root::open(dir) {
+        Ok(folder) => folder,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err.to_string()),
+    };
+    match confined::read_regular(folder.fd(), Path::new(name), MAX_PROJECT_FILE_BYTES) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(err) if err.io_kind() == Some(std::io::ErrorKind::NotFound) => Ok(None),
+        Err(err) => Err(err.to_string()),
+    }
 }

@@ -7,6 +7,8 @@ use agentd_engine::prompt::file_placeholders;
 use agentd_sandbox::confined::{FsIdentity, Root};
 use agentd_store::SessionRecord;
 
+use agentd_policy::permissions::PermissionPolicy;
+
 use super::{Project, ProjectFiles, ProjectScope, load};
 use crate::config::ProfileConfig;
 use crate::runtime::{Runtime, TurnOptions};
@@ -32,12 +34,12 @@ impl Runtime {
         let scope = ProjectScope {
             read: profile.project_config,
             trusted: profile.project_config && profile.trust_project,
-            user_file: Some(
+            user_file: plain_name(&session.owner).then(|| {
                 self.data_dir
                     .join("users")
                     .join(&session.owner)
-                    .join("CLAUDE.md"),
-            ),
+                    .join("CLAUDE.md")
+            }),
             parents: if existing {
                 self.parents_within_roots(&session.owner, root.path())
             } else {
@@ -45,7 +47,18 @@ impl Runtime {
             },
             template_files: file_placeholders(templates.into_iter().flatten()),
         };
-        let files = ProjectFiles::new(root, identity);
+        // What the operator's Read deny rules protect stays out of the
+        // prompt, whichever file leads to it.
+        let mut deny = profile.deny.clone();
+        deny.extend(options.deny.iter().cloned());
+        let workspace = root.path().to_path_buf();
+        let mut files = ProjectFiles::new(root, identity);
+        if let Ok(rules) = PermissionPolicy::new(profile.mode, &profile.allow, &deny, &profile.ask)
+        {
+            files = files.with_hidden(std::sync::Arc::new(move |path: &Path| {
+                rules.read_denied_by(path, &workspace).is_some()
+            }));
+        }
         let project = tokio::task::spawn_blocking(move || load(&files, &scope))
             .await
             .unwrap_or_default();
@@ -77,4 +90,9 @@ impl Runtime {
         parents.reverse();
         parents
     }
+}
+
+/// A user name that is one plain path component.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains('/')
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use agentd_sandbox::PathGuard;
 use agentd_sandbox::confined::{self, ConfinedError, Root};
 use async_trait::async_trait;
-use rustix::fs::FileType;
+use rustix::fs::{FileType, Mode, OFlags};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -176,8 +176,11 @@ impl Folder {
     ) -> Result<T, ConfinedError> {
         match self {
             Folder::Host(dir) => op(Root::open(dir)?.fd()),
+            // Through real directories only: the agent cannot swap the
+            // folder for a link to a place its deny rules protect.
             Folder::Workspace(guard, dir) => guard.confined(dir, |workspace, relative| {
-                let folder = confined::open_dir(workspace, relative)?;
+                let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+                let folder = confined::open_no_links(workspace, relative, flags, Mode::empty())?;
                 op(folder.as_fd())
             }),
         }
