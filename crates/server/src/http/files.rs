@@ -331,16 +331,8 @@ const OCTET_STREAM: &str = "application/octet-stream";
 /// Sniffed, never taken from the name: text, a few image formats, or bytes.
 /// SVG and HTML are served as plain text (they could run script).
 fn content_type(bytes: &[u8]) -> &'static str {
-    const MAGIC: [(&[u8], &str); 4] = [
-        (b"\x89PNG\r\n\x1a\n", "image/png"),
-        (b"\xff\xd8\xff", "image/jpeg"),
-        (b"GIF8", "image/gif"),
-        (b"RIFF", "image/webp"),
-    ];
-    for (magic, kind) in MAGIC {
-        if bytes.starts_with(magic) && (kind != "image/webp" || bytes.get(8..12) == Some(b"WEBP")) {
-            return kind;
-        }
+    if let Some(kind) = agentd_protocol::sniff_image(bytes) {
+        return kind;
     }
     if !bytes.contains(&0) && std::str::from_utf8(bytes).is_ok() {
         "text/plain; charset=utf-8"
