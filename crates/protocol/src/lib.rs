@@ -17,8 +17,8 @@ pub use event::{
     OutputStream, Todo, TodoStatus, TurnFinished, TurnStatus,
 };
 pub use message::{
-    ContentBlock, IMAGE_MEDIA_TYPES, Message, Role, ToolUse, Usage, base64_image_source,
-    sniff_image,
+    ContentBlock, IMAGE_MEDIA_TYPES, MAX_IMAGE_BYTES, Message, Role, ToolUse, Usage,
+    base64_image_source, sniff_image,
 };
 pub use vocab::{Decision, PendingKind, Resolver};
 

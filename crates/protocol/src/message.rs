@@ -137,6 +137,10 @@ impl ContentBlock {
     }
 }
 
+/// The largest image sent to a model, in bytes (decoded): Anthropic's
+/// limit for one image.
+pub const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
+
 /// The image formats every provider takes, as media types.
 pub const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
