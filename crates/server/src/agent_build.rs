@@ -499,9 +499,10 @@ fn turn_limits(
         max_failed_calls: profile.max_failed_calls,
         max_identical_calls: profile.max_identical_calls,
         max_output_tokens: model.max_output_tokens,
-        thinking_budget: profile
-            .thinking
-            .map(|t| t.budget_tokens)
+        // A message's own budget wins, then the profile's, then the model's.
+        thinking_budget: options
+            .thinking_budget
+            .or(profile.thinking.map(|t| t.budget_tokens))
             .or(model.thinking_budget),
         context_window: model.context_window,
         compact_threshold: profile.compact_threshold,

@@ -103,6 +103,8 @@ pub struct ServerConfig {
     pub max_streams_per_user: Option<usize>,
     /// SIGTERM ends the process within this (seconds), whatever it waits for.
     pub shutdown_deadline_s: Option<u64>,
+    /// The largest file `POST /v1/sessions/{id}/files` takes (MiB; default 20).
+    pub max_upload_mb: Option<u64>,
 }
 
 /// [`ServerConfig::spare_sandboxes`] when unset.
@@ -215,7 +217,7 @@ pub struct ThinkingToml {
 }
 
 /// Anthropic's least thinking budget, and more than any model thinks.
-const THINKING_BUDGETS: std::ops::RangeInclusive<u32> = 1024..=1_000_000;
+pub(crate) const THINKING_BUDGETS: std::ops::RangeInclusive<u32> = 1024..=1_000_000;
 
 fn check_thinking(at: &str, thinking: Option<ThinkingToml>) -> Result<(), String> {
     match thinking {

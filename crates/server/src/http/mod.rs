@@ -5,6 +5,7 @@
 mod access_check;
 mod admin;
 pub mod approvals;
+mod attachments;
 pub mod auth;
 mod conn_watch;
 mod doc;
@@ -25,6 +26,7 @@ mod shutdown;
 pub mod sign_in;
 mod sse;
 pub mod stream_limit;
+mod uploads;
 mod web;
 
 use std::future::Future;
@@ -84,7 +86,7 @@ pub struct AppState {
     modifiers(&Security),
     tags(
         (name = "sessions", description = "Sessions, their messages and live events"),
-        (name = "files", description = "Read-only workspace browsing"),
+        (name = "files", description = "Workspace browsing, and uploads"),
         (name = "auth", description = "Signing the web UI in and out"),
         (name = "admin", description = "Users, grants, usage and the audit log (admins only)"),
         (name = "server", description = "What the server offers, health and metrics")
@@ -114,7 +116,12 @@ fn api_router() -> OpenApiRouter<AppState> {
             sessions::update_session,
             sessions::delete_session
         ))
-        .routes(routes!(messages::post_message, messages::list_messages))
+        .merge(
+            // Room for images in base64 (each is checked against its own cap).
+            OpenApiRouter::new()
+                .routes(routes!(messages::post_message, messages::list_messages))
+                .layer(DefaultBodyLimit::max(messages::MESSAGE_BODY_LIMIT)),
+        )
         .routes(routes!(messages::interrupt))
         .routes(routes!(sse::events))
         .routes(routes!(approvals::list_pending))
@@ -124,7 +131,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(history::list_checkpoints))
         .routes(routes!(history::rewind))
         .routes(routes!(history::fork))
-        .routes(routes!(files::list_files))
+        .routes(routes!(files::list_files, uploads::upload_file))
         .routes(routes!(files::file_content))
         .routes(routes!(meta::models))
         .routes(routes!(meta::profiles))
