@@ -120,6 +120,10 @@ struct RunArgs {
     /// Add to the end of the system prompt.
     #[arg(long, value_name = "TEXT")]
     append_system_prompt: Option<String>,
+    /// Attach an image (PNG, JPEG, GIF or WebP, at most 5 MiB) to the
+    /// prompt. Repeatable.
+    #[arg(long = "image", value_name = "PATH")]
+    images: Vec<PathBuf>,
 }
 
 fn parse_mode(text: &str) -> Result<PermissionMode, String> {

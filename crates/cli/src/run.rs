@@ -1,7 +1,11 @@
 //! `agentd run`: one headless turn in a workspace.
 
+use std::io::Read as _;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+use agentd_protocol::{ContentBlock, MAX_IMAGE_BYTES, sniff_image};
+use base64::Engine as _;
 
 use agentd_server::config::Config;
 use agentd_server::models::resolve_model;
@@ -99,8 +103,9 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         append_system_prompt: args.append_system_prompt.clone(),
         client_request_id: None,
         turn_id: None,
+        thinking_budget: None,
     };
-    let kind = TurnKind::from_text(args.prompt.clone());
+    let kind = prompt(&args)?;
     let outcome = service
         .run_here(&session, &kind, options, Some(sender), cancel)
         .await;
@@ -119,6 +124,43 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     };
     printer.finish(&session.id, &finished);
     Ok(exit::for_status(finished.status))
+}
+
+/// The prompt and the `--image` files after it.
+fn prompt(args: &RunArgs) -> Result<TurnKind, Failure> {
+    if args.images.is_empty() {
+        return Ok(TurnKind::from_text(args.prompt.clone()));
+    }
+    let mut content = vec![ContentBlock::Text {
+        text: args.prompt.clone(),
+    }];
+    for path in &args.images {
+        content.push(image(path)?);
+    }
+    Ok(TurnKind::from_blocks(content, None))
+}
+
+/// An image file of the user's, as a base64 image block.
+fn image(path: &std::path::Path) -> Result<ContentBlock, Failure> {
+    let shown = path.display();
+    let mut bytes = Vec::new();
+    let file = std::fs::File::open(path).map_err(|err| usage(format!("--image {shown}: {err}")))?;
+    // One byte past the cap tells a file that is too large, unread.
+    std::io::Read::take(file, MAX_IMAGE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| usage(format!("--image {shown}: {err}")))?;
+    if bytes.len() > MAX_IMAGE_BYTES {
+        return Err(usage(format!(
+            "--image {shown}: images over {MAX_IMAGE_BYTES} bytes cannot be sent to a model"
+        )));
+    }
+    let media_type = sniff_image(&bytes).ok_or_else(|| {
+        usage(format!(
+            "--image {shown}: not a PNG, JPEG, GIF or WebP image"
+        ))
+    })?;
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    Ok(ContentBlock::base64_image(media_type, data))
 }
 
 /// The id of the most recent session on `workspace` (`--continue`).

@@ -6,6 +6,7 @@
 //! Run one area with `cargo test -p agentd-cli --test cli <module>::`.
 
 mod run_harness;
+mod run_images;
 mod serve_harness;
 
 mod claude_code_engine;
@@ -22,6 +23,7 @@ mod schemathesis;
 mod serve_agent_tools;
 mod serve_agent_uids;
 mod serve_approvals;
+mod serve_attachments;
 mod serve_auth;
 mod serve_background;
 mod serve_cluster;

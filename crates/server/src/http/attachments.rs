@@ -5,7 +5,7 @@
 //! like any other, so the transcript and the cluster's queue hold the bytes
 //! the model saw.
 
-use agentd_protocol::{ContentBlock, MAX_IMAGE_BYTES, base64_image_source, sniff_image};
+use agentd_protocol::{ContentBlock, MAX_IMAGE_BYTES, sniff_image};
 use agentd_sandbox::confined;
 use agentd_store::SessionRecord;
 use base64::Engine as _;
@@ -230,9 +230,7 @@ fn image_block(at: &str, media_type: &str, bytes: Vec<u8>) -> ApiResult<ContentB
         }
     }
     let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-    Ok(ContentBlock::Image {
-        source: base64_image_source(media_type, data),
-    })
+    Ok(ContentBlock::base64_image(media_type, data))
 }
 
 fn document_block(
