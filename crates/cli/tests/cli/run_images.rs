@@ -23,12 +23,16 @@ async fn images_are_attached_to_the_prompt() {
         .await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     let request = h.model_requests().last().unwrap().body.clone();
-    let image = json!({"type": "image", "source":
-        {"type": "base64", "media_type": "image/png", "data": PNG_B64}});
-    assert_eq!(
-        request["messages"][0]["content"],
-        json!([{"type": "text", "text": "what is in them?"}, image, image])
-    );
+    let content = request["messages"][0]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 3, "{content:?}");
+    assert_eq!(content[0]["text"], "what is in them?");
+    let source = json!({"type": "base64", "media_type": "image/png", "data": PNG_B64});
+    for image in &content[1..] {
+        assert_eq!(
+            (&image["type"], &image["source"]),
+            (&json!("image"), &source)
+        );
+    }
 
     let calls = h.model_requests().len();
     let run = h.run("and this?", &["--image", "notes.txt"]).await;

@@ -76,12 +76,12 @@ async fn an_image_in_a_message_reaches_both_wire_formats_with_its_thinking_budge
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
     server.wait_idle(&id).await;
     let anthropic = h.model_requests().last().unwrap().body.clone();
+    let content = &anthropic["messages"][0]["content"];
+    assert_eq!(content[0], json!({"type": "text", "text": "what is this?"}));
+    assert_eq!(content[1]["type"], "image");
     assert_eq!(
-        anthropic["messages"][0]["content"],
-        json!([
-            {"type": "text", "text": "what is this?"},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}},
-        ])
+        content[1]["source"],
+        json!({"type": "base64", "media_type": "image/png", "data": PNG_B64})
     );
     assert_eq!(
         anthropic["thinking"],
@@ -178,8 +178,8 @@ async fn an_uploaded_file_lands_in_the_workspace_and_hostile_paths_are_refused()
     let h = Harness::new(script(), CONFIG).await;
     let server = h.start().await;
     let id = session(&server, "claude").await;
-    let (_, info) = server.get(&format!("/v1/sessions/{id}")).await;
-    let workspace = std::path::PathBuf::from(info["workspace"].as_str().unwrap());
+    let workspace = h.data().join("workspaces").join(&id);
+    assert!(workspace.is_dir(), "{}", workspace.display());
 
     let (status, uploaded) = upload(&server, &id, "shots/one.png", png()).await;
     assert_eq!(status, StatusCode::CREATED, "{uploaded}");
@@ -239,4 +239,43 @@ async fn read_of_a_png_shows_the_model_the_image() {
         json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}}),
         "{result}"
     );
+}
+
+#[tokio::test]
+async fn an_image_and_a_thinking_budget_survive_the_cluster_queue() {
+    let url = crate::serve_harness::fresh_database_url().await;
+    let toml = format!(
+        "[server]\nauth = \"none\"\n[database]\nurl = \"{url}\"\n[cluster]\nlease_timeout_s = 3\n\
+         [models.claude]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{{URL}}\"\n\
+         [profiles.default]\nmode = \"bypass\"\n"
+    );
+    let h = Harness::new(script(), &toml).await;
+    let server = h.start_node("a").await;
+    let id = session(&server, "claude").await;
+    // Queued behind a plain-text turn, so the image waits in the database.
+    let (status, _) = send(&server, &id, json!({"content": "first, plain text"})).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let body = json!({"content": image_message("then this"), "queue": true,
+                      "thinking": {"budget_tokens": 4096}});
+    let (status, accepted) = send(&server, &id, body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let events = server.events(&id, None).await.until_finished(2).await;
+    let finished: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.event == "turn.finished")
+        .map(|e| &e.data)
+        .collect();
+    assert!(
+        finished.iter().all(|f| f["status"] == "completed"),
+        "{finished:?}"
+    );
+    let requests = h.model_requests();
+    assert_eq!(
+        requests[0].body["messages"][0]["content"][0]["text"],
+        "first, plain text"
+    );
+    let last = &requests.last().unwrap().body;
+    let user = last["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(user["content"][1]["source"]["data"], PNG_B64, "{last}");
+    assert_eq!(last["thinking"]["budget_tokens"], 4096);
 }

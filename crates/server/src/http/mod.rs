@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -205,11 +205,12 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
         }
         _ => false,
     };
+    let limit = body_limit(&state, &request);
     let mut response = if foreign_host {
         ApiError::BadHost.into_response()
-    } else if declared_length(&request).is_some_and(|n| n > BODY_LIMIT as u64) {
+    } else if declared_length(&request).is_some_and(|n| n > limit) {
         // Refused before a byte of the body is read.
-        ApiError::TooLarge(format!("the request body is over {BODY_LIMIT} bytes")).into_response()
+        ApiError::TooLarge(format!("the request body is over {limit} bytes")).into_response()
     } else {
         next.run(request).instrument(span.clone()).await
     };
@@ -230,6 +231,24 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
         HeaderValue::from_static("nosniff"),
     );
     response
+}
+
+/// The most a request's body may hold: more for a message (images in
+/// base64) and an upload (`[server] max_upload_mb`) than for the rest.
+fn body_limit(state: &AppState, request: &Request) -> u64 {
+    let path = request.uri().path();
+    let in_session = |tail: &str| {
+        path.strip_prefix("/v1/sessions/")
+            .and_then(|rest| rest.strip_suffix(tail))
+            .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+    };
+    match *request.method() {
+        Method::POST if in_session("/messages") => messages::MESSAGE_BODY_LIMIT as u64,
+        Method::POST if in_session("/files") => {
+            state.registry.runtime().config.server.max_upload_bytes()
+        }
+        _ => BODY_LIMIT as u64,
+    }
 }
 
 fn declared_length(request: &Request) -> Option<u64> {
