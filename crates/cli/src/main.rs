@@ -40,7 +40,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run one task headlessly in a directory and exit (like `claude -p`).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List, inspect or delete stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -228,7 +228,7 @@ async fn dispatch(cli: Cli) -> u8 {
     let env = |key: &str| std::env::var(key).ok();
     let data_dir = agentd_server::paths::data_dir(cli.data_dir.as_deref(), &config, &env);
     match cli.command {
-        Command::Run(args) => run::run(args, config, data_dir).await,
+        Command::Run(args) => run::run(*args, config, data_dir).await,
         Command::Sessions(command) => sessions::run(command, config, data_dir).await,
         Command::Serve(args) => serve::run(args, config, data_dir).await,
         Command::Tokens(command) => tokens::run(command, config, data_dir).await,
