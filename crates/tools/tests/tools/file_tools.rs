@@ -140,7 +140,11 @@ async fn read_of_an_image_returns_it_and_refuses_one_too_large() {
     std::fs::write(w.ws.join("shot.png"), &png).unwrap();
     let result = w.call("Read", json!({"file_path": "shot.png"})).await;
     assert_ok(&result);
-    assert!(result.content.contains("image/png image, 16 bytes"), "{}", result.content);
+    assert!(
+        result.content.contains("image/png image, 16 bytes"),
+        "{}",
+        result.content
+    );
     let data = base64::engine::general_purpose::STANDARD.encode(&png);
     assert_eq!(
         result.images,
