@@ -232,6 +232,34 @@ scenario('answer a question; the answer reaches the model', async () => {
   await turnStatus(turn, 'completed');
 });
 
+// A real 1×1 PNG; crates/cli/tests/cli/web_ui.rs finds it in the recorded model request.
+const PNG_B64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+
+scenario('paste and drop images into the composer: thumbnails, sent, shown in the transcript', async () => {
+  // The browser's own paste and drop events, carrying a file as a real one would.
+  await tid('composer').evaluate((composer, b64) => {
+    const file = () => new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))], 'pixel.png', { type: 'image/png' });
+    const carrying = () => {
+      const data = new DataTransfer();
+      data.items.add(file());
+      return data;
+    };
+    composer.dispatchEvent(new ClipboardEvent('paste', { clipboardData: carrying(), bubbles: true, cancelable: true }));
+    composer.dispatchEvent(new DragEvent('drop', { dataTransfer: carrying(), bubbles: true, cancelable: true }));
+  }, PNG_B64);
+  await until('two thumbnails before sending', async () => (await tid('attachment').count()) === 2);
+  await tid('attachments').getByRole('button', { name: 'Remove attachment 2' }).click();
+  await until('one thumbnail left', async () => (await tid('attachment').count()) === 1);
+  await send('E2E-IMAGE what is in this picture?');
+  const turn = lastTurn();
+  await visible(turn.getByText('IMAGE-DONE'), 'the reply to the image');
+  const thumb = turn.getByTestId('message-user').getByTestId('message-image');
+  await visible(thumb, 'the thumbnail in the transcript');
+  check((await thumb.evaluate((img) => img.naturalWidth)) === 1, 'the thumbnail is the decoded image');
+  check(await tid('attachments').isHidden(), 'the composer has no attachment left');
+  await shot('attachment-desktop');
+});
+
 scenario("a subagent's calls nest under its Task card", async () => {
   await send('E2E-TASK delegate');
   const turn = lastTurn();

@@ -14,6 +14,7 @@ import { notify } from './toast.js';
 import { sessionHref } from './sessions.js';
 import { SessionSettings } from './session-settings.js';
 import { listStatus } from '../session-summaries.js';
+import { Attachments, messageContent } from '../attach.js';
 
 const STATE_TEXT = { idle: 'Idle', running: 'Working…', waiting: 'Waiting for you' };
 
@@ -88,9 +89,11 @@ export class Conversation {
         this.send();
       }
     });
+    // Images pasted or dropped into the composer go with the next message.
+    this.attachments = new Attachments(this.composer, notify);
     this.sendButton = h('button', { type: 'submit', class: 'primary', testid: 'send' }, 'Send');
     this.interruptButton = h('button', { type: 'button', class: 'danger', testid: 'interrupt', hidden: true, title: 'Stop the running turn (Escape)', onclick: () => this.interrupt() }, 'Stop');
-    const form = h('form', { class: 'composer', 'aria-label': 'Send a message' }, this.composer, h('div', { class: 'composer-actions' }, this.interruptButton, this.sendButton));
+    const form = h('form', { class: 'composer', 'aria-label': 'Send a message' }, this.attachments.el, this.composer, h('div', { class: 'composer-actions' }, this.interruptButton, this.sendButton));
     form.addEventListener('submit', (event) => {
       event.preventDefault();
       this.send();
@@ -202,14 +205,16 @@ export class Conversation {
   }
 
   async send() {
-    const content = this.composer.value;
-    if (!content.trim()) return;
-    const body = { content, client_request_id: requestId() };
+    const text = this.composer.value;
+    const images = this.attachments.images;
+    if (!text.trim() && !images.length) return;
+    const body = { content: messageContent(text, images), client_request_id: requestId() };
     if (this.transcript.state !== 'idle') body.queue = true;
     this.sendButton.disabled = true;
     try {
       const answer = await api('POST', sessionPath(this.id, '/messages'), body);
       this.composer.value = '';
+      this.attachments.clear();
       this.stick = true;
       if (answer && answer.state === 'queued') notify('Queued: it runs when the current turn ends.');
     } catch (err) {

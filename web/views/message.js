@@ -4,13 +4,15 @@
 import { h } from '../dom.js';
 import { nextFrame } from '../frame.js';
 import { renderMarkdown } from '../render/markdown.js';
+import { imageThumbnails } from '../attach.js';
 
 export function userMessage(message) {
   const text = (message && message.content ? message.content : [])
     .filter((b) => b.type === 'text')
     .map((b) => b.text)
     .join('\n');
-  return h('div', { class: 'msg msg-user', testid: 'message-user' }, h('div', { class: 'msg-text' }, text));
+  const images = imageThumbnails(message && message.content);
+  return h('div', { class: 'msg msg-user', testid: 'message-user' }, text ? h('div', { class: 'msg-text' }, text) : null, images);
 }
 
 class TextBlock {

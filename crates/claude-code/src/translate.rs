@@ -361,11 +361,7 @@ impl<'a> Translator<'a> {
                     duration_ms,
                 })
                 .await?;
-            results.push(ContentBlock::ToolResult {
-                tool_use_id: call_id,
-                content: output,
-                is_error,
-            });
+            results.push(ContentBlock::tool_result(call_id, output, is_error));
         }
         if !results.is_empty() {
             let message = Message {

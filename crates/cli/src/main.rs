@@ -42,7 +42,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run one task headlessly in a directory and exit (like `claude -p`).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Talk with an agent in this terminal: locally, or on a server (`--server`).
     Chat(chat::ChatArgs),
     /// List, inspect or delete stored sessions.
@@ -91,6 +91,10 @@ struct RunArgs {
     /// Add to the end of the system prompt.
     #[arg(long, value_name = "TEXT")]
     append_system_prompt: Option<String>,
+    /// Attach an image (PNG, JPEG, GIF or WebP, at most 5 MiB) to the
+    /// prompt. Repeatable.
+    #[arg(long = "image", value_name = "PATH")]
+    images: Vec<PathBuf>,
 }
 
 /// Which session, on which model and profile, with which permissions: the
@@ -266,7 +270,7 @@ async fn dispatch(cli: Cli) -> u8 {
     let env = |key: &str| std::env::var(key).ok();
     let data_dir = agentd_server::paths::data_dir(cli.data_dir.as_deref(), &config, &env);
     match cli.command {
-        Command::Run(args) => run::run(args, config, data_dir).await,
+        Command::Run(args) => run::run(*args, config, data_dir).await,
         Command::Chat(args) => chat::run(args, config, data_dir).await,
         Command::Sessions(command) => sessions::run(command, config, data_dir).await,
         Command::Serve(args) => serve::run(args, config, data_dir).await,

@@ -1,9 +1,11 @@
 //! `agentd run`: headless turns in a workspace: the prompt argument's, or
 //! one per message of `--input-format stream-json`.
 
+use std::io::Read as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use agentd_protocol::{ContentBlock, MAX_IMAGE_BYTES, sniff_image};
 use agentd_protocol::{ErrorCode, ErrorInfo, Event, EventEnvelope, TurnFinished, TurnStatus};
 use agentd_server::config::Config;
 use agentd_server::config::NoAnswer;
@@ -14,6 +16,7 @@ use agentd_server::runtime::{TurnOptions, check_workspace};
 use agentd_server::session::{SessionError, SessionService};
 use agentd_server::workspace_owner::check_may_hand_over;
 use agentd_store::SessionRecord;
+use base64::Engine as _;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -72,6 +75,7 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         events: sender,
         cancel,
     };
+    let first = prompt(&args, first)?;
     let outcome = turns.run_all(first, &mut input).await;
     drop(turns);
     shutdown(&service).await;
@@ -114,6 +118,7 @@ fn turn_options(args: &RunArgs, on_no_answer: NoAnswer) -> TurnOptions {
         append_system_prompt: args.append_system_prompt.clone(),
         client_request_id: None,
         turn_id: None,
+        thinking_budget: None,
     }
 }
 
@@ -130,10 +135,14 @@ impl Turns<'_> {
     /// Runs `first`, then each further message, until the input ends or a
     /// turn does not complete (its outcome is the run's). A message that
     /// cannot be read ends the run as a usage error, after an `error` record.
-    async fn run_all(&self, first: String, input: &mut TurnInput) -> Result<TurnFinished, Failure> {
-        let mut text = first;
+    async fn run_all(
+        &self,
+        first: TurnKind,
+        input: &mut TurnInput,
+    ) -> Result<TurnFinished, Failure> {
+        let mut kind = first;
         loop {
-            let finished = self.run_one(text).await?;
+            let finished = self.run_one(kind).await?;
             if finished.status != TurnStatus::Completed {
                 return Ok(finished);
             }
@@ -145,7 +154,7 @@ impl Turns<'_> {
                 }),
             };
             match next {
-                Ok(Some(next)) => text = next,
+                Ok(Some(next)) => kind = TurnKind::from_text(next),
                 Ok(None) => return Ok(finished),
                 Err(message) => {
                     let _ = self.events.send(input_error(&self.session.id, &message));
@@ -155,8 +164,7 @@ impl Turns<'_> {
         }
     }
 
-    async fn run_one(&self, text: String) -> Result<TurnFinished, Failure> {
-        let kind = TurnKind::from_text(text);
+    async fn run_one(&self, kind: TurnKind) -> Result<TurnFinished, Failure> {
         let outcome = self
             .service
             .run_here(
@@ -249,6 +257,41 @@ pub async fn create_local(
         .create_in(LOCAL_USER, workspace, &model.spec, &flags.profile)
         .await
         .map_err(usage)
+}
+
+/// The first message: its text, with `--image` files attached.
+fn prompt(args: &RunArgs, text: String) -> Result<TurnKind, Failure> {
+    if args.images.is_empty() {
+        return Ok(TurnKind::from_text(text));
+    }
+    let mut content = vec![ContentBlock::Text { text }];
+    for path in &args.images {
+        content.push(image(path)?);
+    }
+    Ok(TurnKind::from_blocks(content, None))
+}
+
+/// An image file of the user's, as a base64 image block.
+fn image(path: &std::path::Path) -> Result<ContentBlock, Failure> {
+    let shown = path.display();
+    let mut bytes = Vec::new();
+    let file = std::fs::File::open(path).map_err(|err| usage(format!("--image {shown}: {err}")))?;
+    // One byte past the cap tells a file that is too large, unread.
+    std::io::Read::take(file, MAX_IMAGE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| usage(format!("--image {shown}: {err}")))?;
+    if bytes.len() > MAX_IMAGE_BYTES {
+        return Err(usage(format!(
+            "--image {shown}: images over {MAX_IMAGE_BYTES} bytes cannot be sent to a model"
+        )));
+    }
+    let media_type = sniff_image(&bytes).ok_or_else(|| {
+        usage(format!(
+            "--image {shown}: not a PNG, JPEG, GIF or WebP image"
+        ))
+    })?;
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    Ok(ContentBlock::base64_image(media_type, data))
 }
 
 /// The id of the most recent session on `workspace` (`--continue`).

@@ -188,6 +188,9 @@ async fn show(
                     format!("{mark} {}", crate::output::first_line(content, 100))
                 }
                 ContentBlock::Image { .. } => "(image)".to_string(),
+                ContentBlock::Document { title, .. } => {
+                    format!("(document {})", title.as_deref().unwrap_or(""))
+                }
             };
             println!("[{who}] {line}");
         }

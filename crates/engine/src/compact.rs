@@ -40,6 +40,9 @@ pub(crate) fn estimate_tokens(system: &str, tool_chars: usize, messages: &[Messa
     (chars / 4 + messages.len() * 4) as u64
 }
 
+/// What an image is counted as: about 1,500 tokens, a mid-sized picture.
+const IMAGE_CHARS: usize = 6_000;
+
 fn message_chars(message: &Message) -> usize {
     message
         .content
@@ -48,8 +51,11 @@ fn message_chars(message: &Message) -> usize {
             ContentBlock::Text { text } => text.len(),
             ContentBlock::Thinking { thinking, .. } => thinking.len(),
             ContentBlock::ToolUse { name, input, .. } => name.len() + json_len(input),
-            ContentBlock::ToolResult { content, .. } => content.len(),
-            ContentBlock::Image { .. } => 6_000,
+            ContentBlock::ToolResult {
+                content, images, ..
+            } => content.len() + images.len() * IMAGE_CHARS,
+            ContentBlock::Image { .. } => IMAGE_CHARS,
+            ContentBlock::Document { source, .. } => json_len(source),
         })
         .sum()
 }
@@ -271,11 +277,7 @@ mod tests {
     fn result(id: &str, size: usize) -> Message {
         Message {
             role: Role::User,
-            content: vec![ContentBlock::ToolResult {
-                tool_use_id: id.into(),
-                content: "x".repeat(size),
-                is_error: false,
-            }],
+            content: vec![ContentBlock::tool_result(id, "x".repeat(size), false)],
         }
     }
 

@@ -136,11 +136,7 @@ mod tests {
     use serde_json::json;
 
     fn result(is_error: bool) -> ContentBlock {
-        ContentBlock::ToolResult {
-            tool_use_id: "x".into(),
-            content: String::new(),
-            is_error,
-        }
+        ContentBlock::tool_result("x", "", is_error)
     }
 
     #[test]

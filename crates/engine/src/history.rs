@@ -126,11 +126,11 @@ fn close_pending(
         }
     }
     for id in pending.iter().filter(|id| !answered.contains(*id)) {
-        results.push(ContentBlock::ToolResult {
-            tool_use_id: id.clone(),
-            content: NOT_RUN.to_string(),
-            is_error: true,
-        });
+        results.push(ContentBlock::tool_result(
+            id.clone(),
+            NOT_RUN.to_string(),
+            true,
+        ));
     }
     pending.clear();
     match next_user {
@@ -172,11 +172,7 @@ mod tests {
     }
 
     fn result(id: &str) -> ContentBlock {
-        ContentBlock::ToolResult {
-            tool_use_id: id.into(),
-            content: "ok".into(),
-            is_error: false,
-        }
+        ContentBlock::tool_result(id, "ok", false)
     }
 
     /// Random small histories (roles, texts, calls and results over a few

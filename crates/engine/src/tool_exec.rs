@@ -73,6 +73,7 @@ impl TurnContext<'_> {
             tool_use_id: call.id.clone(),
             content: result.content,
             is_error: result.is_error,
+            images: result.images,
         };
         if self.cancel.is_cancelled() {
             return Ok(answer(ToolResult::error(crate::history::NOT_RUN)));

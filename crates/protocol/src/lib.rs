@@ -16,7 +16,10 @@ pub use event::{
     AgentStatus, CompactionTrigger, DeltaKind, ErrorInfo, Event, EventEnvelope, OutputLimit,
     OutputStream, Todo, TodoStatus, TurnFinished, TurnStatus,
 };
-pub use message::{ContentBlock, Message, Role, ToolUse, Usage};
+pub use message::{
+    ContentBlock, IMAGE_MEDIA_TYPES, MAX_IMAGE_BYTES, Message, Role, ToolUse, Usage,
+    base64_image_source, sniff_image,
+};
 pub use vocab::{Decision, PendingKind, Resolver};
 
 #[cfg(test)]

@@ -94,11 +94,74 @@ pub enum ContentBlock {
         content: String,
         #[serde(default)]
         is_error: bool,
+        /// Images the tool gave back after its text (say, `Read` of a PNG),
+        /// each an image `source` object as in [`ContentBlock::Image`].
+        /// Absent from results stored before tools could return images.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Value>,
     },
     /// An image, kept as the provider's `source` object (base64 or URL).
     Image {
         source: Value,
     },
+    /// A document (a PDF as base64, or plain text), kept as Anthropic's
+    /// `source` object: `{type: "base64", media_type: "application/pdf",
+    /// data}` or `{type: "text", media_type: "text/plain", data}`.
+    Document {
+        source: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+    },
+}
+
+impl ContentBlock {
+    /// A tool result of text only.
+    pub fn tool_result(
+        tool_use_id: impl Into<String>,
+        content: impl Into<String>,
+        is_error: bool,
+    ) -> Self {
+        ContentBlock::ToolResult {
+            tool_use_id: tool_use_id.into(),
+            content: content.into(),
+            is_error,
+            images: Vec::new(),
+        }
+    }
+
+    /// A base64 image block of `media_type` (one of [`IMAGE_MEDIA_TYPES`]).
+    pub fn base64_image(media_type: &str, data: String) -> Self {
+        ContentBlock::Image {
+            source: base64_image_source(media_type, data),
+        }
+    }
+}
+
+/// The largest image sent to a model, in bytes (decoded): Anthropic's
+/// limit for one image.
+pub const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
+
+/// The image formats every provider takes, as media types.
+pub const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// An Anthropic image `source` object for base64 `data`.
+pub fn base64_image_source(media_type: &str, data: String) -> Value {
+    serde_json::json!({"type": "base64", "media_type": media_type, "data": data})
+}
+
+/// The image format of `bytes`, by their magic bytes (never by a name):
+/// PNG, JPEG, GIF or WebP; `None` for anything else.
+pub fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
+    const MAGIC: [(&[u8], &str); 4] = [
+        (b"\x89PNG\r\n\x1a\n", "image/png"),
+        (b"\xff\xd8\xff", "image/jpeg"),
+        (b"GIF8", "image/gif"),
+        (b"RIFF", "image/webp"),
+    ];
+    MAGIC.into_iter().find_map(|(magic, kind)| {
+        let webp_ok = kind != "image/webp" || bytes.get(8..12) == Some(b"WEBP");
+        (bytes.starts_with(magic) && webp_ok).then_some(kind)
+    })
 }
 
 /// Token counts of one model call or a sum of several.

@@ -30,11 +30,7 @@ fn message_with_every_block_kind_round_trips() {
                 name: "Bash".into(),
                 input: json!({"command": "ls"}),
             },
-            ContentBlock::ToolResult {
-                tool_use_id: "toolu_1".into(),
-                content: "a\nb".into(),
-                is_error: true,
-            },
+            ContentBlock::tool_result("toolu_1", "a\nb", true),
             ContentBlock::Image {
                 source: json!({"type": "base64", "media_type": "image/png", "data": "AA=="}),
             },

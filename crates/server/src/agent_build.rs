@@ -614,8 +614,11 @@ fn turn_limits(
         max_failed_calls: profile.max_failed_calls,
         max_identical_calls: profile.max_identical_calls,
         max_output_tokens: model.max_output_tokens,
-        thinking_budget: session
+        // A message's own budget wins, then the session's, the profile's
+        // and the model's.
+        thinking_budget: options
             .thinking_budget
+            .or(session.thinking_budget)
             .or(profile.thinking.map(|t| t.budget_tokens))
             .or(model.thinking_budget),
         context_window: model.context_window,

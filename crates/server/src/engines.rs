@@ -21,8 +21,8 @@ use crate::runtime::{RunError, Runtime, TurnOptions};
 pub struct TurnRequest<'a> {
     pub session: &'a SessionRecord,
     /// What the user sent: `turn.started` shows it, the session's title
-    /// comes from it.
-    pub text: &'a str,
+    /// comes from its text.
+    pub message: Message,
     pub options: TurnOptions,
     pub env: EnvLookup<'a>,
     /// Gets each event as it is stored.
@@ -63,7 +63,8 @@ impl Runtime {
         model: ResolvedModel,
         compact: bool,
     ) -> Result<Option<TurnFinished>, RunError> {
-        let (session, text, options) = (request.session, request.text, &request.options);
+        let (session, options) = (request.session, &request.options);
+        let text = request.message.text();
         let turn_position = Arc::new(OnceLock::new());
         // The transcript is read (read pool) while the agent is built and the
         // turn recorded (writes): the read is the longest of the three. The
@@ -91,17 +92,19 @@ impl Runtime {
             turn_id: turn_id.clone(),
             history,
             // `/name args` for a project command is that command's prompt.
-            message: Message::user_text(match commands.expand(text) {
-                Some(expanded) if !compact => expanded,
-                _ => text.to_string(),
-            }),
+            message: match commands.expand(&text) {
+                Some(expanded) if !compact && request.message.content.len() == 1 => {
+                    Message::user_text(expanded)
+                }
+                _ => request.message,
+            },
         };
         let finished = if compact {
             agent.run_compaction(input, &sink, request.cancel).await
         } else {
             agent.run_turn(input, &sink, request.cancel).await
         };
-        self.record_finished(session, &turn_id, text, &finished)
+        self.record_finished(session, &turn_id, &text, &finished)
             .await?;
         Ok(Some(finished))
     }
@@ -114,7 +117,8 @@ impl Runtime {
         model: ResolvedModel,
         settings: ClaudeCodeSettings,
     ) -> Result<Option<TurnFinished>, RunError> {
-        let (session, text, options) = (request.session, request.text, &request.options);
+        let (session, options) = (request.session, &request.options);
+        let text = request.message.text();
         let profile = self.config.profile(&session.profile)?;
         // The CLI's user message is not the engine's: its checkpoints read
         // the turn's position back.
@@ -143,10 +147,10 @@ impl Runtime {
         let input = TurnInput {
             turn_id: turn_id.clone(),
             history: Vec::new(),
-            message: Message::user_text(text),
+            message: request.message,
         };
         let finished = run_framed(&engine, input, sink.as_ref(), request.cancel).await;
-        self.record_finished(session, &turn_id, text, &finished)
+        self.record_finished(session, &turn_id, &text, &finished)
             .await?;
         Ok(Some(finished))
     }

@@ -63,6 +63,8 @@ pub struct TurnOptions {
     /// The turn's id, when the caller has already handed it out (the server's
     /// `202 {turn_id}`); a fresh UUID v7 otherwise.
     pub turn_id: Option<String>,
+    /// Overrides the profile's and the model's thinking budget for this turn.
+    pub thinking_budget: Option<u32>,
 }
 
 /// What every turn needs: the store, the config and the sandbox.
@@ -241,14 +243,15 @@ impl Runtime {
         &self,
         session: &SessionRecord,
         kind: &TurnKind,
-        options: TurnOptions,
+        mut options: TurnOptions,
         env: EnvLookup<'_>,
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
         cancel: CancellationToken,
     ) -> Result<Option<TurnFinished>, RunError> {
+        options.thinking_budget = kind.thinking_budget().or(options.thinking_budget);
         let request = TurnRequest {
             session,
-            text: kind.as_text(),
+            message: kind.message(),
             options,
             env,
             observer,

@@ -130,9 +130,16 @@ fn approx_bytes(message: &Message) -> usize {
                 ContentBlock::ToolResult {
                     tool_use_id,
                     content,
+                    images,
                     ..
-                } => tool_use_id.len() + content.len(),
-                ContentBlock::Image { source } => json_heap_bytes(source),
+                } => {
+                    tool_use_id.len()
+                        + content.len()
+                        + images.iter().map(json_heap_bytes).sum::<usize>()
+                }
+                ContentBlock::Image { source } | ContentBlock::Document { source, .. } => {
+                    json_heap_bytes(source)
+                }
             }
         })
         .sum::<usize>()

@@ -177,7 +177,11 @@ fn describe(output: CommandOutput, timeout: Duration) -> ToolResult {
         parts.push("(no output)".to_string());
     }
     let content = parts.join("\n");
-    ToolResult { content, is_error }
+    ToolResult {
+        content,
+        is_error,
+        images: Vec::new(),
+    }
 }
 
 fn human(duration: Duration) -> String {

@@ -104,6 +104,9 @@ impl ToolContext {
 pub struct ToolResult {
     pub content: String,
     pub is_error: bool,
+    /// Images shown to the model after `content` (image `source` objects,
+    /// see `agentd_protocol::ContentBlock::Image`).
+    pub images: Vec<serde_json::Value>,
 }
 
 impl ToolResult {
@@ -111,6 +114,7 @@ impl ToolResult {
         Self {
             content: content.into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -118,6 +122,7 @@ impl ToolResult {
         Self {
             content: content.into(),
             is_error: true,
+            images: Vec::new(),
         }
     }
 }

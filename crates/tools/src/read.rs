@@ -1,5 +1,9 @@
-//! `Read`: a text file's lines, numbered like `cat -n`.
+//! `Read`: a text file's lines, numbered like `cat -n`; an image (PNG,
+//! JPEG, GIF, WebP by its magic bytes) as an image the model sees.
 use std::io::{BufRead, BufReader, Read as _};
+
+use agentd_protocol::{MAX_IMAGE_BYTES, base64_image_source, sniff_image};
+use base64::Engine as _;
 
 use agentd_sandbox::confined::{self, ConfinedError};
 use async_trait::async_trait;
@@ -8,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::host_fs::{Target, describe, is_directory, is_not_found};
 use crate::tool_result::{
-    MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, run_blocking, truncate_line,
+    MAX_LINE_CHARS, NOTE_RESERVE, numbered_line, run_blocking_result, truncate_line,
 };
 use crate::{ToolContext, ToolResult, TypedTool};
 
@@ -35,7 +39,8 @@ impl TypedTool for ReadTool {
 (number, tab, text); the numbers are not part of the file. By default up to 2000 lines \
 from the start; for longer files pass `offset` (the 1-based line to start at) and `limit` \
 (how many lines). Lines longer than 2000 characters are cut. Relative paths are resolved \
-against the workspace. Directories (use LS), binary files and special files (pipes, \
+against the workspace. PNG, JPEG, GIF and WebP images (up to 5 MiB) are shown to you \
+as images. Directories (use LS), other binary files and special files (pipes, \
 devices, sockets) are refused.";
     const READ_ONLY: bool = true;
     const REQUIRED: &'static [&'static str] = &["file_path"];
@@ -56,7 +61,7 @@ devices, sockets) are refused.";
             limit: input.limit.unwrap_or(DEFAULT_LINE_LIMIT),
             char_budget: ctx.result_cap.saturating_sub(NOTE_RESERVE),
         };
-        Ok(run_blocking(ctx, move || read_numbered(&file, window)).await)
+        Ok(run_blocking_result(ctx, move || read_file(&file, window)).await)
     }
 }
 
@@ -69,7 +74,8 @@ struct LineWindow {
     char_budget: usize,
 }
 
-fn read_numbered(target: &Target, window: LineWindow) -> Result<String, String> {
+/// The file's numbered lines, or the image it is.
+fn read_file(target: &Target, window: LineWindow) -> Result<ToolResult, String> {
     let shown = &target.shown;
     // Opened beneath the root, and only if regular: a FIFO or a device is
     // refused before anything could block on it.
@@ -83,13 +89,16 @@ fn read_numbered(target: &Target, window: LineWindow) -> Result<String, String> 
         .take(BINARY_SNIFF_BYTES as u64)
         .read_to_end(&mut head)
         .map_err(|err| format!("cannot read {shown}: {err}"))?;
+    if let Some(media_type) = sniff_image(&head) {
+        return read_image(file, head, size, media_type, shown);
+    }
     if head.contains(&0) {
         return Err(format!(
             "{shown} is a binary file, {size} bytes; Read only shows text"
         ));
     }
     if size == 0 {
-        return Ok(format!("(the file {shown} is empty)"));
+        return Ok(ToolResult::ok(format!("(the file {shown} is empty)")));
     }
     let mut reader = BufReader::new(head.as_slice().chain(file));
 
@@ -126,7 +135,7 @@ fn read_numbered(target: &Target, window: LineWindow) -> Result<String, String> 
                 window.first,
                 number - 1
             ));
-            return Ok(output);
+            return Ok(ToolResult::ok(output));
         }
         if shown_lines > 0 {
             output.push('\n');
@@ -135,12 +144,47 @@ fn read_numbered(target: &Target, window: LineWindow) -> Result<String, String> 
         shown_lines += 1;
     }
     if shown_lines == 0 {
-        return Ok(format!(
+        return Ok(ToolResult::ok(format!(
             "(the file {shown} has {number} lines; offset {} is past the end)",
             window.first
-        ));
+        )));
     }
-    Ok(output)
+    Ok(ToolResult::ok(output))
+}
+
+/// The rest of an image file after its `head`, as an image result; one over
+/// [`MAX_IMAGE_BYTES`] is refused (no model takes it).
+fn read_image(
+    file: std::fs::File,
+    head: Vec<u8>,
+    size: u64,
+    media_type: &str,
+    shown: &str,
+) -> Result<ToolResult, String> {
+    let too_large = || {
+        format!(
+            "{shown} is a {media_type} image of {size} bytes; images over {MAX_IMAGE_BYTES} bytes \
+             cannot be shown"
+        )
+    };
+    if size > MAX_IMAGE_BYTES as u64 {
+        return Err(too_large());
+    }
+    let mut bytes = head;
+    // One byte past the cap tells a file that grew meanwhile.
+    let room = (MAX_IMAGE_BYTES + 1).saturating_sub(bytes.len()) as u64;
+    file.take(room)
+        .read_to_end(&mut bytes)
+        .map_err(|err| format!("cannot read {shown}: {err}"))?;
+    if bytes.len() > MAX_IMAGE_BYTES {
+        return Err(too_large());
+    }
+    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    Ok(ToolResult {
+        content: format!("{shown}: a {media_type} image, {} bytes", bytes.len()),
+        is_error: false,
+        images: vec![base64_image_source(media_type, data)],
+    })
 }
 
 /// Read one line (including its `\n`) into `line`, keeping at most

@@ -41,7 +41,7 @@ impl ToolResult {
     pub fn capped(self, cap: usize) -> Self {
         ToolResult {
             content: cap_chars(self.content, cap),
-            is_error: self.is_error,
+            ..self
         }
     }
 }

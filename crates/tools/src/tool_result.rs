@@ -36,12 +36,20 @@ pub(crate) async fn run_blocking<F>(ctx: &ToolContext, work: F) -> ToolResult
 where
     F: FnOnce() -> Result<String, String> + Send + 'static,
 {
+    run_blocking_result(ctx, move || work().map(ToolResult::ok)).await
+}
+
+/// [`run_blocking`] for work that makes its own result (say, with images).
+pub(crate) async fn run_blocking_result<F>(ctx: &ToolContext, work: F) -> ToolResult
+where
+    F: FnOnce() -> Result<ToolResult, String> + Send + 'static,
+{
     let handle = tokio::task::spawn_blocking(work);
     let outcome = tokio::select! {
         joined = handle => joined.unwrap_or_else(|err| Err(format!("the tool failed internally: {err}"))),
         () = ctx.cancel.cancelled() => Err("interrupted".to_string()),
     };
-    to_result(outcome, ctx)
+    finish(outcome.unwrap_or_else(ToolResult::error), ctx)
 }
 
 /// Turn a tool's outcome into a capped result.

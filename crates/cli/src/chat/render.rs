@@ -114,6 +114,7 @@ pub fn transcript(term: &mut Terminal, messages: &[Message]) {
                         tool_use_id,
                         content,
                         is_error,
+                        ..
                     },
                     _,
                 ) => {

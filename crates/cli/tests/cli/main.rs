@@ -7,6 +7,7 @@
 
 mod chat_screen;
 mod run_harness;
+mod run_images;
 mod serve_harness;
 
 mod chat;
@@ -27,6 +28,7 @@ mod schemathesis;
 mod serve_agent_tools;
 mod serve_agent_uids;
 mod serve_approvals;
+mod serve_attachments;
 mod serve_auth;
 mod serve_background;
 mod serve_cluster;

@@ -41,15 +41,14 @@ async fn refused(
     );
 }
 
-/// A POST announcing a 2 MiB body, over a raw socket: the server must answer
-/// 413 from the `Content-Length` alone, without reading the body.
-async fn oversized_post(server: &Server, path: &str) -> (u16, Value, String) {
+/// A POST announcing a `length`-byte body, over a raw socket: the server
+/// must answer 413 from the `Content-Length` alone, without reading the body.
+async fn oversized_post(server: &Server, path: &str, length: usize) -> (u16, Value, String) {
     let addr = server.url.trim_start_matches("http://");
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n",
-        2 * 1024 * 1024
+         Content-Length: {length}\r\n\r\n"
     );
     tcp.write_all(head.as_bytes()).await.unwrap();
     let mut response = Vec::new();
@@ -68,6 +67,7 @@ async fn oversized_post(server: &Server, path: &str) -> (u16, Value, String) {
 }
 
 const JSON: (&str, &str) = ("content-type", "application/json");
+const MIB: usize = 1024 * 1024;
 
 #[tokio::test]
 async fn bad_input_is_a_clear_4xx_and_stores_nothing() {
@@ -117,10 +117,19 @@ async fn bad_input_is_a_clear_4xx_and_stores_nothing() {
     .await;
     let unknown = "/v1/sessions/no-such-id/messages";
     refused(&server, Method::POST, unknown, &[JSON], hi, 404, "session").await;
-    let (status, body, head) = oversized_post(&server, &messages).await;
-    assert_eq!(status, 413, "{body}");
-    assert_eq!(body["error"]["code"], "too_large");
-    assert!(head.contains("connection: close"), "{head}");
+    // Messages take up to 32 MiB (images in base64), uploads 20 MiB, the rest 1 MiB.
+    let upload = format!("/v1/sessions/{id}/files?path=big.bin");
+    let limits = [
+        (messages.clone(), 32 * MIB + 1),
+        (upload, 20 * MIB + 1),
+        ("/v1/sessions".to_string(), MIB + 1),
+    ];
+    for (path, length) in limits {
+        let (status, body, head) = oversized_post(&server, &path, length).await;
+        assert_eq!(status, 413, "{path}: {body}");
+        assert_eq!(body["error"]["code"], "too_large");
+        assert!(head.contains("connection: close"), "{head}");
+    }
 
     // Other bodies.
     let profile = Some(r#"{"profile": "nope"}"#);

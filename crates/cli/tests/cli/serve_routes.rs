@@ -181,6 +181,7 @@ async fn the_openapi_document_lists_every_route_and_each_one_answers() {
         ("post", "/v1/sessions/{id}/rewind"),
         ("post", "/v1/sessions/{id}/fork"),
         ("get", "/v1/sessions/{id}/files"),
+        ("post", "/v1/sessions/{id}/files"),
         ("get", "/v1/sessions/{id}/files/content"),
         ("get", "/v1/models"),
         ("get", "/v1/profiles"),

@@ -133,4 +133,21 @@ async fn the_web_ui_passes_its_browser_scenarios() {
         report()
     );
     println!("{}", read(&stdout_path));
+    // The image the browser attached reached the model as an image block.
+    let image = json!({"type": "image", "source":
+        {"type": "base64", "media_type": "image/png", "data": crate::serve_attachments::PNG_B64}});
+    let with_image = h.model_requests().into_iter().find(|request| {
+        request.body["messages"].as_array().is_some_and(|messages| {
+            messages.iter().any(|m| {
+                m["content"]
+                    .as_array()
+                    .is_some_and(|blocks| blocks.contains(&image))
+                    && m.to_string().contains("E2E-IMAGE")
+            })
+        })
+    });
+    assert!(
+        with_image.is_some(),
+        "no model request carried the attached image"
+    );
 }

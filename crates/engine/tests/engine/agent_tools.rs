@@ -72,6 +72,7 @@ fn tool_results(messages: &[Message]) -> Vec<(String, String, bool)> {
                 tool_use_id,
                 content,
                 is_error,
+                ..
             } => Some((tool_use_id.clone(), content.clone(), *is_error)),
             _ => None,
         })

@@ -97,12 +97,36 @@ enum WireBlock<'a> {
     },
     ToolResult {
         tool_use_id: &'a str,
-        content: &'a str,
+        content: ToolResultContent<'a>,
         is_error: bool,
     },
     Image {
         source: &'a Value,
     },
+    Document {
+        source: &'a Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<&'a str>,
+    },
+}
+
+/// A `tool_result`'s `content`: its text, or with images, an array of a
+/// text block and image blocks.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolResultContent<'a> {
+    Text(&'a str),
+    Blocks(Vec<WireBlock<'a>>),
+}
+
+fn tool_result_content<'a>(text: &'a str, images: &'a [Value]) -> ToolResultContent<'a> {
+    if images.is_empty() {
+        return ToolResultContent::Text(text);
+    }
+    // The API rejects empty text blocks.
+    let text = (!text.is_empty()).then_some(WireBlock::Text { text });
+    let images = images.iter().map(|source| WireBlock::Image { source });
+    ToolResultContent::Blocks(text.into_iter().chain(images).collect())
 }
 
 /// What a `tool_use` with a non-object input is sent with.
@@ -200,12 +224,17 @@ fn block(block: &ContentBlock) -> Option<WireBlock<'_>> {
             tool_use_id,
             content,
             is_error,
+            images,
         } => WireBlock::ToolResult {
             tool_use_id,
-            content,
+            content: tool_result_content(content, images),
             is_error: *is_error,
         },
         ContentBlock::Image { source } => WireBlock::Image { source },
+        ContentBlock::Document { source, title } => WireBlock::Document {
+            source,
+            title: title.as_deref(),
+        },
     })
 }
 
@@ -249,16 +278,8 @@ mod tests {
                 Message {
                     role: Role::User,
                     content: vec![
-                        ContentBlock::ToolResult {
-                            tool_use_id: "toolu_1".into(),
-                            content: "README.md".into(),
-                            is_error: false,
-                        },
-                        ContentBlock::ToolResult {
-                            tool_use_id: "toolu_2".into(),
-                            content: "invalid JSON".into(),
-                            is_error: true,
-                        },
+                        ContentBlock::tool_result("toolu_1", "README.md", false),
+                        ContentBlock::tool_result("toolu_2", "invalid JSON", true),
                     ],
                 },
             ]),
@@ -313,6 +334,39 @@ mod tests {
                            "input_schema": {"type": "object"}}],
                 "stream": true,
             })
+        );
+    }
+
+    #[test]
+    fn tool_result_images_and_documents_keep_anthropic_shapes() {
+        let png = json!({"type": "base64", "media_type": "image/png", "data": "AA=="});
+        let pdf = json!({"type": "base64", "media_type": "application/pdf", "data": "JVBE"});
+        let mut request = request();
+        request.messages = std::sync::Arc::new(vec![Message {
+            role: Role::User,
+            content: vec![
+                ContentBlock::ToolResult {
+                    tool_use_id: "toolu_1".into(),
+                    content: "a.png".into(),
+                    is_error: false,
+                    images: vec![png.clone()],
+                },
+                ContentBlock::Document {
+                    source: pdf.clone(),
+                    title: Some("spec.pdf".into()),
+                },
+            ],
+        }]);
+        let sent = body(&request, false);
+        assert_eq!(
+            sent["messages"][0]["content"],
+            json!([
+                {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": false, "content": [
+                    {"type": "text", "text": "a.png"},
+                    {"type": "image", "source": png},
+                ]},
+                {"type": "document", "source": pdf, "title": "spec.pdf"},
+            ])
         );
     }
 

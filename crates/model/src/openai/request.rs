@@ -5,7 +5,10 @@
 //! - a user message's tool results become `role: tool` messages (first, since
 //!   they must follow the assistant message that called them), and its text
 //!   and images one `user` message; a failed result's content is prefixed with
-//!   `Error: ` because the format has no `is_error`;
+//!   `Error: ` because the format has no `is_error`; a `tool` message holds
+//!   text only, so a result's images go into that `user` message (first,
+//!   each after a line naming the call), as other clients do;
+//! - a document becomes a `file` part (a PDF, as a data URL) or a text part;
 //! - an assistant message becomes text `content` plus `tool_calls`, whose
 //!   `arguments` is the input as a JSON string (a string input, i.e. invalid
 //!   JSON the model sent, is passed back verbatim);
@@ -74,12 +77,14 @@ fn is_reasoning_model(model: &str) -> bool {
 
 fn user(message: &Message, out: &mut Vec<Value>) {
     let mut parts = Vec::new();
+    let mut tool_parts = Vec::new();
     for block in &message.content {
         match block {
             ContentBlock::ToolResult {
                 tool_use_id,
                 content,
                 is_error,
+                images,
             } => {
                 let content = if *is_error && !content.to_ascii_lowercase().starts_with("error") {
                     format!("Error: {content}")
@@ -87,18 +92,24 @@ fn user(message: &Message, out: &mut Vec<Value>) {
                     content.clone()
                 };
                 out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+                let urls: Vec<String> = images.iter().filter_map(image_url).collect();
+                if !urls.is_empty() {
+                    let note = format!("The image(s) the tool call {tool_use_id} returned:");
+                    tool_parts.push(json!({"type": "text", "text": note}));
+                    tool_parts.extend(urls.into_iter().map(image_part));
+                }
             }
+            ContentBlock::Document { source, title } => parts.extend(document_part(source, title)),
             ContentBlock::Text { text } if !text.is_empty() => {
                 parts.push(json!({"type": "text", "text": text}));
             }
-            ContentBlock::Image { source } => {
-                if let Some(url) = image_url(source) {
-                    parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
-                }
-            }
+            ContentBlock::Image { source } => parts.extend(image_url(source).map(image_part)),
             _ => {}
         }
     }
+    // After every `tool` message: they must follow the assistant's calls.
+    tool_parts.append(&mut parts);
+    let parts = tool_parts;
     if parts.is_empty() {
         return;
     }
@@ -111,6 +122,24 @@ fn user(message: &Message, out: &mut Vec<Value>) {
         Value::Array(parts)
     };
     out.push(json!({"role": "user", "content": content}));
+}
+
+fn image_part(url: String) -> Value {
+    json!({"type": "image_url", "image_url": {"url": url}})
+}
+
+/// A document as a content part: a PDF as a `file` part with a data URL,
+/// plain text as a text part.
+fn document_part(source: &Value, title: &Option<String>) -> Option<Value> {
+    let data = source["data"].as_str()?;
+    match source["type"].as_str()? {
+        "base64" => Some(json!({"type": "file", "file": {
+            "filename": title.as_deref().unwrap_or("document.pdf"),
+            "file_data": format!("data:{};base64,{data}", source["media_type"].as_str()?),
+        }})),
+        "text" => Some(json!({"type": "text", "text": data})),
+        _ => None,
+    }
 }
 
 /// An Anthropic image `source` as a URL: a data URL for base64 data.
@@ -194,16 +223,8 @@ mod tests {
                 Message {
                     role: Role::User,
                     content: vec![
-                        ContentBlock::ToolResult {
-                            tool_use_id: "call_1".into(),
-                            content: "README.md".into(),
-                            is_error: false,
-                        },
-                        ContentBlock::ToolResult {
-                            tool_use_id: "call_2".into(),
-                            content: "invalid JSON input".into(),
-                            is_error: true,
-                        },
+                        ContentBlock::tool_result("call_1", "README.md", false),
+                        ContentBlock::tool_result("call_2", "invalid JSON input", true),
                         ContentBlock::Text {
                             text: "and now?".into(),
                         },
@@ -255,6 +276,40 @@ mod tests {
                 "stream": true,
                 "stream_options": {"include_usage": true},
             })
+        );
+    }
+
+    #[test]
+    fn tool_result_images_follow_the_tool_messages_in_a_user_message() {
+        let png = json!({"type": "base64", "media_type": "image/png", "data": "AA=="});
+        let mut request = request();
+        request.system = None;
+        request.messages = std::sync::Arc::new(vec![Message {
+            role: Role::User,
+            content: vec![
+                ContentBlock::ToolResult {
+                    tool_use_id: "call_1".into(),
+                    content: "a.png".into(),
+                    is_error: false,
+                    images: vec![png],
+                },
+                ContentBlock::Document {
+                    source: json!({"type": "text", "media_type": "text/plain", "data": "notes"}),
+                    title: None,
+                },
+            ],
+        }]);
+        let body = body(&request, TokenLimitField::Auto);
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "tool", "tool_call_id": "call_1", "content": "a.png"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "The image(s) the tool call call_1 returned:"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
+                    {"type": "text", "text": "notes"},
+                ]},
+            ])
         );
     }
 

@@ -263,7 +263,9 @@ pub fn request_view(req: &ModelRequest) -> RequestView {
                     push_text(&mut all_text, &input.to_string());
                     tool_names.push((id, name));
                 }
-                ContentBlock::Thinking { .. } | ContentBlock::Image { .. } => {}
+                ContentBlock::Thinking { .. }
+                | ContentBlock::Image { .. }
+                | ContentBlock::Document { .. } => {}
             }
         }
     }

@@ -49,11 +49,11 @@ fn tool_turn(id: &str, name: &str, result: &str) -> Vec<Message> {
         }]),
         Message {
             role: Role::User,
-            content: vec![ContentBlock::ToolResult {
-                tool_use_id: id.to_string(),
-                content: result.to_string(),
-                is_error: false,
-            }],
+            content: vec![ContentBlock::tool_result(
+                id.to_string(),
+                result.to_string(),
+                false,
+            )],
         },
     ]
 }
@@ -269,11 +269,11 @@ async fn demo_script_looks_around_then_explains_and_repeats() {
         messages.push(Message::assistant(first.content.clone()));
         messages.push(Message {
             role: Role::User,
-            content: vec![ContentBlock::ToolResult {
-                tool_use_id: id,
-                content: "Cargo.toml\nsrc/".to_string(),
-                is_error: false,
-            }],
+            content: vec![ContentBlock::tool_result(
+                id,
+                "Cargo.toml\nsrc/".to_string(),
+                false,
+            )],
         });
 
         let second = completed(&collect(&client, request(messages.clone())).await);
@@ -286,11 +286,7 @@ async fn demo_script_looks_around_then_explains_and_repeats() {
         messages.push(Message::assistant(second.content.clone()));
         messages.push(Message {
             role: Role::User,
-            content: vec![ContentBlock::ToolResult {
-                tool_use_id: id,
-                content: "total 0".to_string(),
-                is_error: true,
-            }],
+            content: vec![ContentBlock::tool_result(id, "total 0".to_string(), true)],
         });
 
         let last = completed(&collect(&client, request(messages)).await);

@@ -15,7 +15,9 @@ use std::path::Path;
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
 
-use super::{ConfinedError, file_type, fstat, open_resolving, opened, regular_from};
+use super::{
+    ConfinedError, Written, file_type, fstat, open_resolving, opened, regular_from, write_atomic,
+};
 
 /// Open `rel` beneath `dir` through real directories only. A link in any
 /// component is refused with `ELOOP`, except a last one when `flags` has
@@ -95,6 +97,38 @@ pub fn set_mode_no_follow(
     Ok(true)
 }
 
+/// Write `bytes` as the file `rel` beneath `dir` (see [`write_atomic`]),
+/// making missing directories on the way, through real directories only: a
+/// link on the way fails with `ELOOP`, one at the name is refused, and `rel`
+/// may hold only plain names (no `..`, nothing absolute).
+pub fn write_atomic_no_links(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    bytes: &[u8],
+) -> Result<Written, ConfinedError> {
+    let Some(name) = rel.file_name() else {
+        return Err(ConfinedError::Kind {
+            found: "a directory",
+            wanted: "a file name",
+        });
+    };
+    let mut parent = no_links(dir, Path::new("."), OFlags::PATH | OFlags::DIRECTORY)?;
+    for component in rel.parent().unwrap_or(Path::new("")).components() {
+        let part = match component {
+            std::path::Component::Normal(part) => part,
+            std::path::Component::CurDir => continue,
+            _ => return Err(ConfinedError::Escapes),
+        };
+        match rustix::fs::mkdirat(&parent, part, Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(err) => return Err(ConfinedError::Io(err.into())),
+        }
+        let flags = OFlags::PATH | OFlags::DIRECTORY;
+        parent = no_links(parent.as_fd(), Path::new(part), flags)?;
+    }
+    write_atomic(parent.as_fd(), Path::new(name), bytes, false)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -111,6 +145,26 @@ mod tests {
 
     /// The same verdicts from `openat2` and from the walk: real dirs pass,
     /// any link is refused, even one that stays inside.
+    #[test]
+    fn writes_through_real_directories_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        symlink("sub", ws.join("dir_link")).unwrap();
+        symlink("../outside", ws.join("out_link")).unwrap();
+        let root = Root::open(&ws).unwrap();
+        let write = |rel: &str| write_atomic_no_links(root.fd(), Path::new(rel), b"x");
+        write("new/deep/a.png").unwrap();
+        assert_eq!(std::fs::read(ws.join("new/deep/a.png")).unwrap(), b"x");
+        match write("dir_link/a.png") {
+            Err(ConfinedError::Io(err)) => assert_eq!(err.raw_os_error(), Some(libc::ELOOP)),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(write("out_link"), Err(ConfinedError::Kind { .. })));
+        assert!(matches!(write("sub/../../x"), Err(ConfinedError::Escapes)));
+        assert!(!tmp.path().join("outside").exists() && !tmp.path().join("x").exists());
+    }
+
     #[test]
     fn both_ways_refuse_every_link() {
         let tmp = tempfile::tempdir().unwrap();

@@ -27,7 +27,7 @@ mod walk;
 
 pub use extra::{
     open_absolute_no_links, open_no_links, open_no_links_by_walk, open_regular_no_links,
-    set_mode_no_follow,
+    set_mode_no_follow, write_atomic_no_links,
 };
 pub use identity::{FsIdentity, as_user};
 

@@ -191,7 +191,7 @@ impl Cluster {
         let turn = QueuedTurn {
             turn_id: uuid::Uuid::now_v7().to_string(),
             session_id: session.id.clone(),
-            text: submission.kind.as_text().to_string(),
+            text: submission.kind.to_queue_text(),
             client_request_id: submission.client_request_id,
         };
         let accepted = match self
@@ -259,7 +259,7 @@ impl Cluster {
             &turn.session_id,
             PendingTurn {
                 turn_id: turn.turn_id.clone(),
-                kind: crate::registry::TurnKind::from_text(turn.text),
+                kind: crate::registry::TurnKind::from_queue_text(turn.text),
                 client_request_id: turn.client_request_id,
                 by: None,
             },

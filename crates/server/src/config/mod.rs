@@ -103,6 +103,8 @@ pub struct ServerConfig {
     pub max_streams_per_user: Option<usize>,
     /// SIGTERM ends the process within this (seconds), whatever it waits for.
     pub shutdown_deadline_s: Option<u64>,
+    /// The largest file `POST /v1/sessions/{id}/files` takes (MiB; default 20).
+    pub max_upload_mb: Option<u64>,
 }
 
 /// [`ServerConfig::spare_sandboxes`] when unset.

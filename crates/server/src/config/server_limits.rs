@@ -12,6 +12,7 @@ pub const DEFAULT_KEEPALIVE_IDLE_S: u64 = 60;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 pub const DEFAULT_MAX_STREAMS_PER_USER: usize = 64;
 pub const DEFAULT_SHUTDOWN_DEADLINE_S: u64 = 30;
+pub const DEFAULT_MAX_UPLOAD_MB: u64 = 20;
 
 /// The connection limits of `agentd serve`'s HTTP listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +45,13 @@ impl ServerConfig {
         self.max_streams_per_user
             .unwrap_or(DEFAULT_MAX_STREAMS_PER_USER)
             .max(1)
+    }
+
+    /// The largest file `POST …/files` takes.
+    pub fn max_upload_bytes(&self) -> u64 {
+        self.max_upload_mb
+            .unwrap_or(DEFAULT_MAX_UPLOAD_MB)
+            .saturating_mul(1024 * 1024)
     }
 
     pub fn shutdown_deadline(&self) -> Duration {

@@ -143,7 +143,7 @@ pub async fn file_content(
 
 /// Run `work` on a blocking thread with the workspace held open (opened by
 /// the server: the agent's user may not reach the data dir), as `identity`.
-async fn in_workspace<T: Send + 'static>(
+pub(super) async fn in_workspace<T: Send + 'static>(
     root: Root,
     identity: Option<FsIdentity>,
     work: impl FnOnce(&Workspace) -> ApiResult<T> + Send + 'static,
@@ -163,15 +163,15 @@ async fn in_workspace<T: Send + 'static>(
     .map_err(|err| ApiError::Internal(err.to_string()))?
 }
 
-struct Workspace {
-    root: Root,
+pub(super) struct Workspace {
+    pub(super) root: Root,
     canonical: PathBuf,
 }
 
 impl Workspace {
     /// `raw` relative to the workspace; an absolute path must lie inside it.
     /// Only the text is looked at: the kernel resolves it, beneath the root.
-    fn relative(&self, raw: &str) -> ApiResult<PathBuf> {
+    pub(super) fn relative(&self, raw: &str) -> ApiResult<PathBuf> {
         if raw.is_empty() || raw.contains('\0') {
             return Err(ApiError::BadRequest(format!(
                 "path {raw:?} is invalid: it is empty or holds a NUL byte"
@@ -219,7 +219,7 @@ fn outside(raw: &str) -> ApiError {
 }
 
 /// The answer for a path the confined open refused.
-fn refused(raw: &str, err: ConfinedError) -> ApiError {
+pub(super) fn refused(raw: &str, err: ConfinedError) -> ApiError {
     match err {
         ConfinedError::Escapes => outside(raw),
         ConfinedError::Kind {
@@ -331,16 +331,8 @@ const OCTET_STREAM: &str = "application/octet-stream";
 /// Sniffed, never taken from the name: text, a few image formats, or bytes.
 /// SVG and HTML are served as plain text (they could run script).
 fn content_type(bytes: &[u8]) -> &'static str {
-    const MAGIC: [(&[u8], &str); 4] = [
-        (b"\x89PNG\r\n\x1a\n", "image/png"),
-        (b"\xff\xd8\xff", "image/jpeg"),
-        (b"GIF8", "image/gif"),
-        (b"RIFF", "image/webp"),
-    ];
-    for (magic, kind) in MAGIC {
-        if bytes.starts_with(magic) && (kind != "image/webp" || bytes.get(8..12) == Some(b"WEBP")) {
-            return kind;
-        }
+    if let Some(kind) = agentd_protocol::sniff_image(bytes) {
+        return kind;
     }
     if !bytes.contains(&0) && std::str::from_utf8(bytes).is_ok() {
         "text/plain; charset=utf-8"

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::access_check::check_turn;
+use super::attachments::{MessageContentDoc, parse_content, to_content_blocks};
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
 use super::sessions::owned_session;
@@ -19,12 +20,20 @@ use crate::registry::{Accepted, Submission, TurnKind};
 
 const MAX_REQUEST_ID_CHARS: usize = 200;
 
+/// Largest body of `POST …/messages`: room for several images in base64.
+pub const MESSAGE_BODY_LIMIT: usize = 32 * 1024 * 1024;
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendMessage {
-    /// The user's message; not all blank.
-    #[schema(min_length = 1, pattern = r"\S")]
-    pub content: String,
+    /// The user's message: its text (not all blank), or content blocks in
+    /// Anthropic's shapes (text, images, documents).
+    #[schema(value_type = MessageContentDoc)]
+    pub content: Value,
+    /// Extended thinking for this turn only, over the profile's and the
+    /// model's (Anthropic models).
+    #[schema(nullable = false)]
+    pub thinking: Option<ThinkingOverride>,
     /// 1–200 characters. Makes retries safe: the same id in this session answers with the
     /// turn it started the first time, and starts nothing.
     #[schema(min_length = 1, max_length = 200)]
@@ -32,6 +41,14 @@ pub struct SendMessage {
     /// Run after the running turn instead of answering 409.
     #[serde(default)]
     pub queue: bool,
+}
+
+/// `{"budget_tokens": N}`: tokens the model may think in before answering.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ThinkingOverride {
+    #[schema(minimum = 1024, maximum = 1000000)]
+    pub budget_tokens: u32,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -82,7 +99,7 @@ pub struct Interrupted {
         (status = 429, description = "`rate_limited`: turns at once or per hour at the caller's limit; \
             see `Retry-After`", body = ErrorBody),
         (status = 409, description = "A turn is running (and `queue` was not set)", body = ErrorBody),
-        (status = 413, description = "Body over 1 MiB", body = ErrorBody),
+        (status = 413, description = "Body over 32 MiB, or an image over 5 MiB", body = ErrorBody),
         (status = 503, description = "`shutting_down`: the server is stopping; \
             `store_unavailable`: the database is down", body = ErrorBody),
     ),
@@ -94,8 +111,16 @@ pub async fn post_message(
     ApiJson(body): ApiJson<SendMessage>,
 ) -> ApiResult<(StatusCode, Json<TurnAccepted>)> {
     let session = owned_session(&state, &user, &id).await?;
-    if body.content.trim().is_empty() {
-        return Err(ApiError::BadRequest("content must not be empty".into()));
+    let blocks = parse_content(body.content)?;
+    let thinking_budget = body.thinking.map(|t| t.budget_tokens);
+    if let Some(budget) = thinking_budget
+        && !crate::config::THINKING_BUDGETS.contains(&budget)
+    {
+        return Err(ApiError::BadRequest(format!(
+            "thinking.budget_tokens must be between {} and {}",
+            crate::config::THINKING_BUDGETS.start(),
+            crate::config::THINKING_BUDGETS.end()
+        )));
     }
     if let Some(request_id) = &body.client_request_id
         && (request_id.is_empty() || request_id.chars().count() > MAX_REQUEST_ID_CHARS)
@@ -104,7 +129,8 @@ pub async fn post_message(
             "client_request_id must be 1 to {MAX_REQUEST_ID_CHARS} characters"
         )));
     }
-    let kind = TurnKind::from_text(body.content);
+    let content = to_content_blocks(&state, &session, blocks).await?;
+    let kind = TurnKind::from_blocks(content, thinking_budget);
     submit_turn(
         &state,
         &user,

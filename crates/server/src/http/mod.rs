@@ -5,6 +5,7 @@
 mod access_check;
 mod admin;
 pub mod approvals;
+mod attachments;
 pub mod auth;
 mod conn_watch;
 mod doc;
@@ -25,6 +26,7 @@ mod shutdown;
 pub mod sign_in;
 mod sse;
 pub mod stream_limit;
+mod uploads;
 mod web;
 
 use std::future::Future;
@@ -33,7 +35,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -84,7 +86,7 @@ pub struct AppState {
     modifiers(&Security),
     tags(
         (name = "sessions", description = "Sessions, their messages and live events"),
-        (name = "files", description = "Read-only workspace browsing"),
+        (name = "files", description = "Workspace browsing, and uploads"),
         (name = "auth", description = "Signing the web UI in and out"),
         (name = "admin", description = "Users, grants, usage and the audit log (admins only)"),
         (name = "server", description = "What the server offers, health and metrics")
@@ -114,7 +116,12 @@ fn api_router() -> OpenApiRouter<AppState> {
             sessions::update_session,
             sessions::delete_session
         ))
-        .routes(routes!(messages::post_message, messages::list_messages))
+        .merge(
+            // Room for images in base64 (each is checked against its own cap).
+            OpenApiRouter::new()
+                .routes(routes!(messages::post_message, messages::list_messages))
+                .layer(DefaultBodyLimit::max(messages::MESSAGE_BODY_LIMIT)),
+        )
         .routes(routes!(messages::interrupt))
         .routes(routes!(sse::events))
         .routes(routes!(approvals::list_pending))
@@ -124,7 +131,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(history::list_checkpoints))
         .routes(routes!(history::rewind))
         .routes(routes!(history::fork))
-        .routes(routes!(files::list_files))
+        .routes(routes!(files::list_files, uploads::upload_file))
         .routes(routes!(files::file_content))
         .routes(routes!(meta::models))
         .routes(routes!(meta::profiles))
@@ -198,11 +205,12 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
         }
         _ => false,
     };
+    let limit = body_limit(&state, &request);
     let mut response = if foreign_host {
         ApiError::BadHost.into_response()
-    } else if declared_length(&request).is_some_and(|n| n > BODY_LIMIT as u64) {
+    } else if declared_length(&request).is_some_and(|n| n > limit) {
         // Refused before a byte of the body is read.
-        ApiError::TooLarge(format!("the request body is over {BODY_LIMIT} bytes")).into_response()
+        ApiError::TooLarge(format!("the request body is over {limit} bytes")).into_response()
     } else {
         next.run(request).instrument(span.clone()).await
     };
@@ -223,6 +231,24 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
         HeaderValue::from_static("nosniff"),
     );
     response
+}
+
+/// The most a request's body may hold: more for a message (images in
+/// base64) and an upload (`[server] max_upload_mb`) than for the rest.
+fn body_limit(state: &AppState, request: &Request) -> u64 {
+    let path = request.uri().path();
+    let in_session = |tail: &str| {
+        path.strip_prefix("/v1/sessions/")
+            .and_then(|rest| rest.strip_suffix(tail))
+            .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+    };
+    match *request.method() {
+        Method::POST if in_session("/messages") => messages::MESSAGE_BODY_LIMIT as u64,
+        Method::POST if in_session("/files") => {
+            state.registry.runtime().config.server.max_upload_bytes()
+        }
+        _ => BODY_LIMIT as u64,
+    }
 }
 
 fn declared_length(request: &Request) -> Option<u64> {

@@ -24,9 +24,11 @@ use crate::admission::Admissions;
 use crate::metrics::{Gauges, Metrics};
 use crate::runtime::Runtime;
 
+mod turn_kind;
 mod turns;
 
-pub use turns::{Accepted, PendingTurn, Submission, SubmitError, TurnKind};
+pub use turn_kind::{TurnKind, UserTurn};
+pub use turns::{Accepted, PendingTurn, Submission, SubmitError};
 
 /// Live events buffered per session; a subscriber further behind is dropped
 /// and reconnects from its last id.

@@ -11,36 +11,7 @@ use super::{EntryHandle, Registry, Running, TurnState};
 use crate::admission::Caller;
 use crate::worker;
 
-/// What a turn does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TurnKind {
-    /// A user message for the agent.
-    Message(String),
-    /// Compact the session's context (`POST …/compact`).
-    Compact,
-}
-
-/// The message text that asks for a compaction instead of a conversation turn.
-const COMPACT_TEXT: &str = "/compact";
-
-impl TurnKind {
-    /// A message as a user typed it: the text `/compact` compacts.
-    pub fn from_text(text: String) -> Self {
-        if text.trim() == COMPACT_TEXT {
-            TurnKind::Compact
-        } else {
-            TurnKind::Message(text)
-        }
-    }
-
-    /// How the turn is written where only text fits (the cluster's queue).
-    pub fn as_text(&self) -> &str {
-        match self {
-            TurnKind::Message(text) => text,
-            TurnKind::Compact => COMPACT_TEXT,
-        }
-    }
-}
+use super::TurnKind;
 
 /// A turn accepted by `POST …/messages` or `…/compact`.
 #[derive(Debug, Clone)]
@@ -281,23 +252,5 @@ impl Registry {
             }
         }
         drained
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::TurnKind;
-
-    #[test]
-    fn a_message_of_only_compact_compacts_and_the_queue_text_round_trips() {
-        assert_eq!(TurnKind::from_text(" /compact\n".into()), TurnKind::Compact);
-        let message = TurnKind::from_text("/compact the logs, please".into());
-        assert_eq!(
-            message,
-            TurnKind::Message("/compact the logs, please".into())
-        );
-        for kind in [TurnKind::Compact, message] {
-            assert_eq!(TurnKind::from_text(kind.as_text().to_string()), kind);
-        }
     }
 }

@@ -31,11 +31,7 @@ fn every_block_kind() -> Message {
                 // Invalid JSON from the model is kept as a string.
                 input: json!("{not json"),
             },
-            ContentBlock::ToolResult {
-                tool_use_id: "toolu_1".into(),
-                content: "a\nb".into(),
-                is_error: true,
-            },
+            ContentBlock::tool_result("toolu_1", "a\nb", true),
             ContentBlock::Image {
                 source: json!({"type": "base64", "media_type": "image/png", "data": "AA=="}),
             },
@@ -221,11 +217,7 @@ async fn a_5_mib_tool_result_round_trips() {
     assert!(output.len() >= 5 * 1024 * 1024);
     let message = Message {
         role: Role::User,
-        content: vec![ContentBlock::ToolResult {
-            tool_use_id: "toolu_big".into(),
-            content: output,
-            is_error: false,
-        }],
+        content: vec![ContentBlock::tool_result("toolu_big", output, false)],
     };
     let stored = store
         .append_message(&s.id, Some("t1"), &message)

@@ -19,7 +19,11 @@ pub(crate) fn to_tool_result(result: CallToolResult) -> ToolResult {
     }
     let content = parts.join("\n");
     let is_error = result.is_error == Some(true);
-    ToolResult { content, is_error }
+    ToolResult {
+        content,
+        is_error,
+        images: Vec::new(),
+    }
 }
 
 fn describe(block: ContentBlock) -> String {

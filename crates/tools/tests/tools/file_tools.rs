@@ -3,6 +3,7 @@
 
 use crate::support;
 
+use base64::Engine as _;
 use serde_json::json;
 use support::{Workspace, assert_error_containing, assert_ok};
 
@@ -130,6 +131,32 @@ async fn read_refuses_binary_directories_and_missing_files() {
         &w.call("Read", json!({"file_path": "nope.txt"})).await,
         "does not exist",
     );
+}
+
+#[tokio::test]
+async fn read_of_an_image_returns_it_and_refuses_one_too_large() {
+    let w = Workspace::new();
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    std::fs::write(w.ws.join("shot.png"), &png).unwrap();
+    let result = w.call("Read", json!({"file_path": "shot.png"})).await;
+    assert_ok(&result);
+    assert!(
+        result.content.contains("image/png image, 16 bytes"),
+        "{}",
+        result.content
+    );
+    let data = base64::engine::general_purpose::STANDARD.encode(&png);
+    assert_eq!(
+        result.images,
+        [json!({"type": "base64", "media_type": "image/png", "data": data})]
+    );
+    // The same bytes under another name are still an image: the name is never trusted.
+    let mut huge = png;
+    huge.resize(agentd_protocol::MAX_IMAGE_BYTES + 1, 0);
+    std::fs::write(w.ws.join("huge.txt"), &huge).unwrap();
+    let result = w.call("Read", json!({"file_path": "huge.txt"})).await;
+    assert_error_containing(&result, "cannot be shown");
+    assert!(result.images.is_empty());
 }
 
 #[tokio::test]

@@ -44,11 +44,7 @@ pub fn request(model: &str) -> ModelRequest {
             ]),
             Message {
                 role: Role::User,
-                content: vec![ContentBlock::ToolResult {
-                    tool_use_id: "tool_1".into(),
-                    content: "README.md\nsrc".into(),
-                    is_error: false,
-                }],
+                content: vec![ContentBlock::tool_result("tool_1", "README.md\nsrc", false)],
             },
         ]),
         tools: std::sync::Arc::new(vec![ToolSpec {

@@ -1,0 +1,150 @@
+//! What a turn does: a user message (text and attachments, with an optional
+//! thinking budget of its own) or a compaction; and how it is written into
+//! the cluster's queue, whose one column is text.
+
+use agentd_protocol::{ContentBlock, Message, Role};
+use serde::{Deserialize, Serialize};
+
+/// What a turn does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnKind {
+    /// A user message for the agent.
+    Message(UserTurn),
+    /// Compact the session's context (`POST …/compact`).
+    Compact,
+}
+
+/// A user's message: its content blocks (text, images, documents) and the
+/// thinking budget asked for this turn only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserTurn {
+    pub content: Vec<ContentBlock>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+}
+
+/// The message text that asks for a compaction instead of a conversation turn.
+const COMPACT_TEXT: &str = "/compact";
+
+/// Starts a queue entry holding a [`UserTurn`] as JSON; any other entry is
+/// the message's plain text (as every entry was before attachments). A
+/// control character no one types, and PostgreSQL's text takes it.
+const QUEUED_JSON: &str = "\u{1}agentd-turn-v1\n";
+
+impl TurnKind {
+    /// A message as a user typed it: the text `/compact` compacts.
+    pub fn from_text(text: String) -> Self {
+        Self::from_blocks(vec![ContentBlock::Text { text }], None)
+    }
+
+    /// A message of `content`; one text block of only `/compact` (and no
+    /// thinking budget) compacts, as typed text does.
+    pub fn from_blocks(content: Vec<ContentBlock>, thinking_budget: Option<u32>) -> Self {
+        let compact = matches!(content.as_slice(), [ContentBlock::Text { text }] if text.trim() == COMPACT_TEXT);
+        if compact && thinking_budget.is_none() {
+            TurnKind::Compact
+        } else {
+            TurnKind::Message(UserTurn {
+                content,
+                thinking_budget,
+            })
+        }
+    }
+
+    /// The user message the turn starts with.
+    pub fn message(&self) -> Message {
+        let content = match self {
+            TurnKind::Message(turn) => turn.content.clone(),
+            TurnKind::Compact => vec![ContentBlock::Text {
+                text: COMPACT_TEXT.into(),
+            }],
+        };
+        Message {
+            role: Role::User,
+            content,
+        }
+    }
+
+    /// The thinking budget the message asked for, over the profile's.
+    pub fn thinking_budget(&self) -> Option<u32> {
+        match self {
+            TurnKind::Message(turn) => turn.thinking_budget,
+            TurnKind::Compact => None,
+        }
+    }
+
+    /// How the turn is written into the cluster's queue: plain text when
+    /// that is all it is, else [`QUEUED_JSON`] and the turn as JSON.
+    pub fn to_queue_text(&self) -> String {
+        let turn = match self {
+            TurnKind::Compact => return COMPACT_TEXT.into(),
+            TurnKind::Message(turn) => turn,
+        };
+        if let ([ContentBlock::Text { text }], None) =
+            (turn.content.as_slice(), turn.thinking_budget)
+            && !text.starts_with(QUEUED_JSON)
+        {
+            return text.clone();
+        }
+        // A `UserTurn` is plain data: serialising it cannot fail.
+        let json = serde_json::to_string(turn).unwrap_or_default();
+        format!("{QUEUED_JSON}{json}")
+    }
+
+    /// A queue entry read back (entries written before attachments are
+    /// text; one that does not parse runs as the text it is).
+    pub fn from_queue_text(text: String) -> Self {
+        if let Some(json) = text.strip_prefix(QUEUED_JSON) {
+            match serde_json::from_str(json) {
+                Ok(turn) => return TurnKind::Message(turn),
+                Err(err) => tracing::warn!(%err, "a queued turn's JSON does not parse"),
+            }
+        }
+        Self::from_text(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_message_of_only_compact_compacts_and_the_queue_text_round_trips() {
+        assert_eq!(TurnKind::from_text(" /compact\n".into()), TurnKind::Compact);
+        let message = TurnKind::from_text("/compact the logs, please".into());
+        assert_eq!(
+            message.message(),
+            Message::user_text("/compact the logs, please")
+        );
+        let image = ContentBlock::Image {
+            source: json!({"type": "base64", "media_type": "image/png", "data": "AA=="}),
+        };
+        let with_image = TurnKind::from_blocks(
+            vec![
+                ContentBlock::Text {
+                    text: "look".into(),
+                },
+                image,
+            ],
+            Some(2048),
+        );
+        let sneaky = TurnKind::from_text(format!("{QUEUED_JSON}{{}}"));
+        for kind in [TurnKind::Compact, message, with_image, sneaky] {
+            let back = TurnKind::from_queue_text(kind.to_queue_text());
+            assert_eq!(back, kind);
+        }
+    }
+
+    #[test]
+    fn old_text_entries_of_the_queue_still_read() {
+        let kind = TurnKind::from_queue_text("fix the tests".into());
+        assert_eq!(kind.message(), Message::user_text("fix the tests"));
+        assert_eq!(kind.thinking_budget(), None);
+        assert_eq!(
+            TurnKind::from_queue_text("/compact".into()),
+            TurnKind::Compact
+        );
+    }
+}
