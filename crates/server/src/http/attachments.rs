@@ -64,7 +64,6 @@ pub enum InputBlock {
     Document {
         source: DocumentSource,
         /// Shown to the model with the document.
-        #[schema(nullable = false)]
         title: Option<String>,
     },
 }
@@ -249,6 +248,9 @@ fn document_block(
                 )));
             }
             json!({"type": "base64", "media_type": "application/pdf", "data": data})
+        }
+        DocumentSource::Text { data, .. } if data.is_empty() => {
+            return Err(ApiError::BadRequest(format!("{at}: the document is empty")));
         }
         DocumentSource::Text {
             data,

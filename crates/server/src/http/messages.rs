@@ -32,7 +32,6 @@ pub struct SendMessage {
     pub content: Value,
     /// Extended thinking for this turn only, over the profile's and the
     /// model's (Anthropic models).
-    #[schema(nullable = false)]
     pub thinking: Option<ThinkingOverride>,
     /// 1–200 characters. Makes retries safe: the same id in this session answers with the
     /// turn it started the first time, and starts nothing.

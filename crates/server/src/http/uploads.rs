@@ -44,11 +44,11 @@ pub struct Uploaded {
 #[utoipa::path(post, path = "/v1/sessions/{id}/files", tag = "files",
     params(("id" = String, Path, description = "Session id"), UploadQuery),
     request_body(content = Vec<u8>, content_type = "application/octet-stream",
-        description = "The file's bytes"),
+        description = "The file's bytes; not empty"),
     responses(
         (status = 201, description = "Written", body = Uploaded),
-        (status = 400, description = "Invalid path (absolute, `..`, a link on the way), \
-            or a directory or special file at it", body = ErrorBody),
+        (status = 400, description = "An empty body; an invalid path (absolute, `..`, a link \
+            on the way), or a directory or special file at it", body = ErrorBody),
         (status = 403, description = "The path cannot be written", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 413, description = "Over `[server] max_upload_mb` (default 20 MiB)", body = ErrorBody),
@@ -79,6 +79,11 @@ pub async fn upload_file(
     let bytes = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX))
         .await
         .map_err(|_| too_large())?;
+    if bytes.is_empty() {
+        return Err(ApiError::BadRequest(
+            "the body is empty: send the file's bytes".into(),
+        ));
+    }
     let (workspace, identity) = state.sessions.workspace_for_work(session).await?;
     let (raw, target) = (query.path.clone(), rel.clone());
     let size = bytes.len() as u64;
