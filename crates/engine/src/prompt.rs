@@ -318,7 +318,7 @@ fn value_of(name: &str, ctx: &PromptContext) -> Option<String> {
             "Skills are packaged instructions for particular kinds of task. Before you do a task \
              a skill covers, use the Skill tool to load that skill's instructions \
              (`{\"skill\": \"<name>\"}`) and follow them. You may read the files in a skill's \
-             folder, though it is outside the workspace. Available skills:",
+             folder, even one outside the workspace. Available skills:",
             ctx.skills,
         ),
         "subagents" => list_section(

@@ -2,9 +2,8 @@
 //! skills, MCP), sandbox policy, permission rules, hooks, subagents and the
 //! system prompt.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agentd_engine::prompt::{PromptContext, render, system_prompt, today};
@@ -18,8 +17,8 @@ use agentd_sandbox::{PathGuard, Policy};
 use agentd_store::SessionRecord;
 use agentd_tools::egress::{EgressAllowlist, NetworkRefusals};
 use agentd_tools::{
-    BackgroundShells, HiddenPaths, McpPool, SkillSet, SkillTool, ToolContext, ToolRegistry,
-    UrlCheck, UrlVerdict, WebPolicy, builtin_tools,
+    BackgroundShells, HiddenPaths, SkillSet, SkillTool, ToolContext, ToolRegistry, UrlCheck,
+    UrlVerdict, WebPolicy, builtin_tools,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -30,104 +29,6 @@ use crate::models::{EnvLookup, ResolvedModel, resolve_model};
 use crate::project::{Project, ProjectAgent, SlashCommands};
 use crate::runtime::{RunError, Runtime, TurnOptions};
 use crate::workspace_open::OpenWorkspace;
-
-/// One MCP pool per profile (profiles may name different servers), made on
-/// first use.
-#[derive(Clone, Default)]
-pub struct McpPools(Arc<Mutex<HashMap<String, McpPool>>>);
-
-impl McpPools {
-    fn for_profile(
-        &self,
-        runtime: &Runtime,
-        name: &str,
-        profile: &ProfileConfig,
-    ) -> Option<McpPool> {
-        let configs: Vec<_> = runtime
-            .config
-            .mcp_servers
-            .iter()
-            .filter(|s| {
-                profile
-                    .mcp_servers
-                    .as_ref()
-                    .is_none_or(|names| names.contains(&s.name))
-            })
-            .map(|s| s.to_tools_config())
-            .filter_map(|s| match profile.network.allowlist() {
-                Some(list) => crate::egress::mcp_within(s, list),
-                None => Some(s),
-            })
-            .collect();
-        if configs.is_empty() {
-            return None;
-        }
-        let mut pools = self.0.lock().ok()?;
-        Some(
-            pools
-                .entry(name.to_string())
-                .or_insert_with(|| McpPool::new(configs))
-                .clone(),
-        )
-    }
-
-    /// The pool of a trusted project's `.mcp.json` servers for `session_id`,
-    /// made anew when the file changed (the old one's servers stopped).
-    async fn for_project(&self, session_id: &str, project: &Project) -> Option<McpPool> {
-        if project.mcp_servers.is_empty() {
-            return None;
-        }
-        let key = format!("project:{session_id}:{}", project.mcp_fingerprint);
-        let prefix = format!("project:{session_id}:");
-        let stale: Vec<McpPool> = {
-            let mut pools = self.0.lock().ok()?;
-            let stale_keys: Vec<String> = pools
-                .keys()
-                .filter(|k| k.starts_with(&prefix) && **k != key)
-                .cloned()
-                .collect();
-            stale_keys.iter().filter_map(|k| pools.remove(k)).collect()
-        };
-        for pool in stale {
-            pool.shutdown().await;
-        }
-        let mut pools = self.0.lock().ok()?;
-        Some(
-            pools
-                .entry(key)
-                .or_insert_with(|| McpPool::new(project.mcp_servers.clone()))
-                .clone(),
-        )
-    }
-
-    /// Stops every MCP server of `session_id`.
-    pub async fn shutdown_session(&self, session_id: &str) {
-        let prefix = format!("project:{session_id}:");
-        let pools: Vec<McpPool> = self
-            .0
-            .lock()
-            .map(|mut p| {
-                p.retain(|key, _| !key.starts_with(&prefix));
-                p.values().cloned().collect()
-            })
-            .unwrap_or_default();
-        for pool in pools {
-            pool.shutdown_session(session_id).await;
-        }
-    }
-
-    /// Stops every MCP server.
-    pub async fn shutdown(&self) {
-        let pools: Vec<McpPool> = self
-            .0
-            .lock()
-            .map(|p| p.values().cloned().collect())
-            .unwrap_or_default();
-        for pool in pools {
-            pool.shutdown().await;
-        }
-    }
-}
 
 impl Runtime {
     /// The session's agent on `model`, resolved by the caller once per turn.
@@ -167,25 +68,9 @@ impl Runtime {
         for taken in skills.add_missing(project.skills.iter().cloned()) {
             tracing::warn!(session = %session.id, "project skill {taken:?} skipped: the name is taken");
         }
-        let mut tools = self.tools_for(session, &profile, &skills, &policy).await;
-        // A project's servers run only in the sandbox.
-        let project_mcp = match policy.unsandboxed {
-            true => None,
-            false => self.mcp.for_project(&session.id, &project).await,
-        };
-        if let Some(pool) = project_mcp {
-            let mcp = pool.tools(&session.id, &policy).await;
-            for error in &mcp.errors {
-                tracing::warn!(session = %session.id, "project MCP: {error}");
-            }
-            // The operator's servers keep their names.
-            let taken: Vec<String> = tools.iter().map(|t| t.name().to_string()).collect();
-            tools.extend(
-                mcp.tools
-                    .into_iter()
-                    .filter(|tool| !taken.iter().any(|name| name == tool.name())),
-            );
-        }
+        let tools = self
+            .tools_for(session, &profile, &skills, &policy, &project)
+            .await;
 
         // The project's rules come under the operator's: deny (the
         // operator's included) beats every allow.
@@ -385,25 +270,36 @@ impl Runtime {
         }
     }
 
-    /// The built-in tools, the Skill tool when there are skills, and the
-    /// profile's MCP servers' tools.
+    /// The built-in tools, the Skill tool when there are skills, the
+    /// profile's MCP servers' tools, and those of the project's servers
+    /// whose names no other tool has.
     async fn tools_for(
         &self,
         session: &SessionRecord,
         profile: &ProfileConfig,
         skills: &SkillSet,
         policy: &Policy,
+        project: &Project,
     ) -> ToolRegistry {
         let mut tools = builtin_tools();
         if !skills.is_empty() {
             tools.extend([Arc::new(SkillTool::new(skills.clone())) as _]);
         }
-        if let Some(pool) = self.mcp.for_profile(self, &session.profile, profile) {
+        let pools = [
+            self.mcp.for_profile(self, &session.profile, profile),
+            self.mcp.for_project(&session.id, project).await,
+        ];
+        for pool in pools.into_iter().flatten() {
             let mcp = pool.tools(&session.id, policy).await;
             for error in &mcp.errors {
                 tracing::warn!(session = %session.id, "{error}");
             }
-            tools.extend(mcp.tools);
+            let taken: Vec<String> = tools.iter().map(|t| t.name().to_string()).collect();
+            tools.extend(
+                mcp.tools
+                    .into_iter()
+                    .filter(|tool| !taken.iter().any(|name| name == tool.name())),
+            );
         }
         tools
     }
@@ -462,6 +358,20 @@ impl Runtime {
         SkillSet::discover(Some(&global), Some(&user_dir))
     }
 
+    /// The model `name` gives a subagent; `None` is its parent's.
+    fn subagent_model(
+        &self,
+        name: Option<&str>,
+        env: EnvLookup<'_>,
+    ) -> Result<Option<SubagentModel>, RunError> {
+        let Some(name) = name else { return Ok(None) };
+        let resolved = resolve_model(&self.config, Some(name), env)?;
+        Ok(Some(SubagentModel {
+            client: resolved.client,
+            model_name: resolved.model_name,
+        }))
+    }
+
     fn subagents(
         &self,
         profile: &ProfileConfig,
@@ -471,30 +381,17 @@ impl Runtime {
     ) -> Result<Subagents, RunError> {
         let mut defs = Vec::with_capacity(self.config.subagents.len());
         for sub in &self.config.subagents {
-            let model = match &sub.model {
-                Some(name) => {
-                    let resolved = resolve_model(&self.config, Some(name), env)?;
-                    Some(SubagentModel {
-                        client: resolved.client,
-                        model_name: resolved.model_name,
-                    })
-                }
-                None => None,
-            };
             let prompt = render(&sub.prompt, context)
                 .map_err(|err| ConfigError::Invalid(format!("subagent {:?}: {err}", sub.name)))?;
-            defs.push(SubagentDef {
-                name: sub.name.clone(),
-                description: sub.description.clone(),
-                prompt: format!(
-                    "{}\n\nYou work in {}; today is {}.",
-                    prompt.trim_end(),
-                    context.workspace.display(),
-                    context.date
-                ),
-                tools: sub.tools.clone(),
+            let model = self.subagent_model(sub.model.as_deref(), env)?;
+            defs.push(subagent_def(
+                &sub.name,
+                &sub.description,
+                &prompt,
+                sub.tools.clone(),
                 model,
-            });
+                context,
+            ));
         }
         for agent in project_agents {
             if defs.iter().any(|def| def.name == agent.name) {
@@ -502,34 +399,46 @@ impl Runtime {
                 continue;
             }
             // A model the operator configured under that name, else the parent's.
-            let model = agent
-                .model
-                .as_deref()
-                .filter(|name| self.config.models.contains_key(*name))
-                .map(|name| resolve_model(&self.config, Some(name), env))
-                .transpose()?
-                .map(|resolved| SubagentModel {
-                    client: resolved.client,
-                    model_name: resolved.model_name,
-                });
-            defs.push(SubagentDef {
-                name: agent.name.clone(),
-                description: agent.description.clone(),
-                prompt: format!(
-                    "{}\n\nYou work in {}; today is {}.",
-                    agent.prompt.trim_end(),
-                    context.workspace.display(),
-                    context.date
-                ),
-                tools: agent.tools.clone(),
+            let name = agent.model.as_deref();
+            let model = name.filter(|name| self.config.models.contains_key(*name));
+            let model = self.subagent_model(model, env)?;
+            defs.push(subagent_def(
+                &agent.name,
+                &agent.description,
+                &agent.prompt,
+                agent.tools.clone(),
                 model,
-            });
+                context,
+            ));
         }
         Ok(Subagents::new(
             defs,
             profile.max_subagents,
             profile.max_subagent_depth,
         ))
+    }
+}
+
+/// A subagent type: its prompt told where it works and the date.
+fn subagent_def(
+    name: &str,
+    description: &str,
+    prompt: &str,
+    tools: Option<Vec<String>>,
+    model: Option<SubagentModel>,
+    context: &PromptContext<'_>,
+) -> SubagentDef {
+    SubagentDef {
+        name: name.to_string(),
+        description: description.to_string(),
+        prompt: format!(
+            "{}\n\nYou work in {}; today is {}.",
+            prompt.trim_end(),
+            context.workspace.display(),
+            context.date
+        ),
+        tools,
+        model,
     }
 }
 

@@ -91,12 +91,10 @@ impl Runtime {
         let input = TurnInput {
             turn_id: turn_id.clone(),
             history,
-            // `/name args` for a project command is that command's prompt.
-            message: match commands.expand(&text) {
-                Some(expanded) if !compact && request.message.content.len() == 1 => {
-                    Message::user_text(expanded)
-                }
-                _ => request.message,
+            message: if compact {
+                request.message
+            } else {
+                commands.apply(request.message)
             },
         };
         let finished = if compact {

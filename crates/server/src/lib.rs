@@ -19,6 +19,7 @@ pub mod engines;
 pub mod health;
 pub mod http;
 mod identity;
+mod mcp_pools;
 pub mod metrics;
 pub mod models;
 mod mounts;

@@ -17,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 
 use agentd_policy::permissions::PermissionMode;
 
-use crate::agent_build::McpPools;
 use crate::approvals::{AnswerSource, Approvals};
 use crate::claude_code::ClaudeCode;
 use crate::config::{Config, ConfigError};
 use crate::coordination::{Alone, Coordination};
 use crate::engines::TurnRequest;
+use crate::mcp_pools::McpPools;
 use crate::models::EnvLookup;
 use crate::registry::TurnKind;
 use crate::sink::StoreSink;

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use agentd_protocol::{ContentBlock, Message};
 use agentd_tools::skills::front_matter;
 
 use super::files::ProjectFiles;
@@ -33,6 +34,21 @@ impl SlashCommands {
     /// The names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.commands.keys().map(String::as_str)
+    }
+
+    /// `message` with a command's text replaced by the prompt it stands
+    /// for (its attachments kept); as it is otherwise.
+    pub fn apply(&self, mut message: Message) -> Message {
+        let Some(expanded) = self.expand(&message.text()) else {
+            return message;
+        };
+        message
+            .content
+            .retain(|block| !matches!(block, ContentBlock::Text { .. }));
+        message
+            .content
+            .insert(0, ContentBlock::Text { text: expanded });
+        message
     }
 
     /// The prompt `text` stands for: a command's body when `text` is

@@ -63,6 +63,29 @@ impl ProjectFiles {
         text_of(read.map_err(ConfinedError::Io).and_then(|bytes| bytes))
     }
 
+    /// `rel` parsed as JSON, with its text; `None` when it is missing, or
+    /// unusable (the reason added to `warnings`).
+    pub fn read_json<T: serde::de::DeserializeOwned>(
+        &self,
+        rel: &str,
+        warnings: &mut Vec<String>,
+    ) -> Option<(T, String)> {
+        let text = match self.read(Path::new(rel)) {
+            Ok(text) => text?,
+            Err(reason) => {
+                warnings.push(format!("{rel}: {reason}"));
+                return None;
+            }
+        };
+        match serde_json::from_str(&text) {
+            Ok(value) => Some((value, text)),
+            Err(err) => {
+                warnings.push(format!("{rel} is not valid: {err}"));
+                None
+            }
+        }
+    }
+
     /// `rel` beneath `dir`, only a regular file, owned by `owners` when
     /// given, not one a deny rule hides, capped.
     fn read_checked(

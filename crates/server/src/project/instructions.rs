@@ -17,7 +17,7 @@ pub const INSTRUCTION_FILES: [&str; 3] = ["CLAUDE.md", "CLAUDE.local.md", "AGENT
 /// The most characters of instructions put in the system prompt.
 pub const MAX_INSTRUCTION_CHARS: usize = 40_000;
 
-const HEADING: &str = "# Project instructions\n\
+pub(super) const HEADING: &str = "# Project instructions\n\
 The instruction files below were found for this session; later ones are more specific and \
 take precedence over earlier ones. They override the defaults above: follow them exactly as \
 written.";
@@ -76,7 +76,7 @@ pub fn gather(
 
 /// The section, cut at [`MAX_INSTRUCTION_CHARS`] with a note saying what
 /// was left out.
-fn render(included: &[Included]) -> String {
+pub(super) fn render(included: &[Included]) -> String {
     let mut out = String::from(HEADING);
     let mut used = 0usize;
     for (index, file) in included.iter().enumerate() {

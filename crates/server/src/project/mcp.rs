@@ -4,7 +4,7 @@
 //! host, on the project's word, so it is skipped.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::hash::{Hash, Hasher};
 
 use agentd_tools::mcp::{McpServerConfig, McpTransport};
 use serde::Deserialize;
@@ -36,24 +36,10 @@ struct ServerJson {
 }
 
 pub fn apply(files: &ProjectFiles, project: &mut Project) {
-    let text = match files.read(Path::new(MCP_FILE)) {
-        Ok(Some(text)) => text,
-        Ok(None) => return,
-        Err(reason) => {
-            project.warnings.push(format!("{MCP_FILE}: {reason}"));
-            return;
-        }
+    let Some((parsed, text)) = files.read_json::<McpJson>(MCP_FILE, &mut project.warnings) else {
+        return;
     };
-    let parsed: McpJson = match serde_json::from_str(&text) {
-        Ok(parsed) => parsed,
-        Err(err) => {
-            project
-                .warnings
-                .push(format!("{MCP_FILE} is not valid: {err}"));
-            return;
-        }
-    };
-    project.mcp_fingerprint = text;
+    project.mcp_fingerprint = fingerprint(&text);
     for (name, server) in parsed.servers.into_iter().take(MAX_SERVERS) {
         match config_of(&name, server) {
             Ok(config) => project.mcp_servers.push(config),
@@ -90,4 +76,11 @@ fn config_of(name: &str, server: ServerJson) -> Result<McpServerConfig, String> 
             network: false,
         },
     ))
+}
+
+/// Tells whether the file changed since the servers were started.
+fn fingerprint(text: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
 }

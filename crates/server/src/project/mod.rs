@@ -48,8 +48,8 @@ pub struct Project {
     /// Run in the sandbox (see `HookConfig::sandboxed`).
     pub hooks: Vec<HookConfig>,
     pub mcp_servers: Vec<McpServerConfig>,
-    /// The raw `.mcp.json`, which tells whether its servers changed.
-    pub mcp_fingerprint: String,
+    /// A hash of `.mcp.json`: whether its servers changed.
+    pub mcp_fingerprint: u64,
     pub agents: Vec<ProjectAgent>,
     pub commands: SlashCommands,
     pub skills: Vec<Skill>,
@@ -64,6 +64,9 @@ pub struct ProjectScope {
     pub read: bool,
     /// `trust_project`: also allow rules, hooks and MCP servers.
     pub trusted: bool,
+    /// Whether the profile's commands run in the sandbox: a project's hooks
+    /// and MCP servers run only there, so without it they are not taken.
+    pub sandboxed: bool,
     /// The owner's own instructions (`<data dir>/users/NAME/CLAUDE.md`), read
     /// by the server: the operator's directory, not the agent's.
     pub user_file: Option<PathBuf>,
@@ -85,8 +88,8 @@ pub fn load(files: &ProjectFiles, scope: &ProjectScope) -> Project {
         return project;
     }
     project.instructions = instructions::gather(files, scope, &mut project.warnings);
-    settings::apply(files, scope.trusted, &mut project);
-    if scope.trusted {
+    settings::apply(files, scope, &mut project);
+    if scope.trusted && scope.sandboxed {
         mcp::apply(files, &mut project);
     }
     project.commands = commands::discover(files, &mut project.warnings);

@@ -10,7 +10,7 @@ use agentd_store::SessionRecord;
 use agentd_policy::permissions::PermissionPolicy;
 
 use super::{Project, ProjectFiles, ProjectScope, load};
-use crate::config::ProfileConfig;
+use crate::config::{ProfileConfig, SandboxMode};
 use crate::runtime::{Runtime, TurnOptions};
 
 impl Runtime {
@@ -34,6 +34,7 @@ impl Runtime {
         let scope = ProjectScope {
             read: profile.project_config,
             trusted: profile.project_config && profile.trust_project,
+            sandboxed: profile.sandbox != SandboxMode::Off,
             user_file: plain_name(&session.owner).then(|| {
                 self.data_dir
                     .join("users")

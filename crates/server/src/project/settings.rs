@@ -4,15 +4,13 @@
 //! sandbox (`additionalDirectories`, `defaultMode`, `env`, …) are not
 //! taken; the operator's log says so.
 
-use std::path::Path;
-
 use agentd_policy::hooks::{HookConfig, HookEvent};
 use agentd_policy::permissions::{PermissionMode, PermissionPolicy};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::Project;
 use super::files::ProjectFiles;
+use super::{Project, ProjectScope};
 
 /// Read in this order; rules of both count.
 pub const SETTINGS_FILES: [&str; 2] = [".claude/settings.json", ".claude/settings.local.json"];
@@ -58,30 +56,17 @@ struct CommandHook {
     timeout: Option<u64>,
 }
 
-pub fn apply(files: &ProjectFiles, trusted: bool, project: &mut Project) {
+pub fn apply(files: &ProjectFiles, scope: &ProjectScope, project: &mut Project) {
     for name in SETTINGS_FILES {
-        let text = match files.read(Path::new(name)) {
-            Ok(Some(text)) => text,
-            Ok(None) => continue,
-            Err(reason) => {
-                project.warnings.push(format!("{name}: {reason}"));
-                continue;
-            }
+        let Some((settings, _)) = files.read_json::<Settings>(name, &mut project.warnings) else {
+            continue;
         };
-        let settings: Settings = match serde_json::from_str(&text) {
-            Ok(settings) => settings,
-            Err(err) => {
-                project
-                    .warnings
-                    .push(format!("{name} is not valid settings JSON: {err}"));
-                continue;
-            }
-        };
-        take(name, settings, trusted, project);
+        take(name, settings, scope, project);
     }
 }
 
-fn take(name: &str, settings: Settings, trusted: bool, project: &mut Project) {
+fn take(name: &str, settings: Settings, scope: &ProjectScope, project: &mut Project) {
+    let trusted = scope.trusted;
     let warnings = &mut project.warnings;
     let valid = |rule: &String, warnings: &mut Vec<String>| {
         let checked = PermissionPolicy::new(
@@ -131,6 +116,12 @@ fn take(name: &str, settings: Settings, trusted: bool, project: &mut Project) {
     if !trusted {
         warnings.push(format!(
             "{name}: hooks not run: the profile does not trust the project (trust_project)"
+        ));
+        return;
+    }
+    if !scope.sandboxed {
+        warnings.push(format!(
+            "{name}: hooks not run: a project's hooks run only in the sandbox, which this profile has off"
         ));
         return;
     }
