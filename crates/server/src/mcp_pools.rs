@@ -87,8 +87,11 @@ impl McpPools {
             .0
             .lock()
             .map(|mut p| {
+                // Its project's pool goes from the map, but is stopped below
+                // like the rest, gracefully.
+                let all = p.values().cloned().collect();
                 p.retain(|key, _| !key.starts_with(&prefix));
-                p.values().cloned().collect()
+                all
             })
             .unwrap_or_default();
         for pool in pools {

@@ -13,6 +13,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
+use agentd_testkit::processes::{assert_none_left, processes_mentioning};
+
 use crate::serve_harness::{Harness, Server};
 
 const ALICE_UID: u32 = 61101;
@@ -80,8 +82,9 @@ fn repository(tmp: &Path) -> std::path::PathBuf {
     write(
         &repo,
         ".mcp.json",
-        &json!({"mcpServers": {"proj": {"command": "python3", "args": ["tools/mcp_server.py"]}}})
-            .to_string(),
+        &json!({"mcpServers": {"proj": {"command": "python3",
+            "args": [repo.join("tools/mcp_server.py")]}}})
+        .to_string(),
     );
     write(&repo, "tools/mcp_server.py", MCP_SERVER);
     write(
@@ -250,6 +253,14 @@ async fn a_claude_code_repository_works_as_written() {
     assert!(repo.join("docs/style.md").exists());
     let skill = tool_result(&requests, "skill_call");
     assert!(skill.to_string().contains("THETA"), "{skill}");
+
+    // The project's MCP server lives as long as the session.
+    let marker = repo.join("tools/mcp_server.py").display().to_string();
+    assert!(processes_mentioning(&marker) > 0, "{marker}");
+    let request = alice.request(reqwest::Method::DELETE, &format!("/v1/sessions/{id}"));
+    let (status, body) = alice.send(request).await;
+    assert!(status.is_success(), "{status}: {body}");
+    assert_none_left(&marker).await;
 }
 
 #[tokio::test]
