@@ -229,6 +229,14 @@ fn meaning(key: KeyEvent) -> Option<Key> {
     match key.code {
         KeyCode::Esc => Some(Key::Interrupt),
         KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Some(Key::Interrupt),
+        // Other control keys are no text to keep.
+        KeyCode::Char(_)
+            if key
+                .modifiers
+                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+        {
+            None
+        }
         KeyCode::Char(c) => Some(Key::Char(c)),
         KeyCode::Enter => Some(Key::Enter),
         KeyCode::Backspace => Some(Key::Backspace),

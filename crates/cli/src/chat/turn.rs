@@ -189,7 +189,11 @@ impl Conversation {
     async fn on_key(&mut self, follow: &mut Follow, key: Key) {
         match (follow.asking.take(), key) {
             (asking, Key::Interrupt) => {
-                if asking.is_some() {
+                if let Some(Asking {
+                    ask: Ask::Permission { .. },
+                    ..
+                }) = asking
+                {
                     self.term.text("deny\n");
                 }
                 follow.interrupted = true;

@@ -64,12 +64,7 @@ async fn a_message_streams_its_reply_and_resume_shows_the_transcript() {
         })
         .await;
     let shown = screen.wait_for("streamed word by word.").await;
-    let session = shown
-        .split("session ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap()
-        .to_string();
+    let session = greeted_session(&shown);
     screen.wait_prompt().await;
     screen.keys(&["C-c"]);
     screen.wait_for("press Ctrl-C again to exit").await;
