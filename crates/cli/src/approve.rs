@@ -17,10 +17,25 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::{Mutex, mpsc};
 
-/// Prompts on stderr and reads the answer from stdin when stdin is a terminal;
-/// otherwise answers at once with the profile's `on_no_answer`.
+/// Prompts on stderr and reads the answer from stdin when it may; otherwise
+/// answers at once with the profile's `on_no_answer`.
 pub struct TerminalAnswers {
-    pub on_no_answer: NoAnswer,
+    on_no_answer: NoAnswer,
+    /// Stdin is a terminal and nothing else reads it.
+    may_ask: bool,
+}
+
+impl TerminalAnswers {
+    /// Answers for a run whose stdin `holds_messages` (`--input-format
+    /// stream-json`): then its messages' reader owns stdin, and a second
+    /// reader here would take their lines, so nobody is asked, as without a
+    /// terminal.
+    pub fn new(on_no_answer: NoAnswer, holds_messages: bool) -> Self {
+        Self {
+            on_no_answer,
+            may_ask: !holds_messages && std::io::stdin().is_terminal(),
+        }
+    }
 }
 
 /// Lines of stdin, read by one thread started on first use.
@@ -60,7 +75,7 @@ async fn ask_lines(prompts: Vec<String>) -> Option<Vec<String>> {
 #[async_trait]
 impl AnswerSource for TerminalAnswers {
     async fn ask(&self, request: &ApprovalRequest) -> Option<Answer> {
-        if !std::io::stdin().is_terminal() {
+        if !self.may_ask {
             let decision = match self.on_no_answer {
                 NoAnswer::Deny => Decision::Deny,
                 NoAnswer::Allow => Decision::Allow,
@@ -83,7 +98,7 @@ impl AnswerSource for TerminalAnswers {
     }
 
     async fn ask_question(&self, request: &QuestionRequest) -> Option<QuestionAnswer> {
-        if !std::io::stdin().is_terminal() {
+        if !self.may_ask {
             return Some(QuestionAnswer::unanswered(Resolver::NoTerminal));
         }
         let questions: Vec<Question> = request

@@ -110,7 +110,10 @@ fn turn_options(args: &RunArgs, on_no_answer: NoAnswer) -> TurnOptions {
         permission_mode: args.session.permission_mode,
         allow: args.session.allow_rules(),
         deny: args.session.deny_rules(),
-        answers: Some(Arc::new(TerminalAnswers { on_no_answer })),
+        answers: Some(Arc::new(TerminalAnswers::new(
+            on_no_answer,
+            args.input_format == InputFormat::StreamJson,
+        ))),
         model: args.session.model.clone(),
         max_turns: args.max_turns,
         max_budget_usd: args.max_budget_usd,

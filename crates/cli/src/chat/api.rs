@@ -28,6 +28,14 @@ impl std::fmt::Display for ApiError {
 }
 
 impl ApiError {
+    /// A failure seen by this client, not answered by the server.
+    pub fn local(message: impl Into<String>) -> Self {
+        Self {
+            status: None,
+            message: message.into(),
+        }
+    }
+
     fn transport(err: reqwest::Error) -> Self {
         Self {
             status: None,
@@ -160,12 +168,27 @@ impl Api {
                 // Comments (heartbeats) carry no data.
                 Ok(sse) => sse
                     .data
-                    .and_then(|data| serde_json::from_str::<EventEnvelope>(&data).ok())
-                    .map(Ok),
+                    .and_then(|data| envelope(sse.event.as_deref(), &data)),
             };
             std::future::ready(envelope)
         });
         Ok(Box::pin(stream))
+    }
+}
+
+/// The event in an SSE message's `data`. One this client cannot read (a
+/// newer server's) is logged and skipped, but the end of a turn cannot be:
+/// the chat would wait for it for ever.
+fn envelope(kind: Option<&str>, data: &str) -> Option<ApiResult<EventEnvelope>> {
+    match serde_json::from_str::<EventEnvelope>(data) {
+        Ok(envelope) => Some(Ok(envelope)),
+        Err(err) if kind == Some("turn.finished") => Some(Err(ApiError::local(format!(
+            "cannot read the end of the turn: {err}"
+        )))),
+        Err(err) => {
+            tracing::warn!(event = kind.unwrap_or("?"), %err, "skipped an event this client cannot read");
+            None
+        }
     }
 }
 

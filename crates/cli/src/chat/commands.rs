@@ -148,11 +148,9 @@ impl Conversation {
     }
 
     async fn clear(&mut self) -> ApiResult<()> {
-        let current = self.api.session(&self.session).await?;
-        let profile = current["profile"].as_str().unwrap_or("default");
         match self
             .backend
-            .new_session(&self.api, &self.flags, profile)
+            .new_session(&self.api, &self.flags, &self.profile)
             .await
         {
             Ok(session) => {
@@ -183,6 +181,7 @@ impl Conversation {
     pub fn switch_to(&mut self, session: &Value) {
         self.session = session["id"].as_str().unwrap_or_default().to_string();
         self.last_seq = session["last_seq"].as_u64().unwrap_or(0);
+        self.profile = session["profile"].as_str().unwrap_or("default").to_string();
     }
 }
 

@@ -6,6 +6,7 @@
 //! user can enter (not on a TCP port another local user could reach), as
 //! `auth = "none"`: every request is the local user's, as in `agentd run`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use agentd_server::config::Config;
@@ -110,8 +111,9 @@ async fn local(
     // the person at this terminal owns the configuration, so the flags go
     // into it (every profile: a resumed session keeps its own).
     let (allow, deny) = (flags.allow_rules(), flags.deny_rules());
-    let mut names: Vec<String> = config.profiles.keys().cloned().collect();
-    names.push(flags.profile.clone());
+    // Each once: rules added twice would show twice.
+    let mut names: BTreeSet<String> = config.profiles.keys().cloned().collect();
+    names.insert(flags.profile.clone());
     for name in names {
         let Ok(mut profile) = config.profile(&name) else {
             continue;

@@ -6,6 +6,7 @@
 //! `connect`), so local and remote chats behave the same.
 
 mod api;
+mod ask;
 mod commands;
 mod connect;
 mod render;
@@ -45,6 +46,10 @@ pub struct Conversation {
     session: String,
     /// The last event seen: the next turn's stream starts after it.
     last_seq: u64,
+    /// The session's profile (`/clear` makes a new session of it).
+    profile: String,
+    /// Keys typed while a turn ran: the next prompt starts with them.
+    typed_ahead: String,
     term: Terminal,
     flags: SessionFlags,
     backend: Backend,
@@ -69,23 +74,38 @@ async fn chat(args: ChatArgs, config: Config, data_dir: PathBuf) -> Result<(), F
         api: connected.api,
         session: String::new(),
         last_seq: 0,
+        profile: String::new(),
+        typed_ahead: String::new(),
         term: Terminal::new(Some(data_dir.join("chat_history"))),
         flags: args.session,
         backend: connected.backend,
     };
     conversation.switch_to(&connected.session);
     conversation.term.set_raw(true);
+    let mut view = connected.session;
     if resumed {
         let shown = conversation.show_transcript().await;
         conversation.report(shown);
-        // `--model` on a resumed session switches it, as `/model` would.
-        if let Some(model) = conversation.flags.model.clone() {
-            let path = format!("/v1/sessions/{}", conversation.session);
-            let patched = conversation.api.patch(&path, json!({"model": model})).await;
-            conversation.report(patched);
+        // As it is now (a turn may have moved on); `--model` on a resumed
+        // session switches it, as `/model` would.
+        let path = format!("/v1/sessions/{}", conversation.session);
+        let now = match conversation.flags.model.clone() {
+            Some(model) => conversation.api.patch(&path, json!({"model": model})).await,
+            None => conversation.api.get(&path).await,
+        };
+        match now {
+            Ok(now) => view = now,
+            Err(err) => conversation.report::<()>(Err(err)),
         }
     }
-    conversation.greet(&connected.session);
+    conversation.greet(&view);
+    // A turn still running (or waiting for an answer) is followed first:
+    // until it ends, every message would be refused.
+    if let Some(turn_id) = view["running_turn_id"].as_str() {
+        let replay_end = view["last_seq"].as_u64().unwrap_or(0);
+        let followed = conversation.follow_running(turn_id, replay_end).await;
+        conversation.report(followed);
+    }
     conversation.repl().await;
     conversation.term.set_raw(false);
     conversation.backend.close().await;
@@ -109,6 +129,8 @@ impl Conversation {
     async fn repl(&mut self) {
         let mut ctrl_c = false;
         loop {
+            let ahead = std::mem::take(&mut self.typed_ahead);
+            self.term.prefill(&ahead);
             let line = match self.term.read("› ") {
                 Input::Line(line) => line,
                 Input::CtrlC if ctrl_c => return,

@@ -19,6 +19,26 @@ pub struct Renderer {
 }
 
 impl Renderer {
+    /// An event from before the chat looked (its text is in the
+    /// transcript): only which tool calls still run is kept.
+    pub fn replayed(&mut self, event: &Event) {
+        match event {
+            Event::ToolStarted {
+                call_id,
+                name,
+                input,
+                ..
+            } => {
+                self.running
+                    .insert(call_id.clone(), format!("● {}", card_head(name, input)));
+            }
+            Event::ToolFinished { call_id, .. } => {
+                self.running.remove(call_id);
+            }
+            _ => {}
+        }
+    }
+
     pub fn event(&mut self, term: &mut Terminal, event: &Event) {
         match self.text.piece(event) {
             Some(AnswerText::Delta(text)) => return term.text(&text),

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::terminal;
-use reedline::{FileBackedHistory, Prompt, PromptEditMode, PromptHistorySearch, Reedline, Signal};
+use reedline::{
+    EditCommand, FileBackedHistory, Prompt, PromptEditMode, PromptHistorySearch, Reedline, Signal,
+};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -30,6 +32,8 @@ pub enum Key {
     /// Esc or Ctrl-C: interrupt.
     Interrupt,
     Char(char),
+    Enter,
+    Backspace,
 }
 
 pub struct Terminal {
@@ -92,6 +96,20 @@ impl Terminal {
             Ok(Signal::ExternalBreak(line)) => Input::Line(line),
             Ok(_) | Err(_) => Input::End,
         }
+    }
+
+    /// Start the next line read with `text` in the editor (keys typed
+    /// ahead while a turn ran).
+    pub fn prefill(&mut self, text: &str) {
+        if !text.is_empty() {
+            self.editor
+                .run_edit_commands(&[EditCommand::InsertString(text.to_string())]);
+        }
+    }
+
+    /// Take back the last character echoed on this line.
+    pub fn backspace(&mut self) {
+        self.text("\x08 \x08");
     }
 
     /// Raw mode on or off: on while a turn runs, so Esc reaches us at once.
@@ -211,7 +229,17 @@ fn meaning(key: KeyEvent) -> Option<Key> {
     match key.code {
         KeyCode::Esc => Some(Key::Interrupt),
         KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Some(Key::Interrupt),
-        KeyCode::Char(c) => Some(Key::Char(c.to_ascii_lowercase())),
+        // Other control keys are no text to keep.
+        KeyCode::Char(_)
+            if key
+                .modifiers
+                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+        {
+            None
+        }
+        KeyCode::Char(c) => Some(Key::Char(c)),
+        KeyCode::Enter => Some(Key::Enter),
+        KeyCode::Backspace => Some(Key::Backspace),
         _ => None,
     }
 }

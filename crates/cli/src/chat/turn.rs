@@ -1,17 +1,20 @@
 //! One turn, watched live: its events rendered as they come, permission
-//! requests and questions answered inline through the approvals API, and
-//! Esc or Ctrl-C interrupting it.
+//! requests and questions answered inline through the approvals API (while
+//! the stream is still read, so an answer from elsewhere is seen), and Esc
+//! or Ctrl-C interrupting it.
+
+use std::collections::VecDeque;
 
 use agentd_protocol::{Event, EventEnvelope};
 use crossterm::style::Stylize;
-use futures::StreamExt;
-use serde_json::{Value, json};
+use futures::{Stream, StreamExt};
+use serde_json::json;
 
 use super::Conversation;
-use super::api::ApiResult;
-use super::render::{Renderer, card_head};
-use super::term::{Input, Key, KeyWatch};
-use crate::approve::Question;
+use super::api::{ApiError, ApiResult};
+use super::ask::{Ask, Asking};
+use super::render::Renderer;
+use super::term::{Key, KeyWatch};
 
 /// What starts the turn.
 pub enum Start {
@@ -19,12 +22,44 @@ pub enum Start {
     Compact,
 }
 
+/// A turn being followed.
+struct Follow {
+    turn_id: String,
+    /// Events up to this `seq` happened before the chat looked (a resumed
+    /// session's running turn): read for the requests they leave open, not
+    /// drawn again (the transcript shows them) nor asked while the replay
+    /// may still hold their answers.
+    replay_end: u64,
+    /// Whether the turn's `turn.started` has come: what comes before it
+    /// belongs to earlier turns, whose requests are all answered.
+    started: bool,
+    renderer: Renderer,
+    waiting: VecDeque<Ask>,
+    asking: Option<Asking>,
+    /// Once interrupted, nothing more is asked.
+    interrupted: bool,
+}
+
+impl Follow {
+    fn new(turn_id: &str, replay_end: u64) -> Self {
+        Self {
+            turn_id: turn_id.to_string(),
+            replay_end,
+            started: false,
+            renderer: Renderer::default(),
+            waiting: VecDeque::new(),
+            asking: None,
+            interrupted: false,
+        }
+    }
+}
+
 impl Conversation {
     /// Run a turn to its end (or until the event stream breaks).
     pub async fn turn(&mut self, start: Start) -> ApiResult<()> {
         let id = self.session.clone();
         // Opened first, from the last event seen: nothing of the turn is missed.
-        let mut events = self.api.events(&id, self.last_seq).await?;
+        let events = self.api.events(&id, self.last_seq).await?;
         let accepted = match start {
             Start::Message(content) => {
                 let path = format!("/v1/sessions/{id}/messages");
@@ -35,137 +70,143 @@ impl Conversation {
                 self.api.post(&path, json!({})).await?
             }
         };
-        let turn_id = accepted["turn_id"].as_str().unwrap_or_default().to_string();
-        let mut renderer = Renderer::default();
+        let turn_id = accepted["turn_id"]
+            .as_str()
+            .ok_or_else(|| ApiError::local("the server accepted the turn without its turn_id"))?;
+        self.follow(events, Follow::new(turn_id, 0)).await
+    }
+
+    /// Follow the session's running turn `turn_id` (a resumed session) from
+    /// its start to its end, asking what still waits for an answer; events
+    /// up to `replay_end` were there before.
+    pub async fn follow_running(&mut self, turn_id: &str, replay_end: u64) -> ApiResult<()> {
+        self.term
+            .line("(a turn is running: following it; Esc interrupts)".dim());
+        let events = self.api.events(&self.session.clone(), 0).await?;
+        self.follow(events, Follow::new(turn_id, replay_end)).await
+    }
+
+    async fn follow(
+        &mut self,
+        mut events: impl Stream<Item = ApiResult<EventEnvelope>> + Unpin,
+        mut follow: Follow,
+    ) -> ApiResult<()> {
         let mut keys = KeyWatch::start();
         let outcome = loop {
+            if follow.asking.is_none()
+                && !follow.interrupted
+                && self.last_seq >= follow.replay_end
+                && let Some(ask) = follow.waiting.pop_front()
+            {
+                follow.asking = self.show(ask).await;
+                continue;
+            }
             tokio::select! {
                 envelope = events.next() => match envelope {
                     Some(Ok(envelope)) => {
                         self.last_seq = envelope.seq;
-                        match self.on_event(&mut renderer, &mut keys, envelope).await {
-                            Ok(done) if done == turn_id => break Ok(()),
-                            Ok(_) => {}
-                            Err(err) => break Err(err),
+                        if self.on_event(&mut follow, envelope) {
+                            break Ok(());
                         }
                     }
                     Some(Err(err)) => break Err(err),
-                    None => break Err(super::api::ApiError {
-                        status: None,
-                        message: "the server ended the event stream".into(),
-                    }),
+                    None => break Err(ApiError::local("the server ended the event stream")),
                 },
-                Some(key) = keys.keys.recv() => {
-                    if key == Key::Interrupt {
-                        self.interrupt().await;
-                    }
-                }
+                Some(key) = keys.keys.recv() => self.on_key(&mut follow, key).await,
             }
         };
         keys.pause().await;
         outcome
     }
 
-    /// Show one event and answer what asks; the id of the turn it finished,
-    /// if it did.
-    async fn on_event(
-        &mut self,
-        renderer: &mut Renderer,
-        keys: &mut KeyWatch,
-        envelope: EventEnvelope,
-    ) -> ApiResult<String> {
+    /// Show one event, or note what it asks or answers; whether it finished
+    /// the turn.
+    fn on_event(&mut self, follow: &mut Follow, envelope: EventEnvelope) -> bool {
+        let replayed = envelope.seq <= follow.replay_end;
         match envelope.event {
+            Event::TurnStarted { turn_id, .. } if turn_id == follow.turn_id => {
+                follow.started = true;
+            }
+            _ if !follow.started => {}
             Event::PermissionRequested {
                 request_id,
                 tool,
                 input,
                 reason,
                 ..
-            } => {
-                self.term.line(format!(
-                    "{} {} {}",
-                    "?".yellow().bold(),
-                    card_head(&tool, &input).bold(),
-                    format!("({reason})").dim()
-                ));
-                self.term.text("  allow? [y] once  [a] always  [n] deny: ");
-                let answer = loop {
-                    match keys.keys.recv().await {
-                        Some(Key::Char('y')) => break json!({"decision": "allow"}),
-                        Some(Key::Char('a')) => {
-                            break json!({"decision": "allow", "remember": "session"});
-                        }
-                        Some(Key::Char('n')) => break json!({"decision": "deny"}),
-                        Some(Key::Interrupt) | None => {
-                            self.term.text("deny\n");
-                            self.interrupt().await;
-                            return Ok(String::new());
-                        }
-                        Some(Key::Char(_)) => {}
-                    }
-                };
-                let said = match (&answer["decision"], &answer["remember"]) {
-                    (_, Value::String(_)) => "always",
-                    (Value::String(d), _) if d == "allow" => "once",
-                    _ => "deny",
-                };
-                self.term.text(&format!("{said}\n"));
-                let path = format!("/v1/sessions/{}/permissions/{request_id}", self.session);
-                self.report(self.api.post(&path, answer).await);
-            }
+            } => follow
+                .waiting
+                .push_back(Ask::permission(request_id, &tool, &input, reason)),
             Event::QuestionAsked {
                 request_id,
                 questions,
                 ..
+            } => follow
+                .waiting
+                .push_back(Ask::question(request_id, &questions)),
+            Event::PermissionResolved {
+                request_id,
+                decision,
+                by,
             } => {
-                // The editor reads the answers: the key watch lets go.
-                keys.pause().await;
-                let answered = self.ask(&questions);
-                keys.resume();
-                match answered {
-                    Some(answers) => {
-                        let path = format!("/v1/sessions/{}/questions/{request_id}", self.session);
-                        let body = json!({"answers": answers});
-                        self.report(self.api.post(&path, body).await);
-                    }
-                    None => self.interrupt().await,
+                let how = format!("{decision} by {by}");
+                self.answered_elsewhere(follow, &request_id, &how);
+            }
+            Event::QuestionAnswered { request_id, by, .. } => {
+                let how = format!("by {by}");
+                self.answered_elsewhere(follow, &request_id, &how);
+            }
+            Event::TurnFinished(finished) if finished.turn_id == follow.turn_id => {
+                if follow.asking.take().is_some() {
+                    self.term.end_line();
                 }
+                follow
+                    .renderer
+                    .event(&mut self.term, &Event::TurnFinished(finished));
+                return true;
             }
-            Event::TurnFinished(finished) => {
-                let done = finished.turn_id.clone();
-                renderer.event(&mut self.term, &Event::TurnFinished(finished));
-                return Ok(done);
-            }
-            event => renderer.event(&mut self.term, &event),
+            event if replayed => follow.renderer.replayed(&event),
+            event => follow.renderer.event(&mut self.term, &event),
         }
-        Ok(String::new())
+        false
     }
 
-    /// The answers to the agent's questions; `None` when the person pressed
-    /// Ctrl-C (the turn is interrupted).
-    fn ask(&mut self, questions: &Value) -> Option<Value> {
-        let questions: Vec<Question> = questions
-            .as_array()
-            .map(|qs| qs.iter().filter_map(Question::parse).collect())
-            .unwrap_or_default();
-        let mut answers = serde_json::Map::new();
-        for question in &questions {
-            let prompt = question.prompt();
-            let (lines, last) = prompt
-                .trim_start()
-                .rsplit_once('\n')
-                .unwrap_or(("", &prompt));
-            for line in lines.lines() {
-                self.term.line(line);
-            }
-            match self.term.read(last) {
-                Input::Line(line) => {
-                    answers.insert(question.text.clone(), question.answer(line.trim()));
-                }
-                Input::CtrlC | Input::End => return None,
-            }
+    /// A request was answered: no longer waiting, and if it is the one on
+    /// screen (so not by this chat), its prompt comes down saying how.
+    fn answered_elsewhere(&mut self, follow: &mut Follow, request_id: &str, how: &str) {
+        follow.waiting.retain(|ask| ask.id() != request_id);
+        if follow
+            .asking
+            .as_ref()
+            .is_some_and(|asking| asking.ask.id() == request_id)
+        {
+            follow.asking = None;
+            self.term.end_line();
+            self.term.line(format!("(answered elsewhere: {how})").dim());
         }
-        Some(Value::Object(answers))
+    }
+
+    async fn on_key(&mut self, follow: &mut Follow, key: Key) {
+        match (follow.asking.take(), key) {
+            (asking, Key::Interrupt) => {
+                if let Some(Asking {
+                    ask: Ask::Permission { .. },
+                    ..
+                }) = asking
+                {
+                    self.term.text("deny\n");
+                }
+                follow.interrupted = true;
+                self.interrupt().await;
+            }
+            (Some(asking), key) => follow.asking = self.answer_key(asking, key).await,
+            // Typed ahead: the next prompt starts with it.
+            (None, Key::Char(c)) => self.typed_ahead.push(c),
+            (None, Key::Backspace) => {
+                self.typed_ahead.pop();
+            }
+            (None, Key::Enter) => {}
+        }
     }
 
     /// Ask the server to stop the running turn; `turn.finished` follows.

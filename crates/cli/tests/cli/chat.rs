@@ -2,7 +2,9 @@
 //! reply streams in, a Write asks and is approved with a key, Esc
 //! interrupts a stalled turn, `/compact` and `/rewind` work, `--resume`
 //! shows the transcript, the agent's questions are answered inline, and
-//! Ctrl-C twice at the prompt leaves.
+//! Ctrl-C twice at the prompt leaves. Also: `n` denies, `/fork`, `/clear`,
+//! `--continue`, keys typed during a turn start the next prompt, and
+//! without a terminal the chat refuses to start.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
@@ -62,12 +64,7 @@ async fn a_message_streams_its_reply_and_resume_shows_the_transcript() {
         })
         .await;
     let shown = screen.wait_for("streamed word by word.").await;
-    let session = shown
-        .split("session ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap()
-        .to_string();
+    let session = greeted_session(&shown);
     screen.wait_prompt().await;
     screen.keys(&["C-c"]);
     screen.wait_for("press Ctrl-C again to exit").await;
@@ -153,4 +150,114 @@ async fn the_agents_question_is_answered_inline() {
     assert!(asked.contains("2. Postgres"), "{asked}");
     screen.type_line("2");
     screen.wait_for("Going with Postgres.").await;
+}
+
+/// Wait for a line that is `line` alone.
+async fn wait_line(screen: &Screen, line: &str) {
+    screen
+        .wait_until(&format!("the line {line:?}"), |text| {
+            text.lines().any(|l| l.trim() == line)
+        })
+        .await;
+}
+
+/// The session id of the chat's greeting.
+fn greeted_session(shown: &str) -> String {
+    shown
+        .split("session ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn n_denies_the_write() {
+    let h = Harness::new(Wire::Anthropic, script()).await;
+    let screen = chat(&h, &["--permission-mode", "default"]);
+    screen.say("please write the note").await;
+    screen.wait_for("allow? [y] once").await;
+    screen.keys(&["n"]);
+    let shown = screen.wait_for("The note is written.").await;
+    assert!(shown.contains("deny: deny"), "{shown}");
+    assert!(shown.contains("Write(notes.txt) ✗"), "{shown}");
+    assert!(!h.ws().join("notes.txt").exists(), "written though denied");
+}
+
+#[tokio::test]
+async fn fork_and_clear_move_to_new_sessions_and_continue_resumes_the_latest() {
+    let h = Harness::new(Wire::Anthropic, script()).await;
+    let screen = chat(&h, &["--permission-mode", "bypass"]);
+    screen.say("hi there").await;
+    let shown = screen.wait_for("streamed word by word.").await;
+    let first = greeted_session(&shown);
+
+    screen.say("/fork").await;
+    let shown = screen.wait_for("now in session ").await;
+    let forked = shown
+        .split("now in session ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap()
+        .to_string();
+    assert!(shown.contains(&format!("(forked {first}")), "{shown}");
+    assert_ne!(forked, first);
+
+    screen.say("/clear").await;
+    screen.wait_for("(new session ").await;
+    screen.say("/cost").await;
+    let shown = screen.wait_for("turns, ").await;
+    assert!(
+        shown.contains("0 turns, "),
+        "a cleared session has no turns: {shown}"
+    );
+    screen.say("tell me a secret").await;
+    wait_line(&screen, "ok").await;
+    screen.wait_prompt().await;
+    screen.keys(&["C-d"]);
+    screen.wait_exit().await;
+
+    // `--continue`: the latest session on this directory, the cleared one.
+    let continued = chat(&h, &["--continue"]);
+    let shown = continued.wait_for("› tell me a secret").await;
+    assert!(!shown.contains("› hi there"), "{shown}");
+    continued.wait_prompt().await;
+}
+
+#[tokio::test]
+async fn keys_typed_during_a_turn_start_the_next_prompt() {
+    let h = Harness::new(Wire::Anthropic, script()).await;
+    let screen = chat(&h, &["--permission-mode", "bypass"]);
+    screen.say("run the slow job").await;
+    screen.wait_for("Starting the long job.").await;
+    screen.keys(&["-l", "and after"]);
+    screen.keys(&["Escape"]);
+    screen.wait_for("(turn interrupted").await;
+    screen
+        .wait_until("the typed keys at the prompt", |text| {
+            text.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::trim)
+                == Some("› and after")
+        })
+        .await;
+    screen.keys(&["Enter"]);
+    // The script's answer after a Bash call.
+    screen.wait_for("The long job ended.").await;
+    let last = h.model_requests().last().unwrap().body.to_string();
+    assert!(last.contains("and after"), "{last}");
+}
+
+#[tokio::test]
+async fn without_a_terminal_chat_refuses_clearly() {
+    let h = Harness::new(Wire::Anthropic, script()).await;
+    let mut command = h.command(&["chat"]);
+    let output = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("agentd chat needs a terminal"), "{stderr}");
+    assert!(h.model_requests().is_empty());
 }

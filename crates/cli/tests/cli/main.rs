@@ -24,6 +24,7 @@ mod run_claude_flags;
 mod run_mcp_read_only;
 mod run_postgres;
 mod run_stream_input;
+mod run_terminal;
 mod schemathesis;
 mod serve_agent_tools;
 mod serve_agent_uids;
