@@ -83,6 +83,19 @@ async fn run_one(
     cancel: CancellationToken,
     waited: bool,
 ) {
+    let kind = match &turn.kind {
+        Ok(kind) => kind,
+        Err(message) => {
+            tracing::error!(%message, "a queued turn cannot be read");
+            let error = ErrorInfo {
+                code: ErrorCode::TurnNotStarted,
+                message: format!("the turn could not start: {message}"),
+                retryable: false,
+            };
+            record_end(registry, handle, turn, TurnStatus::Failed, error).await;
+            return;
+        }
+    };
     let Some(session) = ready_session(registry, handle, turn, waited).await else {
         return;
     };
@@ -102,7 +115,7 @@ async fn run_one(
     let lookup = move |key: &str| env.get(key).cloned();
     let run = runtime.run_turn(
         &session,
-        &turn.kind,
+        kind,
         options,
         &lookup,
         Some(observer),
