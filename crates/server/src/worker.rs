@@ -113,14 +113,7 @@ async fn run_one(
     };
     let env = registry.env().clone();
     let lookup = move |key: &str| env.get(key).cloned();
-    let run = runtime.run_turn(
-        &session,
-        kind,
-        options,
-        &lookup,
-        Some(observer),
-        cancel,
-    );
+    let run = runtime.run_turn(&session, kind, options, &lookup, Some(observer), cancel);
     // `run` owns the sender: when it returns, `forward` drains and ends.
     let outcome = run.await;
     if let Err(err) = forward.await {
