@@ -46,6 +46,20 @@ export function attachment(name, bytes) {
   return { image: { media_type: mediaType, data: toBase64(bytes) } };
 }
 
+/**
+ * An attachment from a pasted or dropped file (a Blob): the size and the
+ * magic bytes are checked before the whole file is read, so a huge drop is
+ * refused without loading it.
+ * @returns {Promise<{image?: {media_type: string, data: string}, error?: string}>}
+ */
+export async function fileAttachment(file) {
+  const name = file.name || 'the file';
+  const head = new Uint8Array(await file.slice(0, 12).arrayBuffer());
+  if (!sniffImage(head)) return { error: `${name} is not a PNG, JPEG, GIF or WebP image` };
+  if (file.size > MAX_IMAGE_BYTES) return { error: `${name} is over 5 MiB` };
+  return attachment(name, new Uint8Array(await file.arrayBuffer()));
+}
+
 /** The request's `content`: the text alone, or text and image blocks. */
 export function messageContent(text, images) {
   if (!images.length) return text;
@@ -93,7 +107,7 @@ export class Attachments {
 
   async addFiles(files) {
     for (const file of files) {
-      const made = attachment(file.name || 'the file', new Uint8Array(await file.arrayBuffer()));
+      const made = await fileAttachment(file);
       if (made.error) this.notify(made.error);
       else this.images.push(made.image);
     }

@@ -1,7 +1,7 @@
 // node --test web/test/ — attachments: sniffing, caps, the message's content.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { sniffImage, toBase64, attachment, messageContent, dataUrl, MAX_IMAGE_BYTES } from '../attach.js';
+import { sniffImage, toBase64, attachment, fileAttachment, messageContent, dataUrl, MAX_IMAGE_BYTES } from '../attach.js';
 
 const PNG_B64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 const png = () => Uint8Array.from(Buffer.from(PNG_B64, 'base64'));
@@ -27,6 +27,23 @@ test('an attachment is an image under the cap, or a reason why not', () => {
   const huge = new Uint8Array(MAX_IMAGE_BYTES + 1);
   huge.set(png().subarray(0, 8));
   assert.match(attachment('huge.png', huge).error, /over 5 MiB/);
+});
+
+test('a dropped file is checked by its size and first bytes before it is read whole', async () => {
+  const file = new File([png()], 'a.png');
+  assert.deepEqual(await fileAttachment(file), { image: { media_type: 'image/png', data: PNG_B64 } });
+  assert.match((await fileAttachment(new File(['hello'], 'notes.txt'))).error, /notes\.txt is not a PNG/);
+  // A huge image: only its first bytes are read.
+  const huge = new Blob([png().subarray(0, 8), new Uint8Array(MAX_IMAGE_BYTES)]);
+  const reads = [];
+  const watched = {
+    name: 'huge.png',
+    size: huge.size,
+    slice: (start, end) => { reads.push([start, end]); return huge.slice(start, end); },
+    arrayBuffer: () => { throw new Error('the whole file was read'); },
+  };
+  assert.match((await fileAttachment(watched)).error, /huge\.png is over 5 MiB/);
+  assert.deepEqual(reads, [[0, 12]]);
 });
 
 test('the content is the text alone, or text and image blocks', () => {

@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentd_engine::{Agent, ExternalTurn, TurnBody, TurnEngine, TurnOutcome, TurnSink};
-use agentd_protocol::{ErrorCode, ErrorInfo, Message, TurnStatus};
+use agentd_protocol::{ContentBlock, ErrorCode, ErrorInfo, Message, TurnStatus};
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{Value, json};
 
 pub use lifecycle::DEFAULT_IDLE_TIMEOUT;
 use lifecycle::{Live, ensure_process, stop_process};
@@ -77,7 +77,7 @@ impl TurnEngine for ClaudeCodeTurn {
     async fn run(&self, body: TurnBody<'_>) -> TurnOutcome {
         let request = TurnRequest {
             turn: self,
-            text: body.message.as_ref().map(Message::text).unwrap_or_default(),
+            content: body.message.as_ref().map(cli_content).unwrap_or_default(),
             scope: TurnScope {
                 agent: self.agent.clone(),
                 sink: self.sink.clone(),
@@ -90,11 +90,22 @@ impl TurnEngine for ClaudeCodeTurn {
     }
 }
 
-/// What one turn needs: the session's engine, the user's text, and the turn
-/// as its tool calls see it.
+/// The user message's `content` as the CLI's stream-json input takes it:
+/// its text alone, or its blocks (text, images, documents) in Anthropic's
+/// shapes, which the CLI sends on to the model as they are.
+fn cli_content(message: &Message) -> Value {
+    match message.content.as_slice() {
+        [ContentBlock::Text { text }] => Value::String(text.clone()),
+        // Plain data: serialising it cannot fail.
+        blocks => serde_json::to_value(blocks).unwrap_or_default(),
+    }
+}
+
+/// What one turn needs: the session's engine, the user's message content,
+/// and the turn as its tool calls see it.
 pub(crate) struct TurnRequest<'a> {
     turn: &'a ClaudeCodeTurn,
-    pub text: String,
+    pub content: Value,
     pub scope: TurnScope,
 }
 
@@ -165,7 +176,7 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> TurnOutcome {
     let Some(process) = live.process.as_mut() else {
         return failed(ErrorCode::ClaudeCodeStart, "the CLI did not start".into());
     };
-    if let Err(err) = process.send_user(&request.text).await {
+    if let Err(err) = process.send_user(&request.content).await {
         let stopped = stop_process(live).await;
         return failed(
             ErrorCode::ClaudeCodeCrashed,

@@ -158,7 +158,20 @@ fn list_tools(state: &McpState) -> Value {
 }
 
 fn tool_result(text: String, is_error: bool) -> Value {
-    json!({"content": [{"type": "text", "text": text}], "isError": is_error})
+    tool_result_with_images(text, &[], is_error)
+}
+
+/// A tools/call result: the text, then each image (an Anthropic base64
+/// `source`, as `ToolResult.images` holds them) as an MCP image item, which
+/// the CLI shows the model as an image.
+fn tool_result_with_images(text: String, images: &[Value], is_error: bool) -> Value {
+    let mut content = vec![json!({"type": "text", "text": text})];
+    content.extend(images.iter().filter_map(|source| {
+        let data = source.get("data")?.as_str()?;
+        let mime_type = source.get("media_type")?.as_str()?;
+        Some(json!({"type": "image", "data": data, "mimeType": mime_type}))
+    }));
+    json!({"content": content, "isError": is_error})
 }
 
 async fn call_tool(state: &McpState, params: &Value) -> Value {
@@ -186,7 +199,7 @@ async fn call_tool(state: &McpState, params: &Value) -> Value {
         )
         .await
     {
-        Ok(result) => tool_result(result.content, result.is_error),
+        Ok(result) => tool_result_with_images(result.content, &result.images, result.is_error),
         Err(err) => {
             scope.cancel.cancel();
             tool_result(format!("agentd could not record the call: {err}"), true)

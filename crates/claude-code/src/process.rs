@@ -190,10 +190,11 @@ impl Process {
         stdin.flush().await
     }
 
-    pub async fn send_user(&mut self, text: &str) -> std::io::Result<()> {
+    /// A user message; `content` is a string or Anthropic content blocks.
+    pub async fn send_user(&mut self, content: &Value) -> std::io::Result<()> {
         self.write(&json!({
             "type": "user",
-            "message": {"role": "user", "content": text},
+            "message": {"role": "user", "content": content},
             "parent_tool_use_id": null,
             "session_id": "default",
         }))

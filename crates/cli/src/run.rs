@@ -5,7 +5,7 @@ use std::io::Read as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agentd_protocol::{ContentBlock, MAX_IMAGE_BYTES, sniff_image};
+use agentd_protocol::{ContentBlock, ImageError, MAX_IMAGE_BYTES, image_block};
 use agentd_protocol::{ErrorCode, ErrorInfo, Event, EventEnvelope, TurnFinished, TurnStatus};
 use agentd_server::config::Config;
 use agentd_server::config::NoAnswer;
@@ -16,7 +16,6 @@ use agentd_server::runtime::{TurnOptions, check_workspace};
 use agentd_server::session::{SessionError, SessionService};
 use agentd_server::workspace_owner::check_may_hand_over;
 use agentd_store::SessionRecord;
-use base64::Engine as _;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -75,7 +74,6 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         events: sender,
         cancel,
     };
-    let first = prompt(&args, first)?;
     let outcome = turns.run_all(first, &mut input).await;
     drop(turns);
     shutdown(&service).await;
@@ -88,12 +86,17 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     Ok(exit::for_status(finished.status))
 }
 
-/// The prompt argument, or stdin's messages: which flags allow which.
+/// The prompt argument (its images read now: a bad one leaves no session
+/// behind), or stdin's messages: which flags allow which.
 fn turn_input(args: &RunArgs) -> Result<TurnInput, Failure> {
     match (args.input_format, &args.prompt) {
-        (InputFormat::Text, Some(prompt)) => Ok(TurnInput::prompt(prompt.clone())),
+        (InputFormat::Text, Some(text)) => Ok(TurnInput::prompt(prompt(args, text.clone())?)),
         (InputFormat::Text, None) => Err(usage(
             "a prompt is needed (or --input-format stream-json with messages on stdin)",
+        )),
+        (InputFormat::StreamJson, _) if !args.images.is_empty() => Err(usage(
+            "--image is for a prompt argument; with --input-format stream-json send images \
+             as base64 image blocks in the stdin messages",
         )),
         (InputFormat::StreamJson, Some(_)) => Err(usage(
             "with --input-format stream-json the messages come on stdin; give no prompt argument",
@@ -157,7 +160,7 @@ impl Turns<'_> {
                 }),
             };
             match next {
-                Ok(Some(next)) => kind = TurnKind::from_text(next),
+                Ok(Some(next)) => kind = next,
                 Ok(None) => return Ok(finished),
                 Err(message) => {
                     let _ = self.events.send(input_error(&self.session.id, &message));
@@ -283,18 +286,12 @@ fn image(path: &std::path::Path) -> Result<ContentBlock, Failure> {
     std::io::Read::take(file, MAX_IMAGE_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(|err| usage(format!("--image {shown}: {err}")))?;
-    if bytes.len() > MAX_IMAGE_BYTES {
-        return Err(usage(format!(
+    image_block(&bytes).map_err(|err| match err {
+        ImageError::TooLarge { .. } => usage(format!(
             "--image {shown}: images over {MAX_IMAGE_BYTES} bytes cannot be sent to a model"
-        )));
-    }
-    let media_type = sniff_image(&bytes).ok_or_else(|| {
-        usage(format!(
-            "--image {shown}: not a PNG, JPEG, GIF or WebP image"
-        ))
-    })?;
-    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-    Ok(ContentBlock::base64_image(media_type, data))
+        )),
+        other => usage(format!("--image {shown}: {other}")),
+    })
 }
 
 /// The id of the most recent session on `workspace` (`--continue`).

@@ -1,15 +1,19 @@
 //! `agentd run --input-format stream-json`: user messages on stdin, one JSON
 //! object a line, in the shape the `claude` CLI reads (and the Agent SDKs
 //! write): `{"type":"user","message":{"role":"user","content":…},
-//! "session_id":…}`. Each message is one turn of the same session.
+//! "session_id":…}`. Each message is one turn of the same session; its
+//! content is checked as the HTTP API checks a message's (text, base64
+//! images and documents), and its blocks are kept as sent.
 
+use agentd_server::content::content_without_workspace;
+use agentd_server::registry::TurnKind;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
 /// Where `agentd run` takes its turns' messages from.
 pub enum TurnInput {
-    /// The prompt argument: one turn.
-    Prompt(Option<String>),
+    /// The prompt argument (with `--image` files): one turn.
+    Prompt(Option<TurnKind>),
     /// stdin's lines, read as they arrive (a client may wait for a turn's
     /// `turn.finished` before writing the next message).
     Lines {
@@ -20,7 +24,7 @@ pub enum TurnInput {
 }
 
 impl TurnInput {
-    pub fn prompt(prompt: String) -> Self {
+    pub fn prompt(prompt: TurnKind) -> Self {
         TurnInput::Prompt(Some(prompt))
     }
 
@@ -31,10 +35,10 @@ impl TurnInput {
         }
     }
 
-    /// The next message's text; `None` at the end of the input. Blank lines
+    /// The next message's turn; `None` at the end of the input. Blank lines
     /// are skipped; a line that is not a usable user message is an error
     /// naming the line.
-    pub async fn next(&mut self) -> Result<Option<String>, String> {
+    pub async fn next(&mut self) -> Result<Option<TurnKind>, String> {
         match self {
             TurnInput::Prompt(prompt) => Ok(prompt.take()),
             TurnInput::Lines { lines, number } => loop {
@@ -49,7 +53,7 @@ impl TurnInput {
                 if line.trim().is_empty() {
                     continue;
                 }
-                return user_message_text(&line)
+                return user_message(&line)
                     .map(Some)
                     .map_err(|err| format!("stdin line {number}: {err}"));
             },
@@ -57,9 +61,9 @@ impl TurnInput {
     }
 }
 
-/// The text of one `{"type":"user",…}` line. `session_id` and
+/// The turn of one `{"type":"user",…}` line. `session_id` and
 /// `parent_tool_use_id` are accepted and not used: the session is the run's.
-pub fn user_message_text(line: &str) -> Result<String, String> {
+pub fn user_message(line: &str) -> Result<TurnKind, String> {
     let value: Value =
         serde_json::from_str(line).map_err(|err| format!("not a JSON object ({err})"))?;
     let kind = value.get("type").and_then(Value::as_str);
@@ -97,56 +101,46 @@ pub fn user_message_text(line: &str) -> Result<String, String> {
             ));
         }
     }
-    let text = match message.get("content") {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(blocks)) => blocks_text(blocks)?,
-        _ => return Err("the message's \"content\" must be a string or an array of blocks".into()),
-    };
-    if text.trim().is_empty() {
-        return Err("the message has no text".into());
-    }
-    Ok(text)
-}
-
-/// Text blocks, joined by blank lines. Images are refused for now: a turn
-/// carries text only.
-fn blocks_text(blocks: &[Value]) -> Result<String, String> {
-    let mut texts = Vec::with_capacity(blocks.len());
-    for (i, block) in blocks.iter().enumerate() {
-        match block.get("type").and_then(Value::as_str) {
-            Some("text") => match block.get("text").and_then(Value::as_str) {
-                Some(text) => texts.push(text),
-                None => return Err(format!("content block {i}: a text block needs \"text\"")),
-            },
-            Some("image") => {
-                return Err(format!(
-                    "content block {i}: image blocks are not supported yet; send text only"
-                ));
-            }
-            other => {
-                return Err(format!(
-                    "content block {i}: type {other:?} is not supported; only text blocks"
-                ));
-            }
-        }
-    }
-    Ok(texts.join("\n\n"))
+    let content = message
+        .get("content")
+        .cloned()
+        .ok_or("the message needs a \"content\": a string or an array of blocks")?;
+    let blocks = content_without_workspace(content).map_err(|err| err.to_string())?;
+    Ok(TurnKind::from_blocks(blocks, None))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::user_message_text;
+    use agentd_protocol::{ContentBlock, Message};
+
+    use super::{TurnKind, user_message};
 
     #[test]
-    fn the_sdks_shapes_are_read() {
+    fn the_sdks_shapes_are_read_and_blocks_kept() {
         let plain = r#"{"type":"user","message":{"role":"user","content":"hi"},"parent_tool_use_id":null,"session_id":"default"}"#;
-        assert_eq!(user_message_text(plain).unwrap(), "hi");
+        assert_eq!(
+            user_message(plain).unwrap().message(),
+            Message::user_text("hi")
+        );
         let blocks = r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}}"#;
-        assert_eq!(user_message_text(blocks).unwrap(), "a\n\nb");
+        let text = |t: &str| ContentBlock::Text { text: t.into() };
+        assert_eq!(
+            user_message(blocks).unwrap(),
+            TurnKind::from_blocks(vec![text("a"), text("b")], None)
+        );
+        let png = r#"{"type":"user","message":{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}}"#;
+        let content = user_message(png).unwrap().message().content;
+        assert_eq!(
+            content,
+            vec![ContentBlock::base64_image(
+                "image/png",
+                "iVBORw0KGgo=".into()
+            )]
+        );
     }
 
     #[test]
-    fn what_is_not_a_text_user_message_is_refused_with_a_reason() {
+    fn what_is_not_a_usable_user_message_is_refused_with_a_reason() {
         for (line, reason) in [
             ("hello", "not a JSON object"),
             (
@@ -164,14 +158,22 @@ mod tests {
             ),
             (
                 r#"{"type":"user","message":{"role":"user","content":"  "}}"#,
-                "no text",
+                "content must not be empty",
             ),
             (
                 r#"{"type":"user","message":{"role":"user","content":[{"type":"image","source":{}}]}}"#,
-                "image blocks are not supported yet",
+                "content[0] is not a valid block",
+            ),
+            (
+                r#"{"type":"user","message":{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":"iVBORw0KGgo="}}]}}"#,
+                "content[0]: the data is not image/jpeg",
+            ),
+            (
+                r#"{"type":"user","message":{"role":"user","content":[{"type":"image","source":{"type":"file","path":"a.png"}}]}}"#,
+                "send the image as base64",
             ),
         ] {
-            let err = user_message_text(line).unwrap_err();
+            let err = user_message(line).unwrap_err();
             assert!(err.contains(reason), "{line}: {err}");
         }
     }

@@ -44,6 +44,9 @@ impl ExternalTurn {
 pub struct ExternalResult {
     pub content: String,
     pub is_error: bool,
+    /// Images the tool gave back after its text (say, `Read` of a PNG),
+    /// each an Anthropic base64 image `source`.
+    pub images: Vec<Value>,
 }
 
 impl Agent {
@@ -82,11 +85,19 @@ impl Agent {
         let result = context.run_one_call(block).await?;
         Ok(match result {
             ContentBlock::ToolResult {
-                content, is_error, ..
-            } => ExternalResult { content, is_error },
+                content,
+                is_error,
+                images,
+                ..
+            } => ExternalResult {
+                content,
+                is_error,
+                images,
+            },
             _ => ExternalResult {
                 content: "the tool gave no result".into(),
                 is_error: true,
+                images: Vec::new(),
             },
         })
     }

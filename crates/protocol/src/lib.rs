@@ -8,6 +8,7 @@ mod wire_enum;
 
 mod error_code;
 mod event;
+mod image;
 mod message;
 mod vocab;
 
@@ -16,10 +17,11 @@ pub use event::{
     AgentStatus, CompactionTrigger, DeltaKind, ErrorInfo, Event, EventEnvelope, OutputLimit,
     OutputStream, Todo, TodoStatus, TurnFinished, TurnStatus,
 };
-pub use message::{
-    ContentBlock, IMAGE_MEDIA_TYPES, MAX_IMAGE_BYTES, Message, Role, ToolUse, Usage,
-    base64_image_source, sniff_image,
+pub use image::{
+    IMAGE_MEDIA_TYPES, ImageError, MAX_IMAGE_BYTES, base64_image_block, base64_image_source,
+    decode_base64, image_block, sniff_image, sniffed_image_source,
 };
+pub use message::{ContentBlock, Message, Role, ToolUse, Usage};
 pub use vocab::{Decision, PendingKind, Resolver};
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::image::base64_image_source;
+
 /// Who authored a message. Tool results travel in `User` messages, as in the
 /// Anthropic Messages API.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -129,39 +131,12 @@ impl ContentBlock {
         }
     }
 
-    /// A base64 image block of `media_type` (one of [`IMAGE_MEDIA_TYPES`]).
+    /// A base64 image block of `media_type` (one of [`crate::IMAGE_MEDIA_TYPES`]).
     pub fn base64_image(media_type: &str, data: String) -> Self {
         ContentBlock::Image {
             source: base64_image_source(media_type, data),
         }
     }
-}
-
-/// The largest image sent to a model, in bytes (decoded): Anthropic's
-/// limit for one image.
-pub const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
-
-/// The image formats every provider takes, as media types.
-pub const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
-
-/// An Anthropic image `source` object for base64 `data`.
-pub fn base64_image_source(media_type: &str, data: String) -> Value {
-    serde_json::json!({"type": "base64", "media_type": media_type, "data": data})
-}
-
-/// The image format of `bytes`, by their magic bytes (never by a name):
-/// PNG, JPEG, GIF or WebP; `None` for anything else.
-pub fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
-    const MAGIC: [(&[u8], &str); 4] = [
-        (b"\x89PNG\r\n\x1a\n", "image/png"),
-        (b"\xff\xd8\xff", "image/jpeg"),
-        (b"GIF8", "image/gif"),
-        (b"RIFF", "image/webp"),
-    ];
-    MAGIC.into_iter().find_map(|(magic, kind)| {
-        let webp_ok = kind != "image/webp" || bytes.get(8..12) == Some(b"WEBP");
-        (bytes.starts_with(magic) && webp_ok).then_some(kind)
-    })
 }
 
 /// Token counts of one model call or a sum of several.

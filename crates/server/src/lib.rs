@@ -13,6 +13,7 @@ pub mod checkpoints;
 pub use agentd_claude_code as claude_code;
 pub mod cluster;
 pub mod config;
+pub mod content;
 pub mod coordination;
 pub mod egress;
 pub mod engines;

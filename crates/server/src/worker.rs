@@ -83,6 +83,19 @@ async fn run_one(
     cancel: CancellationToken,
     waited: bool,
 ) {
+    let kind = match &turn.kind {
+        Ok(kind) => kind,
+        Err(message) => {
+            tracing::error!(%message, "a queued turn cannot be read");
+            let error = ErrorInfo {
+                code: ErrorCode::TurnNotStarted,
+                message: format!("the turn could not start: {message}"),
+                retryable: false,
+            };
+            record_end(registry, handle, turn, TurnStatus::Failed, error).await;
+            return;
+        }
+    };
     let Some(session) = ready_session(registry, handle, turn, waited).await else {
         return;
     };
@@ -100,14 +113,7 @@ async fn run_one(
     };
     let env = registry.env().clone();
     let lookup = move |key: &str| env.get(key).cloned();
-    let run = runtime.run_turn(
-        &session,
-        &turn.kind,
-        options,
-        &lookup,
-        Some(observer),
-        cancel,
-    );
+    let run = runtime.run_turn(&session, kind, options, &lookup, Some(observer), cancel);
     // `run` owns the sender: when it returns, `forward` drains and ends.
     let outcome = run.await;
     if let Err(err) = forward.await {

@@ -2,8 +2,7 @@
 //! JPEG, GIF, WebP by its magic bytes) as an image the model sees.
 use std::io::{BufRead, BufReader, Read as _};
 
-use agentd_protocol::{MAX_IMAGE_BYTES, base64_image_source, sniff_image};
-use base64::Engine as _;
+use agentd_protocol::{ImageError, MAX_IMAGE_BYTES, sniff_image, sniffed_image_source};
 
 use agentd_sandbox::confined::{self, ConfinedError};
 use async_trait::async_trait;
@@ -152,8 +151,9 @@ fn read_file(target: &Target, window: LineWindow) -> Result<ToolResult, String> 
     Ok(ToolResult::ok(output))
 }
 
-/// The rest of an image file after its `head`, as an image result; one over
-/// [`MAX_IMAGE_BYTES`] is refused (no model takes it).
+/// The rest of an image file after its `head` (sniffed as `media_type`),
+/// as an image result; one over [`MAX_IMAGE_BYTES`] is refused (no model
+/// takes it).
 fn read_image(
     file: std::fs::File,
     head: Vec<u8>,
@@ -161,14 +161,14 @@ fn read_image(
     media_type: &str,
     shown: &str,
 ) -> Result<ToolResult, String> {
-    let too_large = || {
+    let too_large = |size: u64| {
         format!(
-            "{shown} is a {media_type} image of {size} bytes; images over {MAX_IMAGE_BYTES} bytes \
-             cannot be shown"
+            "{shown} is an image ({media_type}) of {size} bytes; images over {MAX_IMAGE_BYTES} \
+             bytes cannot be shown"
         )
     };
     if size > MAX_IMAGE_BYTES as u64 {
-        return Err(too_large());
+        return Err(too_large(size));
     }
     let mut bytes = head;
     // One byte past the cap tells a file that grew meanwhile.
@@ -176,14 +176,14 @@ fn read_image(
     file.take(room)
         .read_to_end(&mut bytes)
         .map_err(|err| format!("cannot read {shown}: {err}"))?;
-    if bytes.len() > MAX_IMAGE_BYTES {
-        return Err(too_large());
-    }
-    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let source = sniffed_image_source(media_type, &bytes).map_err(|err| match err {
+        ImageError::TooLarge { bytes } => too_large(bytes as u64),
+        other => format!("{shown}: {other}"),
+    })?;
     Ok(ToolResult {
-        content: format!("{shown}: a {media_type} image, {} bytes", bytes.len()),
+        content: format!("{shown}: an image ({media_type}), {} bytes", bytes.len()),
         is_error: false,
-        images: vec![base64_image_source(media_type, data)],
+        images: vec![source],
     })
 }
 

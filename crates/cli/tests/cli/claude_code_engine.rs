@@ -298,3 +298,71 @@ async fn same_event_types_as_the_native_engine() {
     }
     assert_eq!(shapes[0], shapes[1]);
 }
+
+/// The messages of every model request the CLI made.
+fn sent_messages(h: &Harness) -> Vec<Value> {
+    h.model_requests()
+        .into_iter()
+        .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_reach_the_model_through_the_cli() {
+    use crate::serve_attachments::{PNG_B64, png};
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "LOOK-AT-SHOT"}, "content": [
+            {"type": "tool_use", "name": "mcp__agentd__Read", "input": {"file_path": "shot.png"}}]},
+        {"when": {"last_tool_result_contains": "image/png"}, "content": [{"type": "text", "text": "SEEN-IT"}]},
+        side()
+    ]});
+    let h = Harness::new(script, &toml("bypass")).await;
+    let server = h.start().await;
+    let session = server.session().await;
+    let upload = server
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/sessions/{session}/files"),
+        )
+        .query(&[("path", "shot.png")])
+        .body(png());
+    let (status, body) = server.send(upload).await;
+    assert!(status.is_success(), "{body}");
+    let mut stream = server.events(&session, None).await;
+    let image = json!({"type": "image", "source":
+        {"type": "base64", "media_type": "image/png", "data": PNG_B64}});
+    let content = json!([{"type": "text", "text": "LOOK-AT-SHOT and this"}, image]);
+    let (status, body) = server
+        .post(
+            &format!("/v1/sessions/{session}/messages"),
+            json!({"content": content}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let events = tokio::time::timeout(WAIT * 2, stream.until_finished(1))
+        .await
+        .unwrap_or_else(|_| panic!("no turn.finished; log:\n{}", server.log()));
+    let finished = events.last().unwrap();
+    assert_eq!(finished.data["result"], "SEEN-IT", "{}", server.log());
+
+    // The message's own image, as sent.
+    let messages = sent_messages(&h);
+    let with_image = |m: &&Value| {
+        m["content"]
+            .as_array()
+            .is_some_and(|blocks| blocks.contains(&image))
+    };
+    let user = messages.iter().find(with_image);
+    assert!(user.is_some(), "no request has the image: {messages:#?}");
+    assert!(user.unwrap().to_string().contains("LOOK-AT-SHOT"));
+    // Read's image, handed to the CLI as an MCP image item.
+    let read_result = messages
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_result" && b.to_string().contains("image (image/png)"))
+        .unwrap_or_else(|| panic!("no Read result reached the model: {messages:#?}"));
+    assert!(
+        read_result.to_string().contains(PNG_B64),
+        "the result has no image: {read_result}"
+    );
+}

@@ -36,9 +36,23 @@ async fn images_are_attached_to_the_prompt() {
 
     let calls = h.model_requests().len();
     let run = h.run("and this?", &["--image", "notes.txt"]).await;
-    assert_ne!(run.code, 0);
+    assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
         run.stderr.contains("not a PNG, JPEG, GIF or WebP image"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(h.model_requests().len(), calls, "no model call");
+
+    // Over 5 MiB: a usage error, before any model call.
+    let mut huge = png();
+    huge.resize(agentd_protocol::MAX_IMAGE_BYTES + 1, 0);
+    std::fs::write(h.ws().join("huge.png"), huge).unwrap();
+    let run = h.run("and this one?", &["--image", "huge.png"]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("--image huge.png: images over 5242880 bytes cannot be sent to a model"),
         "{}",
         run.stderr
     );

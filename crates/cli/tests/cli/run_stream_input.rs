@@ -62,6 +62,26 @@ async fn each_stdin_message_is_a_turn_of_one_session() {
 }
 
 #[tokio::test]
+async fn an_image_block_on_stdin_reaches_the_model_as_sent() {
+    let h = Harness::new(Wire::Anthropic, script()).await;
+    let image = json!({"type": "image", "source": {"type": "base64",
+        "media_type": "image/png", "data": crate::serve_attachments::PNG_B64}});
+    let stdin = user_line(json!([{"type": "text", "text": "what is this?"}, image]));
+    let run = h.run_stdin(&format!("{stdin}\n"), &[]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(finished_statuses(&run), ["completed"]);
+    let request = h.model_requests().last().unwrap().body.clone();
+    let mut content = request["messages"][0]["content"].clone();
+    // The prompt-cache mark on the last block is the provider adapter's.
+    content[1].as_object_mut().unwrap().remove("cache_control");
+    assert_eq!(
+        content,
+        json!([{"type": "text", "text": "what is this?"}, image]),
+        "the blocks are kept, not joined"
+    );
+}
+
+#[tokio::test]
 async fn a_malformed_line_stops_the_run_after_the_turns_before_it() {
     let h = Harness::new(Wire::Anthropic, script()).await;
     let stdin = format!(
@@ -103,14 +123,14 @@ async fn a_malformed_line_stops_the_run_after_the_turns_before_it() {
 #[tokio::test]
 async fn unusable_input_is_refused_before_a_session_exists() {
     let h = Harness::new(Wire::Anthropic, script()).await;
-    let image = user_line(json!([
+    let mislabelled = user_line(json!([
         {"type": "text", "text": "what is this?"},
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+        {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "iVBORw0KGgo="}}
     ]));
     for (stdin, reason) in [
         (
-            image.as_str(),
-            "stdin line 1: content block 1: image blocks are not supported yet",
+            mislabelled.as_str(),
+            "stdin line 1: content[1]: the data is not image/jpeg",
         ),
         ("", "stdin held no message"),
         (
@@ -146,6 +166,18 @@ async fn unusable_input_is_refused_before_a_session_exists() {
             "give no prompt argument",
         ),
         (vec!["run"], "a prompt is needed"),
+        (
+            vec![
+                "run",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--image",
+                "shot.png",
+            ],
+            "--image is for a prompt argument",
+        ),
     ] {
         let out = h.command(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");

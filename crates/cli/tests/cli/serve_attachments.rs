@@ -117,6 +117,29 @@ async fn an_image_in_a_message_reaches_both_wire_formats_with_its_thinking_budge
 }
 
 #[tokio::test]
+async fn a_pdf_document_reaches_the_anthropic_request_with_its_title() {
+    let h = Harness::new(script(), CONFIG).await;
+    let server = h.start().await;
+    let id = session(&server, "claude").await;
+    let pdf = base64::engine::general_purpose::STANDARD.encode(b"%PDF-1.4\n%%EOF\n");
+    let source = json!({"type": "base64", "media_type": "application/pdf", "data": pdf});
+    let body = json!({"content": [{"type": "text", "text": "summarise it"},
+        {"type": "document", "source": source, "title": "report.pdf"}]});
+    let (status, accepted) = send(&server, &id, body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    server.wait_idle(&id).await;
+    let request = h.model_requests().last().unwrap().body.clone();
+    let mut document = request["messages"][0]["content"][1].clone();
+    // The prompt-cache mark on the last block is the provider adapter's.
+    document.as_object_mut().unwrap().remove("cache_control");
+    assert_eq!(
+        document,
+        json!({"type": "document", "source": source, "title": "report.pdf"}),
+        "{request}"
+    );
+}
+
+#[tokio::test]
 async fn bad_attachments_are_refused_with_a_clear_error() {
     let h = Harness::new(script(), CONFIG).await;
     let server = h.start().await;
@@ -135,7 +158,19 @@ async fn bad_attachments_are_refused_with_a_clear_error() {
         (
             json!({"content": jpeg_label}),
             StatusCode::BAD_REQUEST,
-            "not a image/jpeg image",
+            "not image/jpeg (it looks like image/png)",
+        ),
+        (
+            json!({"content": [{"type": "document", "source": {"type": "base64",
+            "media_type": "application/pdf", "data": PNG_B64}}]}),
+            StatusCode::BAD_REQUEST,
+            "content[0]: the data is not a PDF",
+        ),
+        (
+            json!({"content": [{"type": "text", "text": "read this"}, {"type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": ""}}]}),
+            StatusCode::BAD_REQUEST,
+            "content[1]: the document is empty",
         ),
         (
             json!({"content": [{"type": "image", "source": {"type": "base64",
@@ -184,6 +219,14 @@ async fn an_uploaded_file_lands_in_the_workspace_and_hostile_paths_are_refused()
     let (status, uploaded) = upload(&server, &id, "shots/one.png", png()).await;
     assert_eq!(status, StatusCode::CREATED, "{uploaded}");
     assert_eq!(uploaded["path"], "shots/one.png");
+    assert_eq!(uploaded["replaced"], false);
+    // The same path again replaces the file, and says so.
+    let (status, uploaded) = upload(&server, &id, "shots/one.png", png()).await;
+    assert_eq!(status, StatusCode::CREATED, "{uploaded}");
+    assert_eq!(
+        (&uploaded["replaced"], &uploaded["size"]),
+        (&json!(true), &json!(png().len()))
+    );
     assert_eq!(
         std::fs::read(workspace.join("shots/one.png")).unwrap(),
         png()
@@ -206,6 +249,16 @@ async fn an_uploaded_file_lands_in_the_workspace_and_hostile_paths_are_refused()
     let (status, answer) = upload(&server, &id, "big.bin", vec![7; 1024 * 1024 + 1]).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
     assert!(!workspace.join("big.bin").exists());
+    let (status, answer) = upload(&server, &id, "empty.png", Vec::new()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the body is empty"),
+        "{answer}"
+    );
+    assert!(!workspace.join("empty.png").exists());
 
     // The uploaded image, named in a message, reaches the model.
     let body = json!({"content": [{"type": "text", "text": "here"},

@@ -11,11 +11,12 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::access_check::check_turn;
-use super::attachments::{MessageContentDoc, parse_content, to_content_blocks};
+use super::attachments::{MessageContentDoc, to_content_blocks};
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
 use super::sessions::owned_session;
 use crate::admission::Caller;
+use crate::content::check_content;
 use crate::registry::{Accepted, Submission, TurnKind};
 
 const MAX_REQUEST_ID_CHARS: usize = 200;
@@ -110,7 +111,7 @@ pub async fn post_message(
     ApiJson(body): ApiJson<SendMessage>,
 ) -> ApiResult<(StatusCode, Json<TurnAccepted>)> {
     let session = owned_session(&state, &user, &id).await?;
-    let blocks = parse_content(body.content)?;
+    let blocks = check_content(body.content)?;
     let thinking_budget = body.thinking.map(|t| t.budget_tokens);
     if let Some(budget) = thinking_budget
         && !crate::config::THINKING_BUDGETS.contains(&budget)

@@ -9,7 +9,7 @@ use agentd_sandbox::confined::{self, ConfinedError, Written};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -59,7 +59,6 @@ pub async fn upload_file(
     user: User,
     ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<UploadQuery>,
-    headers: HeaderMap,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<Uploaded>)> {
     let session = owned_session(&state, &user, &id).await?;
@@ -70,12 +69,8 @@ pub async fn upload_file(
             "the file is over {limit} bytes ([server] max_upload_mb)"
         ))
     };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit) {
-        return Err(too_large());
-    }
+    // The body-limit middleware refused a too large Content-Length; this
+    // bounds a body streamed without one.
     let bytes = axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX))
         .await
         .map_err(|_| too_large())?;

@@ -92,15 +92,15 @@ impl TurnKind {
     }
 
     /// A queue entry read back (entries written before attachments are
-    /// text; one that does not parse runs as the text it is).
-    pub fn from_queue_text(text: String) -> Self {
-        if let Some(json) = text.strip_prefix(QUEUED_JSON) {
-            match serde_json::from_str(json) {
-                Ok(turn) => return TurnKind::Message(turn),
-                Err(err) => tracing::warn!(%err, "a queued turn's JSON does not parse"),
-            }
+    /// text). One marked as JSON that does not parse is an error: running
+    /// its raw text would send the model something the user never wrote.
+    pub fn from_queue_text(text: String) -> Result<Self, String> {
+        match text.strip_prefix(QUEUED_JSON) {
+            Some(json) => serde_json::from_str(json)
+                .map(TurnKind::Message)
+                .map_err(|err| format!("the queued message could not be read back: {err}")),
+            None => Ok(Self::from_text(text)),
         }
-        Self::from_text(text)
     }
 }
 
@@ -133,18 +133,29 @@ mod tests {
         let sneaky = TurnKind::from_text(format!("{QUEUED_JSON}{{}}"));
         for kind in [TurnKind::Compact, message, with_image, sneaky] {
             let back = TurnKind::from_queue_text(kind.to_queue_text());
-            assert_eq!(back, kind);
+            assert_eq!(back, Ok(kind));
         }
     }
 
     #[test]
     fn old_text_entries_of_the_queue_still_read() {
-        let kind = TurnKind::from_queue_text("fix the tests".into());
+        let kind = TurnKind::from_queue_text("fix the tests".into()).unwrap();
         assert_eq!(kind.message(), Message::user_text("fix the tests"));
         assert_eq!(kind.thinking_budget(), None);
         assert_eq!(
             TurnKind::from_queue_text("/compact".into()),
-            TurnKind::Compact
+            Ok(TurnKind::Compact)
         );
+    }
+
+    #[test]
+    fn a_queue_entry_marked_json_that_does_not_parse_is_an_error_not_text() {
+        for broken in ["{", "{\"content\": 3}", ""] {
+            let err = TurnKind::from_queue_text(format!("{QUEUED_JSON}{broken}")).unwrap_err();
+            assert!(
+                err.contains("the queued message could not be read back"),
+                "{broken:?}: {err}"
+            );
+        }
     }
 }

@@ -17,7 +17,9 @@ use super::TurnKind;
 #[derive(Debug, Clone)]
 pub struct PendingTurn {
     pub turn_id: String,
-    pub kind: TurnKind,
+    /// What it does; an error for a cluster queue entry that could not be
+    /// read back (the turn fails with it rather than run something else).
+    pub kind: Result<TurnKind, String>,
     pub client_request_id: Option<String>,
     /// Who it was accepted from, when it was accepted on this node (and
     /// counted in [`Registry::admissions`] until it ends).
@@ -108,7 +110,7 @@ impl Registry {
         crate::health::probe_write(self.inner.runtime.store.as_ref()).await?;
         let pending = PendingTurn {
             turn_id: uuid::Uuid::now_v7().to_string(),
-            kind: submission.kind,
+            kind: Ok(submission.kind),
             client_request_id: submission.client_request_id,
             by: submission.by,
         };

@@ -141,7 +141,7 @@ async fn read_of_an_image_returns_it_and_refuses_one_too_large() {
     let result = w.call("Read", json!({"file_path": "shot.png"})).await;
     assert_ok(&result);
     assert!(
-        result.content.contains("image/png image, 16 bytes"),
+        result.content.contains("an image (image/png), 16 bytes"),
         "{}",
         result.content
     );
