@@ -13,7 +13,7 @@ use super::AppState;
 use super::access_check::{audit, check_choice, check_new_session};
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
-use crate::config::{MountSpec, ProjectToml, THINKING_BUDGETS};
+use crate::config::{MountSpec, ProjectToml, Thinking};
 use crate::models::resolve_model;
 use crate::session::lifecycle::SessionSpec;
 
@@ -60,16 +60,8 @@ pub struct UpdateSession {
     /// The session's own extended-thinking budget, winning over its
     /// profile's and its model's; `null` goes back to theirs.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<ThinkingSetting>, nullable = true)]
-    pub thinking: Option<Option<ThinkingSetting>>,
-}
-
-/// Extended thinking: tokens the model may think in before each answer.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ThinkingSetting {
-    #[schema(minimum = 1024, maximum = 1_000_000)]
-    pub budget_tokens: u32,
+    #[schema(value_type = Option<Thinking>, nullable = true)]
+    pub thinking: Option<Option<Thinking>>,
 }
 
 /// A field given as `null` is `Some(None)`; an absent one (`default`) `None`.
@@ -102,7 +94,7 @@ pub struct SessionView {
     pub profile: String,
     /// The session's own thinking budget (`PATCH`); `null`: its profile's
     /// or its model's, if any.
-    pub thinking: Option<ThinkingSetting>,
+    pub thinking: Option<Thinking>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub totals: Totals,
@@ -155,7 +147,7 @@ pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
         profile: session.profile,
         thinking: session
             .thinking_budget
-            .map(|budget_tokens| ThinkingSetting { budget_tokens }),
+            .map(|budget_tokens| Thinking { budget_tokens }),
         created_at: session.created_at,
         updated_at: session.updated_at,
         totals: Totals {
@@ -388,14 +380,8 @@ pub async fn update_session(
     {
         return Err(ApiError::BadRequest("`model` must name a model".into()));
     }
-    if let Some(Some(thinking)) = body.thinking
-        && !THINKING_BUDGETS.contains(&thinking.budget_tokens)
-    {
-        return Err(ApiError::BadRequest(format!(
-            "thinking.budget_tokens must be between {} and {}",
-            THINKING_BUDGETS.start(),
-            THINKING_BUDGETS.end()
-        )));
+    if let Some(Some(thinking)) = body.thinking {
+        thinking.check().map_err(ApiError::BadRequest)?;
     }
     if let Some(model) = &body.model {
         let runtime = state.registry.runtime();
