@@ -1,6 +1,6 @@
 //! `/v1/sessions` and `/v1/sessions/{id}`: create, list, read, rename, delete.
 
-use agentd_store::SessionRecord;
+use agentd_store::{SessionRecord, SessionUpdate};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -383,6 +383,11 @@ pub async fn update_session(
     if let Some(Some(thinking)) = body.thinking {
         thinking.check().map_err(ApiError::BadRequest)?;
     }
+    let mut update = SessionUpdate {
+        title,
+        thinking_budget: body.thinking.map(|t| t.map(|t| t.budget_tokens)),
+        ..SessionUpdate::default()
+    };
     if let Some(model) = &body.model {
         let runtime = state.registry.runtime();
         let env = state.registry.env().clone();
@@ -390,14 +395,11 @@ pub async fn update_session(
         let model = resolve_model(&runtime.config, Some(model), &lookup)
             .map_err(|err| ApiError::BadRequest(err.to_string()))?;
         check_choice(&state, &user, &session.profile, &model.spec).await?;
-        session = state.sessions.set_model(&id, &model.spec).await?;
+        update.model = Some(model.spec);
     }
-    if let Some(thinking) = body.thinking {
-        let budget = thinking.map(|t| t.budget_tokens);
-        session = state.sessions.set_thinking(&id, budget).await?;
-    }
-    if let Some(title) = title {
-        session = state.sessions.rename(&id, title).await?;
+    // An empty body changes nothing, not even `updated_at`.
+    if update != SessionUpdate::default() {
+        session = state.sessions.update(&id, update).await?;
     }
     Ok(Json(view(&state, session)))
 }
