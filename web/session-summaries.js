@@ -84,21 +84,25 @@ export function listStatus(state) {
 /** Anthropic's least thinking budget, and the most agentd takes (as in config validation). */
 export const THINKING_MIN = 1024;
 export const THINKING_MAX = 1_000_000;
-export const THINKING_DEFAULT = 8192;
 
 /**
- * The `thinking` of a PATCH body from the header's controls: null (the
- * profile's or model's default) when off, else {budget_tokens}; an error
- * message for a budget out of bounds.
+ * The `thinking` of a PATCH body from the header's budget field: empty is
+ * null (back to the default: the profile's or model's budget, or none), a
+ * number is the session's own budget; an error message for one out of bounds.
  */
-export function thinkingPatch(enabled, budgetText) {
-  if (!enabled) return { thinking: null };
+export function thinkingPatch(budgetText) {
   const text = String(budgetText).trim();
+  if (text === '') return { thinking: null };
   const budget = Number(text);
   if (!/^\d+$/.test(text) || budget < THINKING_MIN || budget > THINKING_MAX) {
-    return { error: `The thinking budget must be a whole number of tokens from ${THINKING_MIN} to ${THINKING_MAX}.` };
+    return { error: `The thinking budget must be a whole number of tokens from ${THINKING_MIN} to ${THINKING_MAX}, or empty for the default.` };
   }
   return { thinking: { budget_tokens: budget } };
+}
+
+/** What an empty budget field means for the session (its `default_thinking`). */
+export function thinkingDefaultText(defaultThinking) {
+  return defaultThinking ? `default (${defaultThinking.budget_tokens})` : 'default (off)';
 }
 
 /**

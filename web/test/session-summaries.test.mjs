@@ -4,7 +4,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
   BUSY_POLL_MS, IDLE_POLL_MS, THINKING_MAX, THINKING_MIN,
-  cursorAfterPoll, itemKey, listStatus, mergeFirstPage, newSessionBody, pollDelay, streamedSince, thinkingPatch,
+  cursorAfterPoll, itemKey, listStatus, mergeFirstPage, newSessionBody, pollDelay, streamedSince, thinkingDefaultText, thinkingPatch,
 } from '../session-summaries.js';
 
 const s = (id, created_at, extra = {}) => ({ id, created_at, status: 'idle', title: id, totals: { cost_usd: 0 }, updated_at: created_at, ...extra });
@@ -94,14 +94,22 @@ test("the transcript's states map to the list's", () => {
   assert.equal(listStatus('failed'), 'idle');
 });
 
-test('the thinking control makes a PATCH body, or says what is wrong', () => {
-  assert.deepEqual(thinkingPatch(false, 'anything'), { thinking: null });
-  assert.deepEqual(thinkingPatch(true, ' 4096 '), { thinking: { budget_tokens: 4096 } });
-  assert.deepEqual(thinkingPatch(true, String(THINKING_MIN)), { thinking: { budget_tokens: THINKING_MIN } });
-  assert.deepEqual(thinkingPatch(true, String(THINKING_MAX)), { thinking: { budget_tokens: THINKING_MAX } });
-  for (const bad of ['', '1023', String(THINKING_MAX + 1), '2048.5', '-4096', 'lots', '1e4']) {
-    assert.match(thinkingPatch(true, bad).error, /1024 to 1000000/, bad);
+test('the thinking budget field makes a PATCH body, or says what is wrong', () => {
+  // Empty: back to the default, whatever that is.
+  assert.deepEqual(thinkingPatch(''), { thinking: null });
+  assert.deepEqual(thinkingPatch('  '), { thinking: null });
+  assert.deepEqual(thinkingPatch(' 4096 '), { thinking: { budget_tokens: 4096 } });
+  assert.deepEqual(thinkingPatch(String(THINKING_MIN)), { thinking: { budget_tokens: THINKING_MIN } });
+  assert.deepEqual(thinkingPatch(String(THINKING_MAX)), { thinking: { budget_tokens: THINKING_MAX } });
+  for (const bad of ['0', '1023', String(THINKING_MAX + 1), '2048.5', '-4096', 'lots', '1e4']) {
+    assert.match(thinkingPatch(bad).error, /1024 to 1000000, or empty for the default/, bad);
   }
+});
+
+test('an empty budget field tells what the default is: a budget, or no thinking', () => {
+  assert.equal(thinkingDefaultText({ budget_tokens: 8192 }), 'default (8192)');
+  assert.equal(thinkingDefaultText(null), 'default (off)');
+  assert.equal(thinkingDefaultText(undefined), 'default (off)');
 });
 
 test('a one-click new chat sends only what differs from the defaults', () => {

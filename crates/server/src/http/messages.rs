@@ -104,7 +104,9 @@ pub async fn post_message(
     let session = owned_session(&state, &user, &id).await?;
     let blocks = parse_content(body.content)?;
     let thinking = body.thinking.map(|t| t.check()).transpose();
-    let thinking_budget = thinking.map_err(ApiError::BadRequest)?.map(|t| t.budget_tokens);
+    let thinking_budget = thinking
+        .map_err(ApiError::BadRequest)?
+        .map(|t| t.budget_tokens);
     if let Some(request_id) = &body.client_request_id
         && (request_id.is_empty() || request_id.chars().count() > MAX_REQUEST_ID_CHARS)
     {

@@ -95,6 +95,9 @@ pub struct SessionView {
     /// The session's own thinking budget (`PATCH`); `null`: its profile's
     /// or its model's, if any.
     pub thinking: Option<Thinking>,
+    /// What its turns think with while `thinking` is `null`: its profile's
+    /// budget, else its model's; `null` when neither has one (no thinking).
+    pub default_thinking: Option<Thinking>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub totals: Totals,
@@ -139,6 +142,15 @@ pub struct SessionList {
 pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
     let live = state.sessions.live_status(&session);
     let session_id = session.id.clone();
+    let config = &state.registry.runtime().config;
+    let default_thinking = config
+        .profiles
+        .get(&session.profile)
+        .and_then(|profile| profile.thinking)
+        .or_else(|| {
+            crate::models::configured_thinking(config, &session.model)
+                .map(|budget_tokens| Thinking { budget_tokens })
+        });
     SessionView {
         id: session.id,
         title: session.title,
@@ -148,6 +160,7 @@ pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
         thinking: session
             .thinking_budget
             .map(|budget_tokens| Thinking { budget_tokens }),
+        default_thinking,
         created_at: session.created_at,
         updated_at: session.updated_at,
         totals: Totals {

@@ -74,7 +74,11 @@ async fn title_model_and_thinking_change_in_one_update() {
     let read = store.get_session(&created.id).await.unwrap().unwrap();
     assert_eq!(read, changed);
     assert_eq!(
-        (read.title.as_deref(), read.model.as_str(), read.thinking_budget),
+        (
+            read.title.as_deref(),
+            read.model.as_str(),
+            read.thinking_budget
+        ),
         (Some("renamed"), "quick", Some(1_000_000))
     );
     assert!(read.updated_at > created.updated_at);
@@ -100,14 +104,20 @@ async fn title_model_and_thinking_change_in_one_update() {
     };
     let read = store.update_session(&created.id, clear).await.unwrap();
     assert_eq!(read.thinking_budget, None, "back to the profile's");
-    assert_eq!((read.title.as_deref(), read.model.as_str()), (Some("again"), "quick"));
+    assert_eq!(
+        (read.title.as_deref(), read.model.as_str()),
+        (Some("again"), "quick")
+    );
 
     let unknown = SessionUpdate {
         model: Some("quick".into()),
         thinking_budget: Some(Some(4096)),
         ..SessionUpdate::default()
     };
-    let err = store.update_session("no-such-session", unknown).await.unwrap_err();
+    let err = store
+        .update_session("no-such-session", unknown)
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::NotFound(_)), "{err}");
 }
 
