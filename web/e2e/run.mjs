@@ -332,23 +332,29 @@ scenario('model and thinking of the open session change from its header', async 
   await tid('session-model').selectOption('quick');
   const read = () => page.evaluate(async (id) => (await fetch(`/v1/sessions/${id}`)).json(), mainSessionId);
   await until('the model to be changed on the server', async () => (await read()).model === 'quick');
-  check(await tid('session-thinking-budget').isHidden(), 'no budget shown while thinking is the default');
-  await tid('session-thinking').check();
-  await tid('session-thinking-budget').fill('500');
-  await tid('session-thinking-budget').press('Enter');
-  await tid('session-thinking-budget').blur();
-  await visible(page.getByText(/1024 to 1000000/), 'a note that the budget is out of bounds');
-  await tid('session-thinking-budget').fill('4096');
-  await tid('session-thinking-budget').blur();
+  const budget = tid('session-thinking-budget');
+  await until('the header to show the new model\'s default budget', async () => (await budget.getAttribute('placeholder')) === 'default (2048)');
+  check((await budget.inputValue()) === '', 'no budget of its own yet');
+  await budget.fill('500');
+  await budget.press('Enter');
+  await budget.blur();
+  await visible(page.getByText(/1024 to 1000000, or empty for the default/), 'a note that the budget is out of bounds');
+  check((await read()).thinking === null, 'nothing stored');
+  await budget.fill('4096');
+  await budget.blur();
   await until('the budget to be stored', async () => {
     const session = await read();
     return session.thinking && session.thinking.budget_tokens === 4096;
   });
   await shot('session-settings-desktop');
-  await tid('session-thinking').uncheck();
+  // Emptied: back to the default, which the field says again.
+  await budget.fill('');
+  await budget.blur();
   await until('thinking back to the default', async () => (await read()).thinking === null);
+  check((await budget.getAttribute('placeholder')) === 'default (2048)', 'the default is told');
   await tid('session-model').selectOption('default');
   await until('the model back to the default', async () => (await read()).model === 'default');
+  await until('the default model\'s (no thinking) to be told', async () => (await budget.getAttribute('placeholder')) === 'default (off)');
 });
 
 scenario('interrupt a long Bash call with the button', async () => {

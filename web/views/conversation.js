@@ -155,7 +155,7 @@ export class Conversation {
     this.stateEl.textContent = STATE_TEXT[state] || state;
     this.interruptButton.hidden = state === 'idle';
     // The list follows at once (once the replay is over, its states are history).
-    if (this.reconciled) this.app.sessions.patch(this.id, { status: listStatus(state) });
+    if (this.reconciled) this.app.sessions.streamStatus(this.id, listStatus(state));
     if (this.stateShown !== state) {
       this.stateShown = state;
       this.refreshSoon();
@@ -195,9 +195,10 @@ export class Conversation {
     clearTimeout(this.refreshTimer);
     this.refreshTimer = setTimeout(async () => {
       try {
+        const sentAt = performance.now();
         const session = await api('GET', sessionPath(this.id));
         if (session.title) this.setTitle(session.title, { fromList: true });
-        this.app.sessions.patch(this.id, session);
+        this.app.sessions.patch(this.id, session, sentAt);
       } catch {
         // The next event or the list's own refresh tries again.
       }

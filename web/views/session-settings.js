@@ -4,7 +4,7 @@
 import { api, sessionPath } from '../api.js';
 import { h, fill } from '../dom.js';
 import { catalog, modelLabel } from '../catalog.js';
-import { THINKING_DEFAULT, THINKING_MAX, THINKING_MIN, thinkingPatch } from '../session-summaries.js';
+import { THINKING_MAX, THINKING_MIN, thinkingDefaultText, thinkingPatch } from '../session-summaries.js';
 import { notify } from './toast.js';
 
 export class SessionSettings {
@@ -14,23 +14,22 @@ export class SessionSettings {
     this.onChanged = onChanged;
     this.model = h('select', { class: 'compact-select', testid: 'session-model', 'aria-label': 'Model of the next turns', title: 'Model of the next turns', onchange: () => this.setModel() });
     this.fillModels([{ id: session.model, model: session.model }]);
-    const own = session.thinking;
-    this.thinking = h('input', { type: 'checkbox', testid: 'session-thinking', checked: Boolean(own), onchange: () => this.thinkingToggled() });
+    // The session's own budget, or empty for the default (its profile's or
+    // model's budget, or none), which the placeholder tells.
     this.budget = h('input', {
       type: 'number',
       class: 'budget-input',
       testid: 'session-thinking-budget',
-      'aria-label': 'Thinking budget (tokens)',
-      title: `Thinking budget, ${THINKING_MIN}–${THINKING_MAX} tokens`,
+      'aria-label': 'Thinking budget in tokens; empty for the default',
+      title: `Extended thinking of this session: ${THINKING_MIN}–${THINKING_MAX} tokens, or empty for the profile's or model's default`,
       min: THINKING_MIN,
       max: THINKING_MAX,
       step: 1024,
-      value: own ? own.budget_tokens : THINKING_DEFAULT,
-      hidden: !own,
       onchange: () => this.setThinking(),
     });
-    const toggle = h('label', { class: 'thinking-toggle', title: "Extended thinking of this session; off: the profile's or model's default" }, this.thinking, h('span', null, 'Think'));
-    this.el = h('div', { class: 'session-settings' }, this.model, toggle, this.budget);
+    this.showThinking();
+    const label = h('label', { class: 'thinking-toggle' }, h('span', null, 'Thinking'), this.budget);
+    this.el = h('div', { class: 'session-settings' }, this.model, label);
     catalog()
       .then((found) => this.fillModels(found.models))
       .catch(() => {});
@@ -48,30 +47,30 @@ export class SessionSettings {
     });
   }
 
-  thinkingToggled() {
-    this.budget.hidden = !this.thinking.checked;
-    if (this.thinking.checked) this.budget.focus();
-    this.setThinking();
+  /** The session's own budget in the field, its default in the placeholder. */
+  showThinking() {
+    const own = this.session.thinking;
+    this.budget.value = own ? String(own.budget_tokens) : '';
+    this.budget.placeholder = thinkingDefaultText(this.session.default_thinking);
   }
 
   async setThinking() {
-    const { thinking, error } = thinkingPatch(this.thinking.checked, this.budget.value);
+    // A number input reads '' for text that is no number: not "the default".
+    const text = this.budget.validity.badInput ? 'not a number' : this.budget.value;
+    const { thinking, error } = thinkingPatch(text);
     if (error) {
       notify(error);
       return;
     }
-    await this.patch({ thinking }, () => {
-      const own = this.session.thinking;
-      this.thinking.checked = Boolean(own);
-      this.budget.hidden = !own;
-      if (own) this.budget.value = own.budget_tokens;
-    });
+    await this.patch({ thinking }, () => this.showThinking());
   }
 
   /** PATCH, and on failure say why and show what the session still has. */
   async patch(body, revert) {
     try {
       this.session = await api('PATCH', sessionPath(this.session.id), body);
+      // A new model can bring another default budget.
+      this.showThinking();
       this.onChanged(this.session);
     } catch (err) {
       notify(`Not changed: ${err.message}`);

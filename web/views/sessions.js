@@ -6,7 +6,7 @@
 import { api, sessionPath } from '../api.js';
 import { h, fill } from '../dom.js';
 import * as fmt from '../format.js';
-import { itemKey, mergeFirstPage, pollDelay } from '../session-summaries.js';
+import { cursorAfterPoll, itemKey, mergeFirstPage, pollDelay, streamedSince } from '../session-summaries.js';
 import { modal, promptDialog } from './dialog.js';
 import { NewChatOptions } from './new-chat.js';
 import { notify } from './toast.js';
@@ -25,6 +25,8 @@ export class SessionList {
     this.sessions = [];
     this.activeId = null;
     this.nextCursor = null;
+    // The open session's status as its event stream last told it, and when.
+    this.streamed = null;
     this.list = h('ul', { class: 'session-list', 'aria-label': 'Sessions' });
     this.more = h('button', { type: 'button', class: 'link-button', hidden: true, onclick: () => this.loadMore() }, 'Show older sessions');
     this.empty = h('p', { class: 'muted empty-note', hidden: true }, 'No sessions yet.');
@@ -48,10 +50,11 @@ export class SessionList {
   async refresh() {
     clearTimeout(this.timer);
     try {
+      const sentAt = performance.now();
       const page = await api('GET', `/v1/sessions?limit=${PAGE}`);
-      this.sessions = mergeFirstPage(this.sessions, page.sessions, Boolean(page.next_cursor));
-      // Older pages already shown keep their own cursor.
-      if (!this.nextCursor || this.sessions.length <= PAGE) this.nextCursor = page.next_cursor;
+      const streamed = streamedSince(this.streamed, this.activeId, sentAt);
+      this.sessions = mergeFirstPage(this.sessions, page.sessions, Boolean(page.next_cursor), streamed);
+      this.nextCursor = cursorAfterPoll(this.sessions.length, this.nextCursor, page.next_cursor, PAGE);
       this.render();
       return this.sessions;
     } finally {
@@ -69,7 +72,7 @@ export class SessionList {
     this.timer = setTimeout(() => {
       if (document.hidden) this.schedule();
       else this.poll();
-    }, pollDelay(this.sessions));
+    }, pollDelay(this.sessions, this.activeId));
   }
 
   async loadMore() {
@@ -86,38 +89,52 @@ export class SessionList {
   }
 
   setActive(id) {
+    const left = this.activeId && this.find(this.activeId);
     this.activeId = id;
+    this.streamed = null;
+    // The session left now counts for the poll's pace: while it works, the
+    // list follows it by polling.
+    if (left && left.status !== 'idle') this.schedule();
     for (const li of this.list.children) {
       if (li.dataset.sessionId === id) li.firstChild.setAttribute('aria-current', 'page');
       else li.firstChild.removeAttribute('aria-current');
     }
   }
 
-  /** Merge what a session's events told us (title, status, totals). */
-  patch(id, fields) {
-    const session = this.find(id);
-    if (!session) return;
-    const wasBusy = session.status !== 'idle';
-    Object.assign(session, fields);
-    const li = this.list.querySelector(`li[data-session-id="${CSS.escape(id)}"]`);
-    if (li && li.dataset.key !== itemKey(session)) li.replaceWith(this.item(session));
-    // A session that starts working makes the others polled more often too.
-    if (!wasBusy && session.status !== 'idle') this.schedule();
+  /** The open session's status, as its event stream tells it (newer than any poll sent before). */
+  streamStatus(id, status) {
+    this.streamed = { id, status, at: performance.now() };
+    this.patch(id, { status });
   }
 
-  /** Items whose summary did not change are kept (with their focus). */
+  /**
+   * Merge what is known of a session (title, status, totals). `sentAt`: when
+   * the request that read `fields` was sent; a status its stream told since wins.
+   */
+  patch(id, fields, sentAt = null) {
+    const session = this.find(id);
+    if (!session) return;
+    Object.assign(session, fields);
+    const streamed = sentAt == null ? null : streamedSince(this.streamed, id, sentAt);
+    if (streamed) session.status = streamed.status;
+    const li = this.list.querySelector(`li[data-session-id="${CSS.escape(id)}"]`);
+    if (li && li.dataset.key !== itemKey(session)) li.replaceWith(this.item(session));
+  }
+
+  /** Items whose summary did not change are kept (with their focus); ages are as of now. */
   render() {
+    const now = Date.now();
     const kept = new Map(Array.from(this.list.children, (li) => [li.dataset.sessionId, li]));
     const items = this.sessions.map((s) => {
       const li = kept.get(s.id);
-      return li && li.dataset.key === itemKey(s) ? li : this.item(s);
+      return li && li.dataset.key === itemKey(s, now) ? li : this.item(s, now);
     });
     if (items.length !== this.list.children.length || items.some((li, i) => this.list.children[i] !== li)) fill(this.list, items);
     this.empty.hidden = this.sessions.length > 0;
     this.more.hidden = !this.nextCursor;
   }
 
-  item(session) {
+  item(session, now = Date.now()) {
     const title = session.title || 'Untitled session';
     const link = h(
       'a',
@@ -127,13 +144,13 @@ export class SessionList {
         'span',
         { class: 'session-meta' },
         h('span', { class: `status-dot status-${session.status}`, testid: 'session-status' }, session.status),
-        h('span', { title: fmt.dateTime(session.updated_at) }, fmt.ago(session.updated_at)),
+        h('span', { title: fmt.dateTime(session.updated_at), testid: 'session-ago' }, fmt.ago(session.updated_at, now)),
         h('span', { class: 'session-cost', testid: 'session-cost' }, fmt.cost(session.totals && session.totals.cost_usd)),
       ),
     );
     const rename = h('button', { type: 'button', class: 'icon-button', testid: 'session-rename', 'aria-label': `Rename ${title}`, title: 'Rename', onclick: () => this.rename(session) }, '✎');
     const remove = h('button', { type: 'button', class: 'icon-button', testid: 'session-delete', 'aria-label': `Delete ${title}`, title: 'Delete', onclick: () => this.remove(session) }, '✕');
-    return h('li', { class: 'session-item', testid: 'session-item', dataset: { sessionId: session.id, key: itemKey(session) } }, link, h('div', { class: 'session-actions' }, rename, remove));
+    return h('li', { class: 'session-item', testid: 'session-item', dataset: { sessionId: session.id, key: itemKey(session, now) } }, link, h('div', { class: 'session-actions' }, rename, remove));
   }
 
   /** One click: a new chat at once, with the inline choices (the defaults until changed). */

@@ -106,6 +106,17 @@ pub fn resolve_model(
     }
 }
 
+/// The thinking budget configured for a session's model (`spec` as stored:
+/// a config key, `KEY:name`, or a provider's model, which has none), without
+/// building its client.
+pub fn configured_thinking(config: &Config, spec: &str) -> Option<u32> {
+    let entry = config.models.get(spec).or_else(|| {
+        let (key, _) = spec.split_once(':')?;
+        config.models.get(key)
+    })?;
+    entry.thinking.map(|t| t.budget_tokens)
+}
+
 enum Default<'a> {
     Config(&'a str, &'a ModelConfig),
     Env(Provider),

@@ -310,6 +310,7 @@ impl Runtime {
             add_usage: Some(finished.usage),
             add_cost_usd: Some(finished.cost_usd),
             add_turns: Some(1),
+            ..SessionUpdate::default()
         };
         self.store
             .finish_turn_with_session(turn_id, finished.status, &session.id, update)

@@ -61,16 +61,6 @@ pub trait SessionStore: Send + Sync {
     /// returns the updated session. `NotFound` for an unknown id.
     async fn update_session(&self, id: &str, update: SessionUpdate) -> StoreResult<SessionRecord>;
 
-    /// The model the session's next turns run on (a resolved spec).
-    async fn set_session_model(&self, id: &str, model: &str) -> StoreResult<SessionRecord>;
-
-    /// The session's own thinking budget (`None`: its profile's or model's).
-    async fn set_session_thinking(
-        &self,
-        id: &str,
-        budget: Option<u32>,
-    ) -> StoreResult<SessionRecord>;
-
     /// Remove the session and everything of it. `false` when it did not exist.
     async fn delete_session(&self, id: &str) -> StoreResult<bool>;
 

@@ -78,6 +78,11 @@ pub struct NewSession {
 pub struct SessionUpdate {
     pub title: Option<String>,
     pub status: Option<SessionStatus>,
+    /// The model of the next turns (a resolved spec).
+    pub model: Option<String>,
+    /// The session's own thinking budget: `Some(None)` clears it (back to
+    /// its profile's or model's), `None` leaves it.
+    pub thinking_budget: Option<Option<u32>>,
     /// Added to the totals.
     pub add_usage: Option<Usage>,
     pub add_cost_usd: Option<f64>,

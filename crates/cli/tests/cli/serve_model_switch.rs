@@ -24,6 +24,11 @@ async fn thinking_is_asked_for_and_the_model_can_change_between_turns() {
         .post("/v1/sessions", json!({"model": "thinker"}))
         .await;
     assert_eq!(status, StatusCode::CREATED, "{session}");
+    assert_eq!(
+        session["default_thinking"],
+        json!({"budget_tokens": 2048}),
+        "what it thinks with when it has no budget of its own: its model's"
+    );
     let id = session["id"].as_str().unwrap();
 
     alice.message(id, "first").await;
@@ -45,6 +50,11 @@ async fn thinking_is_asked_for_and_the_model_can_change_between_turns() {
     let (status, changed) = patch(json!({"model": "quick"})).await;
     assert_eq!(status, StatusCode::OK, "{changed}");
     assert_eq!(changed["model"], "quick");
+    assert_eq!(
+        changed["default_thinking"],
+        json!(null),
+        "quick does not think"
+    );
     for bad in [
         json!({"model": ""}),
         json!({"title": "   ", "model": "thinker"}),
@@ -88,6 +98,11 @@ async fn a_sessions_thinking_budget_wins_until_set_back_to_null() {
     let (status, session) = alice.post("/v1/sessions", body).await;
     assert_eq!(status, StatusCode::CREATED, "{session}");
     assert_eq!(session["thinking"], json!(null), "none of its own yet");
+    assert_eq!(
+        session["default_thinking"],
+        json!({"budget_tokens": 8192}),
+        "its profile's, over its model's"
+    );
     let id = session["id"].as_str().unwrap();
     let patch = |body| {
         alice.send(
@@ -144,6 +159,22 @@ async fn a_sessions_thinking_budget_wins_until_set_back_to_null() {
     let (status, changed) = patch(json!({"title": "renamed"})).await;
     assert_eq!(status, StatusCode::OK, "{changed}");
     assert_eq!(changed["thinking"]["budget_tokens"], 1024, "left alone");
+
+    // All three at once, in one write.
+    let all = json!({"title": "all three", "model": "quick", "thinking": {"budget_tokens": 3072}});
+    let (status, changed) = patch(all).await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    let (_, read) = alice.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(read, changed);
+    assert_eq!(
+        (&read["title"], &read["model"], &read["thinking"]),
+        (
+            &json!("all three"),
+            &json!("quick"),
+            &json!({"budget_tokens": 3072})
+        )
+    );
+    assert!(read["updated_at"].as_str() > changed["created_at"].as_str());
 
     let (status, changed) = patch(json!({"thinking": null})).await;
     assert_eq!(status, StatusCode::OK, "{changed}");

@@ -14,6 +14,7 @@ mod mounts;
 mod network;
 mod sandbox_env;
 pub mod server_limits;
+mod thinking;
 mod users;
 mod workspaces;
 pub use access::{AccessConfig, QuotaToml};
@@ -21,6 +22,7 @@ pub use agents::{McpServerToml, SkillsToml, SubagentToml};
 pub use mounts::{MountMode, MountSpec, MountsToml};
 pub use network::{AllowlistToml, NetworkConfig};
 pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};
+pub use thinking::Thinking;
 pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
 pub use workspaces::{ProjectToml, WorkspacesToml};
 
@@ -205,29 +207,13 @@ pub struct ModelConfig {
     /// seconds without a turn (default 600); the next message resumes it.
     pub idle_timeout_s: Option<u64>,
     /// Extended thinking for this model's calls (a profile's wins).
-    pub thinking: Option<ThinkingToml>,
+    pub thinking: Option<Thinking>,
 }
 
-/// `thinking = { budget_tokens = 4096 }`: tokens the model may think in
-/// before each answer, on top of `max_output_tokens` (Anthropic models).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ThinkingToml {
-    pub budget_tokens: u32,
-}
-
-/// Anthropic's least thinking budget, and more than any model thinks.
-pub(crate) const THINKING_BUDGETS: std::ops::RangeInclusive<u32> = 1024..=1_000_000;
-
-fn check_thinking(at: &str, thinking: Option<ThinkingToml>) -> Result<(), String> {
-    match thinking {
-        Some(t) if !THINKING_BUDGETS.contains(&t.budget_tokens) => Err(format!(
-            "{at}: thinking.budget_tokens must be between {} and {}",
-            THINKING_BUDGETS.start(),
-            THINKING_BUDGETS.end()
-        )),
-        _ => Ok(()),
-    }
+fn check_thinking(at: &str, thinking: Option<Thinking>) -> Result<(), String> {
+    thinking
+        .map_or(Ok(()), |t| t.check().map(drop))
+        .map_err(|err| format!("{at}: {err}"))
 }
 
 /// `price = { input_per_mtok = 3.0, output_per_mtok = 15.0 }`.
@@ -351,7 +337,7 @@ pub struct ProfileConfig {
     /// Tools the model is never offered (in the same form).
     pub disallowed_tools: Vec<String>,
     /// Extended thinking for this profile's calls, over the model's.
-    pub thinking: Option<ThinkingToml>,
+    pub thinking: Option<Thinking>,
     /// Read the workspace's instruction files (`CLAUDE.md`, `AGENTS.md`),
     /// its `.claude/` commands, agents and skills, and the deny and ask
     /// rules of its `.claude/settings.json` (see `crate::project`).

@@ -33,7 +33,7 @@ pub struct SendMessage {
     pub content: Value,
     /// Extended thinking for this turn only, over the profile's and the
     /// model's (Anthropic models).
-    pub thinking: Option<ThinkingOverride>,
+    pub thinking: Option<crate::config::Thinking>,
     /// 1–200 characters. Makes retries safe: the same id in this session answers with the
     /// turn it started the first time, and starts nothing.
     #[schema(min_length = 1, max_length = 200)]
@@ -41,14 +41,6 @@ pub struct SendMessage {
     /// Run after the running turn instead of answering 409.
     #[serde(default)]
     pub queue: bool,
-}
-
-/// `{"budget_tokens": N}`: tokens the model may think in before answering.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ThinkingOverride {
-    #[schema(minimum = 1024, maximum = 1000000)]
-    pub budget_tokens: u32,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -112,16 +104,10 @@ pub async fn post_message(
 ) -> ApiResult<(StatusCode, Json<TurnAccepted>)> {
     let session = owned_session(&state, &user, &id).await?;
     let blocks = check_content(body.content)?;
-    let thinking_budget = body.thinking.map(|t| t.budget_tokens);
-    if let Some(budget) = thinking_budget
-        && !crate::config::THINKING_BUDGETS.contains(&budget)
-    {
-        return Err(ApiError::BadRequest(format!(
-            "thinking.budget_tokens must be between {} and {}",
-            crate::config::THINKING_BUDGETS.start(),
-            crate::config::THINKING_BUDGETS.end()
-        )));
-    }
+    let thinking = body.thinking.map(|t| t.check()).transpose();
+    let thinking_budget = thinking
+        .map_err(ApiError::BadRequest)?
+        .map(|t| t.budget_tokens);
     if let Some(request_id) = &body.client_request_id
         && (request_id.is_empty() || request_id.chars().count() > MAX_REQUEST_ID_CHARS)
     {

@@ -1,6 +1,6 @@
 //! `/v1/sessions` and `/v1/sessions/{id}`: create, list, read, rename, delete.
 
-use agentd_store::SessionRecord;
+use agentd_store::{SessionRecord, SessionUpdate};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -13,7 +13,7 @@ use super::AppState;
 use super::access_check::{audit, check_choice, check_new_session};
 use super::auth::User;
 use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
-use crate::config::{MountSpec, ProjectToml, THINKING_BUDGETS};
+use crate::config::{MountSpec, ProjectToml, Thinking};
 use crate::models::resolve_model;
 use crate::session::lifecycle::SessionSpec;
 
@@ -60,16 +60,8 @@ pub struct UpdateSession {
     /// The session's own extended-thinking budget, winning over its
     /// profile's and its model's; `null` goes back to theirs.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<ThinkingSetting>, nullable = true)]
-    pub thinking: Option<Option<ThinkingSetting>>,
-}
-
-/// Extended thinking: tokens the model may think in before each answer.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ThinkingSetting {
-    #[schema(minimum = 1024, maximum = 1_000_000)]
-    pub budget_tokens: u32,
+    #[schema(value_type = Option<Thinking>, nullable = true)]
+    pub thinking: Option<Option<Thinking>>,
 }
 
 /// A field given as `null` is `Some(None)`; an absent one (`default`) `None`.
@@ -102,7 +94,10 @@ pub struct SessionView {
     pub profile: String,
     /// The session's own thinking budget (`PATCH`); `null`: its profile's
     /// or its model's, if any.
-    pub thinking: Option<ThinkingSetting>,
+    pub thinking: Option<Thinking>,
+    /// What its turns think with while `thinking` is `null`: its profile's
+    /// budget, else its model's; `null` when neither has one (no thinking).
+    pub default_thinking: Option<Thinking>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub totals: Totals,
@@ -147,6 +142,15 @@ pub struct SessionList {
 pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
     let live = state.sessions.live_status(&session);
     let session_id = session.id.clone();
+    let config = &state.registry.runtime().config;
+    let default_thinking = config
+        .profiles
+        .get(&session.profile)
+        .and_then(|profile| profile.thinking)
+        .or_else(|| {
+            crate::models::configured_thinking(config, &session.model)
+                .map(|budget_tokens| Thinking { budget_tokens })
+        });
     SessionView {
         id: session.id,
         title: session.title,
@@ -155,7 +159,8 @@ pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
         profile: session.profile,
         thinking: session
             .thinking_budget
-            .map(|budget_tokens| ThinkingSetting { budget_tokens }),
+            .map(|budget_tokens| Thinking { budget_tokens }),
+        default_thinking,
         created_at: session.created_at,
         updated_at: session.updated_at,
         totals: Totals {
@@ -388,15 +393,14 @@ pub async fn update_session(
     {
         return Err(ApiError::BadRequest("`model` must name a model".into()));
     }
-    if let Some(Some(thinking)) = body.thinking
-        && !THINKING_BUDGETS.contains(&thinking.budget_tokens)
-    {
-        return Err(ApiError::BadRequest(format!(
-            "thinking.budget_tokens must be between {} and {}",
-            THINKING_BUDGETS.start(),
-            THINKING_BUDGETS.end()
-        )));
+    if let Some(Some(thinking)) = body.thinking {
+        thinking.check().map_err(ApiError::BadRequest)?;
     }
+    let mut update = SessionUpdate {
+        title,
+        thinking_budget: body.thinking.map(|t| t.map(|t| t.budget_tokens)),
+        ..SessionUpdate::default()
+    };
     if let Some(model) = &body.model {
         let runtime = state.registry.runtime();
         let env = state.registry.env().clone();
@@ -404,14 +408,11 @@ pub async fn update_session(
         let model = resolve_model(&runtime.config, Some(model), &lookup)
             .map_err(|err| ApiError::BadRequest(err.to_string()))?;
         check_choice(&state, &user, &session.profile, &model.spec).await?;
-        session = state.sessions.set_model(&id, &model.spec).await?;
+        update.model = Some(model.spec);
     }
-    if let Some(thinking) = body.thinking {
-        let budget = thinking.map(|t| t.budget_tokens);
-        session = state.sessions.set_thinking(&id, budget).await?;
-    }
-    if let Some(title) = title {
-        session = state.sessions.rename(&id, title).await?;
+    // An empty body changes nothing, not even `updated_at`.
+    if update != SessionUpdate::default() {
+        session = state.sessions.update(&id, update).await?;
     }
     Ok(Json(view(&state, session)))
 }

@@ -1,7 +1,7 @@
 //! Rewinding a session to a checkpoint (its files, its transcript, or both)
 //! and forking it into a new session at a message.
 
-use agentd_store::{NewSession, SessionRecord};
+use agentd_store::{NewSession, SessionRecord, SessionUpdate};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -196,9 +196,11 @@ impl SessionService {
         }
         // And the thinking budget it was given.
         if source.thinking_budget.is_some() {
-            session = store
-                .set_session_thinking(&new_id, source.thinking_budget)
-                .await?;
+            let update = SessionUpdate {
+                thinking_budget: Some(source.thinking_budget),
+                ..SessionUpdate::default()
+            };
+            session = store.update_session(&new_id, update).await?;
         }
         self.share_workspace(&new_id).await?;
         tracing::info!(from = %id, session_id = %new_id, messages = kept.len(), "forked");

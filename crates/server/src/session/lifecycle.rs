@@ -111,28 +111,13 @@ impl SessionService {
             .await
     }
 
-    /// The model (a resolved spec) the session's next turns run on.
-    pub async fn set_model(&self, session_id: &str, model: &str) -> SessionResult<SessionRecord> {
-        let store = &self.registry.runtime().store;
-        Ok(store.set_session_model(session_id, model).await?)
-    }
-
-    /// The session's own thinking budget; `None` goes back to its
-    /// profile's or model's.
-    pub async fn set_thinking(
+    /// Change what a `PATCH` changes (title, model, thinking budget) in one
+    /// write: all of it or, on error, none.
+    pub async fn update(
         &self,
         session_id: &str,
-        budget: Option<u32>,
+        update: SessionUpdate,
     ) -> SessionResult<SessionRecord> {
-        let store = &self.registry.runtime().store;
-        Ok(store.set_session_thinking(session_id, budget).await?)
-    }
-
-    pub async fn rename(&self, session_id: &str, title: String) -> SessionResult<SessionRecord> {
-        let update = SessionUpdate {
-            title: Some(title),
-            ..SessionUpdate::default()
-        };
         let store = &self.registry.runtime().store;
         Ok(store.update_session(session_id, update).await?)
     }

@@ -20,9 +20,12 @@ sql!(pub(crate) LIST_BEFORE = "SELECT ", SESSION_COLUMNS, " FROM sessions \
      ORDER BY created_at DESC, id DESC LIMIT $4");
 
 /// The `SET` of a [`SessionUpdate`](crate::SessionUpdate), its values `$1` to
-/// `$9` bound by `bind_session_update!`.
+/// `$12` bound by `bind_session_update!`: one statement, so the fields of a
+/// `PATCH` change together or not at all.
 pub(crate) const UPDATE_SET: &str = "UPDATE sessions SET \
     title = COALESCE($1, title), \
+    model = COALESCE($10, model), \
+    thinking_budget = CASE WHEN $11 THEN $12 ELSE thinking_budget END, \
     status = COALESCE($2, status), \
     input_tokens = input_tokens + $3, \
     output_tokens = output_tokens + $4, \
@@ -32,13 +35,7 @@ pub(crate) const UPDATE_SET: &str = "UPDATE sessions SET \
     turns = turns + $8, \
     updated_at = $9";
 
-sql!(pub(crate) UPDATE = UPDATE_SET, " WHERE id = $10 RETURNING ", SESSION_COLUMNS);
-
-sql!(pub(crate) SET_THINKING = "UPDATE sessions SET thinking_budget = $1, updated_at = $2 \
-     WHERE id = $3 RETURNING ", SESSION_COLUMNS);
-
-sql!(pub(crate) SET_MODEL = "UPDATE sessions SET model = $1, updated_at = $2 WHERE id = $3 \
-     RETURNING ", SESSION_COLUMNS);
+sql!(pub(crate) UPDATE = UPDATE_SET, " WHERE id = $13 RETURNING ", SESSION_COLUMNS);
 
 /// Messages, events, turns, … go with it (ON DELETE CASCADE).
 pub(crate) const DELETE: &str = "DELETE FROM sessions WHERE id = $1";
@@ -50,7 +47,7 @@ sql!(pub(crate) UPDATED_BEFORE = "SELECT ", SESSION_COLUMNS, " FROM sessions s \
 
 pub(crate) const COUNT: &str = "SELECT COUNT(*) AS n FROM sessions";
 
-/// Binds a [`crate::SessionUpdate`]'s nine values, `$1` to `$9` of
+/// Binds a [`crate::SessionUpdate`]'s twelve values, `$1` to `$12` of
 /// [`UPDATE_SET`] (an `Err` for a count beyond `i64`).
 macro_rules! bind_session_update {
     ($query:expr, $update:expr) => {{
@@ -68,7 +65,10 @@ macro_rules! bind_session_update {
                     .bind(to_i64(usage.cache_write_tokens, "cache_write_tokens")?)
                     .bind(update.add_cost_usd.unwrap_or(0.0))
                     .bind(to_i64(update.add_turns.unwrap_or(0), "turns")?)
-                    .bind($crate::records::to_ms($crate::records::now())),
+                    .bind($crate::records::to_ms($crate::records::now()))
+                    .bind(update.model)
+                    .bind(update.thinking_budget.is_some())
+                    .bind(update.thinking_budget.flatten().map(i64::from)),
             )
         })()
     }};
@@ -175,41 +175,6 @@ macro_rules! session_store {
                     fetch_optional(self.writer(), query, "updating session", session)
                         .await?
                         .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
-                }
-
-                async fn set_session_model(
-                    &self,
-                    id: &str,
-                    model: &str,
-                ) -> StoreResult<SessionRecord> {
-                    let query = sqlx::query(q::SET_MODEL)
-                        .bind(model)
-                        .bind(to_ms(now()))
-                        .bind(id);
-                    let _write = self.write_guard().await;
-                    fetch_optional(self.writer(), query, "changing the model", session)
-                        .await?
-                        .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
-                }
-
-                async fn set_session_thinking(
-                    &self,
-                    id: &str,
-                    budget: Option<u32>,
-                ) -> StoreResult<SessionRecord> {
-                    let query = sqlx::query(q::SET_THINKING)
-                        .bind(budget.map(i64::from))
-                        .bind(to_ms(now()))
-                        .bind(id);
-                    let _write = self.write_guard().await;
-                    fetch_optional(
-                        self.writer(),
-                        query,
-                        "changing the thinking budget",
-                        session,
-                    )
-                    .await?
-                    .ok_or_else(|| StoreError::NotFound(format!("session {id}")))
                 }
 
                 async fn delete_session(&self, id: &str) -> StoreResult<bool> {

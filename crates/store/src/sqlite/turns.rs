@@ -24,11 +24,11 @@ sql!(
      COMMIT;");
 
 sql!(
-    /// `$1`–`$9` the update, `$10` status, `$11` now, `$12` turn, `$13` session:
+    /// `$1`–`$12` the update, `$13` status, `$14` now, `$15` turn, `$16` session:
     /// the turn's status, then the session's totals if the turn exists.
     FINISH_TURN = "BEGIN IMMEDIATE;\n\
-     UPDATE turns SET status = $10, finished_at = $11 WHERE id = $12 AND status IS NULL;\n",
-     UPDATE_SET, " WHERE id = $13 AND EXISTS (SELECT 1 FROM turns WHERE id = $12) \
+     UPDATE turns SET status = $13, finished_at = $14 WHERE id = $15 AND status IS NULL;\n",
+     UPDATE_SET, " WHERE id = $16 AND EXISTS (SELECT 1 FROM turns WHERE id = $15) \
      RETURNING ", SESSION_COLUMNS, ";\n\
      COMMIT;");
 

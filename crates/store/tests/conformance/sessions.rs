@@ -48,47 +48,77 @@ async fn caller_chosen_id_is_kept_and_must_be_unique() {
     store.create_session(existing).await.unwrap();
     let read = store.get_session("on-a-directory").await.unwrap().unwrap();
     assert!(read.existing_workspace, "kept as created");
-    let changed = store
-        .set_session_model("on-a-directory", "quick")
-        .await
-        .unwrap();
-    assert_eq!(changed.model, "quick");
-    let read = store.get_session("on-a-directory").await.unwrap().unwrap();
-    assert_eq!(read.model, "quick");
-    assert_eq!(read.thinking_budget, None, "none until set");
-    let thinking = store
-        .set_session_thinking("on-a-directory", Some(1_000_000))
-        .await
-        .unwrap();
-    assert_eq!(thinking.thinking_budget, Some(1_000_000));
-    let read = store.get_session("on-a-directory").await.unwrap().unwrap();
-    assert_eq!(
-        (read.thinking_budget, read.model.as_str()),
-        (Some(1_000_000), "quick")
-    );
-    store
-        .set_session_thinking("on-a-directory", None)
-        .await
-        .unwrap();
-    let read = store.get_session("on-a-directory").await.unwrap().unwrap();
-    assert_eq!(read.thinking_budget, None, "back to the profile's");
-    assert!(
-        store
-            .set_session_thinking("no-such-session", None)
-            .await
-            .is_err()
-    );
-    assert!(
-        store
-            .set_session_model("no-such-session", "quick")
-            .await
-            .is_err()
-    );
     let err = store.create_session(new).await.unwrap_err();
     assert!(
         matches!(err, StoreError::Database(ref m) if m.contains("already exists")),
         "{err}"
     );
+}
+
+/// What one `PATCH` asks (title, model, thinking budget) is one write:
+/// every field changes together, `updated_at` once, and an unknown session
+/// changes nothing.
+#[tokio::test]
+async fn title_model_and_thinking_change_in_one_update() {
+    let (_dir, store) = store().await;
+    let created = session(&store, "alice").await;
+    assert_eq!(created.thinking_budget, None, "none until set");
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let patch = SessionUpdate {
+        title: Some("renamed".into()),
+        model: Some("quick".into()),
+        thinking_budget: Some(Some(1_000_000)),
+        ..SessionUpdate::default()
+    };
+    let changed = store.update_session(&created.id, patch).await.unwrap();
+    let read = store.get_session(&created.id).await.unwrap().unwrap();
+    assert_eq!(read, changed);
+    assert_eq!(
+        (
+            read.title.as_deref(),
+            read.model.as_str(),
+            read.thinking_budget
+        ),
+        (Some("renamed"), "quick", Some(1_000_000))
+    );
+    assert!(read.updated_at > created.updated_at);
+    assert_eq!(
+        (read.status, read.turns, read.cost_usd),
+        (created.status, 0, 0.0),
+        "the rest is kept"
+    );
+
+    // Fields left out are kept; `Some(None)` clears the budget.
+    let keep = SessionUpdate {
+        title: Some("again".into()),
+        ..SessionUpdate::default()
+    };
+    let read = store.update_session(&created.id, keep).await.unwrap();
+    assert_eq!(
+        (read.model.as_str(), read.thinking_budget),
+        ("quick", Some(1_000_000))
+    );
+    let clear = SessionUpdate {
+        thinking_budget: Some(None),
+        ..SessionUpdate::default()
+    };
+    let read = store.update_session(&created.id, clear).await.unwrap();
+    assert_eq!(read.thinking_budget, None, "back to the profile's");
+    assert_eq!(
+        (read.title.as_deref(), read.model.as_str()),
+        (Some("again"), "quick")
+    );
+
+    let unknown = SessionUpdate {
+        model: Some("quick".into()),
+        thinking_budget: Some(Some(4096)),
+        ..SessionUpdate::default()
+    };
+    let err = store
+        .update_session("no-such-session", unknown)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound(_)), "{err}");
 }
 
 #[tokio::test]
@@ -208,6 +238,7 @@ async fn update_adds_totals_and_sets_fields() {
         add_usage: Some(usage),
         add_cost_usd: Some(0.25),
         add_turns: Some(1),
+        ..SessionUpdate::default()
     };
     let once = store
         .update_session(&created.id, update.clone())

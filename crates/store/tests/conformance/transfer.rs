@@ -52,7 +52,11 @@ pub async fn busy_session(store: &impl Store) -> String {
                 .unwrap();
         }
     }
-    store.set_session_thinking(&s.id, Some(4096)).await.unwrap();
+    let thinking = SessionUpdate {
+        thinking_budget: Some(Some(4096)),
+        ..SessionUpdate::default()
+    };
+    store.update_session(&s.id, thinking).await.unwrap();
     store.add_session_rule(&s.id, "Bash(ls)").await.unwrap();
     store.add_session_rule(&s.id, "Read(**)").await.unwrap();
     store

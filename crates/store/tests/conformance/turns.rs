@@ -184,6 +184,7 @@ async fn a_turn_finishes_with_its_session_totals() {
         }),
         add_cost_usd: Some(0.25),
         add_turns: Some(1),
+        ..SessionUpdate::default()
     };
     let after = store
         .finish_turn_with_session("t1", TurnStatus::Completed, &s.id, update())
