@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::chat::script;
 use crate::chat_screen::Screen;
-use crate::run_harness::{Harness, Wire};
+use crate::run_harness::{Harness, Wire, stream_json_run};
 
 fn user_line(text: &str) -> String {
     json!({"type": "user", "message": {"role": "user", "content": text}}).to_string()
@@ -18,15 +18,7 @@ fn user_line(text: &str) -> String {
 async fn stream_json_input_on_a_terminal_answers_permissions_without_asking() {
     let h = Harness::new(Wire::Anthropic, script()).await;
     // `default` mode: Write asks.
-    let screen = Screen::start(&h.command(&[
-        "run",
-        "--input-format",
-        "stream-json",
-        "--output-format",
-        "stream-json",
-        "--permission-mode",
-        "default",
-    ]));
+    let screen = Screen::start(&h.command(&stream_json_run("default")));
     screen.type_line(&user_line("please write the note"));
     let shown = screen.wait_for("\"no_terminal\"").await;
     assert!(

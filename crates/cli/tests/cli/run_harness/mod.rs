@@ -96,15 +96,7 @@ impl Harness {
     /// `agentd run --input-format stream-json --output-format stream-json
     /// --permission-mode bypass EXTRA…` with `stdin` written and closed.
     pub async fn run_stdin(&self, stdin: &str, extra: &[&str]) -> Run {
-        let mut args = vec![
-            "run",
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-            "--permission-mode",
-            "bypass",
-        ];
+        let mut args = stream_json_run("bypass");
         args.extend_from_slice(extra);
         let mut cmd = self.command(&args);
         cmd.stdin(Stdio::piped())
@@ -192,4 +184,17 @@ impl Run {
 /// The request body's messages, whatever the wire format.
 pub fn request_text(request: &RecordedRequest) -> String {
     request.body.to_string()
+}
+
+/// `agentd run` with messages on stdin and events out, as JSON lines, in `mode`.
+pub fn stream_json_run(mode: &str) -> Vec<&str> {
+    vec![
+        "run",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--permission-mode",
+        mode,
+    ]
 }
