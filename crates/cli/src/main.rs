@@ -3,6 +3,7 @@
 
 mod approve;
 mod chat;
+mod claude;
 mod exit;
 mod gc;
 mod history;
@@ -45,6 +46,10 @@ enum Command {
     Run(Box<RunArgs>),
     /// Talk with an agent in this terminal: locally, or on a server (`--server`).
     Chat(chat::ChatArgs),
+    /// Stand in for the `claude` CLI (for the Claude Agent SDKs): its flags
+    /// and stream-json protocol, run by agentd. Also what a link named
+    /// `claude` or `agentd-claude` to this binary starts.
+    Claude(Box<claude::args::ClaudeArgs>),
     /// List, inspect or delete stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -241,7 +246,7 @@ fn main() -> ExitCode {
     // before anything else, so it stays small and single-threaded.
     agentd_sandbox::trampoline::run_if_asked();
     agentd_sandbox::trampoline::enable();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(claude_alias(std::env::args_os().collect()));
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -272,6 +277,7 @@ async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(args) => run::run(*args, config, data_dir).await,
         Command::Chat(args) => chat::run(args, config, data_dir).await,
+        Command::Claude(args) => claude::run(*args, config, data_dir).await,
         Command::Sessions(command) => sessions::run(command, config, data_dir).await,
         Command::Serve(args) => serve::run(args, config, data_dir).await,
         Command::Tokens(command) => tokens::run(command, config, data_dir).await,
@@ -279,6 +285,20 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Audit(args) => users::audit(args, config, data_dir).await,
         Command::Gc(args) => gc::run(args, config, data_dir).await,
     }
+}
+
+/// Started as `claude` or `agentd-claude` (a link to this binary, where
+/// an Agent SDK looks for the CLI): the arguments are `agentd claude`'s.
+fn claude_alias(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let name = args
+        .first()
+        .map(std::path::Path::new)
+        .and_then(|path| path.file_name())
+        .and_then(|name| name.to_str());
+    if matches!(name, Some("claude" | "agentd-claude")) {
+        args.insert(1, "claude".into());
+    }
+    args
 }
 
 fn init_tracing() {

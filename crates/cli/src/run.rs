@@ -125,6 +125,7 @@ fn turn_options(args: &RunArgs, on_no_answer: NoAnswer) -> TurnOptions {
         client_request_id: None,
         turn_id: None,
         thinking_budget: None,
+        ..TurnOptions::default()
     }
 }
 

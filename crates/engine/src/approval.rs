@@ -26,10 +26,16 @@ pub struct ApprovalRequest {
 }
 
 /// A decision and who made it (`user`, `timeout`, `no_terminal`, …).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     pub decision: Decision,
     pub by: Resolver,
+    /// An allow that runs the call with this input instead (an Agent SDK
+    /// `canUseTool` callback may rewrite it). The rules judge it again: a
+    /// deny rule still wins.
+    pub updated_input: Option<Value>,
+    /// A deny's reason, told to the model instead of the generic one.
+    pub message: Option<String>,
 }
 
 impl Answer {
@@ -37,7 +43,19 @@ impl Answer {
         Self {
             decision,
             by: by.into(),
+            updated_input: None,
+            message: None,
         }
+    }
+
+    pub fn with_updated_input(mut self, input: Value) -> Self {
+        self.updated_input = Some(input);
+        self
+    }
+
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = Some(message.into());
+        self
     }
 }
 

@@ -75,19 +75,23 @@ impl TurnContext<'_> {
             (Verdict::Ask { reason }, None) => reason,
         };
         let rule = PermissionPolicy::session_rule_for(&view);
-        self.ask(call_id, tool, input, ask_reason, policy, rule)
-            .await
+        let call = AskedCall {
+            call_id,
+            tool,
+            read_only,
+        };
+        self.ask(call, input, ask_reason, policy, rule).await
     }
 
     async fn ask(
         &self,
-        call_id: &str,
-        tool: &str,
+        call: AskedCall<'_>,
         input: Value,
         reason: String,
         policy: &std::sync::Mutex<PermissionPolicy>,
         session_rule: String,
     ) -> Result<Gate, SinkError> {
+        let AskedCall { call_id, tool, .. } = call;
         let request = ApprovalRequest {
             request_id: uuid::Uuid::now_v7().to_string(),
             turn_id: self.turn_id.to_string(),
@@ -118,7 +122,7 @@ impl TurnContext<'_> {
         let (decision, by) = if interrupted {
             (Decision::Deny, Resolver::Interrupted)
         } else {
-            (answer.decision, answer.by)
+            (answer.decision.clone(), answer.by.clone())
         };
         self.sink
             .emit(Event::PermissionResolved {
@@ -129,22 +133,60 @@ impl TurnContext<'_> {
             .await?;
         Ok(match decision {
             _ if interrupted => Gate::Refuse(crate::history::NOT_RUN.to_string()),
-            Decision::Allow => Gate::Run(request.input),
+            Decision::Allow => self.allowed(call, request.input, answer.updated_input, policy),
             Decision::AllowSession => {
                 if let Ok(mut policy) = policy.lock()
                     && let Err(err) = policy.allow(&session_rule)
                 {
                     tracing::warn!(%err, rule = %session_rule, "could not remember a session allow");
                 }
-                Gate::Run(request.input)
+                self.allowed(call, request.input, answer.updated_input, policy)
             }
             // A decision this build does not know never runs the call.
-            Decision::Deny | Decision::Other(_) => Gate::Refuse(format!(
-                "Permission to use {tool} was denied ({by}). Do not retry the same call; \
-                 ask the user or take another approach."
-            )),
+            Decision::Deny | Decision::Other(_) => Gate::Refuse(match answer.message {
+                Some(message) if !message.trim().is_empty() => message,
+                _ => format!(
+                    "Permission to use {tool} was denied ({by}). Do not retry the same call; \
+                     ask the user or take another approach."
+                ),
+            }),
         })
     }
+
+    /// An allowed call runs with the answer's input when it gave one, which
+    /// the rules judge again: an answer cannot turn a call into one a deny
+    /// rule forbids.
+    fn allowed(
+        &self,
+        call: AskedCall<'_>,
+        input: Value,
+        updated: Option<Value>,
+        policy: &std::sync::Mutex<PermissionPolicy>,
+    ) -> Gate {
+        let Some(updated) = updated.filter(|updated| *updated != input) else {
+            return Gate::Run(input);
+        };
+        let workspace = self.agent.tool_context.guard.workspace().to_path_buf();
+        let view = ToolCallView {
+            tool: call.tool,
+            input: &updated,
+            read_only: call.read_only,
+            workspace: &workspace,
+        };
+        match policy.lock().map(|policy| policy.evaluate(&view)) {
+            Ok(Verdict::Deny { reason }) => Gate::Refuse(format!("Permission denied: {reason}.")),
+            Err(_) => Gate::Refuse("the permission policy is unavailable".into()),
+            Ok(_) => Gate::Run(updated),
+        }
+    }
+}
+
+/// The call an approver is asked about.
+#[derive(Clone, Copy)]
+struct AskedCall<'a> {
+    call_id: &'a str,
+    tool: &'a str,
+    read_only: bool,
 }
 
 fn hook_denied(reason: Option<String>) -> String {

@@ -25,6 +25,7 @@ wire_enum! {
     /// `permission.resolved` and `question.answered`.
     pub enum Resolver {
         Terminal = "user": "The person at `agentd run`'s terminal.",
+        Client = "client": "The program that started `agentd claude` (an Agent SDK app's `canUseTool` callback).",
         Timeout = "timeout": "Nobody answered within the profile's `approval_timeout_s`; its `on_no_answer` applied.",
         Interrupted = "interrupted": "The turn was interrupted while it waited.",
         Restart = "restart": "agentd stopped while the turn waited; the turn ended `interrupted`.",

@@ -69,7 +69,7 @@ impl Runtime {
             tracing::warn!(session = %session.id, "project skill {taken:?} skipped: the name is taken");
         }
         let tools = self
-            .tools_for(session, &profile, &skills, &policy, &project)
+            .tools_for(session, &profile, &skills, &policy, &project, options)
             .await;
 
         // The project's rules come under the operator's: deny (the
@@ -158,6 +158,7 @@ impl Runtime {
         let approver = self.approver_for(session, &profile, options);
         let mut hook_configs = profile.hooks.clone();
         hook_configs.extend(project.hooks.iter().cloned());
+        hook_configs.extend(options.hooks.iter().cloned());
         let (hooks, mut hook_context) =
             hooks_for(session, hook_configs, workspace, identity, policy_pin)?;
         if !project.hooks.is_empty() {
@@ -280,14 +281,19 @@ impl Runtime {
         skills: &SkillSet,
         policy: &Policy,
         project: &Project,
+        options: &TurnOptions,
     ) -> ToolRegistry {
         let mut tools = builtin_tools();
+        if let Some(only) = &options.builtin_tools {
+            tools = tools.only(only);
+        }
         if !skills.is_empty() {
             tools.extend([Arc::new(SkillTool::new(skills.clone())) as _]);
         }
         let pools = [
             self.mcp.for_profile(self, &session.profile, profile),
             self.mcp.for_project(&session.id, project).await,
+            options.mcp.clone(),
         ];
         for pool in pools.into_iter().flatten() {
             let mcp = pool.tools(&session.id, policy).await;
@@ -524,12 +530,13 @@ fn turn_limits(
         max_identical_calls: profile.max_identical_calls,
         max_output_tokens: model.max_output_tokens,
         // A message's own budget wins, then the session's, the profile's
-        // and the model's.
+        // and the model's; a budget of 0 turns thinking off.
         thinking_budget: options
             .thinking_budget
             .or(session.thinking_budget)
             .or(profile.thinking.map(|t| t.budget_tokens))
-            .or(model.thinking_budget),
+            .or(model.thinking_budget)
+            .filter(|budget| *budget > 0),
         context_window: model.context_window,
         compact_threshold: profile.compact_threshold,
         max_tool_output_stream_bytes: profile.max_tool_output_stream_bytes,

@@ -65,6 +65,17 @@ pub struct TurnOptions {
     pub turn_id: Option<String>,
     /// Overrides the profile's and the model's thinking budget for this turn.
     pub thinking_budget: Option<u32>,
+    /// The client's own hooks (an Agent SDK app's callbacks), run after the
+    /// profile's and the project's.
+    pub hooks: Vec<agentd_policy::hooks::HookConfig>,
+    /// The client's own MCP servers (`--mcp-config`); their tools are
+    /// offered unless another tool has the name.
+    pub mcp: Option<agentd_tools::McpPool>,
+    /// Only these built-in tools are offered (`--tools`); `None`: all.
+    pub builtin_tools: Option<Vec<String>>,
+    /// `Some(false)`: the workspace's Claude Code files (CLAUDE.md,
+    /// `.claude/`) are not read this turn, whatever the profile says.
+    pub project_config: Option<bool>,
 }
 
 /// What every turn needs: the store, the config and the sandbox.

@@ -24,6 +24,7 @@
 //! denial with a reason that names the hook. It is never an allow. For the other
 //! events a broken hook is logged at warn level and contributes nothing.
 
+mod callback;
 mod output;
 mod run;
 mod sandboxed;
@@ -37,6 +38,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub use self::callback::HookCallback;
 use self::output::{feedback_verdict, pre_tool_verdict};
 use self::run::run_hook;
 
@@ -89,6 +91,11 @@ pub struct HookConfig {
     /// project's own hooks are: never set from the operator's config.
     #[serde(skip)]
     pub sandboxed: bool,
+    /// Answered by the client's own code instead of a command (an Agent SDK
+    /// app's hook, asked over its control protocol); `command` then only
+    /// names it. Never set from config.
+    #[serde(skip)]
+    pub callback: Option<HookCallback>,
 }
 
 fn default_timeout_s() -> u64 {
@@ -237,6 +244,7 @@ struct Hook {
     command: String,
     timeout: Duration,
     sandboxed: bool,
+    callback: Option<HookCallback>,
 }
 
 impl Hook {
@@ -285,6 +293,7 @@ impl Hooks {
                 command: config.command,
                 timeout: Duration::from_secs(config.timeout_s),
                 sandboxed: config.sandboxed,
+                callback: config.callback,
             });
         }
         Ok(Self { hooks })
@@ -389,11 +398,12 @@ impl Hooks {
             return Vec::new();
         }
         let stdin = stdin_json(ctx, event, payload);
-        let runs = futures::future::join_all(
-            matching
-                .iter()
-                .map(|hook| run_hook(&hook.command, hook.timeout, hook.sandboxed, ctx, &stdin)),
-        )
+        let runs = futures::future::join_all(matching.iter().map(|hook| async {
+            match &hook.callback {
+                Some(callback) => callback.run(hook.timeout, &stdin).await,
+                None => run_hook(&hook.command, hook.timeout, hook.sandboxed, ctx, &stdin).await,
+            }
+        }))
         .await;
         let pairs = matching.into_iter().zip(&runs);
         pairs.map(|(hook, run)| verdict(hook, run)).collect()

@@ -53,7 +53,7 @@ pub(crate) struct HookRun {
 }
 
 impl HookRun {
-    fn failed(error: String) -> Self {
+    pub(crate) fn failed(error: String) -> Self {
         Self {
             ending: Ending::Failed(error),
             stdout: String::new(),

@@ -18,6 +18,7 @@ fn hook(event: HookEvent) -> Hook {
         command: "check.sh".into(),
         timeout: Duration::from_secs(5),
         sandboxed: false,
+        callback: None,
     }
 }
 
@@ -41,6 +42,7 @@ fn config(event: HookEvent, matcher: Option<&str>) -> HookConfig {
         command: "true".into(),
         timeout_s: 1,
         sandboxed: false,
+        callback: None,
     }
 }
 

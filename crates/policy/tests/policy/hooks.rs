@@ -68,6 +68,7 @@ fn hook(event: HookEvent, matcher: Option<&str>, command: &str) -> HookConfig {
         command: command.to_owned(),
         timeout_s: 10,
         sandboxed: false,
+        callback: None,
     }
 }
 

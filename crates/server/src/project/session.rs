@@ -31,9 +31,10 @@ impl Runtime {
             profile.append_system_prompt.as_deref(),
             options.append_system_prompt.as_deref(),
         ];
+        let read = profile.project_config && options.project_config != Some(false);
         let scope = ProjectScope {
-            read: profile.project_config,
-            trusted: profile.project_config && profile.trust_project,
+            read,
+            trusted: read && profile.trust_project,
             sandboxed: profile.sandbox != SandboxMode::Off,
             user_file: plain_name(&session.owner).then(|| {
                 self.data_dir

@@ -154,6 +154,7 @@ fn hooks_of(event: &str, entries: Value) -> Result<Vec<HookConfig>, String> {
                     .unwrap_or(agentd_policy::hooks::DEFAULT_TIMEOUT_S)
                     .clamp(1, 600),
                 sandboxed: true,
+                callback: None,
             });
         }
     }

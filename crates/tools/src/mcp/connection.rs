@@ -64,6 +64,18 @@ impl Connection {
                 };
                 start_http(http, deadline, &late).await?
             }
+            McpTransport::Channel(channel) => {
+                let transport = channel.open();
+                match tokio::time::timeout_at(deadline, client_config().serve(transport)).await {
+                    Ok(Ok(service)) => Connection {
+                        peer: service.peer().clone(),
+                        service: tokio::sync::Mutex::new(Some(service)),
+                        process: Mutex::new(None),
+                    },
+                    Ok(Err(err)) => return Err(format!("initialization failed: {err}")),
+                    Err(_) => return Err(late),
+                }
+            }
         };
         match tokio::time::timeout_at(deadline, connection.list()).await {
             Ok(Ok(tools)) => Ok((connection, tools)),

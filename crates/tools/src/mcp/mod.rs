@@ -33,6 +33,7 @@
 //! the pixels. Only tools are bridged (no prompts, resources, sampling,
 //! roots or elicitation).
 
+mod channel;
 mod connection;
 mod listed;
 mod names;
@@ -48,6 +49,7 @@ use std::time::Duration;
 
 use agentd_sandbox::Limits;
 
+pub use channel::McpChannel;
 pub use names::tool_name;
 pub use pool::McpPool;
 pub use read_only::ReadOnlyTools;
@@ -117,6 +119,9 @@ pub enum McpTransport {
         url: String,
         headers: BTreeMap<String, String>,
     },
+    /// A server living in the client that started agentd (an Agent SDK
+    /// app's in-process server), reached one JSON-RPC message at a time.
+    Channel(McpChannel),
 }
 
 /// A session's MCP tools, and why some servers have none.

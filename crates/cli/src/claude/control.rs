@@ -1,0 +1,132 @@
+//! The control protocol of the `claude` CLI's stream-json mode: JSON lines
+//! on stdout (messages, and requests to the client: `can_use_tool`,
+//! `hook_callback`, `mcp_message`) and on stdin (user messages, the
+//! client's answers, and its own requests: `initialize`, `interrupt`,
+//! `set_permission_mode`, `set_model`, …).
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+type Waiting = oneshot::Sender<Result<Value, String>>;
+
+/// stdout, written by one task in the order lines are sent.
+#[derive(Clone)]
+pub struct Output(mpsc::UnboundedSender<Value>);
+
+impl Output {
+    /// The writer task's handle ends once every `Output` is dropped and
+    /// what was sent is written.
+    pub fn start() -> (Self, tokio::task::JoinHandle<()>) {
+        let (sender, mut lines) = mpsc::unbounded_channel::<Value>();
+        let writer = tokio::task::spawn_blocking(move || {
+            let stdout = std::io::stdout();
+            while let Some(line) = lines.blocking_recv() {
+                let mut out = stdout.lock();
+                // A client that went away: nothing left to tell.
+                if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                    break;
+                }
+            }
+        });
+        (Self(sender), writer)
+    }
+
+    pub fn send(&self, line: Value) {
+        let _ = self.0.send(line);
+    }
+}
+
+/// Requests to the client and their answers.
+pub struct Control {
+    out: Output,
+    waiting: Mutex<HashMap<String, Waiting>>,
+    next_id: AtomicU64,
+    /// stdin ended: no answer can come any more.
+    closed: AtomicBool,
+}
+
+impl Control {
+    pub fn new(out: Output) -> Self {
+        Self {
+            out,
+            waiting: Mutex::default(),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    pub fn output(&self) -> &Output {
+        &self.out
+    }
+
+    /// Sends `request` (an object with its `subtype`) and waits for the
+    /// client's answer: its `response` object, or its error.
+    pub async fn request(&self, request: Value) -> Result<Value, String> {
+        let number = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let request_id = format!("agentd_req_{number}");
+        let (sender, answer) = oneshot::channel();
+        {
+            let mut waiting = self.waiting.lock().map_err(|_| "poisoned".to_string())?;
+            if self.closed.load(Ordering::Acquire) {
+                return Err("the client closed stdin; nobody can answer".into());
+            }
+            waiting.insert(request_id.clone(), sender);
+        }
+        self.out.send(json!({
+            "type": "control_request",
+            "request_id": request_id,
+            "request": request,
+        }));
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the client closed stdin before answering".into()))
+    }
+
+    /// A `control_response` line from the client.
+    pub fn answered(&self, line: &Value) {
+        let response = line.get("response").unwrap_or(&Value::Null);
+        let Some(request_id) = response.get("request_id").and_then(Value::as_str) else {
+            return;
+        };
+        let sender = self
+            .waiting
+            .lock()
+            .ok()
+            .and_then(|mut waiting| waiting.remove(request_id));
+        let Some(sender) = sender else {
+            return;
+        };
+        let answer = match response.get("subtype").and_then(Value::as_str) {
+            Some("error") => Err(response
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("the client answered with an error")
+                .to_string()),
+            _ => Ok(response.get("response").cloned().unwrap_or(json!({}))),
+        };
+        let _ = sender.send(answer);
+    }
+
+    /// stdin ended: every open request fails, and so will later ones.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        if let Ok(mut waiting) = self.waiting.lock() {
+            waiting.clear();
+        }
+    }
+
+    /// Answers a request of the client's.
+    pub fn reply(&self, request_id: &str, outcome: Result<Value, String>) {
+        let response = match outcome {
+            Ok(body) => json!({"subtype": "success", "request_id": request_id, "response": body}),
+            Err(error) => json!({"subtype": "error", "request_id": request_id, "error": error}),
+        };
+        self.out
+            .send(json!({"type": "control_response", "response": response}));
+    }
+}

@@ -1,0 +1,459 @@
+//! `agentd claude`: agentd standing where the `claude` CLI stands, for the
+//! Claude Agent SDKs (and scripts) that start `claude`. It takes the flags
+//! they pass, speaks stream-json with the control protocol on stdin and
+//! stdout, and runs each message as a turn of an agentd session: agentd's
+//! loop, sandbox, rules and store, so `--resume ID` works from any process
+//! and `agentd serve` sees the session. Invoked as `claude` or
+//! `agentd-claude` (a link to the binary), agentd starts in this mode.
+
+mod answers;
+pub mod args;
+mod client_parts;
+mod control;
+mod stdin;
+mod wire;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use agentd_policy::hooks::HookConfig;
+use agentd_policy::permissions::PermissionMode;
+use agentd_protocol::{EventEnvelope, TurnFinished, TurnStatus};
+use agentd_server::config::Config;
+use agentd_server::registry::TurnKind;
+use agentd_server::runtime::TurnOptions;
+use agentd_server::session::SessionService;
+use agentd_store::SessionRecord;
+use agentd_tools::McpPool;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use self::args::{CLAUDE_PROTOCOL_VERSION, ClaudeArgs, ClaudeInput, ClaudeOutput, version_line};
+use self::control::{Control, Output};
+use self::wire::Wire;
+use crate::approve::TerminalAnswers;
+use crate::exit::{self, Failure, failed, usage};
+use crate::run::{LOCAL_USER, open_local, shutdown};
+
+/// What the client may change while the process runs (`initialize`,
+/// `set_model`, `set_permission_mode`) and the turn an `interrupt` stops.
+#[derive(Default)]
+struct Live {
+    mode: Option<PermissionMode>,
+    model: Option<String>,
+    hooks: Vec<HookConfig>,
+    system_prompt: Option<String>,
+    append_system_prompt: Option<String>,
+    /// In-process servers the client named at `initialize` (the
+    /// TypeScript SDK's way), besides `--mcp-config`'s.
+    sdk_servers: Vec<String>,
+    current: Option<CancellationToken>,
+}
+
+type Shared = Arc<Mutex<Live>>;
+
+pub async fn run(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> u8 {
+    if args.version {
+        println!("{}", version_line());
+        return exit::OK;
+    }
+    match run_inner(args, config, data_dir).await {
+        Ok(code) => code,
+        Err(Failure(code, message)) => exit::report(code, message),
+    }
+}
+
+async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Result<u8, Failure> {
+    let settings = check_flags(&args)?;
+    let live: Shared = Arc::new(Mutex::new(Live {
+        mode: args.permission_mode,
+        model: args.model.clone(),
+        system_prompt: system_prompt(&args)?,
+        append_system_prompt: args.append_system_prompt.clone(),
+        ..Live::default()
+    }));
+    let (service, session) = open_session(&args, config, data_dir).await?;
+    let (out, writer) = Output::start();
+    let control = Arc::new(Control::new(out.clone()));
+    let (turns, mut next_turn) = mpsc::unbounded_channel();
+    match (&args.prompt, args.input_format) {
+        (Some(prompt), ClaudeInput::Text) => {
+            let _ = turns.send(Ok(TurnKind::from_text(prompt.clone())));
+            drop(turns);
+        }
+        (None, ClaudeInput::Text) => {
+            return Err(usage(
+                "a prompt is needed (or --input-format stream-json with messages on stdin)",
+            ));
+        }
+        (Some(_), ClaudeInput::StreamJson) => {
+            return Err(usage(
+                "with --input-format stream-json the messages come on stdin; give no prompt",
+            ));
+        }
+        (None, ClaudeInput::StreamJson) => {
+            tokio::spawn(stdin::read(control.clone(), live.clone(), turns));
+        }
+    }
+    let profile = service
+        .registry()
+        .runtime()
+        .config
+        .profile(&session.profile)
+        .map_err(usage)?;
+    let process = Process {
+        service: &service,
+        session: &session,
+        args: &args,
+        settings,
+        live,
+        control: control.clone(),
+        on_no_answer: profile.on_no_answer,
+    };
+    let mut wire = Wire::new(
+        session.id.clone(),
+        args.model.clone().unwrap_or_else(|| session.model.clone()),
+        args.include_partial_messages,
+    );
+    let mut pool: Option<McpPool> = None;
+    let mut last: Option<TurnFinished> = None;
+    let mut code = exit::OK;
+    while let Some(next) = next_turn.recv().await {
+        let kind = match next {
+            Ok(kind) => kind,
+            Err(message) => {
+                eprintln!("agentd: {message}");
+                code = exit::USAGE;
+                break;
+            }
+        };
+        if pool.is_none() {
+            pool = process.mcp_pool()?;
+        }
+        let finished = process.turn(kind, &mut wire, pool.clone()).await?;
+        last = Some(finished);
+    }
+    control.close();
+    if let Some(pool) = pool {
+        pool.shutdown().await;
+    }
+    shutdown(&service).await;
+    if let Some(finished) = &last {
+        match args.output_format {
+            ClaudeOutput::Json => out.send(wire.result(finished)),
+            ClaudeOutput::Text => println!("{}", text_result(&wire, finished)),
+            ClaudeOutput::StreamJson => {}
+        }
+        if code == exit::OK && finished.status != TurnStatus::Completed {
+            code = exit::for_status(finished.status);
+        }
+    }
+    drop((out, control, process));
+    let _ = writer.await;
+    Ok(code)
+}
+
+/// The flags that need checking beyond their syntax, and the settings'
+/// rules.
+fn check_flags(args: &ClaudeArgs) -> Result<Rules, Failure> {
+    if args.input_format == ClaudeInput::StreamJson
+        && args.output_format != ClaudeOutput::StreamJson
+    {
+        return Err(usage(
+            "--input-format stream-json needs --output-format stream-json",
+        ));
+    }
+    match args.permission_prompt_tool.as_deref() {
+        None | Some("stdio") => {}
+        Some(other) => {
+            return Err(usage(format!(
+                "--permission-prompt-tool {other}: only `stdio` (ask the client over the \
+                 control protocol) is supported"
+            )));
+        }
+    }
+    if args.fork_session && args.resume.is_none() && !args.continue_latest {
+        return Err(usage("--fork-session needs --resume or --continue"));
+    }
+    args.thinking_budget().map_err(usage)?;
+    let cwd = std::env::current_dir().map_err(usage)?;
+    for dir in &args.add_dir {
+        let dir = std::fs::canonicalize(cwd.join(dir))
+            .map_err(|err| usage(format!("--add-dir {}: {err}", dir.display())))?;
+        if !dir.starts_with(&cwd) {
+            return Err(usage(format!(
+                "--add-dir {}: the agent works only in its workspace ({}) and the host \
+                 directories the operator configured as [[mounts]]",
+                dir.display(),
+                cwd.display()
+            )));
+        }
+    }
+    match &args.settings {
+        Some(settings) => settings_rules(settings).map_err(usage),
+        None => Ok(Rules::default()),
+    }
+}
+
+/// Allow and deny rules from `--settings`.
+#[derive(Default)]
+struct Rules {
+    allow: Vec<String>,
+    deny: Vec<String>,
+}
+
+fn settings_rules(value: &str) -> Result<Rules, String> {
+    let text = if value.trim_start().starts_with('{') {
+        value.to_string()
+    } else {
+        std::fs::read_to_string(value).map_err(|err| format!("--settings {value}: {err}"))?
+    };
+    let settings: Value =
+        serde_json::from_str(&text).map_err(|err| format!("--settings: not JSON: {err}"))?;
+    let object = settings
+        .as_object()
+        .ok_or("--settings: expected an object")?;
+    let mut rules = Rules::default();
+    for (key, value) in object {
+        match key.as_str() {
+            // agentd's own sandbox confines every command.
+            "sandbox" | "$schema" => {}
+            "permissions" => {
+                let list = |name: &str| -> Vec<String> {
+                    let items = value.get(name).and_then(Value::as_array);
+                    let items = items.into_iter().flatten().filter_map(Value::as_str);
+                    items.map(str::to_owned).collect()
+                };
+                rules.allow = list("allow");
+                rules.deny = list("deny");
+            }
+            other => {
+                return Err(format!(
+                    "--settings: {other:?} is not supported by agentd (permissions.allow, \
+                     permissions.deny and sandbox are)"
+                ));
+            }
+        }
+    }
+    Ok(rules)
+}
+
+/// `--system-prompt` or its file; empty (the SDKs' default) keeps the
+/// profile's prompt.
+fn system_prompt(args: &ClaudeArgs) -> Result<Option<String>, Failure> {
+    let text = match (&args.system_prompt, &args.system_prompt_file) {
+        (Some(_), Some(_)) => {
+            return Err(usage(
+                "give --system-prompt or --system-prompt-file, not both",
+            ));
+        }
+        (Some(text), None) => text.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|err| usage(format!("--system-prompt-file {}: {err}", path.display())))?,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(text).filter(|text| !text.trim().is_empty()))
+}
+
+/// The session to work in: resumed (or forked from), or new on the current
+/// directory.
+async fn open_session(
+    args: &ClaudeArgs,
+    config: Config,
+    data_dir: PathBuf,
+) -> Result<(SessionService, SessionRecord), Failure> {
+    let flags = crate::SessionFlags {
+        continue_latest: args.continue_latest,
+        resume: args.resume.clone(),
+        cwd: None,
+        model: args.model.clone(),
+        profile: args.profile.clone(),
+        permission_mode: args.permission_mode,
+        allow: Vec::new(),
+        allowed_tools: Vec::new(),
+        disallowed_tools: Vec::new(),
+    };
+    let (service, session) = open_local(&flags, config, data_dir).await?;
+    if !args.fork_session {
+        return Ok((service, session));
+    }
+    let forked = service
+        .fork(session, LOCAL_USER, None)
+        .await
+        .map_err(failed)?;
+    Ok((service, forked.session))
+}
+
+/// The text `--output-format text` prints.
+fn text_result(wire: &Wire, finished: &TurnFinished) -> String {
+    let result = wire.result(finished);
+    result["result"].as_str().unwrap_or_default().to_string()
+}
+
+/// One process's turns.
+struct Process<'a> {
+    service: &'a SessionService,
+    session: &'a SessionRecord,
+    args: &'a ClaudeArgs,
+    settings: Rules,
+    live: Shared,
+    control: Arc<Control>,
+    on_no_answer: agentd_server::config::NoAnswer,
+}
+
+impl Process<'_> {
+    /// The client's MCP servers, once: `--mcp-config`'s and the in-process
+    /// ones named at `initialize`.
+    fn mcp_pool(&self) -> Result<Option<McpPool>, Failure> {
+        let mut servers =
+            client_parts::mcp_servers(&self.args.mcp_config, &self.control).map_err(usage)?;
+        let named = self.live.lock().map(|live| live.sdk_servers.clone());
+        for name in named.unwrap_or_default() {
+            if !servers.iter().any(|server| server.name == name) {
+                servers.push(client_parts::sdk_server(&self.control, &name));
+            }
+        }
+        Ok((!servers.is_empty()).then(|| McpPool::new(servers)))
+    }
+
+    fn options(&self, cancel: &CancellationToken, mcp: Option<McpPool>) -> TurnOptions {
+        let mut live = self
+            .live
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        live.current = Some(cancel.clone());
+        let answers: Arc<dyn agentd_server::approvals::AnswerSource> =
+            match self.args.permission_prompt_tool.as_deref() {
+                Some("stdio") => Arc::new(answers::ClientAnswers {
+                    control: self.control.clone(),
+                }),
+                _ => Arc::new(TerminalAnswers::new(
+                    self.on_no_answer,
+                    self.args.input_format == ClaudeInput::StreamJson,
+                )),
+            };
+        let mut allow = self.args.allow_rules();
+        allow.extend(self.settings.allow.iter().cloned());
+        let mut deny = self.args.deny_rules();
+        deny.extend(self.settings.deny.iter().cloned());
+        TurnOptions {
+            permission_mode: live.mode,
+            allow,
+            deny,
+            answers: Some(answers),
+            model: live.model.clone(),
+            max_turns: self.args.max_turns,
+            max_budget_usd: self.args.max_budget_usd,
+            system_prompt: live.system_prompt.clone(),
+            append_system_prompt: live.append_system_prompt.clone(),
+            thinking_budget: self.args.thinking_budget().ok().flatten(),
+            hooks: live.hooks.clone(),
+            mcp,
+            builtin_tools: self.args.builtin_tools(),
+            project_config: self.args.project_config(),
+            ..TurnOptions::default()
+        }
+    }
+
+    /// Runs one message as a turn, writing its messages as they come.
+    async fn turn(
+        &self,
+        kind: TurnKind,
+        wire: &mut Wire,
+        mcp: Option<McpPool>,
+    ) -> Result<TurnFinished, Failure> {
+        let cancel = CancellationToken::new();
+        let options = self.options(&cancel, mcp);
+        if let Some(model) = &options.model {
+            wire.model = model.clone();
+        }
+        let stream = self.args.output_format == ClaudeOutput::StreamJson;
+        let out = self.control.output();
+        if stream {
+            out.send(self.init(&options, &wire.model));
+        }
+        let (events, mut received) = mpsc::unbounded_channel::<EventEnvelope>();
+        let run = self
+            .service
+            .run_here(self.session, &kind, options, Some(events), cancel);
+        tokio::pin!(run);
+        let mut emit = |envelope: EventEnvelope| {
+            for message in wire.event(&envelope.event) {
+                if stream {
+                    out.send(message);
+                }
+            }
+        };
+        let outcome = loop {
+            tokio::select! {
+                Some(envelope) = received.recv() => emit(envelope),
+                outcome = &mut run => break outcome,
+            }
+        };
+        while let Some(envelope) = received.recv().await {
+            emit(envelope);
+        }
+        if let Ok(mut live) = self.live.lock() {
+            live.current = None;
+        }
+        match outcome {
+            Ok(Some(finished)) => Ok(finished),
+            Ok(None) => Err(failed("the turn was not started")),
+            Err(err) => Err(failed(err)),
+        }
+    }
+
+    /// The `system` init message that starts each turn's messages.
+    fn init(&self, options: &TurnOptions, model: &str) -> Value {
+        let mut tools: Vec<String> = agentd_tools::builtin_tools()
+            .iter()
+            .map(|tool| tool.name().to_string())
+            .filter(|name| {
+                options
+                    .builtin_tools
+                    .as_ref()
+                    .is_none_or(|only| only.contains(name))
+            })
+            .collect();
+        tools.extend(["TodoWrite", "AskUserQuestion", "Task"].map(String::from));
+        let servers: Vec<Value> = options
+            .mcp
+            .as_ref()
+            .into_iter()
+            .flat_map(|pool| pool.configs())
+            .map(|server| json!({"name": server.name, "status": "connected"}))
+            .collect();
+        let mode = options.permission_mode.map_or("default", claude_mode_name);
+        json!({
+            "type": "system",
+            "subtype": "init",
+            "cwd": self.session.workspace,
+            "session_id": self.session.id,
+            "tools": tools,
+            "mcp_servers": servers,
+            "model": model,
+            "permissionMode": mode,
+            "slash_commands": [],
+            "apiKeySource": "none",
+            "claude_code_version": CLAUDE_PROTOCOL_VERSION,
+            "agentd_version": env!("CARGO_PKG_VERSION"),
+            "output_style": "default",
+            "agents": [],
+            "skills": [],
+            "plugins": [],
+            "uuid": uuid::Uuid::new_v4().to_string(),
+        })
+    }
+}
+
+/// A permission mode as Claude Code names it.
+fn claude_mode_name(mode: PermissionMode) -> &'static str {
+    match mode {
+        PermissionMode::Default => "default",
+        PermissionMode::AcceptEdits => "acceptEdits",
+        PermissionMode::ReadOnly => "plan",
+        PermissionMode::Bypass => "bypassPermissions",
+        PermissionMode::DontAsk => "dontAsk",
+    }
+}
