@@ -73,7 +73,6 @@ async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Resul
         append_system_prompt: args.append_system_prompt.clone(),
         ..Live::default()
     }));
-    let (service, session) = open_session(&args, config, data_dir).await?;
     let (out, writer) = Output::start();
     let control = Arc::new(Control::new(out.clone()));
     let (turns, mut next_turn) = mpsc::unbounded_channel();
@@ -96,6 +95,22 @@ async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Resul
             tokio::spawn(stdin::read(control.clone(), live.clone(), turns));
         }
     }
+    // The session is opened (or made) for the first message: a client that
+    // sends none, or a bad one, leaves nothing behind.
+    let first = match next_turn.recv().await {
+        Some(Ok(kind)) => kind,
+        nothing_usable => {
+            // What was answered (say, `initialize`) is written first.
+            control.close();
+            drop((out, control));
+            let _ = writer.await;
+            return match nothing_usable {
+                Some(Err(message)) => Err(usage(message)),
+                _ => Ok(exit::OK),
+            };
+        }
+    };
+    let (service, session) = open_session(&args, config, data_dir).await?;
     let profile = service
         .registry()
         .runtime()
@@ -119,8 +134,9 @@ async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Resul
     let mut pool: Option<McpPool> = None;
     let mut last: Option<TurnFinished> = None;
     let mut code = exit::OK;
-    while let Some(next) = next_turn.recv().await {
-        let kind = match next {
+    let mut next = Some(Ok(first));
+    while let Some(turn) = next.take() {
+        let kind = match turn {
             Ok(kind) => kind,
             Err(message) => {
                 eprintln!("agentd: {message}");
@@ -133,6 +149,7 @@ async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Resul
         }
         let finished = process.turn(kind, &mut wire, pool.clone()).await?;
         last = Some(finished);
+        next = next_turn.recv().await;
     }
     control.close();
     if let Some(pool) = pool {

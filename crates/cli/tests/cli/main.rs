@@ -10,6 +10,7 @@ mod run_harness;
 mod run_images;
 mod serve_harness;
 
+mod agent_sdk;
 mod chat;
 mod chat_remote;
 mod claude_code_engine;
