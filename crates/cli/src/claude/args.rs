@@ -7,6 +7,9 @@ use std::path::PathBuf;
 
 use agentd_policy::permissions::PermissionMode;
 use clap::ValueEnum;
+use serde_json::Value;
+
+use crate::exit::{Failure, usage};
 
 /// The `claude` CLI version whose stream-json protocol this mode follows
 /// (what `-v` and the `system` init message report as Claude Code's).
@@ -194,4 +197,100 @@ pub fn version_line() -> String {
         "{CLAUDE_PROTOCOL_VERSION} (Claude Code compatible; agentd {})",
         env!("CARGO_PKG_VERSION")
     )
+}
+
+/// The flags that need checking beyond their syntax, and the settings'
+/// rules.
+pub fn check_flags(args: &ClaudeArgs) -> Result<Rules, Failure> {
+    if args.input_format == ClaudeInput::StreamJson
+        && args.output_format != ClaudeOutput::StreamJson
+    {
+        return Err(usage(
+            "--input-format stream-json needs --output-format stream-json",
+        ));
+    }
+    match args.permission_prompt_tool.as_deref() {
+        None | Some("stdio") => {}
+        Some(other) => {
+            return Err(usage(format!(
+                "--permission-prompt-tool {other}: only `stdio` (ask the client over the \
+                 control protocol) is supported"
+            )));
+        }
+    }
+    if args.fork_session && args.resume.is_none() && !args.continue_latest {
+        return Err(usage("--fork-session needs --resume or --continue"));
+    }
+    args.thinking_budget().map_err(usage)?;
+    let cwd = std::env::current_dir().map_err(usage)?;
+    for dir in &args.add_dir {
+        let dir = std::fs::canonicalize(cwd.join(dir))
+            .map_err(|err| usage(format!("--add-dir {}: {err}", dir.display())))?;
+        if !dir.starts_with(&cwd) {
+            return Err(usage(format!(
+                "--add-dir {}: the agent works only in its workspace ({}) and the host \
+                 directories the operator configured as [[mounts]]",
+                dir.display(),
+                cwd.display()
+            )));
+        }
+    }
+    match &args.settings {
+        Some(settings) => settings_rules(settings).map_err(usage),
+        None => Ok(Rules::default()),
+    }
+}
+
+/// Allow and deny rules from `--settings`.
+#[derive(Default)]
+pub struct Rules {
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+fn settings_rules(value: &str) -> Result<Rules, String> {
+    let settings = super::client_parts::json_or_file("--settings", value)?;
+    let object = settings
+        .as_object()
+        .ok_or("--settings: expected an object")?;
+    let mut rules = Rules::default();
+    for (key, value) in object {
+        match key.as_str() {
+            // agentd's own sandbox confines every command.
+            "sandbox" | "$schema" => {}
+            "permissions" => {
+                let list = |name: &str| -> Vec<String> {
+                    let items = value.get(name).and_then(Value::as_array);
+                    let items = items.into_iter().flatten().filter_map(Value::as_str);
+                    items.map(str::to_owned).collect()
+                };
+                rules.allow = list("allow");
+                rules.deny = list("deny");
+            }
+            other => {
+                return Err(format!(
+                    "--settings: {other:?} is not supported by agentd (permissions.allow, \
+                     permissions.deny and sandbox are)"
+                ));
+            }
+        }
+    }
+    Ok(rules)
+}
+
+/// `--system-prompt` or its file; empty (the SDKs' default) keeps the
+/// profile's prompt.
+pub fn system_prompt(args: &ClaudeArgs) -> Result<Option<String>, Failure> {
+    let text = match (&args.system_prompt, &args.system_prompt_file) {
+        (Some(_), Some(_)) => {
+            return Err(usage(
+                "give --system-prompt or --system-prompt-file, not both",
+            ));
+        }
+        (Some(text), None) => text.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|err| usage(format!("--system-prompt-file {}: {err}", path.display())))?,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(text).filter(|text| !text.trim().is_empty()))
 }

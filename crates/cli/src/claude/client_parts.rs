@@ -85,6 +85,17 @@ fn hook_callback(control: Arc<Control>, callback_id: String) -> HookCallback {
     })
 }
 
+/// A flag's JSON, given inline or as the path of a file holding it (as
+/// the CLI takes `--mcp-config` and `--settings`).
+pub fn json_or_file(flag: &str, value: &str) -> Result<Value, String> {
+    let text = if value.trim_start().starts_with('{') {
+        value.to_string()
+    } else {
+        std::fs::read_to_string(value).map_err(|err| format!("{flag} {value}: {err}"))?
+    };
+    serde_json::from_str(&text).map_err(|err| format!("{flag}: not JSON: {err}"))
+}
+
 /// The servers of the `--mcp-config` values (JSON, or a file holding it).
 pub fn mcp_servers(
     values: &[String],
@@ -92,13 +103,7 @@ pub fn mcp_servers(
 ) -> Result<Vec<McpServerConfig>, String> {
     let mut servers = Vec::new();
     for value in values {
-        let text = if value.trim_start().starts_with('{') {
-            value.clone()
-        } else {
-            std::fs::read_to_string(value).map_err(|err| format!("--mcp-config {value}: {err}"))?
-        };
-        let parsed: Value =
-            serde_json::from_str(&text).map_err(|err| format!("--mcp-config: not JSON: {err}"))?;
+        let parsed = json_or_file("--mcp-config", value)?;
         let Some(entries) = parsed.get("mcpServers").and_then(Value::as_object) else {
             return Err("--mcp-config: expected {\"mcpServers\": {NAME: {…}}}".into());
         };

@@ -29,7 +29,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use self::args::{CLAUDE_PROTOCOL_VERSION, ClaudeArgs, ClaudeInput, ClaudeOutput, version_line};
+use self::args::{
+    CLAUDE_PROTOCOL_VERSION, ClaudeArgs, ClaudeInput, ClaudeOutput, Rules, check_flags,
+    system_prompt, version_line,
+};
 use self::control::{Control, Output};
 use self::wire::Wire;
 use crate::approve::TerminalAnswers;
@@ -169,108 +172,6 @@ async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Resul
     drop((out, control, process));
     let _ = writer.await;
     Ok(code)
-}
-
-/// The flags that need checking beyond their syntax, and the settings'
-/// rules.
-fn check_flags(args: &ClaudeArgs) -> Result<Rules, Failure> {
-    if args.input_format == ClaudeInput::StreamJson
-        && args.output_format != ClaudeOutput::StreamJson
-    {
-        return Err(usage(
-            "--input-format stream-json needs --output-format stream-json",
-        ));
-    }
-    match args.permission_prompt_tool.as_deref() {
-        None | Some("stdio") => {}
-        Some(other) => {
-            return Err(usage(format!(
-                "--permission-prompt-tool {other}: only `stdio` (ask the client over the \
-                 control protocol) is supported"
-            )));
-        }
-    }
-    if args.fork_session && args.resume.is_none() && !args.continue_latest {
-        return Err(usage("--fork-session needs --resume or --continue"));
-    }
-    args.thinking_budget().map_err(usage)?;
-    let cwd = std::env::current_dir().map_err(usage)?;
-    for dir in &args.add_dir {
-        let dir = std::fs::canonicalize(cwd.join(dir))
-            .map_err(|err| usage(format!("--add-dir {}: {err}", dir.display())))?;
-        if !dir.starts_with(&cwd) {
-            return Err(usage(format!(
-                "--add-dir {}: the agent works only in its workspace ({}) and the host \
-                 directories the operator configured as [[mounts]]",
-                dir.display(),
-                cwd.display()
-            )));
-        }
-    }
-    match &args.settings {
-        Some(settings) => settings_rules(settings).map_err(usage),
-        None => Ok(Rules::default()),
-    }
-}
-
-/// Allow and deny rules from `--settings`.
-#[derive(Default)]
-struct Rules {
-    allow: Vec<String>,
-    deny: Vec<String>,
-}
-
-fn settings_rules(value: &str) -> Result<Rules, String> {
-    let text = if value.trim_start().starts_with('{') {
-        value.to_string()
-    } else {
-        std::fs::read_to_string(value).map_err(|err| format!("--settings {value}: {err}"))?
-    };
-    let settings: Value =
-        serde_json::from_str(&text).map_err(|err| format!("--settings: not JSON: {err}"))?;
-    let object = settings
-        .as_object()
-        .ok_or("--settings: expected an object")?;
-    let mut rules = Rules::default();
-    for (key, value) in object {
-        match key.as_str() {
-            // agentd's own sandbox confines every command.
-            "sandbox" | "$schema" => {}
-            "permissions" => {
-                let list = |name: &str| -> Vec<String> {
-                    let items = value.get(name).and_then(Value::as_array);
-                    let items = items.into_iter().flatten().filter_map(Value::as_str);
-                    items.map(str::to_owned).collect()
-                };
-                rules.allow = list("allow");
-                rules.deny = list("deny");
-            }
-            other => {
-                return Err(format!(
-                    "--settings: {other:?} is not supported by agentd (permissions.allow, \
-                     permissions.deny and sandbox are)"
-                ));
-            }
-        }
-    }
-    Ok(rules)
-}
-
-/// `--system-prompt` or its file; empty (the SDKs' default) keeps the
-/// profile's prompt.
-fn system_prompt(args: &ClaudeArgs) -> Result<Option<String>, Failure> {
-    let text = match (&args.system_prompt, &args.system_prompt_file) {
-        (Some(_), Some(_)) => {
-            return Err(usage(
-                "give --system-prompt or --system-prompt-file, not both",
-            ));
-        }
-        (Some(text), None) => text.clone(),
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map_err(|err| usage(format!("--system-prompt-file {}: {err}", path.display())))?,
-        (None, None) => return Ok(None),
-    };
-    Ok(Some(text).filter(|text| !text.trim().is_empty()))
 }
 
 /// The session to work in: resumed (or forked from), or new on the current
