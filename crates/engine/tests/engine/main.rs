@@ -6,6 +6,7 @@
 //! area with `cargo test -p agentd-engine --test engine <module>::`.
 
 mod agent_tools;
+mod approver_answers;
 mod collected;
 mod frame;
 mod guardrails;
