@@ -375,3 +375,71 @@ async fn a_hook_runs_only_in_the_pinned_workspace() {
         "the hook ran in the replaced directory"
     );
 }
+
+/// A hook answered by a client callback instead of a command.
+fn callback_hook(
+    answer: impl Fn(Value) -> Result<Value, String> + Send + Sync + 'static,
+    timeout_s: u64,
+) -> Hooks {
+    use futures::FutureExt as _;
+    let answer = std::sync::Arc::new(answer);
+    let callback = agentd_policy::hooks::HookCallback::new(move |input| {
+        let answer = answer.clone();
+        async move {
+            if input["tool_input"]["command"] == "hang" {
+                std::future::pending::<()>().await;
+            }
+            answer(input)
+        }
+        .boxed()
+    });
+    let mut config = hook(
+        HookEvent::PreToolUse,
+        Some("Bash"),
+        "client callback hook_0",
+    );
+    config.callback = Some(callback);
+    config.timeout_s = timeout_s;
+    hooks(vec![config])
+}
+
+#[tokio::test]
+async fn a_callback_hook_is_read_as_a_commands_output_and_fails_closed() {
+    let fixture = Fixture::new();
+    let deny = callback_hook(
+        |input| {
+            assert_eq!(input["hook_event_name"], "PreToolUse");
+            assert_eq!(input["session_id"], "sess-42");
+            Ok(json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "deny", "permissionDecisionReason": "the app refuses"}}))
+        },
+        5,
+    );
+    let outcome = deny
+        .pre_tool_use(&fixture.ctx(), "Bash", &json!({"command": "ls"}))
+        .await;
+    assert_eq!(outcome.decision, Some(HookDecision::Deny));
+    assert_eq!(outcome.reason.as_deref(), Some("the app refuses"));
+
+    let silent = callback_hook(|_| Ok(json!({})), 5);
+    let outcome = silent
+        .pre_tool_use(&fixture.ctx(), "Bash", &json!({"command": "ls"}))
+        .await;
+    assert_eq!(outcome.decision, None);
+
+    let broken = callback_hook(|_| Err("the app went away".into()), 5);
+    let outcome = broken
+        .pre_tool_use(&fixture.ctx(), "Bash", &json!({"command": "ls"}))
+        .await;
+    assert!(outcome.is_denied(), "{outcome:?}");
+    assert!(outcome.reason.unwrap().contains("the app went away"));
+
+    let hanging = callback_hook(|_| Ok(json!({})), 1);
+    let outcome = hanging
+        .pre_tool_use(&fixture.ctx(), "Bash", &json!({"command": "hang"}))
+        .await;
+    assert!(
+        outcome.is_denied(),
+        "a callback that never answers denies: {outcome:?}"
+    );
+}
