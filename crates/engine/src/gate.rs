@@ -33,7 +33,7 @@ impl TurnContext<'_> {
         let mut input = input.clone();
         let mut hook = None;
         if let Some((hooks, context)) = self.agent.hooks() {
-            let outcome = hooks.pre_tool_use(context, tool, &input).await;
+            let outcome = hooks.pre_tool_use(context, call_id, tool, &input).await;
             if let Some(updated) = outcome.updated_input {
                 input = updated;
             }

@@ -204,7 +204,14 @@ impl TurnContext<'_> {
             return result;
         };
         let feedback = hooks
-            .post_tool_use(context, &call.name, input, &result.content, result.is_error)
+            .post_tool_use(
+                context,
+                &call.id,
+                &call.name,
+                input,
+                &result.content,
+                result.is_error,
+            )
             .await;
         let mask = self.secret_mask();
         if feedback.block {

@@ -285,6 +285,9 @@ async fn a_pre_tool_use_hook_registered_through_the_sdk_blocks_a_call() {
     let seen = run.callbacks("PreToolUse");
     assert_eq!(seen.len(), 2, "{:#?}", run.lines);
     assert_eq!(seen[0]["tool"], "Bash");
+    // The callback is told which call it is about, as the CLI tells it.
+    let calls = run.messages("AssistantMessage");
+    assert_eq!(seen[0]["tool_use_id"], calls[0]["data"]["content"][0]["id"]);
     assert!(
         !h.ws().join("forbidden.txt").exists(),
         "the hook's deny was ignored"

@@ -313,10 +313,11 @@ impl Hooks {
     pub async fn pre_tool_use(
         &self,
         ctx: &HookContext,
+        call_id: &str,
         tool: &str,
         input: &Value,
     ) -> PreToolUseOutcome {
-        let payload = json!({ "tool_name": tool, "tool_input": input });
+        let payload = json!({ "tool_name": tool, "tool_input": input, "tool_use_id": call_id });
         let event = HookEvent::PreToolUse;
         let verdicts = self.run_matching(ctx, event, Some(tool), payload, pre_tool_verdict);
         combine_pre_tool(verdicts.await)
@@ -326,6 +327,7 @@ impl Hooks {
     pub async fn post_tool_use(
         &self,
         ctx: &HookContext,
+        call_id: &str,
         tool: &str,
         input: &Value,
         output: &str,
@@ -334,6 +336,7 @@ impl Hooks {
         let payload = json!({
             "tool_name": tool,
             "tool_input": input,
+            "tool_use_id": call_id,
             "tool_response": { "output": output, "is_error": is_error },
         });
         self.feedback(ctx, HookEvent::PostToolUse, Some(tool), payload)

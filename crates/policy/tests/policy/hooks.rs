@@ -122,7 +122,7 @@ async fn allow() {
 echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","permissionDecisionReason":"safe"}}'"#,
     );
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert_eq!(outcome.decision, Some(HookDecision::Allow));
     assert_eq!(outcome.reason.as_deref(), Some("safe"));
@@ -134,7 +134,7 @@ async fn no_output_is_no_opinion() {
     let fx = Fixture::new();
     let cmd = fx.script("quiet.sh", "cat >/dev/null; exit 0");
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert_eq!(outcome, Default::default());
 }
@@ -147,7 +147,7 @@ async fn deny_json() {
         r#"echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no rm here"}}'"#,
     );
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert!(outcome.is_denied());
     assert_eq!(outcome.reason.as_deref(), Some("no rm here"));
@@ -161,7 +161,7 @@ async fn deny_exit_2_uses_stderr() {
         "cat >/dev/null\necho 'rm is not allowed in this repo' >&2\nexit 2",
     );
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert!(outcome.is_denied());
     assert_eq!(
@@ -178,7 +178,7 @@ async fn ask() {
         r#"echo '{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"check with a human"}}'"#,
     );
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert_eq!(outcome.decision, Some(HookDecision::Ask));
     assert_eq!(outcome.reason.as_deref(), Some("check with a human"));
@@ -192,7 +192,7 @@ async fn updated_input() {
         r#"echo '{"hookSpecificOutput":{"permissionDecision":"allow","updatedInput":{"command":"rm -rf build --dry-run"},"additionalContext":"rewritten to a dry run"}}'"#,
     );
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert_eq!(outcome.decision, Some(HookDecision::Allow));
     assert_eq!(
@@ -210,7 +210,7 @@ async fn legacy_decisions() {
         r#"echo '{"decision":"approve","reason":"legacy ok"}'"#,
     );
     let outcome = pre_hook(&approve)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert_eq!(outcome.decision, Some(HookDecision::Allow));
     assert_eq!(outcome.reason.as_deref(), Some("legacy ok"));
@@ -220,7 +220,7 @@ async fn legacy_decisions() {
         r#"echo '{"decision":"block","reason":"legacy no"}'"#,
     );
     let outcome = pre_hook(&block)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert!(outcome.is_denied());
     assert_eq!(outcome.reason.as_deref(), Some("legacy no"));
@@ -230,7 +230,7 @@ async fn legacy_decisions() {
         r#"echo '{"continue":false,"stopReason":"maintenance window"}'"#,
     );
     let outcome = pre_hook(&stop)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert!(outcome.is_denied());
     assert_eq!(outcome.reason.as_deref(), Some("maintenance window"));
@@ -244,7 +244,7 @@ async fn crash_denies_with_reason() {
         "echo '{\"decision\":\"approve\"}'\necho 'jq: command not found' >&2\nexit 1",
     );
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert!(outcome.is_denied());
     let reason = outcome.reason.unwrap();
@@ -258,7 +258,7 @@ async fn garbage_output_denies() {
     let fx = Fixture::new();
     let cmd = fx.script("garbage.sh", "echo 'looks fine to me!'");
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert!(outcome.is_denied());
     let reason = outcome.reason.unwrap();
@@ -268,7 +268,7 @@ async fn garbage_output_denies() {
     let broken = fx.script("broken.sh", r#"echo '{"decision": "approve"'"#);
     assert!(
         pre_hook(&broken)
-            .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+            .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
             .await
             .is_denied()
     );
@@ -303,7 +303,9 @@ async fn matcher_filtering() {
         ("BashOutput", None),
         ("NotebookEdit", None),
     ] {
-        let outcome = hooks.pre_tool_use(&ctx, tool, &json!({})).await;
+        let outcome = hooks
+            .pre_tool_use(&ctx, "toolu_test", tool, &json!({}))
+            .await;
         assert_eq!(outcome.reason.as_deref(), expected, "tool {tool}");
     }
 }
@@ -329,7 +331,9 @@ async fn several_hooks_combine() {
         hook(HookEvent::PreToolUse, None, &allow),
         hook(HookEvent::PreToolUse, Some("Bash"), &deny),
     ]);
-    let outcome = both.pre_tool_use(&ctx, "Bash", &bash_input()).await;
+    let outcome = both
+        .pre_tool_use(&ctx, "toolu_test", "Bash", &bash_input())
+        .await;
     assert!(outcome.is_denied());
     assert_eq!(outcome.reason.as_deref(), Some("denied by policy"));
     assert_eq!(outcome.additional_context, vec!["from allow", "from deny"]);
@@ -338,7 +342,9 @@ async fn several_hooks_combine() {
         hook(HookEvent::PreToolUse, None, &allow),
         hook(HookEvent::PreToolUse, None, &ask),
     ]);
-    let outcome = allow_ask.pre_tool_use(&ctx, "Bash", &bash_input()).await;
+    let outcome = allow_ask
+        .pre_tool_use(&ctx, "toolu_test", "Bash", &bash_input())
+        .await;
     assert_eq!(outcome.decision, Some(HookDecision::Ask));
     assert_eq!(outcome.updated_input, Some(json!({"command": "ls"})));
 }
@@ -358,7 +364,7 @@ async fn a_hook_runs_only_in_the_pinned_workspace() {
     let mut ctx = fx.ctx();
     ctx.workspace_pin = Some((meta.dev(), meta.ino()));
     pre_hook(&cmd)
-        .pre_tool_use(&ctx, "Bash", &bash_input())
+        .pre_tool_use(&ctx, "toolu_test", "Bash", &bash_input())
         .await;
     let ran_in = std::fs::read_to_string(fx.path("ran-in")).unwrap();
     assert_eq!(ran_in.trim(), fx.workspace.display().to_string());
@@ -368,7 +374,7 @@ async fn a_hook_runs_only_in_the_pinned_workspace() {
     std::fs::rename(&fx.workspace, fx.path("moved")).unwrap();
     std::fs::create_dir(&fx.workspace).unwrap();
     pre_hook(&cmd)
-        .pre_tool_use(&ctx, "Bash", &bash_input())
+        .pre_tool_use(&ctx, "toolu_test", "Bash", &bash_input())
         .await;
     assert!(
         !fx.path("ran-in").exists(),
@@ -416,27 +422,47 @@ async fn a_callback_hook_is_read_as_a_commands_output_and_fails_closed() {
         5,
     );
     let outcome = deny
-        .pre_tool_use(&fixture.ctx(), "Bash", &json!({"command": "ls"}))
+        .pre_tool_use(
+            &fixture.ctx(),
+            "toolu_test",
+            "Bash",
+            &json!({"command": "ls"}),
+        )
         .await;
     assert_eq!(outcome.decision, Some(HookDecision::Deny));
     assert_eq!(outcome.reason.as_deref(), Some("the app refuses"));
 
     let silent = callback_hook(|_| Ok(json!({})), 5);
     let outcome = silent
-        .pre_tool_use(&fixture.ctx(), "Bash", &json!({"command": "ls"}))
+        .pre_tool_use(
+            &fixture.ctx(),
+            "toolu_test",
+            "Bash",
+            &json!({"command": "ls"}),
+        )
         .await;
     assert_eq!(outcome.decision, None);
 
     let broken = callback_hook(|_| Err("the app went away".into()), 5);
     let outcome = broken
-        .pre_tool_use(&fixture.ctx(), "Bash", &json!({"command": "ls"}))
+        .pre_tool_use(
+            &fixture.ctx(),
+            "toolu_test",
+            "Bash",
+            &json!({"command": "ls"}),
+        )
         .await;
     assert!(outcome.is_denied(), "{outcome:?}");
     assert!(outcome.reason.unwrap().contains("the app went away"));
 
     let hanging = callback_hook(|_| Ok(json!({})), 1);
     let outcome = hanging
-        .pre_tool_use(&fixture.ctx(), "Bash", &json!({"command": "hang"}))
+        .pre_tool_use(
+            &fixture.ctx(),
+            "toolu_test",
+            "Bash",
+            &json!({"command": "hang"}),
+        )
         .await;
     assert!(
         outcome.is_denied(),

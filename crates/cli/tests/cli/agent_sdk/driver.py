@@ -86,7 +86,7 @@ async def scenario_permissions():
 async def scenario_hook():
     async def guard(hook_input, tool_use_id, context):
         emit(callback="PreToolUse", tool=hook_input.get("tool_name"),
-             input=hook_input.get("tool_input"))
+             input=hook_input.get("tool_input"), tool_use_id=tool_use_id)
         if "forbidden" in json.dumps(hook_input.get("tool_input")):
             return {"hookSpecificOutput": {
                 "hookEventName": "PreToolUse",

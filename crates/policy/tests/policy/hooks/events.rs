@@ -59,7 +59,14 @@ echo '{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"
     );
     let hooks = hooks(vec![hook(HookEvent::PostToolUse, Some("Bash"), &cmd)]);
     let feedback = hooks
-        .post_tool_use(&fx.ctx(), "Bash", &bash_input(), "removed 3 files", true)
+        .post_tool_use(
+            &fx.ctx(),
+            "toolu_test",
+            "Bash",
+            &bash_input(),
+            "removed 3 files",
+            true,
+        )
         .await;
     assert!(!feedback.block);
     assert_eq!(feedback.additional_context, vec!["lint: 2 warnings"]);
@@ -67,6 +74,7 @@ echo '{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"
     assert_eq!(stdin["hook_event_name"], "PostToolUse");
     assert_eq!(stdin["tool_name"], "Bash");
     assert_eq!(stdin["tool_input"], bash_input());
+    assert_eq!(stdin["tool_use_id"], "toolu_test");
     assert_eq!(
         stdin["tool_response"],
         json!({"output": "removed 3 files", "is_error": true})
@@ -75,7 +83,7 @@ echo '{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"
     // Not matched: nothing runs.
     std::fs::remove_file(fx.path("post.json")).unwrap();
     let feedback = hooks
-        .post_tool_use(&fx.ctx(), "Read", &json!({}), "", false)
+        .post_tool_use(&fx.ctx(), "toolu_test", "Read", &json!({}), "", false)
         .await;
     assert_eq!(feedback, Default::default());
     assert!(!fx.path("post.json").exists());

@@ -19,7 +19,7 @@ async fn timeout_denies_and_kills_the_group() {
     config.timeout_s = 1;
     let started = Instant::now();
     let outcome = hooks(vec![config])
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     let elapsed = started.elapsed();
     assert!(elapsed < Duration::from_millis(2500), "took {elapsed:?}");
@@ -39,7 +39,7 @@ async fn dropping_the_call_kills_the_hook() {
     let hooks = pre_hook(&cmd);
     let ctx = fx.ctx();
     let input = bash_input();
-    let call = hooks.pre_tool_use(&ctx, "Bash", &input);
+    let call = hooks.pre_tool_use(&ctx, "toolu_test", "Bash", &input);
     assert!(
         tokio::time::timeout(Duration::from_millis(700), call)
             .await
@@ -61,7 +61,7 @@ async fn background_leftovers_are_killed() {
     );
     let started = Instant::now();
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert_eq!(outcome.decision, None);
     assert!(started.elapsed() < Duration::from_secs(3));
@@ -74,7 +74,7 @@ async fn huge_output_is_capped_and_denied() {
     let fx = Fixture::new();
     let cmd = fx.script("huge.sh", "head -c 3000000 /dev/zero | tr '\\0' a");
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert!(outcome.is_denied());
     assert!(outcome.reason.unwrap().len() < 10_000);
@@ -86,7 +86,7 @@ async fn unspawnable_hook_denies() {
     let mut ctx = fx.ctx();
     ctx.cwd = fx.path("does-not-exist");
     let outcome = pre_hook("true")
-        .pre_tool_use(&ctx, "Bash", &bash_input())
+        .pre_tool_use(&ctx, "toolu_test", "Bash", &bash_input())
         .await;
     assert!(outcome.is_denied());
     assert!(outcome.reason.unwrap().contains("could not be started"));
@@ -98,7 +98,7 @@ async fn hook_that_ignores_a_large_stdin() {
     let cmd = fx.script("noread.sh", "exit 0");
     let input = json!({"content": "x".repeat(2 * 1024 * 1024)});
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Write", &input)
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Write", &input)
         .await;
     assert_eq!(outcome.decision, None);
 }
@@ -113,7 +113,9 @@ async fn hooks_run_in_parallel() {
         hook(HookEvent::PreToolUse, None, &slow),
     ]);
     let started = Instant::now();
-    let outcome = hooks.pre_tool_use(&fx.ctx(), "Bash", &bash_input()).await;
+    let outcome = hooks
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
+        .await;
     assert_eq!(outcome.decision, None);
     assert!(started.elapsed() < Duration::from_millis(2500));
 }
@@ -127,7 +129,7 @@ async fn hook_sees_stdin_fields() {
     );
     let ctx = fx.ctx();
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&ctx, "Bash", &bash_input())
+        .pre_tool_use(&ctx, "toolu_test", "Bash", &bash_input())
         .await;
     assert_eq!(outcome.decision, None);
     let stdin = fx.read_json("stdin.json");
@@ -151,7 +153,7 @@ async fn hook_env_is_clean() {
     assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
     let cmd = fx.script("env.sh", "env -0 > \"$OUT/env.bin\"");
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&fx.ctx(), "Bash", &bash_input())
+        .pre_tool_use(&fx.ctx(), "toolu_test", "Bash", &bash_input())
         .await;
     assert_eq!(outcome.decision, None);
     let raw = std::fs::read(fx.path("env.bin")).unwrap();
@@ -230,7 +232,7 @@ async fn a_root_servers_hooks_run_as_the_agents_user() {
         gid: 231_020,
     });
     let outcome = pre_hook(&cmd)
-        .pre_tool_use(&ctx, "Bash", &bash_input())
+        .pre_tool_use(&ctx, "toolu_test", "Bash", &bash_input())
         .await;
     assert!(!outcome.is_denied(), "{:?}", outcome.reason);
     let uid = std::fs::read_to_string(fx.path("uid")).unwrap();
