@@ -322,7 +322,10 @@ impl Runtime {
         project: &Project,
     ) -> Result<(String, Option<Subagents>), RunError> {
         let subagents = if profile.max_subagent_depth > 0 && offers_task(profile) {
-            Some(self.subagents(profile, &prompt_context, env, &project.agents)?)
+            // The client's own (an Agent SDK app's `agents`) after the
+            // project's; a name already taken is skipped.
+            let agents = [&project.agents[..], &options.agents[..]].concat();
+            Some(self.subagents(profile, &prompt_context, env, &agents)?)
         } else {
             None
         };

@@ -76,6 +76,9 @@ pub struct TurnOptions {
     /// `Some(false)`: the workspace's Claude Code files (CLAUDE.md,
     /// `.claude/`) are not read this turn, whatever the profile says.
     pub project_config: Option<bool>,
+    /// Subagent types the client defines (an Agent SDK app's `agents`),
+    /// offered after the operator's and the project's.
+    pub agents: Vec<crate::project::ProjectAgent>,
 }
 
 /// What every turn needs: the store, the config and the sandbox.

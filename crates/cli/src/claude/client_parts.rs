@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentd_policy::hooks::{HookCallback, HookConfig, HookEvent};
+use agentd_server::project::ProjectAgent;
 use agentd_tools::mcp::{McpChannel, McpServerConfig, McpTransport};
 use futures::FutureExt as _;
 use serde_json::{Value, json};
@@ -83,6 +84,49 @@ fn hook_callback(control: Arc<Control>, callback_id: String) -> HookCallback {
         }
         .boxed()
     })
+}
+
+/// Subagent types of an `initialize` request's `agents`: `{NAME:
+/// {description, prompt, tools?, model?}}`, as `.claude/agents/` files
+/// define them.
+pub fn agents(agents: &Value) -> Result<Vec<ProjectAgent>, String> {
+    let entries = agents
+        .as_object()
+        .ok_or("\"agents\" must be an object of NAME: {description, prompt}")?;
+    let mut defined = Vec::new();
+    for (name, agent) in entries {
+        let keys = agent
+            .as_object()
+            .into_iter()
+            .flat_map(|object| object.keys());
+        if let Some(key) = keys
+            .filter(|key| !matches!(key.as_str(), "description" | "prompt" | "tools" | "model"))
+            .next()
+        {
+            return Err(format!(
+                "agent {name:?}: {key:?} is not supported by agentd (description, prompt, \
+                 tools and model are)"
+            ));
+        }
+        let text = |key: &str| agent.get(key).and_then(Value::as_str).map(str::to_owned);
+        let (Some(description), Some(prompt)) = (text("description"), text("prompt")) else {
+            return Err(format!(
+                "agent {name:?} needs a \"description\" and a \"prompt\""
+            ));
+        };
+        let tools = agent.get("tools").and_then(Value::as_array).map(|tools| {
+            let names = tools.iter().filter_map(Value::as_str).map(str::to_owned);
+            names.collect()
+        });
+        defined.push(ProjectAgent {
+            name: name.clone(),
+            description,
+            prompt,
+            tools,
+            model: text("model"),
+        });
+    }
+    Ok(defined)
 }
 
 /// A flag's JSON, given inline or as the path of a file holding it (as

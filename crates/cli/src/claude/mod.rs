@@ -51,6 +51,8 @@ struct Live {
     /// In-process servers the client named at `initialize` (the
     /// TypeScript SDK's way), besides `--mcp-config`'s.
     sdk_servers: Vec<String>,
+    /// Subagent types the client defined at `initialize`.
+    agents: Vec<agentd_server::project::ProjectAgent>,
     current: Option<CancellationToken>,
 }
 
@@ -270,6 +272,7 @@ impl Process<'_> {
             mcp,
             builtin_tools: self.args.builtin_tools(),
             project_config: self.args.project_config(),
+            agents: live.agents.clone(),
             ..TurnOptions::default()
         }
     }

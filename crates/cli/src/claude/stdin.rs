@@ -105,14 +105,8 @@ fn client_request(request: &Value, control: &Arc<Control>, live: &Shared) -> Res
                 let names = names.iter().filter_map(Value::as_str).map(str::to_owned);
                 live.sdk_servers = names.collect();
             }
-            if request
-                .get("agents")
-                .is_some_and(|agents| !agents.is_null())
-            {
-                eprintln!(
-                    "agentd: subagents defined by the client are not used; agentd's \
-                     profile and the project's .claude/agents define them"
-                );
+            if let Some(agents) = request.get("agents").filter(|agents| !agents.is_null()) {
+                live.agents = client_parts::agents(agents)?;
             }
             Ok(json!({
                 "commands": [],

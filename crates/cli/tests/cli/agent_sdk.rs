@@ -317,6 +317,41 @@ async fn an_in_process_sdk_mcp_tool_is_called_by_the_model() {
 }
 
 #[tokio::test]
+async fn subagents_the_app_defines_are_task_types() {
+    let task = json!({"type": "tool_use", "name": "Task", "input": {"description": "review",
+        "prompt": "REVIEW the change", "subagent_type": "reviewer"}});
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "DELEGATE"}, "content": [task]},
+        {"when": {"last_user_contains": "REVIEW the change"}, "content": [text("LGTM")]},
+        {"when": {"last_tool_name": "Task"}, "content": [text("REVIEWED")]},
+    ]});
+    let h = Harness::new(Wire::Anthropic, script).await;
+    let run = sdk(&h, "agents", &[("PROMPT", "DELEGATE a review")]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results()[0]["result"], "REVIEWED");
+    let requests = h.model_requests();
+    let parent = requests[0].body.to_string();
+    assert!(
+        parent.contains("reviewer") && parent.contains("Reviews a change"),
+        "{parent}"
+    );
+    let sub = &requests[1].body;
+    assert!(
+        sub["system"]
+            .to_string()
+            .contains("REVIEWER defined by the app"),
+        "{sub}"
+    );
+    let offered: Vec<&str> = sub["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert_eq!(offered, ["Read"], "the agent's tools only");
+}
+
+#[tokio::test]
 async fn a_new_process_resumes_the_session_with_its_history() {
     let script = json!({"replies": [
         {"when": {"last_user_contains": "kestrel"}, "content": [text("noted the falcon")]},

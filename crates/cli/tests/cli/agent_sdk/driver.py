@@ -13,6 +13,7 @@ import os
 import sys
 
 from claude_agent_sdk import (
+    AgentDefinition,
     ClaudeAgentOptions,
     ClaudeSDKClient,
     HookMatcher,
@@ -110,6 +111,13 @@ async def scenario_mcp():
                     allowed_tools=["mcp__calc__add"])
 
 
+async def scenario_agents():
+    reviewer = AgentDefinition(description="Reviews a change",
+                               prompt="You are the REVIEWER defined by the app.", tools=["Read"])
+    await run_query(os.environ["PROMPT"], agents={"reviewer": reviewer},
+                    permission_mode="bypassPermissions")
+
+
 async def scenario_resume():
     await run_query(os.environ["PROMPT"], resume=os.environ["RESUME"])
 
@@ -121,6 +129,7 @@ SCENARIOS = {
     "hook": scenario_hook,
     "mcp": scenario_mcp,
     "resume": scenario_resume,
+    "agents": scenario_agents,
 }
 
 if __name__ == "__main__":
