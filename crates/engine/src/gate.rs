@@ -30,15 +30,9 @@ impl TurnContext<'_> {
         read_only: bool,
         input: &Value,
     ) -> Result<Gate, SinkError> {
-        let mut input = input.clone();
-        let mut hook = None;
-        if let Some((hooks, context)) = self.agent.hooks() {
-            let outcome = hooks.pre_tool_use(context, call_id, tool, &input).await;
-            if let Some(updated) = outcome.updated_input {
-                input = updated;
-            }
-            hook = outcome.decision.map(|decision| (decision, outcome.reason));
-        }
+        let Some((input, hook)) = self.hooks_on(call_id, tool, input.clone(), true).await else {
+            return Ok(Gate::Refuse(crate::history::NOT_RUN.to_string()));
+        };
         let Some(policy) = self.agent.permissions.as_deref() else {
             // No policy configured: only hooks can stop a call.
             return Ok(match hook {
@@ -81,6 +75,43 @@ impl TurnContext<'_> {
             read_only,
         };
         self.ask(call, input, ask_reason, policy, rule).await
+    }
+
+    /// What the `PreToolUse` hooks say of a call, and its input as they
+    /// left it. A rewritten input is put to them again, and only what they
+    /// say of it counts: a hook's allow of the original is not an allow of
+    /// the rewrite. `rewrite`: whether they may change it (not when judging
+    /// an approver's rewrite). `None` when the turn was interrupted first.
+    async fn hooks_on(
+        &self,
+        call_id: &str,
+        tool: &str,
+        input: Value,
+        rewrite: bool,
+    ) -> Option<(Value, HookVerdict)> {
+        let Some((hooks, context)) = self.agent.hooks() else {
+            return Some((input, None));
+        };
+        let ask = |input: Value| async move {
+            tokio::select! {
+                outcome = hooks.pre_tool_use(context, call_id, tool, &input) => Some((input, outcome)),
+                () = self.cancel.cancelled() => None,
+            }
+        };
+        let (input, mut outcome) = ask(input).await?;
+        let mut input = input;
+        if let Some(updated) = outcome
+            .updated_input
+            .take()
+            .filter(|u| rewrite && *u != input)
+            && !outcome.is_denied()
+        {
+            (input, outcome) = ask(updated).await?;
+        }
+        Some((
+            input,
+            outcome.decision.map(|decision| (decision, outcome.reason)),
+        ))
     }
 
     async fn ask(
@@ -131,16 +162,27 @@ impl TurnContext<'_> {
                 by: by.clone(),
             })
             .await?;
+        let rewritten = answer
+            .updated_input
+            .as_ref()
+            .is_some_and(|updated| *updated != request.input);
         Ok(match decision {
             _ if interrupted => Gate::Refuse(crate::history::NOT_RUN.to_string()),
-            Decision::Allow => self.allowed(call, request.input, answer.updated_input, policy),
+            Decision::Allow => {
+                self.allowed(call, request.input, answer.updated_input, policy)
+                    .await
+            }
             Decision::AllowSession => {
-                if let Ok(mut policy) = policy.lock()
+                // The rule is the asked call's: never remembered for a call
+                // that then ran as something else.
+                if !rewritten
+                    && let Ok(mut policy) = policy.lock()
                     && let Err(err) = policy.allow(&session_rule)
                 {
                     tracing::warn!(%err, rule = %session_rule, "could not remember a session allow");
                 }
                 self.allowed(call, request.input, answer.updated_input, policy)
+                    .await
             }
             // A decision this build does not know never runs the call.
             Decision::Deny | Decision::Other(_) => Gate::Refuse(match answer.message {
@@ -154,9 +196,9 @@ impl TurnContext<'_> {
     }
 
     /// An allowed call runs with the answer's input when it gave one, which
-    /// the rules judge again: an answer cannot turn a call into one a deny
-    /// rule forbids.
-    fn allowed(
+    /// the hooks and the rules judge again: an answer cannot turn a call
+    /// into one a hook or a deny rule forbids.
+    async fn allowed(
         &self,
         call: AskedCall<'_>,
         input: Value,
@@ -165,6 +207,13 @@ impl TurnContext<'_> {
     ) -> Gate {
         let Some(updated) = updated.filter(|updated| *updated != input) else {
             return Gate::Run(input);
+        };
+        let updated = match self.hooks_on(call.call_id, call.tool, updated, false).await {
+            None => return Gate::Refuse(crate::history::NOT_RUN.to_string()),
+            Some((_, Some((HookDecision::Deny, reason)))) => {
+                return Gate::Refuse(hook_denied(reason));
+            }
+            Some((updated, _)) => updated,
         };
         let workspace = self.agent.tool_context.guard.workspace().to_path_buf();
         let view = ToolCallView {
@@ -180,6 +229,9 @@ impl TurnContext<'_> {
         }
     }
 }
+
+/// A hook decision and its reason.
+type HookVerdict = Option<(HookDecision, Option<String>)>;
 
 /// The call an approver is asked about.
 #[derive(Clone, Copy)]

@@ -84,6 +84,7 @@ impl Runtime {
         deny.extend(project.deny.iter().cloned());
         let mut ask = profile.ask.clone();
         ask.extend(project.ask.iter().cloned());
+        ask.extend(options.ask.iter().cloned());
         let permissions = PermissionPolicy::new(mode, &allow, &deny, &ask)
             .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
         let tools = offered(tools, &permissions, &profile);
@@ -158,7 +159,9 @@ impl Runtime {
         let approver = self.approver_for(session, &profile, options);
         let mut hook_configs = profile.hooks.clone();
         hook_configs.extend(project.hooks.iter().cloned());
-        hook_configs.extend(options.hooks.iter().cloned());
+        // A client's hooks are its callbacks, never commands of its choosing.
+        let client_hooks = options.hooks.iter().filter(|hook| hook.callback.is_some());
+        hook_configs.extend(client_hooks.cloned());
         let (hooks, mut hook_context) =
             hooks_for(session, hook_configs, workspace, identity, policy_pin)?;
         if !project.hooks.is_empty() {

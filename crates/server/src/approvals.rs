@@ -253,7 +253,14 @@ impl Approver for StoredApprover {
             .await;
         let resolution = json!({"decision": answer.decision, "by": answer.by});
         self.resolve(&request.request_id, &resolution).await;
+        // The rule is the asked call's: not remembered when the answer ran
+        // the call as something else.
+        let rewritten = answer
+            .updated_input
+            .as_ref()
+            .is_some_and(|updated| *updated != request.input);
         if answer.decision == Decision::AllowSession
+            && !rewritten
             && let Err(err) = self
                 .store
                 .add_session_rule(&self.session_id, &request.session_rule)

@@ -50,6 +50,8 @@ pub struct TurnOptions {
     pub allow: Vec<String>,
     /// Deny rules added to the profile's for this turn.
     pub deny: Vec<String>,
+    /// Ask rules added to the profile's for this turn.
+    pub ask: Vec<String>,
     /// Someone to ask about tool calls besides the API (e.g. the terminal).
     pub answers: Option<Arc<dyn AnswerSource>>,
     pub model: Option<String>,

@@ -246,6 +246,11 @@ pub fn check_flags(args: &ClaudeArgs) -> Result<Rules, Failure> {
 pub struct Rules {
     pub allow: Vec<String>,
     pub deny: Vec<String>,
+    pub ask: Vec<String>,
+    /// `permissions.defaultMode`, used when `--permission-mode` is not given.
+    pub mode: Option<PermissionMode>,
+    /// `sandbox.enabled`: the app counts on commands being sandboxed.
+    pub sandbox: bool,
 }
 
 fn settings_rules(value: &str) -> Result<Rules, String> {
@@ -256,26 +261,49 @@ fn settings_rules(value: &str) -> Result<Rules, String> {
     let mut rules = Rules::default();
     for (key, value) in object {
         match key.as_str() {
-            // agentd's own sandbox confines every command.
-            "sandbox" | "$schema" => {}
-            "permissions" => {
-                let list = |name: &str| -> Vec<String> {
-                    let items = value.get(name).and_then(Value::as_array);
-                    let items = items.into_iter().flatten().filter_map(Value::as_str);
-                    items.map(str::to_owned).collect()
-                };
-                rules.allow = list("allow");
-                rules.deny = list("deny");
-            }
+            "$schema" => {}
+            // agentd's own sandbox confines every command; an app that asks
+            // for one is refused by a profile without it.
+            "sandbox" => rules.sandbox = value.get("enabled") == Some(&Value::Bool(true)),
+            "permissions" => permissions(value, &mut rules)?,
             other => {
                 return Err(format!(
-                    "--settings: {other:?} is not supported by agentd (permissions.allow, \
-                     permissions.deny and sandbox are)"
+                    "--settings: {other:?} is not supported by agentd (permissions and \
+                     sandbox are)"
                 ));
             }
         }
     }
     Ok(rules)
+}
+
+/// `permissions`: `allow`, `deny` and `ask` rules and a `defaultMode`.
+fn permissions(value: &Value, rules: &mut Rules) -> Result<(), String> {
+    let object = value
+        .as_object()
+        .ok_or("--settings: \"permissions\" must be an object")?;
+    for (key, value) in object {
+        let list = || -> Vec<String> {
+            let items = value.as_array().into_iter().flatten();
+            items.filter_map(Value::as_str).map(str::to_owned).collect()
+        };
+        match key.as_str() {
+            "allow" => rules.allow = list(),
+            "deny" => rules.deny = list(),
+            "ask" => rules.ask = list(),
+            "defaultMode" => {
+                let mode = value.as_str().unwrap_or_default();
+                rules.mode = Some(parse_mode(mode)?);
+            }
+            other => {
+                return Err(format!(
+                    "--settings: permissions.{other} is not supported by agentd (allow, deny, \
+                     ask and defaultMode are)"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `--system-prompt` or its file; empty (the SDKs' default) keeps the

@@ -95,14 +95,13 @@ pub fn agents(agents: &Value) -> Result<Vec<ProjectAgent>, String> {
         .ok_or("\"agents\" must be an object of NAME: {description, prompt}")?;
     let mut defined = Vec::new();
     for (name, agent) in entries {
-        let keys = agent
+        let mut keys = agent
             .as_object()
             .into_iter()
             .flat_map(|object| object.keys());
-        if let Some(key) = keys
-            .filter(|key| !matches!(key.as_str(), "description" | "prompt" | "tools" | "model"))
-            .next()
-        {
+        let known =
+            |key: &&String| matches!(key.as_str(), "description" | "prompt" | "tools" | "model");
+        if let Some(key) = keys.find(|key| !known(key)) {
             return Err(format!(
                 "agent {name:?}: {key:?} is not supported by agentd (description, prompt, \
                  tools and model are)"

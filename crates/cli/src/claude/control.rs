@@ -11,33 +11,50 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 type Waiting = oneshot::Sender<Result<Value, String>>;
 
 /// stdout, written by one task in the order lines are sent.
 #[derive(Clone)]
-pub struct Output(mpsc::UnboundedSender<Value>);
+pub struct Output {
+    lines: mpsc::UnboundedSender<Value>,
+    /// Fired when stdout cannot be written: the client went away.
+    gone: CancellationToken,
+}
 
 impl Output {
     /// The writer task's handle ends once every `Output` is dropped and
     /// what was sent is written.
     pub fn start() -> (Self, tokio::task::JoinHandle<()>) {
         let (sender, mut lines) = mpsc::unbounded_channel::<Value>();
-        let writer = tokio::task::spawn_blocking(move || {
-            let stdout = std::io::stdout();
-            while let Some(line) = lines.blocking_recv() {
-                let mut out = stdout.lock();
-                // A client that went away: nothing left to tell.
-                if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-                    break;
+        let gone = CancellationToken::new();
+        let writer = tokio::task::spawn_blocking({
+            let gone = gone.clone();
+            move || {
+                let stdout = std::io::stdout();
+                while let Some(line) = lines.blocking_recv() {
+                    let mut out = stdout.lock();
+                    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                        gone.cancel();
+                        break;
+                    }
                 }
             }
         });
-        (Self(sender), writer)
+        let output = Self {
+            lines: sender,
+            gone,
+        };
+        (output, writer)
     }
 
     pub fn send(&self, line: Value) {
-        let _ = self.0.send(line);
+        let _ = self.lines.send(line);
+    }
+
+    pub fn gone(&self) -> CancellationToken {
+        self.gone.clone()
     }
 }
 

@@ -19,12 +19,12 @@ use std::sync::{Arc, Mutex};
 use agentd_policy::hooks::HookConfig;
 use agentd_policy::permissions::PermissionMode;
 use agentd_protocol::{EventEnvelope, TurnFinished, TurnStatus};
-use agentd_server::config::Config;
+use agentd_server::config::{Config, SandboxMode};
 use agentd_server::registry::TurnKind;
 use agentd_server::runtime::TurnOptions;
 use agentd_server::session::SessionService;
 use agentd_store::SessionRecord;
-use agentd_tools::McpPool;
+use agentd_tools::{McpPool, McpServerConfig};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -54,6 +54,8 @@ struct Live {
     /// Subagent types the client defined at `initialize`.
     agents: Vec<agentd_server::project::ProjectAgent>,
     current: Option<CancellationToken>,
+    /// Interrupts that came while no turn ran.
+    idle_interrupts: u64,
 }
 
 type Shared = Arc<Mutex<Live>>;
@@ -72,7 +74,7 @@ pub async fn run(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> u8 {
 async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Result<u8, Failure> {
     let settings = check_flags(&args)?;
     let live: Shared = Arc::new(Mutex::new(Live {
-        mode: args.permission_mode,
+        mode: args.permission_mode.or(settings.mode),
         model: args.model.clone(),
         system_prompt: system_prompt(&args)?,
         append_system_prompt: args.append_system_prompt.clone(),
@@ -80,10 +82,11 @@ async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Resul
     }));
     let (out, writer) = Output::start();
     let control = Arc::new(Control::new(out.clone()));
+    let client_servers = client_parts::mcp_servers(&args.mcp_config, &control).map_err(usage)?;
     let (turns, mut next_turn) = mpsc::unbounded_channel();
     match (&args.prompt, args.input_format) {
         (Some(prompt), ClaudeInput::Text) => {
-            let _ = turns.send(Ok(TurnKind::from_text(prompt.clone())));
+            let _ = turns.send(Ok((TurnKind::from_text(prompt.clone()), 0)));
             drop(turns);
         }
         (None, ClaudeInput::Text) => {
@@ -103,7 +106,7 @@ async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Resul
     // The session is opened (or made) for the first message: a client that
     // sends none, or a bad one, leaves nothing behind.
     let first = match next_turn.recv().await {
-        Some(Ok(kind)) => kind,
+        Some(Ok(first)) => first,
         nothing_usable => {
             // What was answered (say, `initialize`) is written first.
             control.close();
@@ -116,51 +119,11 @@ async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Resul
         }
     };
     let (service, session) = open_session(&args, config, data_dir).await?;
-    let profile = service
-        .registry()
-        .runtime()
-        .config
-        .profile(&session.profile)
-        .map_err(usage)?;
-    let process = Process {
-        service: &service,
-        session: &session,
-        args: &args,
-        settings,
-        live,
-        control: control.clone(),
-        on_no_answer: profile.on_no_answer,
-    };
-    let mut wire = Wire::new(
-        session.id.clone(),
-        args.model.clone().unwrap_or_else(|| session.model.clone()),
-        args.include_partial_messages,
-    );
-    let mut pool: Option<McpPool> = None;
-    let mut last: Option<TurnFinished> = None;
-    let mut code = exit::OK;
-    let mut next = Some(Ok(first));
-    while let Some(turn) = next.take() {
-        let kind = match turn {
-            Ok(kind) => kind,
-            Err(message) => {
-                eprintln!("agentd: {message}");
-                code = exit::USAGE;
-                break;
-            }
-        };
-        if pool.is_none() {
-            pool = process.mcp_pool()?;
-        }
-        let finished = process.turn(kind, &mut wire, pool.clone()).await?;
-        last = Some(finished);
-        next = next_turn.recv().await;
-    }
+    let process = Process::new(&service, &session, &args, settings, live, control.clone())?;
+    let outcome = process.run_all(first, &mut next_turn, client_servers).await;
     control.close();
-    if let Some(pool) = pool {
-        pool.shutdown().await;
-    }
     shutdown(&service).await;
+    let (last, mut code, wire) = outcome;
     if let Some(finished) = &last {
         match args.output_format {
             ClaudeOutput::Json => out.send(wire.result(finished)),
@@ -220,33 +183,154 @@ struct Process<'a> {
     live: Shared,
     control: Arc<Control>,
     on_no_answer: agentd_server::config::NoAnswer,
+    /// The profile's permission mode, for the init message.
+    default_mode: PermissionMode,
 }
 
-impl Process<'_> {
+impl<'a> Process<'a> {
+    fn new(
+        service: &'a SessionService,
+        session: &'a SessionRecord,
+        args: &'a ClaudeArgs,
+        settings: Rules,
+        live: Shared,
+        control: Arc<Control>,
+    ) -> Result<Self, Failure> {
+        let config = &service.registry().runtime().config;
+        let profile = config.profile(&session.profile).map_err(usage)?;
+        if settings.sandbox && profile.sandbox == SandboxMode::Off {
+            return Err(usage(format!(
+                "--settings asks for the sandbox, and profile {:?} runs commands unsandboxed",
+                session.profile
+            )));
+        }
+        Ok(Self {
+            service,
+            session,
+            args,
+            settings,
+            live,
+            control,
+            on_no_answer: profile.on_no_answer,
+            default_mode: profile.mode,
+        })
+    }
+
+    /// Runs `first` and each further message as it comes, until the input
+    /// ends, a line cannot be used or a turn cannot run. Returns the last
+    /// turn's end, the exit code so far and the messages' state.
+    async fn run_all(
+        &self,
+        first: (TurnKind, u64),
+        next_turn: &mut mpsc::UnboundedReceiver<stdin::NextTurn>,
+        client_servers: Vec<McpServerConfig>,
+    ) -> (Option<TurnFinished>, u8, Wire) {
+        let mut wire = Wire::new(
+            self.session.id.clone(),
+            self.args
+                .model
+                .clone()
+                .unwrap_or_else(|| self.session.model.clone()),
+            self.args.include_partial_messages,
+        );
+        let mut pool: Option<McpPool> = None;
+        let (mut last, mut code) = (None, exit::OK);
+        let mut next = Some(Ok(first));
+        while let Some(turn) = next.take() {
+            let (kind, epoch) = match turn {
+                Ok(turn) => turn,
+                Err(message) => {
+                    eprintln!("agentd: {message}");
+                    code = exit::USAGE;
+                    break;
+                }
+            };
+            // Made at the first turn: `initialize` may name servers.
+            if pool.is_none() {
+                match self.mcp_pool(&client_servers) {
+                    Ok(made) => pool = made,
+                    Err(Failure(failed_code, message)) => {
+                        eprintln!("agentd: {message}");
+                        code = failed_code;
+                        break;
+                    }
+                }
+            }
+            match self.turn(kind, epoch, &mut wire, pool.clone()).await {
+                Ok(finished) => last = Some(finished),
+                Err(Failure(failed_code, message)) => {
+                    eprintln!("agentd: {message}");
+                    code = failed_code;
+                    break;
+                }
+            }
+            next = next_turn.recv().await;
+        }
+        if let Some(pool) = pool {
+            pool.shutdown().await;
+        }
+        (last, code, wire)
+    }
+
     /// The client's MCP servers, once: `--mcp-config`'s and the in-process
-    /// ones named at `initialize`.
-    fn mcp_pool(&self) -> Result<Option<McpPool>, Failure> {
-        let mut servers =
-            client_parts::mcp_servers(&self.args.mcp_config, &self.control).map_err(usage)?;
+    /// ones named at `initialize`, held to the profile's network allowlist;
+    /// none may take the name of a server the operator configured.
+    fn mcp_pool(&self, configured: &[McpServerConfig]) -> Result<Option<McpPool>, Failure> {
+        let mut servers = configured.to_vec();
         let named = self.live.lock().map(|live| live.sdk_servers.clone());
         for name in named.unwrap_or_default() {
             if !servers.iter().any(|server| server.name == name) {
                 servers.push(client_parts::sdk_server(&self.control, &name));
             }
         }
-        Ok((!servers.is_empty()).then(|| McpPool::new(servers)))
+        let runtime = self.service.registry().runtime();
+        let profile = runtime
+            .config
+            .profile(&self.session.profile)
+            .map_err(usage)?;
+        let mut held = Vec::with_capacity(servers.len());
+        for server in servers {
+            if runtime
+                .config
+                .mcp_servers
+                .iter()
+                .any(|own| own.name == server.name)
+            {
+                return Err(usage(format!(
+                    "MCP server {:?}: the name is taken by a server agentd is configured with",
+                    server.name
+                )));
+            }
+            let name = server.name.clone();
+            held.push(match profile.network.allowlist() {
+                Some(list) => agentd_server::egress::mcp_within(server, list).ok_or_else(|| {
+                    usage(format!(
+                        "MCP server {name:?}: its URL is not on the profile's network allowlist"
+                    ))
+                })?,
+                None => server,
+            });
+        }
+        Ok((!held.is_empty()).then(|| McpPool::new(held)))
     }
 
-    fn options(&self, cancel: &CancellationToken, mcp: Option<McpPool>) -> TurnOptions {
+    /// The turn's options as the flags and the client's requests left
+    /// them; `cancel` becomes the turn an interrupt stops (at once, if one
+    /// came after its message while no turn ran).
+    fn options(&self, cancel: &CancellationToken, epoch: u64, mcp: Option<McpPool>) -> TurnOptions {
         let mut live = self
             .live
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         live.current = Some(cancel.clone());
+        if live.idle_interrupts > epoch {
+            cancel.cancel();
+        }
         let answers: Arc<dyn agentd_server::approvals::AnswerSource> =
             match self.args.permission_prompt_tool.as_deref() {
                 Some("stdio") => Arc::new(answers::ClientAnswers {
                     control: self.control.clone(),
+                    live: self.live.clone(),
                 }),
                 _ => Arc::new(TerminalAnswers::new(
                     self.on_no_answer,
@@ -261,6 +345,7 @@ impl Process<'_> {
             permission_mode: live.mode,
             allow,
             deny,
+            ask: self.settings.ask.clone(),
             answers: Some(answers),
             model: live.model.clone(),
             max_turns: self.args.max_turns,
@@ -281,11 +366,12 @@ impl Process<'_> {
     async fn turn(
         &self,
         kind: TurnKind,
+        epoch: u64,
         wire: &mut Wire,
         mcp: Option<McpPool>,
     ) -> Result<TurnFinished, Failure> {
         let cancel = CancellationToken::new();
-        let options = self.options(&cancel, mcp);
+        let options = self.options(&cancel, epoch, mcp);
         if let Some(model) = &options.model {
             wire.model = model.clone();
         }
@@ -297,8 +383,16 @@ impl Process<'_> {
         let (events, mut received) = mpsc::unbounded_channel::<EventEnvelope>();
         let run = self
             .service
-            .run_here(self.session, &kind, options, Some(events), cancel);
+            .run_here(self.session, &kind, options, Some(events), cancel.clone());
         tokio::pin!(run);
+        // A client that went away gets no more work done for it.
+        let gone = out.gone();
+        let stop_when_gone = async move {
+            gone.cancelled().await;
+            cancel.cancel();
+            std::future::pending::<()>().await;
+        };
+        tokio::pin!(stop_when_gone);
         let mut emit = |envelope: EventEnvelope| {
             for message in wire.event(&envelope.event) {
                 if stream {
@@ -310,6 +404,7 @@ impl Process<'_> {
             tokio::select! {
                 Some(envelope) = received.recv() => emit(envelope),
                 outcome = &mut run => break outcome,
+                () = &mut stop_when_gone => {}
             }
         };
         while let Some(envelope) = received.recv().await {
@@ -345,7 +440,7 @@ impl Process<'_> {
             .flat_map(|pool| pool.configs())
             .map(|server| json!({"name": server.name, "status": "connected"}))
             .collect();
-        let mode = options.permission_mode.map_or("default", claude_mode_name);
+        let mode = claude_mode_name(options.permission_mode.unwrap_or(self.default_mode));
         json!({
             "type": "system",
             "subtype": "init",

@@ -15,8 +15,10 @@ use super::control::Control;
 use super::{Shared, client_parts};
 use crate::stream_input::user_message;
 
-/// A turn to run, or why the input cannot be used.
-pub type NextTurn = Result<TurnKind, String>;
+/// A turn to run (with the count of idle interrupts when it came: one
+/// that came after it, before the turn started, stops it), or why the
+/// input cannot be used.
+pub type NextTurn = Result<(TurnKind, u64), String>;
 
 /// Reads stdin until it ends (then every request still open fails) or a
 /// line cannot be used (reported as the next turn's error).
@@ -54,17 +56,21 @@ fn take_line(
         serde_json::from_str(line).map_err(|err| format!("not a JSON object ({err})"))?;
     match value.get("type").and_then(Value::as_str) {
         Some("user") => {
-            let _ = turns.send(Ok(user_message(line)?));
+            let kind = user_message(line)?;
+            let epoch = live.lock().map_or(0, |live| live.idle_interrupts);
+            let _ = turns.send(Ok((kind, epoch)));
         }
         Some("control_response") => control.answered(&value),
         Some("control_request") => {
-            let request_id = value
-                .get("request_id")
-                .and_then(Value::as_str)
-                .ok_or("a control_request needs a \"request_id\"")?;
             let request = value.get("request").unwrap_or(&Value::Null);
-            let outcome = client_request(request, control, live);
-            control.reply(request_id, outcome);
+            match value.get("request_id").and_then(Value::as_str) {
+                Some(request_id) => {
+                    let outcome = client_request(request, control, live);
+                    control.reply(request_id, outcome);
+                }
+                // Nobody to answer; the session goes on.
+                None => eprintln!("agentd: a control_request without a request_id was ignored"),
+            }
         }
         // Nothing to cancel: agentd's answers to the client are immediate.
         Some("control_cancel_request") | Some("keep_alive") => {}
@@ -120,8 +126,10 @@ fn client_request(request: &Value, control: &Arc<Control>, live: &Shared) -> Res
             }))
         }
         "interrupt" => {
-            if let Some(turn) = &live.current {
-                turn.cancel();
+            match &live.current {
+                Some(turn) => turn.cancel(),
+                // Between a message and its turn: that turn is stopped.
+                None => live.idle_interrupts += 1,
             }
             Ok(json!({}))
         }

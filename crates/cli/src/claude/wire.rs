@@ -51,7 +51,10 @@ impl Wire {
     pub fn event(&mut self, event: &Event) -> Vec<Value> {
         match event {
             Event::TurnStarted { .. } => {
+                // Nothing of an interrupted message carries over.
                 self.denials.clear();
+                self.streaming = None;
+                self.usage = None;
                 Vec::new()
             }
             Event::MessageDelta {
