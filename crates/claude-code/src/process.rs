@@ -150,7 +150,10 @@ impl Process {
         }
         if launch.settings.backend.is_some() {
             // agentd's endpoint knows only configured model names.
-            for var in ["ANTHROPIC_SMALL_FAST_MODEL", "ANTHROPIC_DEFAULT_HAIKU_MODEL"] {
+            for var in [
+                "ANTHROPIC_SMALL_FAST_MODEL",
+                "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+            ] {
                 command.env(var, &launch.settings.model);
             }
         }

@@ -114,7 +114,11 @@ fn with_backend(
     mut resolved: ResolvedModel,
     env: EnvLookup<'_>,
 ) -> Result<ResolvedModel, ConfigError> {
-    let Some(backend) = resolved.claude_code.as_ref().and_then(|s| s.backend.clone()) else {
+    let Some(backend) = resolved
+        .claude_code
+        .as_ref()
+        .and_then(|s| s.backend.clone())
+    else {
         return Ok(resolved);
     };
     let target = config.models.get(&backend).ok_or_else(|| {
@@ -415,5 +419,23 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("gpt-9"), "{err}");
+    }
+
+    #[test]
+    fn a_claude_code_backend_needs_no_anthropic_key_and_serves_the_backend() {
+        let config = Config::parse(
+            "[models.cc]\nprovider = \"claude-code\"\nbackend = \"fast\"\n\
+             [models.fast]\nprovider = \"openai\"\nmodel = \"gpt-x\"\nbase_url = \"http://x/v1\"\n\
+             price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }\n",
+        )
+        .unwrap();
+        let model = resolve_model(&config, Some("cc"), &env_of(&[])).unwrap();
+        let settings = model.claude_code.clone().unwrap();
+        // The CLI asks agentd's endpoint for the backend by its config name.
+        assert_eq!(settings.model, "fast");
+        assert_eq!(settings.backend.as_deref(), Some("fast"));
+        // agentd's own calls and prices are the backend's.
+        assert_eq!(model.model_name, "gpt-x");
+        assert_eq!(model.price.unwrap().output_per_mtok, 2.0);
     }
 }

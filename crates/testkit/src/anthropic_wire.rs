@@ -115,7 +115,10 @@ pub(crate) fn stream_events(plan: &Plan, model: &str, message_id: &str) -> Vec<B
         output_tokens: 1,
         ..plan.usage
     };
-    let mut events = vec![wire::message_start(message_id, model, &started), wire::ping()];
+    let mut events = vec![
+        wire::message_start(message_id, model, &started),
+        wire::ping(),
+    ];
     for (index, (block, planned)) in content(plan).iter().zip(&plan.blocks).enumerate() {
         events.push(wire::content_block_start(index, block));
         match planned {
@@ -131,7 +134,10 @@ pub(crate) fn stream_events(plan: &Plan, model: &str, message_id: &str) -> Vec<B
                         .map(|t| wire::content_block_delta(index, Delta::Thinking(t))),
                 );
                 let signature = signature(index);
-                events.push(wire::content_block_delta(index, Delta::Signature(&signature)));
+                events.push(wire::content_block_delta(
+                    index,
+                    Delta::Signature(&signature),
+                ));
             }
             // Sent verbatim, so that invalid JSON reaches the client as it is.
             Block::Tool { input_json, .. } => events.extend(
@@ -148,5 +154,11 @@ pub(crate) fn stream_events(plan: &Plan, model: &str, message_id: &str) -> Vec<B
 
 /// The whole reply as one non-streamed message object.
 pub(crate) fn message(plan: &Plan, model: &str, message_id: &str) -> Value {
-    wire::message(message_id, model, &content(plan), plan.stop_reason, &plan.usage)
+    wire::message(
+        message_id,
+        model,
+        &content(plan),
+        plan.stop_reason,
+        &plan.usage,
+    )
 }

@@ -115,7 +115,10 @@ async fn the_anthropic_python_sdk_streams_text_and_a_tool_call_from_an_openai_mo
         .collect();
     assert_eq!(streamed, "Let me look at the files here.");
     let message = &out["stream"];
-    assert!(message["id"].as_str().unwrap().starts_with("msg_"), "{message}");
+    assert!(
+        message["id"].as_str().unwrap().starts_with("msg_"),
+        "{message}"
+    );
     assert_eq!(message["model"], "fast");
     assert_eq!(message["stop_reason"], "tool_use");
     assert_eq!(message["content"][0]["type"], "text");
@@ -127,7 +130,10 @@ async fn the_anthropic_python_sdk_streams_text_and_a_tool_call_from_an_openai_mo
 
     // Not streamed, with the tool's failed result.
     let reply = &out["create"];
-    assert_eq!(reply["content"], json!([{"type": "text", "text": "Saw the error.", "citations": null}]));
+    assert_eq!(
+        reply["content"],
+        json!([{"type": "text", "text": "Saw the error.", "citations": null}])
+    );
     assert_eq!(reply["stop_reason"], "end_turn");
     assert_eq!(reply["usage"]["input_tokens"], 40);
     assert_ne!(reply["id"], message["id"], "every reply has its own id");
@@ -136,9 +142,15 @@ async fn the_anthropic_python_sdk_streams_text_and_a_tool_call_from_an_openai_mo
     // Refusals in Anthropic's shape.
     assert_eq!(out["bad_key"]["status"], 401, "{out}");
     assert_eq!(out["bad_key"]["body"]["type"], "error");
-    assert_eq!(out["bad_key"]["body"]["error"]["type"], "authentication_error");
+    assert_eq!(
+        out["bad_key"]["body"]["error"]["type"],
+        "authentication_error"
+    );
     assert_eq!(out["missing_model"]["status"], 404, "{out}");
-    assert_eq!(out["missing_model"]["body"]["error"]["type"], "not_found_error");
+    assert_eq!(
+        out["missing_model"]["body"]["error"]["type"],
+        "not_found_error"
+    );
 
     // What reached the model: OpenAI Chat Completions, the tool call and its
     // failed result translated.
@@ -146,7 +158,10 @@ async fn the_anthropic_python_sdk_streams_text_and_a_tool_call_from_an_openai_mo
     assert_eq!(requests.len(), 2, "{requests:#?}");
     let first = &requests[0].body;
     assert_eq!(first["model"], "gpt-testkit");
-    assert_eq!(first["messages"][0], json!({"role": "system", "content": "Be brief."}));
+    assert_eq!(
+        first["messages"][0],
+        json!({"role": "system", "content": "Be brief."})
+    );
     assert_eq!(first["tools"][0]["function"]["name"], "Bash");
     let second = &requests[1].body;
     let tool = second["messages"]
@@ -194,7 +209,10 @@ async fn an_ungranted_model_and_a_spent_quota_are_refused_in_anthropics_shape() 
     let (status, body) = server.send(call(&eve)).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["type"], "permission_error", "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("fast"), "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("fast"),
+        "{body}"
+    );
     assert!(granted, "granting bob the model failed: {stderr}");
     // The first call spends past the quota; the next is refused.
     let (status, body) = server.send(call(&bob)).await;
@@ -211,7 +229,10 @@ async fn an_ungranted_model_and_a_spent_quota_are_refused_in_anthropics_shape() 
     let body = refused.expect("spend over the quota was never refused");
     assert_eq!(body["type"], "error");
     assert!(
-        body["error"]["message"].as_str().unwrap().contains("spend_usd_per_day"),
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("spend_usd_per_day"),
         "{body}"
     );
     // Malformed input: 400 naming the field.
@@ -220,7 +241,13 @@ async fn an_ungranted_model_and_a_spent_quota_are_refused_in_anthropics_shape() 
         .await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["type"], "invalid_request_error");
-    assert!(body["error"]["message"].as_str().unwrap().contains("max_tokens"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_tokens"),
+        "{body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -241,7 +268,14 @@ async fn the_claude_cli_runs_a_tool_call_through_agentd_against_an_openai_model(
     let output = tokio::time::timeout(
         WAIT * 2,
         Command::new(claude_binary())
-            .args(["-p", "MAKE-THE-FILE", "--model", "fast", "--output-format", "json"])
+            .args([
+                "-p",
+                "MAKE-THE-FILE",
+                "--model",
+                "fast",
+                "--output-format",
+                "json",
+            ])
             .args(["--dangerously-skip-permissions", "--max-turns", "4"])
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap())
@@ -277,11 +311,25 @@ async fn the_claude_cli_runs_a_tool_call_through_agentd_against_an_openai_model(
     let requests = openai_requests(&h);
     let answered = requests
         .iter()
-        .find(|r| r.body_text().contains("FILE-WRITTEN") || r.body["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool")))
+        .find(|r| {
+            r.body_text().contains("FILE-WRITTEN")
+                || r.body["messages"]
+                    .as_array()
+                    .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
+        })
         .unwrap_or_else(|| panic!("no request with the tool result: {requests:#?}"));
     let messages = answered.body["messages"].as_array().unwrap();
-    let call = messages.iter().find(|m| m["tool_calls"].is_array()).unwrap();
+    let call = messages
+        .iter()
+        .find(|m| m["tool_calls"].is_array())
+        .unwrap();
     assert_eq!(call["tool_calls"][0]["function"]["name"], "Bash");
-    assert!(messages.iter().any(|m| m["role"] == "tool"), "{messages:#?}");
-    assert!(h.model.requests_to("/v1/messages").is_empty(), "nothing went in Anthropic's format");
+    assert!(
+        messages.iter().any(|m| m["role"] == "tool"),
+        "{messages:#?}"
+    );
+    assert!(
+        h.model.requests_to("/v1/messages").is_empty(),
+        "nothing went in Anthropic's format"
+    );
 }

@@ -43,8 +43,14 @@ fn assert_openai_round_trip(requests: &[RecordedRequest], all: &[RecordedRequest
         .unwrap_or_else(|| panic!("no request with a tool result: {requests:#?}"));
     assert_eq!(with_result.body["model"], "gpt-testkit");
     let messages = with_result.body["messages"].as_array().unwrap();
-    let call = messages.iter().find(|m| m["tool_calls"].is_array()).unwrap();
-    assert_eq!(call["tool_calls"][0]["function"]["name"], "mcp__agentd__Bash");
+    let call = messages
+        .iter()
+        .find(|m| m["tool_calls"].is_array())
+        .unwrap();
+    assert_eq!(
+        call["tool_calls"][0]["function"]["name"],
+        "mcp__agentd__Bash"
+    );
     assert!(
         all.iter().all(|r| r.path != "/v1/messages"),
         "a request went in Anthropic's format to the model"
@@ -83,7 +89,12 @@ async fn a_served_claude_code_session_runs_on_its_backend() {
         .await
         .unwrap_or_else(|_| panic!("no turn.finished; log:\n{}", server.log()));
     let finished = events.last().unwrap();
-    assert_eq!(finished.data["status"], "completed", "{events:#?}\n{}", server.log());
+    assert_eq!(
+        finished.data["status"],
+        "completed",
+        "{events:#?}\n{}",
+        server.log()
+    );
     assert_eq!(finished.data["result"], "BACKEND-DONE");
     let workspace = h.data().join("workspaces").join(&session);
     let written = std::fs::read_to_string(workspace.join("serve.txt")).unwrap();

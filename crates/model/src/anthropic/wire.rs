@@ -174,16 +174,24 @@ mod tests {
     fn events_are_framed_as_sse() {
         let frame = content_block_delta(2, Delta::Text("hi"));
         let text = std::str::from_utf8(&frame).unwrap();
-        assert!(text.starts_with("event: content_block_delta\ndata: {"), "{text}");
+        assert!(
+            text.starts_with("event: content_block_delta\ndata: {"),
+            "{text}"
+        );
         assert!(text.ends_with("}\n\n"), "{text}");
-        let data: Value = serde_json::from_str(text.lines().nth(1).unwrap().strip_prefix("data: ").unwrap()).unwrap();
+        let data: Value =
+            serde_json::from_str(text.lines().nth(1).unwrap().strip_prefix("data: ").unwrap())
+                .unwrap();
         assert_eq!(data["index"], 2);
         assert_eq!(data["delta"], json!({"type": "text_delta", "text": "hi"}));
     }
 
     #[test]
     fn error_types_follow_the_status() {
-        assert_eq!(error_body(401, "x")["error"]["type"], "authentication_error");
+        assert_eq!(
+            error_body(401, "x")["error"]["type"],
+            "authentication_error"
+        );
         assert_eq!(error_type(404), "not_found_error");
         assert_eq!(error_type(429), "rate_limit_error");
         assert_eq!(error_type(529), "overloaded_error");

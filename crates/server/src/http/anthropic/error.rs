@@ -60,7 +60,10 @@ impl IntoResponse for AnthropicError {
         let mut response = (self.status, axum::Json(body)).into_response();
         let headers = response.headers_mut();
         if let Some(wait) = self.retry_after {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(wait.as_secs().max(1)),
+            );
         }
         if self.status == StatusCode::PAYLOAD_TOO_LARGE {
             // The rest of the body is never read: the connection cannot be reused.
@@ -101,7 +104,9 @@ impl From<ModelError> for AnthropicError {
             ModelError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ModelError::ContextOverflow { .. } => StatusCode::BAD_REQUEST,
             ModelError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ModelError::Overloaded { .. } => StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+            ModelError::Overloaded { .. } => {
+                StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
+            }
             ModelError::Server { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             ModelError::Auth { .. }
             | ModelError::Transport(_)

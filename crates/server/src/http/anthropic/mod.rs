@@ -44,19 +44,23 @@ pub struct Caller(pub User);
 impl FromRequestParts<AppState> for Caller {
     type Rejection = AnthropicError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         let key = (!parts.headers.contains_key(AUTHORIZATION))
             .then(|| parts.headers.get(API_KEY_HEADER))
             .flatten();
-        let user = match key.map(|key| HeaderValue::from_bytes(&[b"Bearer ", key.as_bytes()].concat())) {
-            Some(Ok(bearer)) => {
-                let mut headers = parts.headers.clone();
-                headers.insert(AUTHORIZATION, bearer);
-                authenticate(state, &parts.method, &headers).await
-            }
-            Some(Err(_)) => Err(super::error::ApiError::Unauthorized),
-            None => authenticate(state, &parts.method, &parts.headers).await,
-        };
+        let user =
+            match key.map(|key| HeaderValue::from_bytes(&[b"Bearer ", key.as_bytes()].concat())) {
+                Some(Ok(bearer)) => {
+                    let mut headers = parts.headers.clone();
+                    headers.insert(AUTHORIZATION, bearer);
+                    authenticate(state, &parts.method, &headers).await
+                }
+                Some(Err(_)) => Err(super::error::ApiError::Unauthorized),
+                None => authenticate(state, &parts.method, &parts.headers).await,
+            };
         user.map(Caller).map_err(AnthropicError::from)
     }
 }
@@ -195,7 +199,9 @@ async fn route(state: &AppState, user: &User, name: &str) -> Result<ResolvedMode
         let names = crate::config::names(runtime.config.models.keys());
         return Err(AnthropicError::new(
             StatusCode::NOT_FOUND,
-            format!("model: {name:?} is not a configured model of this server (configured: {names})"),
+            format!(
+                "model: {name:?} is not a configured model of this server (configured: {names})"
+            ),
         ));
     }
     check_model_call(state, user, name).await?;
@@ -238,4 +244,3 @@ pub(super) fn document_api_key(api: &mut utoipa::openapi::OpenApi) {
         SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new(API_KEY_HEADER))),
     );
 }
-

@@ -67,7 +67,9 @@ async fn completed(mut stream: ModelStream) -> Result<ModelResponse, ModelError>
             return Ok(reply);
         }
     }
-    Err(ModelError::Stream("the reply ended before it was complete".into()))
+    Err(ModelError::Stream(
+        "the reply ended before it was complete".into(),
+    ))
 }
 
 fn sse(stream: ModelStream, id: String, model: String, on_usage: OnUsage) -> Response {
@@ -224,7 +226,11 @@ fn whole_block(sent: usize, block: &ContentBlock, out: &mut Vec<Bytes>) -> bool 
         _ => return false,
     };
     out.push(wire::content_block_start(sent, block));
-    out.extend(deltas.into_iter().map(|d| wire::content_block_delta(sent, d)));
+    out.extend(
+        deltas
+            .into_iter()
+            .map(|d| wire::content_block_delta(sent, d)),
+    );
     out.push(wire::content_block_stop(sent));
     true
 }

@@ -12,7 +12,12 @@ fn parse(frames: &[Bytes]) -> Vec<(String, Value)> {
         .map(|frame| {
             let text = std::str::from_utf8(frame).unwrap();
             let mut lines = text.lines();
-            let name = lines.next().unwrap().strip_prefix("event: ").unwrap().to_string();
+            let name = lines
+                .next()
+                .unwrap()
+                .strip_prefix("event: ")
+                .unwrap()
+                .to_string();
             let data = lines.next().unwrap().strip_prefix("data: ").unwrap();
             (name, serde_json::from_str(data).unwrap())
         })
@@ -20,11 +25,19 @@ fn parse(frames: &[Bytes]) -> Vec<(String, Value)> {
 }
 
 fn text(index: u32, text: &str) -> ModelEvent {
-    ModelEvent::TextDelta { index, text: text.into() }
+    ModelEvent::TextDelta {
+        index,
+        text: text.into(),
+    }
 }
 
 fn usage() -> Usage {
-    Usage { input_tokens: 10, output_tokens: 4, cache_read_tokens: 3, cache_write_tokens: 2 }
+    Usage {
+        input_tokens: 10,
+        output_tokens: 4,
+        cache_read_tokens: 3,
+        cache_write_tokens: 2,
+    }
 }
 
 #[test]
@@ -34,8 +47,14 @@ fn text_streams_live_and_a_tool_call_follows_whole() {
     frames.extend(encoder.delta(&text(0, "lo")));
     let reply = ModelResponse {
         content: vec![
-            ContentBlock::Text { text: "Hello".into() },
-            ContentBlock::ToolUse { id: "call_1".into(), name: "Bash".into(), input: json!({"command": "ls"}) },
+            ContentBlock::Text {
+                text: "Hello".into(),
+            },
+            ContentBlock::ToolUse {
+                id: "call_1".into(),
+                name: "Bash".into(),
+                input: json!({"command": "ls"}),
+            },
         ],
         stop_reason: StopReason::ToolUse,
         usage: usage(),
@@ -43,16 +62,29 @@ fn text_streams_live_and_a_tool_call_follows_whole() {
     frames.extend(encoder.complete(&reply));
     let events = parse(&frames);
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, [
-        "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
-        "content_block_start", "content_block_delta", "content_block_stop",
-        "message_delta", "message_stop",
-    ]);
-    assert_eq!(events[1].1["delta"], json!({"type": "text_delta", "text": "Hel"}));
+    assert_eq!(
+        names,
+        [
+            "content_block_start",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_stop",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop",
+        ]
+    );
+    assert_eq!(
+        events[1].1["delta"],
+        json!({"type": "text_delta", "text": "Hel"})
+    );
     assert_eq!(events[4].1["index"], 1);
     assert_eq!(events[4].1["content_block"]["id"], "call_1");
     assert_eq!(events[5].1["delta"]["type"], "input_json_delta");
-    let input: Value = serde_json::from_str(events[5].1["delta"]["partial_json"].as_str().unwrap()).unwrap();
+    let input: Value =
+        serde_json::from_str(events[5].1["delta"]["partial_json"].as_str().unwrap()).unwrap();
     assert_eq!(input, json!({"command": "ls"}));
     assert_eq!(events[7].1["delta"]["stop_reason"], "tool_use");
     assert_eq!(events[7].1["usage"]["input_tokens"], 10);
@@ -62,26 +94,45 @@ fn text_streams_live_and_a_tool_call_follows_whole() {
 #[test]
 fn a_thinking_block_gets_its_signature_before_it_stops() {
     let mut encoder = Encoder::default();
-    let mut frames = encoder.delta(&ModelEvent::ThinkingDelta { index: 0, text: "hmm".into() });
+    let mut frames = encoder.delta(&ModelEvent::ThinkingDelta {
+        index: 0,
+        text: "hmm".into(),
+    });
     // The text after it waits for the end: the thinking cannot stop yet.
     frames.extend(encoder.delta(&text(1, "Ans")));
     let reply = ModelResponse {
         content: vec![
-            ContentBlock::Thinking { thinking: "hmm".into(), signature: Some("sig".into()) },
-            ContentBlock::Text { text: "Answer".into() },
+            ContentBlock::Thinking {
+                thinking: "hmm".into(),
+                signature: Some("sig".into()),
+            },
+            ContentBlock::Text {
+                text: "Answer".into(),
+            },
         ],
         stop_reason: StopReason::MaxTokens,
         usage: usage(),
     };
     frames.extend(encoder.complete(&reply));
     let events = parse(&frames);
-    let deltas: Vec<&Value> = events.iter().filter(|(n, _)| n == "content_block_delta").map(|(_, d)| &d["delta"]).collect();
-    assert_eq!(deltas, [
-        &json!({"type": "thinking_delta", "thinking": "hmm"}),
-        &json!({"type": "signature_delta", "signature": "sig"}),
-        &json!({"type": "text_delta", "text": "Answer"}),
-    ]);
-    let stops: Vec<&Value> = events.iter().filter(|(n, _)| n == "content_block_stop").map(|(_, d)| &d["index"]).collect();
+    let deltas: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "content_block_delta")
+        .map(|(_, d)| &d["delta"])
+        .collect();
+    assert_eq!(
+        deltas,
+        [
+            &json!({"type": "thinking_delta", "thinking": "hmm"}),
+            &json!({"type": "signature_delta", "signature": "sig"}),
+            &json!({"type": "text_delta", "text": "Answer"}),
+        ]
+    );
+    let stops: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "content_block_stop")
+        .map(|(_, d)| &d["index"])
+        .collect();
     assert_eq!(stops, [&json!(0), &json!(1)]);
     let end = events.iter().find(|(n, _)| n == "message_delta").unwrap();
     assert_eq!(end.1["delta"]["stop_reason"], "max_tokens");
@@ -90,11 +141,42 @@ fn a_thinking_block_gets_its_signature_before_it_stops() {
 #[test]
 fn model_errors_keep_anthropics_statuses() {
     let status = |err: ModelError| AnthropicError::from(err).status;
-    assert_eq!(status(ModelError::RateLimited { message: "x".into(), retry_after: None }), StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(status(ModelError::Overloaded { message: "x".into(), retry_after: None }).as_u16(), 529);
-    assert_eq!(status(ModelError::BadRequest { status: 400, message: "x".into() }), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        status(ModelError::RateLimited {
+            message: "x".into(),
+            retry_after: None
+        }),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        status(ModelError::Overloaded {
+            message: "x".into(),
+            retry_after: None
+        })
+        .as_u16(),
+        529
+    );
+    assert_eq!(
+        status(ModelError::BadRequest {
+            status: 400,
+            message: "x".into()
+        }),
+        StatusCode::BAD_REQUEST
+    );
     // agentd's own key refused upstream is not the client's key being wrong.
-    assert_eq!(status(ModelError::Auth { status: 401, message: "x".into() }), StatusCode::BAD_GATEWAY);
-    let overflow = AnthropicError::from(ModelError::ContextOverflow { message: "too long".into() });
-    assert!(overflow.message.starts_with("prompt is too long"), "{}", overflow.message);
+    assert_eq!(
+        status(ModelError::Auth {
+            status: 401,
+            message: "x".into()
+        }),
+        StatusCode::BAD_GATEWAY
+    );
+    let overflow = AnthropicError::from(ModelError::ContextOverflow {
+        message: "too long".into(),
+    });
+    assert!(
+        overflow.message.starts_with("prompt is too long"),
+        "{}",
+        overflow.message
+    );
 }

@@ -337,12 +337,10 @@ fn blocks_of(
             WireBlock::Text { text } => ContentBlock::Text { text },
             WireBlock::Image { source } if role == Role::User => image(source, &at)?,
             WireBlock::Image { .. } => return Err(misplaced("image", "a user")),
-            WireBlock::Document { source, title } if role == Role::User => {
-                ContentBlock::Document {
-                    source: Value::Object(source),
-                    title,
-                }
-            }
+            WireBlock::Document { source, title } if role == Role::User => ContentBlock::Document {
+                source: Value::Object(source),
+                title,
+            },
             WireBlock::Document { .. } => return Err(misplaced("document", "a user")),
             WireBlock::ToolUse { id, name, input } if role == Role::Assistant => {
                 ContentBlock::ToolUse {

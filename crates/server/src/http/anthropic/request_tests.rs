@@ -43,24 +43,45 @@ fn a_whole_conversation_translates_block_by_block() {
     assert_eq!(request.model, "gpt-x");
     assert_eq!(request.system.as_deref(), Some("one\n\ntwo\n\nbe brief"));
     // The budget comes out of max_tokens: the provider adds it back.
-    assert_eq!((request.max_tokens, request.thinking_budget), (3000, Some(2000)));
+    assert_eq!(
+        (request.max_tokens, request.thinking_budget),
+        (3000, Some(2000))
+    );
     assert_eq!(request.tools[0].name, "Bash");
     assert_eq!(request.tools[0].input_schema, json!({"type": "object"}));
     let messages = request.messages.as_ref();
     assert_eq!(messages.len(), 3);
     assert_eq!(messages[0].role, Role::User);
-    assert!(matches!(&messages[0].content[1], ContentBlock::Image { source } if source["media_type"] == "image/png"));
+    assert!(
+        matches!(&messages[0].content[1], ContentBlock::Image { source } if source["media_type"] == "image/png")
+    );
     assert_eq!(
         messages[1].content,
         vec![
-            ContentBlock::Thinking { thinking: "hmm".into(), signature: Some("sig".into()) },
-            ContentBlock::ToolUse { id: "t1".into(), name: "Bash".into(), input: json!({"command": "ls"}) },
+            ContentBlock::Thinking {
+                thinking: "hmm".into(),
+                signature: Some("sig".into())
+            },
+            ContentBlock::ToolUse {
+                id: "t1".into(),
+                name: "Bash".into(),
+                input: json!({"command": "ls"})
+            },
         ]
     );
-    let ContentBlock::ToolResult { tool_use_id, content, is_error, images } = &messages[2].content[0] else {
+    let ContentBlock::ToolResult {
+        tool_use_id,
+        content,
+        is_error,
+        images,
+    } = &messages[2].content[0]
+    else {
         panic!("{:?}", messages[2]);
     };
-    assert_eq!((tool_use_id.as_str(), content.as_str(), *is_error), ("t1", "no such\nfile", true));
+    assert_eq!(
+        (tool_use_id.as_str(), content.as_str(), *is_error),
+        ("t1", "no such\nfile", true)
+    );
     assert_eq!(images.len(), 1);
 }
 
@@ -71,13 +92,19 @@ fn plain_strings_are_text_and_results_without_content_are_empty() {
             message("user", json!([{"type": "tool_result", "tool_use_id": "t"}]))]}))
     .unwrap();
     assert_eq!(request.system.as_deref(), Some("sys"));
-    assert_eq!(request.messages[0].content, vec![ContentBlock::Text { text: "hi".into() }]);
-    assert_eq!(request.messages[1].content, vec![ContentBlock::tool_result("t", "", false)]);
+    assert_eq!(
+        request.messages[0].content,
+        vec![ContentBlock::Text { text: "hi".into() }]
+    );
+    assert_eq!(
+        request.messages[1].content,
+        vec![ContentBlock::tool_result("t", "", false)]
+    );
     assert_eq!(request.thinking_budget, None);
 }
 
 fn refusal(body: Value) -> String {
-    let err = convert(body).err().expect("refused");
+    let err = convert(body).expect_err("refused");
     assert_eq!(err.status, 400);
     err.message
 }
@@ -85,12 +112,24 @@ fn refusal(body: Value) -> String {
 #[test]
 fn misplaced_or_unsupported_input_is_refused_with_where() {
     let base = |messages: Value| json!({"model": "m", "max_tokens": 10, "messages": messages});
-    let text = refusal(base(json!([message("user", json!([{"type": "tool_use", "id": "a", "name": "B", "input": {}}]))])));
-    assert!(text.contains("messages.0.content.0") && text.contains("assistant"), "{text}");
-    let text = refusal(base(json!([message("assistant", json!([{"type": "tool_result", "tool_use_id": "a"}]))])));
+    let text = refusal(base(json!([message(
+        "user",
+        json!([{"type": "tool_use", "id": "a", "name": "B", "input": {}}])
+    )])));
+    assert!(
+        text.contains("messages.0.content.0") && text.contains("assistant"),
+        "{text}"
+    );
+    let text = refusal(base(json!([message(
+        "assistant",
+        json!([{"type": "tool_result", "tool_use_id": "a"}])
+    )])));
     assert!(text.contains("tool_result"), "{text}");
-    let text = refusal(base(json!([message("user", json!([{"type": "image",
-        "source": {"type": "base64", "media_type": "image/jpeg", "data": PNG}}]))])));
+    let text = refusal(base(json!([message(
+        "user",
+        json!([{"type": "image",
+        "source": {"type": "base64", "media_type": "image/jpeg", "data": PNG}}])
+    )])));
     assert!(text.contains("messages.0.content.0.source"), "{text}");
     let text = refusal(base(json!([])));
     assert!(text.contains("at least one"), "{text}");
@@ -115,7 +154,10 @@ fn fields_of_the_wrong_type_do_not_parse() {
         json!({"model": "m", "max_tokens": 1, "messages": [], "system": [{"type": "image"}]}),
         json!({"model": "m", "max_tokens": 1, "messages": [], "temperature": "hot"}),
     ] {
-        assert!(serde_json::from_value::<MessagesRequest>(body.clone()).is_err(), "{body}");
+        assert!(
+            serde_json::from_value::<MessagesRequest>(body.clone()).is_err(),
+            "{body}"
+        );
     }
 }
 
