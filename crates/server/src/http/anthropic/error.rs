@@ -140,14 +140,9 @@ where
     type Rejection = AnthropicError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let axum::Json(value) = axum::Json::<serde_json::Value>::from_request(req, state)
+        crate::http::error::json_object(req, state)
             .await
-            .map_err(|rejection| AnthropicError::from(ApiError::from(rejection)))?;
-        if !value.is_object() {
-            return Err(AnthropicError::invalid("the body must be a JSON object"));
-        }
-        serde_path_to_error::deserialize(value)
             .map(AnthropicJson)
-            .map_err(|err| AnthropicError::invalid(err.to_string()))
+            .map_err(AnthropicError::from)
     }
 }
