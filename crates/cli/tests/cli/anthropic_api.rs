@@ -333,3 +333,70 @@ async fn the_claude_cli_runs_a_tool_call_through_agentd_against_an_openai_model(
         "nothing went in Anthropic's format"
     );
 }
+
+/// `(event, data)` of each event of an SSE body.
+fn sse_events(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter(|chunk| !chunk.trim().is_empty())
+        .map(|chunk| {
+            let field = |name: &str| {
+                chunk
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            (
+                field("event: "),
+                serde_json::from_str(&field("data: ")).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_upstream_ends_in_an_error_event_after_what_arrived() {
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "WHOLE"}, "content": [{"type": "text", "text": "one two three four five six"}]},
+        {"when": {"last_user_contains": "CUT"}, "content": [{"type": "text", "text": "one two three four five six"}],
+         "fault": {"kind": "cut_stream", "after_chunks": 2}},
+    ]});
+    let h = Harness::new(script, TOML).await;
+    let token = h.token("alice").await;
+    let server = h.start().await.with_token(&token);
+    let stream = |text: &str| {
+        server
+            .request(reqwest::Method::POST, "/v1/messages")
+            .json(&json!({"model": "fast", "max_tokens": 100, "stream": true,
+                "messages": [{"role": "user", "content": text}]}))
+    };
+    let response = stream("WHOLE").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let events = sse_events(&response.text().await.unwrap());
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names[..3], ["message_start", "ping", "content_block_start"]);
+    assert_eq!(
+        names[names.len() - 3..],
+        ["content_block_stop", "message_delta", "message_stop"]
+    );
+    for (name, data) in &events {
+        assert_eq!(&data["type"], name, "{data}");
+    }
+    let text: String = events
+        .iter()
+        .filter_map(|(_, d)| d["delta"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "one two three four five six");
+
+    let response = stream("CUT").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let events = sse_events(&response.text().await.unwrap());
+    let (last, data) = events.last().unwrap();
+    assert_eq!(last, "error", "{events:?}");
+    assert_eq!(data["error"]["type"], "api_error", "{data}");
+    assert!(
+        !events.iter().any(|(n, _)| n == "message_stop"),
+        "{events:?}"
+    );
+}
