@@ -15,6 +15,7 @@ fn toml() -> String {
     format!(
         "[models.default]\nprovider = \"claude-code\"\nbackend = \"fast\"\ncommand = \"{}\"\n\
          [models.fast]\nprovider = \"openai\"\nmodel = \"gpt-testkit\"\nbase_url = \"{{URL}}/v1\"\n\
+         price = {{ input_per_mtok = 1000.0, output_per_mtok = 2000.0 }}\n\
          [profiles.default]\nmode = \"bypass\"\n",
         claude_binary().display()
     )
@@ -70,6 +71,23 @@ async fn agentd_run_serves_the_cli_an_openai_model_itself() {
         "{:?}\n{}",
         finished,
         run.stderr
+    );
+    // Priced by the backend's price, not the CLI's table for a name it
+    // does not know.
+    let usage = &finished.usage;
+    assert!(
+        usage.input_tokens > 0 && usage.output_tokens > 0,
+        "{usage:?}"
+    );
+    let expected = (usage.input_tokens as f64 * 1000.0
+        + usage.output_tokens as f64 * 2000.0
+        + usage.cache_read_tokens as f64 * 100.0
+        + usage.cache_write_tokens as f64 * 1250.0)
+        / 1e6;
+    assert!(
+        (finished.cost_usd - expected).abs() < 1e-9,
+        "{} != {expected} ({usage:?})",
+        finished.cost_usd
     );
     let written = std::fs::read_to_string(h.ws().join("run.txt")).unwrap();
     assert_eq!(written, "via-backend\n");
