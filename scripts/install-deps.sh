@@ -4,7 +4,8 @@
 # UI's browser test; the claude CLI (a peer and test fixture), the MCP test
 # servers and playwright-core (drives that chromium; it never downloads a
 # browser of its own) from npm into .tools/, and schemathesis (the OpenAPI
-# test) from PyPI into the venv .tools/venv. Idempotent: a no-op when all is
+# test) and the `anthropic` SDK (the /v1/messages test) from PyPI into the
+# venv .tools/venv. Idempotent: a no-op when all is
 # present. AGENTD_SKIP_CLAUDE=1 (`make run`) skips what only the tests need
 # (the claude CLI, schemathesis).
 set -euo pipefail
@@ -76,4 +77,15 @@ if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] &&
   mkdir -p .tools
   [ -x .tools/venv/bin/pip ] || /usr/bin/python3 -m venv .tools/venv
   .tools/venv/bin/pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+
+# The official `anthropic` Python SDK, pinned, for the test of agentd's
+# Anthropic-compatible /v1/messages (crates/cli/tests/cli/anthropic_api.rs).
+ANTHROPIC_SDK_VERSION=2.14.0
+if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] &&
+  [ "$(.tools/venv/bin/python -c 'import anthropic; print(anthropic.__version__)' 2>/dev/null)" != "$ANTHROPIC_SDK_VERSION" ]; then
+  echo "install-deps: installing anthropic $ANTHROPIC_SDK_VERSION into .tools/venv" >&2
+  mkdir -p .tools
+  [ -x .tools/venv/bin/pip ] || /usr/bin/python3 -m venv .tools/venv
+  .tools/venv/bin/pip install --quiet --disable-pip-version-check "anthropic==$ANTHROPIC_SDK_VERSION"
 fi

@@ -200,7 +200,14 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> TurnOutcome {
     let model_calls = translator.model_calls;
     let last_text = translator.last_text.clone();
     match ended {
-        Ok(result) => outcome_of(result, stopping, last_text, model_calls),
+        Ok(mut result) => {
+            if request.settings.backend.is_some() {
+                // The CLI prices by Anthropic's table for a model name it
+                // does not know: agentd prices the backend it served.
+                result.cost_usd = request.agent.config().cost(&result.usage);
+            }
+            outcome_of(result, stopping, last_text, model_calls)
+        }
         Err((code, message, _)) if stopping.is_some() && code == ErrorCode::ClaudeCodeInterrupt => {
             stop_process(live).await;
             TurnOutcome {

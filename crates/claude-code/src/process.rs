@@ -148,6 +148,15 @@ impl Process {
         if let Some(url) = &launch.settings.base_url {
             command.env("ANTHROPIC_BASE_URL", url);
         }
+        if launch.settings.backend.is_some() {
+            // agentd's endpoint knows only configured model names.
+            for var in [
+                "ANTHROPIC_SMALL_FAST_MODEL",
+                "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+            ] {
+                command.env(var, &launch.settings.model);
+            }
+        }
         let mut child = command.spawn()?;
         let stdin = child.stdin.take();
         let (sender, lines) = mpsc::unbounded_channel();

@@ -12,4 +12,8 @@ pub struct ClaudeCodeSettings {
     pub api_key: String,
     /// A warm CLI without a turn for this long is stopped.
     pub idle_timeout: Duration,
+    /// Set when the CLI talks to agentd's own `/v1/messages`, which serves
+    /// this configured model (`backend = …`): `model` is its name, and the
+    /// CLI's side requests (titles, topic checks) use it too instead of Haiku.
+    pub backend: Option<String>,
 }

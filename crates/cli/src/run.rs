@@ -244,6 +244,7 @@ pub async fn shutdown(service: &SessionService) {
     let runtime = service.registry().runtime();
     runtime.mcp.shutdown().await;
     runtime.claude.shutdown().await;
+    runtime.model_gateway.shutdown().await;
     runtime.background.shutdown().await;
     runtime.egress.shutdown();
 }

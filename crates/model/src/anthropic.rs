@@ -7,6 +7,7 @@
 mod api_error;
 mod request;
 mod stream;
+pub mod wire;
 
 use std::fmt;
 use std::time::Duration;

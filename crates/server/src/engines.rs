@@ -13,6 +13,8 @@ use agentd_store::SessionRecord;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ConfigError;
+use crate::model_gateway::Backend;
 use crate::models::{ClaudeCodeSettings, EngineChoice, EnvLookup, ResolvedModel, resolve_model};
 use crate::registry::TurnKind;
 use crate::runtime::{RunError, Runtime, TurnOptions};
@@ -113,8 +115,25 @@ impl Runtime {
         &self,
         request: TurnRequest<'_>,
         model: ResolvedModel,
-        settings: ClaudeCodeSettings,
+        mut settings: ClaudeCodeSettings,
     ) -> Result<Option<TurnFinished>, RunError> {
+        if let Some(backend) = &settings.backend {
+            let served = Backend {
+                client: model.client.clone(),
+                model_name: model.model_name.clone(),
+            };
+            let endpoint = self
+                .model_gateway
+                .endpoint(backend, served)
+                .await
+                .map_err(|err| {
+                    ConfigError::Invalid(format!(
+                        "cannot start the loopback endpoint for backend {backend:?}: {err}"
+                    ))
+                })?;
+            settings.base_url = Some(endpoint.base_url);
+            settings.api_key = endpoint.api_key;
+        }
         let (session, options) = (request.session, &request.options);
         let text = request.message.text();
         let profile = self.config.profile(&session.profile)?;

@@ -22,6 +22,7 @@ pub mod http;
 mod identity;
 mod mcp_pools;
 pub mod metrics;
+pub mod model_gateway;
 pub mod models;
 mod mounts;
 pub mod paths;

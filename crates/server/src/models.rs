@@ -74,7 +74,8 @@ pub fn resolve_model(
 ) -> Result<ResolvedModel, ConfigError> {
     if let Some(spec) = requested {
         if let Some(model) = config.models.get(spec) {
-            return build(spec.to_string(), model, env);
+            let resolved = build(spec.to_string(), model, env)?;
+            return with_backend(config, resolved, env);
         }
         if spec == "demo" {
             return Ok(demo(None));
@@ -104,6 +105,31 @@ pub fn resolve_model(
         Default::Env(provider) => build_from_env(provider, None, env),
         Default::Demo => Ok(demo(Some(DEMO_NOTICE))),
     }
+}
+
+/// A `claude-code` model with a `backend`: agentd's own calls (compaction,
+/// pricing) go to the backend, whose client the CLI's endpoint serves too.
+fn with_backend(
+    config: &Config,
+    mut resolved: ResolvedModel,
+    env: EnvLookup<'_>,
+) -> Result<ResolvedModel, ConfigError> {
+    let Some(backend) = resolved
+        .claude_code
+        .as_ref()
+        .and_then(|s| s.backend.clone())
+    else {
+        return Ok(resolved);
+    };
+    let target = config.models.get(&backend).ok_or_else(|| {
+        ConfigError::Invalid(format!("backend {backend:?} is not a configured model"))
+    })?;
+    let served = build(backend, target, env)?;
+    resolved.client = served.client;
+    resolved.model_name = served.model_name;
+    resolved.price = resolved.price.or(served.price);
+    resolved.context_window = resolved.context_window.or(served.context_window);
+    Ok(resolved)
 }
 
 /// The thinking budget configured for a session's model (`spec` as stored:
@@ -274,12 +300,19 @@ fn claude_code_model(
     retry: RetryPolicy,
 ) -> Result<(String, Arc<dyn ModelClient>, ClaudeCodeSettings), ConfigError> {
     let key_env = model.api_key_env.as_deref().unwrap_or("ANTHROPIC_API_KEY");
-    let api_key = api_key(env, key_env, spec)?;
-    let base_url = model.base_url.clone().or_else(|| env("ANTHROPIC_BASE_URL"));
-    let name = model
-        .model
-        .clone()
-        .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into());
+    let (api_key, base_url, name) = match &model.backend {
+        // The endpoint and its key are agentd's, known when a turn starts
+        // (see `Runtime::run_claude_turn`); the CLI asks for the backend by name.
+        Some(backend) => (String::new(), None, backend.clone()),
+        None => (
+            api_key(env, key_env, spec)?,
+            model.base_url.clone().or_else(|| env("ANTHROPIC_BASE_URL")),
+            model
+                .model
+                .clone()
+                .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
+        ),
+    };
     let command = model
         .command
         .clone()
@@ -294,8 +327,10 @@ fn claude_code_model(
             agentd_claude_code::DEFAULT_IDLE_TIMEOUT,
             std::time::Duration::from_secs,
         ),
+        backend: model.backend.clone(),
     };
-    // Used only for what agentd does itself (e.g. `/compact`).
+    // Used only for what agentd does itself (e.g. `/compact`); with a
+    // backend, `resolve_model` puts the backend's client in its place.
     Ok((name, anthropic(base_url, api_key, retry), settings))
 }
 
@@ -384,5 +419,23 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("gpt-9"), "{err}");
+    }
+
+    #[test]
+    fn a_claude_code_backend_needs_no_anthropic_key_and_serves_the_backend() {
+        let config = Config::parse(
+            "[models.cc]\nprovider = \"claude-code\"\nbackend = \"fast\"\n\
+             [models.fast]\nprovider = \"openai\"\nmodel = \"gpt-x\"\nbase_url = \"http://x/v1\"\n\
+             price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }\n",
+        )
+        .unwrap();
+        let model = resolve_model(&config, Some("cc"), &env_of(&[])).unwrap();
+        let settings = model.claude_code.clone().unwrap();
+        // The CLI asks agentd's endpoint for the backend by its config name.
+        assert_eq!(settings.model, "fast");
+        assert_eq!(settings.backend.as_deref(), Some("fast"));
+        // agentd's own calls and prices are the backend's.
+        assert_eq!(model.model_name, "gpt-x");
+        assert_eq!(model.price.unwrap().output_per_mtok, 2.0);
     }
 }

@@ -98,6 +98,8 @@ pub struct Runtime {
     pub egress: crate::egress::EgressProxies,
     /// Warm `claude` CLI processes of `claude-code` sessions.
     pub claude: ClaudeCode,
+    /// The loopback `/v1/messages` of `claude-code` models with a `backend`.
+    pub model_gateway: Arc<crate::model_gateway::ModelGateway>,
     /// The sessions' background commands.
     pub background: crate::background::SessionShells,
     /// Who runs the sessions' turns: this process alone, or a cluster.
@@ -125,6 +127,7 @@ impl Runtime {
             mcp: McpPools::default(),
             egress: Default::default(),
             claude: ClaudeCode::default(),
+            model_gateway: Arc::default(),
             background: Default::default(),
             coordination: Arc::new(Alone),
             threads: Threads::default(),

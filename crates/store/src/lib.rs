@@ -281,6 +281,11 @@ pub trait AccessStore: Send + Sync {
     /// sessions are deleted), sessions.
     async fn user_usage(&self, owner: &str, window: UsageWindow) -> StoreResult<UserUsage>;
 
+    /// Add spend of `owner`'s outside any session (a call of the
+    /// Anthropic-compatible `/v1/messages`): it counts against spend quotas
+    /// like a session's cost.
+    async fn record_spend(&self, owner: &str, cost_usd: f64) -> StoreResult<()>;
+
     /// Append to the audit log, which nothing updates or deletes.
     async fn append_audit(&self, entry: &NewAudit) -> StoreResult<AuditRecord>;
 

@@ -1,7 +1,8 @@
 //! The Anthropic Messages API wire format: request views, SSE events, messages, errors.
 
-use agentd_model::StopReason;
+use agentd_model::anthropic::wire::{self, Delta};
 use agentd_model::scripted::{RequestView, json_chunks, text_chunks};
+use agentd_protocol::{ContentBlock, Usage};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
@@ -78,131 +79,86 @@ fn str_field<'a>(value: &'a Value, key: &str) -> &'a str {
     value.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
-pub(crate) fn stop_reason(reason: StopReason) -> &'static str {
-    match reason {
-        StopReason::EndTurn | StopReason::Other => "end_turn",
-        StopReason::ToolUse => "tool_use",
-        StopReason::MaxTokens => "max_tokens",
-        StopReason::StopSequence => "stop_sequence",
-        StopReason::Refusal => "refusal",
-    }
-}
-
-fn usage(plan: &Plan, output_tokens: u64) -> Value {
-    json!({
-        "input_tokens": plan.usage.input_tokens,
-        "output_tokens": output_tokens,
-        "cache_creation_input_tokens": plan.usage.cache_write_tokens,
-        "cache_read_input_tokens": plan.usage.cache_read_tokens,
-    })
-}
-
 /// A fake but well-formed thinking signature.
 fn signature(index: usize) -> String {
     format!("c2NyaXB0ZWQtdGhpbmtpbmctc2lnbmF0dXJl{index}")
 }
 
-fn event(name: &str, data: &Value) -> Bytes {
-    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+/// The plan's blocks as content blocks (a tool's input parsed, or its raw
+/// text as a string when it is not JSON).
+fn content(plan: &Plan) -> Vec<ContentBlock> {
+    plan.blocks
+        .iter()
+        .enumerate()
+        .map(|(index, block)| match block {
+            Block::Text(text) => ContentBlock::Text { text: text.clone() },
+            Block::Thinking(text) => ContentBlock::Thinking {
+                thinking: text.clone(),
+                signature: Some(signature(index)),
+            },
+            Block::Tool {
+                id,
+                name,
+                input_json,
+            } => ContentBlock::ToolUse {
+                id: id.clone(),
+                name: name.clone(),
+                input: input_value(input_json),
+            },
+        })
+        .collect()
 }
 
 /// The SSE events of a streamed reply, each a separate chunk.
 pub(crate) fn stream_events(plan: &Plan, model: &str, message_id: &str) -> Vec<Bytes> {
+    let started = Usage {
+        output_tokens: 1,
+        ..plan.usage
+    };
     let mut events = vec![
-        event(
-            "message_start",
-            &json!({"type": "message_start", "message": {
-                "id": message_id, "type": "message", "role": "assistant", "model": model,
-                "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": usage(plan, 1),
-            }}),
-        ),
-        event("ping", &json!({"type": "ping"})),
+        wire::message_start(message_id, model, &started),
+        wire::ping(),
     ];
-    for (index, block) in plan.blocks.iter().enumerate() {
-        let start = match block {
-            Block::Text(_) => json!({"type": "text", "text": ""}),
-            Block::Thinking(_) => json!({"type": "thinking", "thinking": ""}),
-            Block::Tool { id, name, .. } => {
-                json!({"type": "tool_use", "id": id, "name": name, "input": {}})
+    for (index, (block, planned)) in content(plan).iter().zip(&plan.blocks).enumerate() {
+        events.push(wire::content_block_start(index, block));
+        match planned {
+            Block::Text(text) => events.extend(
+                text_chunks(text)
+                    .iter()
+                    .map(|t| wire::content_block_delta(index, Delta::Text(t))),
+            ),
+            Block::Thinking(text) => {
+                events.extend(
+                    text_chunks(text)
+                        .iter()
+                        .map(|t| wire::content_block_delta(index, Delta::Thinking(t))),
+                );
+                let signature = signature(index);
+                events.push(wire::content_block_delta(
+                    index,
+                    Delta::Signature(&signature),
+                ));
             }
-        };
-        events.push(event(
-            "content_block_start",
-            &json!({"type": "content_block_start", "index": index, "content_block": start}),
-        ));
-        let deltas: Vec<Value> = match block {
-            Block::Text(text) => text_chunks(text)
-                .into_iter()
-                .map(|t| json!({"type": "text_delta", "text": t}))
-                .collect(),
-            Block::Thinking(text) => text_chunks(text)
-                .into_iter()
-                .map(|t| json!({"type": "thinking_delta", "thinking": t}))
-                .chain([json!({"type": "signature_delta", "signature": signature(index)})])
-                .collect(),
-            Block::Tool { input_json, .. } => json_chunks(input_json)
-                .into_iter()
-                .map(|p| json!({"type": "input_json_delta", "partial_json": p}))
-                .collect(),
-        };
-        for delta in deltas {
-            events.push(event(
-                "content_block_delta",
-                &json!({"type": "content_block_delta", "index": index, "delta": delta}),
-            ));
+            // Sent verbatim, so that invalid JSON reaches the client as it is.
+            Block::Tool { input_json, .. } => events.extend(
+                json_chunks(input_json)
+                    .iter()
+                    .map(|p| wire::content_block_delta(index, Delta::InputJson(p))),
+            ),
         }
-        events.push(event(
-            "content_block_stop",
-            &json!({"type": "content_block_stop", "index": index}),
-        ));
+        events.push(wire::content_block_stop(index));
     }
-    events.push(event(
-        "message_delta",
-        &json!({"type": "message_delta",
-            "delta": {"stop_reason": stop_reason(plan.stop_reason), "stop_sequence": null},
-            "usage": {"output_tokens": plan.usage.output_tokens}}),
-    ));
-    events.push(event("message_stop", &json!({"type": "message_stop"})));
+    events.extend(wire::message_end(plan.stop_reason, &plan.usage));
     events
 }
 
 /// The whole reply as one non-streamed message object.
 pub(crate) fn message(plan: &Plan, model: &str, message_id: &str) -> Value {
-    let content: Vec<Value> = plan
-        .blocks
-        .iter()
-        .enumerate()
-        .map(|(index, block)| match block {
-            Block::Text(text) => json!({"type": "text", "text": text}),
-            Block::Thinking(text) => {
-                json!({"type": "thinking", "thinking": text, "signature": signature(index)})
-            }
-            Block::Tool {
-                id,
-                name,
-                input_json,
-            } => json!({"type": "tool_use", "id": id, "name": name, "input": input_value(input_json)}),
-        })
-        .collect();
-    json!({
-        "id": message_id, "type": "message", "role": "assistant", "model": model,
-        "content": content, "stop_reason": stop_reason(plan.stop_reason),
-        "stop_sequence": null, "usage": usage(plan, plan.usage.output_tokens),
-    })
-}
-
-/// The error body Anthropic sends with a non-2xx status.
-pub(crate) fn error_body(status: u16, message: &str) -> Value {
-    let kind = match status {
-        400 | 422 => "invalid_request_error",
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        503 | 529 => "overloaded_error",
-        _ => "api_error",
-    };
-    json!({"type": "error", "error": {"type": kind, "message": message}})
+    wire::message(
+        message_id,
+        model,
+        &content(plan),
+        plan.stop_reason,
+        &plan.usage,
+    )
 }

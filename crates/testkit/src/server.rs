@@ -408,7 +408,7 @@ fn stream_body(
 
 fn error_response(wire: Wire, status: u16, message: &str, retry_after_s: Option<u64>) -> Response {
     let body = match wire {
-        Wire::Anthropic => anthropic_wire::error_body(status, message),
+        Wire::Anthropic => agentd_model::anthropic::wire::error_body(status, message),
         Wire::OpenAi => openai_wire::error_body(status, message),
     };
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use serve_harness::{Harness, SseEvent, WAIT};
 
-fn claude_binary() -> PathBuf {
+pub(crate) fn claude_binary() -> PathBuf {
     if let Some(bin) = std::env::var_os("AGENTD_CLAUDE_BIN") {
         return PathBuf::from(bin);
     }
@@ -34,11 +34,11 @@ fn toml(mode: &str) -> String {
 }
 
 /// Side requests the CLI may make on its own (titles, topic checks).
-fn side() -> Value {
+pub(crate) fn side() -> Value {
     json!({"repeat": true, "content": [{"type": "text", "text": "{\"isNewTopic\": false, \"title\": \"T\"}"}]})
 }
 
-fn bash(command: &str) -> Value {
+pub(crate) fn bash(command: &str) -> Value {
     json!({"type": "tool_use", "name": "mcp__agentd__Bash", "input": {"command": command, "description": "probe"}})
 }
 

@@ -11,8 +11,10 @@ mod run_images;
 mod serve_harness;
 
 mod agent_sdk;
+mod anthropic_api;
 mod chat;
 mod chat_remote;
+mod claude_code_backend;
 mod claude_code_engine;
 mod claude_code_failures;
 mod cli;

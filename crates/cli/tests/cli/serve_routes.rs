@@ -200,6 +200,8 @@ async fn the_openapi_document_lists_every_route_and_each_one_answers() {
         ("post", "/v1/auth/login"),
         ("post", "/v1/auth/logout"),
         ("get", "/v1/auth/me"),
+        ("post", "/v1/messages"),
+        ("post", "/v1/messages/count_tokens"),
         ("get", "/"),
     ];
     let mut documented = Vec::new();

@@ -60,12 +60,13 @@ impl Usable {
                 "you may not use the profile {profile:?}{why}; ask an admin for a grant"
             ));
         }
-        if !self.model(config, model) {
-            return Some(format!(
-                "you may not use the model {model:?}; ask an admin for a grant"
-            ));
-        }
-        None
+        self.model_refusal(config, model)
+    }
+
+    /// Why `model` is not usable, if it is not.
+    pub fn model_refusal(&self, config: &Config, model: &str) -> Option<String> {
+        (!self.model(config, model))
+            .then(|| format!("you may not use the model {model:?}; ask an admin for a grant"))
     }
 }
 

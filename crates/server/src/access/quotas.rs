@@ -85,6 +85,19 @@ fn spend_left(limits: &QuotaToml, usage: &UserUsage) -> Option<(f64, &'static st
     .min_by(|a, b| a.0.total_cmp(&b.0))
 }
 
+fn spend_exceeded(limits: &QuotaToml, usage: &UserUsage) -> Result<(), QuotaRefusal> {
+    match spend_left(limits, usage) {
+        Some((left, key, cap)) if left <= 0.0 => Err(QuotaRefusal::Exceeded {
+            limit: key,
+            message: format!(
+                "your spend reached its quota ({key} = ${cap:.2}); ask an admin to raise \
+                 it, or wait for it to reset (midnight UTC, the first of the month)"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 impl Access<'_> {
     /// `[quotas]` with the user's own over it.
     pub fn quotas_of(&self, user: &str) -> QuotaToml {
@@ -157,19 +170,19 @@ impl Access<'_> {
         limits: &QuotaToml,
         usage: &UserUsage,
     ) -> Result<(), QuotaCheckError> {
-        if let Some((left, key, cap)) = spend_left(limits, usage)
-            && left <= 0.0
-        {
-            return Err(QuotaRefusal::Exceeded {
-                limit: key,
-                message: format!(
-                    "your spend reached its quota ({key} = ${cap:.2}); ask an admin to raise \
-                     it, or wait for it to reset (midnight UTC, the first of the month)"
-                ),
-            }
-            .into());
-        }
+        spend_exceeded(limits, usage)?;
         self.check_workspace_bytes(user, limits).await
+    }
+
+    /// Whether `user` may spend more: a model call outside any session
+    /// (the Anthropic-compatible `/v1/messages`) needs only this.
+    pub async fn check_spend_quotas(&self, user: &str) -> Result<(), QuotaCheckError> {
+        let limits = self.quotas_of(user);
+        if limits.spend_usd_per_day.is_none() && limits.spend_usd_per_month.is_none() {
+            return Ok(());
+        }
+        let usage = self.usage_now(user).await?;
+        Ok(spend_exceeded(&limits, &usage)?)
     }
 
     /// Whether `user` may store another session.

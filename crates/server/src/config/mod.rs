@@ -208,12 +208,43 @@ pub struct ModelConfig {
     pub idle_timeout_s: Option<u64>,
     /// Extended thinking for this model's calls (a profile's wins).
     pub thinking: Option<Thinking>,
+    /// For `claude-code`: run the CLI against this configured model (any
+    /// provider but `claude-code`) through agentd's own loopback
+    /// `/v1/messages`, instead of Anthropic's API.
+    pub backend: Option<String>,
 }
 
 fn check_thinking(at: &str, thinking: Option<Thinking>) -> Result<(), String> {
     thinking
         .map_or(Ok(()), |t| t.check().map(drop))
         .map_err(|err| format!("{at}: {err}"))
+}
+
+/// `backend` only on a `claude-code` model, naming a configured model the
+/// CLI can be served (not another `claude-code` one: that would loop).
+fn check_backend(
+    name: &str,
+    model: &ModelConfig,
+    models: &BTreeMap<String, ModelConfig>,
+) -> Result<(), String> {
+    let Some(backend) = &model.backend else {
+        return Ok(());
+    };
+    if model.provider != Provider::ClaudeCode {
+        return Err(format!(
+            "model {name:?}: backend is only for provider = \"claude-code\""
+        ));
+    }
+    match models.get(backend) {
+        None => Err(format!(
+            "model {name:?}: backend {backend:?} is not a configured model ({})",
+            names(models.keys())
+        )),
+        Some(target) if target.provider == Provider::ClaudeCode => Err(format!(
+            "model {name:?}: backend {backend:?} is a claude-code model; name one of another provider"
+        )),
+        Some(_) => Ok(()),
+    }
 }
 
 /// `price = { input_per_mtok = 3.0, output_per_mtok = 15.0 }`.
@@ -447,6 +478,7 @@ impl Config {
         }
         for (name, model) in &config.models {
             check_thinking(&format!("model {name:?}"), model.thinking)?;
+            check_backend(name, model, &config.models)?;
         }
         agents::check(&config.mcp_servers, &config.subagents, &config.models)?;
         users::check(&config.server, &config.users)?;

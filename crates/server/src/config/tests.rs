@@ -314,3 +314,19 @@ fn unusable_sandbox_env_is_refused() {
         }
     }
 }
+
+#[test]
+fn a_backend_names_a_configured_model_of_another_provider() {
+    let cc = "[models.cc]\nprovider = \"claude-code\"\nbackend = ";
+    let fast = "[models.fast]\nprovider = \"openai\"\nbase_url = \"http://x/v1\"\n";
+    assert!(Config::parse(&format!("{cc}\"fast\"\n{fast}")).is_ok());
+    let err = Config::parse(&format!("{cc}\"nope\"\n{fast}")).unwrap_err();
+    assert!(
+        err.contains("\"nope\" is not a configured model") && err.contains("fast"),
+        "{err}"
+    );
+    let err = Config::parse(&format!("{cc}\"cc\"\n")).unwrap_err();
+    assert!(err.contains("claude-code model"), "{err}");
+    let err = Config::parse("[models.a]\nprovider = \"openai\"\nbackend = \"a\"\n").unwrap_err();
+    assert!(err.contains("only for provider = \"claude-code\""), "{err}");
+}

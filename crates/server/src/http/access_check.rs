@@ -50,6 +50,22 @@ pub(super) async fn check_choice(
     }
 }
 
+/// Before a model call outside any session (`POST /v1/messages`): the
+/// model granted, and spend within the caller's quotas.
+pub(super) async fn check_model_call(state: &AppState, user: &User, model: &str) -> ApiResult<()> {
+    let runtime = state.registry.runtime();
+    let usable = runtime.access().usable(&user.name, user.is_admin).await?;
+    if let Some(message) = usable.model_refusal(&runtime.config, model) {
+        metrics::refused(&user.name, "not_granted");
+        return Err(ApiError::NotGranted(message));
+    }
+    runtime
+        .access()
+        .check_spend_quotas(&user.name)
+        .await
+        .map_err(|err| refused(user, err))
+}
+
 /// Before a session is created or forked: grants, stored sessions, bytes.
 pub(super) async fn check_new_session(
     state: &AppState,

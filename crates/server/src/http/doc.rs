@@ -15,6 +15,7 @@ use super::error::{ApiError, ErrorCode};
 /// `#[openapi]` struct runs before they are).
 pub(super) fn finish(api: &mut OpenApi) {
     super::sign_in::document_cookie(api);
+    super::anthropic::document_api_key(api);
     add_common_errors(api);
 }
 

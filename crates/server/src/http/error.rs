@@ -231,22 +231,29 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let axum::Json(value) = axum::Json::<serde_json::Value>::from_request(req, state).await?;
-        // serde would take a struct's fields from an array too.
-        if !value.is_object() {
-            return Err(ApiError::BadRequest(
-                "the body must be a JSON object".into(),
-            ));
-        }
-        // The error names the field (`content: invalid type …`).
-        serde_path_to_error::deserialize(value)
-            .map(ApiJson)
-            .map_err(|err| {
-                ApiError::BadRequest(format!(
-                    "Failed to deserialize the JSON body into the target type: {err}"
-                ))
-            })
+        json_object(req, state).await.map(ApiJson)
     }
+}
+
+/// A JSON object body as `T`; a rejection names the field at fault.
+pub(super) async fn json_object<T, S>(req: Request, state: &S) -> Result<T, ApiError>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    let axum::Json(value) = axum::Json::<serde_json::Value>::from_request(req, state).await?;
+    // serde would take a struct's fields from an array too.
+    if !value.is_object() {
+        return Err(ApiError::BadRequest(
+            "the body must be a JSON object".into(),
+        ));
+    }
+    // The error names the field (`content: invalid type …`).
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        ApiError::BadRequest(format!(
+            "Failed to deserialize the JSON body into the target type: {err}"
+        ))
+    })
 }
 
 /// `axum::extract::Query` with [`ApiError`] rejections.

@@ -4,6 +4,7 @@
 
 mod access_check;
 mod admin;
+pub(crate) mod anthropic;
 pub mod approvals;
 mod attachments;
 pub mod auth;
@@ -89,7 +90,8 @@ pub struct AppState {
         (name = "files", description = "Workspace browsing, and uploads"),
         (name = "auth", description = "Signing the web UI in and out"),
         (name = "admin", description = "Users, grants, usage and the audit log (admins only)"),
-        (name = "server", description = "What the server offers, health and metrics")
+        (name = "server", description = "What the server offers, health and metrics"),
+        (name = "anthropic", description = "Anthropic's Messages API with any configured model")
     )
 )]
 struct ApiDoc;
@@ -121,6 +123,12 @@ fn api_router() -> OpenApiRouter<AppState> {
             OpenApiRouter::new()
                 .routes(routes!(messages::post_message, messages::list_messages))
                 .layer(DefaultBodyLimit::max(messages::MESSAGE_BODY_LIMIT)),
+        )
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(anthropic::post_messages))
+                .routes(routes!(anthropic::count_tokens))
+                .layer(DefaultBodyLimit::max(anthropic::BODY_LIMIT)),
         )
         .routes(routes!(messages::interrupt))
         .routes(routes!(sse::events))
@@ -206,11 +214,23 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
         _ => false,
     };
     let limit = body_limit(&state, &request);
-    let mut response = if foreign_host {
-        ApiError::BadHost.into_response()
+    let refusal = if foreign_host {
+        Some(ApiError::BadHost)
     } else if declared_length(&request).is_some_and(|n| n > limit) {
         // Refused before a byte of the body is read.
-        ApiError::TooLarge(format!("the request body is over {limit} bytes")).into_response()
+        Some(ApiError::TooLarge(format!(
+            "the request body is over {limit} bytes"
+        )))
+    } else {
+        None
+    };
+    let mut response = if let Some(err) = refusal {
+        // Anthropic clients read errors in Anthropic's shape.
+        if is_anthropic(&request) {
+            anthropic::error::AnthropicError::from(err).into_response()
+        } else {
+            err.into_response()
+        }
     } else {
         next.run(request).instrument(span.clone()).await
     };
@@ -244,11 +264,20 @@ fn body_limit(state: &AppState, request: &Request) -> u64 {
     };
     match *request.method() {
         Method::POST if in_session("/messages") => messages::MESSAGE_BODY_LIMIT as u64,
+        Method::POST if is_anthropic(request) => anthropic::BODY_LIMIT as u64,
         Method::POST if in_session("/files") => {
             state.registry.runtime().config.server.max_upload_bytes()
         }
         _ => BODY_LIMIT as u64,
     }
+}
+
+/// A request to the Anthropic-compatible endpoint.
+fn is_anthropic(request: &Request) -> bool {
+    matches!(
+        request.uri().path(),
+        "/v1/messages" | "/v1/messages/count_tokens"
+    )
 }
 
 fn declared_length(request: &Request) -> Option<u64> {

@@ -92,6 +92,7 @@ impl Stopping {
             runtime.claude.shutdown(),
         )
         .await;
+        runtime.model_gateway.shutdown().await;
         self.cluster_stop.cancel();
         let what = "leaving the cluster (the database did not answer)";
         if step(end, &mut pending, what, runtime.coordination.leave()).await == Some(false) {

@@ -22,6 +22,8 @@ pub(crate) const USER_USAGE: &str = "SELECT \
         AS spend_month_usd, \
      (SELECT COUNT(*) FROM sessions WHERE owner = $1) AS sessions";
 
+pub(crate) const RECORD_SPEND: &str = "INSERT INTO spend (owner, at, cost_usd) VALUES ($1, $2, $3)";
+
 pub(crate) const APPEND_AUDIT: &str = "INSERT INTO audit_log (at, actor, action, target, detail) \
      VALUES ($1, $2, $3, $4, $5) RETURNING id";
 
@@ -81,6 +83,16 @@ macro_rules! access_store {
                         .await
                         .map_err(db("reading usage"))?;
                     access::usage(&row)
+                }
+
+                async fn record_spend(&self, owner: &str, cost_usd: f64) -> StoreResult<()> {
+                    let query = sqlx::query(q::RECORD_SPEND)
+                        .bind(owner)
+                        .bind(to_ms(now()))
+                        .bind(cost_usd);
+                    let _write = self.write_guard().await;
+                    execute(self.writer(), query, "recording spend").await?;
+                    Ok(())
                 }
 
                 async fn append_audit(&self, entry: &NewAudit) -> StoreResult<AuditRecord> {

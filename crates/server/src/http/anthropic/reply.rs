@@ -1,0 +1,240 @@
+//! Answering one call: the model's stream as Anthropic's server-sent
+//! events, or the whole reply as one message object.
+//!
+//! Provider streams carry text and thinking deltas as they come and the
+//! assembled reply at the end; tool calls and signatures arrive only with
+//! the end. So text and thinking stream live, and each other block is sent
+//! whole (start, one delta, stop) when the reply is complete. A thinking
+//! block's signature must come before its `content_block_stop`, and blocks
+//! must not interleave: once a thinking block is followed by another, the
+//! rest of the reply is sent from the assembled reply.
+
+use std::sync::Arc;
+
+use agentd_model::anthropic::wire::{self, Delta};
+use agentd_model::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelResponse, ModelStream};
+use agentd_protocol::{ContentBlock, Usage};
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::error::AnthropicError;
+
+/// One call to answer.
+pub struct Call {
+    pub client: Arc<dyn ModelClient>,
+    pub request: ModelRequest,
+    /// The `model` the reply names: what the client asked for.
+    pub model: String,
+    pub stream: bool,
+}
+
+/// Told what a completed reply used (for spend and quotas).
+pub type OnUsage = Box<dyn FnOnce(Usage) + Send>;
+
+pub async fn answer(call: Call, on_usage: OnUsage) -> Response {
+    let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+    let stream = match call.client.stream(call.request).await {
+        Ok(stream) => stream,
+        Err(err) => return AnthropicError::from(err).into_response(),
+    };
+    if call.stream {
+        sse(stream, id, call.model, on_usage)
+    } else {
+        match completed(stream).await {
+            Ok(reply) => {
+                on_usage(reply.usage);
+                let body = wire::message(
+                    &id,
+                    &call.model,
+                    &reply.content,
+                    reply.stop_reason,
+                    &reply.usage,
+                );
+                axum::Json(body).into_response()
+            }
+            Err(err) => AnthropicError::from(err).into_response(),
+        }
+    }
+}
+
+/// The assembled reply at the end of `stream`.
+async fn completed(mut stream: ModelStream) -> Result<ModelResponse, ModelError> {
+    while let Some(event) = stream.next().await {
+        if let ModelEvent::Completed(reply) = event? {
+            return Ok(reply);
+        }
+    }
+    Err(ModelError::Stream(
+        "the reply ended before it was complete".into(),
+    ))
+}
+
+fn sse(stream: ModelStream, id: String, model: String, on_usage: OnUsage) -> Response {
+    let start = [
+        wire::message_start(&id, &model, &Usage::default()),
+        wire::ping(),
+    ];
+    let mut encoder = Encoder::default();
+    let mut on_usage = Some(on_usage);
+    // A model stream ends after its error: so does this one.
+    let events = stream
+        .map(move |event| {
+            let frames = match event {
+                Ok(ModelEvent::Completed(reply)) => {
+                    if let Some(report) = on_usage.take() {
+                        report(reply.usage);
+                    }
+                    encoder.complete(&reply)
+                }
+                Ok(event) => encoder.delta(&event),
+                Err(err) => {
+                    let err = AnthropicError::from(err);
+                    vec![wire::error_event(err.status.as_u16(), &err.message)]
+                }
+            };
+            futures::stream::iter(frames.into_iter().map(Ok::<Bytes, std::io::Error>))
+        })
+        .flatten();
+    let body = futures::stream::iter(start.map(Ok)).chain(events);
+    let mut response = Response::new(Body::from_stream(body));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// Turns model events into Anthropic SSE frames (see the module comment).
+#[derive(Default)]
+pub(super) struct Encoder {
+    /// Provider block indexes started live, in the order sent: the index
+    /// sent is the position here.
+    streamed: Vec<u32>,
+    /// The provider index of the block started and not stopped.
+    open: Option<(u32, bool)>,
+    /// Live streaming stopped; the rest comes from the assembled reply.
+    frozen: bool,
+}
+
+impl Encoder {
+    pub(super) fn delta(&mut self, event: &ModelEvent) -> Vec<Bytes> {
+        let (index, text, thinking) = match event {
+            ModelEvent::TextDelta { index, text } => (*index, text, false),
+            ModelEvent::ThinkingDelta { index, text } => (*index, text, true),
+            ModelEvent::Completed(_) => return Vec::new(),
+        };
+        if self.frozen {
+            return Vec::new();
+        }
+        let delta = |sent| {
+            let delta = if thinking {
+                Delta::Thinking(text)
+            } else {
+                Delta::Text(text)
+            };
+            wire::content_block_delta(sent, delta)
+        };
+        let mut out = Vec::new();
+        match self.open {
+            Some((open, _)) if open == index => {
+                return vec![delta(self.streamed.len() - 1)];
+            }
+            // Its signature is not known yet: it cannot be stopped.
+            Some((_, true)) => {
+                self.frozen = true;
+                return out;
+            }
+            Some(_) => out.push(wire::content_block_stop(self.streamed.len() - 1)),
+            None => {}
+        }
+        self.open = None;
+        if self.streamed.contains(&index) {
+            self.frozen = true;
+            return out;
+        }
+        let sent = self.streamed.len();
+        self.streamed.push(index);
+        self.open = Some((index, thinking));
+        let empty = if thinking {
+            ContentBlock::Thinking {
+                thinking: String::new(),
+                signature: None,
+            }
+        } else {
+            ContentBlock::Text {
+                text: String::new(),
+            }
+        };
+        out.push(wire::content_block_start(sent, &empty));
+        out.push(delta(sent));
+        out
+    }
+
+    /// The end of the open block, every block not streamed, and the end of
+    /// the message.
+    pub(super) fn complete(&mut self, reply: &ModelResponse) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        if let Some((open, _)) = self.open.take() {
+            let sent = self.streamed.len() - 1;
+            if let Some(ContentBlock::Thinking {
+                signature: Some(signature),
+                ..
+            }) = reply.content.get(open as usize)
+            {
+                out.push(wire::content_block_delta(sent, Delta::Signature(signature)));
+            }
+            out.push(wire::content_block_stop(sent));
+        }
+        let mut next = self.streamed.len();
+        for (index, block) in reply.content.iter().enumerate() {
+            if self.streamed.contains(&(index as u32)) {
+                continue;
+            }
+            if whole_block(next, block, &mut out) {
+                next += 1;
+            }
+        }
+        out.extend(wire::message_end(reply.stop_reason, &reply.usage));
+        out
+    }
+}
+
+/// `block` sent whole as block `sent`; false for a kind a reply cannot hold.
+fn whole_block(sent: usize, block: &ContentBlock, out: &mut Vec<Bytes>) -> bool {
+    let input_json;
+    let deltas: Vec<Delta<'_>> = match block {
+        ContentBlock::Text { text } => vec![Delta::Text(text)],
+        ContentBlock::Thinking {
+            thinking,
+            signature,
+        } => std::iter::once(Delta::Thinking(thinking))
+            .chain(signature.as_deref().map(Delta::Signature))
+            .collect(),
+        ContentBlock::ToolUse { input, .. } => {
+            // Input the model sent as invalid JSON goes as it came.
+            input_json = match input {
+                Value::String(raw) => raw.clone(),
+                other => other.to_string(),
+            };
+            vec![Delta::InputJson(&input_json)]
+        }
+        _ => return false,
+    };
+    out.push(wire::content_block_start(sent, block));
+    out.extend(
+        deltas
+            .into_iter()
+            .map(|d| wire::content_block_delta(sent, d)),
+    );
+    out.push(wire::content_block_stop(sent));
+    true
+}
+
+#[cfg(test)]
+#[path = "reply_tests.rs"]
+mod tests;
