@@ -28,6 +28,11 @@ use process::{Line, MAX_LINE_BYTES};
 pub use settings::ClaudeCodeSettings;
 use translate::{CliResult, Step, TOOL_PREFIX, Translator};
 
+/// Set in the environment of the `claude` CLI this engine starts: an
+/// `agentd claude` started there (a link named `claude` on the PATH)
+/// refuses, instead of running agentd inside itself.
+pub const ENGINE_MARK: &str = "AGENTD_CLAUDE_CODE_ENGINE";
+
 /// How long an interrupted CLI gets to end its turn before it is killed.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 

@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
+
+use crate::ENGINE_MARK;
 use tokio::task::JoinHandle;
 
 use super::ClaudeCodeSettings;
@@ -137,6 +139,8 @@ impl Process {
             // Root may not skip permission prompts otherwise; agentd's
             // sandbox is what confines the tools.
             .env("IS_SANDBOX", "1")
+            // An `agentd claude` found as `claude` refuses to run under it.
+            .env(ENGINE_MARK, "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -42,11 +42,13 @@ pub fn hooks_from_initialize(
                         .and_then(Value::as_str)
                         .map(str::to_owned),
                     command: format!("client callback {id}"),
+                    // As a project's hooks: 1 s to 10 minutes, so an
+                    // interrupt is never held up for longer.
                     timeout_s: matcher
                         .get("timeout")
                         .and_then(Value::as_u64)
-                        .filter(|s| *s > 0)
-                        .unwrap_or(agentd_policy::hooks::DEFAULT_TIMEOUT_S),
+                        .unwrap_or(agentd_policy::hooks::DEFAULT_TIMEOUT_S)
+                        .clamp(1, 600),
                     sandboxed: false,
                     callback: Some(hook_callback(control.clone(), id.to_string())),
                 });

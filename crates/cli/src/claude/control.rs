@@ -99,9 +99,14 @@ impl Control {
             "request_id": request_id,
             "request": request,
         }));
-        answer
-            .await
-            .unwrap_or_else(|_| Err("the client closed stdin before answering".into()))
+        let mut pending = Pending {
+            control: self,
+            request_id,
+            answered: false,
+        };
+        let answer = answer.await;
+        pending.answered = true;
+        answer.unwrap_or_else(|_| Err("the client closed stdin before answering".into()))
     }
 
     /// A `control_response` line from the client.
@@ -145,5 +150,34 @@ impl Control {
         };
         self.out
             .send(json!({"type": "control_response", "response": response}));
+    }
+}
+
+/// A request on its way: dropped unanswered (the turn was interrupted, a
+/// hook or call timed out), it is forgotten and the client told to stop
+/// working on it.
+struct Pending<'a> {
+    control: &'a Control,
+    request_id: String,
+    answered: bool,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let forgotten = self
+            .control
+            .waiting
+            .lock()
+            .ok()
+            .and_then(|mut waiting| waiting.remove(&self.request_id));
+        if forgotten.is_some() {
+            self.control.out.send(json!({
+                "type": "control_cancel_request",
+                "request_id": self.request_id,
+            }));
+        }
     }
 }

@@ -65,6 +65,13 @@ pub async fn run(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> u8 {
         println!("{}", version_line());
         return exit::OK;
     }
+    if std::env::var_os(agentd_claude_code::ENGINE_MARK).is_some() {
+        return exit::report(
+            exit::USAGE,
+            "agentd's claude-code engine started agentd itself as `claude` (a link on the \
+             PATH?); set the model's `command` to the real claude CLI",
+        );
+    }
     match run_inner(args, config, data_dir).await {
         Ok(code) => code,
         Err(Failure(code, message)) => exit::report(code, message),

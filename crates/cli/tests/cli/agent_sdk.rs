@@ -273,6 +273,33 @@ async fn can_use_tool_denies_one_call_and_rewrites_another() {
 }
 
 #[tokio::test]
+async fn questions_go_to_the_callback_and_a_deny_may_stop_the_turn() {
+    let ask = json!({"type": "tool_use", "name": "AskUserQuestion", "input": {"questions": [{
+        "question": "Which colour?", "header": "Colour", "multiSelect": false,
+        "options": [{"label": "Blue", "description": "b"}, {"label": "Red", "description": "r"}]}]}});
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "CHOOSE"}, "content": [ask]},
+        {"when": {"last_tool_name": "AskUserQuestion"}, "content": [bash("touch chosen.txt")]},
+        {"when": {"last_tool_name": "Bash"}, "content": [text("should not be asked for")]},
+    ]});
+    let h = Harness::new(Wire::Anthropic, script).await;
+    let run = sdk(&h, "ask", &[("PROMPT", "CHOOSE a colour")]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let asked: Vec<&Value> = run.callbacks("can_use_tool");
+    assert_eq!(asked[0]["tool"], "AskUserQuestion");
+    assert_eq!(asked[1]["tool"], "Bash");
+    let after_question = request_text(&h.model_requests()[1]);
+    assert!(after_question.contains("Blue"), "{after_question}");
+    // The deny with `interrupt` ended the turn: no further model call.
+    assert_eq!(h.model_requests().len(), 2);
+    assert_eq!(run.results()[0]["subtype"], "error_during_execution");
+    assert!(!h.ws().join("chosen.txt").exists());
+    // As with the CLI, the SDK raises for a run that ended in an error.
+    let raised = run.lines.iter().find(|l| l.get("raised").is_some()).unwrap();
+    assert_eq!(raised["raised"], "ResultError", "{raised}");
+}
+
+#[tokio::test]
 async fn a_pre_tool_use_hook_registered_through_the_sdk_blocks_a_call() {
     let script = json!({"replies": [
         {"when": {"last_user_contains": "GUARD"}, "content": [bash("touch forbidden.txt")]},

@@ -44,8 +44,11 @@ async def one_message(text):
 
 
 async def run_query(prompt, **extra):
-    async for message in query(prompt=one_message(prompt), options=options(**extra)):
-        show(1, message)
+    try:
+        async for message in query(prompt=one_message(prompt), options=options(**extra)):
+            show(1, message)
+    except Exception as error:  # as the app would see a failed run
+        emit(raised=type(error).__name__, message=str(error))
 
 
 async def scenario_query():
@@ -80,6 +83,20 @@ async def scenario_permissions():
             rewritten = dict(tool_input, command=command.replace("original", "rewritten"))
             return PermissionResultAllow(updated_input=rewritten)
         return PermissionResultAllow()
+
+    await run_query(os.environ["PROMPT"], can_use_tool=can_use_tool)
+
+
+async def scenario_ask():
+    """A callback that answers the agent's question, and stops the turn
+    with its deny of the next call."""
+    async def can_use_tool(name, tool_input, context):
+        emit(callback="can_use_tool", tool=name, input=tool_input)
+        if name == "AskUserQuestion":
+            question = tool_input["questions"][0]["question"]
+            return PermissionResultAllow(
+                updated_input=dict(tool_input, answers={question: "Blue"}))
+        return PermissionResultDeny(message="stop here", interrupt=True)
 
     await run_query(os.environ["PROMPT"], can_use_tool=can_use_tool)
 
@@ -127,6 +144,7 @@ SCENARIOS = {
     "client": scenario_client,
     "permissions": scenario_permissions,
     "hook": scenario_hook,
+    "ask": scenario_ask,
     "mcp": scenario_mcp,
     "resume": scenario_resume,
     "agents": scenario_agents,
