@@ -250,6 +250,12 @@ impl Agent {
         self
     }
 
+    /// The turn's permission policy, shared with whoever may change its
+    /// mode while the turn runs.
+    pub fn permission_policy(&self) -> Option<Arc<Mutex<PermissionPolicy>>> {
+        self.permissions.clone()
+    }
+
     pub fn with_hooks(mut self, hooks: Hooks, context: HookContext) -> Self {
         if !hooks.is_empty() {
             self.hooks = Some((hooks, context));

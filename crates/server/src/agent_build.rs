@@ -170,6 +170,9 @@ impl Runtime {
         let agent = Agent::new(model.client, tools, context, config)
             .with_permissions(permissions, Arc::new(approver))
             .with_hooks(hooks, hook_context);
+        if let Some(slot) = &options.policy_slot {
+            slot.fill(agent.permission_policy());
+        }
         let agent = if profile.checkpoints {
             agent.with_checkpointer(Arc::new(SessionCheckpointer::new(
                 self.store.clone(),

@@ -15,7 +15,7 @@ use agentd_store::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use agentd_policy::permissions::PermissionMode;
+use agentd_policy::permissions::{PermissionMode, PermissionPolicy};
 
 use crate::approvals::{AnswerSource, Approvals};
 use crate::claude_code::ClaudeCode;
@@ -78,9 +78,40 @@ pub struct TurnOptions {
     /// `Some(false)`: the workspace's Claude Code files (CLAUDE.md,
     /// `.claude/`) are not read this turn, whatever the profile says.
     pub project_config: Option<bool>,
+    /// Where the turn puts its permission policy, so a client can change
+    /// the mode while it runs.
+    pub policy_slot: Option<PolicySlot>,
     /// Subagent types the client defines (an Agent SDK app's `agents`),
     /// offered after the operator's and the project's.
     pub agents: Vec<crate::project::ProjectAgent>,
+}
+
+/// The running turn's permission policy, for a client that changes the
+/// mode during the turn (an Agent SDK app's `set_permission_mode`).
+#[derive(Clone, Default)]
+pub struct PolicySlot(Arc<std::sync::Mutex<Option<Arc<std::sync::Mutex<PermissionPolicy>>>>>);
+
+impl PolicySlot {
+    pub(crate) fn fill(&self, policy: Option<Arc<std::sync::Mutex<PermissionPolicy>>>) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = policy;
+        }
+    }
+
+    /// Empties the slot (the turn ended).
+    pub fn clear(&self) {
+        self.fill(None);
+    }
+
+    /// Sets the running turn's mode, if a turn is running.
+    pub fn set_mode(&self, mode: PermissionMode) {
+        let policy = self.0.lock().ok().and_then(|slot| slot.clone());
+        if let Some(policy) = policy
+            && let Ok(mut policy) = policy.lock()
+        {
+            policy.set_mode(mode);
+        }
+    }
 }
 
 /// What every turn needs: the store, the config and the sandbox.

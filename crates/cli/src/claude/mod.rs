@@ -21,7 +21,7 @@ use agentd_policy::permissions::PermissionMode;
 use agentd_protocol::{EventEnvelope, TurnFinished, TurnStatus};
 use agentd_server::config::{Config, SandboxMode};
 use agentd_server::registry::TurnKind;
-use agentd_server::runtime::TurnOptions;
+use agentd_server::runtime::{PolicySlot, TurnOptions};
 use agentd_server::session::SessionService;
 use agentd_store::SessionRecord;
 use agentd_tools::{McpPool, McpServerConfig};
@@ -56,6 +56,8 @@ struct Live {
     current: Option<CancellationToken>,
     /// Interrupts that came while no turn ran.
     idle_interrupts: u64,
+    /// The running turn's permission policy, for `set_permission_mode`.
+    policy: PolicySlot,
 }
 
 type Shared = Arc<Mutex<Live>>;
@@ -365,6 +367,7 @@ impl<'a> Process<'a> {
             builtin_tools: self.args.builtin_tools(),
             project_config: self.args.project_config(),
             agents: live.agents.clone(),
+            policy_slot: Some(live.policy.clone()),
             ..TurnOptions::default()
         }
     }
@@ -419,6 +422,7 @@ impl<'a> Process<'a> {
         }
         if let Ok(mut live) = self.live.lock() {
             live.current = None;
+            live.policy.clear();
         }
         match outcome {
             Ok(Some(finished)) => Ok(finished),

@@ -135,10 +135,11 @@ fn client_request(request: &Value, control: &Arc<Control>, live: &Shared) -> Res
         }
         "set_permission_mode" => {
             let mode = request.get("mode").and_then(Value::as_str).unwrap_or("");
-            live.mode = Some(
-                PermissionMode::parse(mode)
-                    .ok_or_else(|| format!("unknown permission mode {mode:?}"))?,
-            );
+            let mode = PermissionMode::parse(mode)
+                .ok_or_else(|| format!("unknown permission mode {mode:?}"))?;
+            // For the calls still to come in a running turn, and the turns after.
+            live.policy.set_mode(mode);
+            live.mode = Some(mode);
             Ok(json!({}))
         }
         "set_model" => {

@@ -295,8 +295,26 @@ async fn questions_go_to_the_callback_and_a_deny_may_stop_the_turn() {
     assert_eq!(run.results()[0]["subtype"], "error_during_execution");
     assert!(!h.ws().join("chosen.txt").exists());
     // As with the CLI, the SDK raises for a run that ended in an error.
-    let raised = run.lines.iter().find(|l| l.get("raised").is_some()).unwrap();
+    let raised = run
+        .lines
+        .iter()
+        .find(|l| l.get("raised").is_some())
+        .unwrap();
     assert_eq!(raised["raised"], "ResultError", "{raised}");
+}
+
+#[tokio::test]
+async fn a_mode_the_app_sets_during_a_turn_applies_to_its_next_calls() {
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "TWO FILES"}, "content": [bash("touch a.txt")]},
+        {"when": {"last_tool_name": "Bash"}, "content": [bash("touch b.txt")]},
+        {"when": {"last_tool_name": "Bash"}, "content": [text("BOTH")]},
+    ]});
+    let h = Harness::new(Wire::Anthropic, script).await;
+    let run = sdk(&h, "mode", &[("PROMPT", "make TWO FILES")]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(h.ws().join("a.txt").exists() && h.ws().join("b.txt").exists());
+    assert_eq!(run.callbacks("can_use_tool").len(), 1, "{:#?}", run.lines);
 }
 
 #[tokio::test]

@@ -249,6 +249,12 @@ impl PermissionPolicy {
         self.mode
     }
 
+    /// Changes the mode for the calls still to come (a client's
+    /// `set_permission_mode` during a turn).
+    pub fn set_mode(&mut self, mode: PermissionMode) {
+        self.mode = mode;
+    }
+
     /// Decides a call.
     pub fn evaluate(&self, call: &ToolCallView<'_>) -> Verdict {
         let verdict = self.evaluate_asking(call);

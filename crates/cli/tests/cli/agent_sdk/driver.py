@@ -73,6 +73,23 @@ async def scenario_client():
                 emit(callback="interrupt")
 
 
+async def scenario_mode():
+    """The first question switches the session to bypassPermissions, as a
+    "don't ask again" button would: later calls of the same turn run."""
+    holder = {}
+
+    async def can_use_tool(name, tool_input, context):
+        emit(callback="can_use_tool", tool=name, input=tool_input)
+        await holder["client"].set_permission_mode("bypassPermissions")
+        return PermissionResultAllow()
+
+    async with ClaudeSDKClient(options(can_use_tool=can_use_tool)) as client:
+        holder["client"] = client
+        await client.query(os.environ["PROMPT"])
+        async for message in client.receive_response():
+            show(1, message)
+
+
 async def scenario_permissions():
     async def can_use_tool(name, tool_input, context):
         command = tool_input.get("command", "")
@@ -145,6 +162,7 @@ SCENARIOS = {
     "permissions": scenario_permissions,
     "hook": scenario_hook,
     "ask": scenario_ask,
+    "mode": scenario_mode,
     "mcp": scenario_mcp,
     "resume": scenario_resume,
     "agents": scenario_agents,
