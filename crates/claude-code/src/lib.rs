@@ -5,6 +5,7 @@
 
 mod lifecycle;
 mod mcp;
+mod meter;
 mod process;
 mod settings;
 mod transcript;
@@ -24,6 +25,7 @@ use serde_json::{Value, json};
 pub use lifecycle::DEFAULT_IDLE_TIMEOUT;
 use lifecycle::{Live, ensure_process, stop_process};
 use mcp::TurnScope;
+pub use meter::{BackendMeter, Metered};
 use process::{Line, MAX_LINE_BYTES};
 pub use settings::ClaudeCodeSettings;
 use translate::{CliResult, Step, TOOL_PREFIX, Translator};
@@ -75,6 +77,9 @@ pub struct ClaudeCodeTurn {
     pub sink: Arc<dyn TurnSink>,
     pub timeout: Duration,
     pub max_turns: u32,
+    /// Set with a `backend`: the loopback endpoint's count of the turn's
+    /// calls, which the turn records.
+    pub meter: Option<Arc<dyn BackendMeter>>,
 }
 
 #[async_trait]
@@ -91,7 +96,11 @@ impl TurnEngine for ClaudeCodeTurn {
                 external: ExternalTurn::default(),
             },
         };
-        self.claude.run_turn(request).await
+        let mut outcome = self.claude.run_turn(request).await;
+        if let Some(meter) = &self.meter {
+            meter.settle().await.apply(&mut outcome);
+        }
+        outcome
     }
 }
 
@@ -205,14 +214,9 @@ async fn drive(live: &mut Live, request: &TurnRequest<'_>) -> TurnOutcome {
     let model_calls = translator.model_calls;
     let last_text = translator.last_text.clone();
     match ended {
-        Ok(mut result) => {
-            if request.settings.backend.is_some() {
-                // The CLI prices by Anthropic's table for a model name it
-                // does not know: agentd prices the backend it served.
-                result.cost_usd = request.agent.config().cost(&result.usage);
-            }
-            outcome_of(result, stopping, last_text, model_calls)
-        }
+        // With a backend, what the turn spent is the endpoint's count (see
+        // `meter`), applied once the turn is over.
+        Ok(result) => outcome_of(result, stopping, last_text, model_calls),
         Err((code, message, _)) if stopping.is_some() && code == ErrorCode::ClaudeCodeInterrupt => {
             stop_process(live).await;
             TurnOutcome {

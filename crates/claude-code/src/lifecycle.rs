@@ -12,7 +12,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::mcp::{Announced, McpEndpoint};
 use super::process::{Launch, Process, Stopped};
-use super::{ClaudeCode, TurnRequest, transcript};
+use super::{ClaudeCode, ClaudeCodeSettings, TurnRequest, transcript};
 
 /// How long a stopping CLI gets after stdin closes, and after TERM.
 pub(super) const STOP_GRACE: Duration = Duration::from_secs(3);
@@ -28,7 +28,9 @@ const REAP_TICK_MAX: Duration = Duration::from_secs(5);
 /// One live session: its CLI (when warm) and its MCP endpoint.
 pub(super) struct Live {
     pub(super) process: Option<Process>,
-    pub(super) model: String,
+    /// What the process was started with: a turn with other settings (a
+    /// model, a key, an endpoint, a command) starts a fresh one.
+    pub(super) settings: ClaudeCodeSettings,
     pub(super) mcp: McpEndpoint,
     pub(super) announced: Announced,
     pub(super) config_dir: PathBuf,
@@ -69,7 +71,7 @@ impl ClaudeCode {
                     })?;
                     let entry = Arc::new(Mutex::new(Live {
                         process: None,
-                        model: request.settings.model.clone(),
+                        settings: request.settings.clone(),
                         mcp,
                         announced,
                         config_dir: request
@@ -202,7 +204,7 @@ pub(super) async fn ensure_process(
 ) -> Result<(), String> {
     live.idle_timeout = request.settings.idle_timeout;
     let warm = match live.process.as_mut() {
-        Some(process) => !process.exited() && live.model == request.settings.model,
+        Some(process) => !process.exited() && live.settings == request.settings,
         None => false,
     };
     if warm {
@@ -240,7 +242,7 @@ pub(super) async fn ensure_process(
         .map_err(|e| format!("could not start {}: {e}", launch.settings.command.display()))?;
     tracing::info!(session = request.session_id.as_str(), pid = ?process.pid(), resume = ?launch.resume, "claude process started");
     live.process = Some(process);
-    live.model = request.settings.model.clone();
+    live.settings = request.settings.clone();
     Ok(())
 }
 

@@ -210,15 +210,30 @@ impl<'a> Translator<'a> {
                     _ => self.deltas.push(((index, kind), text.to_string())),
                 }
             }
-            "message_delta" => {
-                if let Some(out) = event["usage"]["output_tokens"].as_u64() {
-                    self.usage.output_tokens = out;
-                }
-            }
+            "message_delta" => self.update_usage(&event["usage"]),
             "message_stop" => self.finish_message().await?,
             _ => {}
         }
         Ok(())
+    }
+
+    /// A `message_delta`'s usage: every count it holds is the final one
+    /// (an Anthropic-compatible server may count input only at the end).
+    fn update_usage(&mut self, usage: &Value) {
+        let fields = [
+            ("input_tokens", &mut self.usage.input_tokens),
+            ("output_tokens", &mut self.usage.output_tokens),
+            ("cache_read_input_tokens", &mut self.usage.cache_read_tokens),
+            (
+                "cache_creation_input_tokens",
+                &mut self.usage.cache_write_tokens,
+            ),
+        ];
+        for (key, count) in fields {
+            if let Some(n) = usage[key].as_u64() {
+                *count = n;
+            }
+        }
     }
 
     fn assistant(&mut self, message: &Value) {

@@ -5,53 +5,59 @@
 use agentd_protocol::{AgentStatus, ContentBlock, ErrorCode, TurnStatus};
 use serde_json::Value;
 
+use crate::TurnLimits;
 use crate::turn::{Exit, TurnRun};
 
 impl TurnRun<'_> {
     /// `Some` when the turn (subagents included) or the session has spent
     /// its budget.
     pub(crate) fn over_budget(&self) -> Option<Exit> {
-        let limits = &self.agent.config.limits;
         let spent = self.shared.spent_usd();
-        if let Some(budget) = limits.max_budget_usd
-            && spent >= budget
-        {
-            return Some(Exit::stop(
-                TurnStatus::BudgetExceeded,
-                ErrorCode::BudgetExceeded,
-                format!(
-                    "The turn spent ${spent:.4}, reaching its budget of ${budget:.4} (max_budget_usd)."
-                ),
-            ));
-        }
-        if let Some(cap) = &limits.owner_spend
-            && spent >= cap.remaining_usd
-        {
-            return Some(Exit::stop(
-                TurnStatus::BudgetExceeded,
-                ErrorCode::SpendQuotaExceeded,
-                format!(
-                    "The turn spent ${spent:.4}, all that was left of your {} quota \
-                     (${:.4}). Ask an admin to raise it, or wait for it to reset.",
-                    cap.quota, cap.remaining_usd
-                ),
-            ));
-        }
-        let session = limits.session_spent_usd + spent;
-        if let Some(budget) = limits.max_session_budget_usd
-            && session >= budget
-        {
-            return Some(Exit::stop(
-                TurnStatus::BudgetExceeded,
-                ErrorCode::SessionBudgetExceeded,
-                format!(
-                    "The session has spent ${session:.4}, reaching its budget of ${budget:.4} \
-                     (max_session_budget_usd). Raise the budget or start a new session."
-                ),
-            ));
-        }
-        None
+        budget_reached(&self.agent.config.limits, spent)
+            .map(|(code, message)| Exit::stop(TurnStatus::BudgetExceeded, code, message))
     }
+}
+
+/// Why a turn that spent `spent` USD must stop under `limits` (its
+/// `max_budget_usd`, its owner's spend quota, its session's budget): the
+/// code and the message. Shared by the native loop and the loopback model
+/// endpoint that serves `claude-code` turns.
+pub fn budget_reached(limits: &TurnLimits, spent: f64) -> Option<(ErrorCode, String)> {
+    if let Some(budget) = limits.max_budget_usd
+        && spent >= budget
+    {
+        return Some((
+            ErrorCode::BudgetExceeded,
+            format!(
+                "The turn spent ${spent:.4}, reaching its budget of ${budget:.4} (max_budget_usd)."
+            ),
+        ));
+    }
+    if let Some(cap) = &limits.owner_spend
+        && spent >= cap.remaining_usd
+    {
+        return Some((
+            ErrorCode::SpendQuotaExceeded,
+            format!(
+                "The turn spent ${spent:.4}, all that was left of your {} quota \
+                 (${:.4}). Ask an admin to raise it, or wait for it to reset.",
+                cap.quota, cap.remaining_usd
+            ),
+        ));
+    }
+    let session = limits.session_spent_usd + spent;
+    if let Some(budget) = limits.max_session_budget_usd
+        && session >= budget
+    {
+        return Some((
+            ErrorCode::SessionBudgetExceeded,
+            format!(
+                "The session has spent ${session:.4}, reaching its budget of ${budget:.4} \
+                 (max_session_budget_usd). Raise the budget or start a new session."
+            ),
+        ));
+    }
+    None
 }
 
 /// The circuit breaker's memory of the calls so far in one run.

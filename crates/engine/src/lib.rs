@@ -36,6 +36,7 @@ pub use approval::{
 };
 pub use external::{ExternalResult, ExternalTurn};
 pub use frame::{TurnBody, TurnEngine, TurnOutcome, run_framed};
+pub use guardrails::budget_reached;
 pub use live_budget::{DEFAULT_TOOL_OUTPUT_STREAM_BYTES, DEFAULT_TURN_STREAM_BYTES};
 pub use prompt::{PromptContext, PromptError, default_system_prompt};
 pub use sink::{Checkpointer, Compaction, SinkError, TurnSink};

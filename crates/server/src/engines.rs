@@ -14,7 +14,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ConfigError;
-use crate::model_gateway::Backend;
 use crate::models::{ClaudeCodeSettings, EngineChoice, EnvLookup, ResolvedModel, resolve_model};
 use crate::registry::TurnKind;
 use crate::runtime::{RunError, Runtime, TurnOptions};
@@ -117,23 +116,6 @@ impl Runtime {
         model: ResolvedModel,
         mut settings: ClaudeCodeSettings,
     ) -> Result<Option<TurnFinished>, RunError> {
-        if let Some(backend) = &settings.backend {
-            let served = Backend {
-                client: model.client.clone(),
-                model_name: model.model_name.clone(),
-            };
-            let endpoint = self
-                .model_gateway
-                .endpoint(backend, served)
-                .await
-                .map_err(|err| {
-                    ConfigError::Invalid(format!(
-                        "cannot start the loopback endpoint for backend {backend:?}: {err}"
-                    ))
-                })?;
-            settings.base_url = Some(endpoint.base_url);
-            settings.api_key = endpoint.api_key;
-        }
         let (session, options) = (request.session, &request.options);
         let text = request.message.text();
         let profile = self.config.profile(&session.profile)?;
@@ -144,6 +126,27 @@ impl Runtime {
                 .await?
                 .0,
         );
+        // Held until the turn is recorded: the session's key serves the CLI
+        // only while a turn of it runs.
+        let gateway_turn = match &settings.backend {
+            Some(backend) => {
+                let turn = self
+                    .model_gateway
+                    .open_turn(
+                        &self.config,
+                        request.env,
+                        &session.id,
+                        backend,
+                        agent.clone(),
+                    )
+                    .await
+                    .map_err(ConfigError::Invalid)?;
+                settings.base_url = Some(turn.base_url.clone());
+                settings.api_key = turn.api_key.clone();
+                Some(turn)
+            }
+            None => None,
+        };
         let Some(turn_id) = self.begin_turn(session, options).await? else {
             return Ok(None);
         };
@@ -160,6 +163,7 @@ impl Runtime {
             sink: sink.clone(),
             timeout: std::time::Duration::from_secs(profile.turn_timeout_s),
             max_turns: options.max_turns.unwrap_or(profile.max_turns),
+            meter: gateway_turn.as_ref().map(|turn| turn.meter()),
         };
         let input = TurnInput {
             turn_id: turn_id.clone(),
@@ -167,6 +171,7 @@ impl Runtime {
             message: request.message,
         };
         let finished = run_framed(&engine, input, sink.as_ref(), request.cancel).await;
+        drop(gateway_turn);
         self.record_finished(session, &turn_id, &text, &finished)
             .await?;
         Ok(Some(finished))

@@ -30,6 +30,9 @@ pub struct ResolvedModel {
     /// The provider's model name, sent in requests and used for pricing.
     pub model_name: String,
     pub client: Arc<dyn ModelClient>,
+    /// Whose API `client` speaks (the backend's, for a `claude-code` model
+    /// with one).
+    pub provider: Provider,
     pub max_output_tokens: u32,
     /// The model's extended-thinking budget, when its config asks for one.
     pub thinking_budget: Option<u32>,
@@ -74,15 +77,14 @@ pub fn resolve_model(
 ) -> Result<ResolvedModel, ConfigError> {
     if let Some(spec) = requested {
         if let Some(model) = config.models.get(spec) {
-            let resolved = build(spec.to_string(), model, env)?;
-            return with_backend(config, resolved, env);
+            return configured(config, spec, model, env, None);
         }
         if spec == "demo" {
             return Ok(demo(None));
         }
         if let Some((left, name)) = spec.split_once(':') {
             if let Some(model) = config.models.get(left) {
-                return build_with_name(spec.to_string(), model, name, env);
+                return build_with_name(spec.to_string(), left, model, name, env);
             }
             if let Some(provider) = parse_provider(left) {
                 return build_from_env(provider, Some(name), env);
@@ -90,7 +92,7 @@ pub fn resolve_model(
         }
         return match default_model(config, env)? {
             Default::Config(key, model) => {
-                build_with_name(format!("{key}:{spec}"), model, spec, env)
+                build_with_name(format!("{key}:{spec}"), key, model, spec, env)
             }
             Default::Env(provider) => build_from_env(provider, Some(spec), env),
             Default::Demo => Err(ConfigError::Invalid(format!(
@@ -101,34 +103,63 @@ pub fn resolve_model(
         };
     }
     match default_model(config, env)? {
-        Default::Config(key, model) => build(key.to_string(), model, env),
+        Default::Config(key, model) => configured(config, key, model, env, None),
         Default::Env(provider) => build_from_env(provider, None, env),
         Default::Demo => Ok(demo(Some(DEMO_NOTICE))),
     }
 }
 
-/// A `claude-code` model with a `backend`: agentd's own calls (compaction,
-/// pricing) go to the backend, whose client the CLI's endpoint serves too.
-fn with_backend(
+/// The configured model `name` as agentd's Anthropic endpoints serve it
+/// (`/v1/messages`, and the loopback one of `claude-code` backends): its
+/// client makes no retries of its own, since the caller (an SDK, the
+/// `claude` CLI) retries, with the provider's `Retry-After` passed on.
+pub fn resolve_served(
     config: &Config,
-    mut resolved: ResolvedModel,
+    name: &str,
     env: EnvLookup<'_>,
 ) -> Result<ResolvedModel, ConfigError> {
-    let Some(backend) = resolved
-        .claude_code
-        .as_ref()
-        .and_then(|s| s.backend.clone())
-    else {
+    let model = config
+        .models
+        .get(name)
+        .ok_or_else(|| ConfigError::Invalid(format!("{name:?} is not a configured model")))?;
+    configured(config, name, model, env, Some(0))
+}
+
+/// A configured model by its key, `retries` overriding its own (and its
+/// backend's) `max_retries`.
+fn configured(
+    config: &Config,
+    key: &str,
+    model: &ModelConfig,
+    env: EnvLookup<'_>,
+    retries: Option<u32>,
+) -> Result<ResolvedModel, ConfigError> {
+    let with_retries = |model: &ModelConfig| ModelConfig {
+        max_retries: retries.or(model.max_retries),
+        ..model.clone()
+    };
+    let mut resolved = build(key.to_string(), &with_retries(model), env)?;
+    // A `claude-code` model with a `backend`: agentd's own calls
+    // (compaction, pricing) go to the backend, which the CLI's loopback
+    // endpoint serves too; its limits hold unless the model sets its own.
+    let Some(backend) = model.backend.as_deref() else {
         return Ok(resolved);
     };
-    let target = config.models.get(&backend).ok_or_else(|| {
+    let target = config.models.get(backend).ok_or_else(|| {
         ConfigError::Invalid(format!("backend {backend:?} is not a configured model"))
     })?;
-    let served = build(backend, target, env)?;
+    let served = build(backend.to_string(), &with_retries(target), env)?;
     resolved.client = served.client;
     resolved.model_name = served.model_name;
+    resolved.provider = served.provider;
     resolved.price = resolved.price.or(served.price);
     resolved.context_window = resolved.context_window.or(served.context_window);
+    if model.max_output_tokens.is_none() {
+        resolved.max_output_tokens = served.max_output_tokens;
+    }
+    if model.thinking.is_none() {
+        resolved.thinking_budget = served.thinking_budget;
+    }
     Ok(resolved)
 }
 
@@ -181,6 +212,7 @@ fn demo(notice: Option<&'static str>) -> ResolvedModel {
         spec: "demo".into(),
         model_name: "demo".into(),
         client: Arc::new(ScriptedClient::new(demo_script())),
+        provider: Provider::Scripted,
         max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
         thinking_budget: None,
         context_window: None,
@@ -206,13 +238,21 @@ fn build_from_env(
     Ok(resolved)
 }
 
-/// A configured model entry with another model name.
+/// A configured model entry (`key`) with another model name. Not for a
+/// `claude-code` model with a `backend`: the backend decides the model.
 fn build_with_name(
     spec: String,
+    key: &str,
     model: &ModelConfig,
     name: &str,
     env: EnvLookup<'_>,
 ) -> Result<ResolvedModel, ConfigError> {
+    if let Some(backend) = &model.backend {
+        return Err(ConfigError::Invalid(format!(
+            "model {spec:?}: {key:?} runs on its backend {backend:?}, so it takes no other \
+             model name; use {key:?} alone"
+        )));
+    }
     let mut model = model.clone();
     model.model = Some(name.to_string());
     build(spec, &model, env)
@@ -282,6 +322,7 @@ fn build(
         spec,
         model_name,
         client,
+        provider: model.provider,
         max_output_tokens,
         thinking_budget: model.thinking.map(|t| t.budget_tokens),
         context_window: model.context_window,
@@ -437,5 +478,31 @@ mod tests {
         // agentd's own calls and prices are the backend's.
         assert_eq!(model.model_name, "gpt-x");
         assert_eq!(model.price.unwrap().output_per_mtok, 2.0);
+    }
+
+    #[test]
+    fn a_backend_holds_on_every_path_to_its_claude_code_model() {
+        let config = Config::parse(
+            "[models.default]\nprovider = \"claude-code\"\nbackend = \"fast\"\n\
+             [models.fast]\nprovider = \"openai\"\nmodel = \"gpt-x\"\nbase_url = \"http://x/v1\"\n\
+             max_output_tokens = 3000\n",
+        )
+        .unwrap();
+        let env = env_of(&[]);
+        // The default model, by no name at all: still on its backend, with
+        // the backend's limits.
+        let model = resolve_model(&config, None, &env).unwrap();
+        assert_eq!(model.model_name, "gpt-x");
+        assert_eq!(model.provider, Provider::Openai);
+        assert_eq!(model.max_output_tokens, 3000);
+        // `KEY:name` and a bare name would give the CLI another model (and
+        // agentd an Anthropic client without a key): refused.
+        for spec in ["default:other", "other"] {
+            let err = resolve_model(&config, Some(spec), &env)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(err.contains("backend"), "{spec}: {err}");
+        }
     }
 }

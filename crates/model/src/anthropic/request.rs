@@ -201,16 +201,15 @@ fn block(block: &ContentBlock) -> Option<WireBlock<'_>> {
     Some(match block {
         ContentBlock::Text { text } if text.is_empty() => return None,
         ContentBlock::Text { text } => WireBlock::Text { text },
+        // An empty signature is none: Anthropic refuses `""`.
         ContentBlock::Thinking {
             thinking,
             signature: Some(signature),
-        } => WireBlock::Thinking {
+        } if !signature.is_empty() => WireBlock::Thinking {
             thinking,
             signature,
         },
-        ContentBlock::Thinking {
-            signature: None, ..
-        } => return None,
+        ContentBlock::Thinking { .. } => return None,
         ContentBlock::ToolUse { id, name, input } => WireBlock::ToolUse {
             id,
             name,
@@ -395,10 +394,16 @@ mod tests {
         request.tools = Default::default();
         request.messages = std::sync::Arc::new(vec![
             Message::user_text("hi"),
-            Message::assistant(vec![ContentBlock::Thinking {
-                thinking: "x".into(),
-                signature: None,
-            }]),
+            Message::assistant(vec![
+                ContentBlock::Thinking {
+                    thinking: "x".into(),
+                    signature: None,
+                },
+                ContentBlock::Thinking {
+                    thinking: "y".into(),
+                    signature: Some(String::new()),
+                },
+            ]),
         ]);
         let body = body(&request, true);
         assert!(body.get("system").is_none());

@@ -55,8 +55,18 @@ pub fn event(name: &str, data: &Value) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
 }
 
-/// A content block of a reply as the Messages API writes it. A tool call
-/// whose input was not valid JSON keeps its raw text as a string.
+/// A tool call's input as a client may parse it: an object. Input the
+/// model sent as invalid JSON (kept as its raw text) goes as `{}`, as
+/// Anthropic's own API never sends anything but an object.
+pub fn tool_input(input: &Value) -> Value {
+    if input.is_object() {
+        input.clone()
+    } else {
+        json!({})
+    }
+}
+
+/// A content block of a reply as the Messages API writes it.
 pub fn block(block: &ContentBlock) -> Value {
     match block {
         ContentBlock::Text { text } => json!({"type": "text", "text": text}),
@@ -66,7 +76,7 @@ pub fn block(block: &ContentBlock) -> Value {
         } => json!({"type": "thinking", "thinking": thinking,
                     "signature": signature.as_deref().unwrap_or("")}),
         ContentBlock::ToolUse { id, name, input } => {
-            json!({"type": "tool_use", "id": id, "name": name, "input": input})
+            json!({"type": "tool_use", "id": id, "name": name, "input": tool_input(input)})
         }
         other => serde_json::to_value(other).unwrap_or(Value::Null),
     }
@@ -219,5 +229,11 @@ mod tests {
         assert_eq!(m["content"][1]["input"]["command"], "ls");
         assert_eq!(m["usage"]["cache_read_input_tokens"], 2);
         assert_eq!(m["usage"]["cache_creation_input_tokens"], 1);
+        let broken = ContentBlock::ToolUse {
+            id: "t2".into(),
+            name: "Bash".into(),
+            input: json!("{\"command\": \"ls"),
+        };
+        assert_eq!(block(&broken)["input"], json!({}));
     }
 }

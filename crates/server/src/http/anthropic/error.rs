@@ -118,7 +118,24 @@ impl From<ModelError> for AnthropicError {
             // Anthropic's wording, which clients (the `claude` CLI) look for
             // to compact the conversation.
             ModelError::ContextOverflow { message } => format!("prompt is too long: {message}"),
-            other => other.to_string(),
+            ModelError::BadRequest { .. }
+            | ModelError::RateLimited { .. }
+            | ModelError::Overloaded { .. }
+            | ModelError::Cancelled => err.to_string(),
+            // The rest may name the provider's address, its view of
+            // agentd's key, or agentd's internals: the operator's log has it.
+            other => {
+                tracing::warn!(err = %other, "anthropic endpoint: the model call failed");
+                match other {
+                    ModelError::Auth { .. } => {
+                        "the model provider refused this server's credentials"
+                    }
+                    ModelError::Server { .. } => "the model provider failed",
+                    ModelError::Transport(_) => "the model provider could not be reached",
+                    _ => "the model provider's answer broke off or could not be read",
+                }
+                .to_string()
+            }
         };
         Self {
             status,

@@ -8,10 +8,10 @@
 //! Not to be confused with `http/messages.rs`, a session's messages.
 
 pub(crate) mod error;
+pub(crate) mod estimate;
 pub(crate) mod reply;
 pub(crate) mod request;
 
-use agentd_model::scripted::estimate_tokens;
 use agentd_protocol::Usage;
 use axum::extract::{FromRequestParts, State};
 use axum::http::header::AUTHORIZATION;
@@ -26,10 +26,10 @@ use super::AppState;
 use super::access_check::check_model_call;
 use super::auth::{User, authenticate};
 use crate::access::metrics;
-use crate::models::{ResolvedModel, resolve_model};
+use crate::models::{ResolvedModel, resolve_served};
 use error::{AnthropicError, AnthropicErrorBody, AnthropicJson};
 use reply::{Call, answer};
-use request::{Conversation, MessagesRequest, to_model_request};
+use request::{Conversation, MessagesRequest, Target, to_model_request};
 
 /// Largest body: room for images in base64, as a session's messages.
 pub const BODY_LIMIT: usize = super::messages::MESSAGE_BODY_LIMIT;
@@ -147,7 +147,8 @@ pub async fn post_messages(
     };
     let name = body.conversation.model.clone();
     let stream = body.stream.unwrap_or(false);
-    let request = match body.into_model_request(&routed.model_name) {
+    let target = Target::from(&routed);
+    let request = match body.into_model_request(&target) {
         Ok(request) => request,
         Err(err) => return err.into_response(),
     };
@@ -157,6 +158,7 @@ pub async fn post_messages(
         request,
         model: name,
         stream,
+        signs_thinking: target.thinking_on_top,
     };
     answer(call, on_usage).await
 }
@@ -183,12 +185,9 @@ pub async fn count_tokens(
     AnthropicJson(body): AnthropicJson<Conversation>,
 ) -> Result<axum::Json<TokenCount>, AnthropicError> {
     let routed = route(&state, &user, &body.model).await?;
-    let request = to_model_request(body, u32::MAX, &routed.model_name)?;
-    let chars = request.system.as_deref().map_or(0, str::len)
-        + serde_json::to_string(request.messages.as_ref()).map_or(0, |s| s.len())
-        + serde_json::to_string(request.tools.as_ref()).map_or(0, |s| s.len());
+    let request = to_model_request(body, u32::MAX, &Target::from(&routed))?;
     Ok(axum::Json(TokenCount {
-        input_tokens: estimate_tokens(chars),
+        input_tokens: estimate::input_tokens(&request),
     }))
 }
 
@@ -196,25 +195,39 @@ pub async fn count_tokens(
 async fn route(state: &AppState, user: &User, name: &str) -> Result<ResolvedModel, AnthropicError> {
     let runtime = state.registry.runtime();
     if !runtime.config.models.contains_key(name) {
-        let names = crate::config::names(runtime.config.models.keys());
+        // Only the models the caller may use are named.
+        let usable = runtime.access().usable(&user.name, user.is_admin).await;
+        let usable =
+            usable.map_err(|err| AnthropicError::from(super::error::ApiError::from(err)))?;
+        let names = crate::config::names(
+            runtime
+                .config
+                .models
+                .keys()
+                .filter(|key| usable.model(&runtime.config, key)),
+        );
         return Err(AnthropicError::new(
             StatusCode::NOT_FOUND,
-            format!(
-                "model: {name:?} is not a configured model of this server (configured: {names})"
-            ),
+            format!("model: {name:?} is not a model of this server (yours: {names})"),
         ));
     }
     check_model_call(state, user, name).await?;
     let env = state.registry.env().clone();
     let lookup = move |key: &str| env.get(key).cloned();
-    resolve_model(&runtime.config, Some(name), &lookup).map_err(|err| {
+    resolve_served(&runtime.config, name, &lookup).map_err(|err| {
+        // The detail (an environment variable, a path) is the operator's.
         tracing::warn!(%err, model = name, "anthropic endpoint: model unusable");
-        AnthropicError::new(StatusCode::INTERNAL_SERVER_ERROR, err.to_string())
+        AnthropicError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "model: {name:?} is not usable on this server now; its operator's log says why"
+            ),
+        )
     })
 }
 
-/// Adds what a completed call cost to the caller's spend (in the
-/// background: the reply does not wait for the store).
+/// Adds what a call cost to the caller's spend (in the background: the
+/// reply does not wait for the store), whether or not it completed.
 fn spend_recorder(state: &AppState, user: &User, model: &ResolvedModel) -> reply::OnUsage {
     let store = state.registry.runtime().store.clone();
     let (owner, price, name) = (user.name.clone(), model.price, model.model_name.clone());

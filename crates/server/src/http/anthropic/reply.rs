@@ -1,13 +1,16 @@
 //! Answering one call: the model's stream as Anthropic's server-sent
-//! events, or the whole reply as one message object.
+//! events, or the whole reply as one message object; and what it used,
+//! reported once whatever happens (see [`Spend`]).
 //!
 //! Provider streams carry text and thinking deltas as they come and the
 //! assembled reply at the end; tool calls and signatures arrive only with
 //! the end. So text and thinking stream live, and each other block is sent
-//! whole (start, one delta, stop) when the reply is complete. A thinking
-//! block's signature must come before its `content_block_stop`, and blocks
-//! must not interleave: once a thinking block is followed by another, the
-//! rest of the reply is sent from the assembled reply.
+//! whole (start, one delta, stop) when the reply is complete. A signed
+//! thinking block's signature must come before its `content_block_stop`,
+//! and blocks must not interleave: for a provider that signs thinking
+//! (Anthropic), once a thinking block is followed by another, the rest of
+//! the reply is sent from the assembled reply. Other providers' thinking
+//! has no signature, so its block stops as soon as the next one starts.
 
 use std::sync::Arc;
 
@@ -18,9 +21,9 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use serde_json::Value;
 
 use super::error::AnthropicError;
+use super::estimate;
 
 /// One call to answer.
 pub struct Call {
@@ -29,23 +32,73 @@ pub struct Call {
     /// The `model` the reply names: what the client asked for.
     pub model: String,
     pub stream: bool,
+    /// The provider signs its thinking (Anthropic's does).
+    pub signs_thinking: bool,
 }
 
-/// Told what a completed reply used (for spend and quotas).
+/// Told what a call used (for spend and quotas), exactly once.
 pub type OnUsage = Box<dyn FnOnce(Usage) + Send>;
+
+/// What a started call used, reported once: the provider's count when the
+/// reply completed, else (the client went away, the handler was dropped,
+/// the stream broke) an estimate — the whole input, and the output that
+/// had arrived — since the provider bills those too.
+pub struct Spend {
+    report: Option<OnUsage>,
+    input_tokens: u64,
+    output_chars: usize,
+}
+
+impl Spend {
+    pub fn new(report: OnUsage, input_tokens: u64) -> Self {
+        Self {
+            report: Some(report),
+            input_tokens,
+            output_chars: 0,
+        }
+    }
+
+    fn saw(&mut self, event: &ModelEvent) {
+        match event {
+            ModelEvent::TextDelta { text, .. } | ModelEvent::ThinkingDelta { text, .. } => {
+                self.output_chars += text.len();
+            }
+            ModelEvent::Completed(reply) => {
+                if let Some(report) = self.report.take() {
+                    report(reply.usage);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Spend {
+    fn drop(&mut self) {
+        if let Some(report) = self.report.take() {
+            report(estimate::incomplete(self.input_tokens, self.output_chars));
+        }
+    }
+}
 
 pub async fn answer(call: Call, on_usage: OnUsage) -> Response {
     let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+    let input_tokens = estimate::input_tokens(&call.request);
     let stream = match call.client.stream(call.request).await {
         Ok(stream) => stream,
         Err(err) => return AnthropicError::from(err).into_response(),
     };
+    // The call has started: from here on it is paid for.
+    let mut spend = Spend::new(on_usage, input_tokens);
     if call.stream {
-        sse(stream, id, call.model, on_usage)
+        let start = Usage {
+            input_tokens,
+            ..Usage::default()
+        };
+        let encoder = Encoder::new(call.signs_thinking);
+        sse(stream, &id, &call.model, &start, encoder, spend)
     } else {
-        match completed(stream).await {
+        match completed(stream, &mut spend).await {
             Ok(reply) => {
-                on_usage(reply.usage);
                 let body = wire::message(
                     &id,
                     &call.model,
@@ -61,9 +114,14 @@ pub async fn answer(call: Call, on_usage: OnUsage) -> Response {
 }
 
 /// The assembled reply at the end of `stream`.
-async fn completed(mut stream: ModelStream) -> Result<ModelResponse, ModelError> {
+async fn completed(
+    mut stream: ModelStream,
+    spend: &mut Spend,
+) -> Result<ModelResponse, ModelError> {
     while let Some(event) = stream.next().await {
-        if let ModelEvent::Completed(reply) = event? {
+        let event = event?;
+        spend.saw(&event);
+        if let ModelEvent::Completed(reply) = event {
             return Ok(reply);
         }
     }
@@ -72,24 +130,29 @@ async fn completed(mut stream: ModelStream) -> Result<ModelResponse, ModelError>
     ))
 }
 
-fn sse(stream: ModelStream, id: String, model: String, on_usage: OnUsage) -> Response {
-    let start = [
-        wire::message_start(&id, &model, &Usage::default()),
-        wire::ping(),
-    ];
-    let mut encoder = Encoder::default();
-    let mut on_usage = Some(on_usage);
-    // A model stream ends after its error: so does this one.
+/// `start`'s usage is an estimate of the input: the provider's count comes
+/// with `message_delta`.
+fn sse(
+    stream: ModelStream,
+    id: &str,
+    model: &str,
+    start: &Usage,
+    mut encoder: Encoder,
+    mut spend: Spend,
+) -> Response {
+    let start = [wire::message_start(id, model, start), wire::ping()];
+    // A model stream ends after its error: so does this one. `spend` lives
+    // as long as the body: dropped with it when the client goes away.
     let events = stream
         .map(move |event| {
             let frames = match event {
-                Ok(ModelEvent::Completed(reply)) => {
-                    if let Some(report) = on_usage.take() {
-                        report(reply.usage);
+                Ok(event) => {
+                    spend.saw(&event);
+                    match &event {
+                        ModelEvent::Completed(reply) => encoder.complete(reply),
+                        event => encoder.delta(event),
                     }
-                    encoder.complete(&reply)
                 }
-                Ok(event) => encoder.delta(&event),
                 Err(err) => {
                     let err = AnthropicError::from(err);
                     vec![wire::error_event(err.status.as_u16(), &err.message)]
@@ -111,7 +174,9 @@ fn sse(stream: ModelStream, id: String, model: String, on_usage: OnUsage) -> Res
 
 /// Turns model events into Anthropic SSE frames (see the module comment).
 #[derive(Default)]
-pub(super) struct Encoder {
+pub(crate) struct Encoder {
+    /// Thinking blocks are signed at the end: they cannot stop early.
+    signs_thinking: bool,
     /// Provider block indexes started live, in the order sent: the index
     /// sent is the position here.
     streamed: Vec<u32>,
@@ -122,7 +187,14 @@ pub(super) struct Encoder {
 }
 
 impl Encoder {
-    pub(super) fn delta(&mut self, event: &ModelEvent) -> Vec<Bytes> {
+    pub(crate) fn new(signs_thinking: bool) -> Self {
+        Self {
+            signs_thinking,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn delta(&mut self, event: &ModelEvent) -> Vec<Bytes> {
         let (index, text, thinking) = match event {
             ModelEvent::TextDelta { index, text } => (*index, text, false),
             ModelEvent::ThinkingDelta { index, text } => (*index, text, true),
@@ -145,7 +217,7 @@ impl Encoder {
                 return vec![delta(self.streamed.len() - 1)];
             }
             // Its signature is not known yet: it cannot be stopped.
-            Some((_, true)) => {
+            Some((_, true)) if self.signs_thinking => {
                 self.frozen = true;
                 return out;
             }
@@ -177,7 +249,7 @@ impl Encoder {
 
     /// The end of the open block, every block not streamed, and the end of
     /// the message.
-    pub(super) fn complete(&mut self, reply: &ModelResponse) -> Vec<Bytes> {
+    pub(crate) fn complete(&mut self, reply: &ModelResponse) -> Vec<Bytes> {
         let mut out = Vec::new();
         if let Some((open, _)) = self.open.take() {
             let sent = self.streamed.len() - 1;
@@ -216,11 +288,7 @@ fn whole_block(sent: usize, block: &ContentBlock, out: &mut Vec<Bytes>) -> bool 
             .chain(signature.as_deref().map(Delta::Signature))
             .collect(),
         ContentBlock::ToolUse { input, .. } => {
-            // Input the model sent as invalid JSON goes as it came.
-            input_json = match input {
-                Value::String(raw) => raw.clone(),
-                other => other.to_string(),
-            };
+            input_json = wire::tool_input(input).to_string();
             vec![Delta::InputJson(&input_json)]
         }
         _ => return false,

@@ -93,7 +93,7 @@ fn text_streams_live_and_a_tool_call_follows_whole() {
 
 #[test]
 fn a_thinking_block_gets_its_signature_before_it_stops() {
-    let mut encoder = Encoder::default();
+    let mut encoder = Encoder::new(true);
     let mut frames = encoder.delta(&ModelEvent::ThinkingDelta {
         index: 0,
         text: "hmm".into(),
@@ -139,6 +139,86 @@ fn a_thinking_block_gets_its_signature_before_it_stops() {
 }
 
 #[test]
+fn unsigned_thinking_stops_at_once_and_the_text_after_it_streams_live() {
+    let mut encoder = Encoder::new(false);
+    let mut frames = encoder.delta(&ModelEvent::ThinkingDelta {
+        index: 0,
+        text: "hmm".into(),
+    });
+    let live = encoder.delta(&text(1, "Ans"));
+    let live_events = parse(&live);
+    assert_eq!(
+        live_events
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "content_block_stop",
+            "content_block_start",
+            "content_block_delta"
+        ]
+    );
+    assert_eq!(live_events[2].1["delta"]["text"], "Ans");
+    frames.extend(live);
+    frames.extend(encoder.delta(&text(1, "wer")));
+    let reply = ModelResponse {
+        content: vec![
+            ContentBlock::Thinking {
+                thinking: "hmm".into(),
+                signature: None,
+            },
+            ContentBlock::Text {
+                text: "Answer".into(),
+            },
+            ContentBlock::ToolUse {
+                id: "c".into(),
+                name: "Bash".into(),
+                // Invalid JSON from the model: the client gets `{}`.
+                input: json!("{\"command\": "),
+            },
+        ],
+        stop_reason: StopReason::ToolUse,
+        usage: usage(),
+    };
+    frames.extend(encoder.complete(&reply));
+    let events = parse(&frames);
+    let stops: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "content_block_stop")
+        .map(|(_, d)| &d["index"])
+        .collect();
+    assert_eq!(stops, [&json!(0), &json!(1), &json!(2)]);
+    let input = events
+        .iter()
+        .find(|(_, d)| d["delta"]["type"] == "input_json_delta")
+        .unwrap();
+    assert_eq!(input.1["delta"]["partial_json"], "{}");
+}
+
+#[test]
+fn a_call_dropped_before_its_end_reports_an_estimate_once() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let report = |seen: &Arc<std::sync::Mutex<Vec<Usage>>>| -> OnUsage {
+        let seen = seen.clone();
+        Box::new(move |usage| seen.lock().unwrap().push(usage))
+    };
+    let mut spend = Spend::new(report(&seen), 100);
+    spend.saw(&text(0, "12345678"));
+    drop(spend);
+    let mut completed = Spend::new(report(&seen), 100);
+    completed.saw(&ModelEvent::Completed(ModelResponse {
+        content: Vec::new(),
+        stop_reason: StopReason::EndTurn,
+        usage: usage(),
+    }));
+    drop(completed);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!((seen[0].input_tokens, seen[0].output_tokens), (100, 2));
+    assert_eq!(seen[1], usage());
+}
+
+#[test]
 fn model_errors_keep_anthropics_statuses() {
     let status = |err: ModelError| AnthropicError::from(err).status;
     assert_eq!(
@@ -170,6 +250,20 @@ fn model_errors_keep_anthropics_statuses() {
             message: "x".into()
         }),
         StatusCode::BAD_GATEWAY
+    );
+    // What the provider said of agentd's key, or its address, stays in the log.
+    let leaky = AnthropicError::from(ModelError::Auth {
+        status: 401,
+        message: "invalid x-api-key sk-ant-123 at http://10.1.2.3:8080".into(),
+    });
+    assert!(!leaky.message.contains("sk-ant"), "{}", leaky.message);
+    let unreachable = AnthropicError::from(ModelError::Transport(
+        "error sending request for url (http://10.1.2.3:8080/v1/chat/completions)".into(),
+    ));
+    assert!(
+        !unreachable.message.contains("10.1.2.3"),
+        "{}",
+        unreachable.message
     );
     let overflow = AnthropicError::from(ModelError::ContextOverflow {
         message: "too long".into(),

@@ -3,8 +3,9 @@
 //! The wire types are typed so that a field of the wrong type is refused
 //! with its path; fields not listed here (`metadata`, `cache_control`,
 //! betas) are accepted and ignored. Sampling settings (`temperature`,
-//! `top_p`, `top_k`) and `tool_choice` are accepted but not forwarded: the
-//! model layer does not carry them. `stop_sequences` would change what the
+//! `top_p`, `top_k`) are accepted but not forwarded: the model layer does
+//! not carry them. Of `tool_choice`, `none` offers the model no tools; the
+//! others (`auto`, `any`, `tool`) are accepted and the model chooses. `stop_sequences` would change what the
 //! client gets back, so asking for them is refused rather than ignored.
 
 use std::sync::Arc;
@@ -16,6 +17,8 @@ use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
 use super::error::AnthropicError;
+use crate::config::Provider;
+use crate::models::ResolvedModel;
 
 /// `POST /v1/messages`. Fields read only to check their type are kept
 /// anyway, so the document says what is accepted.
@@ -58,7 +61,8 @@ pub struct Conversation {
     pub system: Option<TextOrBlocks>,
     #[serde(default)]
     pub tools: Vec<WireTool>,
-    /// Accepted; not forwarded (see docs/api.md).
+    /// `{"type": "none"}` offers the model no tools; `auto`, `any` and
+    /// `tool` are accepted and not forwarded (see docs/api.md).
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub tool_choice: Option<Map<String, Value>>,
@@ -68,7 +72,7 @@ pub struct Conversation {
 
 impl MessagesRequest {
     /// The checks of what only `/v1/messages` takes; then the model request.
-    pub fn into_model_request(self, model_name: &str) -> Result<ModelRequest, AnthropicError> {
+    pub fn into_model_request(self, target: &Target<'_>) -> Result<ModelRequest, AnthropicError> {
         if self.max_tokens == 0 {
             return Err(AnthropicError::invalid("max_tokens: must be at least 1"));
         }
@@ -77,7 +81,7 @@ impl MessagesRequest {
                 "stop_sequences: not supported by this server; leave it out",
             ));
         }
-        to_model_request(self.conversation, self.max_tokens, model_name)
+        to_model_request(self.conversation, self.max_tokens, target)
     }
 }
 
@@ -212,12 +216,35 @@ pub enum WireThinking {
 /// Anthropic's least thinking budget.
 const MIN_THINKING_BUDGET: u32 = 1024;
 
-/// `request` for the provider model `model_name`: the whole context, the
-/// tools, `max_tokens` (thinking included) and the thinking budget.
+/// The model a request goes to, as far as translating it goes.
+pub struct Target<'a> {
+    /// The provider's model name.
+    pub model_name: &'a str,
+    /// Its configured `max_output_tokens`: a caller's `max_tokens` is
+    /// capped to it.
+    pub max_output_tokens: u32,
+    /// Its client asks for the thinking budget on top of `max_tokens`
+    /// (Anthropic's); otherwise (OpenAI's) there is no budget to ask for
+    /// and `max_tokens` is the whole answer's.
+    pub thinking_on_top: bool,
+}
+
+impl<'a> From<&'a ResolvedModel> for Target<'a> {
+    fn from(model: &'a ResolvedModel) -> Self {
+        Self {
+            model_name: &model.model_name,
+            max_output_tokens: model.max_output_tokens,
+            thinking_on_top: matches!(model.provider, Provider::Anthropic | Provider::ClaudeCode),
+        }
+    }
+}
+
+/// `request` for `target`: the whole context, the tools, `max_tokens`
+/// (thinking included, as the caller's) and the thinking budget.
 pub fn to_model_request(
     request: Conversation,
     max_tokens: u32,
-    model_name: &str,
+    target: &Target<'_>,
 ) -> Result<ModelRequest, AnthropicError> {
     let thinking_budget = match request.thinking {
         Some(WireThinking::Enabled { budget_tokens }) => {
@@ -258,8 +285,12 @@ pub fn to_model_request(
             "messages: at least one user or assistant message is required",
         ));
     }
-    let tools = request
-        .tools
+    let no_tools = request
+        .tool_choice
+        .as_ref()
+        .is_some_and(|choice| choice.get("type").and_then(Value::as_str) == Some("none"));
+    let offered = if no_tools { Vec::new() } else { request.tools };
+    let tools = offered
         .into_iter()
         .map(|tool| ToolSpec {
             name: tool.name,
@@ -267,13 +298,20 @@ pub fn to_model_request(
             input_schema: Value::Object(tool.input_schema),
         })
         .collect();
+    let total = max_tokens.min(target.max_output_tokens);
+    let (max_tokens, thinking_budget) = match thinking_budget {
+        // The client adds the budget back on top.
+        Some(budget) if target.thinking_on_top && budget < total => (total - budget, Some(budget)),
+        // No budget to ask for (or, capped, no room left for one): the
+        // whole limit is the answer's.
+        _ => (total, None),
+    };
     Ok(ModelRequest {
-        model: model_name.to_string(),
+        model: target.model_name.to_string(),
         system: (!system.is_empty()).then_some(system),
         messages: Arc::new(messages),
         tools: Arc::new(tools),
-        // The provider client adds the thinking budget back on top.
-        max_tokens: max_tokens - thinking_budget.unwrap_or(0),
+        max_tokens,
         thinking_budget,
     })
 }
@@ -337,10 +375,9 @@ fn blocks_of(
             WireBlock::Text { text } => ContentBlock::Text { text },
             WireBlock::Image { source } if role == Role::User => image(source, &at)?,
             WireBlock::Image { .. } => return Err(misplaced("image", "a user")),
-            WireBlock::Document { source, title } if role == Role::User => ContentBlock::Document {
-                source: Value::Object(source),
-                title,
-            },
+            WireBlock::Document { source, title } if role == Role::User => {
+                document(source, title, &at)?
+            }
             WireBlock::Document { .. } => return Err(misplaced("document", "a user")),
             WireBlock::ToolUse { id, name, input } if role == Role::Assistant => {
                 ContentBlock::ToolUse {
@@ -361,7 +398,8 @@ fn blocks_of(
                 signature,
             } if role == Role::Assistant => ContentBlock::Thinking {
                 thinking,
-                signature,
+                // An empty signature is none: Anthropic refuses `""`.
+                signature: signature.filter(|s| !s.is_empty()),
             },
             WireBlock::Thinking { .. } => return Err(misplaced("thinking", "an assistant")),
             WireBlock::RedactedThinking { .. } => continue,
@@ -383,9 +421,40 @@ fn image(source: ImageSource, at: &str) -> Result<ContentBlock, AnthropicError> 
             base64_image_block(&media_type, data)
                 .map_err(|err| AnthropicError::invalid(format!("{at}.source: {err}")))
         }
-        ImageSource::Url { url } => Ok(ContentBlock::Image {
-            source: json!({"type": "url", "url": url}),
+        ImageSource::Url { url } => {
+            // The provider fetches it: only public `https` URLs, never a
+            // plain-http address inside a self-hosted server's network.
+            let parsed = url::Url::parse(&url).ok();
+            if parsed
+                .as_ref()
+                .is_none_or(|u| u.scheme() != "https" || u.host().is_none())
+            {
+                return Err(AnthropicError::invalid(format!(
+                    "{at}.source.url: must be an https URL"
+                )));
+            }
+            Ok(ContentBlock::Image {
+                source: json!({"type": "url", "url": url}),
+            })
+        }
+    }
+}
+
+/// A document: only inline sources (`base64` PDF, `text`), none the
+/// provider would fetch.
+fn document(
+    source: Map<String, Value>,
+    title: Option<String>,
+    at: &str,
+) -> Result<ContentBlock, AnthropicError> {
+    match source.get("type").and_then(Value::as_str) {
+        Some("base64" | "text") => Ok(ContentBlock::Document {
+            source: Value::Object(source),
+            title,
         }),
+        _ => Err(AnthropicError::invalid(format!(
+            "{at}.source.type: must be base64 or text"
+        ))),
     }
 }
 

@@ -7,9 +7,20 @@ use super::*;
 /// A 1×1 PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
 
-fn convert(body: Value) -> Result<ModelRequest, AnthropicError> {
+/// An Anthropic-type target, which asks for thinking on top of `max_tokens`.
+const ANTHROPIC: Target<'static> = Target {
+    model_name: "gpt-x",
+    max_output_tokens: 64_000,
+    thinking_on_top: true,
+};
+
+fn convert_for(body: Value, target: &Target<'_>) -> Result<ModelRequest, AnthropicError> {
     let request: MessagesRequest = serde_json::from_value(body).unwrap();
-    request.into_model_request("gpt-x")
+    request.into_model_request(target)
+}
+
+fn convert(body: Value) -> Result<ModelRequest, AnthropicError> {
+    convert_for(body, &ANTHROPIC)
 }
 
 fn message(role: &str, content: Value) -> Value {
@@ -168,4 +179,67 @@ fn stop_reasons_keep_their_names() {
     assert_eq!(stop_reason(StopReason::ToolUse), "tool_use");
     assert_eq!(stop_reason(StopReason::MaxTokens), "max_tokens");
     assert_eq!(stop_reason(StopReason::StopSequence), "stop_sequence");
+}
+
+#[test]
+fn openai_targets_get_the_whole_max_tokens_and_every_target_its_cap() {
+    let body = json!({"model": "m", "max_tokens": 5000,
+        "thinking": {"type": "enabled", "budget_tokens": 2000},
+        "messages": [message("user", json!("hi"))]});
+    let openai = Target {
+        thinking_on_top: false,
+        ..ANTHROPIC
+    };
+    let request = convert_for(body.clone(), &openai).unwrap();
+    assert_eq!((request.max_tokens, request.thinking_budget), (5000, None));
+    // Capped at the model's max_output_tokens, thinking included.
+    let small = Target {
+        max_output_tokens: 3000,
+        ..ANTHROPIC
+    };
+    let request = convert_for(body.clone(), &small).unwrap();
+    assert_eq!(
+        (request.max_tokens, request.thinking_budget),
+        (1000, Some(2000))
+    );
+    let tiny = Target {
+        max_output_tokens: 1500,
+        ..ANTHROPIC
+    };
+    let request = convert_for(body, &tiny).unwrap();
+    assert_eq!((request.max_tokens, request.thinking_budget), (1500, None));
+}
+
+#[test]
+fn tool_choice_none_offers_no_tools_and_empty_signatures_are_none() {
+    let request = convert(json!({"model": "m", "max_tokens": 10,
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "none"},
+        "messages": [message("user", json!("hi")),
+            message("assistant", json!([{"type": "thinking", "thinking": "t", "signature": ""}])),
+            message("user", json!("again"))]}))
+    .unwrap();
+    assert!(request.tools.is_empty());
+    assert_eq!(
+        request.messages[1].content,
+        vec![ContentBlock::Thinking {
+            thinking: "t".into(),
+            signature: None
+        }]
+    );
+}
+
+#[test]
+fn only_https_urls_and_inline_documents_are_forwarded() {
+    let with = |block: Value| json!({"model": "m", "max_tokens": 10, "messages": [message("user", json!([block]))]});
+    let image = |url: &str| with(json!({"type": "image", "source": {"type": "url", "url": url}}));
+    for url in ["http://10.0.0.1/x.png", "file:///etc/passwd", "not a url"] {
+        assert!(refusal(image(url)).contains("https"), "{url}");
+    }
+    assert!(convert(image("https://example.com/cat.png")).is_ok());
+    let document = |source: Value| with(json!({"type": "document", "source": source}));
+    let url_doc = document(json!({"type": "url", "url": "https://example.com/a.pdf"}));
+    assert!(refusal(url_doc).contains("base64 or text"));
+    let text_doc = document(json!({"type": "text", "media_type": "text/plain", "data": "hi"}));
+    assert!(convert(text_doc).is_ok());
 }
