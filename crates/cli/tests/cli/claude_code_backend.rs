@@ -12,13 +12,34 @@ use agentd_testkit::RecordedRequest;
 use serde_json::{Value, json};
 
 fn toml() -> String {
+    toml_with("")
+}
+
+/// The backend config; `profile` adds lines to the default profile.
+fn toml_with(profile: &str) -> String {
     format!(
         "[models.default]\nprovider = \"claude-code\"\nbackend = \"fast\"\ncommand = \"{}\"\n\
          [models.fast]\nprovider = \"openai\"\nmodel = \"gpt-testkit\"\nbase_url = \"{{URL}}/v1\"\n\
          price = {{ input_per_mtok = 1000.0, output_per_mtok = 2000.0 }}\n\
-         [profiles.default]\nmode = \"bypass\"\n",
+         [profiles.default]\nmode = \"bypass\"\n{profile}",
         claude_binary().display()
     )
+}
+
+/// What `usage` costs at the backend's price.
+fn priced(usage: &agentd_protocol::Usage) -> f64 {
+    (usage.input_tokens as f64 * 1000.0
+        + usage.output_tokens as f64 * 2000.0
+        + usage.cache_read_tokens as f64 * 100.0
+        + usage.cache_write_tokens as f64 * 1250.0)
+        / 1e6
+}
+
+/// The CLI's side requests (titles, topic checks), each costing little.
+fn cheap_side() -> Value {
+    let mut side = side();
+    side["usage"] = json!({"input_tokens": 1, "output_tokens": 1});
+    side
 }
 
 fn script(probe: &str, file: &str) -> Value {
@@ -79,11 +100,7 @@ async fn agentd_run_serves_the_cli_an_openai_model_itself() {
         usage.input_tokens > 0 && usage.output_tokens > 0,
         "{usage:?}"
     );
-    let expected = (usage.input_tokens as f64 * 1000.0
-        + usage.output_tokens as f64 * 2000.0
-        + usage.cache_read_tokens as f64 * 100.0
-        + usage.cache_write_tokens as f64 * 1250.0)
-        / 1e6;
+    let expected = priced(usage);
     assert!(
         (finished.cost_usd - expected).abs() < 1e-9,
         "{} != {expected} ({usage:?})",
@@ -119,4 +136,84 @@ async fn a_served_claude_code_session_runs_on_its_backend() {
     assert_eq!(written, "via-backend\n");
     let all = h.model.requests();
     assert_openai_round_trip(&h.model.requests_to("/v1/chat/completions"), &all);
+}
+
+/// The endpoint meters each of the CLI's calls: once the turn's budget is
+/// spent, the next call is refused before it reaches the model, and the
+/// turn ends as `budget_exceeded` with what the calls cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_on_a_backend_stops_at_its_budget() {
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "BUDGET-PROBE"}, "content": [
+            {"type": "text", "text": "Writing."}, bash("echo spent > budget.txt")
+        ], "usage": {"input_tokens": 20, "output_tokens": 20}},
+        {"when": {"last_tool_result_contains": ""}, "content": [{"type": "text", "text": "OVER-BUDGET"}]},
+        cheap_side()
+    ]});
+    let h = run_harness::Harness::new(Wire::OpenAi, script)
+        .await
+        .with_config(&toml());
+    // The first call costs $0.06: over the budget once it is answered.
+    let run = h.run("BUDGET-PROBE", &["--max-budget-usd", "0.05"]).await;
+    let finished = run.finished();
+    assert_eq!(
+        finished.status,
+        agentd_protocol::TurnStatus::BudgetExceeded,
+        "{finished:?}\n{}",
+        run.stderr
+    );
+    assert_eq!(
+        finished.error.as_ref().map(|e| e.code.to_string()),
+        Some("budget_exceeded".to_string())
+    );
+    assert_ne!(finished.result.as_deref(), Some("OVER-BUDGET"));
+    assert!(finished.cost_usd >= 0.06, "{finished:?}");
+    assert!((finished.cost_usd - priced(&finished.usage)).abs() < 1e-9);
+    // The first call's tool ran; the call after it never reached the model.
+    assert!(h.ws().join("budget.txt").is_file());
+    let with_result = h
+        .server
+        .requests_to("/v1/chat/completions")
+        .into_iter()
+        .filter(|r| {
+            r.body["messages"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
+        })
+        .count();
+    assert_eq!(with_result, 0, "a call over the budget reached the model");
+}
+
+/// A turn that times out while the model is still answering records what
+/// its calls cost, the unfinished one included (its input, and the output
+/// that had arrived): the CLI itself reports nothing then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_turn_on_a_backend_records_what_its_calls_cost() {
+    let slow = "slowly ".repeat(200);
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "TIMEOUT-PROBE"}, "content": [
+            {"type": "text", "text": "Writing."}, bash("echo first > first.txt")
+        ], "usage": {"input_tokens": 20, "output_tokens": 20}},
+        {"when": {"last_tool_result_contains": ""}, "content": [{"type": "text", "text": slow}],
+         "delay_ms": 1000},
+        cheap_side()
+    ]});
+    let h = run_harness::Harness::new(Wire::OpenAi, script)
+        .await
+        .with_config(&toml_with("turn_timeout_s = 20\n"));
+    let run = h.run("TIMEOUT-PROBE", &[]).await;
+    let finished = run.finished();
+    assert_eq!(
+        finished.status,
+        agentd_protocol::TurnStatus::Timeout,
+        "{finished:?}\n{}",
+        run.stderr
+    );
+    assert!(h.ws().join("first.txt").is_file());
+    // The first call ($0.06), and the slow one's input on top.
+    assert!(
+        finished.cost_usd > 0.06 && finished.usage.input_tokens > 20,
+        "{finished:?}"
+    );
+    assert!((finished.cost_usd - priced(&finished.usage)).abs() < 1e-9);
 }
