@@ -400,3 +400,64 @@ async fn a_stream_cut_upstream_ends_in_an_error_event_after_what_arrived() {
         "{events:?}"
     );
 }
+
+/// A streamed call the client leaves mid-reply is paid for all the same:
+/// its spend is the caller's (the whole input, the output sent so far).
+/// And `max_tokens` is capped at the model's `max_output_tokens`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_stream_still_counts_and_max_tokens_is_capped() {
+    let toml = format!(
+        "{TOML}[models.fast.price]\ninput_per_mtok = 1000.0\noutput_per_mtok = 1000.0\n"
+    )
+    .replace("base_url = ", "max_output_tokens = 50\nbase_url = ");
+    let slow = "word ".repeat(400);
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "CAPPED"}, "content": [{"type": "text", "text": "ok"}]},
+        {"when": {"last_user_contains": "ABANDON"}, "content": [{"type": "text", "text": slow}],
+         "delay_ms": 200},
+    ]});
+    let h = Harness::new(script, &toml).await;
+    let token = h.token("alice").await;
+    let server = h.start().await.with_token(&token);
+    let call = |text: &str, stream: bool| {
+        server
+            .request(reqwest::Method::POST, "/v1/messages")
+            .json(&json!({"model": "fast", "max_tokens": 100000, "stream": stream,
+                "messages": [{"role": "user", "content": text}]}))
+    };
+    let response = call("CAPPED", false).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let sent = openai_requests(&h);
+    assert_eq!(sent.last().unwrap().body["max_tokens"], 50, "{sent:#?}");
+
+    let spent = || async {
+        let usage: Value = server
+            .request(reqwest::Method::GET, "/v1/usage")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        usage["spend_today_usd"].as_f64().unwrap_or(0.0)
+    };
+    let before = spent().await;
+    let mut response = call("ABANDON", true).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    // The first event, then the client goes away mid-reply.
+    let first = response.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("message_start"));
+    drop(response);
+    let mut after = before;
+    for _ in 0..50 {
+        after = spent().await;
+        if after > before {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        after > before,
+        "the abandoned call was not counted: {before} → {after}"
+    );
+}
