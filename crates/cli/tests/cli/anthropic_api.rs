@@ -406,10 +406,9 @@ async fn a_stream_cut_upstream_ends_in_an_error_event_after_what_arrived() {
 /// And `max_tokens` is capped at the model's `max_output_tokens`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abandoned_stream_still_counts_and_max_tokens_is_capped() {
-    let toml = format!(
-        "{TOML}[models.fast.price]\ninput_per_mtok = 1000.0\noutput_per_mtok = 1000.0\n"
-    )
-    .replace("base_url = ", "max_output_tokens = 50\nbase_url = ");
+    let toml =
+        format!("{TOML}[models.fast.price]\ninput_per_mtok = 1000.0\noutput_per_mtok = 1000.0\n")
+            .replace("base_url = ", "max_output_tokens = 50\nbase_url = ");
     let slow = "word ".repeat(400);
     let script = json!({"replies": [
         {"when": {"last_user_contains": "CAPPED"}, "content": [{"type": "text", "text": "ok"}]},
@@ -420,10 +419,10 @@ async fn an_abandoned_stream_still_counts_and_max_tokens_is_capped() {
     let token = h.token("alice").await;
     let server = h.start().await.with_token(&token);
     let call = |text: &str, stream: bool| {
-        server
-            .request(reqwest::Method::POST, "/v1/messages")
-            .json(&json!({"model": "fast", "max_tokens": 100000, "stream": stream,
-                "messages": [{"role": "user", "content": text}]}))
+        server.request(reqwest::Method::POST, "/v1/messages").json(
+            &json!({"model": "fast", "max_tokens": 100000, "stream": stream,
+                "messages": [{"role": "user", "content": text}]}),
+        )
     };
     let response = call("CAPPED", false).send().await.unwrap();
     assert_eq!(response.status(), 200);

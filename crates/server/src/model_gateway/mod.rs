@@ -85,6 +85,8 @@ struct Shared {
     keys: SyncMutex<HashMap<(String, String), String>>,
     /// Backends by config name, built on first use.
     backends: SyncMutex<HashMap<String, Arc<ResolvedModel>>>,
+    /// Cancelled at shutdown: the listener stops, streamed replies end.
+    stop: CancellationToken,
 }
 
 struct Slot {
@@ -97,7 +99,6 @@ struct Slot {
 
 struct Listening {
     url: String,
-    stop: CancellationToken,
     task: JoinHandle<()>,
 }
 
@@ -161,7 +162,7 @@ impl ModelGateway {
             return;
         };
         drop(lifecycle);
-        listening.stop.cancel();
+        self.shared.stop.cancel();
         if tokio::time::timeout(Duration::from_secs(2), &mut listening.task)
             .await
             .is_err()
@@ -251,9 +252,8 @@ async fn listen(shared: Arc<Shared>) -> std::io::Result<Listening> {
         // The CLI's connectivity probe (`HEAD /`).
         .route("/", get(|| async { StatusCode::OK }))
         .layer(DefaultBodyLimit::max(crate::http::anthropic::BODY_LIMIT))
-        .with_state(shared);
-    let stop = CancellationToken::new();
-    let stopped = stop.clone();
+        .with_state(shared.clone());
+    let stopped = shared.stop.clone();
     let task = tokio::spawn(async move {
         let serve = axum::serve(listener, app).with_graceful_shutdown(stopped.cancelled_owned());
         if let Err(err) = serve.await {
@@ -261,7 +261,7 @@ async fn listen(shared: Arc<Shared>) -> std::io::Result<Listening> {
         }
     });
     tracing::info!(%url, "loopback model endpoint for claude-code backends");
-    Ok(Listening { url, stop, task })
+    Ok(Listening { url, task })
 }
 
 async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Response {
@@ -305,6 +305,7 @@ async fn serve(shared: &Shared, request: Request) -> Result<Response, AnthropicE
         model: name,
         stream,
         signs_thinking: target.thinking_on_top,
+        stop: shared.stop.clone(),
     };
     Ok(answer(call, on_usage).await)
 }

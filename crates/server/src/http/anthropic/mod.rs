@@ -159,6 +159,7 @@ pub async fn post_messages(
         model: name,
         stream,
         signs_thinking: target.thinking_on_top,
+        stop: state.streams.clone(),
     };
     answer(call, on_usage).await
 }

@@ -21,6 +21,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
 
 use super::error::AnthropicError;
 use super::estimate;
@@ -34,6 +35,8 @@ pub struct Call {
     pub stream: bool,
     /// The provider signs its thinking (Anthropic's does).
     pub signs_thinking: bool,
+    /// Cancelled at shutdown: a streamed reply ends there.
+    pub stop: CancellationToken,
 }
 
 /// Told what a call used (for spend and quotas), exactly once.
@@ -95,6 +98,7 @@ pub async fn answer(call: Call, on_usage: OnUsage) -> Response {
             ..Usage::default()
         };
         let encoder = Encoder::new(call.signs_thinking);
+        let stream = stream.take_until(call.stop.cancelled_owned()).boxed();
         sse(stream, &id, &call.model, &start, encoder, spend)
     } else {
         match completed(stream, &mut spend).await {
