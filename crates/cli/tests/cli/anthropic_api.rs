@@ -430,14 +430,7 @@ async fn an_abandoned_stream_still_counts_and_max_tokens_is_capped() {
     assert_eq!(sent.last().unwrap().body["max_tokens"], 50, "{sent:#?}");
 
     let spent = || async {
-        let usage: Value = server
-            .request(reqwest::Method::GET, "/v1/usage")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, usage) = server.get("/v1/usage").await;
         usage["spend_today_usd"].as_f64().unwrap_or(0.0)
     };
     let before = spent().await;

@@ -8,6 +8,7 @@ use crate::claude_code_engine::{bash, claude_binary, side};
 use crate::run_harness::{self, Wire};
 use crate::serve_harness;
 
+use agentd_protocol::{TurnFinished, TurnStatus};
 use agentd_testkit::RecordedRequest;
 use serde_json::{Value, json};
 
@@ -33,6 +34,13 @@ fn priced(usage: &agentd_protocol::Usage) -> f64 {
         + usage.cache_read_tokens as f64 * 100.0
         + usage.cache_write_tokens as f64 * 1250.0)
         / 1e6
+}
+
+/// The run's `turn.finished`, which must have `status`.
+fn finished_as(run: &run_harness::Run, status: TurnStatus) -> &TurnFinished {
+    let finished = run.finished();
+    assert_eq!(finished.status, status, "{finished:?}\n{}", run.stderr);
+    finished
 }
 
 /// The CLI's side requests (titles, topic checks), each costing little.
@@ -155,13 +163,7 @@ async fn a_turn_on_a_backend_stops_at_its_budget() {
         .with_config(&toml());
     // The first call costs $0.06: over the budget once it is answered.
     let run = h.run("BUDGET-PROBE", &["--max-budget-usd", "0.05"]).await;
-    let finished = run.finished();
-    assert_eq!(
-        finished.status,
-        agentd_protocol::TurnStatus::BudgetExceeded,
-        "{finished:?}\n{}",
-        run.stderr
-    );
+    let finished = finished_as(&run, TurnStatus::BudgetExceeded);
     assert_eq!(
         finished.error.as_ref().map(|e| e.code.to_string()),
         Some("budget_exceeded".to_string())
@@ -202,13 +204,7 @@ async fn a_timed_out_turn_on_a_backend_records_what_its_calls_cost() {
         .await
         .with_config(&toml_with("turn_timeout_s = 20\n"));
     let run = h.run("TIMEOUT-PROBE", &[]).await;
-    let finished = run.finished();
-    assert_eq!(
-        finished.status,
-        agentd_protocol::TurnStatus::Timeout,
-        "{finished:?}\n{}",
-        run.stderr
-    );
+    let finished = finished_as(&run, TurnStatus::Timeout);
     assert!(h.ws().join("first.txt").is_file());
     // The first call ($0.06), and the slow one's input on top.
     assert!(
