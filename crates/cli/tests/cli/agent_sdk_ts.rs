@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use agentd_store::SessionStore;
 use serde_json::{Value, json};
@@ -36,23 +35,17 @@ fn script() -> Value {
     ]})
 }
 
-/// `node ts_query.mjs` in the clean environment `Harness::command` gives
-/// agentd, with the SDK pointed at `claude`; the SDK messages it printed.
+/// `node ts_query.mjs` in the clean environment the harness gives agentd
+/// (the SDK passes it on), with the SDK pointed at `claude`; the SDK
+/// messages it printed.
 async fn ts_query(h: &Harness, claude: &Path, prompt: &str) -> Vec<Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/agent_sdk/ts_query.mjs");
-    let mut node = Command::new("node");
+    let mut node = h.program(Path::new("node"));
     node.arg(script)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap())
-        .env("HOME", h.data_dir.path())
-        .env("AGENTD_DATA_DIR", h.data_dir.path())
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("ANTHROPIC_BASE_URL", h.server.url())
         .env("AGENT_SDK_TS", sdk_entry())
         .env("AGENTD_CLAUDE", claude)
         .env("PROMPT", prompt)
-        .env("CWD", h.ws())
-        .stdin(Stdio::null());
+        .env("CWD", h.ws());
     // Off the runtime's thread: the model server answers on it.
     let output = tokio::task::spawn_blocking(move || node.output())
         .await
