@@ -29,8 +29,9 @@ test: deps check
 	CARGO=$(CARGO) ./scripts/test.sh
 
 # Release-mode benchmarks; figures and commands are recorded in bench/RESULTS.md.
-# `peer` compares agentd with the claude CLI (installed by deps) and rewrites
-# the "Peer comparison" section of bench/RESULTS.md; `cluster` prints fan-out
+# `peer` compares agentd with the claude CLI (installed by deps), directly and
+# as the Python Agent SDK's CLI, and rewrites the "Peer comparison" and
+# "Agent SDK: agentd as the CLI" sections of bench/RESULTS.md; `cluster` prints fan-out
 # across 1 and 3 nodes on a throwaway PostgreSQL.
 bench: deps
 	$(CARGO) build --release -p agentd-cli -p agentd-testkit -p agentd-bench

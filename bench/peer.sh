@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # agentd vs the `claude` CLI on the same scripted conversation (bench/RESULTS.md,
-# "Peer comparison"). Installs the CLI into .tools/ if missing, builds release
-# binaries, then runs target/release/peer with the given flags, e.g.
+# "Peer comparison"), and both as the Python Agent SDK's CLI ("Agent SDK:
+# agentd as the CLI"). Installs the CLI and the SDK into .tools/ if missing,
+# builds release binaries, then runs target/release/peer with the given flags, e.g.
 #   bench/peer.sh --write-results     # the full comparison, recorded in RESULTS.md
+#   bench/peer.sh --only sdk --write-results   # the Agent SDK section alone
 #   bench/peer.sh --smoke             # tiny run (< 30 s) to keep the harness working
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -x .tools/node_modules/.bin/claude ] && [ -z "${AGENTD_CLAUDE_BIN:-}" ]; then
+if { [ ! -x .tools/node_modules/.bin/claude ] && [ -z "${AGENTD_CLAUDE_BIN:-}" ]; } ||
+  ! .tools/venv/bin/python -c 'import claude_agent_sdk' 2>/dev/null; then
   ./scripts/install-deps.sh
 fi
 CARGO=${CARGO:-cargo}

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what agentd's build, tests and sandbox need and the machine lacks.
 # Debian packages come from apt (as root), among them chromium for the web
-# UI's browser test; the claude CLI (a peer and test fixture), the MCP test
-# servers and playwright-core (drives that chromium; it never downloads a
-# browser of its own) from npm into .tools/, and schemathesis (the OpenAPI
-# test) and the `anthropic` SDK (the /v1/messages test) from PyPI into the
-# venv .tools/venv. Idempotent: a no-op when all is
-# present. AGENTD_SKIP_CLAUDE=1 (`make run`) skips what only the tests need
-# (the claude CLI, schemathesis).
+# UI's browser test; the claude CLI (a peer and test fixture), the
+# TypeScript Agent SDK, the MCP test servers and playwright-core (drives that
+# chromium; it never downloads a browser of its own) from npm into .tools/,
+# and schemathesis (the OpenAPI test), the `anthropic` SDK (the /v1/messages
+# test) and the Python Agent SDK from PyPI into the venv .tools/venv.
+# Idempotent: a no-op when all is present. AGENTD_SKIP_CLAUDE=1 (`make run`)
+# skips what only the tests and benchmarks need (the claude CLI, the SDKs,
+# schemathesis).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,9 +41,11 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
-# npm packages for .tools/: the claude CLI, the MCP servers the MCP tests
-# run, and playwright-core for the web UI test. Pinned; one npm call for
-# whatever is missing.
+# npm packages for .tools/: the claude CLI, the TypeScript Agent SDK (its test
+# runs it with agentd as the CLI), the MCP servers the MCP tests run, and
+# playwright-core for the web UI test. Pinned; one npm call for whatever is
+# missing.
+AGENT_SDK_TS_VERSION=0.3.332
 MCP_EVERYTHING_VERSION=2026.8.31
 MCP_FILESYSTEM_VERSION=2026.8.31
 PLAYWRIGHT_CORE_VERSION=1.65.1
@@ -55,6 +58,10 @@ installed_version() {
   node -e 'try { process.stdout.write(require(process.argv[1]).version) } catch {}' \
     "$PWD/.tools/node_modules/$1/package.json"
 }
+if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] &&
+  [ "$(installed_version @anthropic-ai/claude-agent-sdk)" != "$AGENT_SDK_TS_VERSION" ]; then
+  need_npm+=("@anthropic-ai/claude-agent-sdk@$AGENT_SDK_TS_VERSION")
+fi
 [ "$(installed_version @modelcontextprotocol/server-everything)" = "$MCP_EVERYTHING_VERSION" ] ||
   need_npm+=("@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION")
 [ "$(installed_version @modelcontextprotocol/server-filesystem)" = "$MCP_FILESYSTEM_VERSION" ] ||
@@ -79,13 +86,28 @@ if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] &&
   .tools/venv/bin/pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 
-# The official `anthropic` Python SDK, pinned, for the test of agentd's
-# Anthropic-compatible /v1/messages (crates/cli/tests/cli/anthropic_api.rs).
+# PyPI packages for .tools/venv, pinned; one pip call for whatever is
+# missing: the official `anthropic` SDK, for the test of agentd's
+# Anthropic-compatible /v1/messages (crates/cli/tests/cli/anthropic_api.rs),
+# and the Python Agent SDK (crates/cli/tests/cli/agent_sdk.rs and the
+# bench's bench/agent_sdk.py; ~400 MB, as its wheel bundles a claude binary).
 ANTHROPIC_SDK_VERSION=2.14.0
-if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] &&
-  [ "$(.tools/venv/bin/python -c 'import anthropic; print(anthropic.__version__)' 2>/dev/null)" != "$ANTHROPIC_SDK_VERSION" ]; then
-  echo "install-deps: installing anthropic $ANTHROPIC_SDK_VERSION into .tools/venv" >&2
+AGENT_SDK_PY_VERSION=0.2.189
+# Installed version of a package in .tools/venv, or nothing.
+venv_version() {
+  .tools/venv/bin/python -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' \
+    "$1" 2>/dev/null || true
+}
+need_pip=()
+if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ]; then
+  [ "$(venv_version anthropic)" = "$ANTHROPIC_SDK_VERSION" ] ||
+    need_pip+=("anthropic==$ANTHROPIC_SDK_VERSION")
+  [ "$(venv_version claude-agent-sdk)" = "$AGENT_SDK_PY_VERSION" ] ||
+    need_pip+=("claude-agent-sdk==$AGENT_SDK_PY_VERSION")
+fi
+if [ ${#need_pip[@]} -gt 0 ]; then
+  echo "install-deps: installing ${need_pip[*]} into .tools/venv" >&2
   mkdir -p .tools
   [ -x .tools/venv/bin/pip ] || /usr/bin/python3 -m venv .tools/venv
-  .tools/venv/bin/pip install --quiet --disable-pip-version-check "anthropic==$ANTHROPIC_SDK_VERSION"
+  .tools/venv/bin/python -m pip install --quiet --disable-pip-version-check "${need_pip[@]}"
 fi

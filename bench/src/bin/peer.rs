@@ -1,10 +1,12 @@
 //! agentd side by side with its peer, the `claude` CLI, on the same scripted
 //! conversation (bench/RESULTS.md, "Peer comparison"; issue 10):
 //! cold one-shot runs, warm turns in one live session, memory per live session,
-//! throughput with concurrent sessions, sandboxed Bash and event appends.
+//! throughput with concurrent sessions, sandboxed Bash and event appends; and
+//! the Python Agent SDK driving each of them as its CLI (`sdk`, its own block
+//! of RESULTS.md, "Agent SDK: agentd as the CLI").
 //!
 //!     cargo build --release -p agentd-cli -p agentd-bench
-//!     target/release/peer [--smoke] [--write-results]
+//!     target/release/peer [--smoke] [--write-results] [--only sdk]
 //!
 //! Both tools talk to `agentd-model-server` (the testkit's scripted Anthropic
 //! server, zero delay) in its own process. Cold wall times include the model
@@ -22,6 +24,8 @@ mod processes;
 mod report;
 #[path = "../peer/scenarios.rs"]
 mod scenarios;
+#[path = "../peer/sdk.rs"]
+mod sdk;
 #[path = "../peer/warm.rs"]
 mod warm;
 
@@ -79,24 +83,43 @@ async fn peer() -> Result<()> {
     let outcome = run(&args, &ctx, pid_abs, pid_rel, nofile).await;
     processes::stop(server_abs);
     processes::stop(server_rel);
-    let (table, extra) = outcome?;
-    println!("\n{}", table.markdown());
-    for line in &extra {
-        println!("{line}");
-    }
+    let peer = outcome?;
+    let agent_sdk = if args.wants("sdk") {
+        eprintln!(
+            "[6/6] Agent SDK: {} cold runs, {} warm turns, with each CLI",
+            args.runs, args.turns
+        );
+        Some(sdk::run(&ctx, &args.sdk, args.runs, args.turns)?)
+    } else {
+        None
+    };
     let elapsed = begun.elapsed();
-    println!("(whole run: {:.0} s)", elapsed.as_secs_f64());
-    if let Some(file) = &args.write {
-        let run = report::Run {
-            agentd: &args.agentd,
-            claude: &args.claude,
-            parameters: args.parameters(),
-            load_before: &load_before,
-            elapsed,
-        };
-        report::write_results(file, &run, &table, &extra)?;
-        println!("wrote {}", file.display());
+    let peer = (args.only != ["sdk"]).then_some((&report::PEER, args.parameters(), peer.0, peer.1));
+    let agent_sdk = agent_sdk.map(|(table, extra)| {
+        let parameters = format!(
+            "Python Agent SDK: cold runs {}, warm turns {}",
+            args.runs, args.turns
+        );
+        (&report::SDK, parameters, table, extra)
+    });
+    for (section, parameters, table, extra) in peer.iter().chain(agent_sdk.iter()) {
+        println!("\n{}", table.markdown());
+        for line in extra {
+            println!("{line}");
+        }
+        if let Some(file) = &args.write {
+            let run = report::Run {
+                agentd: &args.agentd,
+                claude: &args.claude,
+                parameters: parameters.clone(),
+                load_before: &load_before,
+                elapsed,
+            };
+            report::write_results(file, section, &run, table, extra)?;
+            println!("wrote {}", file.display());
+        }
     }
+    println!("(whole run: {:.0} s)", elapsed.as_secs_f64());
     Ok(())
 }
 
@@ -111,7 +134,7 @@ async fn run(
     let mut extra = Vec::new();
 
     if args.wants("cold") {
-        eprintln!("[1/5] cold one-shot: {} runs each, interleaved", args.runs);
+        eprintln!("[1/6] cold one-shot: {} runs each, interleaved", args.runs);
         let (a, c) = scenarios::cold(ctx, args.runs)?;
         let wall_ratio = a.wall.as_secs_f64() / c.wall.as_secs_f64();
         t.target(
@@ -143,7 +166,7 @@ async fn run(
     let mut claude_proc = None;
     if args.wants("warm") || args.wants("warm-agentd") {
         eprintln!(
-            "[2/5] warm turns: {} turns in one live session each",
+            "[2/6] warm turns: {} turns in one live session each",
             args.turns
         );
         let wa = warm::warm_agentd(ctx, pid_rel, args.turns).await?;
@@ -217,7 +240,7 @@ async fn run(
         proc.stop();
     }
     if let Some(proc) = claude_proc {
-        eprintln!("[3/5] memory per live session: agentd at {:?}", args.levels);
+        eprintln!("[3/6] memory per live session: agentd at {:?}", args.levels);
         let claude_rss = warm::claude_memory(ctx, proc, args.claude_procs)?;
         let claude_per = claude_rss.iter().sum::<u64>() as f64 / claude_rss.len().max(1) as f64;
         let levels: Vec<usize> = args
@@ -277,7 +300,7 @@ async fn run(
 
     if args.wants("throughput") {
         eprintln!(
-            "[4/5] throughput: {:?} concurrent sessions",
+            "[4/6] throughput: {:?} concurrent sessions",
             args.concurrency
         );
         for &c in &args.concurrency {
@@ -347,7 +370,7 @@ async fn run(
 
     if args.wants("sandbox") {
         eprintln!(
-            "[5/5] sandboxed Bash ({} rounds) and SQLite appends",
+            "[5/6] sandboxed Bash ({} rounds) and SQLite appends",
             args.sandbox_iters
         );
         let [(bare50, bare99), cold, spare] =

@@ -19,6 +19,8 @@ pub struct Args {
     pub append_events: usize,
     /// Scenarios to run (`--only`, for profiling); empty: all.
     pub only: Vec<String>,
+    /// The Agent SDK scenario's Python (with the SDK) and driver script.
+    pub sdk: super::sdk::Driver,
 }
 
 /// Scenario names `--only` takes; `warm-agentd` is agentd's warm turns alone.
@@ -29,6 +31,7 @@ const SCENARIOS: &[&str] = &[
     "memory",
     "throughput",
     "sandbox",
+    "sdk",
 ];
 
 impl Args {
@@ -56,7 +59,7 @@ impl Args {
 const USAGE: &str = "peer [--smoke] [--write-results [FILE]] [--agentd PATH] [--claude PATH] \
     [--runs N] [--turns N] [--levels 1,100,1000,10000] [--claude-procs N] \
     [--concurrency 100,1000] [--tp-turns N] [--sandbox N] [--append N] \
-    [--only cold,warm,warm-agentd,memory,throughput,sandbox]";
+    [--only cold,warm,warm-agentd,memory,throughput,sandbox,sdk]";
 
 fn list(value: &str) -> Result<Vec<usize>> {
     value
@@ -83,6 +86,7 @@ pub fn parse_args() -> Result<Args> {
         sandbox_iters: 200,
         append_events: 64_000,
         only: Vec::new(),
+        sdk: super::sdk::Driver::in_repo(&root),
     };
     if let Some(bin) = std::env::var_os("AGENTD_CLAUDE_BIN") {
         args.claude = bin.into();
@@ -136,10 +140,14 @@ pub fn parse_args() -> Result<Args> {
             _ => bail!("unknown flag {flag}\n{USAGE}"),
         }
     }
-    if args.write.is_some() && !args.only.is_empty() {
-        bail!("--write-results records the whole table: drop --only");
+    if args.write.is_some() && !args.only.is_empty() && args.only != ["sdk"] {
+        bail!("--write-results records the whole table (or `--only sdk`'s): drop --only");
     }
-    for (what, path) in [("agentd", &args.agentd), ("claude", &args.claude)] {
+    let mut needed = vec![("agentd", &args.agentd), ("claude", &args.claude)];
+    if args.wants("sdk") {
+        needed.push(("the Python Agent SDK's venv", &args.sdk.python));
+    }
+    for (what, path) in needed {
         if !path.exists() {
             bail!(
                 "{what} not found at {}: run `make bench` (builds agentd, installs the CLI \

@@ -54,6 +54,8 @@ pub struct Table {
     rows: Vec<[String; 5]>,
     /// The first cell of every row whose target was missed.
     pub misses: Vec<String>,
+    /// Whether any row has a target (else the block states none).
+    targets: bool,
 }
 
 impl Table {
@@ -63,6 +65,7 @@ impl Table {
 
     /// A row with a target; `met` is recorded for the summary.
     pub fn target(&mut self, cells: &[&str; 5], met: bool) {
+        self.targets = true;
         let mut cells = cells.map(str::to_string);
         cells[4] = format!("{} {}", cells[4], if met { "✓" } else { "✗ missed" });
         if !met {
@@ -131,8 +134,27 @@ pub fn mem_total_kib() -> u64 {
         .unwrap_or(0)
 }
 
-const BEGIN: &str = "<!-- peer:begin (written by target/release/peer --write-results) -->";
-const END: &str = "<!-- peer:end -->";
+/// A block of bench/RESULTS.md a run rewrites: its markers, and the heading
+/// it goes under when the file has none yet.
+pub struct Section {
+    begin: &'static str,
+    end: &'static str,
+    heading: &'static str,
+}
+
+/// The peer comparison's table.
+pub const PEER: Section = Section {
+    begin: "<!-- peer:begin (written by target/release/peer --write-results) -->",
+    end: "<!-- peer:end -->",
+    heading: "## Peer comparison: agentd vs the `claude` CLI (issue 10)",
+};
+
+/// The Agent SDK path's table (`peer --only sdk`, and every full run).
+pub const SDK: Section = Section {
+    begin: "<!-- agent-sdk:begin (written by target/release/peer --write-results) -->",
+    end: "<!-- agent-sdk:end -->",
+    heading: "## Agent SDK: agentd as the CLI (issue 26)",
+};
 
 /// What a recorded run was: the binaries, its parameters, the load before it.
 pub struct Run<'a> {
@@ -144,12 +166,23 @@ pub struct Run<'a> {
     pub elapsed: Duration,
 }
 
-/// Replaces the block between the `peer:` markers of `file` (or appends one).
-pub fn write_results(file: &Path, run: &Run<'_>, table: &Table, extra: &[String]) -> Result<()> {
+/// Replaces `section`'s block of `file` (or appends one).
+pub fn write_results(
+    file: &Path,
+    section: &Section,
+    run: &Run<'_>,
+    table: &Table,
+    extra: &[String],
+) -> Result<()> {
+    let Section {
+        begin,
+        end,
+        heading,
+    } = section;
     let agentd = run.agentd.display().to_string();
     let claude = run.claude.display().to_string();
     let mut block = String::new();
-    let _ = writeln!(block, "{BEGIN}");
+    let _ = writeln!(block, "{begin}");
     let _ = writeln!(
         block,
         "Recorded {} by `{}` (whole run {:.0} s).\n",
@@ -179,7 +212,8 @@ pub fn write_results(file: &Path, run: &Run<'_>, table: &Table, extra: &[String]
     for line in extra {
         let _ = writeln!(block, "{line}\n");
     }
-    if table.misses.is_empty() {
+    if !table.targets {
+    } else if table.misses.is_empty() {
         block.push_str("All targets met in this run.\n");
     } else {
         let _ = writeln!(
@@ -188,22 +222,19 @@ pub fn write_results(file: &Path, run: &Run<'_>, table: &Table, extra: &[String]
             table.misses.join("; ")
         );
     }
-    let _ = writeln!(block, "{END}");
+    let _ = writeln!(block, "{end}");
 
     let text = std::fs::read_to_string(file).unwrap_or_default();
-    let new = match (text.find(BEGIN), text.find(END)) {
+    let new = match (text.find(begin), text.find(end)) {
         (Some(b), Some(e)) if e > b => {
             format!(
                 "{}{}{}",
                 &text[..b],
                 block.trim_end(),
-                &text[e + END.len()..]
+                &text[e + end.len()..]
             )
         }
-        _ => format!(
-            "{}\n## Peer comparison: agentd vs the `claude` CLI (issue 10)\n\n{block}",
-            text.trim_end()
-        ),
+        _ => format!("{}\n\n{heading}\n\n{block}", text.trim_end()),
     };
     std::fs::write(file, new)?;
     Ok(())

@@ -62,6 +62,11 @@ pub struct ClaudeArgs {
     /// default, acceptEdits, plan, bypassPermissions, dontAsk (or agentd's names).
     #[arg(long, value_parser = parse_mode)]
     pub permission_mode: Option<PermissionMode>,
+    /// Accepted: the TypeScript SDK passes it with `bypassPermissions`
+    /// (`allowDangerouslySkipPermissions`); agentd's rules and sandbox
+    /// still bound what a bypassing turn may do.
+    #[arg(long)]
+    pub allow_dangerously_skip_permissions: bool,
     /// `stdio`: permission requests go to the client as `can_use_tool`.
     #[arg(long, value_name = "TOOL")]
     pub permission_prompt_tool: Option<String>,

@@ -11,6 +11,7 @@ mod run_images;
 mod serve_harness;
 
 mod agent_sdk;
+mod agent_sdk_ts;
 mod anthropic_api;
 mod chat;
 mod chat_remote;

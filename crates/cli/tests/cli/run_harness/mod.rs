@@ -51,7 +51,15 @@ impl Harness {
 
     /// `agentd` with a clean environment pointing at the model server.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentd"));
+        let mut cmd = self.program(Path::new(env!("CARGO_BIN_EXE_agentd")));
+        cmd.args(args);
+        cmd
+    }
+
+    /// `program` (agentd, or a client that starts it) in the workspace, with
+    /// the clean environment agentd gets: the model server, the data dir.
+    pub fn program(&self, program: &Path) -> Command {
+        let mut cmd = Command::new(program);
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap())
             .env("HOME", self.data_dir.path())
@@ -69,7 +77,6 @@ impl Harness {
         if let Some(config) = &self.config {
             cmd.env("AGENTD_CONFIG", config);
         }
-        cmd.args(args);
         cmd
     }
 
