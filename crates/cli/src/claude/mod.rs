@@ -39,6 +39,10 @@ use crate::approve::TerminalAnswers;
 use crate::exit::{self, Failure, failed, usage};
 use crate::run::{LOCAL_USER, open_local, shutdown};
 
+/// Prestarted sandboxes for a stream-json client's turns (one session's
+/// commands need few), unless `[server] spare_sandboxes` says.
+const SPARE_SANDBOXES: usize = 2;
+
 /// What the client may change while the process runs (`initialize`,
 /// `set_model`, `set_permission_mode`) and the turn an `interrupt` stops.
 #[derive(Default)]
@@ -127,10 +131,17 @@ async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Resul
             };
         }
     };
+    // A client holding the session for many turns gets what `agentd serve`
+    // gives: each command's sandbox started before it is needed.
+    let spares = config.server.spare_sandboxes.unwrap_or(SPARE_SANDBOXES);
+    if args.input_format == ClaudeInput::StreamJson {
+        agentd_sandbox::set_spare_capacity(spares);
+    }
     let (service, session) = open_session(&args, config, data_dir).await?;
     let process = Process::new(&service, &session, &args, settings, live, control.clone())?;
     let outcome = process.run_all(first, &mut next_turn, client_servers).await;
     control.close();
+    agentd_sandbox::set_spare_capacity(0);
     shutdown(&service).await;
     let (last, mut code, wire) = outcome;
     if let Some(finished) = &last {
