@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use agentd_model::StopReason;
+use agentd_model::anthropic::wire::{self, Delta};
 use agentd_protocol::{
     ContentBlock, Decision, DeltaKind, Event, Message, TurnFinished, TurnStatus, Usage,
 };
@@ -145,84 +147,72 @@ impl Wire {
             out.push(self.message_start());
         }
         let blocks = self.streaming.get_or_insert_with(BTreeMap::new);
-        if blocks.insert(index, kind).is_none() {
+        let index = index as usize;
+        if blocks.insert(index as u32, kind).is_none() {
             let block = match kind {
-                DeltaKind::Text => json!({"type": "text", "text": ""}),
-                DeltaKind::Thinking => json!({"type": "thinking", "thinking": "", "signature": ""}),
+                DeltaKind::Text => ContentBlock::Text {
+                    text: String::new(),
+                },
+                DeltaKind::Thinking => ContentBlock::Thinking {
+                    thinking: String::new(),
+                    signature: None,
+                },
             };
-            out.push(self.stream_event(json!({
-                "type": "content_block_start", "index": index, "content_block": block,
-            })));
+            out.push(self.stream_event(wire::content_block_start_data(index, &block)));
         }
         let delta = match kind {
-            DeltaKind::Text => json!({"type": "text_delta", "text": text}),
-            DeltaKind::Thinking => json!({"type": "thinking_delta", "thinking": text}),
+            DeltaKind::Text => Delta::Text(text),
+            DeltaKind::Thinking => Delta::Thinking(text),
         };
-        out.push(self.stream_event(json!({
-            "type": "content_block_delta", "index": index, "delta": delta,
-        })));
+        out.push(self.stream_event(wire::content_block_delta_data(index, delta)));
         out
     }
 
     /// The end of a streamed message: its tool calls (which stream no
     /// text), the open blocks closed, and the stop.
-    fn end_stream(&mut self, message: &Message, stop_reason: &str) -> Vec<Value> {
+    fn end_stream(&mut self, message: &Message, stop: StopReason) -> Vec<Value> {
         let streamed = self.streaming.take().unwrap_or_default();
         let mut out = Vec::new();
         if streamed.is_empty() {
             out.push(self.message_start());
         }
         for (index, block) in message.content.iter().enumerate() {
-            let index = index as u32;
-            if let ContentBlock::ToolUse { id, name, input } = block {
-                out.push(self.stream_event(json!({
-                    "type": "content_block_start", "index": index,
-                    "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}},
-                })));
-                out.push(self.stream_event(json!({
-                    "type": "content_block_delta", "index": index,
-                    "delta": {"type": "input_json_delta", "partial_json": input.to_string()},
-                })));
-            } else if !streamed.contains_key(&index) {
+            if let ContentBlock::ToolUse { input, .. } = block {
+                let input = wire::tool_input(input).to_string();
+                out.push(self.stream_event(wire::content_block_start_data(index, block)));
+                let delta = wire::content_block_delta_data(index, Delta::InputJson(&input));
+                out.push(self.stream_event(delta));
+            } else if !streamed.contains_key(&(index as u32)) {
                 continue;
             }
-            out.push(self.stream_event(json!({"type": "content_block_stop", "index": index})));
+            out.push(self.stream_event(wire::content_block_stop_data(index)));
         }
-        let output_tokens = self.usage.map_or(0, |usage| usage.output_tokens);
-        out.push(self.stream_event(json!({
-            "type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": null},
-            "usage": {"output_tokens": output_tokens},
-        })));
-        out.push(self.stream_event(json!({"type": "message_stop"})));
+        let used = self.usage.unwrap_or_default();
+        for end in wire::message_end_data(stop, &used) {
+            out.push(self.stream_event(end));
+        }
         out
     }
 
     fn message_start(&self) -> Value {
-        self.stream_event(json!({
-            "type": "message_start",
-            "message": {
-                "id": message_id(), "type": "message", "role": "assistant",
-                "model": self.model, "content": [], "stop_reason": null,
-                "stop_sequence": null, "usage": {"input_tokens": 0, "output_tokens": 0},
-            },
-        }))
+        let start = wire::message_start_data(&message_id(), &self.model, &Usage::default());
+        self.stream_event(start)
     }
 
     fn completed(&mut self, message: &Message, parent: Option<&str>) -> Vec<Value> {
-        let stop_reason = if message.tool_uses().next().is_some() {
-            "tool_use"
+        let stop = if message.tool_uses().next().is_some() {
+            StopReason::ToolUse
         } else {
-            "end_turn"
+            StopReason::EndTurn
         };
         let mut out = Vec::new();
         if self.partial && parent.is_none() {
-            out.extend(self.end_stream(message, stop_reason));
+            out.extend(self.end_stream(message, stop));
         }
-        let content: Vec<Value> = message.content.iter().map(block_json).collect();
+        let content: Vec<Value> = message.content.iter().map(wire::block).collect();
         let usage = match (parent, self.usage.take()) {
-            (None, Some(usage)) => usage_json(&usage),
-            _ => usage_json(&Usage::default()),
+            (None, Some(usage)) => wire::usage(&usage),
+            _ => wire::usage(&Usage::default()),
         };
         out.push(json!({
             "type": "assistant",
@@ -232,7 +222,7 @@ impl Wire {
                 "role": "assistant",
                 "model": self.model,
                 "content": content,
-                "stop_reason": stop_reason,
+                "stop_reason": wire::stop_reason(stop),
                 "stop_sequence": null,
                 "usage": usage,
             },
@@ -303,7 +293,7 @@ impl Wire {
             "stop_reason": if is_error { Value::Null } else { json!("end_turn") },
             "session_id": self.session_id,
             "total_cost_usd": self.total_cost_usd,
-            "usage": usage_json(usage),
+            "usage": wire::usage(usage),
             "modelUsage": {
                 self.model.clone(): {
                     "inputTokens": usage.input_tokens,
@@ -326,28 +316,4 @@ impl Wire {
 
 fn message_id() -> String {
     format!("msg_agentd_{}", uuid::Uuid::now_v7().simple())
-}
-
-/// A content block as the Anthropic API (and so the SDKs) write it.
-fn block_json(block: &ContentBlock) -> Value {
-    match block {
-        ContentBlock::Thinking {
-            thinking,
-            signature,
-        } => json!({
-            "type": "thinking",
-            "thinking": thinking,
-            "signature": signature.clone().unwrap_or_default(),
-        }),
-        other => serde_json::to_value(other).unwrap_or(Value::Null),
-    }
-}
-
-fn usage_json(usage: &Usage) -> Value {
-    json!({
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_read_input_tokens": usage.cache_read_tokens,
-        "cache_creation_input_tokens": usage.cache_write_tokens,
-    })
 }

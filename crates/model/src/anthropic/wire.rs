@@ -99,13 +99,16 @@ pub fn message(
 
 /// `message_start`: the reply with no content yet.
 pub fn message_start(id: &str, model: &str, used: &Usage) -> Bytes {
-    event(
-        "message_start",
-        &json!({"type": "message_start", "message": {
-            "id": id, "type": "message", "role": "assistant", "model": model,
-            "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(used),
-        }}),
-    )
+    event("message_start", &message_start_data(id, model, used))
+}
+
+/// The data of a `message_start` event (also what the `claude` CLI's
+/// `stream_event`s carry).
+pub fn message_start_data(id: &str, model: &str, used: &Usage) -> Value {
+    json!({"type": "message_start", "message": {
+        "id": id, "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(used),
+    }})
 }
 
 pub fn ping() -> Bytes {
@@ -115,6 +118,13 @@ pub fn ping() -> Bytes {
 /// `content_block_start` for `block`: text and thinking start empty, a tool
 /// call with `input: {}` (its input follows as `input_json_delta`s).
 pub fn content_block_start(index: usize, block: &ContentBlock) -> Bytes {
+    event(
+        "content_block_start",
+        &content_block_start_data(index, block),
+    )
+}
+
+pub fn content_block_start_data(index: usize, block: &ContentBlock) -> Value {
     let start = match block {
         ContentBlock::Thinking { .. } => json!({"type": "thinking", "thinking": ""}),
         ContentBlock::ToolUse { id, name, .. } => {
@@ -122,10 +132,7 @@ pub fn content_block_start(index: usize, block: &ContentBlock) -> Bytes {
         }
         _ => json!({"type": "text", "text": ""}),
     };
-    event(
-        "content_block_start",
-        &json!({"type": "content_block_start", "index": index, "content_block": start}),
-    )
+    json!({"type": "content_block_start", "index": index, "content_block": start})
 }
 
 /// A delta of a block being streamed.
@@ -137,6 +144,13 @@ pub enum Delta<'a> {
 }
 
 pub fn content_block_delta(index: usize, delta: Delta<'_>) -> Bytes {
+    event(
+        "content_block_delta",
+        &content_block_delta_data(index, delta),
+    )
+}
+
+pub fn content_block_delta_data(index: usize, delta: Delta<'_>) -> Value {
     let delta = match delta {
         Delta::Text(text) => json!({"type": "text_delta", "text": text}),
         Delta::Thinking(text) => json!({"type": "thinking_delta", "thinking": text}),
@@ -145,29 +159,29 @@ pub fn content_block_delta(index: usize, delta: Delta<'_>) -> Bytes {
         }
         Delta::InputJson(partial) => json!({"type": "input_json_delta", "partial_json": partial}),
     };
-    event(
-        "content_block_delta",
-        &json!({"type": "content_block_delta", "index": index, "delta": delta}),
-    )
+    json!({"type": "content_block_delta", "index": index, "delta": delta})
 }
 
 pub fn content_block_stop(index: usize) -> Bytes {
-    event(
-        "content_block_stop",
-        &json!({"type": "content_block_stop", "index": index}),
-    )
+    event("content_block_stop", &content_block_stop_data(index))
+}
+
+pub fn content_block_stop_data(index: usize) -> Value {
+    json!({"type": "content_block_stop", "index": index})
 }
 
 /// `message_delta` then `message_stop`: how the reply ended and what it used.
 pub fn message_end(stop: StopReason, used: &Usage) -> [Bytes; 2] {
+    let [delta, stop] = message_end_data(stop, used);
+    [event("message_delta", &delta), event("message_stop", &stop)]
+}
+
+pub fn message_end_data(stop: StopReason, used: &Usage) -> [Value; 2] {
     [
-        event(
-            "message_delta",
-            &json!({"type": "message_delta",
-                "delta": {"stop_reason": stop_reason(stop), "stop_sequence": null},
-                "usage": usage(used)}),
-        ),
-        event("message_stop", &json!({"type": "message_stop"})),
+        json!({"type": "message_delta",
+            "delta": {"stop_reason": stop_reason(stop), "stop_sequence": null},
+            "usage": usage(used)}),
+        json!({"type": "message_stop"}),
     ]
 }
 
