@@ -409,6 +409,18 @@ fn callback_hook(
     hooks(vec![config])
 }
 
+/// What `hooks` say of `Bash(command)`.
+async fn bash_call(
+    hooks: &Hooks,
+    fixture: &Fixture,
+    command: &str,
+) -> agentd_policy::hooks::PreToolUseOutcome {
+    let input = json!({ "command": command });
+    hooks
+        .pre_tool_use(&fixture.ctx(), "toolu_test", "Bash", &input)
+        .await
+}
+
 #[tokio::test]
 async fn a_callback_hook_is_read_as_a_commands_output_and_fails_closed() {
     let fixture = Fixture::new();
@@ -421,49 +433,21 @@ async fn a_callback_hook_is_read_as_a_commands_output_and_fails_closed() {
         },
         5,
     );
-    let outcome = deny
-        .pre_tool_use(
-            &fixture.ctx(),
-            "toolu_test",
-            "Bash",
-            &json!({"command": "ls"}),
-        )
-        .await;
+    let outcome = bash_call(&deny, &fixture, "ls").await;
     assert_eq!(outcome.decision, Some(HookDecision::Deny));
     assert_eq!(outcome.reason.as_deref(), Some("the app refuses"));
 
     let silent = callback_hook(|_| Ok(json!({})), 5);
-    let outcome = silent
-        .pre_tool_use(
-            &fixture.ctx(),
-            "toolu_test",
-            "Bash",
-            &json!({"command": "ls"}),
-        )
-        .await;
+    let outcome = bash_call(&silent, &fixture, "ls").await;
     assert_eq!(outcome.decision, None);
 
     let broken = callback_hook(|_| Err("the app went away".into()), 5);
-    let outcome = broken
-        .pre_tool_use(
-            &fixture.ctx(),
-            "toolu_test",
-            "Bash",
-            &json!({"command": "ls"}),
-        )
-        .await;
+    let outcome = bash_call(&broken, &fixture, "ls").await;
     assert!(outcome.is_denied(), "{outcome:?}");
     assert!(outcome.reason.unwrap().contains("the app went away"));
 
     let hanging = callback_hook(|_| Ok(json!({})), 1);
-    let outcome = hanging
-        .pre_tool_use(
-            &fixture.ctx(),
-            "toolu_test",
-            "Bash",
-            &json!({"command": "hang"}),
-        )
-        .await;
+    let outcome = bash_call(&hanging, &fixture, "hang").await;
     assert!(
         outcome.is_denied(),
         "a callback that never answers denies: {outcome:?}"
