@@ -30,7 +30,7 @@ impl TurnContext<'_> {
         read_only: bool,
         input: &Value,
     ) -> Result<Gate, SinkError> {
-        let Some((input, hook)) = self.hooks_on(call_id, tool, input.clone(), true).await else {
+        let Some((input, hook)) = self.hooks_on(call_id, tool, input.clone()).await else {
             return Ok(Gate::Refuse(crate::history::NOT_RUN.to_string()));
         };
         let Some(policy) = self.agent.permissions.as_deref() else {
@@ -77,41 +77,28 @@ impl TurnContext<'_> {
         self.ask(call, input, ask_reason, policy, rule).await
     }
 
-    /// What the `PreToolUse` hooks say of a call, and its input as they
-    /// left it. A rewritten input is put to them again, and only what they
-    /// say of it counts: a hook's allow of the original is not an allow of
-    /// the rewrite. `rewrite`: whether they may change it (not when judging
-    /// an approver's rewrite). `None` when the turn was interrupted first.
+    /// What the `PreToolUse` hooks say of a call, run once as Claude Code
+    /// runs them, and its input as they left it. `None` when the turn was
+    /// interrupted first (the call does not run).
     async fn hooks_on(
         &self,
         call_id: &str,
         tool: &str,
         input: Value,
-        rewrite: bool,
     ) -> Option<(Value, HookVerdict)> {
         let Some((hooks, context)) = self.agent.hooks() else {
             return Some((input, None));
         };
-        let ask = |input: Value| async move {
-            tokio::select! {
-                outcome = hooks.pre_tool_use(context, call_id, tool, &input) => Some((input, outcome)),
-                () = self.cancel.cancelled() => None,
-            }
+        let outcome = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => return None,
+            outcome = hooks.pre_tool_use(context, call_id, tool, &input) => outcome,
         };
-        let (input, mut outcome) = ask(input).await?;
-        let mut input = input;
-        if let Some(updated) = outcome
-            .updated_input
-            .take()
-            .filter(|u| rewrite && *u != input)
-            && !outcome.is_denied()
-        {
-            (input, outcome) = ask(updated).await?;
+        if self.cancel.is_cancelled() {
+            return None;
         }
-        Some((
-            input,
-            outcome.decision.map(|decision| (decision, outcome.reason)),
-        ))
+        let decision = outcome.decision.map(|decision| (decision, outcome.reason));
+        Some((outcome.updated_input.unwrap_or(input), decision))
     }
 
     async fn ask(
@@ -208,7 +195,10 @@ impl TurnContext<'_> {
         let Some(updated) = updated.filter(|updated| *updated != input) else {
             return Gate::Run(input);
         };
-        let updated = match self.hooks_on(call.call_id, call.tool, updated, false).await {
+        // The hooks judge what will run, as they judged the model's call:
+        // they may deny it or rewrite it (the operator's wrapper applies to
+        // the approved input too); their ask is answered already.
+        let updated = match self.hooks_on(call.call_id, call.tool, updated).await {
             None => return Gate::Refuse(crate::history::NOT_RUN.to_string()),
             Some((_, Some((HookDecision::Deny, reason)))) => {
                 return Gate::Refuse(hook_denied(reason));

@@ -87,26 +87,44 @@ pub struct TurnOptions {
 }
 
 /// The running turn's permission policy, for a client that changes the
-/// mode during the turn (an Agent SDK app's `set_permission_mode`).
+/// mode during the turn (an Agent SDK app's `set_permission_mode`). A mode
+/// set while the turn is still being prepared applies once its policy is in.
 #[derive(Clone, Default)]
-pub struct PolicySlot(Arc<std::sync::Mutex<Option<Arc<std::sync::Mutex<PermissionPolicy>>>>>);
+pub struct PolicySlot(Arc<std::sync::Mutex<SlotState>>);
+
+#[derive(Default)]
+struct SlotState {
+    policy: Option<Arc<std::sync::Mutex<PermissionPolicy>>>,
+    requested: Option<PermissionMode>,
+}
 
 impl PolicySlot {
     pub(crate) fn fill(&self, policy: Option<Arc<std::sync::Mutex<PermissionPolicy>>>) {
         if let Ok(mut slot) = self.0.lock() {
-            *slot = policy;
+            if let (Some(policy), Some(mode)) = (&policy, slot.requested)
+                && let Ok(mut policy) = policy.lock()
+            {
+                policy.set_mode(mode);
+            }
+            slot.policy = policy;
         }
     }
 
-    /// Empties the slot (the turn ended).
+    /// Empties the slot (the turn ended; the next one starts from its
+    /// options).
     pub fn clear(&self) {
-        self.fill(None);
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = SlotState::default();
+        }
     }
 
-    /// Sets the running turn's mode, if a turn is running.
+    /// Sets the running turn's mode, now or as soon as its policy is in.
     pub fn set_mode(&self, mode: PermissionMode) {
-        let policy = self.0.lock().ok().and_then(|slot| slot.clone());
-        if let Some(policy) = policy
+        let Ok(mut slot) = self.0.lock() else {
+            return;
+        };
+        slot.requested = Some(mode);
+        if let Some(policy) = &slot.policy
             && let Ok(mut policy) = policy.lock()
         {
             policy.set_mode(mode);

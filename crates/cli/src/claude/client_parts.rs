@@ -153,12 +153,26 @@ pub fn mcp_servers(
             return Err("--mcp-config: expected {\"mcpServers\": {NAME: {…}}}".into());
         };
         for (name, entry) in entries {
-            let transport = mcp_transport(name, entry, control)
+            let transport = check_server_name(name)
+                .and_then(|()| mcp_transport(name, entry, control))
                 .map_err(|err| format!("--mcp-config server {name:?}: {err}"))?;
             servers.push(McpServerConfig::new(name.clone(), transport));
         }
     }
     Ok(servers)
+}
+
+/// A server name that makes tool names rules can tell apart: letters,
+/// digits, `-` and single `_` (a `__` would let `mcp__a__b`'s tools pass
+/// for server `a`'s).
+pub fn check_server_name(name: &str) -> Result<(), String> {
+    let plain = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if name.is_empty() || name.len() > 64 || !plain || name.contains("__") {
+        return Err("use letters, digits, `-` and single `_` in a server's name".into());
+    }
+    Ok(())
 }
 
 fn mcp_transport(
@@ -222,11 +236,16 @@ fn sdk_channel(control: Arc<Control>, name: String) -> McpChannel {
     McpChannel::new(move |message: Value| {
         let (control, name) = (control.clone(), name.clone());
         async move {
+            let is_notification = message.get("id").is_none();
             let request = json!({
                 "subtype": "mcp_message",
                 "server_name": name,
                 "message": message,
             });
+            if is_notification {
+                control.notify(request);
+                return Ok(json!({}));
+            }
             let response = control.request(request).await?;
             response
                 .get("mcp_response")

@@ -109,6 +109,20 @@ impl Control {
         answer.unwrap_or_else(|_| Err("the client closed stdin before answering".into()))
     }
 
+    /// Sends `request` and does not wait: the client's answer, if any,
+    /// is dropped (for what has no answer, as an MCP notification).
+    pub fn notify(&self, request: Value) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let number = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.out.send(json!({
+            "type": "control_request",
+            "request_id": format!("agentd_req_{number}"),
+            "request": request,
+        }));
+    }
+
     /// A `control_response` line from the client.
     pub fn answered(&self, line: &Value) {
         let response = line.get("response").unwrap_or(&Value::Null);

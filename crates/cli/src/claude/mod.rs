@@ -299,6 +299,8 @@ impl<'a> Process<'a> {
         let mut servers = configured.to_vec();
         let named = self.live.lock().map(|live| live.sdk_servers.clone());
         for name in named.unwrap_or_default() {
+            client_parts::check_server_name(&name)
+                .map_err(|err| usage(format!("MCP server {name:?}: {err}")))?;
             if !servers.iter().any(|server| server.name == name) {
                 servers.push(client_parts::sdk_server(&self.control, &name));
             }

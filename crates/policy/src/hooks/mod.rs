@@ -164,7 +164,8 @@ impl HookDecision {
 /// per line, the reasons of the hooks that gave the winning decision (a deny always
 /// has one). `updated_input` is the one from the *last* hook in config order that
 /// gave one — hooks run in parallel on the original input, so updates do not chain —
-/// and is dropped when the outcome is a deny. `additional_context` holds every hook's
+/// and is dropped when the outcome is a deny; a client callback's counts only
+/// when no configured hook gave one. `additional_context` holds every hook's
 /// context in config order.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PreToolUseOutcome {
@@ -319,8 +320,11 @@ impl Hooks {
     ) -> PreToolUseOutcome {
         let payload = json!({ "tool_name": tool, "tool_input": input, "tool_use_id": call_id });
         let event = HookEvent::PreToolUse;
-        let verdicts = self.run_matching(ctx, event, Some(tool), payload, pre_tool_verdict);
-        combine_pre_tool(verdicts.await)
+        let by_client = |hook: &Hook, run: &run::HookRun| {
+            (hook.callback.is_some(), pre_tool_verdict(hook, run))
+        };
+        let verdicts = self.run_matching(ctx, event, Some(tool), payload, by_client);
+        combine_pre_tool(configured_rewrites_first(verdicts.await))
     }
 
     /// Tell the `PostToolUse` hooks matching `tool` about a finished call.
@@ -435,6 +439,22 @@ fn stdin_json(ctx: &HookContext, event: HookEvent, payload: Value) -> Vec<u8> {
 
 fn join_reasons(reasons: Vec<String>) -> Option<String> {
     (!reasons.is_empty()).then(|| reasons.join("\n"))
+}
+
+/// The verdicts, without the client callbacks' rewrites when a configured
+/// hook (the operator's, a project's) rewrote the call: an app's hook
+/// cannot undo the operator's change (a wrapper, a stripped flag).
+fn configured_rewrites_first(verdicts: Vec<(bool, PreToolUseOutcome)>) -> Vec<PreToolUseOutcome> {
+    let configured_rewrote = verdicts
+        .iter()
+        .any(|(client, verdict)| !client && verdict.updated_input.is_some());
+    let verdicts = verdicts.into_iter().map(|(client, mut verdict)| {
+        if client && configured_rewrote {
+            verdict.updated_input = None;
+        }
+        verdict
+    });
+    verdicts.collect()
 }
 
 /// See [`PreToolUseOutcome`] for the rules.

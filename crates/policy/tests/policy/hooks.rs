@@ -453,3 +453,35 @@ async fn a_callback_hook_is_read_as_a_commands_output_and_fails_closed() {
         "a callback that never answers denies: {outcome:?}"
     );
 }
+
+#[tokio::test]
+async fn an_apps_rewrite_does_not_undo_the_operators() {
+    use futures::FutureExt as _;
+    let fixture = Fixture::new();
+    let wrap = fixture.script(
+        "wrap.sh",
+        r#"echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","updatedInput":{"command":"timeout 60 ls"}}}'"#,
+    );
+    let app = agentd_policy::hooks::HookCallback::new(|_| {
+        async {
+            Ok(json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+            "updatedInput": {"command": "ls --app"}}}))
+        }
+        .boxed()
+    });
+    let mut client = hook(HookEvent::PreToolUse, None, "client callback hook_0");
+    client.callback = Some(app);
+    let both = hooks(vec![
+        hook(HookEvent::PreToolUse, None, &wrap),
+        client.clone(),
+    ]);
+    let outcome = bash_call(&both, &fixture, "ls").await;
+    assert_eq!(
+        outcome.updated_input,
+        Some(json!({"command": "timeout 60 ls"}))
+    );
+    // Alone, the app's rewrite applies.
+    let alone = hooks(vec![client]);
+    let outcome = bash_call(&alone, &fixture, "ls").await;
+    assert_eq!(outcome.updated_input, Some(json!({"command": "ls --app"})));
+}

@@ -14,8 +14,7 @@ use tokio::sync::mpsc;
 
 type SendFn = dyn Fn(Value) -> BoxFuture<'static, Result<Value, String>> + Send + Sync;
 
-/// How long a line of one message may be on the pipe (tool results with
-/// images can be large).
+/// The in-memory pipe's buffer (not a limit on a message's size).
 const PIPE_BUFFER: usize = 1 << 20;
 
 /// Sends one JSON-RPC message to the server and returns its answer (for a
@@ -66,18 +65,26 @@ async fn forward(channel: McpChannel, pipe: DuplexStream) {
             let Some(id) = id.filter(|_| is_request) else {
                 return;
             };
-            let answer = answer.unwrap_or_else(|message| {
-                serde_json::json!({
-                    "jsonrpc": "2.0",
-                    "id": id,
-                    "error": {"code": -32603, "message": message},
-                })
-            });
-            let _ = answers.send(answer);
+            let _ = answers.send(response_to(id, answer));
         });
     }
     drop(answers);
     let _ = writer.await;
+}
+
+/// The answer to the request `id`, as rmcp must see it: a JSON-RPC
+/// response with that id, whatever the channel gave back.
+fn response_to(id: Value, answer: Result<Value, String>) -> Value {
+    let error = |message: &str| serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}});
+    match answer {
+        Ok(mut response) if response.get("result").is_some() || response.get("error").is_some() => {
+            response["jsonrpc"] = Value::from("2.0");
+            response["id"] = id;
+            response
+        }
+        Ok(_) => error("the server's answer was not a JSON-RPC response"),
+        Err(message) => error(&message),
+    }
 }
 
 impl fmt::Debug for McpChannel {
@@ -93,3 +100,27 @@ impl PartialEq for McpChannel {
 }
 
 impl Eq for McpChannel {}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::response_to;
+
+    #[test]
+    fn answers_reach_rmcp_as_responses_to_the_request() {
+        let id = json!(7);
+        let fixed = response_to(id.clone(), Ok(json!({"id": 99, "result": {"tools": []}})));
+        assert_eq!(
+            fixed,
+            json!({"jsonrpc": "2.0", "id": 7, "result": {"tools": []}})
+        );
+        let empty = response_to(id.clone(), Ok(json!({"jsonrpc": "2.0", "result": {}})));
+        assert_eq!(empty["result"], json!({}));
+        let garbage = response_to(id.clone(), Ok(json!({"hello": 1})));
+        assert_eq!(garbage["error"]["code"], -32603);
+        assert_eq!(garbage["id"], 7);
+        let failed = response_to(id, Err("gone".into()));
+        assert_eq!(failed["error"]["message"], "gone");
+    }
+}
