@@ -242,9 +242,7 @@ pub async fn open_local(
 /// as the editor asks).
 pub async fn open_service(config: Config, data_dir: PathBuf) -> Result<SessionService, Failure> {
     prepare_data_dir(&data_dir).map_err(usage)?;
-    crate::service::open(config, data_dir)
-        .await
-        .map_err(usage)
+    crate::service::open(config, data_dir).await.map_err(usage)
 }
 
 /// A new local session on `dir`, checked as `agentd run` checks its

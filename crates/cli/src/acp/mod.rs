@@ -184,7 +184,10 @@ impl Acp {
     /// A new agentd session: locally on the editor's `cwd` (checked as
     /// `agentd run` checks its directory), on a server in a workspace of
     /// the server's (the editor's directory is not the server's).
-    async fn new_session(&self, request: &NewSessionRequest) -> Result<String, agent_client_protocol::Error> {
+    async fn new_session(
+        &self,
+        request: &NewSessionRequest,
+    ) -> Result<String, agent_client_protocol::Error> {
         if !request.mcp_servers.is_empty() {
             // agentd's API takes no per-session MCP servers: the operator
             // configures them in the profile. Said, not silently dropped.
@@ -229,7 +232,8 @@ impl Acp {
             .collect();
         let workspace = self.workspace_of(&session).await;
         for update in updates::replay(&messages, workspace.as_deref()) {
-            connection.send_notification(SessionNotification::new(request.session_id.clone(), update))?;
+            connection
+                .send_notification(SessionNotification::new(request.session_id.clone(), update))?;
         }
         Ok(())
     }

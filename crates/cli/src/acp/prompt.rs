@@ -14,7 +14,7 @@ use agentd_protocol::{Event, TurnFinished, TurnStatus};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::tools::Call;
+use super::tools::{self, Call};
 use super::{Acp, api_error, updates};
 
 const ALLOW_ONCE: &str = "allow_once";
@@ -70,7 +70,8 @@ impl Acp {
                     // The editor shows the call it is asked about.
                     if parent_call_id.is_none() && !announced.contains(call_id) {
                         announced.push(call_id.clone());
-                        let update = SessionUpdate::ToolCall(call.announce(ToolCallStatus::Pending));
+                        let update =
+                            SessionUpdate::ToolCall(call.announce(ToolCallStatus::Pending));
                         send(connection, &request, update)?;
                     }
                     self.ask(connection, &request, &session, request_id, &call)
@@ -105,7 +106,8 @@ impl Acp {
             ),
             PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
         ];
-        let asked = RequestPermissionRequest::new(prompt.session_id.clone(), call.as_update(), options);
+        let asked =
+            RequestPermissionRequest::new(prompt.session_id.clone(), call.as_update(), options);
         let answer = connection.send_request(asked).block_task().await?;
         let body = match answer.outcome {
             RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
@@ -117,11 +119,18 @@ impl Acp {
             // the turn, and the call must not run meanwhile.
             _ => json!({"decision": "deny"}),
         };
+        let allowed = body["decision"] == "allow";
         let path = format!("/v1/sessions/{session}/permissions/{request_id}");
         match self.api.post(&path, body).await {
-            Err(err) if err.status == Some(reqwest::StatusCode::CONFLICT) => Ok(()),
-            outcome => outcome.map(drop).map_err(api_error),
+            // Answered elsewhere first: that answer stands.
+            Err(err) if err.status == Some(reqwest::StatusCode::CONFLICT) => return Ok(()),
+            outcome => outcome.map_err(api_error)?,
+        };
+        if allowed {
+            let update = SessionUpdate::ToolCallUpdate(tools::running(call.id));
+            send(connection, prompt, update)?;
         }
+        Ok(())
     }
 
     /// Stop the session's running turn (`session/cancel`); the prompt ends
@@ -196,5 +205,6 @@ fn blocks(prompt: &[AcpBlock]) -> Result<Vec<Value>, agent_client_protocol::Erro
 }
 
 fn unsupported(what: &str) -> agent_client_protocol::Error {
-    agent_client_protocol::Error::invalid_params().data(format!("agentd does not take {what} in a prompt"))
+    agent_client_protocol::Error::invalid_params()
+        .data(format!("agentd does not take {what} in a prompt"))
 }

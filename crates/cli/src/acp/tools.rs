@@ -71,7 +71,8 @@ impl Call<'_> {
         let Some(path) = self.path("file_path") else {
             return Vec::new();
         };
-        let text = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+        let text =
+            |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
         let edit = |value: &Value| {
             let new = text(value, "new_string")?;
             Some(ToolCallContent::from(

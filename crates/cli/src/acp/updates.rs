@@ -12,7 +12,11 @@ use super::tools::{self, Call};
 
 /// The live updates one event of the followed turn makes. Subagents' own
 /// steps stay inside their `Task` call, as the editor shows one agent.
-pub fn live(event: &Event, workspace: Option<&Path>, announced: &mut Vec<String>) -> Vec<SessionUpdate> {
+pub fn live(
+    event: &Event,
+    workspace: Option<&Path>,
+    announced: &mut Vec<String>,
+) -> Vec<SessionUpdate> {
     match event {
         Event::MessageDelta {
             kind,
@@ -33,9 +37,8 @@ pub fn live(event: &Event, workspace: Option<&Path>, announced: &mut Vec<String>
             parent_call_id: None,
             ..
         } => {
-            // Announced already when it asked for permission first.
             if announced.contains(call_id) {
-                return vec![SessionUpdate::ToolCallUpdate(tools::running(call_id))];
+                return Vec::new();
             }
             announced.push(call_id.clone());
             let call = Call {
@@ -44,7 +47,10 @@ pub fn live(event: &Event, workspace: Option<&Path>, announced: &mut Vec<String>
                 input,
                 workspace,
             };
-            vec![SessionUpdate::ToolCall(call.announce(ToolCallStatus::InProgress))]
+            // Pending: agentd announces a call before its permission check.
+            vec![SessionUpdate::ToolCall(
+                call.announce(ToolCallStatus::Pending),
+            )]
         }
         Event::ToolFinished {
             call_id,
