@@ -1,6 +1,7 @@
 //! `agentd`: the command-line entry point. Argument parsing and wiring only; the
 //! work happens in the library crates.
 
+mod acp;
 mod approve;
 mod chat;
 mod claude;
@@ -46,6 +47,9 @@ enum Command {
     Run(Box<RunArgs>),
     /// Talk with an agent in this terminal: locally, or on a server (`--server`).
     Chat(chat::ChatArgs),
+    /// Serve an editor (Zed, …) over the Agent Client Protocol on stdio:
+    /// locally, or on a server (`--server`).
+    Acp(acp::AcpArgs),
     /// Stand in for the `claude` CLI (for the Claude Agent SDKs): its flags
     /// and stream-json protocol, run by agentd. Also what a link named
     /// `claude` or `agentd-claude` to this binary starts.
@@ -277,6 +281,7 @@ async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(args) => run::run(*args, config, data_dir).await,
         Command::Chat(args) => chat::run(args, config, data_dir).await,
+        Command::Acp(args) => acp::run(args, config, data_dir).await,
         Command::Claude(args) => claude::run(*args, config, data_dir).await,
         Command::Sessions(command) => sessions::run(command, config, data_dir).await,
         Command::Serve(args) => serve::run(args, config, data_dir).await,

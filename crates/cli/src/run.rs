@@ -238,6 +238,29 @@ pub async fn open_local(
     Ok((service, session))
 }
 
+/// The local store's service, with no session yet (`agentd acp` makes them
+/// as the editor asks).
+pub async fn open_service(config: Config, data_dir: PathBuf) -> Result<SessionService, Failure> {
+    prepare_data_dir(&data_dir).map_err(usage)?;
+    crate::service::open(config, data_dir).await.map_err(usage)
+}
+
+/// A new local session on `dir`, checked as `agentd run` checks its
+/// directory: a real directory outside the data dir that may be handed to
+/// the agent's user.
+pub async fn create_checked(
+    flags: &SessionFlags,
+    service: &SessionService,
+    dir: &std::path::Path,
+) -> Result<SessionRecord, Failure> {
+    let runtime = service.registry().runtime();
+    let workspace = check_workspace(dir, &runtime.data_dir).map_err(usage)?;
+    if let Some(identity) = runtime.agent_identity(LOCAL_USER).await.map_err(usage)? {
+        check_may_hand_over(&workspace, &runtime.data_dir, identity).map_err(usage)?;
+    }
+    create_local(flags, service, &workspace).await
+}
+
 /// Stop what turns left running in this process (MCP servers, background
 /// commands, the egress proxy).
 pub async fn shutdown(service: &SessionService) {

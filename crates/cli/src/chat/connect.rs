@@ -85,7 +85,7 @@ async fn remote(url: &str, flags: &SessionFlags) -> Result<Connected, Failure> {
 }
 
 /// The token for `--server`: `AGENTD_TOKEN`, else the login file.
-fn token() -> Option<String> {
+pub fn token() -> Option<String> {
     let from_env = std::env::var("AGENTD_TOKEN").ok();
     let from_file = || std::fs::read_to_string(login_file()?).ok();
     from_env
@@ -104,9 +104,27 @@ pub fn login_file() -> Option<PathBuf> {
 
 async fn local(
     flags: &SessionFlags,
-    mut config: Config,
+    config: Config,
     data_dir: PathBuf,
 ) -> Result<Connected, Failure> {
+    let config = apply_flags(flags, config);
+    let (service, record) = crate::run::open_local(flags, config, data_dir).await?;
+    let (api, socket_dir) = embedded(&service)?;
+    let session = api.session(&record.id).await.map_err(failed)?;
+    Ok(Connected {
+        api,
+        session,
+        backend: Backend::Local {
+            service,
+            workspace: PathBuf::from(record.workspace),
+            _socket_dir: socket_dir,
+        },
+    })
+}
+
+/// The permission flags of a local client, written into every profile of
+/// the configuration its embedded server runs with.
+pub fn apply_flags(flags: &SessionFlags, mut config: Config) -> Config {
     // Turns run on the server, which takes no per-turn permission flags:
     // the person at this terminal owns the configuration, so the flags go
     // into it (every profile: a resumed session keeps its own).
@@ -125,7 +143,13 @@ async fn local(
         profile.deny.extend(deny.iter().cloned());
         config.profiles.insert(name, profile);
     }
-    let (service, record) = crate::run::open_local(flags, config, data_dir).await?;
+    config
+}
+
+/// An agentd server for `service`, embedded in this process on a unix
+/// socket in a directory only this user can enter; the API client for it
+/// and the directory (the socket goes with it).
+pub fn embedded(service: &SessionService) -> Result<(Api, TempDir), Failure> {
     let socket_dir = tempfile::Builder::new()
         .prefix("agentd-chat-")
         .tempdir()
@@ -143,16 +167,7 @@ async fn local(
         }
     });
     let api = Api::unix(&socket).map_err(failed)?;
-    let session = api.session(&record.id).await.map_err(failed)?;
-    Ok(Connected {
-        api,
-        session,
-        backend: Backend::Local {
-            service,
-            workspace: PathBuf::from(record.workspace),
-            _socket_dir: socket_dir,
-        },
-    })
+    Ok((api, socket_dir))
 }
 
 impl Backend {

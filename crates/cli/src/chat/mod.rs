@@ -5,10 +5,10 @@
 //! agentd server embedded in this process on this machine's store (see
 //! `connect`), so local and remote chats behave the same.
 
-mod api;
+pub(crate) mod api;
 mod ask;
 mod commands;
-mod connect;
+pub(crate) mod connect;
 mod render;
 mod term;
 mod turn;

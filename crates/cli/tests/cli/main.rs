@@ -10,6 +10,7 @@ mod run_harness;
 mod run_images;
 mod serve_harness;
 
+mod acp;
 mod agent_sdk;
 mod agent_sdk_ts;
 mod anthropic_api;

@@ -201,7 +201,10 @@ impl Drop for ClientGuard {
 
 /// What a stream sends: a replayed envelope, or a live event already encoded.
 enum Outgoing {
-    Stored(EventEnvelope),
+    /// Boxed: the variants stay of a size (an envelope's JSON map is an
+    /// `IndexMap` when serde_json's `preserve_order` is on, as the ACP crate
+    /// turns it on in `agentd`).
+    Stored(Box<EventEnvelope>),
     Live(Arc<LiveEvent>),
 }
 
@@ -258,7 +261,7 @@ fn event_stream(
                 replaying = page.len() == REPLAY_PAGE as usize;
                 for envelope in page {
                     last = envelope.seq;
-                    yield Outgoing::Stored(envelope);
+                    yield Outgoing::Stored(Box::new(envelope));
                 }
                 continue;
             }
