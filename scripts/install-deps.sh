@@ -49,6 +49,8 @@ AGENT_SDK_TS_VERSION=0.3.332
 MCP_EVERYTHING_VERSION=2026.8.31
 MCP_FILESYSTEM_VERSION=2026.8.31
 PLAYWRIGHT_CORE_VERSION=1.65.1
+# The Vercel AI SDK (`ai`): its UI message stream reader drives the AI SDK test.
+AI_SDK_VERSION=7.0.173
 need_npm=()
 if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] && [ ! -x .tools/node_modules/.bin/claude ]; then
   need_npm+=(@anthropic-ai/claude-code)
@@ -68,6 +70,8 @@ fi
   need_npm+=("@modelcontextprotocol/server-filesystem@$MCP_FILESYSTEM_VERSION")
 [ "$(installed_version playwright-core)" = "$PLAYWRIGHT_CORE_VERSION" ] ||
   need_npm+=("playwright-core@$PLAYWRIGHT_CORE_VERSION")
+[ "$(installed_version ai)" = "$AI_SDK_VERSION" ] ||
+  need_npm+=("ai@$AI_SDK_VERSION")
 
 if [ ${#need_npm[@]} -gt 0 ]; then
   echo "install-deps: installing ${need_npm[*]} into .tools/" >&2

@@ -12,6 +12,7 @@ mod serve_harness;
 
 mod agent_sdk;
 mod agent_sdk_ts;
+mod ai_sdk;
 mod anthropic_api;
 mod chat;
 mod chat_remote;
