@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::serve_harness::{Harness, Server, WAIT};
 
-const TOML: &str = "[server]\nauth = \"token\"\n[profiles.default]\nmode = \"bypass\"\n";
+const TOML: &str = "[server]\nauth = \"token\"\n[profiles.default]\nallow = [\"Bash\"]\n";
 
 /// The package's entry point; a missing package fails the test.
 fn ai_sdk() -> PathBuf {
