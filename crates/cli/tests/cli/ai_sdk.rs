@@ -16,7 +16,8 @@ const TOML: &str = "[server]\nauth = \"token\"\n[profiles.default]\nallow = [\"B
 
 /// The package's entry point; a missing package fails the test.
 fn ai_sdk() -> PathBuf {
-    let entry = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/node_modules/ai/dist/index.js");
+    let entry =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/node_modules/ai/dist/index.js");
     assert!(
         entry.is_file(),
         "the AI SDK (npm `ai`) is not installed at {}: run scripts/install-deps.sh",
@@ -57,7 +58,11 @@ async fn chat(server: &Server, session: &str, mode: &str, extra: &[(&str, &str)]
         .expect("node (on PATH) runs the AI SDK script");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "the AI SDK script failed ({}): {stderr}\nstdout: {stdout}", output.status);
+    assert!(
+        output.status.success(),
+        "the AI SDK script failed ({}): {stderr}\nstdout: {stdout}",
+        output.status
+    );
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
@@ -86,11 +91,16 @@ fn transcript_parts(transcript: &Value, turn_id: &str) -> Vec<Value> {
             match block["type"].as_str().unwrap() {
                 "thinking" => parts.push(json!({"type": "reasoning", "text": block["thinking"]})),
                 "text" if assistant => parts.push(json!({"type": "text", "text": block["text"]})),
-                "tool_use" => parts.push(json!({"type": format!("tool-{}", block["name"].as_str().unwrap()),
+                "tool_use" => parts.push(
+                    json!({"type": format!("tool-{}", block["name"].as_str().unwrap()),
                     "toolCallId": block["id"], "state": "input-available", "input": block["input"],
-                    "output": null, "errorText": null})),
+                    "output": null, "errorText": null}),
+                ),
                 "tool_result" => {
-                    let call = parts.iter_mut().find(|p| p["toolCallId"] == block["tool_use_id"]).unwrap();
+                    let call = parts
+                        .iter_mut()
+                        .find(|p| p["toolCallId"] == block["tool_use_id"])
+                        .unwrap();
                     if block["is_error"] == true {
                         call["state"] = json!("output-error");
                         call["errorText"] = block["content"].clone();
@@ -107,13 +117,20 @@ fn transcript_parts(transcript: &Value, turn_id: &str) -> Vec<Value> {
 }
 
 async fn transcript(server: &Server, session: &str) -> Value {
-    let (status, transcript) = server.get(&format!("/v1/sessions/{session}/messages")).await;
+    let (status, transcript) = server
+        .get(&format!("/v1/sessions/{session}/messages"))
+        .await;
     assert_eq!(status, StatusCode::OK, "{transcript}");
     transcript
 }
 
 fn assembled_parts(message: &Value) -> Vec<Value> {
-    message["parts"].as_array().unwrap().iter().map(shown).collect()
+    message["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(shown)
+        .collect()
 }
 
 #[tokio::test]
@@ -130,18 +147,46 @@ async fn the_ai_sdk_assembles_agentds_transcript_from_the_stream() {
     let turn_id = message["id"].as_str().unwrap();
     let expected = transcript_parts(&transcript(&server, &session).await, turn_id);
     let parts = assembled_parts(message);
-    assert_eq!(parts, expected, "the AI SDK's message is agentd's transcript");
+    assert_eq!(
+        parts, expected,
+        "the AI SDK's message is agentd's transcript"
+    );
     // Reasoning, text, a tool with its output, and the closing text: a user
     // sees the whole turn.
     let kinds: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["step-start", "reasoning", "text", "tool-Bash", "step-start", "text"]);
+    assert_eq!(
+        kinds,
+        [
+            "step-start",
+            "reasoning",
+            "text",
+            "tool-Bash",
+            "step-start",
+            "text"
+        ]
+    );
     assert_eq!(parts[3]["state"], "output-available");
-    assert!(parts[3]["output"].as_str().unwrap().contains("FILES-3"), "{}", parts[3]);
+    assert!(
+        parts[3]["output"].as_str().unwrap().contains("FILES-3"),
+        "{}",
+        parts[3]
+    );
     assert_eq!(parts[5]["text"], "There are 3 files.");
-    let chunks: Vec<&str> = out["chunks"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    let chunks: Vec<&str> = out["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
     assert_eq!(chunks.first(), Some(&"start"), "{chunks:?}");
     assert_eq!(chunks.last(), Some(&"finish"), "{chunks:?}");
-    for kind in ["reasoning-delta", "text-delta", "tool-input-start", "tool-output-available", "finish-step"] {
+    for kind in [
+        "reasoning-delta",
+        "text-delta",
+        "tool-input-start",
+        "tool-output-available",
+        "finish-step",
+    ] {
         assert!(chunks.contains(&kind), "{kind} missing from {chunks:?}");
     }
 
@@ -160,7 +205,10 @@ async fn a_cut_connection_resumes_the_running_turn_from_its_start() {
     let out = chat(&server, &session, "cut-and-resume", &[]).await;
     // Cut after the tool call, with the closing answer still to come.
     let partial = assembled_parts(&out["partial"]);
-    assert!(!partial.iter().any(|p| p["text"] == "There are 3 files."), "{partial:?}");
+    assert!(
+        !partial.iter().any(|p| p["text"] == "There are 3 files."),
+        "{partial:?}"
+    );
     let message = &out["message"];
     let turn_id = message["id"].as_str().unwrap();
     assert_eq!(out["partial"]["id"], turn_id, "the same message");
@@ -180,16 +228,32 @@ async fn an_approval_is_asked_in_the_stream_and_answered_by_the_next_request() {
     let session = server.session().await;
 
     let out = chat(&server, &session, "approve", &[("APPROVED", "true")]).await;
-    let first_chunks: Vec<&str> = out["firstChunks"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
-    assert!(first_chunks.contains(&"tool-approval-request"), "{first_chunks:?}");
-    let waiting = out["first"]["parts"].as_array().unwrap().iter().find(|p| p["type"] == "tool-Bash").unwrap();
+    let first_chunks: Vec<&str> = out["firstChunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        first_chunks.contains(&"tool-approval-request"),
+        "{first_chunks:?}"
+    );
+    let waiting = out["first"]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "tool-Bash")
+        .unwrap();
     assert_eq!(waiting["state"], "approval-requested", "{waiting}");
     let message = &out["message"];
     let turn_id = message["id"].as_str().unwrap();
     assert_eq!(out["first"]["id"], turn_id);
     let expected = transcript_parts(&transcript(&server, &session).await, turn_id);
     assert_eq!(assembled_parts(message), expected, "{message}");
-    assert!(expected[3]["output"].as_str().unwrap().contains("FILES-3"), "the approved call ran");
+    assert!(
+        expected[3]["output"].as_str().unwrap().contains("FILES-3"),
+        "the approved call ran"
+    );
 }
 
 #[tokio::test]
@@ -218,17 +282,31 @@ async fn the_chat_endpoint_refuses_strangers_and_malformed_bodies() {
 
     for (bad, says) in [
         (json!({"messages": "hello"}), "messages"),
-        (json!({"messages": [{"id": "u", "role": "user", "parts": [{"type": "file", "mediaType": "text/csv",
-            "url": "data:text/csv;base64,YQ=="}]}]}), "text/csv"),
-        (json!({"messages": [{"id": "u", "role": "user", "parts": [{"type": "file", "mediaType": "image/png",
-            "url": "data:image/png;base64,bm90IGEgcG5n"}]}]}), "image"),
+        (
+            json!({"messages": [{"id": "u", "role": "user", "parts": [{"type": "file", "mediaType": "text/csv",
+            "url": "data:text/csv;base64,YQ=="}]}]}),
+            "text/csv",
+        ),
+        (
+            json!({"messages": [{"id": "u", "role": "user", "parts": [{"type": "file", "mediaType": "image/png",
+            "url": "data:image/png;base64,bm90IGEgcG5n"}]}]}),
+            "image",
+        ),
     ] {
         let (status, answer) = server.post(&path, bad).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
-        assert!(answer.to_string().contains(says), "{answer} should say {says}");
+        assert!(
+            answer.to_string().contains(says),
+            "{answer} should say {says}"
+        );
     }
     let (status, answer) = server
-        .send(server.request(Method::POST, &path).header("content-type", "application/json").body("{not json"))
+        .send(
+            server
+                .request(Method::POST, &path)
+                .header("content-type", "application/json")
+                .body("{not json"),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
     // Nothing reached the model.

@@ -89,8 +89,10 @@ impl Encoder {
                 ..
             } if self.calls.contains(call_id) => {
                 self.approvals.insert(request_id.clone(), call_id.clone());
-                out.push(json!({"type": "tool-approval-request", "approvalId": request_id,
-                    "toolCallId": call_id, "reason": reason}));
+                out.push(
+                    json!({"type": "tool-approval-request", "approvalId": request_id,
+                    "toolCallId": call_id, "reason": reason}),
+                );
             }
             Event::PermissionResolved {
                 request_id,
@@ -102,8 +104,10 @@ impl Encoder {
                     if !approved {
                         self.denied.insert(call_id.clone());
                     }
-                    out.push(json!({"type": "tool-approval-response", "approvalId": request_id,
-                        "approved": approved}));
+                    out.push(
+                        json!({"type": "tool-approval-response", "approvalId": request_id,
+                        "approved": approved}),
+                    );
                 }
             }
             Event::ToolFinished {
@@ -163,7 +167,10 @@ impl Encoder {
     }
 
     fn delta(&mut self, index: u32, kind: DeltaKind, text: &str, out: &mut Vec<Value>) {
-        let fresh = self.streamed.get(&index).is_none_or(|open| open.kind != kind);
+        let fresh = self
+            .streamed
+            .get(&index)
+            .is_none_or(|open| open.kind != kind);
         if fresh {
             if let Some(other) = self.streamed.remove(&index) {
                 out.push(end(&other));
@@ -190,7 +197,9 @@ impl Encoder {
                 ContentBlock::Thinking { thinking, .. } => (DeltaKind::Thinking, thinking),
                 ContentBlock::ToolUse { id, name, input } => {
                     self.calls.insert(id.clone());
-                    out.push(json!({"type": "tool-input-start", "toolCallId": id, "toolName": name}));
+                    out.push(
+                        json!({"type": "tool-input-start", "toolCallId": id, "toolName": name}),
+                    );
                     out.push(json!({"type": "tool-input-available", "toolCallId": id,
                         "toolName": name, "input": input}));
                     continue;

@@ -77,15 +77,27 @@ pub async fn post_chat(
             let blocks = check_content(content)?;
             let content = to_content_blocks(&state, &session, blocks).await?;
             let kind = TurnKind::from_blocks(content, None);
-            let (_, accepted) =
-                submit_turn(&state, &user, session, kind, Some(request_id.clone()), false).await?;
+            let (_, accepted) = submit_turn(
+                &state,
+                &user,
+                session,
+                kind,
+                Some(request_id.clone()),
+                false,
+            )
+            .await?;
             // A resent message: its turn began before `last_seq`.
             let retried = match accepted.state.as_str() {
                 "duplicate" => state.sessions.turn_of_request(&id, &request_id).await?,
                 _ => None,
             };
             let after = match retried {
-                Some(turn) => state.sessions.seq_before(&id, turn.started_at, last_seq).await?,
+                Some(turn) => {
+                    state
+                        .sessions
+                        .seq_before(&id, turn.started_at, last_seq)
+                        .await?
+                }
                 None => last_seq,
             };
             let cursor = TurnCursor {
@@ -173,7 +185,11 @@ async fn answer_approvals(
         let by = Resolver::User(user.name.as_str().into());
         let answered = state
             .sessions
-            .answer_permission(session_id, &answer.request_id, Answer::new(decision.clone(), by))
+            .answer_permission(
+                session_id,
+                &answer.request_id,
+                Answer::new(decision.clone(), by),
+            )
             .await;
         match answered {
             Ok(record) => {

@@ -81,7 +81,9 @@ impl ChatRequest {
         match last.role {
             UiRole::User => user_turn(last),
             UiRole::Assistant => approvals(last),
-            UiRole::System => bad("the last message must be the user's (or answer approvals)".into()),
+            UiRole::System => {
+                bad("the last message must be the user's (or answer approvals)".into())
+            }
         }
     }
 }
@@ -92,9 +94,15 @@ fn user_turn(message: &UiMessage) -> Result<ChatAction, ApiError> {
         let at = format!("messages[-1].parts[{index}]");
         match part.get("type").and_then(Value::as_str) {
             Some("text") => match part.get("text").and_then(Value::as_str) {
-                Some(text) if !text.trim().is_empty() => content.push(json!({"type": "text", "text": text})),
+                Some(text) if !text.trim().is_empty() => {
+                    content.push(json!({"type": "text", "text": text}))
+                }
                 Some(_) => {}
-                None => return Err(ApiError::BadRequest(format!("{at}: a text part needs `text`"))),
+                None => {
+                    return Err(ApiError::BadRequest(format!(
+                        "{at}: a text part needs `text`"
+                    )));
+                }
             },
             Some("file") => content.push(file_block(part, &at)?),
             // Step markers, data parts, sources …: nothing the model reads.
@@ -198,9 +206,11 @@ mod tests {
 
     #[test]
     fn answered_approvals_are_read_from_the_assistant_message() {
-        let body = request(json!({"messages": [{"id": "a", "role": "assistant", "parts": [
+        let body = request(
+            json!({"messages": [{"id": "a", "role": "assistant", "parts": [
             {"type": "tool-Bash", "toolCallId": "t", "state": "approval-responded",
-             "approval": {"id": "perm_1", "approved": false}}]}]}));
+             "approval": {"id": "perm_1", "approved": false}}]}]}),
+        );
         assert_eq!(
             body.action().unwrap(),
             ChatAction::Approvals(vec![ApprovalAnswer {
@@ -214,11 +224,26 @@ mod tests {
     fn what_agentd_cannot_do_is_refused_with_the_reason() {
         for (body, says) in [
             (json!({"messages": []}), "at least"),
-            (json!({"trigger": "regenerate-message", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "x"}]}]}), "rewind"),
-            (json!({"messages": [{"id": "u", "role": "user", "parts": [{"type": "step-start"}]}]}), "no text"),
-            (json!({"messages": [{"id": "u", "role": "user", "parts": [{"type": "file", "mediaType": "image/png", "url": "https://x/y.png"}]}]}), "data:"),
-            (json!({"messages": [{"id": "u", "role": "user", "parts": [{"type": "file", "mediaType": "text/csv", "url": "data:text/csv;base64,AA=="}]}]}), "text/csv"),
-            (json!({"messages": [{"id": "a", "role": "assistant", "parts": [{"type": "text", "text": "x"}]}]}), "approval"),
+            (
+                json!({"trigger": "regenerate-message", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "x"}]}]}),
+                "rewind",
+            ),
+            (
+                json!({"messages": [{"id": "u", "role": "user", "parts": [{"type": "step-start"}]}]}),
+                "no text",
+            ),
+            (
+                json!({"messages": [{"id": "u", "role": "user", "parts": [{"type": "file", "mediaType": "image/png", "url": "https://x/y.png"}]}]}),
+                "data:",
+            ),
+            (
+                json!({"messages": [{"id": "u", "role": "user", "parts": [{"type": "file", "mediaType": "text/csv", "url": "data:text/csv;base64,AA=="}]}]}),
+                "text/csv",
+            ),
+            (
+                json!({"messages": [{"id": "a", "role": "assistant", "parts": [{"type": "text", "text": "x"}]}]}),
+                "approval",
+            ),
         ] {
             let err = request(body).action().unwrap_err();
             assert!(err.to_string().contains(says), "{err} should say {says}");

@@ -59,7 +59,10 @@ pub fn respond(state: &AppState, user: &User, cursor: TurnCursor) -> ApiResult<R
         .keep_alive(KeepAlive::new().interval(HEARTBEAT))
         .into_response();
     let headers = response.headers_mut();
-    headers.insert(HeaderName::from_static(STREAM_HEADER), HeaderValue::from_static("v1"));
+    headers.insert(
+        HeaderName::from_static(STREAM_HEADER),
+        HeaderValue::from_static("v1"),
+    );
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
 }
