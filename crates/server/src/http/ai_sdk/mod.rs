@@ -28,7 +28,7 @@ use crate::content::check_content;
 use crate::registry::TurnKind;
 use crate::session::SessionError;
 use request::{ApprovalAnswer, ChatAction, ChatRequest};
-use stream::{TurnCursor, respond};
+use stream::{TurnCursor, respond, stream_slot};
 
 /// One SSE event of a UI message stream, for the OpenAPI document: `data`
 /// is a chunk's JSON (`{"type": "start" | "start-step" | "text-delta" | …}`)
@@ -68,7 +68,9 @@ pub async fn post_chat(
     ApiJson(body): ApiJson<ChatRequest>,
 ) -> ApiResult<Response> {
     let session = owned_session(&state, &user, &id).await?;
-    match body.action()? {
+    let action = body.action()?;
+    let slot = stream_slot(&state, &user)?;
+    match action {
         ChatAction::Turn {
             content,
             request_id,
@@ -106,7 +108,7 @@ pub async fn post_chat(
                 after,
                 continue_after: None,
             };
-            respond(&state, &user, cursor)
+            Ok(respond(&state, slot, cursor))
         }
         ChatAction::Approvals(answers) => {
             // Found first: once answered, the turn may end at once.
@@ -118,7 +120,7 @@ pub async fn post_chat(
                 ))
             })?;
             cursor.continue_after = answers.last().map(|answer| answer.request_id.clone());
-            respond(&state, &user, cursor)
+            Ok(respond(&state, slot, cursor))
         }
     }
 }
@@ -142,7 +144,7 @@ pub async fn resume_chat_stream(
 ) -> ApiResult<Response> {
     let session = owned_session(&state, &user, &id).await?;
     match running_turn(&state, &id, session.last_seq).await? {
-        Some(cursor) => respond(&state, &user, cursor),
+        Some(cursor) => Ok(respond(&state, stream_slot(&state, &user)?, cursor)),
         None => Ok(StatusCode::NO_CONTENT.into_response()),
     }
 }

@@ -18,6 +18,7 @@ use crate::http::AppState;
 use crate::http::auth::User;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::sse::{HEARTBEAT, event_stream};
+use crate::http::stream_limit::StreamSlot;
 use crate::session::SessionService;
 
 /// The header that tells the AI SDK the body is a UI message stream.
@@ -34,12 +35,18 @@ pub struct TurnCursor {
     pub continue_after: Option<String>,
 }
 
-/// The turn's chunks as an SSE response, holding one of the user's
-/// stream slots (`max_streams_per_user`) while it lasts.
-pub fn respond(state: &AppState, user: &User, cursor: TurnCursor) -> ApiResult<Response> {
-    let Some(slot) = state.stream_limit.open(&user.name) else {
-        return Err(ApiError::TooManyStreams(state.stream_limit.max()));
-    };
+/// One of the user's stream slots (`max_streams_per_user`), taken before
+/// a turn starts: a refused stream starts nothing.
+pub fn stream_slot(state: &AppState, user: &User) -> ApiResult<StreamSlot> {
+    state.stream_limit.open(&user.name).ok_or_else(|| {
+        let refused = &state.registry.metrics().sse_refused;
+        refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ApiError::TooManyStreams(state.stream_limit.max())
+    })
+}
+
+/// The turn's chunks as an SSE response, holding `slot` while it lasts.
+pub fn respond(state: &AppState, slot: StreamSlot, cursor: TurnCursor) -> Response {
     let handle = state.registry.handle(&cursor.session_id);
     // Subscribed before the replay reads the store: no event falls between.
     let live = handle.subscribe();
@@ -64,7 +71,7 @@ pub fn respond(state: &AppState, user: &User, cursor: TurnCursor) -> ApiResult<R
         HeaderValue::from_static("v1"),
     );
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    response
 }
 
 /// Each item one SSE `data:` line: a chunk's JSON, or the final `[DONE]`.
