@@ -51,6 +51,8 @@ MCP_FILESYSTEM_VERSION=2026.8.31
 PLAYWRIGHT_CORE_VERSION=1.65.1
 # The Agent Client Protocol client that drives `agentd acp` in its test.
 ACP_SDK_VERSION=2.4.0
+# The Vercel AI SDK (`ai`): its UI message stream reader drives the AI SDK test.
+AI_SDK_VERSION=7.0.173
 need_npm=()
 if [ "${AGENTD_SKIP_CLAUDE:-0}" != 1 ] && [ ! -x .tools/node_modules/.bin/claude ]; then
   need_npm+=(@anthropic-ai/claude-code)
@@ -72,6 +74,8 @@ fi
   need_npm+=("playwright-core@$PLAYWRIGHT_CORE_VERSION")
 [ "$(installed_version @agentclientprotocol/sdk)" = "$ACP_SDK_VERSION" ] ||
   need_npm+=("@agentclientprotocol/sdk@$ACP_SDK_VERSION")
+[ "$(installed_version ai)" = "$AI_SDK_VERSION" ] ||
+  need_npm+=("ai@$AI_SDK_VERSION")
 
 if [ ${#need_npm[@]} -gt 0 ]; then
   echo "install-deps: installing ${need_npm[*]} into .tools/" >&2

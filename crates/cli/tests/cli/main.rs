@@ -13,6 +13,7 @@ mod serve_harness;
 mod acp;
 mod agent_sdk;
 mod agent_sdk_ts;
+mod ai_sdk;
 mod anthropic_api;
 mod chat;
 mod chat_remote;

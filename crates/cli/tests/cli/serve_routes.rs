@@ -172,6 +172,8 @@ async fn the_openapi_document_lists_every_route_and_each_one_answers() {
         ("post", "/v1/sessions/{id}/messages"),
         ("get", "/v1/sessions/{id}/messages"),
         ("get", "/v1/sessions/{id}/events"),
+        ("post", "/v1/sessions/{id}/chat"),
+        ("get", "/v1/sessions/{id}/chat/stream"),
         ("post", "/v1/sessions/{id}/interrupt"),
         ("get", "/v1/sessions/{id}/pending"),
         ("post", "/v1/sessions/{id}/permissions/{request_id}"),

@@ -129,7 +129,7 @@ pub async fn post_message(
 }
 
 /// Accept a turn of the caller's `session`, after the access checks.
-async fn submit_turn(
+pub(super) async fn submit_turn(
     state: &AppState,
     user: &User,
     session: SessionRecord,

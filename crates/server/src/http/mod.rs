@@ -4,6 +4,7 @@
 
 mod access_check;
 mod admin;
+mod ai_sdk;
 pub(crate) mod anthropic;
 pub mod approvals;
 mod attachments;
@@ -122,6 +123,7 @@ fn api_router() -> OpenApiRouter<AppState> {
             // Room for images in base64 (each is checked against its own cap).
             OpenApiRouter::new()
                 .routes(routes!(messages::post_message, messages::list_messages))
+                .routes(routes!(ai_sdk::post_chat))
                 .layer(DefaultBodyLimit::max(messages::MESSAGE_BODY_LIMIT)),
         )
         .merge(
@@ -132,6 +134,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         )
         .routes(routes!(messages::interrupt))
         .routes(routes!(sse::events))
+        .routes(routes!(ai_sdk::resume_chat_stream))
         .routes(routes!(approvals::list_pending))
         .routes(routes!(approvals::answer_permission))
         .routes(routes!(approvals::answer_question))
@@ -263,7 +266,9 @@ fn body_limit(state: &AppState, request: &Request) -> u64 {
             .is_some_and(|id| !id.is_empty() && !id.contains('/'))
     };
     match *request.method() {
-        Method::POST if in_session("/messages") => messages::MESSAGE_BODY_LIMIT as u64,
+        Method::POST if in_session("/messages") || in_session("/chat") => {
+            messages::MESSAGE_BODY_LIMIT as u64
+        }
         Method::POST if is_anthropic(request) => anthropic::BODY_LIMIT as u64,
         Method::POST if in_session("/files") => {
             state.registry.runtime().config.server.max_upload_bytes()

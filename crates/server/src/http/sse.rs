@@ -200,7 +200,7 @@ impl Drop for ClientGuard {
 }
 
 /// What a stream sends: a replayed envelope, or a live event already encoded.
-enum Outgoing {
+pub(super) enum Outgoing {
     /// Boxed: the variants stay of a size (an envelope's JSON map is an
     /// `IndexMap` when serde_json's `preserve_order` is on, as the ACP crate
     /// turns it on in `agentd`).
@@ -214,6 +214,16 @@ impl Outgoing {
         match self {
             Outgoing::Stored(envelope) => envelope.seq,
             Outgoing::Live(event) => event.seq,
+        }
+    }
+
+    /// The event itself, for streams that translate it (the AI SDK's).
+    pub(super) fn into_envelope(self) -> Option<EventEnvelope> {
+        match self {
+            Outgoing::Stored(envelope) => Some(*envelope),
+            Outgoing::Live(event) => serde_json::from_str(&event.json)
+                .inspect_err(|err| tracing::error!(%err, seq = event.seq, "undecodable live event"))
+                .ok(),
         }
     }
 
@@ -236,7 +246,7 @@ impl Outgoing {
 
 /// The session's events after `after`: stored ones, then live ones, until
 /// `stop` is cancelled, the session is deleted or the client lags.
-fn event_stream(
+pub(super) fn event_stream(
     registry: Registry,
     stop: CancellationToken,
     handle: EntryHandle,

@@ -11,6 +11,7 @@ pub mod answers;
 pub mod existing;
 pub mod history;
 pub mod lifecycle;
+pub mod turn_events;
 pub mod turns;
 
 use std::sync::Arc;
