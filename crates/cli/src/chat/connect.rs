@@ -85,7 +85,7 @@ async fn remote(url: &str, flags: &SessionFlags) -> Result<Connected, Failure> {
 }
 
 /// The token for `--server`: `AGENTD_TOKEN`, else the login file.
-fn token() -> Option<String> {
+pub(crate) fn token() -> Option<String> {
     let from_env = std::env::var("AGENTD_TOKEN").ok();
     let from_file = || std::fs::read_to_string(login_file()?).ok();
     from_env
