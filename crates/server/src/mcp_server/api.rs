@@ -65,7 +65,9 @@ impl Api {
             Some(value) => Body::from(value.to_string()),
             None => Body::empty(),
         };
-        let request = request.body(body).map_err(|err| internal(err.to_string()))?;
+        let request = request
+            .body(body)
+            .map_err(|err| internal(err.to_string()))?;
         let response = match self.router.clone().oneshot(request).await {
             Ok(response) => response,
             Err(never) => match never {},

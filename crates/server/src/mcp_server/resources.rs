@@ -4,7 +4,10 @@
 //! the files API's descriptor-based, permission-checked read).
 
 use base64::Engine;
-use rmcp::model::{ErrorData, ListResourcesResult, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
+use rmcp::model::{
+    ErrorData, ListResourcesResult, ReadResourceResult, Resource, ResourceContents,
+    ResourceTemplate,
+};
 
 use super::api::{Api, segment};
 
@@ -31,8 +34,11 @@ pub async fn list(api: &Api) -> Result<ListResourcesResult, ErrorData> {
         .filter_map(|session| {
             let id = session["id"].as_str()?;
             let title = session["title"].as_str().unwrap_or(id);
-            let resource = Resource::new(format!("{SCHEME}{id}/transcript"), format!("transcript of {title}"))
-                .with_mime_type("application/json");
+            let resource = Resource::new(
+                format!("{SCHEME}{id}/transcript"),
+                format!("transcript of {title}"),
+            )
+            .with_mime_type("application/json");
             Some(resource)
         })
         .collect();
@@ -62,10 +68,16 @@ pub async fn read(api: &Api, uri: &str) -> Result<ReadResourceResult, ErrorData>
         let contents = ResourceContents::text(text, uri).with_mime_type("application/json");
         return Ok(ReadResourceResult::new(vec![contents]));
     }
-    let path = what.strip_prefix("files/").filter(|p| !p.is_empty()).ok_or_else(unknown)?;
+    let path = what
+        .strip_prefix("files/")
+        .filter(|p| !p.is_empty())
+        .ok_or_else(unknown)?;
     let path = percent_decoded(path);
     let bytes = api
-        .bytes(&format!("/v1/sessions/{id_segment}/files/content?path={}", segment(&path)))
+        .bytes(&format!(
+            "/v1/sessions/{id_segment}/files/content?path={}",
+            segment(&path)
+        ))
         .await
         .map_err(refused)?;
     let contents = match std::str::from_utf8(&bytes) {

@@ -164,8 +164,14 @@ pub async fn create_session(api: &Api, args: CreateSession) -> ApiResult<Value> 
 }
 
 pub async fn send_message(api: &Api, args: SendMessage, follow: Follow) -> ApiResult<Waited> {
-    super::turn::send_and_wait(api, &args.session_id, &args.text, timeout(args.timeout_s), follow)
-        .await
+    super::turn::send_and_wait(
+        api,
+        &args.session_id,
+        &args.text,
+        timeout(args.timeout_s),
+        follow,
+    )
+    .await
 }
 
 pub async fn run(api: &Api, args: Run, follow: Follow) -> ApiResult<Waited> {
@@ -239,12 +245,23 @@ pub async fn answer_approval(api: &Api, args: AnswerApproval, follow: Follow) ->
     if let Some(remember) = remember {
         body["remember"] = json!(remember);
     }
-    let path = format!("/v1/sessions/{id}/permissions/{}", segment(&args.request_id));
+    let path = format!(
+        "/v1/sessions/{id}/permissions/{}",
+        segment(&args.request_id)
+    );
     api.post(&path, body).await?;
     let Some(turn_id) = session["running_turn_id"].as_str() else {
         return Ok(super::turn::answered_only(&args.session_id));
     };
-    super::turn::wait(api, &args.session_id, turn_id, after, timeout(args.timeout_s), follow).await
+    super::turn::wait(
+        api,
+        &args.session_id,
+        turn_id,
+        after,
+        timeout(args.timeout_s),
+        follow,
+    )
+    .await
 }
 
 pub async fn cancel(api: &Api, args: SessionId) -> ApiResult<Value> {

@@ -37,8 +37,8 @@ impl Follow {
             return;
         };
         self.step += 1;
-        let param =
-            ProgressNotificationParam::new(token.clone(), f64::from(self.step)).with_message(message);
+        let param = ProgressNotificationParam::new(token.clone(), f64::from(self.step))
+            .with_message(message);
         // A client gone away does not stop the turn.
         let _ = peer.notify_progress(param).await;
     }
@@ -56,7 +56,10 @@ pub async fn send_and_wait(
     let session = api.get(&format!("/v1/sessions/{id}")).await?;
     let after = session["last_seq"].as_u64().unwrap_or(0);
     let accepted = api
-        .post(&format!("/v1/sessions/{id}/messages"), json!({ "content": text }))
+        .post(
+            &format!("/v1/sessions/{id}/messages"),
+            json!({ "content": text }),
+        )
         .await?;
     let turn_id = accepted["turn_id"].as_str().unwrap_or_default().to_string();
     wait(api, session_id, &turn_id, after, timeout, follow).await
@@ -159,7 +162,10 @@ impl TurnSoFar {
                     return None;
                 }
                 self.text = text.clone();
-                Some(format!("message: {}", text.chars().take(200).collect::<String>()))
+                Some(format!(
+                    "message: {}",
+                    text.chars().take(200).collect::<String>()
+                ))
             }
             "permission.requested" if self.calls.contains(&call_id) => Some(format!(
                 "waiting for approval of {}",
