@@ -8,6 +8,7 @@ mod claude;
 mod exit;
 mod gc;
 mod history;
+mod mcp;
 mod output;
 mod run;
 mod serve;
@@ -59,6 +60,9 @@ enum Command {
     Sessions(SessionsCommand),
     /// Serve the HTTP API (sessions, SSE events, workspace files).
     Serve(serve::ServeArgs),
+    /// Be an MCP server on stdin/stdout (agentd's sessions as tools): on this
+    /// machine's store, or a server's `/mcp` (`--server`).
+    Mcp(mcp::McpArgs),
     /// Remove sessions not updated for a while (and workspaces agentd created).
     Gc(gc::GcArgs),
     /// Create, list or revoke API tokens.
@@ -285,6 +289,7 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Claude(args) => claude::run(*args, config, data_dir).await,
         Command::Sessions(command) => sessions::run(command, config, data_dir).await,
         Command::Serve(args) => serve::run(args, config, data_dir).await,
+        Command::Mcp(args) => mcp::run(args, config, data_dir).await,
         Command::Tokens(command) => tokens::run(command, config, data_dir).await,
         Command::Users(command) => users::run(command, config, data_dir).await,
         Command::Audit(args) => users::audit(args, config, data_dir).await,

@@ -21,6 +21,7 @@ pub mod health;
 pub mod http;
 mod identity;
 mod mcp_pools;
+pub mod mcp_server;
 pub mod metrics;
 pub mod model_gateway;
 pub mod models;

@@ -13,6 +13,8 @@ mod render;
 mod term;
 mod turn;
 
+pub(crate) use connect::token;
+
 use std::io::IsTerminal;
 use std::path::PathBuf;
 

@@ -24,6 +24,7 @@ mod cli;
 mod cli_history;
 mod gc;
 mod golden_events;
+mod mcp_server;
 mod run;
 mod run_agent_setup;
 mod run_claude_flags;

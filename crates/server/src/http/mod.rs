@@ -188,12 +188,29 @@ pub fn app(registry: Registry, auth: Auth, streams: CancellationToken) -> Router
         streams,
         openapi: Arc::new(openapi),
     };
-    router
+    let api = router
         .fallback(|| async { ApiError::RouteNotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(middleware::from_fn_with_state(state.clone(), common))
-        .with_state(state)
+        .with_state(state.clone());
+    // `/mcp` calls the API's routes in this process, with each caller's
+    // credentials (see `crate::mcp_server`).
+    let mcp = crate::mcp_server::http_service(api.clone(), McpAuth(state.clone()));
+    api.route("/mcp", axum::routing::any(mcp))
+        .layer(middleware::from_fn_with_state(state, common))
+}
+
+/// `/mcp` authenticates as every route does: a bare 401 otherwise.
+#[derive(Clone)]
+struct McpAuth(AppState);
+
+impl crate::mcp_server::AsyncAuth for McpAuth {
+    async fn check(&self, parts: &axum::http::request::Parts) -> Result<(), Response> {
+        auth::authenticate(&self.0, &parts.method, &parts.headers)
+            .await
+            .map(|_| ())
+            .map_err(IntoResponse::into_response)
+    }
 }
 
 /// Per request: a tracing span, the request counter, and the headers every
