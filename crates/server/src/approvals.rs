@@ -160,6 +160,9 @@ pub struct StoredApprover {
 impl Approver for StoredApprover {
     async fn prepare(&self, request: &ApprovalRequest) {
         let data = serde_json::to_value(request).unwrap_or_default();
+        // Ready for an answer before anyone can see the request: a client
+        // that answers as soon as it is stored is not lost.
+        let receiver = self.approvals.register(&request.request_id);
         if !self
             .store_pending(
                 &request.request_id,
@@ -170,9 +173,9 @@ impl Approver for StoredApprover {
             )
             .await
         {
+            self.approvals.forget(&request.request_id);
             return;
         }
-        let receiver = self.approvals.register(&request.request_id);
         if let Ok(mut prepared) = self.prepared.lock() {
             prepared.insert(request.request_id.clone(), receiver);
         }
@@ -181,6 +184,7 @@ impl Approver for StoredApprover {
 
     async fn prepare_question(&self, request: &QuestionRequest) {
         let data = serde_json::to_value(request).unwrap_or_default();
+        let receiver = self.approvals.register_question(&request.request_id);
         if !self
             .store_pending(
                 &request.request_id,
@@ -191,9 +195,9 @@ impl Approver for StoredApprover {
             )
             .await
         {
+            self.approvals.forget(&request.request_id);
             return;
         }
-        let receiver = self.approvals.register_question(&request.request_id);
         if let Ok(mut prepared) = self.prepared_questions.lock() {
             prepared.insert(request.request_id.clone(), receiver);
         }

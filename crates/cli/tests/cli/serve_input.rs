@@ -42,7 +42,7 @@ async fn refused(
 }
 
 /// A POST announcing a `length`-byte body, over a raw socket: the server
-/// must answer 413 from the `Content-Length` alone, without reading the body.
+/// must answer 413 from the `Content-Length` alone, when the body never comes.
 async fn oversized_post(server: &Server, path: &str, length: usize) -> (u16, Value, String) {
     let addr = server.url.trim_start_matches("http://");
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();

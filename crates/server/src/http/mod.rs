@@ -237,7 +237,7 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
     let refusal = if foreign_host {
         Some(ApiError::BadHost)
     } else if declared_length(&request).is_some_and(|n| n > limit) {
-        // Refused before a byte of the body is read.
+        // Refused from its declared length, whatever the body holds.
         Some(ApiError::TooLarge(format!(
             "the request body is over {limit} bytes"
         )))
@@ -246,7 +246,11 @@ async fn common(State(state): State<AppState>, request: Request, next: Next) -> 
     };
     let mut response = if let Some(err) = refusal {
         // Anthropic clients read errors in Anthropic's shape.
-        if is_anthropic(&request) {
+        let anthropic_shape = is_anthropic(&request);
+        if matches!(err, ApiError::TooLarge(_)) {
+            discard_body(request).await;
+        }
+        if anthropic_shape {
             anthropic::error::AnthropicError::from(err).into_response()
         } else {
             err.into_response()
@@ -292,6 +296,34 @@ fn body_limit(state: &AppState, request: &Request) -> u64 {
         }
         _ => BODY_LIMIT as u64,
     }
+}
+
+/// The most of a refused body read and dropped before the refusal.
+const DISCARD_LIMIT: u64 = 64 << 20;
+
+/// How long a refused body is read for at most.
+const DISCARD_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads and drops, for a moment, the body of a refused request that is
+/// not huge: a client still sending it then reads the 413, not a reset
+/// connection. A larger or slower one is not waited for; the connection
+/// closes after the answer.
+async fn discard_body(request: Request) {
+    if declared_length(&request).is_some_and(|n| n > DISCARD_LIMIT) {
+        return;
+    }
+    use futures::StreamExt as _;
+    let mut chunks = request.into_body().into_data_stream();
+    let drain = async {
+        let mut read = 0u64;
+        while let Some(Ok(chunk)) = chunks.next().await {
+            read += chunk.len() as u64;
+            if read > DISCARD_LIMIT {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DISCARD_TIME, drain).await;
 }
 
 /// A request to the Anthropic-compatible endpoint.
