@@ -109,6 +109,8 @@ async fn run_one(
     let options = TurnOptions {
         client_request_id: turn.client_request_id.clone(),
         turn_id: Some(turn.turn_id.clone()),
+        // Checked against the profile's when the message was accepted.
+        permission_mode: kind.permission_mode(),
         ..TurnOptions::default()
     };
     let env = registry.env().clone();

@@ -6,25 +6,32 @@
 //! embedded in this process. Sessions, events and approvals live in agentd's
 //! store; this process keeps nothing but the connection.
 //!
+//! Modes and the model: see [`modes`].
+//!
 //! agentd performs file edits and commands itself, in its sandbox and the
 //! session's workspace, never through the editor's `fs`/`terminal`
 //! capabilities: the sandbox must confine every command, and agentd's
 //! checkpoints (rewind) must see every change.
 
+mod modes;
 mod prompt;
 mod tools;
 mod updates;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, Implementation, InitializeRequest, InitializeResponse,
     LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse,
     PromptCapabilities, PromptRequest, PromptResponse, SessionNotification,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Stdio};
+use agentd_policy::permissions::PermissionMode;
 use agentd_protocol::Message;
 use agentd_server::config::Config;
 use agentd_server::session::SessionService;
@@ -51,6 +58,9 @@ pub struct Acp {
     /// The local store's service (none with `--server`).
     local: Option<SessionService>,
     flags: SessionFlags,
+    /// The mode the editor selected per session (`session/set_mode`): the
+    /// client's choice, sent with each prompt, gone with this process.
+    modes: Mutex<HashMap<String, PermissionMode>>,
 }
 
 pub async fn run(args: AcpArgs, config: Config, data_dir: PathBuf) -> u8 {
@@ -93,6 +103,7 @@ async fn serve(args: AcpArgs, config: Config, data_dir: PathBuf) -> Result<(), F
         api,
         local,
         flags: args.session,
+        modes: Mutex::default(),
     });
     let served = connection(acp.clone()).await;
     if let Some(service) = &acp.local {
@@ -103,7 +114,8 @@ async fn serve(args: AcpArgs, config: Config, data_dir: PathBuf) -> Result<(), F
 
 /// The handlers, on stdin/stdout until the editor closes them.
 async fn connection(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
-    let (on_new, on_load, on_prompt, on_cancel) = (acp.clone(), acp.clone(), acp.clone(), acp);
+    let (on_new, on_load, on_prompt) = (acp.clone(), acp.clone(), acp.clone());
+    let (on_mode, on_option, on_cancel) = (acp.clone(), acp.clone(), acp);
     Agent
         .v1()
         .name("agentd")
@@ -119,8 +131,15 @@ async fn connection(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
             async move |request: NewSessionRequest,
                         responder: Responder<NewSessionResponse>,
                         _connection: ConnectionTo<Client>| {
-                match on_new.new_session(&request).await {
-                    Ok(id) => responder.respond(NewSessionResponse::new(id)),
+                let created = async {
+                    let id = on_new.new_session(&request).await?;
+                    let choices = on_new.choices(&id).await?;
+                    Ok(NewSessionResponse::new(id)
+                        .modes(choices.modes)
+                        .config_options(choices.options))
+                };
+                match created.await {
+                    Ok(response) => responder.respond(response),
                     Err(err) => responder.respond_with_error(err),
                 }
             },
@@ -131,8 +150,15 @@ async fn connection(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
                         responder: Responder<LoadSessionResponse>,
                         connection: ConnectionTo<Client>| {
                 // Every replayed update goes out before the answer.
-                match on_load.load(&request, &connection).await {
-                    Ok(()) => responder.respond(LoadSessionResponse::new()),
+                let loaded = async {
+                    on_load.load(&request, &connection).await?;
+                    let choices = on_load.choices(&request.session_id.0).await?;
+                    Ok(LoadSessionResponse::new()
+                        .modes(choices.modes)
+                        .config_options(choices.options))
+                };
+                match loaded.await {
+                    Ok(response) => responder.respond(response),
                     Err(err) => responder.respond_with_error(err),
                 }
             },
@@ -151,6 +177,28 @@ async fn connection(acp: Arc<Acp>) -> Result<(), agent_client_protocol::Error> {
                         Err(err) => responder.respond_with_error(err),
                     }
                 })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionModeRequest,
+                        responder: Responder<SetSessionModeResponse>,
+                        connection: ConnectionTo<Client>| {
+                match on_mode.set_mode(&request, &connection).await {
+                    Ok(()) => responder.respond(SetSessionModeResponse::new()),
+                    Err(err) => responder.respond_with_error(err),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionConfigOptionRequest,
+                        responder: Responder<SetSessionConfigOptionResponse>,
+                        _connection: ConnectionTo<Client>| {
+                match on_option.set_option(&request).await {
+                    Ok(options) => responder.respond(SetSessionConfigOptionResponse::new(options)),
+                    Err(err) => responder.respond_with_error(err),
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )

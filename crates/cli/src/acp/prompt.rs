@@ -36,11 +36,12 @@ impl Acp {
         // Opened before the turn starts: none of its events is missed.
         let mut events = self.api.events(&session, after).await.map_err(api_error)?;
         let path = format!("/v1/sessions/{session}/messages");
-        let accepted = self
-            .api
-            .post(&path, json!({"content": content}))
-            .await
-            .map_err(api_error)?;
+        let mut body = json!({"content": content});
+        // The editor's mode; none: the profile's.
+        if let Some(mode) = self.selected_mode(&session) {
+            body["permission_mode"] = json!(mode.name());
+        }
+        let accepted = self.api.post(&path, body).await.map_err(api_error)?;
         let turn_id = accepted["turn_id"].as_str().unwrap_or_default().to_string();
         let mut started = false;
         let mut announced = Vec::new();

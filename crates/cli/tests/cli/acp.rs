@@ -2,15 +2,20 @@
 //! installed into `.tools/` by scripts/install-deps.sh): initialize, a new
 //! session on the editor's directory, a prompt that edits a file and runs
 //! Bash (each allowed once by the editor), one whose write the editor
-//! rejects, one cancelled mid-command, and the session loaded again by a
-//! second connection (issue 27).
+//! rejects, one cancelled mid-command, the `plan` mode set (a write tried
+//! under it is refused) and another model chosen (the next model request
+//! names it), and the session loaded again by a second connection (issue
+//! 27).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::run_harness::{Harness, Wire};
+use crate::run_harness::{Harness, Wire, request_text};
+
+/// A second model to switch to (the first is the environment's default).
+const MODELS: &str = "[models.haiku]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\nbase_url = \"{URL}\"\n";
 
 /// The SDK's entry point; a missing SDK fails the test (never skips it).
 fn sdk_entry() -> PathBuf {
@@ -27,13 +32,14 @@ fn sdk_entry() -> PathBuf {
 fn script(ws: &Path) -> Value {
     let hello = ws.join("hello.txt").display().to_string();
     let secret = ws.join("secret.txt").display().to_string();
+    let plan = ws.join("plan.txt").display().to_string();
     json!({"replies": [
         {"when": {"last_tool_name": "Edit"}, "content": [
             {"type": "tool_use", "name": "Bash", "input": {
                 "command": "cat hello.txt && echo RAN-BASH"}}]},
         {"when": {"last_tool_result_contains": "RAN-BASH"}, "content": [
             {"type": "text", "text": "Edited and ran."}]},
-        {"when": {"last_tool_name": "Write"}, "content": [
+        {"when": {"last_tool_name": "Write"}, "repeat": true, "content": [
             {"type": "text", "text": "Not written."}]},
         {"when": {"last_user_contains": "edit and run"}, "content": [
             {"type": "thinking", "thinking": "Change the greeting first."},
@@ -44,7 +50,12 @@ fn script(ws: &Path) -> Value {
             {"type": "tool_use", "name": "Write", "input": {
                 "file_path": secret, "content": "s3cret\n"}}]},
         {"when": {"last_user_contains": "sleep now"}, "content": [
-            {"type": "tool_use", "name": "Bash", "input": {"command": "sleep 30"}}]}
+            {"type": "tool_use", "name": "Bash", "input": {"command": "sleep 30"}}]},
+        {"when": {"last_user_contains": "plan the note"}, "content": [
+            {"type": "tool_use", "name": "Write", "input": {
+                "file_path": plan, "content": "planned\n"}}]},
+        {"when": {"last_user_contains": "which model"}, "content": [
+            {"type": "text", "text": "Switched."}]}
     ]})
 }
 
@@ -57,6 +68,7 @@ async fn drive(h: &Harness, answers: &str) -> Vec<Value> {
         .env("ACP_SDK", sdk_entry())
         .env("AGENTD", env!("CARGO_BIN_EXE_agentd"))
         .env("ANSWERS", answers)
+        .env("MODEL", "haiku")
         .env("CWD", h.ws());
     let output = tokio::task::spawn_blocking(move || node.output())
         .await
@@ -94,7 +106,9 @@ fn updates<'a>(lines: &'a [Value], phase: &str, kind: &str) -> Vec<&'a Value> {
 #[tokio::test]
 async fn an_editor_drives_agentd_over_acp() {
     let workspace = tempfile::tempdir().unwrap();
-    let mut h = Harness::new(Wire::Anthropic, script(workspace.path())).await;
+    let mut h = Harness::new(Wire::Anthropic, script(workspace.path()))
+        .await
+        .with_config(MODELS);
     h.workspace = workspace;
     std::fs::write(h.ws().join("hello.txt"), "hello world\n").unwrap();
 
@@ -108,10 +122,21 @@ async fn an_editor_drives_agentd_over_acp() {
     assert_eq!(prompts["image"], true, "{init}");
     assert_eq!(prompts["embeddedContext"], true, "{init}");
     assert_eq!(init["authMethods"], json!([]), "{init}");
-    let session_id = of(&lines, "new", "")[0]["result"]["sessionId"]
-        .as_str()
+    let created = &of(&lines, "new", "")[0]["result"];
+    let session_id = created["sessionId"].as_str().unwrap().to_string();
+    // The default profile's mode and the stricter ones; the models.
+    assert_eq!(created["modes"]["currentModeId"], "default", "{created}");
+    let mode_ids: Vec<&Value> = created["modes"]["availableModes"]
+        .as_array()
         .unwrap()
-        .to_string();
+        .iter()
+        .map(|m| &m["id"])
+        .collect();
+    assert_eq!(mode_ids, ["default", "dontAsk", "plan"], "{created}");
+    let model = &created["configOptions"][0];
+    assert_eq!(model["category"], "model", "{model}");
+    assert!(model.to_string().contains("\"haiku\""), "{model}");
+    assert_ne!(model["currentValue"], "haiku", "{model}");
 
     // The edit prompt: thought, text, the Edit call (kind, location, diff)
     // and the Bash call, each asked and allowed once; the file changed.
@@ -189,7 +214,9 @@ async fn an_editor_drives_agentd_over_acp() {
         .await
         .unwrap()
         .expect("the session is in agentd's store");
-    assert_eq!(session.turns, 3);
+    assert_eq!(session.turns, 5);
+
+    plan_and_model_phases(&h, &lines, &all);
 
     // Loading it again replays the history: the prompts and the calls.
     let replayed: Vec<&Value> = of(&lines, "update", "load")
@@ -203,7 +230,13 @@ async fn an_editor_drives_agentd_over_acp() {
         .collect();
     assert_eq!(
         user,
-        ["edit and run", "write the secret", "sleep now"],
+        [
+            "edit and run",
+            "write the secret",
+            "sleep now",
+            "plan the note",
+            "which model"
+        ],
         "{all}"
     );
     let replayed_edit = replayed
@@ -211,8 +244,48 @@ async fn an_editor_drives_agentd_over_acp() {
         .find(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == edit["toolCallId"])
         .unwrap_or_else(|| panic!("the Edit call is not replayed: {all}"));
     assert_eq!(replayed_edit["content"], edit["content"]);
-    assert!(!of(&lines, "loaded", "").is_empty());
+    // A new process starts from the profile's mode; the model is stored.
+    let loaded = &of(&lines, "loaded", "")[0]["result"];
+    assert_eq!(loaded["modes"]["currentModeId"], "default", "{loaded}");
+    assert_eq!(loaded["configOptions"][0]["currentValue"], "haiku");
     for exit in of(&lines, "exit", "") {
         assert_eq!(exit["code"], 0, "{all}");
     }
+}
+
+/// `plan` (read only): a looser mode refused, the mode announced, the write
+/// neither offered nor done, nothing asked. Then the chosen model names the
+/// next model request.
+fn plan_and_model_phases(h: &Harness, lines: &[Value], all: &str) {
+    let looser = of(lines, "looser", "plan")[0]["error"].to_string();
+    assert!(looser.contains("looser"), "{looser}");
+    let announced = updates(lines, "plan", "current_mode_update");
+    assert_eq!(announced[0]["currentModeId"], "plan", "{all}");
+    assert!(of(lines, "permission", "plan").is_empty(), "{all}");
+    assert!(!h.ws().join("plan.txt").exists(), "written under plan");
+    assert_eq!(
+        of(lines, "stop", "plan")[0]["result"]["stopReason"],
+        "end_turn"
+    );
+    let requests = h.model_requests();
+    let planned = requests
+        .iter()
+        .find(|r| request_text(r).contains("plan the note"))
+        .expect("the plan prompt reached the model");
+    let tools = planned.body["tools"].to_string();
+    assert!(
+        !tools.contains("\"Write\""),
+        "Write offered under plan: {tools}"
+    );
+    assert!(tools.contains("\"Read\""), "{tools}");
+
+    let chosen = &of(lines, "set_model", "model")[0]["result"];
+    assert_eq!(
+        chosen["configOptions"][0]["currentValue"], "haiku",
+        "{chosen}"
+    );
+    let last = requests.last().unwrap();
+    assert!(request_text(last).contains("which model"));
+    assert_eq!(last.body["model"], "claude-haiku-4-5");
+    assert_ne!(planned.body["model"], "claude-haiku-4-5");
 }

@@ -54,6 +54,7 @@ mod serve_model_switch;
 mod serve_mounts;
 mod serve_mounts_races;
 mod serve_output_limits;
+mod serve_permission_mode;
 mod serve_postgres;
 mod serve_project;
 mod serve_quotas;

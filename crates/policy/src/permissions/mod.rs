@@ -140,6 +140,21 @@ impl PermissionMode {
             text.into_deserializer();
         serde::Deserialize::deserialize(text).ok()
     }
+
+    /// Whether this mode lets more run without asking than `other`: a
+    /// client may pick a mode for a turn, never one looser than its
+    /// profile's. `read_only` and `dont_ask` (nothing asks, only what is
+    /// allowed runs) are the strictest, then `default`, `accept_edits`,
+    /// `bypass`.
+    pub fn is_looser_than(self, other: Self) -> bool {
+        let rank = |mode: Self| match mode {
+            Self::ReadOnly | Self::DontAsk => 0,
+            Self::Default => 1,
+            Self::AcceptEdits => 2,
+            Self::Bypass => 3,
+        };
+        rank(self) > rank(other)
+    }
 }
 
 /// The only tools the `read_only` mode lets through: those that read, and

@@ -506,3 +506,16 @@ fn dont_ask_denies_what_would_ask_and_keeps_the_rest() {
     };
     assert!(reason.contains("dontAsk"), "{reason}");
 }
+
+#[test]
+fn a_mode_is_looser_only_when_it_lets_more_run_unasked() {
+    use PermissionMode::*;
+    assert!(Bypass.is_looser_than(AcceptEdits));
+    assert!(AcceptEdits.is_looser_than(Default));
+    assert!(Default.is_looser_than(ReadOnly));
+    assert!(Default.is_looser_than(DontAsk));
+    assert!(!ReadOnly.is_looser_than(DontAsk));
+    assert!(!DontAsk.is_looser_than(ReadOnly));
+    assert!(!ReadOnly.is_looser_than(Bypass));
+    assert!(!Default.is_looser_than(Default));
+}

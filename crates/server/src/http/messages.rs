@@ -1,6 +1,7 @@
 //! Sending messages (each starts a turn owned by the server), the transcript,
 //! and interrupting.
 
+use agentd_policy::permissions::PermissionMode;
 use agentd_store::SessionRecord;
 use axum::Json;
 use axum::extract::State;
@@ -34,6 +35,13 @@ pub struct SendMessage {
     /// Extended thinking for this turn only, over the profile's and the
     /// model's (Anthropic models).
     pub thinking: Option<crate::config::Thinking>,
+    /// The permission mode for this turn only (agentd's names or Claude
+    /// Code's): as strict as the session profile's mode or stricter, never
+    /// looser (`403`). Strictest first: `read_only`/`plan` and
+    /// `dont_ask`/`dontAsk`, then `default`, `accept_edits`/`acceptEdits`,
+    /// `bypass`/`bypassPermissions`.
+    #[schema(value_type = Option<PermissionModeName>)]
+    pub permission_mode: Option<String>,
     /// 1–200 characters. Makes retries safe: the same id in this session answers with the
     /// turn it started the first time, and starts nothing.
     #[schema(min_length = 1, max_length = 200)]
@@ -41,6 +49,22 @@ pub struct SendMessage {
     /// Run after the running turn instead of answering 409.
     #[serde(default)]
     pub queue: bool,
+}
+
+/// A permission mode's spellings, for the OpenAPI document only (the
+/// handler reads them with `PermissionMode::parse`).
+#[derive(ToSchema)]
+#[allow(dead_code, non_camel_case_types, clippy::enum_variant_names)]
+pub enum PermissionModeName {
+    default,
+    accept_edits,
+    acceptEdits,
+    read_only,
+    plan,
+    bypass,
+    bypassPermissions,
+    dont_ask,
+    dontAsk,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -86,7 +110,8 @@ pub struct Interrupted {
         (status = 202, description = "Accepted; the turn runs", body = TurnAccepted),
         (status = 400, body = ErrorBody),
         (status = 403, description = "`not_granted`: the session's profile or model is no longer the caller's; \
-            `quota_exceeded`: spend or workspace bytes at the caller's quota", body = ErrorBody),
+            `quota_exceeded`: spend or workspace bytes at the caller's quota; \
+            `forbidden`: a `permission_mode` looser than the profile's", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 429, description = "`rate_limited`: turns at once or per hour at the caller's limit; \
             see `Retry-After`", body = ErrorBody),
@@ -115,8 +140,9 @@ pub async fn post_message(
             "client_request_id must be 1 to {MAX_REQUEST_ID_CHARS} characters"
         )));
     }
+    let mode = turn_mode(&state, &session, body.permission_mode.as_deref())?;
     let content = to_content_blocks(&state, &session, blocks).await?;
-    let kind = TurnKind::from_blocks(content, thinking_budget);
+    let kind = TurnKind::from_blocks(content, thinking_budget).with_permission_mode(mode);
     submit_turn(
         &state,
         &user,
@@ -126,6 +152,37 @@ pub async fn post_message(
         body.queue,
     )
     .await
+}
+
+/// The mode a message asks for its turn, read and checked: never looser
+/// than the profile's (a user must not step out of their profile).
+fn turn_mode(
+    state: &AppState,
+    session: &SessionRecord,
+    asked: Option<&str>,
+) -> ApiResult<Option<PermissionMode>> {
+    let Some(asked) = asked else {
+        return Ok(None);
+    };
+    let mode = PermissionMode::parse(asked).ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "unknown permission_mode {asked:?}: use default, accept_edits, read_only, \
+             bypass or dont_ask (or acceptEdits, plan, bypassPermissions, dontAsk)"
+        ))
+    })?;
+    let config = &state.registry.runtime().config;
+    // A profile no longer configured is refused by the turn's access check.
+    if let Ok(profile) = config.profile(&session.profile)
+        && mode.is_looser_than(profile.mode)
+    {
+        return Err(ApiError::Forbidden(format!(
+            "permission_mode {} is looser than the {:?} profile's {}: choose it or a stricter one",
+            mode.name(),
+            session.profile,
+            profile.mode.name()
+        )));
+    }
+    Ok(Some(mode))
 }
 
 /// Accept a turn of the caller's `session`, after the access checks.

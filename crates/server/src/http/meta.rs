@@ -48,6 +48,9 @@ pub struct ProfileInfo {
     pub max_turns: u32,
     pub turn_timeout_s: u64,
     pub max_budget_usd: Option<f64>,
+    /// Its permission mode (`default`, `accept_edits`, `read_only`,
+    /// `bypass`, `dont_ask`): a message may ask for it or a stricter one.
+    pub permission_mode: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -144,6 +147,7 @@ pub async fn profiles(State(state): State<AppState>, user: User) -> ApiResult<Js
                 max_turns: profile.max_turns,
                 turn_timeout_s: profile.turn_timeout_s,
                 max_budget_usd: profile.max_budget_usd,
+                permission_mode: profile.mode.name().into(),
             })
         })
         .collect();

@@ -1,7 +1,8 @@
 //! What a turn does: a user message (text and attachments, with an optional
-//! thinking budget of its own) or a compaction; and how it is written into
+//! thinking budget and permission mode of its own) or a compaction; and how it is written into
 //! the cluster's queue, whose one column is text.
 
+use agentd_policy::permissions::PermissionMode;
 use agentd_protocol::{ContentBlock, Message, Role};
 use serde::{Deserialize, Serialize};
 
@@ -15,12 +16,15 @@ pub enum TurnKind {
 }
 
 /// A user's message: its content blocks (text, images, documents) and the
-/// thinking budget asked for this turn only.
+/// thinking budget and permission mode asked for this turn only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserTurn {
     pub content: Vec<ContentBlock>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
+    /// Checked when accepted: never looser than the profile's mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<PermissionMode>,
 }
 
 /// The message text that asks for a compaction instead of a conversation turn.
@@ -47,7 +51,24 @@ impl TurnKind {
             TurnKind::Message(UserTurn {
                 content,
                 thinking_budget,
+                permission_mode: None,
             })
+        }
+    }
+
+    /// The same turn under `mode` (a compaction runs no tools: unchanged).
+    pub fn with_permission_mode(mut self, mode: Option<PermissionMode>) -> Self {
+        if let TurnKind::Message(turn) = &mut self {
+            turn.permission_mode = mode;
+        }
+        self
+    }
+
+    /// The permission mode the message asked for, over the profile's.
+    pub fn permission_mode(&self) -> Option<PermissionMode> {
+        match self {
+            TurnKind::Message(turn) => turn.permission_mode,
+            TurnKind::Compact => None,
         }
     }
 
@@ -80,9 +101,11 @@ impl TurnKind {
             TurnKind::Compact => return COMPACT_TEXT.into(),
             TurnKind::Message(turn) => turn,
         };
-        if let ([ContentBlock::Text { text }], None) =
-            (turn.content.as_slice(), turn.thinking_budget)
-            && !text.starts_with(QUEUED_JSON)
+        if let ([ContentBlock::Text { text }], None, None) = (
+            turn.content.as_slice(),
+            turn.thinking_budget,
+            turn.permission_mode,
+        ) && !text.starts_with(QUEUED_JSON)
         {
             return text.clone();
         }
@@ -131,7 +154,10 @@ mod tests {
             Some(2048),
         );
         let sneaky = TurnKind::from_text(format!("{QUEUED_JSON}{{}}"));
-        for kind in [TurnKind::Compact, message, with_image, sneaky] {
+        let read_only = TurnKind::from_text("look only".into())
+            .with_permission_mode(Some(PermissionMode::ReadOnly));
+        assert!(read_only.to_queue_text().starts_with(QUEUED_JSON));
+        for kind in [TurnKind::Compact, message, with_image, sneaky, read_only] {
             let back = TurnKind::from_queue_text(kind.to_queue_text());
             assert_eq!(back, Ok(kind));
         }

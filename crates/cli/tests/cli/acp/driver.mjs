@@ -1,7 +1,8 @@
 // Drives `agentd acp` with the real ACP client (@agentclientprotocol/sdk):
 // one connection runs three prompts (an edit and a command allowed once, a
-// write rejected, a command cancelled mid-turn); a second one loads the
-// session. Prints what it sees as JSON lines for crates/cli/tests/cli/acp.rs.
+// write rejected, a command cancelled mid-turn), then sets the `plan` mode
+// (a write tried under it) and another model (a last prompt); a second
+// connection loads the session. Prints what it sees as JSON lines for crates/cli/tests/cli/acp.rs.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 
@@ -55,7 +56,22 @@ const sessionId = await editor().connectWith(first.stream, async (ctx) => {
     });
     out({ kind: "stop", phase, result });
   }
-  return session.sessionId;
+  const sessionId = session.sessionId;
+  const prompt = async (text) =>
+    out({ kind: "stop", phase, result: await ctx.request(acp.methods.agent.session.prompt, {
+      sessionId, prompt: [{ type: "text", text }] }) });
+  // A mode looser than the profile's is refused; `plan` is taken.
+  phase = "plan";
+  const looser = await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "bypassPermissions" })
+    .then(() => null, (error) => JSON.stringify(error));
+  out({ kind: "looser", phase, error: looser });
+  out({ kind: "set_mode", phase, result: await ctx.request(acp.methods.agent.session.setMode, { sessionId, modeId: "plan" }) });
+  await prompt("plan the note");
+  phase = "model";
+  const chosen = { sessionId, configId: "model", value: process.env.MODEL };
+  out({ kind: "set_model", phase, result: await ctx.request(acp.methods.agent.session.setConfigOption, chosen) });
+  await prompt("which model");
+  return sessionId;
 });
 first.child.stdin.end();
 out({ kind: "exit", code: await first.exited });
