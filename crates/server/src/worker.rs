@@ -14,6 +14,7 @@ use crate::access::QuotaRefusal;
 use crate::access::quotas::QuotaCheckError;
 use crate::admission::Caller;
 use crate::metrics::TurnClock;
+use crate::registry::TurnKind;
 use crate::registry::{EntryHandle, PendingTurn, Registry};
 use crate::runtime::{RunError, TurnOptions};
 
@@ -110,7 +111,7 @@ async fn run_one(
         client_request_id: turn.client_request_id.clone(),
         turn_id: Some(turn.turn_id.clone()),
         // Checked against the profile's when the message was accepted.
-        permission_mode: kind.permission_mode(),
+        permission_mode: message_mode(&runtime.config, &session, kind),
         ..TurnOptions::default()
     };
     let env = registry.env().clone();
@@ -422,4 +423,22 @@ async fn still_allowed(
         }
         Err(QuotaCheckError::Store(err)) => Err(refused(ErrorCode::StoreError, err.to_string())),
     }
+}
+
+/// The mode a message asked for, as long as it is still no looser than the
+/// session profile's now (the profile may have been tightened while the
+/// turn waited in a queue); otherwise the profile's own.
+fn message_mode(
+    config: &crate::config::Config,
+    session: &SessionRecord,
+    kind: &TurnKind,
+) -> Option<agentd_policy::permissions::PermissionMode> {
+    let asked = kind.permission_mode()?;
+    let profile = config.profile(&session.profile).ok()?;
+    if asked.is_looser_than(profile.mode) {
+        tracing::warn!(session = %session.id, asked = asked.name(), profile = profile.mode.name(),
+            "a message's permission mode is looser than its profile's now; the profile's applies");
+        return None;
+    }
+    Some(asked)
 }

@@ -92,3 +92,26 @@ async fn a_message_may_ask_for_a_stricter_mode_never_a_looser_one() {
     assert!(offered(&h).contains(&"Write".to_string()));
     assert_eq!(note(&alice, &id).await, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn read_only_and_dont_ask_do_not_replace_each_other() {
+    // Each lets run something the other does not (dont_ask: allow rules for
+    // writing tools; read_only: any WebFetch, and asking).
+    for (profile, other) in [("read_only", "dont_ask"), ("dont_ask", "plan")] {
+        let config = format!(
+            "[server]\nauth = \"token\"\n[profiles.default]\nmode = \"{profile}\"\nallow = [\"Write\"]\n"
+        );
+        let h = Harness::new(script(), &config).await;
+        let server = h.start().await;
+        let alice = server.as_user(&h.token("alice").await);
+        let id = alice.session().await;
+        let body = json!({"content": "write it", "permission_mode": other});
+        let (status, error) = send(&alice, &id, body).await;
+        assert_eq!(
+            status,
+            StatusCode::FORBIDDEN,
+            "{profile} → {other}: {error}"
+        );
+        assert_eq!(note(&alice, &id).await, StatusCode::NOT_FOUND);
+    }
+}

@@ -141,11 +141,13 @@ impl PermissionMode {
         serde::Deserialize::deserialize(text).ok()
     }
 
-    /// Whether this mode lets more run without asking than `other`: a
-    /// client may pick a mode for a turn, never one looser than its
-    /// profile's. `read_only` and `dont_ask` (nothing asks, only what is
-    /// allowed runs) are the strictest, then `default`, `accept_edits`,
-    /// `bypass`.
+    /// Whether this mode may let run what `other` would not: a client may
+    /// pick a mode for a turn, never one looser than its profile's. The
+    /// order is partial: `default` < `accept_edits` < `bypass`, and
+    /// `read_only` and `dont_ask` are below `default` but not comparable
+    /// with each other (`read_only` lets WebFetch go anywhere and may ask;
+    /// `dont_ask` honours allow rules for writing tools), so each replaces
+    /// only itself or the three above.
     pub fn is_looser_than(self, other: Self) -> bool {
         let rank = |mode: Self| match mode {
             Self::ReadOnly | Self::DontAsk => 0,
@@ -153,7 +155,13 @@ impl PermissionMode {
             Self::AcceptEdits => 2,
             Self::Bypass => 3,
         };
-        rank(self) > rank(other)
+        if self == other {
+            return false;
+        }
+        match (self, other) {
+            (Self::ReadOnly | Self::DontAsk, Self::ReadOnly | Self::DontAsk) => true,
+            _ => rank(self) > rank(other),
+        }
     }
 }
 

@@ -514,8 +514,12 @@ fn a_mode_is_looser_only_when_it_lets_more_run_unasked() {
     assert!(AcceptEdits.is_looser_than(Default));
     assert!(Default.is_looser_than(ReadOnly));
     assert!(Default.is_looser_than(DontAsk));
-    assert!(!ReadOnly.is_looser_than(DontAsk));
-    assert!(!DontAsk.is_looser_than(ReadOnly));
+    // Neither of the two strictest replaces the other: each lets run
+    // something the other does not.
+    assert!(ReadOnly.is_looser_than(DontAsk));
+    assert!(DontAsk.is_looser_than(ReadOnly));
+    assert!(!ReadOnly.is_looser_than(ReadOnly));
+    assert!(!DontAsk.is_looser_than(Default));
     assert!(!ReadOnly.is_looser_than(Bypass));
     assert!(!Default.is_looser_than(Default));
 }

@@ -20,7 +20,7 @@ use crate::admission::Caller;
 use crate::content::check_content;
 use crate::registry::{Accepted, Submission, TurnKind};
 
-const MAX_REQUEST_ID_CHARS: usize = 200;
+pub(super) const MAX_REQUEST_ID_CHARS: usize = 200;
 
 /// Largest body of `POST …/messages`: room for several images in base64.
 pub const MESSAGE_BODY_LIMIT: usize = 32 * 1024 * 1024;

@@ -112,13 +112,14 @@ pub async fn post_chat(
         }
         ChatAction::Approvals(answers) => {
             // Found first: once answered, the turn may end at once.
+            // Nothing is answered when no turn waits for the answers.
             let waiting = running_turn(&state, &id, session.last_seq).await?;
-            answer_approvals(&state, &user, &id, &answers).await?;
             let mut cursor = waiting.ok_or_else(|| {
                 ApiError::from(SessionError::NotWaiting(
                     "no turn is waiting for these approvals any more".into(),
                 ))
             })?;
+            answer_approvals(&state, &user, &id, &answers).await?;
             cursor.continue_after = answers.last().map(|answer| answer.request_id.clone());
             Ok(respond(&state, slot, cursor))
         }

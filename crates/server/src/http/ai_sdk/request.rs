@@ -114,10 +114,19 @@ fn user_turn(message: &UiMessage) -> Result<ChatAction, ApiError> {
             "the last user message has no text or file part".into(),
         ));
     }
+    // Kept as the turn's request id, as long as any client's may be.
+    let request_id = format!("ai-sdk:{}", message.id);
+    if message.id.is_empty()
+        || request_id.chars().count() > crate::http::messages::MAX_REQUEST_ID_CHARS
+    {
+        return Err(ApiError::BadRequest(format!(
+            "the message id must be 1 to {} characters",
+            crate::http::messages::MAX_REQUEST_ID_CHARS - "ai-sdk:".len()
+        )));
+    }
     Ok(ChatAction::Turn {
         content: Value::Array(content),
-        // Namespaced, so it cannot collide with ids other clients send.
-        request_id: format!("ai-sdk:{}", message.id),
+        request_id,
     })
 }
 
