@@ -228,7 +228,9 @@ mod tests {
         };
         assert_eq!(ids(PermissionMode::Default), ["default", "dontAsk", "plan"]);
         assert_eq!(ids(PermissionMode::Bypass).len(), 5);
-        assert_eq!(ids(PermissionMode::ReadOnly), ["dontAsk", "plan"]);
+        // The two strictest do not stand in for each other.
+        assert_eq!(ids(PermissionMode::ReadOnly), ["plan"]);
+        assert_eq!(ids(PermissionMode::DontAsk), ["dontAsk"]);
         for (mode, id, ..) in MODES {
             assert_eq!(PermissionMode::parse(id), Some(mode), "{id}");
         }
