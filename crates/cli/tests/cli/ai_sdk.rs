@@ -257,6 +257,50 @@ async fn an_approval_is_asked_in_the_stream_and_answered_by_the_next_request() {
 }
 
 #[tokio::test]
+async fn a_denied_approval_is_a_denied_tool_output_and_nothing_runs() {
+    let mut script = script();
+    let told = json!({"when": {"last_tool_result_contains": "denied"}, "content": [
+        {"type": "text", "text": "Not run."}]});
+    script["replies"].as_array_mut().unwrap().push(told);
+    let h = Harness::new(script, "[server]\nauth = \"token\"\n").await;
+    let token = h.token("alice").await;
+    let server = h.start().await.with_token(&token);
+    let session = server.session().await;
+
+    let out = chat(&server, &session, "approve", &[("APPROVED", "false")]).await;
+    let chunks: Vec<&str> = out["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(chunks.contains(&"tool-output-denied"), "{chunks:?}");
+    let denied = out["message"]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "tool-Bash")
+        .unwrap();
+    assert_eq!(denied["state"], "output-denied", "{denied}");
+    // The call did not run: the model was told it was denied.
+    let request = h.model_requests().last().unwrap().body.clone();
+    let last = request["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let result = &last["content"][0];
+    assert_eq!(result["type"], "tool_result", "{result}");
+    assert_eq!(result["is_error"], true, "{result}");
+    let output = result["content"].to_string();
+    assert!(
+        output.contains("denied") && !output.contains("FILES-3"),
+        "{output}"
+    );
+}
+
+#[tokio::test]
 async fn the_chat_endpoint_refuses_strangers_and_malformed_bodies() {
     let h = Harness::new(script(), TOML).await;
     let token = h.token("alice").await;
