@@ -8,7 +8,8 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock as AcpBlock, EmbeddedResourceResource, PermissionOption, PermissionOptionKind,
     PromptRequest, PromptResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    SessionNotification, SessionUpdate, StopReason, ToolCallStatus,
+    SessionNotification, SessionUpdate, StopReason, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
 };
 use agentd_protocol::{Event, TurnFinished, TurnStatus};
 use futures::StreamExt;
@@ -20,6 +21,7 @@ use super::{Acp, api_error, updates};
 const ALLOW_ONCE: &str = "allow_once";
 const ALLOW_ALWAYS: &str = "allow_always";
 const REJECT: &str = "reject_once";
+const SKIP: &str = "skip";
 
 impl Acp {
     /// Run the prompt as a turn and follow it to its end.
@@ -78,6 +80,17 @@ impl Acp {
                     self.ask(connection, &request, &session, request_id, &call)
                         .await?;
                 }
+                Event::QuestionAsked {
+                    request_id,
+                    call_id,
+                    questions,
+                    ..
+                } => {
+                    self.ask_questions(
+                        connection, &request, &session, request_id, call_id, questions,
+                    )
+                    .await?;
+                }
                 event => {
                     for update in updates::live(event, workspace.as_deref(), &mut announced) {
                         send(connection, &request, update)?;
@@ -132,6 +145,73 @@ impl Acp {
             send(connection, prompt, update)?;
         }
         Ok(())
+    }
+
+    /// The agent's questions (AskUserQuestion). ACP has no question
+    /// request, so each is put as a permission request whose options are
+    /// the question's own; the choices go to agentd's questions API. A
+    /// skipped question is left unanswered (the agent goes on without it).
+    async fn ask_questions(
+        &self,
+        connection: &ConnectionTo<Client>,
+        prompt: &PromptRequest,
+        session: &str,
+        request_id: &str,
+        call_id: &str,
+        questions: &Value,
+    ) -> Result<(), agent_client_protocol::Error> {
+        let mut answers = serde_json::Map::new();
+        for question in questions.as_array().into_iter().flatten() {
+            let Some(text) = question["question"].as_str() else {
+                continue;
+            };
+            let labels: Vec<&str> = question["options"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|option| option["label"].as_str())
+                .collect();
+            let mut options: Vec<PermissionOption> = labels
+                .iter()
+                .enumerate()
+                .map(|(i, label)| {
+                    PermissionOption::new(
+                        format!("answer_{i}"),
+                        *label,
+                        PermissionOptionKind::AllowOnce,
+                    )
+                })
+                .collect();
+            options.push(PermissionOption::new(
+                SKIP,
+                "Skip",
+                PermissionOptionKind::RejectOnce,
+            ));
+            let call = ToolCallUpdate::new(
+                call_id.to_string(),
+                ToolCallUpdateFields::new()
+                    .title(text.to_string())
+                    .kind(ToolKind::Think)
+                    .raw_input(question.clone()),
+            );
+            let asked = RequestPermissionRequest::new(prompt.session_id.clone(), call, options);
+            let answer = connection.send_request(asked).block_task().await?;
+            let RequestPermissionOutcome::Selected(selected) = answer.outcome else {
+                break;
+            };
+            let chosen = selected.option_id.0.strip_prefix("answer_");
+            if let Some(label) = chosen
+                .and_then(|i| i.parse::<usize>().ok())
+                .and_then(|i| labels.get(i))
+            {
+                answers.insert(text.to_string(), json!(label));
+            }
+        }
+        let path = format!("/v1/sessions/{session}/questions/{request_id}");
+        match self.api.post(&path, json!({"answers": answers})).await {
+            Err(err) if err.status == Some(reqwest::StatusCode::CONFLICT) => Ok(()),
+            outcome => outcome.map(|_| ()).map_err(api_error),
+        }
     }
 
     /// Stop the session's running turn (`session/cancel`); the prompt ends

@@ -55,7 +55,14 @@ fn script(ws: &Path) -> Value {
             {"type": "tool_use", "name": "Write", "input": {
                 "file_path": plan, "content": "planned\n"}}]},
         {"when": {"last_user_contains": "which model"}, "content": [
-            {"type": "text", "text": "Switched."}]}
+            {"type": "text", "text": "Switched."}]},
+        {"when": {"last_tool_name": "AskUserQuestion"}, "content": [
+            {"type": "text", "text": "Noted the colour."}]},
+        {"when": {"last_user_contains": "ask me"}, "content": [
+            {"type": "tool_use", "name": "AskUserQuestion", "input": {"questions": [{
+                "question": "Which colour?", "header": "Colour", "multiSelect": false,
+                "options": [{"label": "Blue", "description": "calm"},
+                            {"label": "Red", "description": "bold"}]}]}}]}
     ]})
 }
 
@@ -112,7 +119,7 @@ async fn an_editor_drives_agentd_over_acp() {
     h.workspace = workspace;
     std::fs::write(h.ws().join("hello.txt"), "hello world\n").unwrap();
 
-    let lines = drive(&h, "allow_once,allow_once,reject_once,allow_once").await;
+    let lines = drive(&h, "allow_once,allow_once,reject_once,allow_once,answer_1").await;
     let all = serde_json::to_string_pretty(&lines).unwrap();
 
     // initialize: loadSession, images and embedded context, no sign-in.
@@ -214,9 +221,36 @@ async fn an_editor_drives_agentd_over_acp() {
         .await
         .unwrap()
         .expect("the session is in agentd's store");
-    assert_eq!(session.turns, 5);
+    assert_eq!(session.turns, 6);
 
     plan_and_model_phases(&h, &lines, &all);
+
+    // The question was asked with its own options; the chosen one reached
+    // the model as the answer.
+    let asked = of(&lines, "permission", "question");
+    assert_eq!(asked.len(), 1, "{all}");
+    let options = asked[0]["request"]["options"].to_string();
+    assert!(
+        options.contains("Blue") && options.contains("Red"),
+        "{options}"
+    );
+    assert_eq!(asked[0]["request"]["toolCall"]["title"], "Which colour?");
+    let request = h.model_requests().last().unwrap().body.clone();
+    let last = request["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let answer = last["content"][0]["content"].to_string();
+    assert!(
+        answer.contains("Red") && !answer.contains("Blue"),
+        "{answer}"
+    );
+    assert_eq!(
+        of(&lines, "stop", "question")[0]["result"]["stopReason"],
+        "end_turn"
+    );
 
     // Loading it again replays the history: the prompts and the calls.
     let replayed: Vec<&Value> = of(&lines, "update", "load")
@@ -235,7 +269,8 @@ async fn an_editor_drives_agentd_over_acp() {
             "write the secret",
             "sleep now",
             "plan the note",
-            "which model"
+            "which model",
+            "ask me"
         ],
         "{all}"
     );

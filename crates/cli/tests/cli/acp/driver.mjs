@@ -71,6 +71,9 @@ const sessionId = await editor().connectWith(first.stream, async (ctx) => {
   const chosen = { sessionId, configId: "model", value: process.env.MODEL };
   out({ kind: "set_model", phase, result: await ctx.request(acp.methods.agent.session.setConfigOption, chosen) });
   await prompt("which model");
+  // The agent's question comes as a permission request with its options.
+  phase = "question";
+  await prompt("ask me");
   return sessionId;
 });
 first.child.stdin.end();
