@@ -54,13 +54,15 @@ impl Runtime {
         let mut deny = profile.deny.clone();
         deny.extend(options.deny.iter().cloned());
         let workspace = root.path().to_path_buf();
-        let mut files = ProjectFiles::new(root, identity);
-        if let Ok(rules) = PermissionPolicy::new(profile.mode, &profile.allow, &deny, &profile.ask)
-        {
-            files = files.with_hidden(std::sync::Arc::new(move |path: &Path| {
+        let files = ProjectFiles::new(root, identity);
+        // Rules that do not parse fail the turn later; until then nothing
+        // is read rather than something they might protect.
+        let files = match PermissionPolicy::new(profile.mode, &profile.allow, &deny, &profile.ask) {
+            Ok(rules) => files.with_hidden(std::sync::Arc::new(move |path: &Path| {
                 rules.read_denied_by(path, &workspace).is_some()
-            }));
-        }
+            })),
+            Err(_) => files.with_hidden(std::sync::Arc::new(|_: &Path| true)),
+        };
         let project = tokio::task::spawn_blocking(move || load(&files, &scope))
             .await
             .unwrap_or_default();
