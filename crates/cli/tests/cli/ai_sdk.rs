@@ -219,31 +219,40 @@ async fn a_cut_connection_resumes_the_running_turn_from_its_start() {
     assert_eq!(h.model_requests().len(), 2);
 }
 
-#[tokio::test]
-async fn an_approval_is_asked_in_the_stream_and_answered_by_the_next_request() {
+/// A turn whose Bash asks for approval, answered `approved` by the
+/// script's next request, as `addToolApprovalResponse` does.
+async fn approval_answered(script: Value, approved: bool) -> (Harness, Server, String, Value) {
     // The default profile asks before Bash runs.
-    let h = Harness::new(script(), "[server]\nauth = \"token\"\n").await;
+    let h = Harness::new(script, "[server]\nauth = \"token\"\n").await;
     let token = h.token("alice").await;
     let server = h.start().await.with_token(&token);
     let session = server.session().await;
+    let answer = [("APPROVED", if approved { "true" } else { "false" })];
+    let out = chat(&server, &session, "approve", &answer).await;
+    (h, server, session, out)
+}
 
-    let out = chat(&server, &session, "approve", &[("APPROVED", "true")]).await;
-    let first_chunks: Vec<&str> = out["firstChunks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .collect();
+/// The chunk types under `key` of the script's output.
+fn chunk_types<'a>(out: &'a Value, key: &str) -> Vec<&'a str> {
+    let chunks = out[key].as_array().unwrap().iter();
+    chunks.map(|c| c.as_str().unwrap()).collect()
+}
+
+/// The Bash tool part of a UI message.
+fn bash_part(message: &Value) -> &Value {
+    let parts = message["parts"].as_array().unwrap();
+    parts.iter().find(|p| p["type"] == "tool-Bash").unwrap()
+}
+
+#[tokio::test]
+async fn an_approval_is_asked_in_the_stream_and_answered_by_the_next_request() {
+    let (_h, server, session, out) = approval_answered(script(), true).await;
+    let first_chunks = chunk_types(&out, "firstChunks");
     assert!(
         first_chunks.contains(&"tool-approval-request"),
         "{first_chunks:?}"
     );
-    let waiting = out["first"]["parts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["type"] == "tool-Bash")
-        .unwrap();
+    let waiting = bash_part(&out["first"]);
     assert_eq!(waiting["state"], "approval-requested", "{waiting}");
     let message = &out["message"];
     let turn_id = message["id"].as_str().unwrap();
@@ -262,25 +271,10 @@ async fn a_denied_approval_is_a_denied_tool_output_and_nothing_runs() {
     let told = json!({"when": {"last_tool_result_contains": "denied"}, "content": [
         {"type": "text", "text": "Not run."}]});
     script["replies"].as_array_mut().unwrap().push(told);
-    let h = Harness::new(script, "[server]\nauth = \"token\"\n").await;
-    let token = h.token("alice").await;
-    let server = h.start().await.with_token(&token);
-    let session = server.session().await;
-
-    let out = chat(&server, &session, "approve", &[("APPROVED", "false")]).await;
-    let chunks: Vec<&str> = out["chunks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .collect();
+    let (h, _server, _session, out) = approval_answered(script, false).await;
+    let chunks = chunk_types(&out, "chunks");
     assert!(chunks.contains(&"tool-output-denied"), "{chunks:?}");
-    let denied = out["message"]["parts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["type"] == "tool-Bash")
-        .unwrap();
+    let denied = bash_part(&out["message"]);
     assert_eq!(denied["state"], "output-denied", "{denied}");
     // The call did not run: the model was told it was denied.
     let request = h.model_requests().last().unwrap().body.clone();
