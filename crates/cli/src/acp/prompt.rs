@@ -44,7 +44,13 @@ impl Acp {
             body["permission_mode"] = json!(mode.name());
         }
         let accepted = self.api.post(&path, body).await.map_err(api_error)?;
-        let turn_id = accepted["turn_id"].as_str().unwrap_or_default().to_string();
+        let turn_id = accepted["turn_id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                agent_client_protocol::Error::internal_error()
+                    .data("agentd's answer had no turn_id")
+            })?;
         let mut started = false;
         let mut announced = Vec::new();
         while let Some(envelope) = events.next().await {
