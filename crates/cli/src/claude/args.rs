@@ -288,14 +288,22 @@ fn permissions(value: &Value, rules: &mut Rules) -> Result<(), String> {
         .as_object()
         .ok_or("--settings: \"permissions\" must be an object")?;
     for (key, value) in object {
-        let list = || -> Vec<String> {
-            let items = value.as_array().into_iter().flatten();
-            items.filter_map(Value::as_str).map(str::to_owned).collect()
+        // A rule list that is not one is refused, never read as empty: a
+        // deny rule must not be lost.
+        let list = || -> Result<Vec<String>, String> {
+            let items = value
+                .as_array()
+                .map(|items| items.iter().map(Value::as_str));
+            let rules: Option<Vec<&str>> = items.and_then(|items| items.collect());
+            let rules = rules.ok_or_else(|| {
+                format!("--settings: permissions.{key} must be an array of rule strings")
+            })?;
+            Ok(rules.into_iter().map(str::to_owned).collect())
         };
         match key.as_str() {
-            "allow" => rules.allow = list(),
-            "deny" => rules.deny = list(),
-            "ask" => rules.ask = list(),
+            "allow" => rules.allow = list()?,
+            "deny" => rules.deny = list()?,
+            "ask" => rules.ask = list()?,
             "defaultMode" => {
                 let mode = value.as_str().unwrap_or_default();
                 rules.mode = Some(parse_mode(mode)?);

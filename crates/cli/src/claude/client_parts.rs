@@ -61,14 +61,7 @@ pub fn hooks_from_initialize(
 }
 
 fn hook_event(name: &str) -> Option<HookEvent> {
-    Some(match name {
-        "PreToolUse" => HookEvent::PreToolUse,
-        "PostToolUse" => HookEvent::PostToolUse,
-        "UserPromptSubmit" => HookEvent::UserPromptSubmit,
-        "Stop" => HookEvent::Stop,
-        "PreCompact" => HookEvent::PreCompact,
-        _ => return None,
-    })
+    serde_json::from_value(Value::String(name.to_string())).ok()
 }
 
 fn hook_callback(control: Arc<Control>, callback_id: String) -> HookCallback {
@@ -153,6 +146,12 @@ pub fn mcp_servers(
             return Err("--mcp-config: expected {\"mcpServers\": {NAME: {…}}}".into());
         };
         for (name, entry) in entries {
+            if servers
+                .iter()
+                .any(|server: &McpServerConfig| server.name == *name)
+            {
+                return Err(format!("--mcp-config server {name:?}: given twice"));
+            }
             let transport = check_server_name(name)
                 .and_then(|()| mcp_transport(name, entry, control))
                 .map_err(|err| format!("--mcp-config server {name:?}: {err}"))?;

@@ -101,6 +101,10 @@ async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Resul
         (Some(prompt), ClaudeInput::Text) => {
             let _ = turns.send(Ok((TurnKind::from_text(prompt.clone()), 0)));
             drop(turns);
+            // Nothing reads stdin: requests to the client fail at once
+            // (a permission is denied, a callback hook denies) instead of
+            // waiting for an answer that cannot come.
+            control.close();
         }
         (None, ClaudeInput::Text) => {
             return Err(usage(

@@ -155,6 +155,7 @@ async fn query_runs_a_turn_whose_bash_is_confined_to_the_workspace() {
     let result = run.results()[0];
     assert_eq!(result["subtype"], "success");
     assert_eq!(result["result"], "PROBE-DONE");
+    assert!(result["total_cost_usd"].as_f64().unwrap() > 0.0, "{result}");
     assert!(result["usage"]["input_tokens"].as_u64().unwrap() > 0);
     let session = run.session_id();
     assert_eq!(init["data"]["session_id"], session);
@@ -288,8 +289,21 @@ async fn questions_go_to_the_callback_and_a_deny_may_stop_the_turn() {
     let asked: Vec<&Value> = run.callbacks("can_use_tool");
     assert_eq!(asked[0]["tool"], "AskUserQuestion");
     assert_eq!(asked[1]["tool"], "Bash");
-    let after_question = request_text(&h.model_requests()[1]);
-    assert!(after_question.contains("Blue"), "{after_question}");
+    // The answer the callback gave is the tool result the model reads
+    // (both colours are in the question itself).
+    let request = h.model_requests()[1].body.clone();
+    let last = request["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["content"][0]["type"], "tool_result", "{last}");
+    let answer = last["content"][0]["content"].to_string();
+    assert!(
+        answer.contains("Blue") && !answer.contains("Red"),
+        "{answer}"
+    );
     // The deny with `interrupt` ended the turn: no further model call.
     assert_eq!(h.model_requests().len(), 2);
     assert_eq!(run.results()[0]["subtype"], "error_during_execution");
@@ -448,6 +462,28 @@ async fn flags_and_lines_agentd_cannot_honour_are_refused_by_name() {
             "--add-dir /etc",
         ),
         (
+            vec![
+                "claude",
+                "-p",
+                "hi",
+                "--settings",
+                r#"{"permissions": {"deny": "Bash(rm *)"}}"#,
+            ],
+            "permissions.deny must be an array",
+        ),
+        (
+            vec![
+                "claude",
+                "-p",
+                "hi",
+                "--mcp-config",
+                r#"{"mcpServers": {"calc": {"type": "sdk"}}}"#,
+                "--mcp-config",
+                r#"{"mcpServers": {"calc": {"type": "sdk"}}}"#,
+            ],
+            "given twice",
+        ),
+        (
             vec!["claude", "-p", "hi", "--fork-session"],
             "--fork-session needs",
         ),
@@ -517,4 +553,40 @@ async fn flags_and_lines_agentd_cannot_honour_are_refused_by_name() {
     let listed = h.command(&["sessions", "ls", "--json"]).output().unwrap();
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed, json!([]), "an empty session was left behind");
+}
+
+#[tokio::test]
+async fn a_prompt_argument_with_stdio_permissions_is_denied_not_stuck() {
+    // Nobody reads stdin, so nobody can answer: the call is denied at once.
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "TOUCH"}, "content": [bash("touch asked.txt")]},
+        {"when": {"last_tool_name": "Bash"}, "content": [text("NOT ALLOWED")]},
+    ]});
+    let h = Harness::new(Wire::Anthropic, script).await;
+    let mut command = h.command(&[
+        "claude",
+        "-p",
+        "TOUCH it",
+        "--output-format",
+        "json",
+        "--permission-prompt-tool",
+        "stdio",
+    ]);
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        tokio::task::spawn_blocking(move || command.output().unwrap()),
+    )
+    .await
+    .expect("agentd claude waited for an answer nobody can give")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(result["result"], "NOT ALLOWED", "{result}");
+    assert_eq!(result["permission_denials"].as_array().unwrap().len(), 1);
+    assert!(!h.ws().join("asked.txt").exists());
 }
