@@ -23,36 +23,31 @@ use super::{Acp, api_error, invalid};
 /// The model selector's config option id.
 const MODEL_OPTION: &str = "model";
 
-/// Every mode, loosest first: its id (Claude Code's spelling, which
-/// editors know), name and what it does.
-const MODES: [(PermissionMode, &str, &str, &str); 5] = [
+/// Every mode, loosest first, with its name and what it does; its id is
+/// Claude Code's spelling (`PermissionMode::claude_name`), which editors know.
+const MODES: [(PermissionMode, &str, &str); 5] = [
     (
         PermissionMode::Bypass,
-        "bypassPermissions",
         "Bypass Permissions",
         "Every tool runs unless a deny rule matches",
     ),
     (
         PermissionMode::AcceptEdits,
-        "acceptEdits",
         "Accept Edits",
         "File edits run unasked; commands ask",
     ),
     (
         PermissionMode::Default,
-        "default",
         "Default",
         "Reads run; edits and commands ask",
     ),
     (
         PermissionMode::DontAsk,
-        "dontAsk",
         "Don't Ask",
         "Only what the profile's rules allow runs; nothing asks",
     ),
     (
         PermissionMode::ReadOnly,
-        "plan",
         "Plan (read only)",
         "Only reading tools run; edits and commands are refused",
     ),
@@ -60,10 +55,7 @@ const MODES: [(PermissionMode, &str, &str, &str); 5] = [
 
 /// A mode's id as the editor sees it.
 fn mode_id(mode: PermissionMode) -> &'static str {
-    MODES
-        .iter()
-        .find(|(known, ..)| *known == mode)
-        .map_or("default", |(_, id, ..)| id)
+    mode.claude_name()
 }
 
 /// The profile's mode and every stricter one, `current` selected.
@@ -71,7 +63,7 @@ fn mode_state(profile: PermissionMode, current: PermissionMode) -> SessionModeSt
     let modes = MODES
         .iter()
         .filter(|(mode, ..)| !mode.is_looser_than(profile))
-        .map(|(_, id, name, about)| SessionMode::new(*id, *name).description(*about))
+        .map(|(mode, name, about)| SessionMode::new(mode_id(*mode), *name).description(*about))
         .collect();
     SessionModeState::new(mode_id(current), modes)
 }
@@ -160,7 +152,7 @@ impl Acp {
         let session = request.session_id.0.to_string();
         let asked = &*request.mode_id.0;
         let mode = PermissionMode::parse(asked).ok_or_else(|| {
-            let ids: Vec<&str> = MODES.iter().map(|(_, id, ..)| *id).collect();
+            let ids: Vec<&str> = MODES.iter().map(|(mode, ..)| mode_id(*mode)).collect();
             invalid(format!("unknown mode {asked:?}: one of {}", ids.join(", ")))
         })?;
         let view = self.api.session(&session).await.map_err(api_error)?;
@@ -231,7 +223,8 @@ mod tests {
         // The two strictest do not stand in for each other.
         assert_eq!(ids(PermissionMode::ReadOnly), ["plan"]);
         assert_eq!(ids(PermissionMode::DontAsk), ["dontAsk"]);
-        for (mode, id, ..) in MODES {
+        for (mode, ..) in MODES {
+            let id = mode_id(mode);
             assert_eq!(PermissionMode::parse(id), Some(mode), "{id}");
         }
     }

@@ -468,7 +468,8 @@ impl<'a> Process<'a> {
             .flat_map(|pool| pool.configs())
             .map(|server| json!({"name": server.name, "status": "connected"}))
             .collect();
-        let mode = claude_mode_name(options.permission_mode.unwrap_or(self.default_mode));
+        let mode =
+            PermissionMode::claude_name(options.permission_mode.unwrap_or(self.default_mode));
         json!({
             "type": "system",
             "subtype": "init",
@@ -488,16 +489,5 @@ impl<'a> Process<'a> {
             "plugins": [],
             "uuid": uuid::Uuid::new_v4().to_string(),
         })
-    }
-}
-
-/// A permission mode as Claude Code names it.
-fn claude_mode_name(mode: PermissionMode) -> &'static str {
-    match mode {
-        PermissionMode::Default => "default",
-        PermissionMode::AcceptEdits => "acceptEdits",
-        PermissionMode::ReadOnly => "plan",
-        PermissionMode::Bypass => "bypassPermissions",
-        PermissionMode::DontAsk => "dontAsk",
     }
 }

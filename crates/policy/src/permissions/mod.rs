@@ -131,6 +131,17 @@ impl PermissionMode {
         }
     }
 
+    /// The mode as Claude Code spells it (what its SDKs and editors show).
+    pub fn claude_name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::AcceptEdits => "acceptEdits",
+            Self::ReadOnly => "plan",
+            Self::Bypass => "bypassPermissions",
+            Self::DontAsk => "dontAsk",
+        }
+    }
+
     /// A mode by its name or its Claude Code spelling (`acceptEdits`,
     /// `plan`, `bypassPermissions`, `dontAsk`).
     pub fn parse(text: &str) -> Option<Self> {
