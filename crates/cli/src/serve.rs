@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentd_server::cluster::{Cluster, node_id};
-use agentd_server::config::{AuthMode, Config};
+use agentd_server::config::{AuthMethods, AuthMode, Config};
 use agentd_server::http::Stopped;
 use agentd_server::http::auth::Auth;
 use agentd_server::paths::{open_server_store, prepare_data_dir};
@@ -25,9 +25,10 @@ pub struct ServeArgs {
     /// Address to listen on [default: [server] bind, else 127.0.0.1:7878].
     #[arg(long, env = "AGENTD_BIND")]
     bind: Option<String>,
-    /// How requests authenticate [default: [server] auth, else token].
-    #[arg(long, value_enum, env = "AGENTD_AUTH")]
-    auth: Option<AuthArg>,
+    /// How requests authenticate, one method or several separated by commas
+    /// (tried as header, token, jwt) [default: [server] auth, else token].
+    #[arg(long, value_enum, env = "AGENTD_AUTH", value_delimiter = ',')]
+    auth: Vec<AuthArg>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -38,6 +39,8 @@ enum AuthArg {
     None,
     /// A trusted proxy's user header plus a shared secret header.
     Header,
+    /// `Authorization: Bearer <JWT>` checked against `[server.jwt]`.
+    Jwt,
 }
 
 pub async fn run(args: ServeArgs, config: Config, data_dir: PathBuf) -> u8 {
@@ -66,19 +69,23 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
         .or_else(|| config.server.bind.clone())
         .unwrap_or_else(|| DEFAULT_BIND.into());
     let addr = resolve(&bind).await.map_err(usage)?;
-    let mode = match args.auth {
-        Some(AuthArg::Token) => AuthMode::Token,
-        Some(AuthArg::None) => AuthMode::None,
-        Some(AuthArg::Header) => AuthMode::Header,
-        None => config.server.auth,
+    let methods = if args.auth.is_empty() {
+        config.server.auth.clone()
+    } else {
+        let modes = args.auth.iter().map(|arg| match arg {
+            AuthArg::Token => AuthMode::Token,
+            AuthArg::None => AuthMode::None,
+            AuthArg::Header => AuthMode::Header,
+            AuthArg::Jwt => AuthMode::Jwt,
+        });
+        AuthMethods::new(modes.collect()).map_err(usage)?
     };
-    let auth = Auth::from_config(&config.server, mode, lookup("AGENTD_HEADER_SECRET"), addr)
-        .map_err(usage)?;
+    let auth = Auth::from_config(&config.server, &methods, &lookup, addr).map_err(usage)?;
     prepare_data_dir(&data_dir).map_err(usage)?;
     let (store, cluster_store) = open_server_store(&data_dir, &config, &lookup)
         .await
         .map_err(usage)?;
-    if mode == AuthMode::Token {
+    if methods.modes() == [AuthMode::Token] {
         warn_without_tokens(store.as_ref()).await;
     }
     let listener = tokio::net::TcpListener::bind(addr)

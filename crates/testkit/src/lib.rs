@@ -14,6 +14,7 @@
 //! binary runs [`serve_forever`].
 
 mod anthropic_wire;
+pub mod idp;
 mod openai_wire;
 pub mod processes;
 mod recording;

@@ -13,6 +13,7 @@ mod agents;
 mod mounts;
 mod network;
 mod sandbox_env;
+mod sign_in;
 pub mod server_limits;
 mod thinking;
 mod users;
@@ -22,6 +23,7 @@ pub use agents::{McpServerToml, SkillsToml, SubagentToml};
 pub use mounts::{MountMode, MountSpec, MountsToml};
 pub use network::{AllowlistToml, NetworkConfig};
 pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};
+pub use sign_in::{AuthMethods, GroupGrants, JwtAlgorithm, JwtToml, OidcToml};
 pub use thinking::Thinking;
 pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
 pub use workspaces::{ProjectToml, WorkspacesToml};
@@ -71,9 +73,14 @@ pub struct Config {
 pub struct ServerConfig {
     pub bind: Option<String>,
     pub data_dir: Option<PathBuf>,
-    /// How `agentd serve` authenticates requests (`AGENTD_AUTH`).
+    /// How `agentd serve` authenticates requests (`AGENTD_AUTH`): one
+    /// method or a list of them (tried as header, token, JWT).
     #[serde(default)]
-    pub auth: AuthMode,
+    pub auth: AuthMethods,
+    /// `[server.jwt]`: JWT bearer tokens (`auth` includes `"jwt"`).
+    pub jwt: Option<JwtToml>,
+    /// `[server.oidc]`: the web UI signs in at an OpenID Connect provider.
+    pub oidc: Option<OidcToml>,
     /// `auth = "header"`: the header a trusted proxy puts the user name in.
     pub header_name: Option<String>,
     /// `auth = "header"`: the shared secret the proxy sends in
@@ -122,6 +129,20 @@ pub enum AuthMode {
     None,
     /// The user from a header set by a trusted proxy, with a shared secret.
     Header,
+    /// `Authorization: Bearer <JWT>` signed by `[server.jwt]`'s provider.
+    Jwt,
+}
+
+impl AuthMode {
+    /// As the config spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMode::Token => "token",
+            AuthMode::None => "none",
+            AuthMode::Header => "header",
+            AuthMode::Jwt => "jwt",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -483,6 +504,7 @@ impl Config {
         agents::check(&config.mcp_servers, &config.subagents, &config.models)?;
         users::check(&config.server, &config.users)?;
         access::check(&config)?;
+        sign_in::check(&config)?;
         workspaces::check(&config)?;
         mounts::check(&config)?;
         if config.cluster.lease_timeout_s == 0 || config.cluster.max_running_turns == 0 {

@@ -1,4 +1,5 @@
-//! Who is asking. Three modes (`[server] auth`):
+//! Who is asking. Methods (`[server] auth`; several at once are tried in
+//! the order of `auth_methods`, JWTs are checked in `jwks`):
 //! - `token`: `Authorization: Bearer agentd_…`, or the web UI's
 //!   [`SESSION_COOKIE`] holding a token made by `POST /v1/auth/login`; the
 //!   store keeps only the token's SHA-256, looked up by hash and compared in
@@ -6,6 +7,7 @@
 //!   own `Origin` (cross-site request forgery); Bearer requests need none.
 //! - `header`: a trusted proxy names the user in a header and proves itself
 //!   with a shared secret header (compared in constant time).
+//! - `jwt`: `Authorization: Bearer <JWT>` signed by `[server.jwt]`'s provider.
 //! - `none`: everyone is [`LOCAL_USER`], the owner `agentd run` uses, an
 //!   admin; only allowed on a loopback address, and only for requests whose
 //!   `Host` names this machine (see `local_host`).
@@ -15,11 +17,9 @@
 //!
 //! Every failure is the same bare 401.
 
-use std::net::SocketAddr;
-
 use agentd_store::TokenRecord;
 use axum::extract::FromRequestParts;
-use axum::http::header::{AUTHORIZATION, COOKIE, HOST, HeaderName, ORIGIN};
+use axum::http::header::{COOKIE, HOST, ORIGIN};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method};
 use sha2::{Digest, Sha256};
@@ -27,7 +27,8 @@ use subtle::ConstantTimeEq;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::config::{AuthMode, ServerConfig};
+pub use super::auth_methods::{Auth, Methods};
+use crate::config::AuthMode;
 
 /// The owner of sessions made without authentication (and by `agentd run`).
 pub const LOCAL_USER: &str = "local";
@@ -36,74 +37,17 @@ pub const PROXY_SECRET_HEADER: &str = "x-agentd-proxy-secret";
 const TOKEN_PREFIX: &str = "agentd_";
 /// Random bytes in a token (hex encoded after the prefix).
 const TOKEN_BYTES: usize = 32;
-const DEFAULT_USER_HEADER: &str = "x-forwarded-user";
-const MIN_SECRET_LEN: usize = 16;
+pub(super) const DEFAULT_USER_HEADER: &str = "x-forwarded-user";
+pub(super) const MIN_SECRET_LEN: usize = 16;
 /// The web UI's sign-in cookie: a token of its own (see `POST /v1/auth/login`).
 pub const SESSION_COOKIE: &str = "agentd_session";
 /// How long a sign-in lasts: the cookie's `Max-Age`, and the age past which
 /// the server refuses its token in a cookie.
 pub const SESSION_MAX_AGE_S: i64 = 30 * 24 * 3600;
 
-#[derive(Debug, Clone)]
-pub enum Auth {
-    None {
-        /// `Host` names answered besides loopback ones (`[server] allowed_hosts`).
-        allowed_hosts: Vec<String>,
-    },
-    Token,
-    Header {
-        user_header: HeaderName,
-        secret_hash: [u8; 32],
-    },
-}
-
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct AuthConfigError(String);
-
-impl Auth {
-    /// Check the configured mode against the address being bound.
-    /// `header_secret` overrides `[server] header_secret` (from the environment).
-    pub fn from_config(
-        server: &ServerConfig,
-        mode: AuthMode,
-        header_secret: Option<String>,
-        bind: SocketAddr,
-    ) -> Result<Self, AuthConfigError> {
-        match mode {
-            AuthMode::None if !bind.ip().is_loopback() => Err(AuthConfigError(format!(
-                "auth = \"none\" is only allowed on a loopback address, not {bind}; \
-                 use auth = \"token\" (and `agentd tokens create`) or bind 127.0.0.1"
-            ))),
-            AuthMode::None => Ok(Auth::None {
-                allowed_hosts: server.allowed_hosts.clone(),
-            }),
-            AuthMode::Token => Ok(Auth::Token),
-            AuthMode::Header => {
-                let name = server.header_name.as_deref().unwrap_or(DEFAULT_USER_HEADER);
-                let user_header = HeaderName::try_from(name).map_err(|_| {
-                    AuthConfigError(format!(
-                        "[server] header_name {name:?} is not a header name"
-                    ))
-                })?;
-                let secret = header_secret
-                    .or_else(|| server.header_secret.clone())
-                    .unwrap_or_default();
-                if secret.len() < MIN_SECRET_LEN {
-                    return Err(AuthConfigError(format!(
-                        "auth = \"header\" needs a shared secret of at least {MIN_SECRET_LEN} \
-                         characters in [server] header_secret or AGENTD_HEADER_SECRET; the \
-                         proxy sends it as {PROXY_SECRET_HEADER}"
-                    )));
-                }
-                Ok(Auth::Header {
-                    user_header,
-                    secret_hash: sha256(secret.as_bytes()),
-                })
-            }
-        }
-    }
-}
+pub struct AuthConfigError(pub(super) String);
 
 /// The authenticated user; sessions are owned by `name`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,12 +75,23 @@ impl FromRequestParts<AppState> for User {
     }
 }
 
-/// Who sent a request with these headers, by the server's mode.
+/// Who sent a request with these headers, by the server's methods.
 pub(super) async fn authenticate(
     state: &AppState,
     method: &Method,
     headers: &HeaderMap,
 ) -> Result<User, ApiError> {
+    authenticate_how(state, method, headers)
+        .await
+        .map(|(user, _)| user)
+}
+
+/// [`authenticate`], and the method that decided (`None` for `auth = "none"`).
+pub(super) async fn authenticate_how(
+    state: &AppState,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<(User, AuthMode), ApiError> {
     match state.auth.as_ref() {
         Auth::None { .. } => {
             // Nobody signs in, so any page the browser shows could write
@@ -145,64 +100,15 @@ pub(super) async fn authenticate(
             if is_write(method) && headers.contains_key(ORIGIN) && !same_origin(headers) {
                 return Err(ApiError::BadOrigin);
             }
-            Ok(User::local())
+            Ok((User::local(), AuthMode::None))
         }
-        Auth::Token => {
-            if let Some(value) = headers.get(AUTHORIZATION) {
-                let token = value
-                    .to_str()
-                    .ok()
-                    .and_then(bearer)
-                    .ok_or(ApiError::Unauthorized)?;
-                let record = token_record(state, token).await?;
-                return Ok(token_user(state, record));
-            }
-            let token = session_cookie(headers).ok_or(ApiError::Unauthorized)?;
-            let record = token_record(state, token).await?;
-            let age = chrono::Utc::now() - record.created_at;
-            if age.num_seconds() > SESSION_MAX_AGE_S {
-                return Err(ApiError::Unauthorized);
-            }
-            if is_write(method) && !same_origin(headers) {
-                return Err(ApiError::BadOrigin);
-            }
-            Ok(token_user(state, record))
-        }
-        Auth::Header {
-            user_header,
-            secret_hash,
-        } => {
-            let secret = headers
-                .get(PROXY_SECRET_HEADER)
-                .ok_or(ApiError::Unauthorized)?;
-            // Hashing first makes the comparison independent of length.
-            let given = sha256(secret.as_bytes());
-            if !bool::from(given.ct_eq(secret_hash)) {
-                return Err(ApiError::Unauthorized);
-            }
-            let name = headers
-                .get(user_header)
-                .and_then(|v| v.to_str().ok())
-                .map(str::trim)
-                .filter(|name| valid_user_name(name))
-                .ok_or(ApiError::Unauthorized)?;
-            // The proxy names users who may have no row: admins are those
-            // marked in the database or in the config.
-            let access = state.registry.runtime().access();
-            let row = access.user_by_name(name).await?;
-            if row.as_ref().is_some_and(|user| user.disabled_at.is_some()) {
-                return Err(ApiError::Unauthorized);
-            }
-            let is_admin = row.is_some_and(|user| user.is_admin) || configured_admin(state, name);
-            Ok(User {
-                name: name.to_string(),
-                is_admin,
-            })
+        Auth::Methods(methods) => {
+            super::auth_methods::authenticate_methods(state, methods, method, headers).await
         }
     }
 }
 
-fn token_user(state: &AppState, record: TokenRecord) -> User {
+pub(super) fn token_user(state: &AppState, record: TokenRecord) -> User {
     let is_admin = record.user_is_admin || configured_admin(state, &record.user_name);
     User {
         name: record.user_name,
@@ -210,7 +116,7 @@ fn token_user(state: &AppState, record: TokenRecord) -> User {
     }
 }
 
-fn configured_admin(state: &AppState, name: &str) -> bool {
+pub(super) fn configured_admin(state: &AppState, name: &str) -> bool {
     let admins = &state.registry.runtime().config.access.admins;
     admins.iter().any(|admin| admin == name)
 }
@@ -236,13 +142,18 @@ pub(super) async fn token_record(state: &AppState, token: &str) -> Result<TokenR
 
 /// The value of the [`SESSION_COOKIE`], if the request has one.
 pub(super) fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    cookie_value(headers, SESSION_COOKIE)
+}
+
+/// The value of the cookie `name`, if the request has one.
+pub(super) fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
+        .find(|(key, _)| *key == name)
         .map(|(_, value)| value.trim())
 }
 
@@ -300,12 +211,12 @@ pub(super) fn over_https(headers: &HeaderMap) -> bool {
     forwarded || origin
 }
 
-fn bearer(value: &str) -> Option<&str> {
+pub(super) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-fn looks_like_token(token: &str) -> bool {
+pub(super) fn looks_like_token(token: &str) -> bool {
     token.len() == TOKEN_PREFIX.len() + TOKEN_BYTES * 2
         && token.starts_with(TOKEN_PREFIX)
         && token[TOKEN_PREFIX.len()..]
@@ -336,7 +247,7 @@ pub fn hash_token(token: &str) -> String {
     hex(&sha256(token.as_bytes()))
 }
 
-fn sha256(bytes: &[u8]) -> [u8; 32] {
+pub(super) fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
@@ -351,6 +262,8 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+
+    use std::net::SocketAddr;
 
     use super::*;
 
@@ -377,16 +290,23 @@ mod tests {
 
     #[test]
     fn none_is_refused_off_loopback_and_header_needs_a_secret() {
+        use crate::config::{AuthMethods, ServerConfig};
         let server = ServerConfig::default();
         let public: SocketAddr = "0.0.0.0:7878".parse().unwrap();
         let local: SocketAddr = "127.0.0.1:7878".parse().unwrap();
-        let err = Auth::from_config(&server, AuthMode::None, None, public).unwrap_err();
+        let none = AuthMethods::single(AuthMode::None);
+        let header = AuthMethods::single(AuthMode::Header);
+        let no_env = |_: &str| None;
+        let err = Auth::from_config(&server, &none, &no_env, public).unwrap_err();
         assert!(err.to_string().contains("loopback"), "{err}");
-        assert!(Auth::from_config(&server, AuthMode::None, None, local).is_ok());
-        let err = Auth::from_config(&server, AuthMode::Header, None, public).unwrap_err();
+        assert!(Auth::from_config(&server, &none, &no_env, local).is_ok());
+        let err = Auth::from_config(&server, &header, &no_env, public).unwrap_err();
         assert!(err.to_string().contains("secret"), "{err}");
-        let secret = Some("0123456789abcdef".to_string());
-        assert!(Auth::from_config(&server, AuthMode::Header, secret, public).is_ok());
+        let secret = |_: &str| Some("0123456789abcdef".to_string());
+        assert!(Auth::from_config(&server, &header, &secret, public).is_ok());
+        let jwt = AuthMethods::new(vec![AuthMode::Token, AuthMode::Jwt]).unwrap();
+        let err = Auth::from_config(&server, &jwt, &no_env, public).unwrap_err();
+        assert!(err.to_string().contains("[server.jwt]"), "{err}");
     }
 
     #[test]

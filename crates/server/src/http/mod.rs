@@ -9,6 +9,7 @@ pub(crate) mod anthropic;
 pub mod approvals;
 mod attachments;
 pub mod auth;
+mod auth_methods;
 mod conn_watch;
 mod doc;
 #[cfg(test)]
@@ -17,10 +18,13 @@ pub mod error;
 mod error_codes;
 mod files;
 mod history;
+mod jwks;
 mod listen;
 mod local_host;
 mod messages;
 mod meta;
+mod oidc;
+mod oidc_routes;
 mod projects;
 mod session_error;
 mod sessions;
@@ -160,6 +164,9 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(sign_in::login))
         .routes(routes!(sign_in::logout))
         .routes(routes!(sign_in::me))
+        .routes(routes!(oidc_routes::methods))
+        .routes(routes!(oidc_routes::login))
+        .routes(routes!(oidc_routes::callback))
         .routes(routes!(web::index))
         .route("/ui/{*path}", get(web::asset))
 }

@@ -15,10 +15,11 @@ use utoipa::openapi::security::SecurityRequirement;
 
 use super::AppState;
 use super::auth::{
-    Auth, SESSION_COOKIE, SESSION_MAX_AGE_S, User, authenticate, new_token, over_https,
+    SESSION_COOKIE, SESSION_MAX_AGE_S, authenticate_how, new_token, over_https,
     same_origin, session_cookie, token_record,
 };
 use super::error::{ApiError, ApiJson, ApiResult, ErrorBody};
+use crate::config::AuthMode;
 
 /// The label of the tokens sign-ins make (in `agentd tokens ls`).
 pub const SIGN_IN_TOKEN_NAME: &str = "web sign-in";
@@ -26,7 +27,7 @@ pub const SIGN_IN_TOKEN_NAME: &str = "web sign-in";
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoginRequest {
-    /// An API token from `agentd tokens create` (ignored unless `auth = "token"`).
+    /// An API token from `agentd tokens create` (ignored unless `auth` includes `"token"`).
     pub token: String,
 }
 
@@ -34,23 +35,16 @@ pub struct LoginRequest {
 pub struct SignedIn {
     /// The user the requests are made as.
     pub user: String,
-    /// The server's mode: `token`, `none` (nobody signs in) or `header`
-    /// (the proxy in front signs in).
+    /// The method that signed this request in: `token` (a token or the
+    /// cookie), `header` (the proxy in front), `jwt`, or `none` (nobody
+    /// signs in).
     pub auth: String,
 }
 
-fn mode_name(auth: &Auth) -> &'static str {
-    match auth {
-        Auth::None { .. } => "none",
-        Auth::Token => "token",
-        Auth::Header { .. } => "header",
-    }
-}
-
-fn signed_in(state: &AppState, user: String) -> SignedIn {
+fn signed_in(user: String, mode: AuthMode) -> SignedIn {
     SignedIn {
         user,
-        auth: mode_name(&state.auth).into(),
+        auth: mode.as_str().into(),
     }
 }
 
@@ -73,9 +67,9 @@ pub async fn login(
     headers: HeaderMap,
     ApiJson(body): ApiJson<LoginRequest>,
 ) -> ApiResult<Response> {
-    if !matches!(state.auth.as_ref(), Auth::Token) {
-        let user = authenticate(&state, &method, &headers).await?;
-        return Ok(Json(signed_in(&state, user.name)).into_response());
+    if !state.auth.takes_tokens() {
+        let (user, mode) = authenticate_how(&state, &method, &headers).await?;
+        return Ok(Json(signed_in(user.name, mode)).into_response());
     }
     // Signing a browser in to someone else's account is forgery too.
     if headers.contains_key(ORIGIN) && !same_origin(&headers) {
@@ -102,7 +96,7 @@ pub async fn login(
             serde_json::json!({"token_id": record.id}),
         )
         .await;
-    let mut response = Json(signed_in(&state, record.user_name)).into_response();
+    let mut response = Json(signed_in(record.user_name, AuthMode::Token)).into_response();
     response.headers_mut().insert(SET_COOKIE, cookie);
     Ok(response)
 }
@@ -120,7 +114,7 @@ pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> ApiRes
         if !same_origin(&headers) {
             return Err(ApiError::BadOrigin);
         }
-        if matches!(state.auth.as_ref(), Auth::Token)
+        if state.auth.takes_tokens()
             && let Ok(record) = token_record(&state, token).await
         {
             let access = state.registry.runtime().access();
@@ -144,8 +138,19 @@ pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> ApiRes
 #[utoipa::path(get, path = "/v1/auth/me", tag = "auth",
     responses((status = 200, body = SignedIn), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn me(State(state): State<AppState>, user: User) -> Json<SignedIn> {
-    Json(signed_in(&state, user.name))
+pub async fn me(
+    State(state): State<AppState>,
+    method: Method,
+    headers: HeaderMap,
+) -> ApiResult<Json<SignedIn>> {
+    let (user, mode) = authenticate_how(&state, &method, &headers).await?;
+    Ok(Json(signed_in(user.name, mode)))
+}
+
+/// The `Set-Cookie` value signing a browser in with `token` (a new sign-in
+/// token), for `SESSION_MAX_AGE_S`.
+pub(super) fn session_cookie_header(headers: &HeaderMap, token: &str) -> ApiResult<HeaderValue> {
+    cookie(headers, token, SESSION_MAX_AGE_S)
 }
 
 /// The `Set-Cookie` value for the session cookie; `Secure` when the browser
