@@ -3,6 +3,7 @@
 
 import { api } from '../api.js';
 import { h } from '../dom.js';
+import { addSsoButton } from './sso.js';
 
 export function signinView({ onSignedIn, message }) {
   const token = h('input', {
@@ -42,6 +43,8 @@ export function signinView({ onSignedIn, message }) {
       submit.disabled = false;
     }
   });
+  const intro = form.querySelector('p.muted');
+  addSsoButton(form, intro);
   const view = h('main', { class: 'signin' }, form);
   queueMicrotask(() => token.focus());
   return view;

@@ -24,10 +24,10 @@ use tokio::process::Command;
 
 /// The whole browser run, scenarios included.
 const E2E_TIMEOUT: Duration = Duration::from_secs(300);
-const CHROMIUM: &str = "/usr/bin/chromium";
+pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
 const USER: &str = "alice";
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -35,7 +35,7 @@ fn repo() -> PathBuf {
 }
 
 /// What the browser run needs; a message naming what is missing.
-fn missing_tools(repo: &Path) -> Vec<String> {
+pub(crate) fn missing_tools(repo: &Path) -> Vec<String> {
     let mut missing = Vec::new();
     if !Path::new(CHROMIUM).is_file() {
         missing.push(format!("chromium ({CHROMIUM})"));

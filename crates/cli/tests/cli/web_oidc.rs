@@ -1,0 +1,181 @@
+//! The web UI signs in through an identity provider: a real `agentd serve`
+//! with `[server.oidc]`, the testkit's OIDC provider, and `node
+//! web/e2e/oidc.mjs` driving chromium (the tools of `web_ui`). Then: the
+//! user was created, their groups gave admin and a profile, and the
+//! provider saw PKCE S256 with a verifier that matched.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use agentd_testkit::idp::IdentityProvider;
+use reqwest::StatusCode;
+use serde_json::json;
+use tokio::process::Command;
+
+use crate::serve_harness::Harness;
+use crate::web_ui::{CHROMIUM, missing_tools, repo};
+
+const E2E_TIMEOUT: Duration = Duration::from_secs(180);
+const IDP_NAME: &str = "Test IdP";
+
+#[tokio::test]
+async fn the_browser_signs_in_through_the_identity_provider() {
+    let repo = repo();
+    let missing = missing_tools(&repo);
+    assert!(
+        missing.is_empty(),
+        "the OIDC browser test needs {}: run bash scripts/install-deps.sh",
+        missing.join(", ")
+    );
+    let idp = IdentityProvider::start("agentd-web", "web-secret-123").await.unwrap();
+    idp.set_user(json!({"sub": "olivia", "groups": ["ops", "devs", "unmapped"]}));
+    let toml = format!(
+        "[server]\nauth = \"token\"\n\
+         [server.oidc]\nissuer = \"{}\"\nclient_id = \"agentd-web\"\nname = \"{IDP_NAME}\"\n\
+         [server.oidc.groups.ops]\nadmin = true\n\
+         [server.oidc.groups.devs]\nprofiles = [\"yolo\"]\nmodels = [\"big\"]\n\
+         [profiles.yolo]\nmode = \"bypass\"\n",
+        idp.issuer()
+    );
+    let h = Harness::new(json!({"replies": []}), &toml).await;
+    let root = h.cli(&["tokens", "create", "--user", "root", "--admin"]).await;
+    assert_eq!(root.0, 0, "{}", root.2);
+    let root = root.1.trim().to_string();
+    // The secret comes from the environment, as operators keep it.
+    let server = h
+        .start_with_env(&[("AGENTD_OIDC_CLIENT_SECRET", "web-secret-123")])
+        .await;
+    let (_, before) = server.as_user(&root).get("/v1/admin/users/olivia").await;
+    assert!(before["created_at"].is_null(), "{before}");
+
+    let out = repo.join("target/ui-screenshots");
+    std::fs::create_dir_all(&out).unwrap();
+    let log = h.data().join("oidc.log");
+    let mut node = Command::new("node");
+    node.arg(repo.join("web/e2e/oidc.mjs"))
+        .current_dir(&repo)
+        .env("AGENTD_URL", &server.url)
+        .env("AGENTD_USER", "olivia")
+        .env("AGENTD_IDP_NAME", IDP_NAME)
+        .env("AGENTD_E2E_OUT", &out)
+        .env("NODE_PATH", repo.join(".tools/node_modules"))
+        .env("CHROMIUM", CHROMIUM)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(h.data().join("oidc.err")).unwrap())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = node.spawn().expect("cannot start node");
+    let status = tokio::time::timeout(E2E_TIMEOUT, child.wait()).await;
+    let read = |name: &str| std::fs::read_to_string(h.data().join(name)).unwrap_or_default();
+    let report = format!(
+        "--- oidc.mjs\n{}{}\n--- agentd serve log\n{}\n--- provider requests\n{:#?}",
+        read("oidc.log"),
+        read("oidc.err"),
+        server.log(),
+        idp.requests()
+    );
+    let status = match status {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            if let Some(pid) = child.id() {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &format!("-{pid}")])
+                    .status();
+            }
+            panic!("web/e2e/oidc.mjs did not finish in time\n{report}");
+        }
+    };
+    assert!(status.success(), "web/e2e/oidc.mjs failed\n{report}");
+
+    // The provider got PKCE S256 and a verifier that matched it.
+    let requests = idp.requests();
+    let authorize = requests.iter().find(|r| r.path == "/authorize").expect("no /authorize");
+    assert_eq!(authorize.params["code_challenge_method"], "S256");
+    assert!(authorize.params.contains_key("nonce") && authorize.params.contains_key("state"));
+    let token = requests.iter().find(|r| r.path == "/token").expect("no /token");
+    assert_eq!(token.pkce_ok, Some(true), "{token:?}");
+    assert!(token.params["code_verifier"].len() >= 43);
+    // The user was created, and their groups mapped to admin and grants.
+    let (status, user) = server.as_user(&root).get("/v1/admin/users/olivia").await;
+    assert_eq!(status, StatusCode::OK, "{user}");
+    assert!(user["created_at"].is_string(), "{user}");
+    assert_eq!(user["is_admin"], true, "{user}");
+    assert_eq!(user["grants"]["profiles"], json!(["yolo"]), "{user}");
+    assert_eq!(user["grants"]["models"], json!(["big"]), "{user}");
+}
+
+#[tokio::test]
+async fn the_callback_refuses_a_foreign_state_and_redirects_only_here() {
+    let idp = IdentityProvider::start("agentd-web", "s3cret").await.unwrap();
+    let toml = format!(
+        "[server]\nauth = \"token\"\n[server.oidc]\nissuer = \"{}\"\nclient_id = \"agentd-web\"\n\
+         client_secret = \"s3cret\"\n",
+        idp.issuer()
+    );
+    let h = Harness::new(json!({"replies": []}), &toml).await;
+    let server = h.start().await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let (_, methods) = server.get("/v1/auth/methods").await;
+    let host = idp.issuer().trim_start_matches("http://").to_string();
+    assert_eq!(methods["oidc"]["name"], host.split(':').next().unwrap());
+    // `next` elsewhere is dropped for `/`; the flow cookie carries it.
+    let login = client
+        .get(format!("{}/v1/auth/oidc/login?next=//evil.example/x", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::SEE_OTHER);
+    let location = login.headers()["location"].to_str().unwrap().to_string();
+    assert!(location.starts_with(&format!("{}/authorize?", idp.issuer())), "{location}");
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
+    let flow = cookie.split(';').next().unwrap().to_string();
+    // The provider signs in and sends back a code and the state.
+    let back = client.get(&location).send().await.unwrap();
+    let callback = back.headers()["location"].to_str().unwrap().to_string();
+    // Another state than this browser's: refused, no session cookie.
+    let forged = callback.replace("state=", "state=x");
+    let answer = client.get(&forged).header("cookie", &flow).send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    assert!(answer.headers().get("set-cookie").is_none());
+    // No flow cookie at all: refused too.
+    let answer = client.get(&callback).send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    // A used code cannot be replayed, so start again and finish properly.
+    let login = client
+        .get(format!("{}/v1/auth/oidc/login?next=//evil.example/x", server.url))
+        .send()
+        .await
+        .unwrap();
+    let location = login.headers()["location"].to_str().unwrap().to_string();
+    let flow = login.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let back = client.get(&location).send().await.unwrap();
+    let callback = back.headers()["location"].to_str().unwrap().to_string();
+    let done = client.get(&callback).header("cookie", &flow).send().await.unwrap();
+    assert_eq!(done.status(), StatusCode::OK);
+    let cookies: Vec<String> = done
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    assert!(cookies.iter().any(|c| c.starts_with("agentd_session=agentd_")), "{cookies:?}");
+    let page = done.text().await.unwrap();
+    assert!(page.contains("url=/\"") && !page.contains("evil"), "{page}");
+    // The cookie works as the provider's user.
+    let session = cookies.iter().find(|c| c.starts_with("agentd_session=")).unwrap();
+    let session = session.split(';').next().unwrap();
+    let me = client
+        .get(format!("{}/v1/auth/me", server.url))
+        .header("cookie", session)
+        .send()
+        .await
+        .unwrap();
+    let me: serde_json::Value = me.json().await.unwrap();
+    assert_eq!(me, json!({"user": "alice", "auth": "token"}));
+}
