@@ -52,7 +52,9 @@ fn bearer(token: &str) -> String {
 
 #[tokio::test]
 async fn jwts_are_checked_for_issuer_audience_time_and_key() {
-    let idp = IdentityProvider::start("agentd-web", "web-secret").await.unwrap();
+    let idp = IdentityProvider::start("agentd-web", "web-secret")
+        .await
+        .unwrap();
     let (_h, server) = serve(&idp, "\"jwt\"", 3600).await;
     let good = idp.mint(&idp.claims("carol", AUDIENCE)).unwrap();
     assert_eq!(
@@ -74,8 +76,12 @@ async fn jwts_are_checked_for_issuer_audience_time_and_key() {
     };
     bad("wrong audience", &|c| c["aud"] = json!("someone-else"));
     bad("wrong issuer", &|c| c["iss"] = json!("http://127.0.0.1:1"));
-    bad("expired beyond the leeway", &|c| c["exp"] = json!(now - 120));
-    bad("not yet valid beyond the leeway", &|c| c["nbf"] = json!(now + 120));
+    bad("expired beyond the leeway", &|c| {
+        c["exp"] = json!(now - 120)
+    });
+    bad("not yet valid beyond the leeway", &|c| {
+        c["nbf"] = json!(now + 120)
+    });
     bad("no expiry", &|c| {
         c.as_object_mut().unwrap().remove("exp");
     });
@@ -101,19 +107,33 @@ async fn jwts_are_checked_for_issuer_audience_time_and_key() {
     let mut claims = idp.claims("carol", AUDIENCE);
     claims["exp"] = json!(now - 10);
     let late = idp.mint(&claims).unwrap();
-    assert!(whoami(&server, &[("authorization", &bearer(&late))]).await.is_ok());
+    assert!(
+        whoami(&server, &[("authorization", &bearer(&late))])
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]
 async fn rotated_keys_are_fetched_again_and_removed_ones_stop_working() {
-    let idp = IdentityProvider::start("agentd-web", "web-secret").await.unwrap();
+    let idp = IdentityProvider::start("agentd-web", "web-secret")
+        .await
+        .unwrap();
     let (_h, server) = serve(&idp, "\"jwt\"", 0).await;
     let old = idp.mint(&idp.claims("dave", AUDIENCE)).unwrap();
     let auth = |t: &str| bearer(t);
-    assert!(whoami(&server, &[("authorization", &auth(&old))]).await.is_ok());
+    assert!(
+        whoami(&server, &[("authorization", &auth(&old))])
+            .await
+            .is_ok()
+    );
     let fetched = idp.jwks_fetches();
     assert_eq!(fetched, 1, "the JWKS is cached");
-    assert!(whoami(&server, &[("authorization", &auth(&old))]).await.is_ok());
+    assert!(
+        whoami(&server, &[("authorization", &auth(&old))])
+            .await
+            .is_ok()
+    );
     assert_eq!(idp.jwks_fetches(), 1, "a known kid needs no fetch");
 
     // The provider rotates to an EdDSA key: its kid is unknown, so the
@@ -134,15 +154,25 @@ async fn rotated_keys_are_fetched_again_and_removed_ones_stop_working() {
     // And ES256 after another rotation.
     idp.rotate(KeyKind::Es256).unwrap();
     let es = idp.mint(&idp.claims("dave", AUDIENCE)).unwrap();
-    assert!(whoami(&server, &[("authorization", &auth(&es))]).await.is_ok());
+    assert!(
+        whoami(&server, &[("authorization", &auth(&es))])
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]
 async fn unknown_kids_refetch_at_most_once_per_interval() {
-    let idp = IdentityProvider::start("agentd-web", "web-secret").await.unwrap();
+    let idp = IdentityProvider::start("agentd-web", "web-secret")
+        .await
+        .unwrap();
     let (_h, server) = serve(&idp, "\"jwt\"", 3600).await;
     let good = idp.mint(&idp.claims("erin", AUDIENCE)).unwrap();
-    assert!(whoami(&server, &[("authorization", &bearer(&good))]).await.is_ok());
+    assert!(
+        whoami(&server, &[("authorization", &bearer(&good))])
+            .await
+            .is_ok()
+    );
     // Forged kids cannot make the server hammer the provider.
     for n in 0..5 {
         let key = SigningKey::new(KeyKind::Es256, &format!("forged-{n}")).unwrap();
@@ -155,7 +185,9 @@ async fn unknown_kids_refetch_at_most_once_per_interval() {
 
 #[tokio::test]
 async fn header_then_token_then_jwt_decides_and_nothing_falls_through() {
-    let idp = IdentityProvider::start("agentd-web", "web-secret").await.unwrap();
+    let idp = IdentityProvider::start("agentd-web", "web-secret")
+        .await
+        .unwrap();
     let (h, server) = serve(&idp, "[\"jwt\", \"token\", \"header\"]", 3600).await;
     let token = h.token("tina").await;
     let jwt = idp.mint(&idp.claims("jade", AUDIENCE)).unwrap();
@@ -167,25 +199,65 @@ async fn header_then_token_then_jwt_decides_and_nothing_falls_through() {
     let wrong_proxy = ("x-agentd-proxy-secret", "not-the-secret-at-all");
     let user = ("x-remote-user", "hana");
     let ok = |user: &str, how: &str| Ok((user.to_string(), how.to_string()));
-    let no = Err(StatusCode::UNAUTHORIZED);
-    let table: Vec<(&str, Vec<(&str, &str)>, Result<(String, String), StatusCode>)> = vec![
-        ("nothing: fail closed", vec![], no),
+    let no = || Err(StatusCode::UNAUTHORIZED);
+    let table: Vec<(
+        &str,
+        Vec<(&str, &str)>,
+        Result<(String, String), StatusCode>,
+    )> = vec![
+        ("nothing: fail closed", vec![], no()),
         ("the proxy alone", vec![proxy, user], ok("hana", "header")),
-        ("the proxy wins over a token", vec![proxy, user, ("authorization", &tok)], ok("hana", "header")),
-        ("the proxy wins over a JWT", vec![proxy, user, ("authorization", &good_jwt)], ok("hana", "header")),
-        ("a wrong proxy secret does not fall through to a good token",
-            vec![wrong_proxy, user, ("authorization", &tok)], no),
-        ("the proxy without a user does not fall through",
-            vec![proxy, ("authorization", &tok)], no),
-        ("a user header without the secret is no credential", vec![user], no),
-        ("a user header without the secret: the token decides",
-            vec![user, ("authorization", &tok)], ok("tina", "token")),
-        ("a token", vec![("authorization", &tok)], ok("tina", "token")),
-        ("a wrong token does not fall through to the JWT method",
-            vec![("authorization", &wrong_tok)], no),
-        ("a JWT", vec![("authorization", &good_jwt)], ok("jade", "jwt")),
-        ("a bad JWT", vec![("authorization", &bad_jwt)], no),
-        ("a non-Bearer Authorization", vec![("authorization", "Basic dGluYTp4")], no),
+        (
+            "the proxy wins over a token",
+            vec![proxy, user, ("authorization", &tok)],
+            ok("hana", "header"),
+        ),
+        (
+            "the proxy wins over a JWT",
+            vec![proxy, user, ("authorization", &good_jwt)],
+            ok("hana", "header"),
+        ),
+        (
+            "a wrong proxy secret does not fall through to a good token",
+            vec![wrong_proxy, user, ("authorization", &tok)],
+            no(),
+        ),
+        (
+            "the proxy without a user does not fall through",
+            vec![proxy, ("authorization", &tok)],
+            no(),
+        ),
+        (
+            "a user header without the secret is no credential",
+            vec![user],
+            no(),
+        ),
+        (
+            "a user header without the secret: the token decides",
+            vec![user, ("authorization", &tok)],
+            ok("tina", "token"),
+        ),
+        (
+            "a token",
+            vec![("authorization", &tok)],
+            ok("tina", "token"),
+        ),
+        (
+            "a wrong token does not fall through to the JWT method",
+            vec![("authorization", &wrong_tok)],
+            no(),
+        ),
+        (
+            "a JWT",
+            vec![("authorization", &good_jwt)],
+            ok("jade", "jwt"),
+        ),
+        ("a bad JWT", vec![("authorization", &bad_jwt)], no()),
+        (
+            "a non-Bearer Authorization",
+            vec![("authorization", "Basic dGluYTp4")],
+            no(),
+        ),
     ];
     for (what, headers, expected) in table {
         assert_eq!(whoami(&server, &headers).await, expected, "{what}");
@@ -193,7 +265,10 @@ async fn header_then_token_then_jwt_decides_and_nothing_falls_through() {
     // The methods are told, in the order they are tried.
     let (status, body) = server.get("/v1/auth/methods").await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(body, json!({"methods": ["header", "token", "jwt"], "oidc": null}));
+    assert_eq!(
+        body,
+        json!({"methods": ["header", "token", "jwt"], "oidc": null})
+    );
     // Writes by JWT work like any Bearer: no Origin needed.
     let builder = server
         .request(Method::POST, "/v1/sessions")

@@ -28,7 +28,9 @@ async fn the_browser_signs_in_through_the_identity_provider() {
         "the OIDC browser test needs {}: run bash scripts/install-deps.sh",
         missing.join(", ")
     );
-    let idp = IdentityProvider::start("agentd-web", "web-secret-123").await.unwrap();
+    let idp = IdentityProvider::start("agentd-web", "web-secret-123")
+        .await
+        .unwrap();
     idp.set_user(json!({"sub": "olivia", "groups": ["ops", "devs", "unmapped"]}));
     let toml = format!(
         "[server]\nauth = \"token\"\n\
@@ -39,7 +41,9 @@ async fn the_browser_signs_in_through_the_identity_provider() {
         idp.issuer()
     );
     let h = Harness::new(json!({"replies": []}), &toml).await;
-    let root = h.cli(&["tokens", "create", "--user", "root", "--admin"]).await;
+    let root = h
+        .cli(&["tokens", "create", "--user", "root", "--admin"])
+        .await;
     assert_eq!(root.0, 0, "{}", root.2);
     let root = root.1.trim().to_string();
     // The secret comes from the environment, as operators keep it.
@@ -91,10 +95,16 @@ async fn the_browser_signs_in_through_the_identity_provider() {
 
     // The provider got PKCE S256 and a verifier that matched it.
     let requests = idp.requests();
-    let authorize = requests.iter().find(|r| r.path == "/authorize").expect("no /authorize");
+    let authorize = requests
+        .iter()
+        .find(|r| r.path == "/authorize")
+        .expect("no /authorize");
     assert_eq!(authorize.params["code_challenge_method"], "S256");
     assert!(authorize.params.contains_key("nonce") && authorize.params.contains_key("state"));
-    let token = requests.iter().find(|r| r.path == "/token").expect("no /token");
+    let token = requests
+        .iter()
+        .find(|r| r.path == "/token")
+        .expect("no /token");
     assert_eq!(token.pkce_ok, Some(true), "{token:?}");
     assert!(token.params["code_verifier"].len() >= 43);
     // The user was created, and their groups mapped to admin and grants.
@@ -108,7 +118,9 @@ async fn the_browser_signs_in_through_the_identity_provider() {
 
 #[tokio::test]
 async fn the_callback_refuses_a_foreign_state_and_redirects_only_here() {
-    let idp = IdentityProvider::start("agentd-web", "s3cret").await.unwrap();
+    let idp = IdentityProvider::start("agentd-web", "s3cret")
+        .await
+        .unwrap();
     let toml = format!(
         "[server]\nauth = \"token\"\n[server.oidc]\nissuer = \"{}\"\nclient_id = \"agentd-web\"\n\
          client_secret = \"s3cret\"\n",
@@ -125,22 +137,36 @@ async fn the_callback_refuses_a_foreign_state_and_redirects_only_here() {
     assert_eq!(methods["oidc"]["name"], host.split(':').next().unwrap());
     // `next` elsewhere is dropped for `/`; the flow cookie carries it.
     let login = client
-        .get(format!("{}/v1/auth/oidc/login?next=//evil.example/x", server.url))
+        .get(format!(
+            "{}/v1/auth/oidc/login?next=//evil.example/x",
+            server.url
+        ))
         .send()
         .await
         .unwrap();
     assert_eq!(login.status(), StatusCode::SEE_OTHER);
     let location = login.headers()["location"].to_str().unwrap().to_string();
-    assert!(location.starts_with(&format!("{}/authorize?", idp.issuer())), "{location}");
+    assert!(
+        location.starts_with(&format!("{}/authorize?", idp.issuer())),
+        "{location}"
+    );
     let cookie = login.headers()["set-cookie"].to_str().unwrap().to_string();
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
     let flow = cookie.split(';').next().unwrap().to_string();
     // The provider signs in and sends back a code and the state.
     let back = client.get(&location).send().await.unwrap();
     let callback = back.headers()["location"].to_str().unwrap().to_string();
     // Another state than this browser's: refused, no session cookie.
     let forged = callback.replace("state=", "state=x");
-    let answer = client.get(&forged).header("cookie", &flow).send().await.unwrap();
+    let answer = client
+        .get(&forged)
+        .header("cookie", &flow)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
     assert!(answer.headers().get("set-cookie").is_none());
     // No flow cookie at all: refused too.
@@ -148,15 +174,29 @@ async fn the_callback_refuses_a_foreign_state_and_redirects_only_here() {
     assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
     // A used code cannot be replayed, so start again and finish properly.
     let login = client
-        .get(format!("{}/v1/auth/oidc/login?next=//evil.example/x", server.url))
+        .get(format!(
+            "{}/v1/auth/oidc/login?next=//evil.example/x",
+            server.url
+        ))
         .send()
         .await
         .unwrap();
     let location = login.headers()["location"].to_str().unwrap().to_string();
-    let flow = login.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let flow = login.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
     let back = client.get(&location).send().await.unwrap();
     let callback = back.headers()["location"].to_str().unwrap().to_string();
-    let done = client.get(&callback).header("cookie", &flow).send().await.unwrap();
+    let done = client
+        .get(&callback)
+        .header("cookie", &flow)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(done.status(), StatusCode::OK);
     let cookies: Vec<String> = done
         .headers()
@@ -164,11 +204,19 @@ async fn the_callback_refuses_a_foreign_state_and_redirects_only_here() {
         .iter()
         .map(|v| v.to_str().unwrap().to_string())
         .collect();
-    assert!(cookies.iter().any(|c| c.starts_with("agentd_session=agentd_")), "{cookies:?}");
+    assert!(
+        cookies
+            .iter()
+            .any(|c| c.starts_with("agentd_session=agentd_")),
+        "{cookies:?}"
+    );
     let page = done.text().await.unwrap();
     assert!(page.contains("url=/\"") && !page.contains("evil"), "{page}");
     // The cookie works as the provider's user.
-    let session = cookies.iter().find(|c| c.starts_with("agentd_session=")).unwrap();
+    let session = cookies
+        .iter()
+        .find(|c| c.starts_with("agentd_session="))
+        .unwrap();
     let session = session.split(';').next().unwrap();
     let me = client
         .get(format!("{}/v1/auth/me", server.url))

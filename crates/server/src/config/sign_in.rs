@@ -24,7 +24,9 @@ impl AuthMethods {
     /// Checked: not empty, no repeats, `none` alone.
     pub fn new(modes: Vec<AuthMode>) -> Result<Self, String> {
         if modes.is_empty() {
-            return Err("auth names no method; use \"token\", \"header\", \"jwt\" or \"none\"".into());
+            return Err(
+                "auth names no method; use \"token\", \"header\", \"jwt\" or \"none\"".into(),
+            );
         }
         if modes.len() > 1 && modes.contains(&AuthMode::None) {
             return Err(
@@ -82,8 +84,11 @@ pub enum JwtAlgorithm {
 }
 
 /// The defaults of [`JwtToml::algorithms`].
-pub const DEFAULT_JWT_ALGORITHMS: [JwtAlgorithm; 3] =
-    [JwtAlgorithm::RS256, JwtAlgorithm::ES256, JwtAlgorithm::EdDSA];
+pub const DEFAULT_JWT_ALGORITHMS: [JwtAlgorithm; 3] = [
+    JwtAlgorithm::RS256,
+    JwtAlgorithm::ES256,
+    JwtAlgorithm::EdDSA,
+];
 
 /// `[server.jwt]`: JWT bearer tokens for API clients (`auth` has `"jwt"`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]

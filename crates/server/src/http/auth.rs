@@ -26,8 +26,8 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::AppState;
-use super::error::ApiError;
 pub use super::auth_methods::{Auth, Methods};
+use super::error::ApiError;
 use crate::config::AuthMode;
 
 /// The owner of sessions made without authentication (and by `agentd run`).

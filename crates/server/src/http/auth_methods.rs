@@ -14,9 +14,9 @@ use subtle::ConstantTimeEq;
 
 use super::AppState;
 use super::auth::{
-    AuthConfigError, DEFAULT_USER_HEADER, MIN_SECRET_LEN, PROXY_SECRET_HEADER, User, bearer,
-    configured_admin, is_write, looks_like_token, same_origin, session_cookie, sha256,
-    token_record, token_user, valid_user_name, SESSION_MAX_AGE_S,
+    AuthConfigError, DEFAULT_USER_HEADER, MIN_SECRET_LEN, PROXY_SECRET_HEADER, SESSION_MAX_AGE_S,
+    User, bearer, configured_admin, is_write, looks_like_token, same_origin, session_cookie,
+    sha256, token_record, token_user, valid_user_name,
 };
 use super::error::ApiError;
 use super::jwks::{Expected, Verifier};
@@ -175,7 +175,9 @@ fn proxy_header(
 ) -> Result<ProxyHeader, AuthConfigError> {
     let name = server.header_name.as_deref().unwrap_or(DEFAULT_USER_HEADER);
     let user_header = HeaderName::try_from(name).map_err(|_| {
-        AuthConfigError(format!("[server] header_name {name:?} is not a header name"))
+        AuthConfigError(format!(
+            "[server] header_name {name:?} is not a header name"
+        ))
     })?;
     let secret = env_secret
         .or_else(|| server.header_secret.clone())
@@ -213,7 +215,13 @@ pub(super) fn credential<'a>(
     }
     let bearer = headers
         .get(AUTHORIZATION)
-        .map(|value| value.to_str().ok().and_then(bearer).ok_or(ApiError::Unauthorized))
+        .map(|value| {
+            value
+                .to_str()
+                .ok()
+                .and_then(bearer)
+                .ok_or(ApiError::Unauthorized)
+        })
         .transpose()?;
     if methods.token {
         // Without JWTs on, every Bearer is an agentd token (or wrong).
@@ -355,7 +363,10 @@ mod tests {
     fn the_first_present_credential_of_an_enabled_method_decides() {
         let all = methods(true, true, true);
         let proxy = ("x-agentd-proxy-secret", "s");
-        let agentd = ("authorization", "Bearer agentd_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+        let agentd = (
+            "authorization",
+            "Bearer agentd_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        );
         let jwt = ("authorization", "Bearer eyJ.a.b");
         let cookie = ("cookie", "agentd_session=c");
         let basic = ("authorization", "Basic abc");
@@ -365,13 +376,19 @@ mod tests {
         };
         // The header wins over everything, when on.
         assert_eq!(ok(&all, &[proxy, agentd, cookie]), "Ok(Proxy)");
-        assert_eq!(ok(&methods(false, true, true), &[proxy, agentd]), format!("Ok(Token({TOKEN:?}))"));
+        assert_eq!(
+            ok(&methods(false, true, true), &[proxy, agentd]),
+            format!("Ok(Token({TOKEN:?}))")
+        );
         // A token before a cookie before a JWT.
         assert_eq!(ok(&all, &[agentd, cookie]), format!("Ok(Token({TOKEN:?}))"));
         assert_eq!(ok(&all, &[cookie]), "Ok(Cookie(\"c\"))");
         assert_eq!(ok(&all, &[jwt]), "Ok(Jwt(\"eyJ.a.b\"))");
         // Without JWTs, any Bearer is a (possibly wrong) agentd token.
-        assert_eq!(ok(&methods(false, true, false), &[jwt]), "Ok(Token(\"eyJ.a.b\"))");
+        assert_eq!(
+            ok(&methods(false, true, false), &[jwt]),
+            "Ok(Token(\"eyJ.a.b\"))"
+        );
         // Without tokens, an agentd token is tried as a JWT (and fails there).
         assert!(ok(&methods(false, false, true), &[agentd]).starts_with("Ok(Jwt("));
         // A cookie is not a credential of JWT-only servers.

@@ -117,8 +117,8 @@ impl Verifier {
     /// with an allowed algorithm, from the issuer, for the audience, and
     /// within `exp`/`nbf` (give or take the leeway).
     pub async fn verify(&self, token: &str) -> Result<Map<String, Value>, JwtError> {
-        let header = jsonwebtoken::decode_header(token)
-            .map_err(|e| err(format!("not a JWT: {e}")))?;
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| err(format!("not a JWT: {e}")))?;
         let allowed = self.expected.algorithms.iter().copied().map(algorithm);
         if !allowed.clone().any(|a| a == header.alg) {
             return Err(err(format!("algorithm {:?} is not allowed", header.alg)));
@@ -158,7 +158,9 @@ impl Verifier {
                 return Ok(key);
             }
         }
-        Err(err(format!("no key {kid:?} for {alg:?} in the provider's JWKS")))
+        Err(err(format!(
+            "no key {kid:?} for {alg:?} in the provider's JWKS"
+        )))
     }
 
     async fn fetch(&self) -> Result<Vec<Jwk>, JwtError> {
@@ -167,7 +169,9 @@ impl Verifier {
             match url.as_ref() {
                 Some(url) => url.clone(),
                 None => {
-                    let found = discover(&self.client, &self.expected.issuer).await?.jwks_uri;
+                    let found = discover(&self.client, &self.expected.issuer)
+                        .await?
+                        .jwks_uri;
                     *url = Some(found.clone());
                     found
                 }

@@ -154,9 +154,15 @@ impl Oidc {
 
     /// Where to send the browser to start `flow`.
     pub async fn authorize_url(&self, flow: &Flow, redirect_uri: &str) -> Result<String, ApiError> {
-        let endpoint = self.discovery().await?.authorization_endpoint.ok_or_else(|| {
-            provider_down(JwtError("the provider names no authorization_endpoint".into()))
-        })?;
+        let endpoint = self
+            .discovery()
+            .await?
+            .authorization_endpoint
+            .ok_or_else(|| {
+                provider_down(JwtError(
+                    "the provider names no authorization_endpoint".into(),
+                ))
+            })?;
         let mut url = url::Url::parse(&endpoint)
             .map_err(|e| provider_down(JwtError(format!("authorization_endpoint: {e}"))))?;
         url.query_pairs_mut()
@@ -218,7 +224,9 @@ impl Oidc {
         })?;
         let nonce = claims.get("nonce").and_then(Value::as_str).unwrap_or("");
         if !bool::from(nonce.as_bytes().ct_eq(flow.nonce.as_bytes())) {
-            return Err(ApiError::Forbidden("the id_token's nonce is not this sign-in's".into()));
+            return Err(ApiError::Forbidden(
+                "the id_token's nonce is not this sign-in's".into(),
+            ));
         }
         self.identity(&claims)
     }
@@ -265,7 +273,13 @@ mod tests {
     #[test]
     fn next_stays_on_this_server() {
         assert_eq!(local_path(Some("/ui/sessions?x=1")), "/ui/sessions?x=1");
-        for bad in ["//evil.example", "/\\evil.example", "https://evil.example", "x", "/a b"] {
+        for bad in [
+            "//evil.example",
+            "/\\evil.example",
+            "https://evil.example",
+            "x",
+            "/a b",
+        ] {
             assert_eq!(local_path(Some(bad)), "/", "{bad}");
         }
         assert_eq!(local_path(None), "/");

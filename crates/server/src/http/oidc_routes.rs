@@ -78,7 +78,11 @@ fn redirect_uri(oidc: &Oidc, headers: &HeaderMap) -> ApiResult<String> {
     let host = headers
         .get(HOST)
         .and_then(|h| h.to_str().ok())
-        .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c)))
+        .filter(|h| {
+            !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+        })
         .ok_or_else(|| ApiError::BadRequest("no usable Host header".into()))?;
     let scheme = if over_https(headers) { "https" } else { "http" };
     Ok(format!("{scheme}://{host}{CALLBACK_PATH}"))
@@ -184,7 +188,10 @@ pub async fn callback(
         .await;
     let mut response = (StatusCode::OK, moving_on(&flow.next)).into_response();
     let out = response.headers_mut();
-    out.insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    out.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
     out.append(SET_COOKIE, session_cookie_header(&headers, &token)?);
     out.append(SET_COOKIE, flow_cookie(&headers, "", 0)?);
     Ok(response)
@@ -207,7 +214,10 @@ async fn provision(state: &AppState, oidc: &Oidc, identity: &Identity) -> ApiRes
         }
     };
     if user.disabled_at.is_some() {
-        return Err(ApiError::Forbidden(format!("the user {:?} is disabled", identity.name)));
+        return Err(ApiError::Forbidden(format!(
+            "the user {:?} is disabled",
+            identity.name
+        )));
     }
     let name = &identity.name;
     for group in &identity.groups {
@@ -220,7 +230,10 @@ async fn provision(state: &AppState, oidc: &Oidc, identity: &Identity) -> ApiRes
                 .await
                 .map_err(admin_error)?;
         }
-        let kinds = [(GrantKind::Profile, &grants.profiles), (GrantKind::Model, &grants.models)];
+        let kinds = [
+            (GrantKind::Profile, &grants.profiles),
+            (GrantKind::Model, &grants.models),
+        ];
         for (kind, names) in kinds {
             for grant in names {
                 access

@@ -15,8 +15,8 @@ use utoipa::openapi::security::SecurityRequirement;
 
 use super::AppState;
 use super::auth::{
-    SESSION_COOKIE, SESSION_MAX_AGE_S, authenticate_how, new_token, over_https,
-    same_origin, session_cookie, token_record,
+    SESSION_COOKIE, SESSION_MAX_AGE_S, authenticate_how, new_token, over_https, same_origin,
+    session_cookie, token_record,
 };
 use super::error::{ApiError, ApiJson, ApiResult, ErrorBody};
 use crate::config::AuthMode;

@@ -72,7 +72,11 @@ impl SigningKey {
                 let point = pair.public_key().as_ref();
                 let jwk = json!({"kty": "EC", "crv": "P-256", "x": b64(&point[1..33]),
                     "y": b64(&point[33..65]), "alg": "ES256"});
-                (Algorithm::ES256, EncodingKey::from_ec_der(pkcs8.as_ref()), jwk)
+                (
+                    Algorithm::ES256,
+                    EncodingKey::from_ec_der(pkcs8.as_ref()),
+                    jwk,
+                )
             }
             KeyKind::EdDsa => {
                 let pkcs8 =
@@ -81,7 +85,11 @@ impl SigningKey {
                     .map_err(|e| anyhow!("Ed25519: {e}"))?;
                 let x = b64(pair.public_key().as_ref());
                 let jwk = json!({"kty": "OKP", "crv": "Ed25519", "x": x, "alg": "EdDSA"});
-                (Algorithm::EdDSA, EncodingKey::from_ed_der(pkcs8.as_ref()), jwk)
+                (
+                    Algorithm::EdDSA,
+                    EncodingKey::from_ed_der(pkcs8.as_ref()),
+                    jwk,
+                )
             }
         };
         let mut jwk = jwk;

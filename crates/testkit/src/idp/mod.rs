@@ -140,7 +140,11 @@ impl IdentityProvider {
     /// The key signing now.
     pub fn current_key(&self) -> SigningKey {
         let inner = self.shared.lock();
-        inner.keys.last().cloned().unwrap_or_else(|| unreachable!("always one key"))
+        inner
+            .keys
+            .last()
+            .cloned()
+            .unwrap_or_else(|| unreachable!("always one key"))
     }
 
     /// Claims a valid token for `audience` naming `sub` has: this issuer,
@@ -179,7 +183,12 @@ fn record(shared: &Shared, path: &str, params: &HashMap<String, String>, pkce_ok
 }
 
 async fn discovery(State(shared): State<Arc<Shared>>) -> Json<Value> {
-    record(&shared, "/.well-known/openid-configuration", &HashMap::new(), None);
+    record(
+        &shared,
+        "/.well-known/openid-configuration",
+        &HashMap::new(),
+        None,
+    );
     let issuer = &shared.issuer;
     Json(json!({
         "issuer": issuer,
@@ -265,9 +274,9 @@ async fn token(
     let get = |key: &str| form.get(key).cloned().unwrap_or_default();
     let pending = shared.lock().codes.remove(&get("code"));
     let verifier = get("code_verifier");
-    let pkce_ok = pending.as_ref().map(|p| {
-        URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes())) == p.challenge
-    });
+    let pkce_ok = pending
+        .as_ref()
+        .map(|p| URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes())) == p.challenge);
     record(&shared, "/token", &form, pkce_ok);
     if client(&headers, &form) != (shared.client_id.clone(), shared.client_secret.clone()) {
         return oauth_error(StatusCode::UNAUTHORIZED, "invalid_client");
@@ -291,7 +300,9 @@ async fn token(
     let Some(Ok(id_token)) = key.map(|k| k.sign(&claims)) else {
         return oauth_error(StatusCode::INTERNAL_SERVER_ERROR, "server_error");
     };
-    Json(json!({"access_token": "opaque", "token_type": "Bearer", "expires_in": 300,
-        "id_token": id_token}))
+    Json(
+        json!({"access_token": "opaque", "token_type": "Bearer", "expires_in": 300,
+        "id_token": id_token}),
+    )
     .into_response()
 }
