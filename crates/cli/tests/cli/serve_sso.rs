@@ -30,8 +30,13 @@ async fn serve(idp: &IdentityProvider, auth: &str, refetch_s: u64) -> (Harness, 
     (h, server)
 }
 
+/// `(user, method)` of a signed-in request, or the refusal.
+type Answer = Result<(String, String), StatusCode>;
+/// What a row of the table sends, and what it must get.
+type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Answer);
+
 /// Who `GET /v1/auth/me` says the request is, by which method; or the status.
-async fn whoami(server: &Server, headers: &[(&str, &str)]) -> Result<(String, String), StatusCode> {
+async fn whoami(server: &Server, headers: &[(&str, &str)]) -> Answer {
     let mut builder = server.client.get(format!("{}/v1/auth/me", server.url));
     for (name, value) in headers {
         builder = builder.header(*name, *value);
@@ -200,11 +205,7 @@ async fn header_then_token_then_jwt_decides_and_nothing_falls_through() {
     let user = ("x-remote-user", "hana");
     let ok = |user: &str, how: &str| Ok((user.to_string(), how.to_string()));
     let no = || Err(StatusCode::UNAUTHORIZED);
-    let table: Vec<(
-        &str,
-        Vec<(&str, &str)>,
-        Result<(String, String), StatusCode>,
-    )> = vec![
+    let table: Vec<Case> = vec![
         ("nothing: fail closed", vec![], no()),
         ("the proxy alone", vec![proxy, user], ok("hana", "header")),
         (
