@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio::process::Command;
 
 use crate::serve_harness::Harness;
-use crate::web_ui::{CHROMIUM, missing_tools, repo};
+use crate::web_ui::{CHROMIUM, kill_group, missing_tools, repo};
 
 const E2E_TIMEOUT: Duration = Duration::from_secs(180);
 const IDP_NAME: &str = "Test IdP";
@@ -83,11 +83,7 @@ async fn the_browser_signs_in_through_the_identity_provider() {
     let status = match status {
         Ok(status) => status.unwrap(),
         Err(_) => {
-            if let Some(pid) = child.id() {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", &format!("-{pid}")])
-                    .status();
-            }
+            kill_group(&child);
             panic!("web/e2e/oidc.mjs did not finish in time\n{report}");
         }
     };
@@ -136,29 +132,12 @@ async fn the_callback_refuses_a_foreign_state_and_redirects_only_here() {
     let host = idp.issuer().trim_start_matches("http://").to_string();
     assert_eq!(methods["oidc"]["name"], host.split(':').next().unwrap());
     // `next` elsewhere is dropped for `/`; the flow cookie carries it.
-    let login = client
-        .get(format!(
-            "{}/v1/auth/oidc/login?next=//evil.example/x",
-            server.url
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(login.status(), StatusCode::SEE_OTHER);
-    let location = login.headers()["location"].to_str().unwrap().to_string();
-    assert!(
-        location.starts_with(&format!("{}/authorize?", idp.issuer())),
-        "{location}"
-    );
-    let cookie = login.headers()["set-cookie"].to_str().unwrap().to_string();
+    let (cookie, callback) = through_provider(&client, &server.url, idp.issuer()).await;
     assert!(
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
         "{cookie}"
     );
     let flow = cookie.split(';').next().unwrap().to_string();
-    // The provider signs in and sends back a code and the state.
-    let back = client.get(&location).send().await.unwrap();
-    let callback = back.headers()["location"].to_str().unwrap().to_string();
     // Another state than this browser's: refused, no session cookie.
     let forged = callback.replace("state=", "state=x");
     let answer = client
@@ -173,24 +152,8 @@ async fn the_callback_refuses_a_foreign_state_and_redirects_only_here() {
     let answer = client.get(&callback).send().await.unwrap();
     assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
     // A used code cannot be replayed, so start again and finish properly.
-    let login = client
-        .get(format!(
-            "{}/v1/auth/oidc/login?next=//evil.example/x",
-            server.url
-        ))
-        .send()
-        .await
-        .unwrap();
-    let location = login.headers()["location"].to_str().unwrap().to_string();
-    let flow = login.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let back = client.get(&location).send().await.unwrap();
-    let callback = back.headers()["location"].to_str().unwrap().to_string();
+    let (cookie, callback) = through_provider(&client, &server.url, idp.issuer()).await;
+    let flow = cookie.split(';').next().unwrap().to_string();
     let done = client
         .get(&callback)
         .header("cookie", &flow)
@@ -226,4 +189,24 @@ async fn the_callback_refuses_a_foreign_state_and_redirects_only_here() {
         .unwrap();
     let me: serde_json::Value = me.json().await.unwrap();
     assert_eq!(me, json!({"user": "alice", "auth": "token"}));
+}
+
+/// Start a sign-in (with a `next` elsewhere) and let the provider answer:
+/// the flow's `Set-Cookie` and the callback URL the browser is sent to.
+async fn through_provider(client: &reqwest::Client, url: &str, issuer: &str) -> (String, String) {
+    let login = client
+        .get(format!("{url}/v1/auth/oidc/login?next=//evil.example/x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::SEE_OTHER);
+    let location = login.headers()["location"].to_str().unwrap().to_string();
+    assert!(
+        location.starts_with(&format!("{issuer}/authorize?")),
+        "{location}"
+    );
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().to_string();
+    let back = client.get(&location).send().await.unwrap();
+    let callback = back.headers()["location"].to_str().unwrap().to_string();
+    (cookie, callback)
 }

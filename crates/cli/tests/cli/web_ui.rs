@@ -55,6 +55,16 @@ pub(crate) fn missing_tools(repo: &Path) -> Vec<String> {
     missing
 }
 
+/// End a browser run that took too long, and the browser it started (it
+/// runs in its own process group).
+pub(crate) fn kill_group(child: &tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &format!("-{pid}")])
+            .status();
+    }
+}
+
 #[tokio::test]
 async fn the_web_ui_passes_its_browser_scenarios() {
     let repo = repo();
@@ -115,11 +125,7 @@ async fn the_web_ui_passes_its_browser_scenarios() {
     let status = match status {
         Ok(status) => status.unwrap(),
         Err(_) => {
-            if let Some(pid) = child.id() {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", &format!("-{pid}")])
-                    .status();
-            }
+            kill_group(&child);
             panic!(
                 "web/e2e/run.mjs did not finish within {E2E_TIMEOUT:?}\n{}",
                 report()
