@@ -16,6 +16,7 @@ mod sandbox_env;
 pub mod server_limits;
 mod thinking;
 mod users;
+mod webhooks;
 mod workspaces;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
@@ -24,6 +25,7 @@ pub use network::{AllowlistToml, NetworkConfig};
 pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};
 pub use thinking::Thinking;
 pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
+pub use webhooks::{WebhookEvent, WebhookToml};
 pub use workspaces::{ProjectToml, WorkspacesToml};
 
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +66,8 @@ pub struct Config {
     pub projects: Vec<ProjectToml>,
     /// `[mounts] allowed`: host roots sessions may ask to mount from.
     pub mounts: MountsToml,
+    /// `[[webhooks]]`: signed notifications of sessions' events.
+    pub webhooks: Vec<WebhookToml>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -485,6 +489,7 @@ impl Config {
         access::check(&config)?;
         workspaces::check(&config)?;
         mounts::check(&config)?;
+        webhooks::check(&config)?;
         if config.cluster.lease_timeout_s == 0 || config.cluster.max_running_turns == 0 {
             return Err(
                 "[cluster] lease_timeout_s and max_running_turns must be at least 1".into(),
