@@ -65,5 +65,6 @@ mod serve_special_files;
 mod serve_stream;
 mod serve_team;
 mod serve_web_auth;
+mod serve_webhooks;
 mod serve_workspaces;
 mod web_ui;
