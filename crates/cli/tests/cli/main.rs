@@ -67,4 +67,5 @@ mod serve_team;
 mod serve_web_auth;
 mod serve_webhooks;
 mod serve_workspaces;
+mod web_notify;
 mod web_ui;
