@@ -27,13 +27,13 @@ pub use access::{
     AuditQuery, AuditRecord, GrantKind, GrantRecord, NewAudit, UsageWindow, UserUsage,
 };
 pub use error::StoreError;
-pub use webhooks::{AttemptResult, DeliveryRecord, DeliveryStatus, NewDelivery, WebhookStore};
 pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
 pub use types::{
     CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
     SessionExport, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TokenRecord,
     TurnRecord, TurnStart, UserRecord,
 };
+pub use webhooks::{AttemptResult, DeliveryRecord, DeliveryStatus, NewDelivery, WebhookStore};
 
 use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
 use async_trait::async_trait;

@@ -78,7 +78,10 @@ async fn signed_in_order_with_retries(database: &str) {
     let release = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let released = release.clone();
     receiver.answer_with(move |request, earlier| {
-        let tries = earlier.iter().filter(|r| r.event() == request.event()).count();
+        let tries = earlier
+            .iter()
+            .filter(|r| r.event() == request.event())
+            .count();
         match request.event().as_str() {
             "permission.requested" if tries == 0 => Answer::Close,
             "permission.requested" if !released.load(std::sync::atomic::Ordering::SeqCst) => {
@@ -102,12 +105,18 @@ async fn signed_in_order_with_retries(database: &str) {
     // The end is queued; give a wrong sender time to send it out of order.
     receiver
         .wait_for("a retry of the permission request", |r| {
-            r.iter().filter(|r| r.event() == "permission.requested").count() >= 3
+            r.iter()
+                .filter(|r| r.event() == "permission.requested")
+                .count()
+                >= 3
         })
         .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert!(
-        !receiver.received().iter().any(|r| r.event() == "turn.finished"),
+        !receiver
+            .received()
+            .iter()
+            .any(|r| r.event() == "turn.finished"),
         "turn.finished went out before the permission request was delivered"
     );
     release.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -125,14 +134,21 @@ async fn signed_in_order_with_retries(database: &str) {
         .filter(|r| r.event() == "permission.requested")
         .map(|r| r.answer)
         .collect();
-    assert_eq!(attempts[..2], [Answer::Close, Answer::Status500], "{attempts:?}");
+    assert_eq!(
+        attempts[..2],
+        [Answer::Close, Answer::Status500],
+        "{attempts:?}"
+    );
     assert_eq!(attempts.last(), Some(&Answer::Ok));
 
     // Every attempt is signed; the body says what happened and where to answer.
     for request in &received {
         assert!(request.signed_with(SECRET), "bad signature: {request:?}");
         assert_eq!(request.path, "/hook", "the users filter let it through");
-        assert_eq!(request.json()["delivery_id"], request.headers["x-agentd-delivery"]);
+        assert_eq!(
+            request.json()["delivery_id"],
+            request.headers["x-agentd-delivery"]
+        );
     }
     let delivered = |event: &str| {
         received
@@ -144,9 +160,18 @@ async fn signed_in_order_with_retries(database: &str) {
     let permission = delivered("permission.requested");
     assert_eq!(permission["session_id"], session.as_str());
     assert_eq!(permission["owner"], "local");
-    assert!(permission["turn_id"].as_str().is_some_and(|t| !t.is_empty()));
+    assert!(
+        permission["turn_id"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty())
+    );
     assert_eq!(permission["data"]["tool"], "Bash");
-    assert!(permission["data"]["input_summary"].as_str().unwrap().contains("touch approved.txt"));
+    assert!(
+        permission["data"]["input_summary"]
+            .as_str()
+            .unwrap()
+            .contains("touch approved.txt")
+    );
     assert_eq!(
         permission["data"]["answer"]["url"],
         format!("https://agentd.example{path}")
@@ -162,14 +187,28 @@ async fn signed_in_order_with_retries(database: &str) {
     server.message(&asking, "ask me a colour").await;
     let asked = next_of(&mut stream, "question.asked").await;
     let received = receiver
-        .wait_for("the question", |r| delivered_events(r, &asking).contains(&"question.asked".into()))
+        .wait_for("the question", |r| {
+            delivered_events(r, &asking).contains(&"question.asked".into())
+        })
         .await;
-    let question = received.iter().find(|r| r.event() == "question.asked").unwrap();
+    let question = received
+        .iter()
+        .find(|r| r.event() == "question.asked")
+        .unwrap();
     assert!(question.signed_with(SECRET));
     let question = question.json();
-    assert_eq!(question["data"]["questions"][0]["question"], "Which colour?");
-    let answer = question["data"]["answer"]["path"].as_str().unwrap().to_string();
-    assert!(answer.ends_with(asked.data["request_id"].as_str().unwrap()), "{answer}");
+    assert_eq!(
+        question["data"]["questions"][0]["question"],
+        "Which colour?"
+    );
+    let answer = question["data"]["answer"]["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        answer.ends_with(asked.data["request_id"].as_str().unwrap()),
+        "{answer}"
+    );
     let (status, body) = server
         .post(&answer, json!({"answers": {"Which colour?": "Blue"}}))
         .await;
@@ -191,16 +230,24 @@ async fn signed_in_order_with_retries(database: &str) {
         .unwrap();
     assert_eq!(permission_row["status"], "delivered");
     assert_eq!(permission_row["webhook"], "team");
-    assert!(permission_row["attempts"].as_u64().unwrap() >= 3, "{permission_row}");
+    assert!(
+        permission_row["attempts"].as_u64().unwrap() >= 3,
+        "{permission_row}"
+    );
     assert_eq!(permission_row["last_status"], 204);
-    assert!(deliveries.iter().all(|d| d["status"] == "delivered"), "{log}");
+    assert!(
+        deliveries.iter().all(|d| d["status"] == "delivered"),
+        "{log}"
+    );
     assert_eq!(deliveries.len(), 4, "{log}");
     let (status, none) = server
         .get("/v1/admin/webhooks/deliveries?status=pending")
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(none["deliveries"], json!([]));
-    let (status, _) = server.get("/v1/admin/webhooks/deliveries?status=lost").await;
+    let (status, _) = server
+        .get("/v1/admin/webhooks/deliveries?status=lost")
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
@@ -232,7 +279,9 @@ async fn the_outbox_survives_a_restart() {
     let session = server.session().await;
     server.message(&session, "hi").await;
     server.wait_idle(&session).await;
-    receiver.wait_for("a failed attempt", |r| !r.is_empty()).await;
+    receiver
+        .wait_for("a failed attempt", |r| !r.is_empty())
+        .await;
     server.kill9().await;
 
     receiver.answer_with(|_, _| Answer::Ok);
@@ -261,7 +310,8 @@ async fn bad_webhook_config_is_refused_at_start() {
         assert_ne!(code, 0);
         assert!(stderr.contains(expected), "{expected:?} not in {stderr}");
     }
-    let toml = "[[webhooks]]\nurl = \"ftp://example.com/h\"\nevents = [\"budget\"]\nsecret = \"s\"\n";
+    let toml =
+        "[[webhooks]]\nurl = \"ftp://example.com/h\"\nevents = [\"budget\"]\nsecret = \"s\"\n";
     let h = Harness::new(json!({"replies": []}), toml).await;
     let (code, _, stderr) = h.cli(&["serve", "--bind", "127.0.0.1:0"]).await;
     assert_ne!(code, 0);

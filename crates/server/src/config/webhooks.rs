@@ -91,14 +91,17 @@ impl WebhookToml {
 
     /// Whether deliveries of `owner`'s sessions go to this webhook.
     pub fn wants(&self, event: WebhookEvent, owner: &str) -> bool {
-        self.events.contains(&event) && (self.users.is_empty() || self.users.iter().any(|u| u == owner))
+        self.events.contains(&event)
+            && (self.users.is_empty() || self.users.iter().any(|u| u == owner))
     }
 }
 
 fn check_url(at: &str, text: &str, what: &str) -> Result<(), String> {
     let url = url::Url::parse(text).map_err(|err| format!("{at}: {what} {text:?}: {err}"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
-        return Err(format!("{at}: {what} must be an http:// or https:// URL, not {text:?}"));
+        return Err(format!(
+            "{at}: {what} must be an http:// or https:// URL, not {text:?}"
+        ));
     }
     Ok(())
 }
@@ -112,7 +115,9 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
             check_url(&at, public, "public_url")?;
         }
         if !names.insert(hook.name()) {
-            return Err(format!("{at}: two webhooks have this name; give each its own `name`"));
+            return Err(format!(
+                "{at}: two webhooks have this name; give each its own `name`"
+            ));
         }
         if hook.events.is_empty() {
             return Err(format!(
@@ -123,7 +128,9 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
         match (&hook.secret, &hook.secret_env) {
             (Some(_), Some(_)) => return Err(format!("{at}: set secret or secret_env, not both")),
             (None, None) => {
-                return Err(format!("{at}: a secret (secret or secret_env) signs deliveries"));
+                return Err(format!(
+                    "{at}: a secret (secret or secret_env) signs deliveries"
+                ));
             }
             (Some(secret), None) if secret.is_empty() => {
                 return Err(format!("{at}: secret is empty"));
@@ -131,11 +138,15 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
             _ => {}
         }
         if hook.timeout_s == Some(0) || hook.max_attempts == Some(0) {
-            return Err(format!("{at}: timeout_s and max_attempts must be at least 1"));
+            return Err(format!(
+                "{at}: timeout_s and max_attempts must be at least 1"
+            ));
         }
         for wait in [hook.retry_first_s, hook.retry_max_s].into_iter().flatten() {
             if !(wait.is_finite() && wait > 0.0 && wait <= 86_400.0) {
-                return Err(format!("{at}: retry_first_s and retry_max_s are seconds in (0, 86400]"));
+                return Err(format!(
+                    "{at}: retry_first_s and retry_max_s are seconds in (0, 86400]"
+                ));
             }
         }
     }

@@ -121,7 +121,9 @@ pub async fn deliveries(
     admin(&user)?;
     let limit = params.limit.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::BadRequest(format!("limit must be 1 to {MAX_PAGE}")));
+        return Err(ApiError::BadRequest(format!(
+            "limit must be 1 to {MAX_PAGE}"
+        )));
     }
     let records = state
         .registry

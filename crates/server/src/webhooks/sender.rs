@@ -60,9 +60,17 @@ pub fn start(
     for hook in webhooks.hooks() {
         let secret = match (&hook.secret, &hook.secret_env) {
             (Some(secret), _) => secret.clone(),
-            (None, Some(var)) => env.get(var).filter(|s| !s.is_empty()).cloned().ok_or_else(|| {
-                format!("[[webhooks]] {:?}: secret_env {var} is not set", hook.name())
-            })?,
+            (None, Some(var)) => {
+                env.get(var)
+                    .filter(|s| !s.is_empty())
+                    .cloned()
+                    .ok_or_else(|| {
+                        format!(
+                            "[[webhooks]] {:?}: secret_env {var} is not set",
+                            hook.name()
+                        )
+                    })?
+            }
             (None, None) => return Err(format!("[[webhooks]] {:?} has no secret", hook.name())),
         };
         let target = Target {
@@ -76,7 +84,11 @@ pub fn start(
         .user_agent(concat!("agentd-webhooks/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|err| format!("cannot make the webhook HTTP client: {err}"))?;
-    let longest = targets.values().map(|t| t.hook.timeout()).max().unwrap_or_default();
+    let longest = targets
+        .values()
+        .map(|t| t.hook.timeout())
+        .max()
+        .unwrap_or_default();
     let sender = Sender {
         store,
         targets,
@@ -117,7 +129,11 @@ impl Sender {
         let now = Utc::now();
         let until = now + self.lease;
         let limit = u32::try_from(room).unwrap_or(u32::MAX);
-        match self.store.claim_deliveries(&self.owner, now, until, limit).await {
+        match self
+            .store
+            .claim_deliveries(&self.owner, now, until, limit)
+            .await
+        {
             Ok(records) => records,
             Err(err) => {
                 tracing::warn!(%err, "cannot read due webhook deliveries");
@@ -132,20 +148,34 @@ impl Sender {
             None => AttemptResult {
                 status: DeliveryStatus::Failed,
                 http_status: None,
-                error: Some(format!("no webhook named {:?} is configured", record.webhook)),
+                error: Some(format!(
+                    "no webhook named {:?} is configured",
+                    record.webhook
+                )),
                 next_attempt_at: None,
             },
         };
         if result.status != DeliveryStatus::Delivered {
             tracing::warn!(
-                webhook = record.webhook, delivery = record.id, attempt = record.attempts + 1,
-                error = result.error.as_deref().unwrap_or_default(), "webhook delivery failed"
+                webhook = record.webhook,
+                delivery = record.id,
+                attempt = record.attempts + 1,
+                error = result.error.as_deref().unwrap_or_default(),
+                "webhook delivery failed"
             );
         }
-        match self.store.record_attempt(&record.id, &self.owner, &result).await {
+        match self
+            .store
+            .record_attempt(&record.id, &self.owner, &result)
+            .await
+        {
             Ok(true) => {}
-            Ok(false) => tracing::warn!(delivery = record.id, "a webhook lease ran out mid-attempt"),
-            Err(err) => tracing::error!(%err, delivery = record.id, "cannot record a webhook attempt"),
+            Ok(false) => {
+                tracing::warn!(delivery = record.id, "a webhook lease ran out mid-attempt")
+            }
+            Err(err) => {
+                tracing::error!(%err, delivery = record.id, "cannot record a webhook attempt")
+            }
         }
         // The session's next delivery may be due now.
         self.kick.notify_one();
@@ -177,14 +207,21 @@ impl Sender {
             }
             Ok(response) => {
                 let status = response.status();
-                (Some(status.as_u16()), format!("the receiver answered {status}"))
+                (
+                    Some(status.as_u16()),
+                    format!("the receiver answered {status}"),
+                )
             }
             Err(err) => (None, error_text(&err)),
         };
         let attempts = record.attempts + 1;
         let give_up = attempts >= u64::from(target.hook.max_attempts());
         AttemptResult {
-            status: if give_up { DeliveryStatus::Failed } else { DeliveryStatus::Pending },
+            status: if give_up {
+                DeliveryStatus::Failed
+            } else {
+                DeliveryStatus::Pending
+            },
             http_status,
             error: Some(error),
             next_attempt_at: (!give_up).then(|| Utc::now() + target.hook.retry_after(attempts)),

@@ -38,10 +38,10 @@ macro_rules! webhook_store {
         const _: () = {
             use chrono::{DateTime, Utc};
 
+            use $crate::StoreResult;
             use $crate::queries::webhooks as q;
             use $crate::records::{delivery, execute, fetch_all, to_ms};
             use $crate::webhooks::{AttemptResult, DeliveryRecord, DeliveryStatus, NewDelivery};
-            use $crate::StoreResult;
 
             #[async_trait::async_trait]
             impl $crate::WebhookStore for $store {
@@ -66,9 +66,13 @@ macro_rules! webhook_store {
                     limit: u32,
                 ) -> StoreResult<Vec<DeliveryRecord>> {
                     let query = sqlx::query(q::DUE).bind(to_ms(now)).bind(i64::from(limit));
-                    let due =
-                        fetch_all(&self.pool, query, "reading due webhook deliveries", delivery)
-                            .await?;
+                    let due = fetch_all(
+                        &self.pool,
+                        query,
+                        "reading due webhook deliveries",
+                        delivery,
+                    )
+                    .await?;
                     let mut claimed = Vec::with_capacity(due.len());
                     for record in due {
                         let _write = self.write_guard().await;
@@ -103,8 +107,7 @@ macro_rules! webhook_store {
                         .bind(delivered_at)
                         .bind(id)
                         .bind(owner);
-                    let done =
-                        execute(self.writer(), query, "recording a webhook attempt").await?;
+                    let done = execute(self.writer(), query, "recording a webhook attempt").await?;
                     Ok(done.rows_affected() == 1)
                 }
 

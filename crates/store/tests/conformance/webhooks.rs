@@ -48,28 +48,48 @@ fn delivered() -> AttemptResult {
 async fn deliveries_go_out_in_order_per_session_and_leased_once() {
     let (_dir, store) = store().await;
     for (id, session) in [("d1", "s1"), ("d2", "s1"), ("d3", "s2")] {
-        store.enqueue_delivery(&delivery(id, session)).await.unwrap();
+        store
+            .enqueue_delivery(&delivery(id, session))
+            .await
+            .unwrap();
     }
 
     // The second of s1 waits for the first; s2's goes at once.
-    let first = store.claim_deliveries("a", Utc::now(), lease(), 10).await.unwrap();
+    let first = store
+        .claim_deliveries("a", Utc::now(), lease(), 10)
+        .await
+        .unwrap();
     assert_eq!(ids(&first), ["d1", "d3"]);
     // Leased: nobody else gets them, and d2 still waits.
-    let other = store.claim_deliveries("b", Utc::now(), lease(), 10).await.unwrap();
+    let other = store
+        .claim_deliveries("b", Utc::now(), lease(), 10)
+        .await
+        .unwrap();
     assert!(other.is_empty(), "{other:?}");
 
     // A failed attempt keeps d1 first in line.
-    assert!(store.record_attempt("d1", "a", &retry_now("HTTP 500")).await.unwrap());
+    assert!(
+        store
+            .record_attempt("d1", "a", &retry_now("HTTP 500"))
+            .await
+            .unwrap()
+    );
     // Only the lease holder records.
     assert!(!store.record_attempt("d3", "b", &delivered()).await.unwrap());
     assert!(store.record_attempt("d3", "a", &delivered()).await.unwrap());
-    let again = store.claim_deliveries("b", Utc::now(), lease(), 10).await.unwrap();
+    let again = store
+        .claim_deliveries("b", Utc::now(), lease(), 10)
+        .await
+        .unwrap();
     assert_eq!(ids(&again), ["d1"]);
     assert_eq!(again[0].attempts, 1);
     assert_eq!(again[0].last_status, Some(500));
     assert!(store.record_attempt("d1", "b", &delivered()).await.unwrap());
 
-    let next = store.claim_deliveries("a", Utc::now(), lease(), 10).await.unwrap();
+    let next = store
+        .claim_deliveries("a", Utc::now(), lease(), 10)
+        .await
+        .unwrap();
     assert_eq!(ids(&next), ["d2"]);
     let gave_up = AttemptResult {
         status: DeliveryStatus::Failed,
@@ -90,7 +110,13 @@ async fn deliveries_go_out_in_order_per_session_and_leased_once() {
         .await
         .unwrap();
     assert_eq!(ids(&failed), ["d2"]);
-    assert!(store.claim_deliveries("a", Utc::now(), lease(), 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim_deliveries("a", Utc::now(), lease(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -98,19 +124,42 @@ async fn a_later_attempt_waits_for_its_time_and_an_expired_lease_is_taken_over()
     let (_dir, store) = store().await;
     store.enqueue_delivery(&delivery("d1", "s1")).await.unwrap();
     let short = Utc::now() + Duration::from_millis(1);
-    assert_eq!(store.claim_deliveries("a", Utc::now(), short, 1).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .claim_deliveries("a", Utc::now(), short, 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     tokio::time::sleep(Duration::from_millis(5)).await;
     // `a` stopped answering: its lease ran out, `b` takes the row.
-    let taken = store.claim_deliveries("b", Utc::now(), lease(), 1).await.unwrap();
+    let taken = store
+        .claim_deliveries("b", Utc::now(), lease(), 1)
+        .await
+        .unwrap();
     assert_eq!(ids(&taken), ["d1"]);
     let later = AttemptResult {
         next_attempt_at: Some(Utc::now() + Duration::from_secs(60)),
         ..retry_now("timed out")
     };
     assert!(store.record_attempt("d1", "b", &later).await.unwrap());
-    assert!(store.claim_deliveries("b", Utc::now(), lease(), 1).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim_deliveries("b", Utc::now(), lease(), 1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let soon = Utc::now() + Duration::from_secs(61);
-    assert_eq!(store.claim_deliveries("b", soon, lease(), 1).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .claim_deliveries("b", soon, lease(), 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -118,19 +167,29 @@ async fn concurrent_claimers_never_get_the_same_delivery() {
     let (_dir, store) = store().await;
     for n in 0..40 {
         let id = format!("d{n}");
-        store.enqueue_delivery(&delivery(&id, &format!("s{n}"))).await.unwrap();
+        store
+            .enqueue_delivery(&delivery(&id, &format!("s{n}")))
+            .await
+            .unwrap();
     }
     let claimers = (0..4).map(|n| {
         let store = store.clone();
         tokio::spawn(async move {
             let owner = format!("node{n}");
-            store.claim_deliveries(&owner, Utc::now(), lease(), 40).await.unwrap()
+            store
+                .claim_deliveries(&owner, Utc::now(), lease(), 40)
+                .await
+                .unwrap()
         })
     });
     let mut seen = HashSet::new();
     for claimer in claimers {
         for record in claimer.await.unwrap() {
-            assert!(seen.insert(record.id.clone()), "{} claimed twice", record.id);
+            assert!(
+                seen.insert(record.id.clone()),
+                "{} claimed twice",
+                record.id
+            );
         }
     }
     assert_eq!(seen.len(), 40);

@@ -81,10 +81,7 @@ impl Receiver {
     }
 
     /// Answer each request by `rule(request, earlier requests)`.
-    pub fn answer_with(
-        &self,
-        rule: impl Fn(&Received, &[Received]) -> Answer + Send + 'static,
-    ) {
+    pub fn answer_with(&self, rule: impl Fn(&Received, &[Received]) -> Answer + Send + 'static) {
         *self.rule.lock().unwrap() = Box::new(rule);
     }
 
@@ -103,7 +100,10 @@ impl Receiver {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
                 "the receiver never got {what}; it got {:#?}",
-                received.iter().map(|r| (r.event(), r.answer)).collect::<Vec<_>>()
+                received
+                    .iter()
+                    .map(|r| (r.event(), r.answer))
+                    .collect::<Vec<_>>()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -120,7 +120,10 @@ impl Receiver {
                 let log = self.log.lock().unwrap();
                 (self.rule.lock().unwrap())(&request, &log)
             };
-            self.log.lock().unwrap().push(Received { answer, ..request });
+            self.log
+                .lock()
+                .unwrap()
+                .push(Received { answer, ..request });
             let response: &[u8] = match answer {
                 Answer::Close => return,
                 Answer::Status500 => {
