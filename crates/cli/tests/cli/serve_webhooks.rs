@@ -296,6 +296,40 @@ async fn the_outbox_survives_a_restart() {
     assert_eq!(log["deliveries"][0]["status"], "delivered", "{log}");
 }
 
+/// A turn stopped by its budget sends `budget` (and only what was asked for).
+#[tokio::test]
+async fn a_spent_budget_is_sent() {
+    let receiver = Receiver::start().await;
+    // $1 per model call (100 input tokens at $10 000 per million).
+    let toml = format!(
+        "[server]\nauth = \"none\"\n[models.default]\nprovider = \"anthropic\"\n\
+         model = \"claude-sonnet-4-5\"\nbase_url = \"{{URL}}\"\n\
+         [models.default.price]\ninput_per_mtok = 10000.0\noutput_per_mtok = 0.0\n\
+         [profiles.default]\nmode = \"bypass\"\nmax_budget_usd = 1.5\nmax_identical_calls = 0\n\
+         [[webhooks]]\nurl = \"{}/hook\"\nevents = [\"budget\"]\nsecret = \"{SECRET}\"\n",
+        receiver.url
+    );
+    let script = json!({"replies": [{"repeat": true, "usage": {"input_tokens": 100},
+        "content": [tool_use("toolu_spend", "Bash", json!({"command": "echo spend"}))]}]});
+    let h = Harness::new(script, &toml).await;
+    let server = h.start().await;
+    let session = server.session().await;
+    server.message(&session, "spend").await;
+    server.wait_idle(&session).await;
+    let received = receiver
+        .wait_for("the budget delivery", |r| {
+            !delivered_events(r, &session).is_empty()
+        })
+        .await;
+    assert_eq!(delivered_events(&received, &session), ["budget"]);
+    let budget = received[0].json();
+    assert!(received[0].signed_with(SECRET));
+    assert_eq!(budget["data"]["limit"], "max_budget_usd", "{budget}");
+    assert_eq!(budget["data"]["status"], "budget_exceeded");
+    assert_eq!(budget["data"]["code"], "budget_exceeded");
+    assert_eq!(budget["data"]["cost_usd"], 2.0);
+}
+
 #[tokio::test]
 async fn bad_webhook_config_is_refused_at_start() {
     let cases = [

@@ -8,19 +8,13 @@
 use serde_json::json;
 
 use crate::serve_harness::Harness;
-use crate::web_ui::{missing_tools, repo, run_scenarios};
+use crate::web_ui::{repo_with_browser, run_scenarios};
 
 const USER: &str = "alice";
 
 #[tokio::test]
 async fn a_background_session_waiting_for_a_permission_notifies() {
-    let repo = repo();
-    let missing = missing_tools(&repo);
-    assert!(
-        missing.is_empty(),
-        "the browser notification test needs {}: run bash scripts/install-deps.sh",
-        missing.join(", ")
-    );
+    let repo = repo_with_browser("the browser notification test");
     let script = json!({"replies": [
         {"when": {"last_tool_name": "Bash"}, "content": [{"type": "text", "text": "Stopped."}]},
         {"when": {"last_user_contains": "touch it"}, "content": [

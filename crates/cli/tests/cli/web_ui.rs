@@ -35,7 +35,7 @@ pub(crate) fn repo() -> PathBuf {
 }
 
 /// What the browser run needs; a message naming what is missing.
-pub(crate) fn missing_tools(repo: &Path) -> Vec<String> {
+fn missing_tools(repo: &Path) -> Vec<String> {
     let mut missing = Vec::new();
     if !Path::new(CHROMIUM).is_file() {
         missing.push(format!("chromium ({CHROMIUM})"));
@@ -55,15 +55,22 @@ pub(crate) fn missing_tools(repo: &Path) -> Vec<String> {
     missing
 }
 
-#[tokio::test]
-async fn the_web_ui_passes_its_browser_scenarios() {
+/// The repository, once chromium, node and playwright-core are known to be
+/// there; fails `test` (what needs them) with what is missing otherwise.
+pub(crate) fn repo_with_browser(test: &str) -> PathBuf {
     let repo = repo();
     let missing = missing_tools(&repo);
     assert!(
         missing.is_empty(),
-        "the web UI test needs {}: run bash scripts/install-deps.sh",
+        "{test} needs {}: run bash scripts/install-deps.sh",
         missing.join(", ")
     );
+    repo
+}
+
+#[tokio::test]
+async fn the_web_ui_passes_its_browser_scenarios() {
+    let repo = repo_with_browser("the web UI test");
     let e2e = repo.join("web/e2e");
     let runner = e2e.join("run.mjs");
     assert!(runner.is_file(), "{} is missing", runner.display());
