@@ -7,6 +7,7 @@ import { signinView } from './views/signin.js';
 import { SessionList } from './views/sessions.js';
 import { Conversation } from './views/conversation.js';
 import { Workspace } from './views/workspace.js';
+import { Notifier } from './views/notifier.js';
 import { notify } from './views/toast.js';
 
 const root = document.getElementById('app');
@@ -67,7 +68,10 @@ class App {
   constructor({ user, auth }) {
     this.user = user;
     this.conversation = null;
+    this.notifier = new Notifier({ getActive: () => this.sessions.activeId });
     this.sessions = new SessionList({
+      onChange: (sessions) => this.notifier.observe(sessions),
+      pollHidden: () => this.notifier.on,
       onDeleted: (id) => this.deleted(id),
       onRenamed: (session) => {
         if (this.conversation && this.conversation.id === session.id) this.conversation.setTitle(session.title, { fromList: true });
@@ -89,7 +93,7 @@ class App {
       'div',
       { class: 'shell' },
       h('a', { class: 'skip-link', href: '#main' }, 'Skip to the conversation'),
-      h('header', { class: 'topbar' }, this.menu, h('span', { class: 'brand' }, 'agentd'), h('span', { class: 'spacer' }), this.workspaceToggle, h('span', { class: 'user muted', title: 'Signed in as' }, user), signout),
+      h('header', { class: 'topbar' }, this.menu, h('span', { class: 'brand' }, 'agentd'), h('span', { class: 'spacer' }), this.workspaceToggle, this.notifier.bell, h('span', { class: 'user muted', title: 'Signed in as' }, user), signout),
       h('div', { class: 'layout' }, this.sessions.el, this.main, this.workspace.el),
     );
     this.onHash = () => this.route();

@@ -36,6 +36,7 @@ mod sink;
 mod test_support;
 pub mod threads;
 mod transcripts;
+pub mod webhooks;
 mod worker;
 pub mod workspace_open;
 pub mod workspace_owner;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use agentd_protocol::{ErrorCode, ErrorInfo, Event, TurnFinished, TurnStatus};
+use agentd_protocol::{ErrorCode, ErrorInfo, Event, EventEnvelope, TurnFinished, TurnStatus};
 use agentd_store::{SessionRecord, SessionStatus, SessionUpdate, StoreError, TurnStart};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -106,7 +106,11 @@ async fn run_one(
         .turns_started
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (observer, events) = mpsc::unbounded_channel();
-    let forward = forward_events(registry, &handle.session_id, events);
+    let about = TurnOf {
+        owner: session.owner.clone(),
+        turn_id: turn.turn_id.clone(),
+    };
+    let forward = forward_events(registry, &handle.session_id, about, events);
     let options = TurnOptions {
         client_request_id: turn.client_request_id.clone(),
         turn_id: Some(turn.turn_id.clone()),
@@ -185,6 +189,7 @@ async fn ready_session(
 fn forward_events(
     registry: &Registry,
     session_id: &str,
+    about: TurnOf,
     mut events: mpsc::UnboundedReceiver<agentd_protocol::EventEnvelope>,
 ) -> tokio::task::JoinHandle<()> {
     let (registry, handle) = (registry.clone(), registry.handle(session_id));
@@ -198,8 +203,20 @@ fn forward_events(
                 registry.finishing(&handle);
             }
             handle.publish(&envelope);
+            // After the live hub: a webhook is one insert, on this task.
+            let store = registry.runtime().store.as_ref();
+            registry
+                .webhooks()
+                .event_stored(store, &about.owner, &about.turn_id, &envelope)
+                .await;
         }
     })
+}
+
+/// Whose turn a forwarder hands events of, for webhooks.
+struct TurnOf {
+    owner: String,
+    turn_id: String,
 }
 
 /// After the turn ran (or could not): record what the turn itself could not.
@@ -353,6 +370,7 @@ async fn try_record_end(
                 .event(envelope, &mut TurnClock::default());
             handle.publish(envelope);
         }
+        notify_webhooks(registry, turn, &stored).await;
     }
     let update = SessionUpdate {
         status: Some(SessionStatus::Idle),
@@ -441,4 +459,30 @@ fn message_mode(
         return None;
     }
     Some(asked)
+}
+
+/// A turn's end recorded here (it never ran, or the store failed under it)
+/// goes to webhooks like one the turn recorded itself.
+async fn notify_webhooks(registry: &Registry, turn: &PendingTurn, stored: &[EventEnvelope]) {
+    let webhooks = registry.webhooks();
+    let Some(first) = stored.first() else {
+        return;
+    };
+    if webhooks.hooks().is_empty() {
+        return;
+    }
+    let store = registry.runtime().store.as_ref();
+    let owner = match store.get_session(&first.session_id).await {
+        Ok(Some(session)) => session.owner,
+        Ok(None) => return,
+        Err(err) => {
+            tracing::warn!(%err, "cannot read the session's owner for its webhooks");
+            return;
+        }
+    };
+    for envelope in stored {
+        webhooks
+            .event_stored(store, &owner, &turn.turn_id, envelope)
+            .await;
+    }
 }

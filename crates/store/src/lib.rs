@@ -18,6 +18,7 @@ mod migrate;
 mod queries;
 mod records;
 mod types;
+mod webhooks;
 
 pub mod postgres;
 pub mod sqlite;
@@ -32,6 +33,7 @@ pub use types::{
     SessionExport, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TokenRecord,
     TurnRecord, TurnStart, UserRecord,
 };
+pub use webhooks::{AttemptResult, DeliveryRecord, DeliveryStatus, NewDelivery, WebhookStore};
 
 use agentd_protocol::{Event, EventEnvelope, Message, TurnStatus};
 use async_trait::async_trait;
@@ -389,13 +391,13 @@ store! {
     /// Everything agentd persists, as one object with every role. Implementations
     /// are cheap to clone and safe to share across tasks.
     SessionStore + TranscriptStore + EventLog + TurnStore + HealthStore + UserStore
-        + AccessStore + PendingStore + CheckpointStore + TransferStore
+        + AccessStore + PendingStore + CheckpointStore + TransferStore + WebhookStore
 }
 
 /// The role traits, for callers of [`Store`] methods: `use agentd_store::prelude::*;`.
 pub mod prelude {
     pub use crate::{
         AccessStore, CheckpointStore, EventLog, HealthStore, PendingStore, SessionStore, Store,
-        TranscriptStore, TransferStore, TurnStore, UserStore,
+        TranscriptStore, TransferStore, TurnStore, UserStore, WebhookStore,
     };
 }

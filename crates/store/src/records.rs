@@ -371,3 +371,26 @@ pub(crate) fn role_str(role: agentd_protocol::Role) -> &'static str {
         agentd_protocol::Role::Assistant => "assistant",
     }
 }
+
+pub(crate) fn delivery(row: &impl Columns) -> StoreResult<crate::DeliveryRecord> {
+    let status = row.text("status")?;
+    let last_status = row
+        .opt_int("last_status")?
+        .map(|s| u16::try_from(s).map_err(|_| StoreError::Corrupt(format!("HTTP status {s}"))))
+        .transpose()?;
+    Ok(crate::DeliveryRecord {
+        id: row.text("id")?,
+        webhook: row.text("webhook")?,
+        event: row.text("event")?,
+        session_id: row.text("session_id")?,
+        payload: row.text("payload")?,
+        status: crate::DeliveryStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("delivery status {status:?}")))?,
+        attempts: row.count("attempts")?,
+        last_status,
+        last_error: row.opt_text("last_error")?,
+        next_attempt_at: row.time("next_attempt_at")?,
+        created_at: row.time("created_at")?,
+        delivered_at: row.opt_time("delivered_at")?,
+    })
+}

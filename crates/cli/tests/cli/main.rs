@@ -66,6 +66,8 @@ mod serve_sso;
 mod serve_stream;
 mod serve_team;
 mod serve_web_auth;
+mod serve_webhooks;
 mod serve_workspaces;
+mod web_notify;
 mod web_oidc;
 mod web_ui;

@@ -196,6 +196,7 @@ async fn the_openapi_document_lists_every_route_and_each_one_answers() {
         ("delete", "/v1/admin/users/{name}/grants/{kind}/{grant}"),
         ("get", "/v1/admin/audit"),
         ("get", "/v1/admin/metrics"),
+        ("get", "/v1/admin/webhooks/deliveries"),
         ("get", "/healthz"),
         ("get", "/metrics"),
         ("get", "/openapi.json"),

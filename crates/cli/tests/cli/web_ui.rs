@@ -65,15 +65,22 @@ pub(crate) fn kill_group(child: &tokio::process::Child) {
     }
 }
 
-#[tokio::test]
-async fn the_web_ui_passes_its_browser_scenarios() {
+/// The repository, once chromium, node and playwright-core are known to be
+/// there; fails `test` (what needs them) with what is missing otherwise.
+pub(crate) fn repo_with_browser(test: &str) -> PathBuf {
     let repo = repo();
     let missing = missing_tools(&repo);
     assert!(
         missing.is_empty(),
-        "the web UI test needs {}: run bash scripts/install-deps.sh",
+        "{test} needs {}: run bash scripts/install-deps.sh",
         missing.join(", ")
     );
+    repo
+}
+
+#[tokio::test]
+async fn the_web_ui_passes_its_browser_scenarios() {
+    let repo = repo_with_browser("the web UI test");
     let e2e = repo.join("web/e2e");
     let runner = e2e.join("run.mjs");
     assert!(runner.is_file(), "{} is missing", runner.display());
@@ -91,54 +98,8 @@ async fn the_web_ui_passes_its_browser_scenarios() {
     let token = h.token(USER).await;
     let server = h.start().await;
     let out = repo.join("target/ui-screenshots");
-    std::fs::create_dir_all(&out).unwrap();
-    let stdout_path = h.data().join("e2e.stdout");
-    let stderr_path = h.data().join("e2e.stderr");
-
-    let mut node = Command::new("node");
-    node.arg(&runner)
-        .current_dir(&repo)
-        .env("AGENTD_URL", &server.url)
-        .env("AGENTD_TOKEN", &token)
-        .env("AGENTD_USER", USER)
-        .env("AGENTD_DATA_DIR", h.data())
-        .env("AGENTD_E2E_OUT", &out)
-        .env("NODE_PATH", repo.join(".tools/node_modules"))
-        .env("CHROMIUM", CHROMIUM)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        // Its own process group, so a timeout also ends the browser.
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = node.spawn().expect("cannot start node");
-    let status = tokio::time::timeout(E2E_TIMEOUT, child.wait()).await;
-    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
-    let report = || {
-        format!(
-            "--- run.mjs stdout\n{}\n--- run.mjs stderr\n{}\n--- agentd serve log\n{}",
-            read(&stdout_path),
-            read(&stderr_path),
-            server.log()
-        )
-    };
-    let status = match status {
-        Ok(status) => status.unwrap(),
-        Err(_) => {
-            kill_group(&child);
-            panic!(
-                "web/e2e/run.mjs did not finish within {E2E_TIMEOUT:?}\n{}",
-                report()
-            );
-        }
-    };
-    assert!(
-        status.success(),
-        "web/e2e/run.mjs failed ({status}); screenshots in {}\n{}",
-        out.display(),
-        report()
-    );
-    println!("{}", read(&stdout_path));
+    let stdout = run_scenarios(&runner, &h, &server, &token, USER, &out).await;
+    println!("{stdout}");
     // The image the browser attached reached the model as an image block.
     let image = json!({"type": "image", "source":
         {"type": "base64", "media_type": "image/png", "data": crate::serve_attachments::PNG_B64}});
@@ -156,4 +117,68 @@ async fn the_web_ui_passes_its_browser_scenarios() {
         with_image.is_some(),
         "no model request carried the attached image"
     );
+}
+
+/// `node <runner>` against `server` with the environment the scenarios
+/// expect (see the module's doc); panics with its output and the server's
+/// log unless it exits 0 within [`E2E_TIMEOUT`]. Its stdout.
+pub(crate) async fn run_scenarios(
+    runner: &Path,
+    h: &Harness,
+    server: &serve_harness::Server,
+    token: &str,
+    user: &str,
+    out: &Path,
+) -> String {
+    let repo = repo();
+    std::fs::create_dir_all(out).unwrap();
+    let stdout_path = h.data().join("e2e.stdout");
+    let stderr_path = h.data().join("e2e.stderr");
+
+    let mut node = Command::new("node");
+    node.arg(runner)
+        .current_dir(&repo)
+        .env("AGENTD_URL", &server.url)
+        .env("AGENTD_TOKEN", token)
+        .env("AGENTD_USER", user)
+        .env("AGENTD_DATA_DIR", h.data())
+        .env("AGENTD_E2E_OUT", out)
+        .env("NODE_PATH", repo.join(".tools/node_modules"))
+        .env("CHROMIUM", CHROMIUM)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        // Its own process group, so a timeout also ends the browser.
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = node.spawn().expect("cannot start node");
+    let status = tokio::time::timeout(E2E_TIMEOUT, child.wait()).await;
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    let report = || {
+        format!(
+            "--- stdout\n{}\n--- stderr\n{}\n--- agentd serve log\n{}",
+            read(&stdout_path),
+            read(&stderr_path),
+            server.log()
+        )
+    };
+    let status = match status {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            kill_group(&child);
+            panic!(
+                "{} did not finish within {E2E_TIMEOUT:?}\n{}",
+                runner.display(),
+                report()
+            );
+        }
+    };
+    assert!(
+        status.success(),
+        "{} failed ({status}); screenshots in {}\n{}",
+        runner.display(),
+        out.display(),
+        report()
+    );
+    read(&stdout_path)
 }

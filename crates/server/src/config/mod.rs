@@ -17,6 +17,7 @@ pub mod server_limits;
 mod sign_in;
 mod thinking;
 mod users;
+mod webhooks;
 mod workspaces;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
@@ -26,6 +27,7 @@ pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};
 pub use sign_in::{AuthMethods, GroupGrants, JwtAlgorithm, JwtToml, OidcToml};
 pub use thinking::Thinking;
 pub use users::{DEFAULT_AGENT_UIDS, MIN_AGENT_ID, UserToml};
+pub use webhooks::{WebhookEvent, WebhookToml};
 pub use workspaces::{ProjectToml, WorkspacesToml};
 
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +68,8 @@ pub struct Config {
     pub projects: Vec<ProjectToml>,
     /// `[mounts] allowed`: host roots sessions may ask to mount from.
     pub mounts: MountsToml,
+    /// `[[webhooks]]`: signed notifications of sessions' events.
+    pub webhooks: Vec<WebhookToml>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -507,6 +511,7 @@ impl Config {
         sign_in::check(&config)?;
         workspaces::check(&config)?;
         mounts::check(&config)?;
+        webhooks::check(&config)?;
         if config.cluster.lease_timeout_s == 0 || config.cluster.max_running_turns == 0 {
             return Err(
                 "[cluster] lease_timeout_s and max_running_turns must be at least 1".into(),

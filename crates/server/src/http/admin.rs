@@ -20,7 +20,7 @@ use crate::session::SessionError;
 const DEFAULT_AUDIT_PAGE: u32 = 100;
 const MAX_AUDIT_PAGE: u32 = 1000;
 
-fn admin(user: &User) -> ApiResult<()> {
+pub(super) fn admin(user: &User) -> ApiResult<()> {
     if user.is_admin {
         Ok(())
     } else {

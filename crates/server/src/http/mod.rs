@@ -34,6 +34,7 @@ mod sse;
 pub mod stream_limit;
 mod uploads;
 mod web;
+mod webhooks;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -94,7 +95,7 @@ pub struct AppState {
         (name = "sessions", description = "Sessions, their messages and live events"),
         (name = "files", description = "Workspace browsing, and uploads"),
         (name = "auth", description = "Signing the web UI in and out"),
-        (name = "admin", description = "Users, grants, usage and the audit log (admins only)"),
+        (name = "admin", description = "Users, grants, usage, the audit log and the webhook delivery log (admins only)"),
         (name = "server", description = "What the server offers, health and metrics"),
         (name = "anthropic", description = "Anthropic's Messages API with any configured model")
     )
@@ -158,6 +159,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::remove_grant))
         .routes(routes!(admin::audit_log))
         .routes(routes!(admin::user_metrics))
+        .routes(routes!(webhooks::deliveries))
         .routes(routes!(meta::healthz))
         .routes(routes!(meta::metrics))
         .routes(routes!(meta::openapi))
@@ -367,6 +369,13 @@ pub async fn serve(
     let coordination = runtime.coordination.clone();
     let registry = Registry::new(runtime, env, Arc::new(Metrics::default()));
     let cluster_stop = CancellationToken::new();
+    crate::webhooks::sender::start(
+        registry.webhooks(),
+        registry.runtime().store.clone(),
+        registry.env(),
+        cluster_stop.clone(),
+    )
+    .map_err(std::io::Error::other)?;
     let address = format!("http://{}", listener.local_addr()?);
     coordination
         .join(&registry, &address, cluster_stop.clone())

@@ -63,6 +63,8 @@ pub(crate) struct Inner {
     /// Turns whose end could not be recorded before shutdown.
     unrecorded: AtomicU64,
     admissions: Admissions,
+    /// Where stored events that a webhook wants are queued.
+    webhooks: crate::webhooks::Webhooks,
 }
 
 pub struct Entry {
@@ -204,6 +206,7 @@ impl Registry {
     pub fn new(runtime: Runtime, env: Env, metrics: Arc<Metrics>) -> Self {
         Self {
             inner: Arc::new(Inner {
+                webhooks: crate::webhooks::Webhooks::new(&runtime.config),
                 runtime,
                 env,
                 metrics,
@@ -230,6 +233,10 @@ impl Registry {
 
     pub fn runtime(&self) -> &Runtime {
         &self.inner.runtime
+    }
+
+    pub fn webhooks(&self) -> &crate::webhooks::Webhooks {
+        &self.inner.webhooks
     }
 
     pub fn env(&self) -> &Env {

@@ -14,6 +14,7 @@ pub(crate) mod transcript;
 pub(crate) mod transfer;
 pub(crate) mod turns;
 pub(crate) mod users;
+pub(crate) mod webhooks;
 
 /// Every role of `Store` on `$store` (over the database `$db`), from the macros of this module.
 macro_rules! roles {
@@ -27,6 +28,7 @@ macro_rules! roles {
         $crate::queries::transfer::transfer_store!($store, $db);
         $crate::queries::turns::turn_store!($store);
         $crate::queries::users::user_store!($store);
+        $crate::queries::webhooks::webhook_store!($store);
     };
 }
 pub(crate) use roles;

@@ -24,6 +24,7 @@ mod sessions;
 pub mod transfer;
 mod turns;
 mod users;
+mod webhooks;
 
 use agentd_protocol::{DeltaKind, Event};
 use agentd_store::{NewSession, SessionRecord, Store};

@@ -1,0 +1,35 @@
+//! Browser notifications in the web UI: `node web/e2e/notify.mjs` against a
+//! real `agentd serve` drives headless chromium (notification permission
+//! granted, `window.Notification` spied on): a background session's
+//! permission request makes a notification that opens the session. The
+//! browser plumbing is web_ui.rs's.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::json;
+
+use crate::serve_harness::Harness;
+use crate::web_ui::{repo_with_browser, run_scenarios};
+
+const USER: &str = "alice";
+
+#[tokio::test]
+async fn a_background_session_waiting_for_a_permission_notifies() {
+    let repo = repo_with_browser("the browser notification test");
+    let script = json!({"replies": [
+        {"when": {"last_tool_name": "Bash"}, "content": [{"type": "text", "text": "Stopped."}]},
+        {"when": {"last_user_contains": "touch it"}, "content": [
+            {"type": "tool_use", "id": "toolu_notify_1", "name": "Bash",
+             "input": {"command": "touch notified.txt"}}]},
+    ]});
+    let toml = "[server]\nauth = \"token\"\n\
+        [models.default]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{URL}\"\n\
+        [profiles.default]\nmode = \"default\"\napproval_timeout_s = 3600\n";
+    let h = Harness::new(script, toml).await;
+    let token = h.token(USER).await;
+    let server = h.start().await;
+    let runner = repo.join("web/e2e/notify.mjs");
+    let out = repo.join("target/ui-screenshots");
+    let stdout = run_scenarios(&runner, &h, &server, &token, USER, &out).await;
+    println!("{stdout}");
+    assert_eq!(stdout.matches("ok - ").count(), 3, "{stdout}");
+}

@@ -1,0 +1,128 @@
+//! [`WebhookStore`](crate::WebhookStore): the webhook outbox.
+
+use crate::dialect::sql;
+
+pub(crate) const DELIVERY_COLUMNS: &str = "id, webhook, event, session_id, payload, status, \
+    attempts, last_status, last_error, next_attempt_at, created_at, delivered_at";
+
+pub(crate) const INSERT: &str = "INSERT INTO webhook_deliveries \
+     (id, webhook, event, session_id, payload, next_attempt_at, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $6)";
+
+// Due, not leased, and no earlier pending row of its webhook and session:
+// a session's events go out in order, an earlier one delivered or given up.
+sql!(pub(crate) DUE = "SELECT ", DELIVERY_COLUMNS, " FROM webhook_deliveries d \
+     WHERE d.status = 'pending' AND d.next_attempt_at <= $1 \
+     AND (d.lease_until IS NULL OR d.lease_until <= $1) \
+     AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e \
+         WHERE e.webhook = d.webhook AND e.session_id = d.session_id \
+         AND e.status = 'pending' AND e.seq < d.seq) \
+     ORDER BY d.seq LIMIT $2");
+
+/// The lease is taken only if nobody holds it: PostgreSQL re-checks the
+/// condition on the row's latest version, so one of two claimers wins.
+pub(crate) const CLAIM: &str = "UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $2 \
+     WHERE id = $3 AND status = 'pending' AND (lease_until IS NULL OR lease_until <= $4)";
+
+pub(crate) const RECORD: &str = "UPDATE webhook_deliveries SET status = $1, \
+     attempts = attempts + 1, last_status = $2, last_error = $3, \
+     next_attempt_at = COALESCE(CAST($4 AS BIGINT), next_attempt_at), delivered_at = $5, \
+     lease_owner = NULL, lease_until = NULL \
+     WHERE id = $6 AND lease_owner = $7";
+
+sql!(pub(crate) LIST = "SELECT ", DELIVERY_COLUMNS, " FROM webhook_deliveries \
+     WHERE (CAST($1 AS TEXT) IS NULL OR status = $1) ORDER BY seq DESC LIMIT $2");
+
+macro_rules! webhook_store {
+    ($store:ty) => {
+        const _: () = {
+            use chrono::{DateTime, Utc};
+
+            use $crate::StoreResult;
+            use $crate::queries::webhooks as q;
+            use $crate::records::{delivery, execute, fetch_all, to_ms};
+            use $crate::webhooks::{AttemptResult, DeliveryRecord, DeliveryStatus, NewDelivery};
+
+            #[async_trait::async_trait]
+            impl $crate::WebhookStore for $store {
+                async fn enqueue_delivery(&self, delivery: &NewDelivery) -> StoreResult<()> {
+                    let _write = self.write_guard().await;
+                    let query = sqlx::query(q::INSERT)
+                        .bind(&delivery.id)
+                        .bind(&delivery.webhook)
+                        .bind(&delivery.event)
+                        .bind(&delivery.session_id)
+                        .bind(&delivery.payload)
+                        .bind(to_ms(delivery.created_at));
+                    execute(self.writer(), query, "queueing a webhook delivery").await?;
+                    Ok(())
+                }
+
+                async fn claim_deliveries(
+                    &self,
+                    owner: &str,
+                    now: DateTime<Utc>,
+                    lease_until: DateTime<Utc>,
+                    limit: u32,
+                ) -> StoreResult<Vec<DeliveryRecord>> {
+                    let query = sqlx::query(q::DUE).bind(to_ms(now)).bind(i64::from(limit));
+                    let due = fetch_all(
+                        &self.pool,
+                        query,
+                        "reading due webhook deliveries",
+                        delivery,
+                    )
+                    .await?;
+                    let mut claimed = Vec::with_capacity(due.len());
+                    for record in due {
+                        let _write = self.write_guard().await;
+                        let query = sqlx::query(q::CLAIM)
+                            .bind(owner)
+                            .bind(to_ms(lease_until))
+                            .bind(&record.id)
+                            .bind(to_ms(now));
+                        let done =
+                            execute(self.writer(), query, "claiming a webhook delivery").await?;
+                        if done.rows_affected() == 1 {
+                            claimed.push(record);
+                        }
+                    }
+                    Ok(claimed)
+                }
+
+                async fn record_attempt(
+                    &self,
+                    id: &str,
+                    owner: &str,
+                    result: &AttemptResult,
+                ) -> StoreResult<bool> {
+                    let delivered_at = (result.status == DeliveryStatus::Delivered)
+                        .then(|| to_ms($crate::records::now()));
+                    let _write = self.write_guard().await;
+                    let query = sqlx::query(q::RECORD)
+                        .bind(result.status.as_str())
+                        .bind(result.http_status.map(i64::from))
+                        .bind(&result.error)
+                        .bind(result.next_attempt_at.map(to_ms))
+                        .bind(delivered_at)
+                        .bind(id)
+                        .bind(owner);
+                    let done = execute(self.writer(), query, "recording a webhook attempt").await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn list_deliveries(
+                    &self,
+                    status: Option<DeliveryStatus>,
+                    limit: u32,
+                ) -> StoreResult<Vec<DeliveryRecord>> {
+                    let query = sqlx::query(q::LIST)
+                        .bind(status.map(DeliveryStatus::as_str))
+                        .bind(i64::from(limit));
+                    fetch_all(&self.pool, query, "listing webhook deliveries", delivery).await
+                }
+            }
+        };
+    };
+}
+pub(crate) use webhook_store;
