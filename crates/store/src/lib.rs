@@ -17,6 +17,7 @@ mod log;
 mod migrate;
 mod queries;
 mod records;
+mod signing_keys;
 mod types;
 
 pub mod postgres;
@@ -26,6 +27,7 @@ pub use access::{
     AuditQuery, AuditRecord, GrantKind, GrantRecord, NewAudit, UsageWindow, UserUsage,
 };
 pub use error::StoreError;
+pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
 pub use types::{
     CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
@@ -390,6 +392,7 @@ store! {
     /// are cheap to clone and safe to share across tasks.
     SessionStore + TranscriptStore + EventLog + TurnStore + HealthStore + UserStore
         + AccessStore + PendingStore + CheckpointStore + TransferStore
+        + SigningKeyStore
 }
 
 /// The role traits, for callers of [`Store`] methods: `use agentd_store::prelude::*;`.
@@ -398,4 +401,5 @@ pub mod prelude {
         AccessStore, CheckpointStore, EventLog, HealthStore, PendingStore, SessionStore, Store,
         TranscriptStore, TransferStore, TurnStore, UserStore,
     };
+    pub use crate::SigningKeyStore;
 }
