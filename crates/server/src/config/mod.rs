@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 mod access;
 mod agents;
+mod identity;
 mod mounts;
 mod network;
 mod sandbox_env;
@@ -19,6 +20,7 @@ mod users;
 mod workspaces;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
+pub use identity::IdentityToml;
 pub use mounts::{MountMode, MountSpec, MountsToml};
 pub use network::{AllowlistToml, NetworkConfig};
 pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};
@@ -64,6 +66,8 @@ pub struct Config {
     pub projects: Vec<ProjectToml>,
     /// `[mounts] allowed`: host roots sessions may ask to mount from.
     pub mounts: MountsToml,
+    /// `[identity]`: the tokens agentd signs for tools (`{user_token}`).
+    pub identity: IdentityToml,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -485,6 +489,7 @@ impl Config {
         access::check(&config)?;
         workspaces::check(&config)?;
         mounts::check(&config)?;
+        config.identity.check()?;
         if config.cluster.lease_timeout_s == 0 || config.cluster.max_running_turns == 0 {
             return Err(
                 "[cluster] lease_timeout_s and max_running_turns must be at least 1".into(),
