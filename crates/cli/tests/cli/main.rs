@@ -64,6 +64,7 @@ mod serve_shutdown;
 mod serve_special_files;
 mod serve_stream;
 mod serve_team;
+mod serve_tool_identity;
 mod serve_web_auth;
 mod serve_workspaces;
 mod web_ui;
