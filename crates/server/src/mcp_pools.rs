@@ -60,8 +60,7 @@ impl McpPools {
             })
             .map(|s| s.to_tools_config())
             .collect();
-        let (own, shared): (Vec<_>, Vec<_>) =
-            configs.into_iter().partition(server_has_placeholder);
+        let (own, shared): (Vec<_>, Vec<_>) = configs.into_iter().partition(server_has_placeholder);
         let mut pools = Vec::new();
         let shared = within_allowlist(shared, profile);
         if !shared.is_empty()
@@ -97,8 +96,7 @@ impl McpPools {
             let mut map = self.own.lock().ok()?;
             match map.get(&session.id) {
                 Some(own)
-                    if own.profile == session.profile
-                        && own.renew_at.is_none_or(|at| now < at) =>
+                    if own.profile == session.profile && own.renew_at.is_none_or(|at| now < at) =>
                 {
                     return Some(own.pool.clone());
                 }
@@ -179,7 +177,11 @@ impl McpPools {
         for pool in pools {
             pool.shutdown_session(session_id).await;
         }
-        let own = self.own.lock().ok().and_then(|mut own| own.remove(session_id));
+        let own = self
+            .own
+            .lock()
+            .ok()
+            .and_then(|mut own| own.remove(session_id));
         if let Some(own) = own {
             own.pool.shutdown().await;
         }
@@ -202,7 +204,10 @@ impl McpPools {
 }
 
 /// The servers a profile's network allowlist lets through (all without one).
-fn within_allowlist(configs: Vec<McpServerConfig>, profile: &ProfileConfig) -> Vec<McpServerConfig> {
+fn within_allowlist(
+    configs: Vec<McpServerConfig>,
+    profile: &ProfileConfig,
+) -> Vec<McpServerConfig> {
     configs
         .into_iter()
         .filter_map(|s| match profile.network.allowlist() {

@@ -27,8 +27,8 @@ pub use access::{
     AuditQuery, AuditRecord, GrantKind, GrantRecord, NewAudit, UsageWindow, UserUsage,
 };
 pub use error::StoreError;
-pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
+pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use types::{
     CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
     SessionExport, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TokenRecord,
@@ -397,9 +397,9 @@ store! {
 
 /// The role traits, for callers of [`Store`] methods: `use agentd_store::prelude::*;`.
 pub mod prelude {
+    pub use crate::SigningKeyStore;
     pub use crate::{
         AccessStore, CheckpointStore, EventLog, HealthStore, PendingStore, SessionStore, Store,
         TranscriptStore, TransferStore, TurnStore, UserStore,
     };
-    pub use crate::SigningKeyStore;
 }

@@ -149,7 +149,9 @@ impl ToolKeys {
             Some(key) if now - key.created_at < rotation => key,
             _ => {
                 // `false`: another node stored a new key first; sign with that.
-                store.add_signing_key(&generate(now), now - rotation).await?;
+                store
+                    .add_signing_key(&generate(now), now - rotation)
+                    .await?;
                 let cutoff = now - rotation - Duration::seconds(ttl_secs(config)) - KEEP_MARGIN;
                 store.delete_signing_keys_before(cutoff).await?;
                 store

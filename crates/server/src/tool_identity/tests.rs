@@ -23,7 +23,10 @@ struct Claims {
 /// `token` verified as a tool would: its `kid` found in `jwks`, EdDSA only,
 /// audience and issuer checked.
 fn verify(token: &str, jwks: &Jwks) -> Result<Claims, String> {
-    let kid = decode_header(token).map_err(|e| e.to_string())?.kid.unwrap();
+    let kid = decode_header(token)
+        .map_err(|e| e.to_string())?
+        .kid
+        .unwrap();
     let jwk = jwks
         .keys
         .iter()
@@ -53,7 +56,11 @@ async fn a_token_verifies_against_the_published_key_with_its_claims() {
     assert_eq!(jwks.keys.len(), 1);
     let claims = verify(&token, &jwks).unwrap();
     assert_eq!(
-        (claims.iss.as_str(), claims.sub.as_str(), claims.sid.as_str()),
+        (
+            claims.iss.as_str(),
+            claims.sub.as_str(),
+            claims.sid.as_str()
+        ),
         ("agentd", "alice", "s1")
     );
     assert_eq!(claims.exp - claims.iat, 3600);
@@ -84,7 +91,11 @@ async fn a_token_of_another_key_or_expired_is_refused() {
         .await
         .unwrap();
     let mut foreign = ToolKeys::jwks(&elsewhere).await.unwrap();
-    assert!(verify(&token, &foreign).unwrap_err().contains("unknown key"));
+    assert!(
+        verify(&token, &foreign)
+            .unwrap_err()
+            .contains("unknown key")
+    );
     foreign.keys[0].kid = decode_header(&token).unwrap().kid.unwrap();
     let err = verify(&token, &foreign).unwrap_err();
     assert!(err.contains("InvalidSignature"), "{err}");

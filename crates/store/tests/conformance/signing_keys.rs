@@ -30,7 +30,12 @@ async fn a_key_is_added_unless_a_newer_one_exists_and_kept_on_reopen() {
     assert!(store.add_signing_key(&first, at(1)).await.unwrap());
     // Another node rotated meanwhile: a key since day 1 exists, so this one
     // is not added.
-    assert!(!store.add_signing_key(&key("k1b", at(1)), at(1)).await.unwrap());
+    assert!(
+        !store
+            .add_signing_key(&key("k1b", at(1)), at(1))
+            .await
+            .unwrap()
+    );
     let second = key("k2", at(8));
     assert!(store.add_signing_key(&second, at(8)).await.unwrap());
     assert_eq!(
