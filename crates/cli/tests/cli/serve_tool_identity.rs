@@ -241,6 +241,16 @@ async fn two_users_sessions_get_their_own_identity_in_env_and_headers() {
     assert!(jwks(&other_server).await.keys.is_empty());
 }
 
+/// A new session's turn saying `word`: the session and the `WHO_TOKEN` the
+/// stdio server got.
+async fn token_of_a_turn(server: &Server, word: &str) -> (String, String) {
+    let session = server.session().await;
+    server.message(&session, word).await;
+    server.wait_idle(&session).await;
+    let env = call_output(server, &session, &format!("{word}_who")).await;
+    (session, env["WHO_TOKEN"].as_str().unwrap().to_string())
+}
+
 /// A token from a turn on `h`, then a restart: the same key is published,
 /// the old token still verifies and the next one has the same `kid`.
 async fn the_key_survives_a_restart(toml: &str) {
@@ -257,13 +267,7 @@ async fn the_key_survives_a_restart(toml: &str) {
     );
     let h = Harness::new(model_script, &toml).await;
     let server = h.start().await;
-    let session = server.session().await;
-    server.message(&session, "first").await;
-    server.wait_idle(&session).await;
-    let first = call_output(&server, &session, "first_who").await["WHO_TOKEN"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (session, first) = token_of_a_turn(&server, "first").await;
     let keys = jwks(&server).await;
     server.terminate().await;
 
@@ -271,13 +275,7 @@ async fn the_key_survives_a_restart(toml: &str) {
     let again = jwks(&server).await;
     assert_eq!(again, keys);
     assert_fresh_token_of(&verify(&first, &again).unwrap(), "local", &session);
-    let session2 = server.session().await;
-    server.message(&session2, "second").await;
-    server.wait_idle(&session2).await;
-    let second = call_output(&server, &session2, "second_who").await["WHO_TOKEN"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (session2, second) = token_of_a_turn(&server, "second").await;
     let kid = |token: &str| decode_header(token).unwrap().kid.unwrap();
     assert_eq!(kid(&second), kid(&first));
     assert_fresh_token_of(&verify(&second, &again).unwrap(), "local", &session2);
