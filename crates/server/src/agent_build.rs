@@ -296,12 +296,10 @@ impl Runtime {
         if !skills.is_empty() {
             tools.extend([Arc::new(SkillTool::new(skills.clone())) as _]);
         }
-        let pools = [
-            self.mcp.for_profile(self, &session.profile, profile),
-            self.mcp.for_project(&session.id, project).await,
-            options.mcp.clone(),
-        ];
-        for pool in pools.into_iter().flatten() {
+        let mut pools = self.mcp.for_profile(self, session, profile).await;
+        pools.extend(self.mcp.for_project(&session.id, project).await);
+        pools.extend(options.mcp.clone());
+        for pool in pools {
             let mcp = pool.tools(&session.id, policy).await;
             for error in &mcp.errors {
                 tracing::warn!(session = %session.id, "{error}");

@@ -35,6 +35,7 @@ mod sink;
 #[cfg(test)]
 mod test_support;
 pub mod threads;
+pub mod tool_identity;
 mod transcripts;
 pub mod webhooks;
 mod worker;

@@ -162,6 +162,8 @@ pub struct Runtime {
     pub(crate) identities: Arc<crate::identity::AgentIdentities>,
     /// The config's host mounts, resolved once (see `crate::mounts`).
     pub(crate) mounts: Arc<Result<crate::mounts::MountTable, String>>,
+    /// The key `{user_token}`s are signed with (see `crate::tool_identity`).
+    pub tool_keys: Arc<crate::tool_identity::ToolKeys>,
 }
 
 impl Runtime {
@@ -183,6 +185,7 @@ impl Runtime {
             transcripts: Arc::default(),
             identities: Arc::default(),
             mounts,
+            tool_keys: Arc::default(),
         }
     }
 

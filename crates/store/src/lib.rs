@@ -17,6 +17,7 @@ mod log;
 mod migrate;
 mod queries;
 mod records;
+mod signing_keys;
 mod types;
 mod webhooks;
 
@@ -28,6 +29,7 @@ pub use access::{
 };
 pub use error::StoreError;
 pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
+pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use types::{
     CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
     SessionExport, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TokenRecord,
@@ -392,10 +394,12 @@ store! {
     /// are cheap to clone and safe to share across tasks.
     SessionStore + TranscriptStore + EventLog + TurnStore + HealthStore + UserStore
         + AccessStore + PendingStore + CheckpointStore + TransferStore + WebhookStore
+        + SigningKeyStore
 }
 
 /// The role traits, for callers of [`Store`] methods: `use agentd_store::prelude::*;`.
 pub mod prelude {
+    pub use crate::SigningKeyStore;
     pub use crate::{
         AccessStore, CheckpointStore, EventLog, HealthStore, PendingStore, SessionStore, Store,
         TranscriptStore, TransferStore, TurnStore, UserStore, WebhookStore,

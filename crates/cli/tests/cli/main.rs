@@ -65,6 +65,7 @@ mod serve_special_files;
 mod serve_sso;
 mod serve_stream;
 mod serve_team;
+mod serve_tool_identity;
 mod serve_web_auth;
 mod serve_webhooks;
 mod serve_workspaces;

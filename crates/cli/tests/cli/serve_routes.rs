@@ -200,6 +200,7 @@ async fn the_openapi_document_lists_every_route_and_each_one_answers() {
         ("get", "/healthz"),
         ("get", "/metrics"),
         ("get", "/openapi.json"),
+        ("get", "/v1/identity/jwks"),
         ("post", "/v1/auth/login"),
         ("post", "/v1/auth/logout"),
         ("get", "/v1/auth/me"),

@@ -107,6 +107,12 @@ impl McpServerToml {
         }
         agentd_tools::mcp::ReadOnlyTools::new(&self.read_only_tools, self.trust_annotations)
             .map_err(|err| format!("mcp server {:?}: {err}", self.name))?;
+        for (what, values) in [("env", &self.env), ("headers", &self.headers)] {
+            for (key, value) in values {
+                crate::tool_identity::check_template(value)
+                    .map_err(|err| format!("mcp server {:?}: {what} {key:?}: {err}", self.name))?;
+            }
+        }
         match (&self.command, &self.url) {
             (Some(_), None) | (None, Some(_)) => Ok(()),
             _ => Err(format!(

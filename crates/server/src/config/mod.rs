@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 mod access;
 mod agents;
+mod identity;
 mod mounts;
 mod network;
 mod sandbox_env;
@@ -21,6 +22,7 @@ mod webhooks;
 mod workspaces;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
+pub use identity::IdentityToml;
 pub use mounts::{MountMode, MountSpec, MountsToml};
 pub use network::{AllowlistToml, NetworkConfig};
 pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};
@@ -70,6 +72,8 @@ pub struct Config {
     pub mounts: MountsToml,
     /// `[[webhooks]]`: signed notifications of sessions' events.
     pub webhooks: Vec<WebhookToml>,
+    /// `[identity]`: the tokens agentd signs for tools (`{user_token}`).
+    pub identity: IdentityToml,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -512,6 +516,7 @@ impl Config {
         workspaces::check(&config)?;
         mounts::check(&config)?;
         webhooks::check(&config)?;
+        config.identity.check()?;
         if config.cluster.lease_timeout_s == 0 || config.cluster.max_running_turns == 0 {
             return Err(
                 "[cluster] lease_timeout_s and max_running_turns must be at least 1".into(),

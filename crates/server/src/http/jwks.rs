@@ -195,7 +195,7 @@ fn fits(key: &Jwk, alg: Algorithm) -> bool {
         AlgorithmParameters::RSA(_) => alg == Algorithm::RS256,
         AlgorithmParameters::EllipticCurve(_) => alg == Algorithm::ES256,
         AlgorithmParameters::OctetKeyPair(_) => alg == Algorithm::EdDSA,
-        AlgorithmParameters::OctetKey(_) => false,
+        _ => false, // symmetric (never accepted) and kinds this version added
     };
     // A key that names its algorithm is used for that one only.
     let named = key

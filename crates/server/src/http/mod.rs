@@ -32,6 +32,7 @@ mod shutdown;
 pub mod sign_in;
 mod sse;
 pub mod stream_limit;
+mod tool_identity;
 mod uploads;
 mod web;
 mod webhooks;
@@ -163,6 +164,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(meta::healthz))
         .routes(routes!(meta::metrics))
         .routes(routes!(meta::openapi))
+        .routes(routes!(tool_identity::jwks))
         .routes(routes!(sign_in::login))
         .routes(routes!(sign_in::logout))
         .routes(routes!(sign_in::me))

@@ -44,6 +44,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (9, "0009", "existing_workspace"),
     (10, "0010", "session_thinking"),
     (12, "0012", "webhook_deliveries"),
+    (13, "0013", "signing_keys"),
 );
 
 /// The PostgreSQL store. Cheap to clone; clones share the pool.

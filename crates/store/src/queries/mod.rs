@@ -10,6 +10,7 @@ pub(crate) mod checkpoints;
 pub(crate) mod events;
 pub(crate) mod pending;
 pub(crate) mod sessions;
+pub(crate) mod signing_keys;
 pub(crate) mod transcript;
 pub(crate) mod transfer;
 pub(crate) mod turns;
@@ -24,6 +25,7 @@ macro_rules! roles {
         $crate::queries::events::event_log!($store);
         $crate::queries::pending::pending_store!($store);
         $crate::queries::sessions::session_store!($store);
+        $crate::queries::signing_keys::signing_key_store!($store);
         $crate::queries::transcript::transcript_store!($store);
         $crate::queries::transfer::transfer_store!($store, $db);
         $crate::queries::turns::turn_store!($store);

@@ -44,6 +44,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (8, "0008", "existing_workspace"),
     (9, "0009", "session_thinking"),
     (11, "0011", "webhook_deliveries"),
+    (12, "0012", "signing_keys"),
 );
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the

@@ -29,6 +29,7 @@ async fn a_fresh_database_has_every_table_empty() {
         "audit_log",
         "health_probe",
         "session_mounts",
+        "signing_keys",
     ] {
         let n = crate::strings(
             &store,

@@ -21,6 +21,7 @@ mod messages;
 mod migrations;
 mod pending;
 mod sessions;
+mod signing_keys;
 pub mod transfer;
 mod turns;
 mod users;
