@@ -17,6 +17,7 @@ mod log;
 mod migrate;
 mod queries;
 mod records;
+mod search;
 mod types;
 
 pub mod postgres;
@@ -26,6 +27,7 @@ pub use access::{
     AuditQuery, AuditRecord, GrantKind, GrantRecord, NewAudit, UsageWindow, UserUsage,
 };
 pub use error::StoreError;
+pub use search::{MAX_SEARCH_CHARS, MAX_SEARCH_TERMS, SearchText, SessionFilter, SessionHit};
 pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
 pub use types::{
     CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
@@ -56,6 +58,10 @@ pub trait SessionStore: Send + Sync {
         before: Option<&str>,
         limit: u32,
     ) -> StoreResult<Vec<SessionRecord>>;
+
+    /// The sessions `filter` selects (see [`SessionFilter`]): pinned first
+    /// then newest first, or, searching, best match first with a snippet.
+    async fn find_sessions(&self, filter: &SessionFilter) -> StoreResult<Vec<SessionHit>>;
 
     /// Apply the fields that are set (totals are added); bumps `updated_at`;
     /// returns the updated session. `NotFound` for an unknown id.

@@ -20,6 +20,7 @@ mod history;
 mod messages;
 mod migrations;
 mod pending;
+mod search;
 mod sessions;
 pub mod transfer;
 mod turns;
