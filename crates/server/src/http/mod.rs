@@ -23,6 +23,7 @@ mod messages;
 mod meta;
 mod projects;
 mod session_error;
+mod session_list;
 mod sessions;
 mod shutdown;
 pub mod sign_in;
@@ -113,7 +114,10 @@ impl utoipa::Modify for Security {
 /// Every route, with its OpenAPI description.
 fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(routes!(sessions::create_session, sessions::list_sessions))
+        .routes(routes!(
+            sessions::create_session,
+            session_list::list_sessions
+        ))
         .routes(routes!(
             sessions::get_session,
             sessions::update_session,
