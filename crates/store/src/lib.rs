@@ -27,8 +27,8 @@ pub use access::{
     AuditQuery, AuditRecord, GrantKind, GrantRecord, NewAudit, UsageWindow, UserUsage,
 };
 pub use error::StoreError;
-pub use search::{MAX_SEARCH_CHARS, MAX_SEARCH_TERMS, SearchText, SessionFilter, SessionHit};
 pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
+pub use search::{MAX_SEARCH_CHARS, MAX_SEARCH_TERMS, SearchText, SessionFilter, SessionHit};
 pub use types::{
     CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
     SessionExport, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TokenRecord,

@@ -28,9 +28,7 @@ impl SearchText {
     /// for or too much.
     pub fn parse(query: &str) -> Result<Self, String> {
         if query.chars().count() > MAX_SEARCH_CHARS {
-            return Err(format!(
-                "a search is at most {MAX_SEARCH_CHARS} characters"
-            ));
+            return Err(format!("a search is at most {MAX_SEARCH_CHARS} characters"));
         }
         let mut terms = Vec::new();
         for (index, part) in query.split('"').enumerate() {

@@ -60,6 +60,7 @@ mod serve_project;
 mod serve_quotas;
 mod serve_routes;
 mod serve_sandbox_env;
+mod serve_search;
 mod serve_shutdown;
 mod serve_special_files;
 mod serve_stream;

@@ -8,8 +8,8 @@ use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use serde::Deserialize;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::AppState;
@@ -71,16 +71,27 @@ pub struct ListQuery {
     pub status: Option<StatusFilter>,
     /// Created at or after: a date (`2026-01-31`, midnight UTC) or an RFC
     /// 3339 date-time.
-    #[param(nullable = false, pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2}))?$")]
+    #[param(
+        nullable = false,
+        pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2}))?$"
+    )]
     pub since: Option<String>,
     /// Created before: a date-time, or a date (that whole day included).
-    #[param(nullable = false, pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2}))?$")]
+    #[param(
+        nullable = false,
+        pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2}))?$"
+    )]
     pub until: Option<String>,
     /// Sessions in this project's directory (`GET /v1/projects`).
     #[param(nullable = false, min_length = 1)]
     pub project: Option<String>,
     /// Sessions with this tag.
-    #[param(nullable = false, min_length = 1, max_length = 32, pattern = r"^[a-z0-9][a-z0-9._-]{0,31}$")]
+    #[param(
+        nullable = false,
+        min_length = 1,
+        max_length = 32,
+        pattern = r"^[a-z0-9][a-z0-9._-]{0,31}$"
+    )]
     pub tag: Option<String>,
     /// Only pinned (`true`) or only unpinned (`false`) sessions.
     #[param(nullable = false)]
@@ -159,15 +170,26 @@ async fn filter_of(state: &AppState, user: &User, query: &ListQuery) -> ApiResul
         StatusFilter::Running => SessionStatus::Running,
         StatusFilter::Waiting => SessionStatus::Waiting,
     });
-    filter.since = query.since.as_deref().map(|d| instant(d, false)).transpose()?;
-    filter.until = query.until.as_deref().map(|d| instant(d, true)).transpose()?;
+    filter.since = query
+        .since
+        .as_deref()
+        .map(|d| instant(d, false))
+        .transpose()?;
+    filter.until = query
+        .until
+        .as_deref()
+        .map(|d| instant(d, true))
+        .transpose()?;
     if let Some(name) = &query.project {
         let config = &state.registry.runtime().config;
         let project = config
             .project(name)
             .cloned()
             .ok_or_else(|| ApiError::BadRequest(format!("no project named {name:?}")))?;
-        let dir = state.sessions.project_directory(&project).await?;
+        // As sessions on it were created: the directory canonical.
+        let dir = tokio::fs::canonicalize(&project.path)
+            .await
+            .unwrap_or(project.path);
         filter.workspace = Some(dir.to_string_lossy().into_owned());
     }
     filter.tag = query.tag.as_deref().map(check_tag).transpose()?;
@@ -252,7 +274,14 @@ mod tests {
         assert_eq!(through.to_rfc3339(), "2026-02-01T00:00:00+00:00");
         let at = instant("2026-01-31T10:00:00+02:00", false).unwrap();
         assert_eq!(at.to_rfc3339(), "2026-01-31T08:00:00+00:00");
-        for bad in ["", "yesterday", "2026-1-31", "02026-01-31", "2026-13-01", "2026-01-31T"] {
+        for bad in [
+            "",
+            "yesterday",
+            "2026-1-31",
+            "02026-01-31",
+            "2026-13-01",
+            "2026-01-31T",
+        ] {
             assert!(instant(bad, false).is_err(), "{bad}");
         }
     }

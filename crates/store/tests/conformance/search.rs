@@ -63,12 +63,12 @@ async fn every_kind_of_text_is_found_but_thinking_is_not() {
     let other = session(&store, "alice").await;
     a_turn_with_tools(&store, &s.id).await;
     for (query, in_snippet) in [
-        ("axolotl", "axolotl"),           // a tool result only
-        ("narwhal", "narwhal"),           // a tool call's input
-        ("bash", "Bash"),                 // the tool's name
-        ("quokka", "quokka"),             // user text
+        ("axolotl", "axolotl"),             // a tool result only
+        ("narwhal", "narwhal"),             // a tool call's input
+        ("bash", "Bash"),                   // the tool's name
+        ("quokka", "quokka"),               // user text
         ("PLATYPUS directory", "platypus"), // assistant text, any case, all words
-        ("\"a title\"", "a title"),       // the title, as a phrase
+        ("\"a title\"", "a title"),         // the title, as a phrase
     ] {
         let hits = store.find_sessions(&search("alice", query)).await.unwrap();
         let expected = match query {
@@ -87,7 +87,11 @@ async fn every_kind_of_text_is_found_but_thinking_is_not() {
     assert!(none.is_empty(), "thinking is not searched: {none:?}");
     let both_words_apart = search("alice", "quokka axolotl");
     assert!(
-        store.find_sessions(&both_words_apart).await.unwrap().is_empty(),
+        store
+            .find_sessions(&both_words_apart)
+            .await
+            .unwrap()
+            .is_empty(),
         "all words in one message"
     );
     let _ = other;
@@ -226,7 +230,10 @@ async fn pin_archive_and_tags_are_kept_and_listed_pinned_first() {
         before = Some(last.clone());
         paged.extend(page);
     }
-    assert_eq!(paged, [first.id.clone(), third.id.clone(), second.id.clone()]);
+    assert_eq!(
+        paged,
+        [first.id.clone(), third.id.clone(), second.id.clone()]
+    );
 
     let unarchived = SessionFilter {
         archived: Some(false),
@@ -257,7 +264,10 @@ async fn pin_archive_and_tags_are_kept_and_listed_pinned_first() {
     };
     let read = store.update_session(&first.id, cleared).await.unwrap();
     assert!(read.tags.is_empty() && !read.pinned);
-    assert_eq!(list(all).await, [third.id.clone(), second.id.clone(), first.id.clone()]);
+    assert_eq!(
+        list(all).await,
+        [third.id.clone(), second.id.clone(), first.id.clone()]
+    );
 }
 
 #[tokio::test]
@@ -287,8 +297,14 @@ async fn status_date_and_workspace_filters_narrow() {
         status: Some(status),
         ..all.clone()
     };
-    assert_eq!(ids_of(status(SessionStatus::Running)).await, [later.id.clone()]);
-    assert_eq!(ids_of(status(SessionStatus::Idle)).await, [before.id.clone()]);
+    assert_eq!(
+        ids_of(status(SessionStatus::Running)).await,
+        [later.id.clone()]
+    );
+    assert_eq!(
+        ids_of(status(SessionStatus::Idle)).await,
+        [before.id.clone()]
+    );
     assert!(ids_of(status(SessionStatus::Waiting)).await.is_empty());
     let since = SessionFilter {
         since: Some(later.created_at),
@@ -320,7 +336,11 @@ async fn search_pages_by_offset_best_first() {
     let strong = session(&store, "alice").await;
     let say = |text: &str| Message::user_text(text);
     store
-        .append_message(&weak.id, None, &say("a long message that mentions lemur once among many other words here"))
+        .append_message(
+            &weak.id,
+            None,
+            &say("a long message that mentions lemur once among many other words here"),
+        )
         .await
         .unwrap();
     store
