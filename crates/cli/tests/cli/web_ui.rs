@@ -19,7 +19,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use serve_harness::Harness;
+use serve_harness::{Harness, Server};
 use tokio::process::Command;
 
 /// The whole browser run, scenarios included.
@@ -27,7 +27,7 @@ const E2E_TIMEOUT: Duration = Duration::from_secs(300);
 const CHROMIUM: &str = "/usr/bin/chromium";
 const USER: &str = "alice";
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -35,7 +35,7 @@ fn repo() -> PathBuf {
 }
 
 /// What the browser run needs; a message naming what is missing.
-fn missing_tools(repo: &Path) -> Vec<String> {
+pub(crate) fn missing_tools(repo: &Path) -> Vec<String> {
     let mut missing = Vec::new();
     if !Path::new(CHROMIUM).is_file() {
         missing.push(format!("chromium ({CHROMIUM})"));
@@ -58,15 +58,7 @@ fn missing_tools(repo: &Path) -> Vec<String> {
 #[tokio::test]
 async fn the_web_ui_passes_its_browser_scenarios() {
     let repo = repo();
-    let missing = missing_tools(&repo);
-    assert!(
-        missing.is_empty(),
-        "the web UI test needs {}: run bash scripts/install-deps.sh",
-        missing.join(", ")
-    );
     let e2e = repo.join("web/e2e");
-    let runner = e2e.join("run.mjs");
-    assert!(runner.is_file(), "{} is missing", runner.display());
     let script: Value = match std::fs::read_to_string(e2e.join("script.json")) {
         Ok(text) => serde_json::from_str(&text).expect("web/e2e/script.json is not JSON"),
         Err(_) => json!({"replies": []}),
@@ -80,59 +72,7 @@ async fn the_web_ui_passes_its_browser_scenarios() {
     let h = Harness::new(script, &toml).await;
     let token = h.token(USER).await;
     let server = h.start().await;
-    let out = repo.join("target/ui-screenshots");
-    std::fs::create_dir_all(&out).unwrap();
-    let stdout_path = h.data().join("e2e.stdout");
-    let stderr_path = h.data().join("e2e.stderr");
-
-    let mut node = Command::new("node");
-    node.arg(&runner)
-        .current_dir(&repo)
-        .env("AGENTD_URL", &server.url)
-        .env("AGENTD_TOKEN", &token)
-        .env("AGENTD_USER", USER)
-        .env("AGENTD_DATA_DIR", h.data())
-        .env("AGENTD_E2E_OUT", &out)
-        .env("NODE_PATH", repo.join(".tools/node_modules"))
-        .env("CHROMIUM", CHROMIUM)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        // Its own process group, so a timeout also ends the browser.
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = node.spawn().expect("cannot start node");
-    let status = tokio::time::timeout(E2E_TIMEOUT, child.wait()).await;
-    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
-    let report = || {
-        format!(
-            "--- run.mjs stdout\n{}\n--- run.mjs stderr\n{}\n--- agentd serve log\n{}",
-            read(&stdout_path),
-            read(&stderr_path),
-            server.log()
-        )
-    };
-    let status = match status {
-        Ok(status) => status.unwrap(),
-        Err(_) => {
-            if let Some(pid) = child.id() {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", &format!("-{pid}")])
-                    .status();
-            }
-            panic!(
-                "web/e2e/run.mjs did not finish within {E2E_TIMEOUT:?}\n{}",
-                report()
-            );
-        }
-    };
-    assert!(
-        status.success(),
-        "web/e2e/run.mjs failed ({status}); screenshots in {}\n{}",
-        out.display(),
-        report()
-    );
-    println!("{}", read(&stdout_path));
+    run_scenarios("run.mjs", &h, &server, &token, &[]).await;
     // The image the browser attached reached the model as an image block.
     let image = json!({"type": "image", "source":
         {"type": "base64", "media_type": "image/png", "data": crate::serve_attachments::PNG_B64}});
@@ -150,4 +90,77 @@ async fn the_web_ui_passes_its_browser_scenarios() {
         with_image.is_some(),
         "no model request carried the attached image"
     );
+}
+
+/// `node web/e2e/<runner>` against `server` (`token` is `USER`'s), which
+/// must exit 0 within [`E2E_TIMEOUT`], with `env` besides the usual
+/// variables; its output is printed. Missing
+/// chromium, node or playwright-core fail with what to install.
+pub(crate) async fn run_scenarios(
+    runner: &str,
+    h: &Harness,
+    server: &Server,
+    token: &str,
+    env: &[(&str, &str)],
+) {
+    let repo = repo();
+    let missing = missing_tools(&repo);
+    assert!(
+        missing.is_empty(),
+        "the web UI test needs {}: run bash scripts/install-deps.sh",
+        missing.join(", ")
+    );
+    let name = format!("web/e2e/{runner}");
+    let runner = repo.join(&name);
+    assert!(runner.is_file(), "{} is missing", runner.display());
+    let out = repo.join("target/ui-screenshots");
+    std::fs::create_dir_all(&out).unwrap();
+    let stdout_path = h.data().join("e2e.stdout");
+    let stderr_path = h.data().join("e2e.stderr");
+    let mut node = Command::new("node");
+    node.arg(&runner)
+        .current_dir(&repo)
+        .env("AGENTD_URL", &server.url)
+        .env("AGENTD_TOKEN", token)
+        .env("AGENTD_USER", USER)
+        .env("AGENTD_DATA_DIR", h.data())
+        .env("AGENTD_E2E_OUT", &out)
+        .env("NODE_PATH", repo.join(".tools/node_modules"))
+        .env("CHROMIUM", CHROMIUM)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        // Its own process group, so a timeout also ends the browser.
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = node.spawn().expect("cannot start node");
+    let status = tokio::time::timeout(E2E_TIMEOUT, child.wait()).await;
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    let report = || {
+        format!(
+            "--- {name} stdout\n{}\n--- {name} stderr\n{}\n--- agentd serve log\n{}",
+            read(&stdout_path),
+            read(&stderr_path),
+            server.log()
+        )
+    };
+    let status = match status {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            if let Some(pid) = child.id() {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &format!("-{pid}")])
+                    .status();
+            }
+            panic!("{name} did not finish within {E2E_TIMEOUT:?}\n{}", report());
+        }
+    };
+    assert!(
+        status.success(),
+        "{name} failed ({status}); screenshots in {}\n{}",
+        out.display(),
+        report()
+    );
+    println!("{}", read(&stdout_path));
 }
