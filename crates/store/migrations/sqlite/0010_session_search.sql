@@ -53,9 +53,11 @@ SELECT m.id, m.session_id, (
 ) AS body
 FROM messages AS m;
 
+-- A message without text (thinking only, say) gets no row: its NULL body
+-- is skipped by OR IGNORE (a `body IS NOT NULL` would extract it twice).
 CREATE TRIGGER messages_search_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO search_docs (session_id, message_id, body)
-    SELECT session_id, id, body FROM message_search_text WHERE id = new.id AND body IS NOT NULL;
+    INSERT OR IGNORE INTO search_docs (session_id, message_id, body)
+    SELECT session_id, id, body FROM message_search_text WHERE id = new.id;
 END;
 
 CREATE TRIGGER sessions_search_insert AFTER INSERT ON sessions WHEN new.title IS NOT NULL BEGIN
