@@ -102,16 +102,16 @@ async fn search_finds_every_kind_of_text(database: &str) {
         ("\"okapi review\"", "okapi review"),
     ] {
         let body = found(&alice, q).await;
-        assert_eq!(ids(&body), [mine.clone()], "{q}: {body}");
+        assert_eq!(ids(&body), [mine.as_str()], "{q}: {body}");
         let snippet = body["sessions"][0]["snippet"].as_str().unwrap_or_default();
         assert!(
             snippet.to_lowercase().contains(in_snippet),
             "{q}: {snippet:?}"
         );
         let theirs_found = found(&bob, q).await;
-        let expected: Vec<String> = match q {
+        let expected: Vec<&str> = match q {
             "\"okapi review\"" => vec![],
-            _ => vec![theirs.clone()],
+            _ => vec![theirs.as_str()],
         };
         assert_eq!(ids(&theirs_found), expected, "bob, {q}");
     }
@@ -135,7 +135,7 @@ async fn search_finds_every_kind_of_text(database: &str) {
     }
     // Operators are words, not syntax: `OR` must be in the text too.
     assert!(ids(&found(&alice, "zebrafish OR okapi").await).is_empty());
-    assert_eq!(ids(&found(&alice, "zebrafish*").await), [mine.clone()]);
+    assert_eq!(ids(&found(&alice, "zebrafish*").await), [mine.as_str()]);
     for nothing in ["***", "\"\"", "()"] {
         let (status, body) = search(&alice, nothing).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{nothing}: {body}");
@@ -216,18 +216,18 @@ async fn pins_archives_tags_and_filters() {
 
     assert_eq!(
         listed(&alice, "").await,
-        [old.clone(), in_project.clone(), busy.clone()],
+        [old.as_str(), in_project.as_str(), busy.as_str()],
         "pinned first, archived hidden"
     );
-    assert_eq!(listed(&alice, "archived=true").await, [archived.clone()]);
-    assert_eq!(listed(&alice, "pinned=true").await, [old.clone()]);
+    assert_eq!(listed(&alice, "archived=true").await, [archived.as_str()]);
+    assert_eq!(listed(&alice, "pinned=true").await, [old.as_str()]);
     assert_eq!(
         listed(&alice, "pinned=false").await,
-        [in_project.clone(), busy.clone()]
+        [in_project.as_str(), busy.as_str()]
     );
-    assert_eq!(listed(&alice, "tag=db-1").await, [old.clone()]);
+    assert_eq!(listed(&alice, "tag=db-1").await, [old.as_str()]);
     assert!(listed(&alice, "tag=db").await.is_empty());
-    assert_eq!(listed(&alice, "project=app").await, [in_project.clone()]);
+    assert_eq!(listed(&alice, "project=app").await, [in_project.as_str()]);
     assert_eq!(listed(&alice, "status=idle").await.len(), 3);
     assert!(listed(&alice, "status=running").await.is_empty());
     assert_eq!(
@@ -242,7 +242,7 @@ async fn pins_archives_tags_and_filters() {
     );
     assert_eq!(
         listed(&alice, "q=zebrafish&pinned=false").await,
-        [busy.clone()]
+        [busy.as_str()]
     );
     assert!(listed(&alice, "q=zebrafish&pinned=true").await.is_empty());
     // Pages of one keep the order.
@@ -256,7 +256,7 @@ async fn pins_archives_tags_and_filters() {
             None => break,
         }
     }
-    assert_eq!(paged, [old.clone(), in_project.clone(), busy.clone()]);
+    assert_eq!(paged, [old.as_str(), in_project.as_str(), busy.as_str()]);
     for bad in [
         "since=yesterday",
         "until=2026-13-01",

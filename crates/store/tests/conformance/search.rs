@@ -214,7 +214,7 @@ async fn pin_archive_and_tags_are_kept_and_listed_pinned_first() {
     let all = SessionFilter::of("alice", 50);
     assert_eq!(
         list(all.clone()).await,
-        [first.id.clone(), third.id.clone(), second.id.clone()],
+        [first.id.as_str(), third.id.as_str(), second.id.as_str()],
         "pinned first, then newest first"
     );
     // Pages of one follow the same order.
@@ -232,24 +232,27 @@ async fn pin_archive_and_tags_are_kept_and_listed_pinned_first() {
     }
     assert_eq!(
         paged,
-        [first.id.clone(), third.id.clone(), second.id.clone()]
+        [first.id.as_str(), third.id.as_str(), second.id.as_str()]
     );
 
     let unarchived = SessionFilter {
         archived: Some(false),
         ..all.clone()
     };
-    assert_eq!(list(unarchived).await, [first.id.clone(), third.id.clone()]);
+    assert_eq!(
+        list(unarchived).await,
+        [first.id.as_str(), third.id.as_str()]
+    );
     let archived = SessionFilter {
         archived: Some(true),
         ..all.clone()
     };
-    assert_eq!(list(archived).await, [second.id.clone()]);
+    assert_eq!(list(archived).await, [second.id.as_str()]);
     let pinned_only = SessionFilter {
         pinned: Some(true),
         ..all.clone()
     };
-    assert_eq!(list(pinned_only).await, [first.id.clone()]);
+    assert_eq!(list(pinned_only).await, [first.id.as_str()]);
     for (tag, expected) in [("db_1", 1), ("ops", 1), ("db", 0), ("db%1", 0), ("op", 0)] {
         let tagged = SessionFilter {
             tag: Some(tag.into()),
@@ -266,7 +269,7 @@ async fn pin_archive_and_tags_are_kept_and_listed_pinned_first() {
     assert!(read.tags.is_empty() && !read.pinned);
     assert_eq!(
         list(all).await,
-        [third.id.clone(), second.id.clone(), first.id.clone()]
+        [third.id.as_str(), second.id.as_str(), first.id.as_str()]
     );
 }
 
@@ -299,34 +302,34 @@ async fn status_date_and_workspace_filters_narrow() {
     };
     assert_eq!(
         ids_of(status(SessionStatus::Running)).await,
-        [later.id.clone()]
+        [later.id.as_str()]
     );
     assert_eq!(
         ids_of(status(SessionStatus::Idle)).await,
-        [before.id.clone()]
+        [before.id.as_str()]
     );
     assert!(ids_of(status(SessionStatus::Waiting)).await.is_empty());
     let since = SessionFilter {
         since: Some(later.created_at),
         ..all.clone()
     };
-    assert_eq!(ids_of(since).await, [later.id.clone()]);
+    assert_eq!(ids_of(since).await, [later.id.as_str()]);
     let until = SessionFilter {
         until: Some(later.created_at),
         ..all.clone()
     };
-    assert_eq!(ids_of(until).await, [before.id.clone()]);
+    assert_eq!(ids_of(until).await, [before.id.as_str()]);
     let workspace = SessionFilter {
         workspace: Some("/srv/project".into()),
         ..all.clone()
     };
-    assert_eq!(ids_of(workspace).await, [later.id.clone()]);
+    assert_eq!(ids_of(workspace).await, [later.id.as_str()]);
     // The filters apply to a search too.
     let searched = SessionFilter {
         status: Some(SessionStatus::Running),
         ..search("alice", "title")
     };
-    assert_eq!(ids_of(searched).await, [later.id.clone()]);
+    assert_eq!(ids_of(searched).await, [later.id.as_str()]);
 }
 
 #[tokio::test]
