@@ -73,7 +73,8 @@ function isOlder(a, b) {
  */
 export function itemKey(session, now = Date.now()) {
   const cost = session.totals ? session.totals.cost_usd : 0;
-  return JSON.stringify([session.title, session.status, cost, session.updated_at, ago(session.updated_at, now)]);
+  const found = [session.pinned, session.archived, session.tags, session.snippet];
+  return JSON.stringify([session.title, session.status, cost, session.updated_at, ago(session.updated_at, now), found]);
 }
 
 /** The transcript's state for the list: `idle`, `running` or `waiting`, as the server says them. */

@@ -9,6 +9,7 @@ import * as fmt from '../format.js';
 import { cursorAfterPoll, itemKey, mergeFirstPage, pollDelay, streamedSince } from '../session-summaries.js';
 import { modal, promptDialog } from './dialog.js';
 import { NewChatOptions } from './new-chat.js';
+import { SessionSearch } from './session-search.js';
 import { notify } from './toast.js';
 
 const PAGE = 50;
@@ -35,7 +36,13 @@ export class SessionList {
     this.empty = h('p', { class: 'muted empty-note', hidden: true }, 'No sessions yet.');
     this.createButton = h('button', { type: 'button', class: 'primary new-session', testid: 'new-session', onclick: () => this.create() }, '+ New session');
     this.options = new NewChatOptions();
-    this.el = h('nav', { class: 'sidebar', id: 'sidebar', 'aria-label': 'Sessions' }, h('div', { class: 'sidebar-head' }, this.createButton, this.options.el), this.list, this.empty, this.more);
+    // A new search or filter lists from scratch.
+    this.search = new SessionSearch({ onChange: () => {
+      this.sessions = [];
+      this.nextCursor = null;
+      this.poll();
+    } });
+    this.el = h('nav', { class: 'sidebar', id: 'sidebar', 'aria-label': 'Sessions' }, h('div', { class: 'sidebar-head' }, this.createButton, this.options.el), this.search.el, this.list, this.empty, this.more);
     this.timer = null;
     this.onVisible = () => {
       if (!document.hidden) this.poll();
@@ -54,9 +61,26 @@ export class SessionList {
     clearTimeout(this.timer);
     try {
       const sentAt = performance.now();
-      const page = await api('GET', `/v1/sessions?limit=${PAGE}`);
+      const query = this.search.query();
+      let page;
+      try {
+        page = await api('GET', `/v1/sessions?limit=${PAGE}${query}`);
+      } catch (err) {
+        if (err.status === 400 && query) {
+          this.search.showError(err.message);
+          this.sessions = [];
+          this.render();
+        }
+        throw err;
+      }
+      // An answer to a search since changed is dropped.
+      if (query !== this.search.query()) return this.sessions;
       const streamed = streamedSince(this.streamed, this.activeId, sentAt);
-      this.sessions = mergeFirstPage(this.sessions, page.sessions, Boolean(page.next_cursor), streamed);
+      // Results and filtered lists are not merged with older pages: they
+      // are in their own order (best match first).
+      this.sessions = this.search.active()
+        ? page.sessions
+        : mergeFirstPage(this.sessions, page.sessions, Boolean(page.next_cursor), streamed);
       this.nextCursor = cursorAfterPoll(this.sessions.length, this.nextCursor, page.next_cursor, PAGE);
       this.render();
       this.onChange(this.sessions);
@@ -81,7 +105,7 @@ export class SessionList {
 
   async loadMore() {
     if (!this.nextCursor) return;
-    const page = await api('GET', `/v1/sessions?limit=50&cursor=${encodeURIComponent(this.nextCursor)}`);
+    const page = await api('GET', `/v1/sessions?limit=50&cursor=${encodeURIComponent(this.nextCursor)}${this.search.query()}`);
     const known = new Set(this.sessions.map((s) => s.id));
     this.sessions.push(...page.sessions.filter((s) => !known.has(s.id)));
     this.nextCursor = page.next_cursor;
@@ -136,6 +160,7 @@ export class SessionList {
     });
     if (items.length !== this.list.children.length || items.some((li, i) => this.list.children[i] !== li)) fill(this.list, items);
     this.empty.hidden = this.sessions.length > 0;
+    this.empty.textContent = this.search.active() ? 'No sessions found.' : 'No sessions yet.';
     this.more.hidden = !this.nextCursor;
   }
 
@@ -152,10 +177,24 @@ export class SessionList {
         h('span', { title: fmt.dateTime(session.updated_at), testid: 'session-ago' }, fmt.ago(session.updated_at, now)),
         h('span', { class: 'session-cost', testid: 'session-cost' }, fmt.cost(session.totals && session.totals.cost_usd)),
       ),
+      this.search.snippet(session),
     );
     const rename = h('button', { type: 'button', class: 'icon-button', testid: 'session-rename', 'aria-label': `Rename ${title}`, title: 'Rename', onclick: () => this.rename(session) }, '✎');
     const remove = h('button', { type: 'button', class: 'icon-button', testid: 'session-delete', 'aria-label': `Delete ${title}`, title: 'Delete', onclick: () => this.remove(session) }, '✕');
-    return h('li', { class: 'session-item', testid: 'session-item', dataset: { sessionId: session.id, key: itemKey(session, now) } }, link, h('div', { class: 'session-actions' }, rename, remove));
+    // Pinning or archiving moves the session: the list is fetched again.
+    const changed = (updated) => {
+      this.patch(session.id, updated);
+      this.onRenamed(updated);
+      this.poll();
+    };
+    const actions = this.search.actions(session, changed);
+    return h(
+      'li',
+      { class: `session-item${session.pinned ? ' pinned' : ''}`, testid: 'session-item', dataset: { sessionId: session.id, key: itemKey(session, now) } },
+      link,
+      h('div', { class: 'session-actions' }, actions, rename, remove),
+      this.search.tags(session),
+    );
   }
 
   /** One click: a new chat at once, with the inline choices (the defaults until changed). */

@@ -18,6 +18,7 @@ mod migrate;
 mod queries;
 mod records;
 mod signing_keys;
+mod search;
 mod types;
 mod webhooks;
 
@@ -30,6 +31,7 @@ pub use access::{
 pub use error::StoreError;
 pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
 pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
+pub use search::{MAX_SEARCH_CHARS, MAX_SEARCH_TERMS, SearchText, SessionFilter, SessionHit};
 pub use types::{
     CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
     SessionExport, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TokenRecord,
@@ -60,6 +62,10 @@ pub trait SessionStore: Send + Sync {
         before: Option<&str>,
         limit: u32,
     ) -> StoreResult<Vec<SessionRecord>>;
+
+    /// The sessions `filter` selects (see [`SessionFilter`]): pinned first
+    /// then newest first, or, searching, best match first with a snippet.
+    async fn find_sessions(&self, filter: &SessionFilter) -> StoreResult<Vec<SessionHit>>;
 
     /// Apply the fields that are set (totals are added); bumps `updated_at`;
     /// returns the updated session. `NotFound` for an unknown id.

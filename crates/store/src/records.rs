@@ -191,7 +191,7 @@ columns_for!(sqlx::postgres::PgRow, flag: bool, |v: bool| v);
 
 pub(crate) const SESSION_COLUMNS: &str = "id, owner, title, workspace, model, profile, status, \
     created_at, updated_at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
-    cost_usd, turns, last_seq, existing_workspace, thinking_budget";
+    cost_usd, turns, last_seq, existing_workspace, thinking_budget, pinned, archived, tags";
 
 pub(crate) fn session(row: &impl Columns) -> StoreResult<SessionRecord> {
     let status = row.text("status")?;
@@ -223,6 +223,9 @@ pub(crate) fn session(row: &impl Columns) -> StoreResult<SessionRecord> {
         cost_usd: row.real("cost_usd")?,
         turns: row.count("turns")?,
         last_seq: row.count("last_seq")?,
+        pinned: row.flag("pinned")?,
+        archived: row.flag("archived")?,
+        tags: from_json(&row.text("tags")?, "session tags")?,
     })
 }
 

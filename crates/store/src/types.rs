@@ -59,6 +59,15 @@ pub struct SessionRecord {
     pub turns: u64,
     /// The highest event `seq` so far (0 when none).
     pub last_seq: u64,
+    /// Listed first (`PATCH /v1/sessions/{id}`).
+    #[serde(default)]
+    pub pinned: bool,
+    /// Hidden from lists unless asked for.
+    #[serde(default)]
+    pub archived: bool,
+    /// The owner's labels, as the server validated them.
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -87,6 +96,10 @@ pub struct SessionUpdate {
     pub add_usage: Option<Usage>,
     pub add_cost_usd: Option<f64>,
     pub add_turns: Option<u64>,
+    pub pinned: Option<bool>,
+    pub archived: Option<bool>,
+    /// Replaces the tags.
+    pub tags: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

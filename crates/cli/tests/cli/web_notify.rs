@@ -8,13 +8,12 @@
 use serde_json::json;
 
 use crate::serve_harness::Harness;
-use crate::web_ui::{repo_with_browser, run_scenarios};
+use crate::web_ui::run_scenarios;
 
 const USER: &str = "alice";
 
 #[tokio::test]
 async fn a_background_session_waiting_for_a_permission_notifies() {
-    let repo = repo_with_browser("the browser notification test");
     let script = json!({"replies": [
         {"when": {"last_tool_name": "Bash"}, "content": [{"type": "text", "text": "Stopped."}]},
         {"when": {"last_user_contains": "touch it"}, "content": [
@@ -27,9 +26,7 @@ async fn a_background_session_waiting_for_a_permission_notifies() {
     let h = Harness::new(script, toml).await;
     let token = h.token(USER).await;
     let server = h.start().await;
-    let runner = repo.join("web/e2e/notify.mjs");
-    let out = repo.join("target/ui-screenshots");
-    let stdout = run_scenarios(&runner, &h, &server, &token, USER, &out).await;
+    let stdout = run_scenarios("notify.mjs", &h, &server, &token, USER, &[]).await;
     println!("{stdout}");
     assert_eq!(stdout.matches("ok - ").count(), 3, "{stdout}");
 }

@@ -82,8 +82,6 @@ pub(crate) fn repo_with_browser(test: &str) -> PathBuf {
 async fn the_web_ui_passes_its_browser_scenarios() {
     let repo = repo_with_browser("the web UI test");
     let e2e = repo.join("web/e2e");
-    let runner = e2e.join("run.mjs");
-    assert!(runner.is_file(), "{} is missing", runner.display());
     let script: Value = match std::fs::read_to_string(e2e.join("script.json")) {
         Ok(text) => serde_json::from_str(&text).expect("web/e2e/script.json is not JSON"),
         Err(_) => json!({"replies": []}),
@@ -97,8 +95,7 @@ async fn the_web_ui_passes_its_browser_scenarios() {
     let h = Harness::new(script, &toml).await;
     let token = h.token(USER).await;
     let server = h.start().await;
-    let out = repo.join("target/ui-screenshots");
-    let stdout = run_scenarios(&runner, &h, &server, &token, USER, &out).await;
+    let stdout = run_scenarios("run.mjs", &h, &server, &token, USER, &[]).await;
     println!("{stdout}");
     // The image the browser attached reached the model as an image block.
     let image = json!({"type": "image", "source":
@@ -119,32 +116,36 @@ async fn the_web_ui_passes_its_browser_scenarios() {
     );
 }
 
-/// `node <runner>` against `server` with the environment the scenarios
-/// expect (see the module's doc); panics with its output and the server's
-/// log unless it exits 0 within [`E2E_TIMEOUT`]. Its stdout.
+/// `node web/e2e/<runner>` against `server` with the environment the
+/// scenarios expect (see the module's doc) plus `env`; panics with its output
+/// and the server's log unless it exits 0 within [`E2E_TIMEOUT`]. Its stdout.
 pub(crate) async fn run_scenarios(
-    runner: &Path,
+    runner: &str,
     h: &Harness,
     server: &serve_harness::Server,
     token: &str,
     user: &str,
-    out: &Path,
+    env: &[(&str, &str)],
 ) -> String {
-    let repo = repo();
-    std::fs::create_dir_all(out).unwrap();
+    let repo = repo_with_browser(runner);
+    let runner = repo.join("web/e2e").join(runner);
+    assert!(runner.is_file(), "{} is missing", runner.display());
+    let out = repo.join("target/ui-screenshots");
+    std::fs::create_dir_all(&out).unwrap();
     let stdout_path = h.data().join("e2e.stdout");
     let stderr_path = h.data().join("e2e.stderr");
 
     let mut node = Command::new("node");
-    node.arg(runner)
+    node.arg(&runner)
         .current_dir(&repo)
         .env("AGENTD_URL", &server.url)
         .env("AGENTD_TOKEN", token)
         .env("AGENTD_USER", user)
         .env("AGENTD_DATA_DIR", h.data())
-        .env("AGENTD_E2E_OUT", out)
+        .env("AGENTD_E2E_OUT", &out)
         .env("NODE_PATH", repo.join(".tools/node_modules"))
         .env("CHROMIUM", CHROMIUM)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout_path).unwrap())
         .stderr(std::fs::File::create(&stderr_path).unwrap())

@@ -27,6 +27,7 @@ mod oidc;
 mod oidc_routes;
 mod projects;
 mod session_error;
+mod session_list;
 mod sessions;
 mod shutdown;
 pub mod sign_in;
@@ -119,7 +120,10 @@ impl utoipa::Modify for Security {
 /// Every route, with its OpenAPI description.
 fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(routes!(sessions::create_session, sessions::list_sessions))
+        .routes(routes!(
+            sessions::create_session,
+            session_list::list_sessions
+        ))
         .routes(routes!(
             sessions::get_session,
             sessions::update_session,

@@ -7,19 +7,18 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::access_check::{audit, check_choice, check_new_session};
 use super::auth::User;
-use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, ApiResult, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
+use super::session_list::{Tag, check_tags};
 use crate::config::{MountSpec, ProjectToml, Thinking};
 use crate::models::resolve_model;
 use crate::session::lifecycle::SessionSpec;
 
 const MAX_TITLE_CHARS: usize = 200;
-const DEFAULT_PAGE: u32 = 50;
-const MAX_PAGE: u32 = 200;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -62,6 +61,13 @@ pub struct UpdateSession {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<Thinking>, nullable = true)]
     pub thinking: Option<Option<Thinking>>,
+    /// Pinned sessions are listed first.
+    pub pinned: Option<bool>,
+    /// Archived sessions are left out of lists unless asked for.
+    pub archived: Option<bool>,
+    /// Replaces the session's tags (duplicates dropped).
+    #[schema(max_items = 20)]
+    pub tags: Option<Vec<Tag>>,
 }
 
 /// A field given as `null` is `Some(None)`; an absent one (`default`) `None`.
@@ -71,17 +77,6 @@ where
     T: Deserialize<'de>,
 {
     Option::<T>::deserialize(deserializer).map(Some)
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ListQuery {
-    /// Sessions per page, 1–200 (default 50).
-    #[param(minimum = 1, maximum = 200, nullable = false)]
-    pub limit: Option<u32>,
-    /// `next_cursor` of the previous page.
-    #[param(nullable = false, min_length = 1)]
-    pub cursor: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -109,6 +104,16 @@ pub struct SessionView {
     /// Background commands (`Bash` with `run_in_background`) running on
     /// this server, oldest first.
     pub background: Vec<BackgroundCommand>,
+    /// Listed first.
+    pub pinned: bool,
+    /// Left out of lists unless asked for.
+    pub archived: bool,
+    pub tags: Vec<String>,
+    /// With `q` in a list: words around the best match (plain text; the
+    /// words matched are not marked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub snippet: Option<String>,
 }
 
 /// A background command of a session.
@@ -175,6 +180,10 @@ pub(super) fn view(state: &AppState, session: SessionRecord) -> SessionView {
         running_turn_id: live.running_turn,
         queued_turns: live.queued,
         background: background(state, &session_id),
+        pinned: session.pinned,
+        archived: session.archived,
+        tags: session.tags,
+        snippet: None,
     }
 }
 
@@ -310,43 +319,6 @@ fn project_of(state: &AppState, body: &CreateSession) -> ApiResult<Option<Projec
         .ok_or_else(|| ApiError::BadRequest(format!("no project named {name:?}")))
 }
 
-/// The caller's sessions, newest first.
-#[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
-    params(ListQuery),
-    responses(
-        (status = 200, body = SessionList),
-        (status = 400, description = "Bad limit or cursor", body = ErrorBody),
-        (status = 401, body = ErrorBody),
-    ),
-    security(("bearer" = [])))]
-pub async fn list_sessions(
-    State(state): State<AppState>,
-    user: User,
-    ApiQuery(query): ApiQuery<ListQuery>,
-) -> ApiResult<Json<SessionList>> {
-    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::BadRequest(format!(
-            "limit must be 1 to {MAX_PAGE}"
-        )));
-    }
-    let mut sessions = state
-        .sessions
-        .list(&user.name, query.cursor.as_deref(), limit + 1)
-        .await?;
-    let next_cursor = if sessions.len() > limit as usize {
-        sessions.truncate(limit as usize);
-        sessions.last().map(|s| s.id.clone())
-    } else {
-        None
-    };
-    let sessions = sessions.into_iter().map(|s| view(&state, s)).collect();
-    Ok(Json(SessionList {
-        sessions,
-        next_cursor,
-    }))
-}
-
 /// One session, with its live status and totals.
 #[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
@@ -364,14 +336,15 @@ pub async fn get_session(
     Ok(Json(view(&state, session)))
 }
 
-/// Rename a session, or change the model or thinking budget of its next turns.
+/// Rename a session, change the model or thinking budget of its next turns,
+/// pin or archive it, or set its tags.
 #[utoipa::path(patch, path = "/v1/sessions/{id}", tag = "sessions",
     params(("id" = String, Path, description = "Session id")),
     request_body = UpdateSession,
     responses(
         (status = 200, body = SessionView),
         (status = 400, description = "A bad title, an empty or unknown model, a thinking budget \
-            out of 1024–1000000", body = ErrorBody),
+            out of 1024–1000000, a bad tag or more than 20", body = ErrorBody),
         (status = 403, description = "`not_granted`: the model is not the caller's to choose", body = ErrorBody),
         (status = 404, body = ErrorBody),
     ),
@@ -396,9 +369,13 @@ pub async fn update_session(
     if let Some(Some(thinking)) = body.thinking {
         thinking.check().map_err(ApiError::BadRequest)?;
     }
+    let tags = body.tags.as_deref().map(check_tags).transpose()?;
     let mut update = SessionUpdate {
         title,
         thinking_budget: body.thinking.map(|t| t.map(|t| t.budget_tokens)),
+        pinned: body.pinned,
+        archived: body.archived,
+        tags,
         ..SessionUpdate::default()
     };
     if let Some(model) = &body.model {

@@ -117,6 +117,17 @@ impl SessionService {
         }
     }
 
+    /// The sessions `filter` selects (see [`agentd_store::SessionFilter`]).
+    pub async fn find(
+        &self,
+        filter: &agentd_store::SessionFilter,
+    ) -> SessionResult<Vec<agentd_store::SessionHit>> {
+        match self.store().find_sessions(filter).await {
+            Err(StoreError::NotFound(_)) => Err(SessionError::Invalid("unknown cursor".into())),
+            found => Ok(found?),
+        }
+    }
+
     /// The session's status as clients should see it.
     pub fn live_status(&self, session: &SessionRecord) -> LiveStatus {
         let mut live = self.registry.live_state(&session.id);

@@ -43,6 +43,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (8, "0008", "session_mounts"),
     (9, "0009", "existing_workspace"),
     (10, "0010", "session_thinking"),
+    (11, "0011", "session_search"),
     (12, "0012", "webhook_deliveries"),
     (13, "0013", "signing_keys"),
 );
@@ -131,6 +132,11 @@ impl PostgresStore {
 }
 
 crate::queries::roles!(PostgresStore, sqlx::Postgres);
+crate::queries::search::find_sessions_impl!(
+    PostgresStore,
+    crate::queries::search::POSTGRES_SEARCH,
+    crate::SearchText::terms
+);
 
 /// The URL without its password, for messages.
 fn redact(url: &str) -> String {

@@ -9,6 +9,7 @@ pub(crate) mod access;
 pub(crate) mod checkpoints;
 pub(crate) mod events;
 pub(crate) mod pending;
+pub(crate) mod search;
 pub(crate) mod sessions;
 pub(crate) mod signing_keys;
 pub(crate) mod transcript;

@@ -20,7 +20,7 @@ sql!(pub(crate) LIST_BEFORE = "SELECT ", SESSION_COLUMNS, " FROM sessions \
      ORDER BY created_at DESC, id DESC LIMIT $4");
 
 /// The `SET` of a [`SessionUpdate`](crate::SessionUpdate), its values `$1` to
-/// `$12` bound by `bind_session_update!`: one statement, so the fields of a
+/// `$15` bound by `bind_session_update!`: one statement, so the fields of a
 /// `PATCH` change together or not at all.
 pub(crate) const UPDATE_SET: &str = "UPDATE sessions SET \
     title = COALESCE($1, title), \
@@ -33,9 +33,12 @@ pub(crate) const UPDATE_SET: &str = "UPDATE sessions SET \
     cache_write_tokens = cache_write_tokens + $6, \
     cost_usd = cost_usd + $7, \
     turns = turns + $8, \
+    pinned = COALESCE($13, pinned), \
+    archived = COALESCE($14, archived), \
+    tags = COALESCE($15, tags), \
     updated_at = $9";
 
-sql!(pub(crate) UPDATE = UPDATE_SET, " WHERE id = $13 RETURNING ", SESSION_COLUMNS);
+sql!(pub(crate) UPDATE = UPDATE_SET, " WHERE id = $16 RETURNING ", SESSION_COLUMNS);
 
 /// Messages, events, turns, … go with it (ON DELETE CASCADE).
 pub(crate) const DELETE: &str = "DELETE FROM sessions WHERE id = $1";
@@ -47,7 +50,7 @@ sql!(pub(crate) UPDATED_BEFORE = "SELECT ", SESSION_COLUMNS, " FROM sessions s \
 
 pub(crate) const COUNT: &str = "SELECT COUNT(*) AS n FROM sessions";
 
-/// Binds a [`crate::SessionUpdate`]'s twelve values, `$1` to `$12` of
+/// Binds a [`crate::SessionUpdate`]'s fifteen values, `$1` to `$15` of
 /// [`UPDATE_SET`] (an `Err` for a count beyond `i64`).
 macro_rules! bind_session_update {
     ($query:expr, $update:expr) => {{
@@ -68,7 +71,16 @@ macro_rules! bind_session_update {
                     .bind($crate::records::to_ms($crate::records::now()))
                     .bind(update.model)
                     .bind(update.thinking_budget.is_some())
-                    .bind(update.thinking_budget.flatten().map(i64::from)),
+                    .bind(update.thinking_budget.flatten().map(i64::from))
+                    .bind(update.pinned)
+                    .bind(update.archived)
+                    .bind(
+                        update
+                            .tags
+                            .as_ref()
+                            .map(|tags| $crate::records::to_json(tags, "session tags"))
+                            .transpose()?,
+                    ),
             )
         })()
     }};
@@ -108,6 +120,9 @@ macro_rules! session_store {
                         cost_usd: 0.0,
                         turns: 0,
                         last_seq: 0,
+                        pinned: false,
+                        archived: false,
+                        tags: Vec::new(),
                     };
                     let _write = self.write_guard().await;
                     sqlx::query(q::CREATE)
@@ -163,6 +178,13 @@ macro_rules! session_store {
                         }
                     };
                     fetch_all(&self.pool, query, "listing sessions", session).await
+                }
+
+                async fn find_sessions(
+                    &self,
+                    filter: &$crate::SessionFilter,
+                ) -> StoreResult<Vec<$crate::SessionHit>> {
+                    self.find_sessions_impl(filter).await
                 }
 
                 async fn update_session(

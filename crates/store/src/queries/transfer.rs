@@ -16,7 +16,8 @@ sql!(pub(crate) PENDING = "SELECT ", PENDING_COLUMNS,
      " FROM pending_requests WHERE session_id = $1 ORDER BY created_at, id");
 
 sql!(pub(crate) INSERT_SESSION = "INSERT INTO sessions (", SESSION_COLUMNS, ") \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)");
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+     $19, $20, $21)");
 
 sql!(pub(crate) INSERT_MESSAGE = INSERT_MESSAGES, "VALUES ($1, $2, $3, $4, $5, $6, $7)");
 
@@ -68,6 +69,9 @@ macro_rules! transfer_store {
                     .bind(to_i64(s.last_seq, "last_seq")?)
                     .bind(s.existing_workspace)
                     .bind(s.thinking_budget.map(i64::from))
+                    .bind(s.pinned)
+                    .bind(s.archived)
+                    .bind(to_json(&s.tags, "session tags")?)
                     .execute(&mut **tx)
                     .await
                     .map_err(unique_error(CTX, || {

@@ -43,6 +43,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (7, "0007", "session_mounts"),
     (8, "0008", "existing_workspace"),
     (9, "0009", "session_thinking"),
+    (10, "0010", "session_search"),
     (11, "0011", "webhook_deliveries"),
     (12, "0012", "signing_keys"),
 );
@@ -200,6 +201,11 @@ struct WriteGuard<'a> {
 }
 
 crate::queries::roles!(SqliteStore, sqlx::Sqlite);
+crate::queries::search::find_sessions_impl!(
+    SqliteStore,
+    crate::queries::search::SQLITE_SEARCH,
+    crate::SearchText::fts5_query
+);
 
 /// Create the database file's directory (0700) and the file itself (0600) so
 /// that transcripts are private from the start; SQLite gives the WAL and SHM

@@ -24,11 +24,11 @@ sql!(
      COMMIT;");
 
 sql!(
-    /// `$1`–`$12` the update, `$13` status, `$14` now, `$15` turn, `$16` session:
+    /// `$1`–`$15` the update, `$16` status, `$17` now, `$18` turn, `$19` session:
     /// the turn's status, then the session's totals if the turn exists.
     FINISH_TURN = "BEGIN IMMEDIATE;\n\
-     UPDATE turns SET status = $13, finished_at = $14 WHERE id = $15 AND status IS NULL;\n",
-     UPDATE_SET, " WHERE id = $16 AND EXISTS (SELECT 1 FROM turns WHERE id = $15) \
+     UPDATE turns SET status = $16, finished_at = $17 WHERE id = $18 AND status IS NULL;\n",
+     UPDATE_SET, " WHERE id = $19 AND EXISTS (SELECT 1 FROM turns WHERE id = $18) \
      RETURNING ", SESSION_COLUMNS, ";\n\
      COMMIT;");
 

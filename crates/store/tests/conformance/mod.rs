@@ -20,6 +20,7 @@ mod history;
 mod messages;
 mod migrations;
 mod pending;
+mod search;
 mod sessions;
 mod signing_keys;
 pub mod transfer;

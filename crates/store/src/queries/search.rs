@@ -1,0 +1,144 @@
+//! [`SessionStore::find_sessions`](crate::SessionStore::find_sessions): an
+//! owner's sessions filtered, listed pinned first, or ranked by a full-text
+//! search. The documents searched (`search_docs`: titles and each message's
+//! text) are kept by triggers of the migrations; only the match differs
+//! between backends (FTS5's `MATCH`, PostgreSQL's `@@` over a GIN index).
+
+use crate::dialect::sql;
+use crate::records::SESSION_COLUMNS;
+
+/// The filters of every list, over `sessions AS s`: `$1` owner, `$2`
+/// status, `$3` created since, `$4` created before, `$5` workspace, `$6`
+/// tag pattern ([`crate::SessionFilter::tag_pattern`]), `$7` pinned, `$8`
+/// archived; `$9` is the page size.
+const FILTERS: &str = "s.owner = $1 \
+    AND ($2 IS NULL OR s.status = $2) \
+    AND ($3 IS NULL OR s.created_at >= $3) \
+    AND ($4 IS NULL OR s.created_at < $4) \
+    AND ($5 IS NULL OR s.workspace = $5) \
+    AND ($6 IS NULL OR s.tags LIKE $6 ESCAPE '\\') \
+    AND ($7 IS NULL OR s.pinned = $7) \
+    AND ($8 IS NULL OR s.archived = $8)";
+
+sql!(
+    /// Pinned first, then newest first; `$10`–`$12` the cursor's pinned,
+    /// created_at and id (all NULL for the first page).
+    pub(crate) LIST = "SELECT ", SESSION_COLUMNS, " FROM sessions AS s WHERE ", FILTERS,
+    " AND ($10 IS NULL OR (s.pinned, s.created_at, s.id) < ($10, $11, $12)) \
+     ORDER BY s.pinned DESC, s.created_at DESC, s.id DESC LIMIT $9"
+);
+
+pub(crate) const CURSOR: &str =
+    "SELECT pinned, created_at FROM sessions WHERE id = $1 AND owner = $2";
+
+// Both searches: a snippet of up to 16 words around the match, no markers (clients mark
+// the words themselves), and a title match counts double.
+sql!(
+    /// `$10` an FTS5 query ([`crate::SearchText::fts5_query`]), `$11` the
+    /// offset. The match alone first (FTS5's functions need it so); bm25
+    /// is lower for better matches; with `MIN`, SQLite takes
+    /// the bare `snippet` from the best row of each session.
+    pub(crate) SQLITE_SEARCH = "WITH matches AS MATERIALIZED (\
+        SELECT rowid AS doc, bm25(search_fts) AS score, \
+               snippet(search_fts, 0, '', '', '…', 16) AS snippet \
+        FROM search_fts WHERE search_fts MATCH $10), \
+     hits AS (\
+        SELECT d.session_id AS session_id, m.snippet AS snippet, \
+               m.score * (CASE WHEN d.message_id IS NULL THEN 2.0 ELSE 1.0 END) AS score \
+        FROM matches AS m JOIN search_docs AS d ON d.rowid = m.doc), \
+     best AS (SELECT session_id, MIN(score) AS score, snippet FROM hits GROUP BY session_id) \
+     SELECT ", SESSION_COLUMNS, ", best.snippet AS snippet \
+     FROM best JOIN sessions AS s ON s.id = best.session_id WHERE ", FILTERS,
+    " ORDER BY best.score, s.id LIMIT $9 OFFSET $11"
+);
+
+sql!(
+    /// `$10` the terms ([`crate::SearchText::terms`]), each made a phrase
+    /// query by `phraseto_tsquery` (plain text in, never tsquery syntax),
+    /// split into words as the documents are; `$11` the offset. The
+    /// snippet is of the words (the parser would not see `a-b` as `a b`).
+    pub(crate) POSTGRES_SEARCH = "WITH q AS (\
+        SELECT (SELECT string_agg('(' || t::text || ')', ' & ') \
+                FROM (SELECT phraseto_tsquery('simple'::regconfig, agentd_search_words(w)) AS t \
+                      FROM unnest($10::text[]) AS w) AS terms \
+                WHERE numnode(t) > 0)::tsquery AS query), \
+     hits AS (\
+        SELECT DISTINCT ON (d.session_id) d.session_id, d.body, \
+               ts_rank(d.doc, q.query) * (CASE WHEN d.message_id IS NULL THEN 2 ELSE 1 END) AS score \
+        FROM search_docs AS d, q WHERE d.doc @@ q.query \
+        ORDER BY d.session_id, score DESC) \
+     SELECT ", SESSION_COLUMNS, ", ts_headline('simple'::regconfig, agentd_search_words(hits.body), q.query, \
+        'MaxFragments=1, MaxWords=16, MinWords=6, StartSel=\"\", StopSel=\"\"') AS snippet \
+     FROM hits JOIN sessions AS s ON s.id = hits.session_id CROSS JOIN q WHERE ", FILTERS,
+    " ORDER BY hits.score DESC, s.id LIMIT $9 OFFSET $11"
+);
+
+/// `$store`'s `find_sessions_impl`, searching with `$search` (SQL) and the
+/// search text bound by `$bind_text` (a `fn(&SearchText) -> value`).
+macro_rules! find_sessions_impl {
+    ($store:ty, $search:expr, $bind_text:expr) => {
+        const _: () = {
+            use $crate::queries::search as q;
+            use $crate::records::{Columns, db, fetch_all, session, to_ms};
+            use $crate::{SessionFilter, SessionHit, StoreError, StoreResult};
+
+            impl $store {
+                pub(crate) async fn find_sessions_impl(
+                    &self,
+                    filter: &SessionFilter,
+                ) -> StoreResult<Vec<SessionHit>> {
+                    // The filters' values, `$1` to `$9`.
+                    let filtered = |sql: &'static str| {
+                        sqlx::query(sql)
+                            .bind(filter.owner.as_str())
+                            .bind(filter.status.map($crate::SessionStatus::as_str))
+                            .bind(filter.since.map(to_ms))
+                            .bind(filter.until.map(to_ms))
+                            .bind(filter.workspace.as_deref())
+                            .bind(filter.tag_pattern())
+                            .bind(filter.pinned)
+                            .bind(filter.archived)
+                            .bind(i64::from(filter.limit))
+                    };
+                    if let Some(text) = &filter.text {
+                        let query = filtered($search)
+                            .bind(($bind_text)(text))
+                            .bind(i64::from(filter.offset));
+                        return fetch_all(&self.pool, query, "searching sessions", |row| {
+                            Ok(SessionHit {
+                                session: session(row)?,
+                                snippet: row.opt_text("snippet")?,
+                            })
+                        })
+                        .await;
+                    }
+                    let cursor = match &filter.before {
+                        None => None,
+                        Some(id) => {
+                            let row = sqlx::query(q::CURSOR)
+                                .bind(id)
+                                .bind(&filter.owner)
+                                .fetch_optional(&self.pool)
+                                .await
+                                .map_err(db("reading session cursor"))?
+                                .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
+                            Some((row.flag("pinned")?, row.int("created_at")?, id.as_str()))
+                        }
+                    };
+                    let query = filtered(q::LIST)
+                        .bind(cursor.map(|c| c.0))
+                        .bind(cursor.map(|c| c.1))
+                        .bind(cursor.map(|c| c.2));
+                    fetch_all(&self.pool, query, "listing sessions", |row| {
+                        Ok(SessionHit {
+                            session: session(row)?,
+                            snippet: None,
+                        })
+                    })
+                    .await
+                }
+            }
+        };
+    };
+}
+pub(crate) use find_sessions_impl;
