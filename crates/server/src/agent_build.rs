@@ -15,6 +15,7 @@ use agentd_policy::permissions::{PermissionPolicy, ToolCallView, Verdict};
 use agentd_sandbox::confined::FsIdentity;
 use agentd_sandbox::{PathGuard, Policy};
 use agentd_store::SessionRecord;
+use agentd_tools::command::CommandTool;
 use agentd_tools::egress::{EgressAllowlist, NetworkRefusals};
 use agentd_tools::{
     BackgroundShells, HiddenPaths, SkillSet, SkillTool, ToolContext, ToolRegistry, UrlCheck,
@@ -68,9 +69,18 @@ impl Runtime {
         for taken in skills.add_missing(project.skills.iter().cloned()) {
             tracing::warn!(session = %session.id, "project skill {taken:?} skipped: the name is taken");
         }
-        let tools = self
+        let mut tools = self
             .tools_for(session, &profile, &skills, &policy, &project, options)
             .await;
+        let commands = self
+            .config
+            .commands_for(&profile)
+            .map_err(ConfigError::Invalid)?;
+        tools.extend(
+            commands
+                .iter()
+                .map(|spec| Arc::new(CommandTool::new(spec.clone())) as _),
+        );
 
         // The project's rules come under the operator's: deny (the
         // operator's included) beats every allow.
@@ -86,7 +96,11 @@ impl Runtime {
         ask.extend(project.ask.iter().cloned());
         ask.extend(options.ask.iter().cloned());
         let permissions = PermissionPolicy::new(mode, &allow, &deny, &ask)
-            .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
+            .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?
+            .with_commands(
+                commands.iter().filter(|c| !c.mutating).map(|c| c.name.clone()),
+                commands.iter().filter(|c| c.confirm).map(|c| c.name.clone()),
+            );
         let tools = offered(tools, &permissions, &profile);
         // Searches must not reveal what a Read deny rule protects.
         let hidden = {

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 mod access;
 mod agents;
+mod commands;
 mod mounts;
 mod network;
 mod sandbox_env;
@@ -47,6 +48,8 @@ pub struct Config {
     pub models: BTreeMap<String, ModelConfig>,
     pub profiles: BTreeMap<String, ProfileConfig>,
     pub mcp_servers: Vec<McpServerToml>,
+    /// `[[commands]]`: operator verbs offered as tools (fixed argv, checked arguments).
+    pub commands: Vec<agentd_tools::command::CommandToml>,
     pub subagents: Vec<SubagentToml>,
     pub skills: SkillsToml,
     pub cluster: ClusterConfig,
@@ -341,6 +344,8 @@ pub struct ProfileConfig {
     pub max_subagent_depth: u32,
     /// The `[[mcp_servers]]` this profile's sessions get, by name; all when absent.
     pub mcp_servers: Option<Vec<String>>,
+    /// The `[[commands]]` this profile's sessions get, by name; all when absent.
+    pub commands: Option<Vec<String>>,
     /// Default `Bash` timeout, and the most a call may ask for.
     pub bash_timeout_s: u64,
     pub bash_max_timeout_s: u64,
@@ -410,6 +415,7 @@ impl Default for ProfileConfig {
             max_subagents: 8,
             max_subagent_depth: 1,
             mcp_servers: None,
+            commands: None,
             bash_timeout_s: 120,
             bash_max_timeout_s: 600,
             background_idle_timeout_s: 3600,
@@ -481,6 +487,7 @@ impl Config {
             check_backend(name, model, &config.models)?;
         }
         agents::check(&config.mcp_servers, &config.subagents, &config.models)?;
+        commands::check(&config)?;
         users::check(&config.server, &config.users)?;
         access::check(&config)?;
         workspaces::check(&config)?;

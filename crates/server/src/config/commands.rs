@@ -1,0 +1,58 @@
+//! `[[commands]]`: the operator's verbs as tools (see `agentd_tools::command`),
+//! and which of them a profile's sessions get (`commands = [...]` in the
+//! profile; all when absent, as with `mcp_servers`).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use agentd_tools::command::CommandSpec;
+
+use super::{Config, ProfileConfig};
+
+/// Names the model already knows as other tools; a command may not take one.
+const RESERVED: &[&str] = &["Task", "TodoWrite", "AskUserQuestion", "Skill"];
+
+/// Every command compiles, names are unique and taken by no other tool,
+/// and every profile names only commands that exist.
+pub(super) fn check(config: &Config) -> Result<(), String> {
+    let builtin = agentd_tools::builtin_tools();
+    let mut seen = BTreeSet::new();
+    for command in &config.commands {
+        command.compile()?;
+        let name = command.name.as_str();
+        if builtin.get(name).is_some() || RESERVED.contains(&name) {
+            return Err(format!(
+                "command {name:?}: the name is a built-in tool's; choose another"
+            ));
+        }
+        if !seen.insert(name) {
+            return Err(format!("command {name:?} is defined twice"));
+        }
+    }
+    for (profile_name, profile) in &config.profiles {
+        for name in profile.commands.iter().flatten() {
+            if !seen.contains(name.as_str()) {
+                return Err(format!(
+                    "profile {profile_name:?}: no [[commands]] named {name:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Config {
+    /// The commands `profile`'s sessions may run, checked.
+    pub fn commands_for(&self, profile: &ProfileConfig) -> Result<Vec<Arc<CommandSpec>>, String> {
+        self.commands
+            .iter()
+            .filter(|command| {
+                profile
+                    .commands
+                    .as_ref()
+                    .is_none_or(|names| names.contains(&command.name))
+            })
+            .map(|command| command.compile().map(Arc::new))
+            .collect()
+    }
+}
