@@ -207,7 +207,7 @@ impl Runtime {
 
     /// The workspace opened for the turn (see [`crate::workspace_open`]),
     /// its path guard, and the sandbox policy of its commands.
-    async fn confinement(
+    pub(crate) async fn confinement(
         &self,
         session: &SessionRecord,
         profile: &ProfileConfig,
@@ -245,7 +245,7 @@ impl Runtime {
 
     /// With a network allowlist, the session's egress proxy for `policy`,
     /// the list, and where its refusals collect (the proxy's, WebFetch's).
-    fn egress_for(
+    pub(crate) fn egress_for(
         &self,
         session: &SessionRecord,
         profile: &ProfileConfig,
@@ -373,7 +373,7 @@ impl Runtime {
     }
 
     /// The global skills, overridden by `user`'s own.
-    fn skills_for(&self, user: &str) -> (SkillSet, Vec<String>) {
+    pub(crate) fn skills_for(&self, user: &str) -> (SkillSet, Vec<String>) {
         let global = self
             .config
             .skills

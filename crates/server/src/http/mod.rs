@@ -8,6 +8,7 @@ mod ai_sdk;
 pub(crate) mod anthropic;
 pub mod approvals;
 mod attachments;
+mod commands;
 pub mod auth;
 mod conn_watch;
 mod doc;
@@ -139,6 +140,8 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(approvals::answer_permission))
         .routes(routes!(approvals::answer_question))
         .routes(routes!(messages::compact))
+        .routes(routes!(commands::list_commands))
+        .routes(routes!(commands::run_command))
         .routes(routes!(history::list_checkpoints))
         .routes(routes!(history::rewind))
         .routes(routes!(history::fork))
