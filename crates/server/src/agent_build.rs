@@ -98,8 +98,14 @@ impl Runtime {
         let permissions = PermissionPolicy::new(mode, &allow, &deny, &ask)
             .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?
             .with_commands(
-                commands.iter().filter(|c| !c.mutating).map(|c| c.name.clone()),
-                commands.iter().filter(|c| c.confirm).map(|c| c.name.clone()),
+                commands
+                    .iter()
+                    .filter(|c| !c.mutating)
+                    .map(|c| c.name.clone()),
+                commands
+                    .iter()
+                    .filter(|c| c.confirm)
+                    .map(|c| c.name.clone()),
             );
         let tools = offered(tools, &permissions, &profile);
         // Searches must not reveal what a Read deny rule protects.

@@ -94,9 +94,9 @@ mod tests;
 #[cfg(test)]
 mod tests_bash;
 #[cfg(test)]
-mod tests_mcp;
-#[cfg(test)]
 mod tests_commands;
+#[cfg(test)]
+mod tests_mcp;
 
 use std::path::{Path, PathBuf};
 

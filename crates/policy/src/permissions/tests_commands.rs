@@ -23,11 +23,33 @@ fn with_commands(mode: PermissionMode, allow: &[&str]) -> PermissionPolicy {
 
 #[test]
 fn confirm_asks_even_in_bypass_and_past_allow_rules() {
-    for mode in [PermissionMode::Default, PermissionMode::AcceptEdits, PermissionMode::Bypass] {
-        assert_eq!(call(&with_commands(mode, &["vm_reset"]), "vm_reset", false), E::Ask, "{mode:?}");
+    for mode in [
+        PermissionMode::Default,
+        PermissionMode::AcceptEdits,
+        PermissionMode::Bypass,
+    ] {
+        assert_eq!(
+            call(&with_commands(mode, &["vm_reset"]), "vm_reset", false),
+            E::Ask,
+            "{mode:?}"
+        );
     }
-    assert_eq!(call(&with_commands(PermissionMode::DontAsk, &["vm_reset"]), "vm_reset", false), E::Deny);
-    assert_eq!(call(&with_commands(PermissionMode::ReadOnly, &["vm_reset"]), "vm_reset", false), E::Deny);
+    assert_eq!(
+        call(
+            &with_commands(PermissionMode::DontAsk, &["vm_reset"]),
+            "vm_reset",
+            false
+        ),
+        E::Deny
+    );
+    assert_eq!(
+        call(
+            &with_commands(PermissionMode::ReadOnly, &["vm_reset"]),
+            "vm_reset",
+            false
+        ),
+        E::Deny
+    );
     let asked = with_commands(PermissionMode::Bypass, &[]);
     assert!(asked.must_confirm("vm_reset") && !asked.must_confirm("vm_status"));
 }
@@ -38,7 +60,14 @@ fn mutating_commands_ask_and_read_only_ones_run() {
     assert_eq!(call(&default, "vm_start", false), E::Ask);
     assert_eq!(call(&default, "vm_status", true), E::Allow);
     // read_only mode: a read-only command only when an allow rule names it.
-    assert_eq!(call(&with_commands(PermissionMode::ReadOnly, &[]), "vm_status", true), E::Deny);
+    assert_eq!(
+        call(
+            &with_commands(PermissionMode::ReadOnly, &[]),
+            "vm_status",
+            true
+        ),
+        E::Deny
+    );
     let named = with_commands(PermissionMode::ReadOnly, &["vm_status"]);
     assert_eq!(call(&named, "vm_status", true), E::Allow);
     assert!(named.offers("vm_status", true) && !named.offers("vm_start", false));

@@ -98,7 +98,10 @@ pub async fn list_commands(
     let session = owned_session(&state, &user, &id).await?;
     let commands = state.sessions.commands(&session)?;
     Ok(Json(CommandList {
-        commands: commands.iter().map(|spec| CommandView::from(&**spec)).collect(),
+        commands: commands
+            .iter()
+            .map(|spec| CommandView::from(&**spec))
+            .collect(),
     }))
 }
 
@@ -127,7 +130,13 @@ pub async fn run_command(
     let arguments = Value::Object(body.arguments);
     let ran = state
         .sessions
-        .run_command(session, &user.name, &name, arguments.clone(), body.confirmed)
+        .run_command(
+            session,
+            &user.name,
+            &name,
+            arguments.clone(),
+            body.confirmed,
+        )
         .await?;
     let run = ran.run;
     let duration_ms = u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX);

@@ -8,8 +8,8 @@ mod ai_sdk;
 pub(crate) mod anthropic;
 pub mod approvals;
 mod attachments;
-mod commands;
 pub mod auth;
+mod commands;
 mod conn_watch;
 mod doc;
 #[cfg(test)]

@@ -34,8 +34,14 @@ impl SessionService {
             .permission_policy()
             .map_err(|err| invalid(err.to_string()))?
             .with_commands(
-                commands.iter().filter(|c| !c.mutating).map(|c| c.name.clone()),
-                commands.iter().filter(|c| c.confirm).map(|c| c.name.clone()),
+                commands
+                    .iter()
+                    .filter(|c| !c.mutating)
+                    .map(|c| c.name.clone()),
+                commands
+                    .iter()
+                    .filter(|c| c.confirm)
+                    .map(|c| c.name.clone()),
             );
         Ok(commands
             .into_iter()
@@ -58,13 +64,19 @@ impl SessionService {
             .commands(&session)?
             .into_iter()
             .find(|c| c.name == name)
-            .ok_or_else(|| SessionError::Missing(format!("this session has no command {name:?}")))?;
+            .ok_or_else(|| {
+                SessionError::Missing(format!("this session has no command {name:?}"))
+            })?;
         let argv = argv_for(&spec, &arguments)
             .map_err(|err| SessionError::Invalid(format!("refused, nothing ran: {err}")))?;
         if (spec.mutating || spec.confirm) && !confirmed {
             return Err(SessionError::Invalid(format!(
                 "{name} {}: send \"confirmed\": true to run it",
-                if spec.confirm { "asks for confirmation" } else { "changes things" }
+                if spec.confirm {
+                    "asks for confirmation"
+                } else {
+                    "changes things"
+                }
             )));
         }
         self.idle_everywhere(&session.id).await?;

@@ -45,7 +45,11 @@ fn check_arguments(spec: &CommandSpec, input: &Value) -> Result<BTreeMap<String,
     let mut values = BTreeMap::new();
     for (name, param) in &spec.params {
         let Some(value) = arguments.get(name) else {
-            return Err(format!("missing argument `{name}`; {} takes: {}", spec.name, taken(spec)));
+            return Err(format!(
+                "missing argument `{name}`; {} takes: {}",
+                spec.name,
+                taken(spec)
+            ));
         };
         let text = render(param, value)
             .and_then(|text| check_value(param, text))
@@ -78,7 +82,11 @@ pub(crate) fn render(param: &Param, value: &Value) -> Result<String, String> {
     let wrong = || {
         format!(
             "must be a{} {}, not {}",
-            if param.kind == ParamType::Integer { "n" } else { "" },
+            if param.kind == ParamType::Integer {
+                "n"
+            } else {
+                ""
+            },
             param.kind.as_str(),
             kind_of(value)
         )
@@ -118,7 +126,10 @@ fn check_value(param: &Param, text: String) -> Result<String, String> {
     let chosen = param.choices.iter().any(|(_, choice)| *choice == text);
     let length = text.chars().count();
     if length > param.max_length {
-        return Err(format!("too long ({length} characters; at most {})", param.max_length));
+        return Err(format!(
+            "too long ({length} characters; at most {})",
+            param.max_length
+        ));
     }
     if text.chars().any(char::is_control) {
         return Err("holds a control character or a line break".into());
@@ -175,7 +186,9 @@ fn check_value(param: &Param, text: String) -> Result<String, String> {
     if let Ok(number) = text.parse::<f64>()
         && matches!(param.kind, ParamType::Integer | ParamType::Number)
     {
-        if param.minimum.is_some_and(|min| number < min) || param.maximum.is_some_and(|max| number > max) {
+        if param.minimum.is_some_and(|min| number < min)
+            || param.maximum.is_some_and(|max| number > max)
+        {
             return Err(format!(
                 "{text} is outside {}..{}",
                 param.minimum.map(|b| b.to_string()).unwrap_or_default(),

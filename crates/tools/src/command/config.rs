@@ -124,9 +124,7 @@ impl CommandToml {
         }
         let argv = self.compile_argv(&at, &params)?;
         if !(1..=MAX_TIMEOUT_S).contains(&self.timeout_s) {
-            return Err(format!(
-                "{at}: timeout_s must be 1-{MAX_TIMEOUT_S} seconds"
-            ));
+            return Err(format!("{at}: timeout_s must be 1-{MAX_TIMEOUT_S} seconds"));
         }
         for (key, value) in &self.env {
             if !is_name(key, 128, &[]) {
@@ -166,7 +164,9 @@ impl CommandToml {
         let mut argv = Vec::with_capacity(self.argv.len());
         for element in &self.argv {
             if element.chars().any(char::is_control) {
-                return Err(format!("{at}: argv element {element:?} holds a control character"));
+                return Err(format!(
+                    "{at}: argv element {element:?} holds a control character"
+                ));
             }
             let placeholder = element
                 .strip_prefix('{')
@@ -192,15 +192,14 @@ impl CommandToml {
             }
         }
         if let Some(unused) = params.keys().find(|name| !used.contains(*name)) {
-            return Err(format!(
-                "{at}: parameter {unused:?} is not used in argv"
-            ));
+            return Err(format!("{at}: parameter {unused:?} is not used in argv"));
         }
         Ok(argv)
     }
 
     fn runs_on(&self, at: &str, passwd: &Path) -> Result<RunsOn, String> {
-        let host_keys = self.host_user.is_some() || self.host_uid.is_some() || self.host_gid.is_some();
+        let host_keys =
+            self.host_user.is_some() || self.host_uid.is_some() || self.host_gid.is_some();
         if self.runs_on == RunsOnToml::Sandbox {
             if host_keys {
                 return Err(format!(
@@ -211,8 +210,9 @@ impl CommandToml {
         }
         let (user, uid, gid, home) = match (&self.host_user, self.host_uid, self.host_gid) {
             (Some(user), None, None) => {
-                let entry = passwd_entry(passwd, |name, _| name == user)
-                    .ok_or_else(|| format!("{at}: host_user {user:?} is not in {}", passwd.display()))?;
+                let entry = passwd_entry(passwd, |name, _| name == user).ok_or_else(|| {
+                    format!("{at}: host_user {user:?} is not in {}", passwd.display())
+                })?;
                 (Some(user.clone()), entry.0, entry.1, entry.2)
             }
             (None, Some(uid), Some(gid)) => {
@@ -232,7 +232,12 @@ impl CommandToml {
                 "{at}: refusing to run on the host as uid {uid} / gid {gid}: use an unprivileged user"
             ));
         }
-        Ok(RunsOn::Host { user, uid, gid, home })
+        Ok(RunsOn::Host {
+            user,
+            uid,
+            gid,
+            home,
+        })
     }
 }
 
@@ -280,7 +285,8 @@ impl ParamToml {
             Some(pattern) => {
                 let regex = regex::Regex::new(&format!("^(?:{pattern})$"))
                     .map_err(|err| format!("pattern does not compile: {err}"))?;
-                let unicode = !pattern.is_ascii() || pattern.contains("\\p") || pattern.contains("\\P");
+                let unicode =
+                    !pattern.is_ascii() || pattern.contains("\\p") || pattern.contains("\\P");
                 (Some(regex), unicode)
             }
             None => (None, false),
@@ -298,7 +304,10 @@ impl ParamToml {
             return Err("minimum is above maximum".into());
         }
         if self.kind == ParamType::Integer
-            && [self.minimum, self.maximum].iter().flatten().any(|b| b.fract() != 0.0)
+            && [self.minimum, self.maximum]
+                .iter()
+                .flatten()
+                .any(|b| b.fract() != 0.0)
         {
             return Err("an integer's minimum and maximum must be whole numbers".into());
         }
@@ -321,8 +330,8 @@ impl ParamToml {
             return Err("enum is empty".into());
         }
         for choice in choices {
-            let text = render(&param, choice)
-                .map_err(|err| format!("enum value {choice}: {err}"))?;
+            let text =
+                render(&param, choice).map_err(|err| format!("enum value {choice}: {err}"))?;
             if text.chars().any(char::is_control) || text == "--" {
                 return Err(format!("enum value {choice} cannot be an argument"));
             }

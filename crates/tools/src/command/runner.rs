@@ -60,9 +60,16 @@ impl CommandRun {
 /// The command's environment: `base` (the sandbox's variables; none on the
 /// host) and the command's own `env` over it. The one place it is made, so
 /// identity placeholders in values can be filled here.
-pub fn command_env(spec: &CommandSpec, base: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+pub fn command_env(
+    spec: &CommandSpec,
+    base: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
     let mut env = base.clone();
-    env.extend(spec.env.iter().map(|(key, value)| (key.clone(), value.clone())));
+    env.extend(
+        spec.env
+            .iter()
+            .map(|(key, value)| (key.clone(), value.clone())),
+    );
     env
 }
 
@@ -86,10 +93,17 @@ fn policy_for(spec: &CommandSpec, session: &Policy) -> Result<Policy, String> {
                     euid.as_raw()
                 ));
             }
-            let dir = if home.is_dir() { home.clone() } else { "/".into() };
+            let dir = if home.is_dir() {
+                home.clone()
+            } else {
+                "/".into()
+            };
             let mut policy = Policy::new(dir);
             policy.unsandboxed = true;
-            policy.run_as = Some(FsIdentity { uid: *uid, gid: *gid });
+            policy.run_as = Some(FsIdentity {
+                uid: *uid,
+                gid: *gid,
+            });
             policy.env = command_env(spec, &BTreeMap::new());
             Ok(policy)
         }

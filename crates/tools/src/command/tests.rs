@@ -27,7 +27,11 @@ fn vm_spec() -> CommandSpec {
 
 #[test]
 fn a_valid_call_fills_whole_elements() {
-    let argv = argv_for(&vm_spec(), &json!({"action": "reset", "vm": 102, "name": "web-1"})).unwrap();
+    let argv = argv_for(
+        &vm_spec(),
+        &json!({"action": "reset", "vm": 102, "name": "web-1"}),
+    )
+    .unwrap();
     assert_eq!(argv, ["ssh", "pve", "qm", "reset", "102", "web-1"]);
 }
 
@@ -61,16 +65,28 @@ fn injection_attempts_are_refused() {
 #[test]
 fn config_mistakes_are_refused_with_the_key() {
     let free = command(json!({"x": {"type": "string"}}), &["echo", "{x}"]);
-    assert!(free.compile().unwrap_err().contains("needs an `enum` or a `pattern`"));
+    assert!(
+        free.compile()
+            .unwrap_err()
+            .contains("needs an `enum` or a `pattern`")
+    );
     let unknown = command(json!({}), &["echo", "{x}"]);
-    assert!(unknown.compile().unwrap_err().contains("not a declared parameter"));
+    assert!(
+        unknown
+            .compile()
+            .unwrap_err()
+            .contains("not a declared parameter")
+    );
     let partial = command(json!({"x": {"type": "integer"}}), &["echo", "--vm={x}"]);
     assert!(partial.compile().unwrap_err().contains("whole element"));
     let unused = command(json!({"x": {"type": "integer"}}), &["echo"]);
     assert!(unused.compile().unwrap_err().contains("not used"));
     let program = command(json!({"x": {"type": "integer"}}), &["{x}"]);
     assert!(program.compile().unwrap_err().contains("argv[0]"));
-    let bad_regex = command(json!({"x": {"type": "string", "pattern": "("}}), &["echo", "{x}"]);
+    let bad_regex = command(
+        json!({"x": {"type": "string", "pattern": "("}}),
+        &["echo", "{x}"],
+    );
     assert!(bad_regex.compile().unwrap_err().contains("pattern"));
 }
 
@@ -78,15 +94,36 @@ fn config_mistakes_are_refused_with_the_key() {
 fn host_commands_never_run_as_root() {
     let dir = tempfile::tempdir().unwrap();
     let passwd = dir.path().join("passwd");
-    std::fs::write(&passwd, "root:x:0:0::/root:/bin/sh\nops:x:4242:4243::/home/ops:/bin/sh\n").unwrap();
+    std::fs::write(
+        &passwd,
+        "root:x:0:0::/root:/bin/sh\nops:x:4242:4243::/home/ops:/bin/sh\n",
+    )
+    .unwrap();
     let host = |extra: serde_json::Value| {
-        let mut value = json!({"name": "h", "description": "d", "argv": ["true"], "runs_on": "host"});
-        value.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-        serde_json::from_value::<CommandToml>(value).unwrap().compile_with_passwd(&passwd)
+        let mut value =
+            json!({"name": "h", "description": "d", "argv": ["true"], "runs_on": "host"});
+        value
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value::<CommandToml>(value)
+            .unwrap()
+            .compile_with_passwd(&passwd)
     };
-    assert!(host(json!({"host_user": "root"})).unwrap_err().contains("unprivileged"));
+    assert!(
+        host(json!({"host_user": "root"}))
+            .unwrap_err()
+            .contains("unprivileged")
+    );
     assert!(host(json!({"host_uid": 0, "host_gid": 5})).is_err());
     assert!(host(json!({})).unwrap_err().contains("host_user"));
     let ops = host(json!({"host_user": "ops"})).unwrap();
-    assert!(matches!(ops.runs_on, RunsOn::Host { uid: 4242, gid: 4243, .. }));
+    assert!(matches!(
+        ops.runs_on,
+        RunsOn::Host {
+            uid: 4242,
+            gid: 4243,
+            ..
+        }
+    ));
 }
