@@ -15,6 +15,7 @@ import { sessionHref } from './sessions.js';
 import { SessionSettings } from './session-settings.js';
 import { listStatus } from '../session-summaries.js';
 import { Attachments, messageContent } from '../attach.js';
+import { CommandsPanel } from './commands.js';
 
 const STATE_TEXT = { idle: 'Idle', running: 'Working…', waiting: 'Waiting for you' };
 
@@ -105,6 +106,7 @@ export class Conversation {
       this.todos.el,
       this.log,
       this.banner,
+      new CommandsPanel(this.id, notify).el,
       form,
     );
   }

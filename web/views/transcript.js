@@ -9,6 +9,7 @@ import { ToolCard } from './toolcard.js';
 import { PermissionCard, QuestionCard } from './requests.js';
 import { turnStatus, setTurnStatus, compactionMarker, checkpointMarker, errorNote, truncationNote } from './markers.js';
 import { todoItems } from './todos.js';
+import { commandRanMarker } from './commands.js';
 
 const ZERO = { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, cost_usd: 0 };
 
@@ -125,6 +126,10 @@ export class Transcript {
         else body.append(marker);
         break;
       }
+      case 'command.ran':
+        // A user's run outside any turn: between the turns.
+        this.log.append(commandRanMarker(ev));
+        break;
       case 'turn.finished':
         this.finishTurn(ev);
         break;
