@@ -67,4 +67,5 @@ mod serve_stream;
 mod serve_team;
 mod serve_web_auth;
 mod serve_workspaces;
+mod web_commands;
 mod web_ui;

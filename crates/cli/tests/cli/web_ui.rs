@@ -27,7 +27,7 @@ const E2E_TIMEOUT: Duration = Duration::from_secs(300);
 const CHROMIUM: &str = "/usr/bin/chromium";
 const USER: &str = "alice";
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -35,7 +35,7 @@ fn repo() -> PathBuf {
 }
 
 /// What the browser run needs; a message naming what is missing.
-fn missing_tools(repo: &Path) -> Vec<String> {
+pub(crate) fn missing_tools(repo: &Path) -> Vec<String> {
     let mut missing = Vec::new();
     if !Path::new(CHROMIUM).is_file() {
         missing.push(format!("chromium ({CHROMIUM})"));
@@ -80,59 +80,7 @@ async fn the_web_ui_passes_its_browser_scenarios() {
     let h = Harness::new(script, &toml).await;
     let token = h.token(USER).await;
     let server = h.start().await;
-    let out = repo.join("target/ui-screenshots");
-    std::fs::create_dir_all(&out).unwrap();
-    let stdout_path = h.data().join("e2e.stdout");
-    let stderr_path = h.data().join("e2e.stderr");
-
-    let mut node = Command::new("node");
-    node.arg(&runner)
-        .current_dir(&repo)
-        .env("AGENTD_URL", &server.url)
-        .env("AGENTD_TOKEN", &token)
-        .env("AGENTD_USER", USER)
-        .env("AGENTD_DATA_DIR", h.data())
-        .env("AGENTD_E2E_OUT", &out)
-        .env("NODE_PATH", repo.join(".tools/node_modules"))
-        .env("CHROMIUM", CHROMIUM)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_path).unwrap())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        // Its own process group, so a timeout also ends the browser.
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = node.spawn().expect("cannot start node");
-    let status = tokio::time::timeout(E2E_TIMEOUT, child.wait()).await;
-    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
-    let report = || {
-        format!(
-            "--- run.mjs stdout\n{}\n--- run.mjs stderr\n{}\n--- agentd serve log\n{}",
-            read(&stdout_path),
-            read(&stderr_path),
-            server.log()
-        )
-    };
-    let status = match status {
-        Ok(status) => status.unwrap(),
-        Err(_) => {
-            if let Some(pid) = child.id() {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", &format!("-{pid}")])
-                    .status();
-            }
-            panic!(
-                "web/e2e/run.mjs did not finish within {E2E_TIMEOUT:?}\n{}",
-                report()
-            );
-        }
-    };
-    assert!(
-        status.success(),
-        "web/e2e/run.mjs failed ({status}); screenshots in {}\n{}",
-        out.display(),
-        report()
-    );
-    println!("{}", read(&stdout_path));
+    run_browser(&h, &server, &runner, &token, &[]).await;
     // The image the browser attached reached the model as an image block.
     let image = json!({"type": "image", "source":
         {"type": "base64", "media_type": "image/png", "data": crate::serve_attachments::PNG_B64}});
@@ -150,4 +98,73 @@ async fn the_web_ui_passes_its_browser_scenarios() {
         with_image.is_some(),
         "no model request carried the attached image"
     );
+}
+
+/// Run a browser scenario (`node RUNNER`) against `server` with the usual
+/// variables (see the module docs) and `env`; panics with its output, the
+/// server's log and where the screenshots are when it fails.
+pub(crate) async fn run_browser(
+    h: &Harness,
+    server: &serve_harness::Server,
+    runner: &Path,
+    token: &str,
+    env: &[(&str, &str)],
+) {
+    let repo = repo();
+    let out = repo.join("target/ui-screenshots");
+    std::fs::create_dir_all(&out).unwrap();
+    let stdout_path = h.data().join("e2e.stdout");
+    let stderr_path = h.data().join("e2e.stderr");
+
+    let mut node = Command::new("node");
+    node.arg(runner)
+        .current_dir(&repo)
+        .env("AGENTD_URL", &server.url)
+        .env("AGENTD_TOKEN", token)
+        .env("AGENTD_USER", USER)
+        .env("AGENTD_DATA_DIR", h.data())
+        .env("AGENTD_E2E_OUT", &out)
+        .env("NODE_PATH", repo.join(".tools/node_modules"))
+        .env("CHROMIUM", CHROMIUM)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).unwrap())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        // Its own process group, so a timeout also ends the browser.
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = node.spawn().expect("cannot start node");
+    let status = tokio::time::timeout(E2E_TIMEOUT, child.wait()).await;
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    let report = || {
+        format!(
+            "--- scenario stdout\n{}\n--- scenario stderr\n{}\n--- agentd serve log\n{}",
+            read(&stdout_path),
+            read(&stderr_path),
+            server.log()
+        )
+    };
+    let status = match status {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            if let Some(pid) = child.id() {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &format!("-{pid}")])
+                    .status();
+            }
+            panic!(
+                "{} did not finish within {E2E_TIMEOUT:?}\n{}",
+                runner.display(),
+                report()
+            );
+        }
+    };
+    assert!(
+        status.success(),
+        "{} failed ({status}); screenshots in {}\n{}",
+        runner.display(),
+        out.display(),
+        report()
+    );
+    println!("{}", read(&stdout_path));
 }
