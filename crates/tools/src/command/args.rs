@@ -185,16 +185,14 @@ fn check_value(param: &Param, text: String) -> Result<String, String> {
     }
     if let Ok(number) = text.parse::<f64>()
         && matches!(param.kind, ParamType::Integer | ParamType::Number)
+        && (param.minimum.is_some_and(|min| number < min)
+            || param.maximum.is_some_and(|max| number > max))
     {
-        if param.minimum.is_some_and(|min| number < min)
-            || param.maximum.is_some_and(|max| number > max)
-        {
-            return Err(format!(
-                "{text} is outside {}..{}",
-                param.minimum.map(|b| b.to_string()).unwrap_or_default(),
-                param.maximum.map(|b| b.to_string()).unwrap_or_default()
-            ));
-        }
+        return Err(format!(
+            "{text} is outside {}..{}",
+            param.minimum.map(|b| b.to_string()).unwrap_or_default(),
+            param.maximum.map(|b| b.to_string()).unwrap_or_default()
+        ));
     }
     Ok(text)
 }
