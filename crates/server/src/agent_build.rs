@@ -96,17 +96,8 @@ impl Runtime {
         ask.extend(project.ask.iter().cloned());
         ask.extend(options.ask.iter().cloned());
         let permissions = PermissionPolicy::new(mode, &allow, &deny, &ask)
-            .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?
-            .with_commands(
-                commands
-                    .iter()
-                    .filter(|c| !c.mutating)
-                    .map(|c| c.name.clone()),
-                commands
-                    .iter()
-                    .filter(|c| c.confirm)
-                    .map(|c| c.name.clone()),
-            );
+            .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
+        let permissions = crate::config::with_command_marks(permissions, &commands);
         let tools = offered(tools, &permissions, &profile);
         // Searches must not reveal what a Read deny rule protects.
         let hidden = {

@@ -9,17 +9,12 @@ use crate::serve_commands::{
     VM_COMMAND, assert_transcribed_and_audited, install_recorder, recorded,
 };
 use crate::serve_harness::Harness;
-use crate::web_ui::{missing_tools, repo, run_browser};
+use crate::web_ui::{assert_browser_tools, repo, run_browser};
 
 #[tokio::test]
 async fn the_commands_panel_runs_a_confirmed_command_and_records_it() {
     let repo = repo();
-    let missing = missing_tools(&repo);
-    assert!(
-        missing.is_empty(),
-        "the browser test needs {}: run bash scripts/install-deps.sh",
-        missing.join(", ")
-    );
+    assert_browser_tools(&repo);
     let script =
         json!({"replies": [{"repeat": true, "content": [{"type": "text", "text": "noted"}]}]});
     // Mutating: a danger button with a confirm step.

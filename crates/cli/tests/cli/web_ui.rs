@@ -35,7 +35,17 @@ pub(crate) fn repo() -> PathBuf {
 }
 
 /// What the browser run needs; a message naming what is missing.
-pub(crate) fn missing_tools(repo: &Path) -> Vec<String> {
+/// Fails the test, naming them, when the browser run's tools are missing.
+pub(crate) fn assert_browser_tools(repo: &Path) {
+    let missing = missing_tools(repo);
+    assert!(
+        missing.is_empty(),
+        "the browser test needs {}: run bash scripts/install-deps.sh",
+        missing.join(", ")
+    );
+}
+
+fn missing_tools(repo: &Path) -> Vec<String> {
     let mut missing = Vec::new();
     if !Path::new(CHROMIUM).is_file() {
         missing.push(format!("chromium ({CHROMIUM})"));
@@ -58,12 +68,7 @@ pub(crate) fn missing_tools(repo: &Path) -> Vec<String> {
 #[tokio::test]
 async fn the_web_ui_passes_its_browser_scenarios() {
     let repo = repo();
-    let missing = missing_tools(&repo);
-    assert!(
-        missing.is_empty(),
-        "the web UI test needs {}: run bash scripts/install-deps.sh",
-        missing.join(", ")
-    );
+    assert_browser_tools(&repo);
     let e2e = repo.join("web/e2e");
     let runner = e2e.join("run.mjs");
     assert!(runner.is_file(), "{} is missing", runner.display());

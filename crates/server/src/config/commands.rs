@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use agentd_policy::permissions::PermissionPolicy;
 use agentd_tools::command::CommandSpec;
 
 use super::{Config, ProfileConfig};
@@ -55,4 +56,19 @@ impl Config {
             .map(|command| command.compile().map(Arc::new))
             .collect()
     }
+}
+
+/// `policy` told which of `commands` are read-only and which always ask.
+pub fn with_command_marks(
+    policy: PermissionPolicy,
+    commands: &[Arc<CommandSpec>],
+) -> PermissionPolicy {
+    let names = |keep: fn(&CommandSpec) -> bool| {
+        commands
+            .iter()
+            .filter(move |c| keep(c))
+            .map(|c| c.name.clone())
+            .collect::<Vec<_>>()
+    };
+    policy.with_commands(names(|c| !c.mutating), names(|c| c.confirm))
 }

@@ -20,6 +20,7 @@ mod users;
 mod workspaces;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
+pub use commands::with_command_marks;
 pub use mounts::{MountMode, MountSpec, MountsToml};
 pub use network::{AllowlistToml, NetworkConfig};
 pub use sandbox_env::{EnvValue, MarkedValue, SandboxEnv};

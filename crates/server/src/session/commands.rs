@@ -32,17 +32,8 @@ impl SessionService {
         let commands = config.commands_for(&profile).map_err(invalid)?;
         let policy = profile
             .permission_policy()
-            .map_err(|err| invalid(err.to_string()))?
-            .with_commands(
-                commands
-                    .iter()
-                    .filter(|c| !c.mutating)
-                    .map(|c| c.name.clone()),
-                commands
-                    .iter()
-                    .filter(|c| c.confirm)
-                    .map(|c| c.name.clone()),
-            );
+            .map_err(|err| invalid(err.to_string()))?;
+        let policy = crate::config::with_command_marks(policy, &commands);
         Ok(commands
             .into_iter()
             .filter(|c| policy.offers(&c.name, !c.mutating))
