@@ -72,6 +72,8 @@ const steps = [
     await page.reload();
     await visible(tid('message-log'), 'the conversation');
     await until('the replayed marker', async () => (await markers().count()) === 1);
+    await page.waitForTimeout(500);
+    check((await page.locator('section.history').count()) === 0, 'the run is not shown again as earlier history');
     check(pageErrors.length === 0, `page errors: ${pageErrors.join(' | ')}`);
   }],
 ];

@@ -146,7 +146,7 @@ export class Conversation {
     const data = await this.transcriptLoad;
     if (!data || this.closed) return;
     const seen = this.transcript.turns;
-    const missing = data.messages.filter((m) => !m.turn_id || !seen.has(m.turn_id));
+    const missing = data.messages.filter((m) => !m.turn_id || (!seen.has(m.turn_id) && !this.transcript.commandRuns.has(m.turn_id)));
     if (missing.length) this.log.prepend(historySection(missing));
     this.transcript.markRewound(new Set(data.messages.map((m) => m.turn_id)));
     afterFrame(this.scrollDown);

@@ -34,6 +34,7 @@ export class Transcript {
     this.tools = new Map();
     this.subScopes = new Map();
     this.requests = new Map();
+    this.commandRuns = new Set();
     this.open = new Set();
     this.finishedTotals = { ...ZERO };
     this.runningTotals = { ...ZERO };
@@ -127,7 +128,9 @@ export class Transcript {
         break;
       }
       case 'command.ran':
-        // A user's run outside any turn: between the turns.
+        // A user's run outside any turn: between the turns. Its transcript
+        // message (turn_id = run_id) is this marker, not earlier history.
+        this.commandRuns.add(ev.run_id);
         this.log.append(commandRanMarker(ev));
         break;
       case 'turn.finished':

@@ -241,6 +241,9 @@ pub enum Event {
     /// outside any turn; the model reads it in the next turn's context.
     #[serde(rename = "command.ran")]
     CommandRan {
+        /// The run's id; the transcript message the model reads carries it
+        /// as its `turn_id`.
+        run_id: String,
         command: String,
         /// The arguments as given, checked against the command's schema.
         arguments: Value,

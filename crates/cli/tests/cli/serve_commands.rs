@@ -201,6 +201,17 @@ pub(crate) async fn assert_transcribed_and_audited(h: &Harness, server: &Server,
     assert_eq!(ran.data["command"], "vm");
     assert_eq!(ran.data["by"], "user:local");
     assert_eq!(ran.data["exit_code"], 0);
+    // Its transcript message is under the run's id, not loose history.
+    let (_, listed) = server
+        .get(&format!("/v1/sessions/{session}/messages"))
+        .await;
+    let noted = listed["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m.to_string().contains("The user ran the command `vm`"))
+        .expect("no transcript message for the run");
+    assert_eq!(noted["turn_id"], ran.data["run_id"]);
     server.message(session, "what happened?").await;
     server.wait_idle(session).await;
     let context = h.model_requests().last().unwrap().body.to_string();

@@ -112,7 +112,8 @@ impl SessionService {
     }
 
     /// The `command.ran` event (published live) and the message the model
-    /// reads next turn.
+    /// reads next turn, under the run's id (a turn id of its own, so a
+    /// client can tell it from a turn's messages).
     async fn record_run(
         &self,
         session_id: &str,
@@ -123,7 +124,9 @@ impl SessionService {
         run: &CommandRun,
     ) -> SessionResult<()> {
         let store = &self.registry.runtime().store;
+        let run_id = format!("cmd_{}", uuid::Uuid::now_v7());
         let event = Event::CommandRan {
+            run_id: run_id.clone(),
             command: spec.name.clone(),
             arguments: arguments.clone(),
             argv: argv.to_vec(),
@@ -144,7 +147,7 @@ impl SessionService {
             run.summary()
         );
         store
-            .append_message(session_id, None, &Message::user_text(text))
+            .append_message(session_id, Some(&run_id), &Message::user_text(text))
             .await?;
         Ok(())
     }
