@@ -127,3 +127,38 @@ fn host_commands_never_run_as_root() {
         }
     ));
 }
+
+#[test]
+fn a_permissive_pattern_still_refuses_what_a_shell_or_an_option_parser_would_misread() {
+    let spec = command(
+        json!({"x": {"type": "string", "pattern": ".+"}}),
+        &["ssh", "h", "cmd", "{x}"],
+    )
+    .compile()
+    .unwrap();
+    for value in [
+        "a;b", "$(id)", "`id`", "a b", "a\tb", "-x", "--", "ｗeb", "wеb", "a|b", "a>b", "'a'",
+    ] {
+        assert!(
+            argv_for(&spec, &json!({"x": value})).is_err(),
+            "{value:?} was let through"
+        );
+    }
+    assert_eq!(
+        argv_for(&spec, &json!({"x": "web-1.example"})).unwrap()[3],
+        "web-1.example"
+    );
+    let lenient = command(
+        json!({"x": {"type": "string", "pattern": ".+", "allow_leading_dash": true, "allow_shell_characters": true}}),
+        &["echo", "{x}"],
+    )
+    .compile()
+    .unwrap();
+    assert_eq!(
+        argv_for(&lenient, &json!({"x": "-n a b"})).unwrap()[1],
+        "-n a b"
+    );
+    // `--` and control characters never pass.
+    assert!(argv_for(&lenient, &json!({"x": "--"})).is_err());
+    assert!(argv_for(&lenient, &json!({"x": "a\u{1b}[2J"})).is_err());
+}
