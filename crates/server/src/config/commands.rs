@@ -72,3 +72,56 @@ pub fn with_command_marks(
     };
     policy.with_commands(names(|c| !c.mutating), names(|c| c.confirm))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VM: &str = "[[commands]]\nname = \"vm\"\ndescription = \"Status or reset of VM 102\"\n\
+        argv = [\"ssh\", \"pve\", \"qm\", \"{action}\", \"102\"]\n\
+        parameters = { action = { type = \"string\", enum = [\"status\", \"reset\"] } }\n";
+
+    #[test]
+    fn profiles_get_the_commands_they_name_or_all() {
+        let text =
+            format!("{VM}[profiles.none]\ncommands = []\n[profiles.vm]\ncommands = [\"vm\"]\n");
+        let config = Config::parse(&text).unwrap();
+        let all = config
+            .commands_for(&config.profile("default").unwrap())
+            .unwrap();
+        assert_eq!(all.len(), 1);
+        assert!(all[0].mutating && !all[0].confirm);
+        assert!(
+            config
+                .commands_for(&config.profile("none").unwrap())
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            config
+                .commands_for(&config.profile("vm").unwrap())
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn unknown_names_and_taken_names_are_refused() {
+        let unknown =
+            Config::parse(&format!("{VM}[profiles.p]\ncommands = [\"vn\"]\n")).unwrap_err();
+        assert!(
+            unknown.contains("no [[commands]] named \"vn\""),
+            "{unknown}"
+        );
+        let twice = Config::parse(&format!("{VM}{VM}")).unwrap_err();
+        assert!(twice.contains("defined twice"), "{twice}");
+        for taken in ["Read", "Task", "mcp__x__y"] {
+            let err = Config::parse(&VM.replace("name = \"vm\"", &format!("name = \"{taken}\"")))
+                .unwrap_err();
+            assert!(err.contains(taken), "{err}");
+        }
+        let typo = Config::parse(&VM.replace("argv", "args")).unwrap_err();
+        assert!(typo.contains("args"), "{typo}");
+    }
+}
