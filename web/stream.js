@@ -9,7 +9,7 @@ export const EVENT_TYPES = [
   'turn.started', 'message.delta', 'message.completed', 'tool.started', 'tool.output',
   'output.truncated', 'tool.finished', 'permission.requested', 'permission.resolved', 'question.asked',
   'question.answered', 'todo.updated', 'usage', 'compaction', 'checkpoint.created',
-  'turn.finished', 'session.updated', 'error',
+  'command.ran', 'turn.finished', 'session.updated', 'error',
 ];
 
 const MAX_BACKOFF_MS = 15_000;

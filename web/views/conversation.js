@@ -15,6 +15,7 @@ import { sessionHref } from './sessions.js';
 import { SessionSettings } from './session-settings.js';
 import { listStatus } from '../session-summaries.js';
 import { Attachments, messageContent } from '../attach.js';
+import { CommandsPanel } from './commands.js';
 
 const STATE_TEXT = { idle: 'Idle', running: 'Working…', waiting: 'Waiting for you' };
 
@@ -105,6 +106,7 @@ export class Conversation {
       this.todos.el,
       this.log,
       this.banner,
+      new CommandsPanel(this.id, notify).el,
       form,
     );
   }
@@ -144,7 +146,7 @@ export class Conversation {
     const data = await this.transcriptLoad;
     if (!data || this.closed) return;
     const seen = this.transcript.turns;
-    const missing = data.messages.filter((m) => !m.turn_id || !seen.has(m.turn_id));
+    const missing = data.messages.filter((m) => !m.turn_id || (!seen.has(m.turn_id) && !this.transcript.commandRuns.has(m.turn_id)));
     if (missing.length) this.log.prepend(historySection(missing));
     this.transcript.markRewound(new Set(data.messages.map((m) => m.turn_id)));
     afterFrame(this.scrollDown);

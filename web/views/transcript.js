@@ -9,6 +9,7 @@ import { ToolCard } from './toolcard.js';
 import { PermissionCard, QuestionCard } from './requests.js';
 import { turnStatus, setTurnStatus, compactionMarker, checkpointMarker, errorNote, truncationNote } from './markers.js';
 import { todoItems } from './todos.js';
+import { commandRanMarker } from './commands.js';
 
 const ZERO = { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, cost_usd: 0 };
 
@@ -33,6 +34,7 @@ export class Transcript {
     this.tools = new Map();
     this.subScopes = new Map();
     this.requests = new Map();
+    this.commandRuns = new Set();
     this.open = new Set();
     this.finishedTotals = { ...ZERO };
     this.runningTotals = { ...ZERO };
@@ -125,6 +127,12 @@ export class Transcript {
         else body.append(marker);
         break;
       }
+      case 'command.ran':
+        // A user's run outside any turn: between the turns. Its transcript
+        // message (turn_id = run_id) is this marker, not earlier history.
+        this.commandRuns.add(ev.run_id);
+        this.log.append(commandRanMarker(ev));
+        break;
       case 'turn.finished':
         this.finishTurn(ev);
         break;

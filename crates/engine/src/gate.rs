@@ -47,11 +47,14 @@ impl TurnContext<'_> {
             read_only,
             workspace: &workspace,
         };
-        let verdict = match policy.lock() {
-            Ok(policy) => policy.evaluate(&view),
-            Err(_) => Verdict::Deny {
-                reason: "the permission policy is unavailable".into(),
-            },
+        let (verdict, confirm) = match policy.lock() {
+            Ok(policy) => (policy.evaluate(&view), policy.must_confirm(tool)),
+            Err(_) => (
+                Verdict::Deny {
+                    reason: "the permission policy is unavailable".into(),
+                },
+                true,
+            ),
         };
         let ask_reason = match (verdict, hook) {
             (Verdict::Deny { reason }, _) => {
@@ -60,13 +63,20 @@ impl TurnContext<'_> {
             (_, Some((HookDecision::Deny, reason))) => {
                 return Ok(Gate::Refuse(hook_denied(reason)));
             }
-            (_, Some((HookDecision::Allow, _))) | (Verdict::Allow, None) => {
+            // A command with `confirm = true` asks a human whatever a hook says.
+            (Verdict::Ask { reason }, _) if confirm => reason,
+            (_, Some((HookDecision::Allow, _))) | (Verdict::Allow, None) if !confirm => {
                 return Ok(Gate::Run(input));
             }
             (_, Some((HookDecision::Ask, reason))) => {
                 reason.unwrap_or_else(|| "a PreToolUse hook asked for approval".into())
             }
             (Verdict::Ask { reason }, None) => reason,
+            // Only a `confirm` command gets here: the policy never allows
+            // one (should it, it still asks), and a hook's allow is not enough.
+            (Verdict::Allow | Verdict::Ask { .. }, _) => {
+                format!("command {tool} always asks for confirmation")
+            }
         };
         let rule = PermissionPolicy::session_rule_for(&view);
         let call = AskedCall {

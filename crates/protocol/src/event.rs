@@ -237,6 +237,32 @@ pub enum Event {
         checkpoint_id: String,
         files: Vec<String>,
     },
+    /// A user ran one of the session's commands (`POST …/commands/{name}`),
+    /// outside any turn; the model reads it in the next turn's context.
+    #[serde(rename = "command.ran")]
+    CommandRan {
+        /// The run's id; the transcript message the model reads carries it
+        /// as its `turn_id`.
+        run_id: String,
+        command: String,
+        /// The arguments as given, checked against the command's schema.
+        arguments: Value,
+        /// Exactly what ran.
+        argv: Vec<String>,
+        /// Who ran it: `user:<name>`.
+        by: String,
+        /// Absent when it was killed (timeout or signal).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default)]
+        timed_out: bool,
+        duration_ms: u64,
+        /// Capped (the start of stdout, the end of stderr).
+        stdout: String,
+        stderr: String,
+        #[serde(default)]
+        truncated: bool,
+    },
     #[serde(rename = "turn.finished")]
     TurnFinished(TurnFinished),
     #[serde(rename = "session.updated")]
@@ -380,6 +406,10 @@ impl Event {
             "The workspace was saved before the turn's first file-changing tool call.",
         ),
         (
+            "command.ran",
+            "A user ran a session command (`POST …/commands/{name}`) outside any turn: its argv, exit code and capped output.",
+        ),
+        (
             "turn.finished",
             "The turn ended: its status, result, usage and cost; `error` when it did not complete.",
         ),
@@ -428,6 +458,7 @@ impl Event {
             Event::Usage { .. } => "usage",
             Event::Compaction { .. } => "compaction",
             Event::CheckpointCreated { .. } => "checkpoint.created",
+            Event::CommandRan { .. } => "command.ran",
             Event::TurnFinished(_) => "turn.finished",
             Event::SessionUpdated { .. } => "session.updated",
             Event::Error(_) => "error",

@@ -15,6 +15,7 @@ use agentd_policy::permissions::{PermissionPolicy, ToolCallView, Verdict};
 use agentd_sandbox::confined::FsIdentity;
 use agentd_sandbox::{PathGuard, Policy};
 use agentd_store::SessionRecord;
+use agentd_tools::command::CommandTool;
 use agentd_tools::egress::{EgressAllowlist, NetworkRefusals};
 use agentd_tools::{
     BackgroundShells, HiddenPaths, SkillSet, SkillTool, ToolContext, ToolRegistry, UrlCheck,
@@ -68,9 +69,18 @@ impl Runtime {
         for taken in skills.add_missing(project.skills.iter().cloned()) {
             tracing::warn!(session = %session.id, "project skill {taken:?} skipped: the name is taken");
         }
-        let tools = self
+        let mut tools = self
             .tools_for(session, &profile, &skills, &policy, &project, options)
             .await;
+        let commands = self
+            .config
+            .commands_for(&profile)
+            .map_err(ConfigError::Invalid)?;
+        tools.extend(
+            commands
+                .iter()
+                .map(|spec| Arc::new(CommandTool::new(spec.clone())) as _),
+        );
 
         // The project's rules come under the operator's: deny (the
         // operator's included) beats every allow.
@@ -87,6 +97,7 @@ impl Runtime {
         ask.extend(options.ask.iter().cloned());
         let permissions = PermissionPolicy::new(mode, &allow, &deny, &ask)
             .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
+        let permissions = crate::config::with_command_marks(permissions, &commands);
         let tools = offered(tools, &permissions, &profile);
         // Searches must not reveal what a Read deny rule protects.
         let hidden = {
@@ -193,7 +204,7 @@ impl Runtime {
 
     /// The workspace opened for the turn (see [`crate::workspace_open`]),
     /// its path guard, and the sandbox policy of its commands.
-    async fn confinement(
+    pub(crate) async fn confinement(
         &self,
         session: &SessionRecord,
         profile: &ProfileConfig,
@@ -231,7 +242,7 @@ impl Runtime {
 
     /// With a network allowlist, the session's egress proxy for `policy`,
     /// the list, and where its refusals collect (the proxy's, WebFetch's).
-    fn egress_for(
+    pub(crate) fn egress_for(
         &self,
         session: &SessionRecord,
         profile: &ProfileConfig,
@@ -357,7 +368,7 @@ impl Runtime {
     }
 
     /// The global skills, overridden by `user`'s own.
-    fn skills_for(&self, user: &str) -> (SkillSet, Vec<String>) {
+    pub(crate) fn skills_for(&self, user: &str) -> (SkillSet, Vec<String>) {
         let global = self
             .config
             .skills

@@ -17,8 +17,8 @@ mod log;
 mod migrate;
 mod queries;
 mod records;
-mod signing_keys;
 mod search;
+mod signing_keys;
 mod types;
 mod webhooks;
 
@@ -30,8 +30,8 @@ pub use access::{
 };
 pub use error::StoreError;
 pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
-pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use search::{MAX_SEARCH_CHARS, MAX_SEARCH_TERMS, SearchText, SessionFilter, SessionHit};
+pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use types::{
     CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
     SessionExport, SessionRecord, SessionStatus, SessionUpdate, StoredMessage, TokenRecord,

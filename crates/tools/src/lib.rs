@@ -13,6 +13,7 @@
 
 mod background;
 mod bash;
+pub mod command;
 mod context;
 mod edit;
 mod edit_core;

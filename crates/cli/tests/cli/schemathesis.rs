@@ -19,7 +19,9 @@ use tokio::process::Command;
 
 /// The whole run; it takes well under a minute on an idle machine.
 const TIMEOUT: Duration = Duration::from_secs(300);
-const TOML: &str = "[server]\nauth = \"token\"\n[profiles.default]\nmode = \"bypass\"\n";
+const TOML: &str = "[server]\nauth = \"token\"\n[profiles.default]\nmode = \"bypass\"\n\
+    [[commands]]\nname = \"echo\"\ndescription = \"Echo a word\"\nargv = [\"echo\", \"{word}\"]\n\
+    mutating = false\nparameters = { word = { type = \"string\", pattern = \"[a-z]{1,8}\" } }\n";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -179,6 +179,8 @@ async fn the_openapi_document_lists_every_route_and_each_one_answers() {
         ("post", "/v1/sessions/{id}/permissions/{request_id}"),
         ("post", "/v1/sessions/{id}/questions/{request_id}"),
         ("post", "/v1/sessions/{id}/compact"),
+        ("get", "/v1/sessions/{id}/commands"),
+        ("post", "/v1/sessions/{id}/commands/{name}"),
         ("get", "/v1/sessions/{id}/checkpoints"),
         ("post", "/v1/sessions/{id}/rewind"),
         ("post", "/v1/sessions/{id}/fork"),

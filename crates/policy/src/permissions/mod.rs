@@ -32,6 +32,9 @@
 //! tool even when an allow rule names it — but an MCP tool that is read-only (the
 //! operator's word, see [`ToolCallView::read_only`]) and that an allow rule names; `bypass` allows everything no deny rule matches
 //! — except that an explicit ask rule still asks (an operator who writes one means it).
+//! The operator's command tools ([`PermissionPolicy::with_commands`]): `confirm` ones
+//! always ask (bypass and allow rules included; denied where nothing asks), read-only
+//! ones are judged like read-only MCP tools.
 //!
 //! # Shell commands
 //! The command is parsed with `brush-parser` (a bash parser) and split into every simple
@@ -90,6 +93,8 @@ mod wrappers;
 mod tests;
 #[cfg(test)]
 mod tests_bash;
+#[cfg(test)]
+mod tests_commands;
 #[cfg(test)]
 mod tests_mcp;
 
@@ -221,6 +226,17 @@ pub struct PermissionPolicy {
     deny: Vec<Rule>,
     ask: Vec<Rule>,
     home: Option<PathBuf>,
+    /// Tools the operator declared (config `[[commands]]`): those with
+    /// `mutating = false` count as read-only like a read-only MCP tool;
+    /// those with `confirm = true` always ask, in every mode.
+    commands: OperatorTools,
+}
+
+/// The operator's word on tools of their own (see [`PermissionPolicy::with_commands`]).
+#[derive(Debug, Clone, Default)]
+struct OperatorTools {
+    read_only: std::collections::BTreeSet<String>,
+    confirm: std::collections::BTreeSet<String>,
 }
 
 fn parse_all(rules: &[String], home: Option<&Path>) -> Result<Vec<Rule>, RuleError> {
@@ -269,6 +285,7 @@ impl PermissionPolicy {
             deny: parse_all(deny, h)?,
             ask: parse_all(ask, h)?,
             home,
+            commands: OperatorTools::default(),
         })
     }
 
@@ -277,6 +294,25 @@ impl PermissionPolicy {
         let rule = Rule::parse(rule, self.home.as_deref())?;
         self.allow.push(rule);
         Ok(())
+    }
+
+    /// Marks the operator's command tools: `read_only` ones are judged like
+    /// read-only MCP tools, and `confirm` ones always ask a human — even in
+    /// `bypass`, and past allow rules — unless a deny rule or the mode
+    /// refuses them (in `dont_ask` they are denied: nobody can be asked).
+    pub fn with_commands(
+        mut self,
+        read_only: impl IntoIterator<Item = String>,
+        confirm: impl IntoIterator<Item = String>,
+    ) -> Self {
+        self.commands.read_only.extend(read_only);
+        self.commands.confirm.extend(confirm);
+        self
+    }
+
+    /// Whether every call of `tool` must be confirmed by a human.
+    pub fn must_confirm(&self, tool: &str) -> bool {
+        self.commands.confirm.contains(tool)
     }
 
     pub fn mode(&self) -> PermissionMode {
@@ -328,6 +364,12 @@ impl PermissionPolicy {
                 "{} may match deny rule {} (its path cannot be resolved)",
                 describe(call),
                 r.text
+            ));
+        }
+        if self.must_confirm(call.tool) {
+            return ask(format!(
+                "command {} always asks for confirmation (confirm = true)",
+                call.tool
             ));
         }
         if allowed_by.is_some() {
@@ -401,7 +443,7 @@ impl PermissionPolicy {
     pub fn offers(&self, tool: &str, read_only: bool) -> bool {
         if self.mode == PermissionMode::ReadOnly
             && !READ_ONLY_MODE_TOOLS.contains(&tool)
-            && !(read_only_mcp(tool, read_only)
+            && !(self.vouched_read_only(tool, read_only)
                 && self.allow.iter().any(|rule| rule.whole_tool(tool)))
         {
             return false;
@@ -417,7 +459,7 @@ impl PermissionPolicy {
         let tool = call.tool;
         if self.mode != PermissionMode::ReadOnly
             || READ_ONLY_MODE_TOOLS.contains(&tool)
-            || (read_only_mcp(tool, call.read_only) && allowed_by.is_some())
+            || (self.vouched_read_only(tool, call.read_only) && allowed_by.is_some())
         {
             return None;
         }
@@ -427,8 +469,8 @@ impl PermissionPolicy {
                 r.text
             ),
             Some(r) => format!(" (allow rule {} does not apply in this mode)", r.text),
-            None if read_only_mcp(tool, call.read_only) => {
-                " (a read-only MCP tool runs in this mode only when an allow rule names it)"
+            None if self.vouched_read_only(tool, call.read_only) => {
+                " (a read-only MCP or command tool runs in this mode only when an allow rule names it)"
                     .to_owned()
             }
             None => String::new(),
@@ -437,6 +479,12 @@ impl PermissionPolicy {
             "mode {} allows only tools that change nothing (Read, Glob, Grep, LS, WebFetch, …); {tool} is not allowed{note}",
             self.mode.name()
         )))
+    }
+
+    /// A read-only tool the operator vouched for: an MCP tool marked
+    /// read-only, or a command with `mutating = false`.
+    fn vouched_read_only(&self, tool: &str, read_only: bool) -> bool {
+        read_only_mcp(tool, read_only) || (read_only && self.commands.read_only.contains(tool))
     }
 
     fn facts(&self, call: &ToolCallView<'_>) -> Facts {

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 mod access;
 mod agents;
+mod commands;
 mod identity;
 mod mounts;
 mod network;
@@ -22,6 +23,7 @@ mod webhooks;
 mod workspaces;
 pub use access::{AccessConfig, QuotaToml};
 pub use agents::{McpServerToml, SkillsToml, SubagentToml};
+pub use commands::with_command_marks;
 pub use identity::IdentityToml;
 pub use mounts::{MountMode, MountSpec, MountsToml};
 pub use network::{AllowlistToml, NetworkConfig};
@@ -53,6 +55,8 @@ pub struct Config {
     pub models: BTreeMap<String, ModelConfig>,
     pub profiles: BTreeMap<String, ProfileConfig>,
     pub mcp_servers: Vec<McpServerToml>,
+    /// `[[commands]]`: operator verbs offered as tools (fixed argv, checked arguments).
+    pub commands: Vec<agentd_tools::command::CommandToml>,
     pub subagents: Vec<SubagentToml>,
     pub skills: SkillsToml,
     pub cluster: ClusterConfig,
@@ -370,6 +374,8 @@ pub struct ProfileConfig {
     pub max_subagent_depth: u32,
     /// The `[[mcp_servers]]` this profile's sessions get, by name; all when absent.
     pub mcp_servers: Option<Vec<String>>,
+    /// The `[[commands]]` this profile's sessions get, by name; all when absent.
+    pub commands: Option<Vec<String>>,
     /// Default `Bash` timeout, and the most a call may ask for.
     pub bash_timeout_s: u64,
     pub bash_max_timeout_s: u64,
@@ -439,6 +445,7 @@ impl Default for ProfileConfig {
             max_subagents: 8,
             max_subagent_depth: 1,
             mcp_servers: None,
+            commands: None,
             bash_timeout_s: 120,
             bash_max_timeout_s: 600,
             background_idle_timeout_s: 3600,
@@ -510,6 +517,7 @@ impl Config {
             check_backend(name, model, &config.models)?;
         }
         agents::check(&config.mcp_servers, &config.subagents, &config.models)?;
+        commands::check(&config)?;
         users::check(&config.server, &config.users)?;
         access::check(&config)?;
         sign_in::check(&config)?;

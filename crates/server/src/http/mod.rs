@@ -10,6 +10,7 @@ pub mod approvals;
 mod attachments;
 pub mod auth;
 mod auth_methods;
+mod commands;
 mod conn_watch;
 mod doc;
 #[cfg(test)]
@@ -149,6 +150,8 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(approvals::answer_permission))
         .routes(routes!(approvals::answer_question))
         .routes(routes!(messages::compact))
+        .routes(routes!(commands::list_commands))
+        .routes(routes!(commands::run_command))
         .routes(routes!(history::list_checkpoints))
         .routes(routes!(history::rewind))
         .routes(routes!(history::fork))

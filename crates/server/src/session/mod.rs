@@ -8,6 +8,7 @@
 //! cluster node), so none of them needs to know which.
 
 pub mod answers;
+pub mod commands;
 pub mod existing;
 pub mod history;
 pub mod lifecycle;

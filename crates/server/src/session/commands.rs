@@ -1,0 +1,158 @@
+//! A session's commands run by its user, without the model
+//! (`POST /v1/sessions/{id}/commands/{name}`): the same checks and runner
+//! as the model's tool calls, recorded as a `command.ran` event and as a
+//! message the model reads in the next turn.
+
+use std::sync::Arc;
+
+use agentd_protocol::{Event, Message};
+use agentd_store::SessionRecord;
+use agentd_tools::command::{CommandRun, CommandSpec, argv_for, run_command};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{SessionError, SessionResult, SessionService, turn_running};
+use crate::runtime::RunError;
+
+/// A finished run, as recorded.
+pub struct CommandRan {
+    pub argv: Vec<String>,
+    pub run: CommandRun,
+}
+
+impl SessionService {
+    /// The commands `session` may run: its profile's, less those its rules
+    /// never let run (a deny rule naming one, `read_only` mode).
+    pub fn commands(&self, session: &SessionRecord) -> SessionResult<Vec<Arc<CommandSpec>>> {
+        let config = &self.registry.runtime().config;
+        let invalid = |err: String| SessionError::Internal(format!("the session's profile: {err}"));
+        let profile = config
+            .profile(&session.profile)
+            .map_err(|err| invalid(err.to_string()))?;
+        let commands = config.commands_for(&profile).map_err(invalid)?;
+        let policy = profile
+            .permission_policy()
+            .map_err(|err| invalid(err.to_string()))?;
+        let policy = crate::config::with_command_marks(policy, &commands);
+        Ok(commands
+            .into_iter()
+            .filter(|c| policy.offers(&c.name, !c.mutating))
+            .collect())
+    }
+
+    /// Run `name` with `arguments` for `user`. Refused before anything runs
+    /// when the arguments do not fit, when it changes things or asks for
+    /// confirmation and `confirmed` is false, or while a turn runs.
+    pub async fn run_command(
+        &self,
+        session: SessionRecord,
+        user: &str,
+        name: &str,
+        arguments: Value,
+        confirmed: bool,
+    ) -> SessionResult<CommandRan> {
+        let spec = self
+            .commands(&session)?
+            .into_iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| {
+                SessionError::Missing(format!("this session has no command {name:?}"))
+            })?;
+        let argv = argv_for(&spec, &arguments)
+            .map_err(|err| SessionError::Invalid(format!("refused, nothing ran: {err}")))?;
+        if (spec.mutating || spec.confirm) && !confirmed {
+            return Err(SessionError::Invalid(format!(
+                "{name} {}: send \"confirmed\": true to run it",
+                if spec.confirm {
+                    "asks for confirmation"
+                } else {
+                    "changes things"
+                }
+            )));
+        }
+        self.idle_everywhere(&session.id).await?;
+        // No turn starts while it runs and is recorded.
+        let _exclusive = self
+            .registry
+            .begin_delete(&session.id)
+            .await
+            .ok_or_else(turn_running)?;
+        let session = self.with_local_workspace(session).await?;
+        let runtime = self.registry.runtime();
+        let env = self.registry.env().clone();
+        let lookup = move |key: &str| env.get(key).cloned();
+        let profile = runtime
+            .config
+            .profile(&session.profile)
+            .map_err(|err| SessionError::Internal(err.to_string()))?;
+        let identity = self.agent_identity(&session.owner).await?;
+        let (skills, _) = runtime.skills_for(&session.owner);
+        let (_, mut policy, _) = runtime
+            .confinement(&session, &profile, &skills, identity, &lookup)
+            .await
+            .map_err(run_error)?;
+        runtime
+            .egress_for(&session, &profile, &mut policy)
+            .map_err(run_error)?;
+        let run = run_command(
+            &runtime.sandbox,
+            &spec,
+            &argv,
+            &policy,
+            &CancellationToken::new(),
+        )
+        .await
+        .map_err(SessionError::Internal)?;
+        self.record_run(&session.id, user, &spec, &arguments, &argv, &run)
+            .await?;
+        if matches!(spec.runs_on, agentd_tools::command::RunsOn::Sandbox) {
+            self.share_workspace(&session.id).await?;
+        }
+        Ok(CommandRan { argv, run })
+    }
+
+    /// The `command.ran` event (published live) and the message the model
+    /// reads next turn, under the run's id (a turn id of its own, so a
+    /// client can tell it from a turn's messages).
+    async fn record_run(
+        &self,
+        session_id: &str,
+        user: &str,
+        spec: &CommandSpec,
+        arguments: &Value,
+        argv: &[String],
+        run: &CommandRun,
+    ) -> SessionResult<()> {
+        let store = &self.registry.runtime().store;
+        let run_id = format!("cmd_{}", uuid::Uuid::now_v7());
+        let event = Event::CommandRan {
+            run_id: run_id.clone(),
+            command: spec.name.clone(),
+            arguments: arguments.clone(),
+            argv: argv.to_vec(),
+            by: format!("user:{user}"),
+            exit_code: run.exit_code,
+            timed_out: run.timed_out,
+            duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
+            stdout: run.stdout.clone(),
+            stderr: run.stderr.clone(),
+            truncated: run.truncated,
+        };
+        let envelope = store.append_event(session_id, &event).await?;
+        self.registry.handle(session_id).publish(&envelope);
+        let argv_json = serde_json::to_string(argv).unwrap_or_default();
+        let text = format!(
+            "[The user ran the command `{}` themselves, outside the conversation: {argv_json}]\n{}",
+            spec.name,
+            run.summary()
+        );
+        store
+            .append_message(session_id, Some(&run_id), &Message::user_text(text))
+            .await?;
+        Ok(())
+    }
+}
+
+fn run_error(err: RunError) -> SessionError {
+    SessionError::Internal(err.to_string())
+}

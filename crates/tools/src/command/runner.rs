@@ -1,0 +1,168 @@
+//! Running a checked argv: in the session's sandbox, or on the host as the
+//! configured unprivileged user; stdout and stderr capped, a timeout, and
+//! everything it started killed when it ends.
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use agentd_sandbox::confined::FsIdentity;
+use agentd_sandbox::{Policy, Sandbox, SecretMask};
+use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
+
+use super::spec::{CommandSpec, RunsOn};
+
+/// Bytes of stdout kept (stderr keeps its last `STDERR_TAIL_BYTES`).
+pub const OUTPUT_CAP: usize = 64 * 1024;
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct CommandRun {
+    /// None when killed (timeout, interrupt, signal).
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// Stdout beyond [`OUTPUT_CAP`] was dropped.
+    pub truncated: bool,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    pub duration: Duration,
+}
+
+impl CommandRun {
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+
+    /// The run as the model (or a transcript reader) reads it.
+    pub fn summary(&self) -> String {
+        let status = match (self.exit_code, self.timed_out, self.cancelled) {
+            (_, true, _) => "timed out (killed)".to_string(),
+            (_, _, true) => "interrupted (killed)".to_string(),
+            (Some(code), ..) => format!("exit code {code}"),
+            (None, ..) => "killed by a signal".to_string(),
+        };
+        let mut text = status;
+        if !self.stdout.is_empty() {
+            text.push_str("\n--- stdout ---\n");
+            text.push_str(&self.stdout);
+            if self.truncated {
+                text.push_str("\n[stdout truncated]");
+            }
+        }
+        if !self.stderr.is_empty() {
+            text.push_str("\n--- stderr ---\n");
+            text.push_str(&self.stderr);
+        }
+        text
+    }
+}
+
+/// The command's environment: `base` (the sandbox's variables; none on the
+/// host) and the command's own `env` over it. The one place it is made, so
+/// identity placeholders in values can be filled here.
+pub fn command_env(
+    spec: &CommandSpec,
+    base: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut env = base.clone();
+    env.extend(
+        spec.env
+            .iter()
+            .map(|(key, value)| (key.clone(), value.clone())),
+    );
+    env
+}
+
+/// Where and as whom `spec` runs: the session's sandbox policy with the
+/// command's variables, or a host policy of its own.
+fn policy_for(spec: &CommandSpec, session: &Policy) -> Result<Policy, String> {
+    match &spec.runs_on {
+        RunsOn::Sandbox => {
+            let mut policy = session.clone();
+            policy.env = command_env(spec, &session.env);
+            Ok(policy)
+        }
+        RunsOn::Host { uid, gid, home, .. } => {
+            if *uid == 0 || *gid == 0 {
+                return Err("refusing to run a command on the host as root".into());
+            }
+            let euid = rustix::process::geteuid();
+            if !euid.is_root() && euid.as_raw() != *uid {
+                return Err(format!(
+                    "this command runs on the host as uid {uid}, and agentd (uid {}) cannot switch to it",
+                    euid.as_raw()
+                ));
+            }
+            let dir = if home.is_dir() {
+                home.clone()
+            } else {
+                "/".into()
+            };
+            let mut policy = Policy::new(dir);
+            policy.unsandboxed = true;
+            policy.run_as = Some(FsIdentity {
+                uid: *uid,
+                gid: *gid,
+            });
+            policy.env = command_env(spec, &BTreeMap::new());
+            Ok(policy)
+        }
+    }
+}
+
+/// Run `argv` (from [`super::argv_for`]) as `spec` says, within its timeout.
+/// `Err` when it could not start.
+pub async fn run_command(
+    sandbox: &Sandbox,
+    spec: &CommandSpec,
+    argv: &[String],
+    session: &Policy,
+    cancel: &CancellationToken,
+) -> Result<CommandRun, String> {
+    let policy = policy_for(spec, session)?;
+    let started = Instant::now();
+    let mut process = sandbox
+        .spawn(&policy, argv)
+        .map_err(|err| format!("{} could not start: {err}", spec.name))?;
+    drop(process.take_stdin());
+    let mut stdout = process.take_stdout();
+    let mut kept = Vec::new();
+    let mut dropped = 0u64;
+    let read_all = async {
+        if let Some(pipe) = stdout.as_mut() {
+            let mut buffer = [0u8; 8192];
+            loop {
+                match pipe.read(&mut buffer).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let room = OUTPUT_CAP.saturating_sub(kept.len()).min(n);
+                        kept.extend_from_slice(&buffer[..room]);
+                        dropped += (n - room) as u64;
+                    }
+                }
+            }
+        }
+        process.exited().await;
+    };
+    let (timed_out, cancelled) = tokio::select! {
+        () = read_all => (false, false),
+        () = tokio::time::sleep(spec.timeout) => (true, false),
+        () = cancel.cancelled() => (false, true),
+    };
+    if timed_out || cancelled {
+        process.kill();
+        process.exited().await;
+    }
+    let mask = SecretMask::new(policy.secrets());
+    let run = CommandRun {
+        exit_code: process.exit_status().and_then(|status| status.code()),
+        stdout: mask.mask(&String::from_utf8_lossy(&kept)),
+        stderr: process.stderr_tail(),
+        truncated: dropped > 0,
+        timed_out,
+        cancelled,
+        duration: started.elapsed(),
+    };
+    process.shutdown().await;
+    Ok(run)
+}

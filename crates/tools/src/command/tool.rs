@@ -1,0 +1,58 @@
+//! A command as a tool the model calls.
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::spec::CommandSpec;
+use super::{argv_for, run_command};
+use crate::{Tool, ToolContext, ToolResult};
+
+pub struct CommandTool {
+    spec: Arc<CommandSpec>,
+    description: String,
+}
+
+impl CommandTool {
+    pub fn new(spec: Arc<CommandSpec>) -> Self {
+        let description = spec.tool_description();
+        Self { spec, description }
+    }
+}
+
+#[async_trait]
+impl Tool for CommandTool {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn input_schema(&self) -> Value {
+        self.spec.input_schema()
+    }
+
+    fn is_read_only(&self) -> bool {
+        !self.spec.mutating
+    }
+
+    async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
+        let argv = match argv_for(&self.spec, &input) {
+            Ok(argv) => argv,
+            Err(err) => return ToolResult::error(format!("Refused, nothing ran: {err}")),
+        };
+        match run_command(&ctx.sandbox, &self.spec, &argv, &ctx.policy, &ctx.cancel).await {
+            Ok(run) => {
+                let result = if run.succeeded() {
+                    ToolResult::ok(run.summary())
+                } else {
+                    ToolResult::error(run.summary())
+                };
+                result.capped(ctx.result_cap)
+            }
+            Err(err) => ToolResult::error(err),
+        }
+    }
+}
