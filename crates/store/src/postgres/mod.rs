@@ -43,6 +43,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (8, "0008", "session_mounts"),
     (9, "0009", "existing_workspace"),
     (10, "0010", "session_thinking"),
+    (14, "0014", "user_identities"),
 );
 
 /// The PostgreSQL store. Cheap to clone; clones share the pool.

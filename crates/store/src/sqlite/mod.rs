@@ -43,6 +43,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (7, "0007", "session_mounts"),
     (8, "0008", "existing_workspace"),
     (9, "0009", "session_thinking"),
+    (13, "0013", "user_identities"),
 );
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the
