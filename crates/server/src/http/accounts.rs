@@ -129,17 +129,7 @@ pub(super) async fn account_user(
         tracing::warn!(%err, "linking a new user to its account");
         return after_race(state, account).await;
     }
-    state
-        .registry
-        .runtime()
-        .access()
-        .audit(ACTOR)
-        .record(
-            "user.create",
-            Some(name),
-            serde_json::json!({"issuer": account.issuer, "sub": account.subject}),
-        )
-        .await;
+    audit(state, "user.create", name, account).await;
     Ok(user)
 }
 
@@ -187,18 +177,19 @@ async fn link_existing(
     store
         .link_identity(&existing.id, &account.issuer, &account.subject)
         .await?;
-    state
-        .registry
-        .runtime()
+    audit(state, "user.link", &existing.name, account).await;
+    Ok(existing)
+}
+
+/// Record in the audit log that `user` was made for, or linked to, `account`.
+async fn audit(state: &AppState, action: &str, user: &str, account: &Account) {
+    let detail = serde_json::json!({"issuer": account.issuer, "sub": account.subject});
+    let runtime = state.registry.runtime();
+    runtime
         .access()
         .audit(ACTOR)
-        .record(
-            "user.link",
-            Some(&existing.name),
-            serde_json::json!({"issuer": account.issuer, "sub": account.subject}),
-        )
+        .record(action, Some(user), detail)
         .await;
-    Ok(existing)
 }
 
 fn refuse_existing(account: &Account, why: &str) -> ApiError {
