@@ -13,6 +13,7 @@ mod access;
 mod agent_uids;
 mod dialect;
 mod error;
+mod identities;
 mod log;
 mod migrate;
 mod queries;
@@ -29,6 +30,7 @@ pub use access::{
     AuditQuery, AuditRecord, GrantKind, GrantRecord, NewAudit, UsageWindow, UserUsage,
 };
 pub use error::StoreError;
+pub use identities::{GroupGiven, GroupGrant, IdentityRecord};
 pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
 pub use search::{MAX_SEARCH_CHARS, MAX_SEARCH_TERMS, SearchText, SessionFilter, SessionHit};
 pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
@@ -271,6 +273,34 @@ pub trait UserStore: Send + Sync {
     ) -> StoreResult<bool>;
 }
 
+/// Identity-provider accounts (issuer, subject) linked to users: OIDC and
+/// JWT sign-ins find their user by the account, not by a claimed name.
+#[async_trait]
+pub trait IdentityStore: Send + Sync {
+    /// The account `(issuer, subject)` and its user, if linked.
+    async fn user_by_identity(
+        &self,
+        issuer: &str,
+        subject: &str,
+    ) -> StoreResult<Option<IdentityRecord>>;
+
+    /// The accounts linked to a user, by issuer and subject.
+    async fn identities_of(&self, user_id: &str) -> StoreResult<Vec<IdentityRecord>>;
+
+    /// Link an account to a user. An account linked already is a
+    /// `Database` error saying so; an unknown user `NotFound`.
+    async fn link_identity(&self, user_id: &str, issuer: &str, subject: &str) -> StoreResult<()>;
+
+    /// Record what the account's groups gave at this sign-in. `false` when
+    /// the account is not linked.
+    async fn set_group_given(
+        &self,
+        issuer: &str,
+        subject: &str,
+        given: &GroupGiven,
+    ) -> StoreResult<bool>;
+}
+
 /// Grants, usage and the audit log.
 #[async_trait]
 pub trait AccessStore: Send + Sync {
@@ -400,14 +430,14 @@ store! {
     /// are cheap to clone and safe to share across tasks.
     SessionStore + TranscriptStore + EventLog + TurnStore + HealthStore + UserStore
         + AccessStore + PendingStore + CheckpointStore + TransferStore + WebhookStore
-        + SigningKeyStore
+        + SigningKeyStore + IdentityStore
 }
 
 /// The role traits, for callers of [`Store`] methods: `use agentd_store::prelude::*;`.
 pub mod prelude {
     pub use crate::SigningKeyStore;
     pub use crate::{
-        AccessStore, CheckpointStore, EventLog, HealthStore, PendingStore, SessionStore, Store,
-        TranscriptStore, TransferStore, TurnStore, UserStore, WebhookStore,
+        AccessStore, CheckpointStore, EventLog, HealthStore, IdentityStore, PendingStore,
+        SessionStore, Store, TranscriptStore, TransferStore, TurnStore, UserStore, WebhookStore,
     };
 }

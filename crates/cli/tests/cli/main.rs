@@ -25,6 +25,7 @@ mod cli_history;
 mod gc;
 mod golden_events;
 mod mcp_server;
+mod oidc_accounts;
 mod run;
 mod run_agent_setup;
 mod run_claude_flags;

@@ -193,7 +193,11 @@ async fn the_callback_refuses_a_foreign_state_and_redirects_only_here() {
 
 /// Start a sign-in (with a `next` elsewhere) and let the provider answer:
 /// the flow's `Set-Cookie` and the callback URL the browser is sent to.
-async fn through_provider(client: &reqwest::Client, url: &str, issuer: &str) -> (String, String) {
+pub(crate) async fn through_provider(
+    client: &reqwest::Client,
+    url: &str,
+    issuer: &str,
+) -> (String, String) {
     let login = client
         .get(format!("{url}/v1/auth/oidc/login?next=//evil.example/x"))
         .send()

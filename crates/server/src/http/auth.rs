@@ -15,7 +15,8 @@
 //! Admins are the users marked so in the database (`agentd users admin`,
 //! `agentd tokens create --admin`) and those named in `[access] admins`.
 //!
-//! Every failure is the same bare 401.
+//! Every failure of a credential is the same bare 401; a good provider
+//! token whose account may not sign in here is a 403 saying so (`accounts`).
 
 use agentd_store::TokenRecord;
 use axum::extract::FromRequestParts;
@@ -175,7 +176,7 @@ pub(super) fn same_origin(headers: &HeaderMap) -> bool {
     }
 }
 
-fn origin_matches_host(origin: &str, host: &str) -> bool {
+pub(super) fn origin_matches_host(origin: &str, host: &str) -> bool {
     let Some((scheme, authority)) = origin.trim().split_once("://") else {
         return false; // `null`, or not an origin at all
     };

@@ -8,19 +8,21 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::header::{AUTHORIZATION, HeaderName};
+use axum::http::header::{AUTHORIZATION, HeaderName, ORIGIN};
 use axum::http::{HeaderMap, Method};
 use subtle::ConstantTimeEq;
 
 use super::AppState;
+use super::accounts::{Account, AccountRules, account_user};
 use super::auth::{
     AuthConfigError, DEFAULT_USER_HEADER, MIN_SECRET_LEN, PROXY_SECRET_HEADER, SESSION_MAX_AGE_S,
-    User, bearer, configured_admin, is_write, looks_like_token, same_origin, session_cookie,
-    sha256, token_record, token_user, valid_user_name,
+    User, bearer, configured_admin, is_write, looks_like_token, origin_matches_host, same_origin,
+    session_cookie, sha256, token_record, token_user, valid_user_name,
 };
 use super::error::ApiError;
 use super::jwks::{Expected, Verifier};
 use super::oidc::Oidc;
+use super::sign_in::OIDC_TOKEN_NAME;
 use crate::config::{AuthMethods, AuthMode, ServerConfig};
 
 #[derive(Clone)]
@@ -59,7 +61,10 @@ pub struct ProxyHeader {
 
 pub struct JwtMethod {
     pub verifier: Verifier,
+    /// The `iss` every token carries: the accounts' issuer.
+    pub issuer: String,
     pub user_claim: String,
+    pub rules: AccountRules,
 }
 
 impl Methods {
@@ -129,7 +134,12 @@ impl Auth {
                     jwt.jwks_url.clone(),
                     Duration::from_secs(jwt.jwks_min_refetch_s),
                 ),
+                issuer: jwt.issuer.clone(),
                 user_claim: jwt.user_claim.clone(),
+                rules: AccountRules {
+                    link_existing_users: jwt.link_existing_users,
+                    create_users: jwt.create_users,
+                },
             })),
         };
         let token = methods.has(AuthMode::Token);
@@ -140,6 +150,15 @@ impl Auth {
                      \"token\""
                         .into(),
                 ));
+            }
+            // The callback's address from the request's `Host` is only
+            // trusted on loopback, where nobody else can send requests.
+            Some(config) if config.redirect_url.is_none() && !bind.ip().is_loopback() => {
+                return Err(AuthConfigError(format!(
+                    "[server.oidc] needs redirect_url (https://<this server>{}) when \
+                     binding {bind}, a non-loopback address",
+                    super::oidc::CALLBACK_PATH
+                )));
             }
             Some(config) => Some(Arc::new(Oidc::new(
                 config.clone(),
@@ -250,7 +269,15 @@ pub(super) async fn authenticate_methods(
     match credential(methods, headers)? {
         Credential::Proxy => {
             let proxy = methods.header.as_ref().ok_or(ApiError::Unauthorized)?;
-            Ok((proxy_user(state, proxy, headers).await?, AuthMode::Header))
+            let user = proxy_user(state, proxy, headers).await?;
+            // A browser behind the proxy may be lured by another site's
+            // page into a write, signed in by the proxy's own session: a
+            // browser's `Origin` must name this server (as the browser or
+            // the proxy's `X-Forwarded-Host` names it).
+            if is_write(method) && headers.contains_key(ORIGIN) && !proxied_same_origin(headers) {
+                return Err(ApiError::BadOrigin);
+            }
+            Ok((user, AuthMode::Header))
         }
         Credential::Token(token) => {
             let record = token_record(state, token).await?;
@@ -259,7 +286,15 @@ pub(super) async fn authenticate_methods(
         Credential::Cookie(token) => {
             let record = token_record(state, token).await?;
             let age = chrono::Utc::now() - record.created_at;
-            if age.num_seconds() > SESSION_MAX_AGE_S {
+            // A sign-in by the provider lasts its own (shorter) while: the
+            // provider is asked again, and refuses users it disabled.
+            let max_age = match &methods.oidc {
+                Some(oidc) if record.name == OIDC_TOKEN_NAME => {
+                    i64::try_from(oidc.config.session_max_age_s).unwrap_or(i64::MAX)
+                }
+                _ => SESSION_MAX_AGE_S,
+            };
+            if age.num_seconds() > max_age {
                 return Err(ApiError::Unauthorized);
             }
             if is_write(method) && !same_origin(headers) {
@@ -273,12 +308,18 @@ pub(super) async fn authenticate_methods(
                 tracing::info!(%err, "a JWT was refused");
                 ApiError::Unauthorized
             })?;
-            let name = claims
-                .get(&jwt.user_claim)
-                .and_then(|v| v.as_str())
-                .filter(|name| valid_user_name(name))
-                .ok_or(ApiError::Unauthorized)?;
-            Ok((named_user(state, name).await?, AuthMode::Jwt))
+            let account =
+                Account::from_claims(&jwt.issuer, &claims, &jwt.user_claim).map_err(|err| {
+                    tracing::info!(%err, "a JWT names no usable account");
+                    ApiError::Unauthorized
+                })?;
+            let user = account_user(state, jwt.rules, &account).await?;
+            let is_admin = user.is_admin || configured_admin(state, &user.name);
+            let user = User {
+                name: user.name,
+                is_admin,
+            };
+            Ok((user, AuthMode::Jwt))
         }
     }
 }
@@ -305,8 +346,24 @@ async fn proxy_user(
     named_user(state, name).await
 }
 
-/// A user named by someone trusted (the proxy, the identity provider), who
-/// may have no row: admins are those marked in the database or the config.
+/// Whether a write's `Origin` names this server as the browser reached it:
+/// the `Host`, or the trusted proxy's `X-Forwarded-Host`.
+fn proxied_same_origin(headers: &HeaderMap) -> bool {
+    if same_origin(headers) {
+        return true;
+    }
+    let forwarded = headers
+        .get("x-forwarded-host")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next());
+    let origin = headers.get(ORIGIN).and_then(|v| v.to_str().ok());
+    match (origin, forwarded) {
+        (Some(origin), Some(host)) => origin_matches_host(origin, host),
+        _ => false,
+    }
+}
+
+/// A user named by the trusted proxy, who may have no row: admins are those marked in the database or the config.
 async fn named_user(state: &AppState, name: &str) -> Result<User, ApiError> {
     let access = state.registry.runtime().access();
     let row = access.user_by_name(name).await?;
@@ -343,8 +400,13 @@ mod tests {
                     algorithms: vec![],
                 };
                 Arc::new(JwtMethod {
-                    verifier: Verifier::new(expected, None, Duration::ZERO),
+                    verifier: Verifier::new(expected, None, Duration::from_secs(1)),
+                    issuer: "http://idp".into(),
                     user_claim: "sub".into(),
+                    rules: AccountRules {
+                        link_existing_users: false,
+                        create_users: true,
+                    },
                 })
             }),
             oidc: None,

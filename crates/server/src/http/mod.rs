@@ -3,6 +3,7 @@
 //! annotations (utoipa-axum), so they cannot drift apart.
 
 mod access_check;
+mod accounts;
 mod admin;
 mod ai_sdk;
 pub(crate) mod anthropic;
@@ -25,6 +26,7 @@ mod local_host;
 mod messages;
 mod meta;
 mod oidc;
+mod oidc_groups;
 mod oidc_routes;
 mod projects;
 mod session_error;

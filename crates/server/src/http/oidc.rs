@@ -1,21 +1,28 @@
 //! "Sign in with …": the web UI signs in at an OpenID Connect provider
 //! (`[server.oidc]`) by the authorization code flow with PKCE (S256).
 //! `state`, `nonce` and the PKCE verifier wait in a short-lived `HttpOnly`
-//! cookie of their own between the two routes; the id_token is checked as
-//! `jwks` checks JWTs (audience: the client id) plus its `nonce`. The end is
-//! the same token cookie `POST /v1/auth/login` sets.
+//! cookie of their own between the two routes, signed (HMAC-SHA256) so
+//! that nobody able to set cookies for this site can plant a flow of
+//! theirs. The id_token is checked as `jwks` checks JWTs (audience: the
+//! client id; `azp` when there are several) plus its `nonce`, required. The
+//! end is the same token cookie `POST /v1/auth/login` sets.
+//!
+//! What goes wrong at the provider is logged; the browser is told only
+//! that the sign-in failed.
 
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio::sync::Mutex;
 
+use super::accounts::{Account, email_verified};
 use super::error::ApiError;
-use super::jwks::{Discovery, Expected, JwtError, Verifier, discover};
+use super::jwks::{Discovery, Expected, JwtError, Verifier, discover, read_json};
 use crate::config::OidcToml;
 
 /// The cookie holding a sign-in under way.
@@ -23,14 +30,31 @@ pub const FLOW_COOKIE: &str = "agentd_oidc";
 /// How long the browser has at the provider (seconds).
 pub const FLOW_MAX_AGE_S: i64 = 600;
 pub const CALLBACK_PATH: &str = "/v1/auth/oidc/callback";
+/// The length of 32 random bytes in base64url: `state`, `nonce` and the
+/// PKCE verifier are all that long (RFC 7636 asks at least 43).
+const RANDOM_LEN: usize = 43;
+/// A failed discovery is not retried sooner than this.
+const DISCOVERY_RETRY: Duration = Duration::from_secs(5);
 
 pub struct Oidc {
     pub config: OidcToml,
     client_secret: Option<String>,
     client: reqwest::Client,
-    discovery: Mutex<Option<Discovery>>,
+    discovery: Mutex<DiscoveryCache>,
     verifier: Verifier,
+    /// Signs the flow cookie.
+    flow_key: [u8; 32],
 }
+
+#[derive(Default)]
+struct DiscoveryCache {
+    doc: Option<Discovery>,
+    fetched_at: Option<std::time::Instant>,
+    failed_at: Option<std::time::Instant>,
+}
+
+/// Discovery documents are fetched again after this long.
+const DISCOVERY_MAX_AGE: Duration = Duration::from_secs(3600);
 
 /// A sign-in under way, as kept in [`FLOW_COOKIE`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,15 +102,29 @@ impl Flow {
         }
     }
 
-    pub fn to_cookie(&self) -> String {
+    /// The cookie's value: the parts and their HMAC under `key`.
+    pub fn to_cookie(&self, key: &[u8]) -> String {
         let next = URL_SAFE_NO_PAD.encode(&self.next);
-        format!("{}.{}.{}.{next}", self.state, self.nonce, self.verifier)
+        let body = format!("{}.{}.{}.{next}", self.state, self.nonce, self.verifier);
+        let tag = URL_SAFE_NO_PAD.encode(mac(key, &body).finalize().into_bytes());
+        format!("{body}.{tag}")
     }
 
-    pub fn from_cookie(value: &str) -> Option<Self> {
-        let mut parts = value.split('.');
+    /// The flow of a cookie this server signed with `key`, else `None`.
+    pub fn from_cookie(value: &str, key: &[u8]) -> Option<Self> {
+        let (body, tag) = value.rsplit_once('.')?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
+        mac(key, body).verify_slice(&tag).ok()?;
+        let mut parts = body.split('.');
         let (state, nonce, verifier, next) =
             (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some()
+            || [state, nonce, verifier]
+                .iter()
+                .any(|p| p.len() < RANDOM_LEN)
+        {
+            return None;
+        }
         let next = String::from_utf8(URL_SAFE_NO_PAD.decode(next).ok()?).ok()?;
         Some(Flow {
             state: state.into(),
@@ -102,11 +140,19 @@ impl Flow {
     }
 }
 
-/// Who signed in: the user claim, and the groups claim.
+fn mac(key: &[u8], body: &str) -> Hmac<Sha256> {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    mac.update(body.as_bytes());
+    mac
+}
+
+/// Who signed in: the account, its groups, its email if verified.
 #[derive(Debug)]
 pub struct Identity {
-    pub name: String,
+    pub account: Account,
     pub groups: Vec<String>,
+    pub verified_email: Option<String>,
 }
 
 impl Oidc {
@@ -121,13 +167,30 @@ impl Oidc {
             None,
             Duration::from_secs(10),
         );
+        let client_secret = env_secret.or_else(|| config.client_secret.clone());
+        // Every node of a cluster shares the client secret, so a flow
+        // started on one finishes on another; without one, this process's.
+        let flow_key = match &client_secret {
+            Some(secret) => Sha256::new()
+                .chain_update(b"agentd oidc flow cookie\0")
+                .chain_update(secret.as_bytes())
+                .finalize()
+                .into(),
+            None => rand::random(),
+        };
         Oidc {
-            client_secret: env_secret.or_else(|| config.client_secret.clone()),
+            client_secret,
             config,
-            client: reqwest::Client::new(),
-            discovery: Mutex::new(None),
+            client: super::jwks::http_client(),
+            discovery: Mutex::new(DiscoveryCache::default()),
             verifier,
+            flow_key,
         }
+    }
+
+    /// The key the flow cookie is signed with.
+    pub fn flow_key(&self) -> &[u8] {
+        &self.flow_key
     }
 
     /// The button's "Sign in with <name>".
@@ -140,16 +203,46 @@ impl Oidc {
         })
     }
 
+    /// The provider's discovery document: cached for an hour, the old one
+    /// kept while the provider fails, and failures not retried for a few
+    /// seconds (the login route needs no credentials). Fetched with the
+    /// lock held: one fetch at a time, the others wait for its result.
     async fn discovery(&self) -> Result<Discovery, ApiError> {
-        let mut cached = self.discovery.lock().await;
-        if let Some(doc) = cached.as_ref() {
+        let mut cache = self.discovery.lock().await;
+        let fresh = cache
+            .fetched_at
+            .is_some_and(|at| at.elapsed() < DISCOVERY_MAX_AGE);
+        let backing_off = cache
+            .failed_at
+            .is_some_and(|at| at.elapsed() < DISCOVERY_RETRY);
+        if let Some(doc) = &cache.doc
+            && (fresh || backing_off)
+        {
             return Ok(doc.clone());
         }
-        let doc = discover(&self.client, &self.config.issuer)
-            .await
-            .map_err(provider_down)?;
-        *cached = Some(doc.clone());
-        Ok(doc)
+        if backing_off {
+            return Err(provider_down(JwtError(
+                "discovery failed moments ago".into(),
+            )));
+        }
+        match discover(&self.client, &self.config.issuer).await {
+            Ok(doc) => {
+                cache.doc = Some(doc.clone());
+                cache.fetched_at = Some(std::time::Instant::now());
+                cache.failed_at = None;
+                Ok(doc)
+            }
+            Err(err) => {
+                cache.failed_at = Some(std::time::Instant::now());
+                match &cache.doc {
+                    Some(old) => {
+                        tracing::warn!(%err, "OIDC discovery failed; using the last document");
+                        Ok(old.clone())
+                    }
+                    None => Err(provider_down(err)),
+                }
+            }
+        }
     }
 
     /// Where to send the browser to start `flow`.
@@ -208,41 +301,44 @@ impl Oidc {
             .await
             .map_err(|e| provider_down(JwtError(format!("{endpoint}: {e}"))))?;
         let status = response.status();
-        let body: Value = response.json().await.unwrap_or_default();
+        let body: Value = read_json(response, &endpoint).await.unwrap_or_default();
         if !status.is_success() {
-            return Err(ApiError::Forbidden(format!(
-                "the identity provider refused the sign-in ({status}): {}",
-                body["error"].as_str().unwrap_or("no reason given")
+            let reason = body["error"].as_str().unwrap_or("no reason given");
+            return Err(refused(&format!(
+                "the token endpoint answered {status}: {reason}"
             )));
         }
         let id_token = body["id_token"]
             .as_str()
-            .ok_or_else(|| ApiError::Forbidden("the identity provider sent no id_token".into()))?;
-        let claims = self.verifier.verify(id_token).await.map_err(|err| {
-            tracing::info!(%err, "an id_token was refused");
-            ApiError::Forbidden(format!("the id_token was refused: {err}"))
-        })?;
-        let nonce = claims.get("nonce").and_then(Value::as_str).unwrap_or("");
-        if !bool::from(nonce.as_bytes().ct_eq(flow.nonce.as_bytes())) {
-            return Err(ApiError::Forbidden(
-                "the id_token's nonce is not this sign-in's".into(),
+            .ok_or_else(|| refused("the token endpoint sent no id_token"))?;
+        let claims = self
+            .verifier
+            .verify(id_token)
+            .await
+            .map_err(|err| refused(&format!("the id_token: {err}")))?;
+        // Several audiences: the one this was issued to must be us.
+        if claims
+            .get("aud")
+            .and_then(Value::as_array)
+            .is_some_and(|aud| aud.len() > 1)
+            && claims.get("azp").and_then(Value::as_str) != Some(self.config.client_id.as_str())
+        {
+            return Err(refused(
+                "the id_token has several audiences and azp is not ours",
             ));
+        }
+        let Some(nonce) = claims.get("nonce").and_then(Value::as_str) else {
+            return Err(refused("the id_token has no nonce"));
+        };
+        if !bool::from(nonce.as_bytes().ct_eq(flow.nonce.as_bytes())) {
+            return Err(refused("the id_token's nonce is not this sign-in's"));
         }
         self.identity(&claims)
     }
 
     fn identity(&self, claims: &Map<String, Value>) -> Result<Identity, ApiError> {
-        let claim = &self.config.user_claim;
-        let name = claims
-            .get(claim)
-            .and_then(Value::as_str)
-            .filter(|name| super::auth::valid_user_name(name))
-            .ok_or_else(|| {
-                ApiError::Forbidden(format!(
-                    "the id_token's {claim:?} claim is not a user name (1-64 letters, digits \
-                     and . - _ @ +)"
-                ))
-            })?;
+        let account = Account::from_claims(&self.config.issuer, claims, &self.config.user_claim)
+            .map_err(|err| refused(&err))?;
         let groups = match claims.get(&self.config.groups_claim) {
             Some(Value::Array(groups)) => groups
                 .iter()
@@ -252,16 +348,31 @@ impl Oidc {
             Some(Value::String(group)) => vec![group.clone()],
             _ => Vec::new(),
         };
+        let verified_email = claims
+            .get("email")
+            .and_then(Value::as_str)
+            .filter(|_| email_verified(claims))
+            .map(String::from);
         Ok(Identity {
-            name: name.to_string(),
+            account,
             groups,
+            verified_email,
         })
     }
 }
 
+/// The browser is told the provider cannot be used; the log says why.
 fn provider_down(err: JwtError) -> ApiError {
     tracing::warn!(%err, "the OIDC provider cannot be used");
-    ApiError::Internal(format!("the identity provider cannot be reached: {err}"))
+    ApiError::Internal("the identity provider cannot be reached (the server log says why)".into())
+}
+
+/// The browser is told the sign-in was refused; the log says why.
+fn refused(why: &str) -> ApiError {
+    tracing::warn!(why, "an OIDC sign-in was refused");
+    ApiError::Forbidden(
+        "the identity provider's answer was refused (the server log says why)".into(),
+    )
 }
 
 #[cfg(test)]
@@ -286,13 +397,29 @@ mod tests {
     }
 
     #[test]
-    fn the_flow_survives_its_cookie() {
+    fn the_flow_survives_its_cookie_and_only_a_signed_one_is_taken() {
+        let key = [7u8; 32];
         let flow = Flow::start(Some("/ui/x"));
-        let back = Flow::from_cookie(&flow.to_cookie()).unwrap();
+        let back = Flow::from_cookie(&flow.to_cookie(&key), &key).unwrap();
         assert_eq!(back, flow);
         assert!(back.state_matches(&flow.state));
         assert!(!back.state_matches("other"));
-        assert!(Flow::from_cookie("a.b").is_none());
+        assert!(Flow::from_cookie("a.b", &key).is_none());
+        // Another key's cookie, an edited one, an unsigned one: refused.
+        assert!(Flow::from_cookie(&flow.to_cookie(&[8u8; 32]), &key).is_none());
+        let cookie = flow.to_cookie(&key);
+        let edited = cookie.replacen(&flow.state, &"A".repeat(43), 1);
+        assert!(Flow::from_cookie(&edited, &key).is_none());
+        let unsigned = cookie.rsplit_once('.').unwrap().0;
+        assert!(Flow::from_cookie(unsigned, &key).is_none());
+        // Empty or short parts, even signed: refused.
+        let empty = Flow {
+            state: String::new(),
+            nonce: String::new(),
+            verifier: String::new(),
+            next: "/".into(),
+        };
+        assert!(Flow::from_cookie(&empty.to_cookie(&key), &key).is_none());
         // base64url(sha256(verifier)), as Python's hashlib computes it.
         assert_eq!(
             challenge("dBjftJeZ4CVP-mJ92K9qZ2fwRzYnmzEJ8gPlMpLy5iEY"),

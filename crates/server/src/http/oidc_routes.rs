@@ -13,15 +13,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::auth::{cookie_value, new_token, over_https};
+use super::accounts::{AccountRules, account_user};
+use super::auth::{cookie_value, new_token, over_https, session_cookie, token_record};
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::oidc::{CALLBACK_PATH, FLOW_COOKIE, FLOW_MAX_AGE_S, Flow, Identity, Oidc};
-use super::sign_in::{SIGN_IN_TOKEN_NAME, session_cookie_header};
-use crate::access::AdminError;
-use agentd_store::GrantKind;
-
-/// The audit log's actor for what a sign-in's groups grant.
-const ACTOR: &str = "oidc";
+use super::oidc::{CALLBACK_PATH, FLOW_COOKIE, FLOW_MAX_AGE_S, Flow, Oidc};
+use super::oidc_groups::{check_allowed, sync_groups};
+use super::sign_in::{OIDC_TOKEN_NAME, session_cookie_value};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AuthMethodsView {
@@ -70,7 +67,7 @@ fn oidc(state: &AppState) -> ApiResult<Arc<Oidc>> {
 }
 
 /// Where the provider sends the browser back: configured, or this server
-/// as the browser named it.
+/// as the browser named it (allowed on loopback only, see `auth_methods`).
 fn redirect_uri(oidc: &Oidc, headers: &HeaderMap) -> ApiResult<String> {
     if let Some(url) = &oidc.config.redirect_url {
         return Ok(url.clone());
@@ -96,8 +93,10 @@ pub struct LoginQuery {
 }
 
 /// Start signing in at the identity provider: `303` to its authorization
-/// endpoint (code flow, PKCE S256), with a short-lived `agentd_oidc`
-/// cookie holding the state, nonce and PKCE verifier.
+/// endpoint (code flow, PKCE S256), with a short-lived, signed
+/// `agentd_oidc` cookie holding the state, nonce and PKCE verifier. This
+/// browser's previous sign-in (its `agentd_session` cookie, sent since the
+/// UI's button is on this site) is revoked.
 #[utoipa::path(get, path = "/v1/auth/oidc/login", tag = "auth",
     params(LoginQuery),
     responses(
@@ -112,10 +111,25 @@ pub async fn login(
 ) -> ApiResult<Response> {
     let oidc = oidc(&state)?;
     let flow = Flow::start(query.next.as_deref());
-    let url = oidc
-        .authorize_url(&flow, &redirect_uri(&oidc, &headers)?)
-        .await?;
-    let cookie = flow_cookie(&headers, &flow.to_cookie(), FLOW_MAX_AGE_S)?;
+    let redirect = redirect_uri(&oidc, &headers)?;
+    let url = oidc.authorize_url(&flow, &redirect).await?;
+    // The callback comes from the provider's site: `SameSite=Strict` keeps
+    // the old cookie from it, so the old sign-in is ended here.
+    if let Some(old) = session_cookie(&headers)
+        && let Ok(old) = token_record(&state, old).await
+    {
+        state
+            .registry
+            .runtime()
+            .access()
+            .revoke_token(&old.id)
+            .await?;
+    }
+    let cookie = flow_cookie(
+        secure(&redirect, &headers),
+        &flow.to_cookie(oidc.flow_key()),
+        FLOW_MAX_AGE_S,
+    )?;
     let mut response = StatusCode::SEE_OTHER.into_response();
     let headers = response.headers_mut();
     headers.insert(LOCATION, header(&url)?);
@@ -134,16 +148,17 @@ pub struct CallbackQuery {
 
 /// Where the identity provider sends the browser back: checks the state,
 /// trades the code (with the PKCE verifier) for an id_token, checks it,
-/// creates the user on first sign-in, applies `[server.oidc.groups]`, and
-/// sets the `agentd_session` cookie. Answers a page that moves on to
-/// `next`.
+/// checks the allow-lists, finds the user linked to the account (or makes
+/// one on first sign-in), applies `[server.oidc.groups]` (taking back what
+/// groups no longer give), and sets the `agentd_session` cookie (for
+/// `session_max_age_s`). Answers a page that moves on to `next`.
 #[utoipa::path(get, path = "/v1/auth/oidc/callback", tag = "auth",
     params(CallbackQuery),
     responses(
         (status = 200, description = "Signed in; `Set-Cookie: agentd_session=…`; an HTML page that moves on",
             content_type = "text/html"),
         (status = 400, description = "No sign-in under way, or its state does not match", body = ErrorBody),
-        (status = 403, description = "The provider or its id_token refused; the user is disabled", body = ErrorBody),
+        (status = 403, description = "The provider or its id_token refused; not allowed here; the name belongs to a user not linked to this account; the user is disabled", body = ErrorBody),
         (status = 404, description = "No `[server.oidc]` is configured", body = ErrorBody),
         (status = 500, description = "The identity provider cannot be reached", body = ErrorBody),
     ))]
@@ -159,7 +174,7 @@ pub async fn callback(
         )));
     }
     let flow = cookie_value(&headers, FLOW_COOKIE)
-        .and_then(Flow::from_cookie)
+        .and_then(|value| Flow::from_cookie(value, oidc.flow_key()))
         .ok_or_else(|| ApiError::BadRequest("no sign-in is under way here; start again".into()))?;
     let (Some(code), Some(returned)) = (&query.code, &query.state) else {
         return Err(ApiError::BadRequest("code and state are required".into()));
@@ -169,85 +184,46 @@ pub async fn callback(
             "the state is not this browser's sign-in; start again".into(),
         ));
     }
-    let identity = oidc
-        .finish(&flow, code, &redirect_uri(&oidc, &headers)?)
-        .await?;
-    let user_id = provision(&state, &oidc, &identity).await?;
+    let redirect = redirect_uri(&oidc, &headers)?;
+    let identity = oidc.finish(&flow, code, &redirect).await?;
+    check_allowed(&oidc.config, &identity)?;
+    let rules = AccountRules {
+        link_existing_users: oidc.config.link_existing_users,
+        create_users: oidc.config.create_users,
+    };
+    let user = account_user(&state, rules, &identity.account).await?;
+    sync_groups(&state, &oidc.config, &identity, &user).await?;
     let access = state.registry.runtime().access();
     let (token, hash, prefix) = new_token();
     access
-        .create_token(&user_id, SIGN_IN_TOKEN_NAME, &hash, &prefix)
+        .create_token(&user.id, OIDC_TOKEN_NAME, &hash, &prefix)
         .await?;
     access
-        .audit(&identity.name)
+        .audit(&user.name)
         .record(
             "login",
-            Some(&identity.name),
+            Some(&user.name),
             serde_json::json!({"method": "oidc", "groups": identity.groups}),
         )
         .await;
+    let secure = secure(&redirect, &headers);
+    let max_age = i64::try_from(oidc.config.session_max_age_s).unwrap_or(i64::MAX);
     let mut response = (StatusCode::OK, moving_on(&flow.next)).into_response();
     let out = response.headers_mut();
     out.insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/html; charset=utf-8"),
     );
-    out.append(SET_COOKIE, session_cookie_header(&headers, &token)?);
-    out.append(SET_COOKIE, flow_cookie(&headers, "", 0)?);
+    out.append(SET_COOKIE, session_cookie_value(&token, max_age, secure)?);
+    out.append(SET_COOKIE, flow_cookie(secure, "", 0)?);
     Ok(response)
 }
 
-/// The user's id, made on first sign-in; what their groups give, added.
-async fn provision(state: &AppState, oidc: &Oidc, identity: &Identity) -> ApiResult<String> {
-    let runtime = state.registry.runtime();
-    let access = runtime.access();
-    let store = access.store;
-    let user = match store.get_user_by_name(&identity.name).await? {
-        Some(user) => user,
-        None => {
-            let user = store.create_user(&identity.name).await?;
-            access
-                .audit(ACTOR)
-                .record("user.create", Some(&identity.name), serde_json::json!({}))
-                .await;
-            user
-        }
-    };
-    if user.disabled_at.is_some() {
-        return Err(ApiError::Forbidden(format!(
-            "the user {:?} is disabled",
-            identity.name
-        )));
-    }
-    let name = &identity.name;
-    for group in &identity.groups {
-        let Some(grants) = oidc.config.groups.get(group) else {
-            continue;
-        };
-        if grants.admin && !user.is_admin {
-            access
-                .set_user_flags(ACTOR, name, Some(true), None)
-                .await
-                .map_err(admin_error)?;
-        }
-        let kinds = [
-            (GrantKind::Profile, &grants.profiles),
-            (GrantKind::Model, &grants.models),
-        ];
-        for (kind, names) in kinds {
-            for grant in names {
-                access
-                    .set_grant(ACTOR, name, kind, grant, true)
-                    .await
-                    .map_err(admin_error)?;
-            }
-        }
-    }
-    Ok(user.id)
-}
-
-fn admin_error(err: AdminError) -> ApiError {
-    ApiError::Internal(format!("applying [server.oidc.groups]: {err}"))
+/// Cookies are `Secure` when the browser comes back over https: as the
+/// callback address says (a top-level GET from the provider carries no
+/// `Origin` to tell).
+fn secure(redirect_uri: &str, headers: &HeaderMap) -> bool {
+    redirect_uri.to_ascii_lowercase().starts_with("https://") || over_https(headers)
 }
 
 /// A page that moves the browser on to `next` (a checked local path). Not
@@ -267,8 +243,8 @@ fn moving_on(next: &str) -> String {
 
 /// The flow cookie: `SameSite=Lax`, since the provider's redirect back is
 /// a top-level navigation from another site; only its own routes see it.
-fn flow_cookie(headers: &HeaderMap, value: &str, max_age_s: i64) -> ApiResult<HeaderValue> {
-    let secure = if over_https(headers) { "; Secure" } else { "" };
+fn flow_cookie(secure: bool, value: &str, max_age_s: i64) -> ApiResult<HeaderValue> {
+    let secure = if secure { "; Secure" } else { "" };
     header(&format!(
         "{FLOW_COOKIE}={value}; HttpOnly; SameSite=Lax; Path=/v1/auth/oidc; Max-Age={max_age_s}{secure}"
     ))

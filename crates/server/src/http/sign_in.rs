@@ -23,6 +23,9 @@ use crate::config::AuthMode;
 
 /// The label of the tokens sign-ins make (in `agentd tokens ls`).
 pub const SIGN_IN_TOKEN_NAME: &str = "web sign-in";
+/// The label of the tokens "Sign in with …" makes: they last
+/// `[server.oidc] session_max_age_s`.
+pub const OIDC_TOKEN_NAME: &str = "oidc sign-in";
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -147,16 +150,19 @@ pub async fn me(
     Ok(Json(signed_in(user.name, mode)))
 }
 
-/// The `Set-Cookie` value signing a browser in with `token` (a new sign-in
-/// token), for `SESSION_MAX_AGE_S`.
-pub(super) fn session_cookie_header(headers: &HeaderMap, token: &str) -> ApiResult<HeaderValue> {
-    cookie(headers, token, SESSION_MAX_AGE_S)
-}
-
 /// The `Set-Cookie` value for the session cookie; `Secure` when the browser
 /// came over HTTPS.
 fn cookie(headers: &HeaderMap, token: &str, max_age_s: i64) -> ApiResult<HeaderValue> {
-    let secure = if over_https(headers) { "; Secure" } else { "" };
+    session_cookie_value(token, max_age_s, over_https(headers))
+}
+
+/// The `Set-Cookie` value signing a browser in with `token` for `max_age_s`.
+pub(super) fn session_cookie_value(
+    token: &str,
+    max_age_s: i64,
+    secure: bool,
+) -> ApiResult<HeaderValue> {
+    let secure = if secure { "; Secure" } else { "" };
     let value = format!(
         "{SESSION_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age_s}{secure}"
     );

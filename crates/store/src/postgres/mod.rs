@@ -46,6 +46,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (11, "0011", "session_search"),
     (12, "0012", "webhook_deliveries"),
     (13, "0013", "signing_keys"),
+    (14, "0014", "user_identities"),
 );
 
 /// The PostgreSQL store. Cheap to clone; clones share the pool.

@@ -8,6 +8,7 @@
 pub(crate) mod access;
 pub(crate) mod checkpoints;
 pub(crate) mod events;
+pub(crate) mod identities;
 pub(crate) mod pending;
 pub(crate) mod search;
 pub(crate) mod sessions;
@@ -24,6 +25,7 @@ macro_rules! roles {
         $crate::queries::access::access_store!($store);
         $crate::queries::checkpoints::checkpoint_store!($store);
         $crate::queries::events::event_log!($store);
+        $crate::queries::identities::identity_store!($store);
         $crate::queries::pending::pending_store!($store);
         $crate::queries::sessions::session_store!($store);
         $crate::queries::signing_keys::signing_key_store!($store);

@@ -46,6 +46,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (10, "0010", "session_search"),
     (11, "0011", "webhook_deliveries"),
     (12, "0012", "signing_keys"),
+    (13, "0013", "user_identities"),
 );
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the

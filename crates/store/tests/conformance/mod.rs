@@ -17,6 +17,7 @@ mod agent_uids;
 mod checkpoints;
 mod events;
 mod history;
+mod identities;
 mod messages;
 mod migrations;
 mod pending;

@@ -48,6 +48,10 @@ struct Inner {
     codes: HashMap<String, Pending>,
     requests: Vec<IdpRequest>,
     minted: u64,
+    /// Merged into the next id_tokens last (`null` removes a claim).
+    id_token_overrides: Value,
+    /// Every answer is a 500 (the provider is down).
+    down: bool,
 }
 
 struct Shared {
@@ -87,6 +91,8 @@ impl IdentityProvider {
                 codes: HashMap::new(),
                 requests: Vec::new(),
                 minted: 0,
+                id_token_overrides: json!({}),
+                down: false,
             }),
         });
         let app = Router::new()
@@ -94,6 +100,7 @@ impl IdentityProvider {
             .route("/authorize", get(authorize))
             .route("/token", post(token))
             .route("/jwks", get(jwks))
+            .layer(axum::middleware::from_fn_with_state(shared.clone(), outage))
             .with_state(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -118,6 +125,18 @@ impl IdentityProvider {
     /// `iat`, `nonce`), e.g. `{"sub": "bob", "groups": ["ops"]}`.
     pub fn set_user(&self, claims: Value) {
         self.shared.lock().user = claims;
+    }
+
+    /// Claims the id_tokens issued from now on get last, whatever the
+    /// sign-in: a wrong `iss` or `aud`, an old `exp`, or `null` to leave a
+    /// claim out (`{"nonce": null}`).
+    pub fn override_id_tokens(&self, claims: Value) {
+        self.shared.lock().id_token_overrides = claims;
+    }
+
+    /// Make every endpoint answer 500 (`true`) or work again.
+    pub fn set_down(&self, down: bool) {
+        self.shared.lock().down = down;
     }
 
     /// Replace every published key by a new one of `kind` (`kid` `key-N`);
@@ -208,6 +227,19 @@ async fn jwks(State(shared): State<Arc<Shared>>) -> Json<Value> {
     Json(json!({"keys": keys}))
 }
 
+/// While down, every request is recorded and answered 500.
+async fn outage(
+    State(shared): State<Arc<Shared>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !shared.lock().down {
+        return next.run(request).await;
+    }
+    record(&shared, request.uri().path(), &HashMap::new(), None);
+    StatusCode::INTERNAL_SERVER_ERROR.into_response()
+}
+
 fn oauth_error(status: StatusCode, error: &str) -> Response {
     (status, Json(json!({"error": error}))).into_response()
 }
@@ -295,6 +327,15 @@ async fn token(
     }
     if let Some(nonce) = pending.nonce {
         claims["nonce"] = json!(nonce);
+    }
+    let overrides = shared.lock().id_token_overrides.clone();
+    if let (Some(map), Some(overrides)) = (claims.as_object_mut(), overrides.as_object()) {
+        for (key, value) in overrides {
+            match value {
+                Value::Null => map.remove(key),
+                value => map.insert(key.clone(), value.clone()),
+            };
+        }
     }
     let key = shared.lock().keys.last().cloned();
     let Some(Ok(id_token)) = key.map(|k| k.sign(&claims)) else {
