@@ -5,29 +5,17 @@
 //! provider saw PKCE S256 with a verifier that matched.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Stdio;
-use std::time::Duration;
-
 use agentd_testkit::idp::IdentityProvider;
 use reqwest::StatusCode;
 use serde_json::json;
-use tokio::process::Command;
 
 use crate::serve_harness::Harness;
-use crate::web_ui::{CHROMIUM, kill_group, missing_tools, repo};
+use crate::web_ui::run_scenarios;
 
-const E2E_TIMEOUT: Duration = Duration::from_secs(180);
 const IDP_NAME: &str = "Test IdP";
 
 #[tokio::test]
 async fn the_browser_signs_in_through_the_identity_provider() {
-    let repo = repo();
-    let missing = missing_tools(&repo);
-    assert!(
-        missing.is_empty(),
-        "the OIDC browser test needs {}: run bash scripts/install-deps.sh",
-        missing.join(", ")
-    );
     let idp = IdentityProvider::start("agentd-web", "web-secret-123")
         .await
         .unwrap();
@@ -53,41 +41,9 @@ async fn the_browser_signs_in_through_the_identity_provider() {
     let (_, before) = server.as_user(&root).get("/v1/admin/users/olivia").await;
     assert!(before["created_at"].is_null(), "{before}");
 
-    let out = repo.join("target/ui-screenshots");
-    std::fs::create_dir_all(&out).unwrap();
-    let log = h.data().join("oidc.log");
-    let mut node = Command::new("node");
-    node.arg(repo.join("web/e2e/oidc.mjs"))
-        .current_dir(&repo)
-        .env("AGENTD_URL", &server.url)
-        .env("AGENTD_USER", "olivia")
-        .env("AGENTD_IDP_NAME", IDP_NAME)
-        .env("AGENTD_E2E_OUT", &out)
-        .env("NODE_PATH", repo.join(".tools/node_modules"))
-        .env("CHROMIUM", CHROMIUM)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(h.data().join("oidc.err")).unwrap())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = node.spawn().expect("cannot start node");
-    let status = tokio::time::timeout(E2E_TIMEOUT, child.wait()).await;
-    let read = |name: &str| std::fs::read_to_string(h.data().join(name)).unwrap_or_default();
-    let report = format!(
-        "--- oidc.mjs\n{}{}\n--- agentd serve log\n{}\n--- provider requests\n{:#?}",
-        read("oidc.log"),
-        read("oidc.err"),
-        server.log(),
-        idp.requests()
-    );
-    let status = match status {
-        Ok(status) => status.unwrap(),
-        Err(_) => {
-            kill_group(&child);
-            panic!("web/e2e/oidc.mjs did not finish in time\n{report}");
-        }
-    };
-    assert!(status.success(), "web/e2e/oidc.mjs failed\n{report}");
+    // No API token: the browser signs in through the provider.
+    let env = [("AGENTD_IDP_NAME", IDP_NAME)];
+    run_scenarios("oidc.mjs", &h, &server, "", "olivia", &env).await;
 
     // The provider got PKCE S256 and a verifier that matched it.
     let requests = idp.requests();

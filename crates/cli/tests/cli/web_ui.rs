@@ -24,10 +24,10 @@ use tokio::process::Command;
 
 /// The whole browser run, scenarios included.
 const E2E_TIMEOUT: Duration = Duration::from_secs(300);
-pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMIUM: &str = "/usr/bin/chromium";
 const USER: &str = "alice";
 
-pub(crate) fn repo() -> PathBuf {
+fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -35,7 +35,7 @@ pub(crate) fn repo() -> PathBuf {
 }
 
 /// What the browser run needs; a message naming what is missing.
-pub(crate) fn missing_tools(repo: &Path) -> Vec<String> {
+fn missing_tools(repo: &Path) -> Vec<String> {
     let mut missing = Vec::new();
     if !Path::new(CHROMIUM).is_file() {
         missing.push(format!("chromium ({CHROMIUM})"));
@@ -57,7 +57,7 @@ pub(crate) fn missing_tools(repo: &Path) -> Vec<String> {
 
 /// End a browser run that took too long, and the browser it started (it
 /// runs in its own process group).
-pub(crate) fn kill_group(child: &tokio::process::Child) {
+fn kill_group(child: &tokio::process::Child) {
     if let Some(pid) = child.id() {
         let _ = std::process::Command::new("kill")
             .args(["-KILL", &format!("-{pid}")])
@@ -67,7 +67,7 @@ pub(crate) fn kill_group(child: &tokio::process::Child) {
 
 /// The repository, once chromium, node and playwright-core are known to be
 /// there; fails `test` (what needs them) with what is missing otherwise.
-pub(crate) fn repo_with_browser(test: &str) -> PathBuf {
+fn repo_with_browser(test: &str) -> PathBuf {
     let repo = repo();
     let missing = missing_tools(&repo);
     assert!(
