@@ -353,7 +353,10 @@ async fn a_command_env_gets_the_identity_and_its_token_is_masked() {
         .find(|e| e.event == "tool.finished" && e.data["call_id"] == "toolu_who")
         .unwrap();
     let output = finished.data["output"].as_str().unwrap();
-    assert!(output.contains(&format!("WHO_SESSION={session}")), "{output}");
+    assert!(
+        output.contains(&format!("WHO_SESSION={session}")),
+        "{output}"
+    );
     assert!(output.contains("WHO_TOKEN=[secret WHO_TOKEN]"), "{output}");
     assert!(!output.contains(&token), "{output}");
     let model_saw = h.model_requests().last().unwrap().body.to_string();
@@ -375,8 +378,20 @@ async fn a_command_env_gets_the_identity_and_its_token_is_masked() {
         "local",
         &session,
     );
-    assert!(ran["stdout"].as_str().unwrap().contains("[secret WHO_TOKEN]"), "{ran}");
-    assert!(ran["stderr"].as_str().unwrap().contains("token: [secret WHO_TOKEN]"), "{ran}");
+    assert!(
+        ran["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("[secret WHO_TOKEN]"),
+        "{ran}"
+    );
+    assert!(
+        ran["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("token: [secret WHO_TOKEN]"),
+        "{ran}"
+    );
     assert!(!ran.to_string().contains(&token), "{ran}");
     let events = serde_json::to_string(
         &server

@@ -248,7 +248,10 @@ pub async fn fill_server(
 /// rendered.
 pub fn render_server(mut config: McpServerConfig) -> McpServerConfig {
     match &mut config.transport {
-        McpTransport::Stdio { env: values, .. } | McpTransport::Http { headers: values, .. } => {
+        McpTransport::Stdio { env: values, .. }
+        | McpTransport::Http {
+            headers: values, ..
+        } => {
             for value in values.values_mut() {
                 *value = render_text(value);
             }

@@ -55,7 +55,10 @@ async fn a_token_verifies_against_the_published_key_with_its_claims() {
     let config = IdentityToml::default();
     assert!(ToolKeys::stored_jwks(&store).await.unwrap().keys.is_empty());
     let keys = ToolKeys::default();
-    let (token, expires) = keys.mint(&store, &config, "alice", "s1", AUDIENCE).await.unwrap();
+    let (token, expires) = keys
+        .mint(&store, &config, "alice", "s1", AUDIENCE)
+        .await
+        .unwrap();
     let jwks = ToolKeys::stored_jwks(&store).await.unwrap();
     assert_eq!(jwks.keys.len(), 1);
     let claims = verify(&token, &jwks).unwrap();
@@ -71,13 +74,20 @@ async fn a_token_verifies_against_the_published_key_with_its_claims() {
     assert_eq!(claims.nbf, claims.iat);
     assert_eq!(claims.exp, expires.timestamp());
     // Each token its own id; another audience is refused.
-    let (again, _) = keys.mint(&store, &config, "alice", "s1", AUDIENCE).await.unwrap();
+    let (again, _) = keys
+        .mint(&store, &config, "alice", "s1", AUDIENCE)
+        .await
+        .unwrap();
     assert_ne!(verify(&again, &jwks).unwrap().jti, claims.jti);
     let (elsewhere, _) = keys
         .mint(&store, &config, "alice", "s1", "agentd-tool:other")
         .await
         .unwrap();
-    assert!(verify(&elsewhere, &jwks).unwrap_err().contains("InvalidAudience"));
+    assert!(
+        verify(&elsewhere, &jwks)
+            .unwrap_err()
+            .contains("InvalidAudience")
+    );
 
     // Another node (its own cache) signs with the same stored key.
     let (other, _) = ToolKeys::default()
@@ -201,7 +211,10 @@ async fn a_key_is_published_before_it_signs_and_kept_until_its_tokens_expire() {
         if key.kid == new_kid {
             key.created_at -= PUBLISH_LEAD + Duration::seconds(1);
         }
-        store2.add_signing_key(&key, Utc::now() + Duration::days(1)).await.unwrap();
+        store2
+            .add_signing_key(&key, Utc::now() + Duration::days(1))
+            .await
+            .unwrap();
     }
     let (token, _) = ToolKeys::default()
         .mint(&store2, &config, "bob", "s2", AUDIENCE)
@@ -322,5 +335,8 @@ fn escapes_are_rendered_and_user_names_percent_encoded_in_headers() {
         unreachable!()
     };
     assert_eq!(headers["A"], "{user} {x}");
-    assert_eq!(super::percent_encode_non_ascii("zoë 100%"), "zo%C3%AB 100%25");
+    assert_eq!(
+        super::percent_encode_non_ascii("zoë 100%"),
+        "zo%C3%AB 100%25"
+    );
 }

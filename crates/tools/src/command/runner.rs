@@ -96,10 +96,7 @@ pub trait EnvFiller: Send + Sync {
 
 /// The command's environment: `base` (the sandbox's variables; none on the
 /// host) and the command's own variables over it.
-pub fn command_env(
-    env: &CommandEnv,
-    base: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
+pub fn command_env(env: &CommandEnv, base: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut all = base.clone();
     all.extend(
         env.vars
