@@ -224,6 +224,16 @@ async fn a_key_is_published_before_it_signs_and_kept_until_its_tokens_expire() {
     assert_eq!(store2.signing_keys().await.unwrap().len(), 2);
 }
 
+/// The stored keys' ids, newest first, after a fresh node minted a token.
+async fn kids_after_a_mint(store: &SqliteStore, config: &IdentityToml) -> Vec<String> {
+    ToolKeys::default()
+        .mint(store, config, "alice", "s1", AUDIENCE)
+        .await
+        .unwrap();
+    let keys = store.signing_keys().await.unwrap();
+    keys.into_iter().map(|k| k.kid).collect()
+}
+
 #[tokio::test]
 async fn a_key_goes_by_when_it_stopped_signing_not_by_its_age() {
     let store = store().await;
@@ -235,17 +245,7 @@ async fn a_key_goes_by_when_it_stopped_signing_not_by_its_age() {
         key_rotation_days: 1,
         ..IdentityToml::default()
     };
-    ToolKeys::default()
-        .mint(&store, &config, "alice", "s1", AUDIENCE)
-        .await
-        .unwrap();
-    let kids: Vec<String> = store
-        .signing_keys()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|k| k.kid)
-        .collect();
+    let kids = kids_after_a_mint(&store, &config).await;
     assert!(kids.contains(&live.kid), "{kids:?}");
     assert_eq!(kids.len(), 2);
 
@@ -254,17 +254,7 @@ async fn a_key_goes_by_when_it_stopped_signing_not_by_its_age() {
     key_aged(&store, "before", Duration::days(20)).await;
     key_aged(&store, "retired", Duration::days(10)).await;
     key_aged(&store, "successor", Duration::hours(3)).await;
-    ToolKeys::default()
-        .mint(&store, &IdentityToml::default(), "alice", "s1", AUDIENCE)
-        .await
-        .unwrap();
-    let kids: Vec<String> = store
-        .signing_keys()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|k| k.kid)
-        .collect();
+    let kids = kids_after_a_mint(&store, &IdentityToml::default()).await;
     assert_eq!(kids, ["successor"]);
 }
 
