@@ -111,6 +111,19 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
     // Mount hosts are resolved once, now: a config that cannot be served
     // is refused before anyone is.
     runtime.check_mount_config().map_err(usage)?;
+    // The key set tools verify `{user_token}`s with is published before the
+    // first token (in the background: a database that is down now only
+    // delays it to the first token).
+    let (keys, store, identity) = (
+        runtime.tool_keys.clone(),
+        runtime.store.clone(),
+        runtime.config.identity.clone(),
+    );
+    tokio::spawn(async move {
+        if let Err(err) = keys.prepare(store.as_ref(), &identity).await {
+            tracing::warn!("the signing key of tokens for tools is not ready yet: {err}");
+        }
+    });
     let turn_threads = tokio::runtime::Builder::new_multi_thread()
         .thread_name("agentd-turn")
         .enable_all()

@@ -76,11 +76,14 @@ impl Runtime {
             .config
             .commands_for(&profile)
             .map_err(ConfigError::Invalid)?;
-        tools.extend(
-            commands
-                .iter()
-                .map(|spec| Arc::new(CommandTool::new(spec.clone())) as _),
+        // Their `env`s get `{user}`, `{session}` and a fresh `{user_token}`
+        // at each run.
+        let command_env: Arc<dyn agentd_tools::command::EnvFiller> = Arc::new(
+            crate::tool_identity::SessionEnv::new(self, &session.owner, &session.id),
         );
+        tools.extend(commands.iter().map(|spec| {
+            Arc::new(CommandTool::new(spec.clone()).with_env(command_env.clone())) as _
+        }));
 
         // The project's rules come under the operator's: deny (the
         // operator's included) beats every allow.

@@ -17,7 +17,15 @@ use chrono::{DateTime, Utc};
 use crate::config::ProfileConfig;
 use crate::project::Project;
 use crate::runtime::Runtime;
-use crate::tool_identity::{Filler, fill_server, server_has_placeholder};
+use crate::tool_identity::{Filler, Minter, fill_server, render_server, server_has_placeholder};
+
+/// When filling in a server failed (say the database was down), how soon
+/// the next turn tries again.
+const RETRY_FILL: chrono::Duration = chrono::Duration::seconds(30);
+
+/// How long past its servers' idle timeout a session's own pool unused is
+/// kept (a turn may run long on it).
+const STALE_GRACE: chrono::Duration = chrono::Duration::hours(1);
 
 /// One MCP pool per profile (profiles may name different servers), made on
 /// first use, and the sessions' own pools.
@@ -33,9 +41,11 @@ pub struct McpPools {
 struct OwnPool {
     pool: McpPool,
     profile: String,
-    /// When to fill them in again (half the token's validity); `None`: no
-    /// token, nothing expires.
+    /// When to fill them in again (half the token's validity, or soon when
+    /// a server was left out); `None`: no token, nothing expires.
     renew_at: Option<DateTime<Utc>>,
+    /// After this, unused, it is stopped (by the next session's use).
+    idle_until: DateTime<Utc>,
 }
 
 impl McpPools {
@@ -58,10 +68,16 @@ impl McpPools {
                     .as_ref()
                     .is_none_or(|names| names.contains(&s.name))
             })
-            .map(|s| s.to_tools_config())
+            .map(|s| (s.audience(), s.to_tools_config()))
             .collect();
-        let (own, shared): (Vec<_>, Vec<_>) = configs.into_iter().partition(server_has_placeholder);
+        let (own, shared): (Vec<_>, Vec<_>) = configs
+            .into_iter()
+            .partition(|(_, config)| server_has_placeholder(config));
         let mut pools = Vec::new();
+        let shared = shared
+            .into_iter()
+            .map(|(_, config)| render_server(config))
+            .collect();
         let shared = within_allowlist(shared, profile);
         if !shared.is_empty()
             && let Ok(mut map) = self.shared.lock()
@@ -89,43 +105,67 @@ impl McpPools {
         runtime: &Runtime,
         session: &SessionRecord,
         profile: &ProfileConfig,
-        configs: &[McpServerConfig],
+        configs: &[(String, McpServerConfig)],
     ) -> Option<McpPool> {
         let now = Utc::now();
+        let idle = configs
+            .iter()
+            .map(|(_, config)| config.idle_timeout)
+            .max()
+            .and_then(|idle| chrono::Duration::from_std(idle).ok())
+            .unwrap_or_default()
+            + STALE_GRACE;
         let stale = {
             let mut map = self.own.lock().ok()?;
-            match map.get(&session.id) {
-                Some(own)
-                    if own.profile == session.profile && own.renew_at.is_none_or(|at| now < at) =>
-                {
-                    return Some(own.pool.clone());
-                }
-                _ => map.remove(&session.id),
+            let fresh = map.get_mut(&session.id).filter(|own| {
+                own.profile == session.profile && own.renew_at.is_none_or(|at| now < at)
+            });
+            if let Some(own) = fresh {
+                own.idle_until = own.idle_until.max(now + idle);
+                return Some(own.pool.clone());
             }
+            // Other sessions' pools long unused (their session deleted on
+            // another node, moved there, or just left).
+            let gone: Vec<String> = map
+                .iter()
+                .filter(|(id, own)| **id == session.id || own.idle_until < now)
+                .map(|(id, _)| id.clone())
+                .collect();
+            gone.iter()
+                .filter_map(|id| map.remove(id))
+                .collect::<Vec<_>>()
         };
-        if let Some(stale) = stale {
+        for stale in stale {
             stale.pool.shutdown().await;
         }
-        let mut filler = Filler::new(runtime, &session.owner, &session.id);
+        let mut filler = Filler::new(Minter::of(runtime), &session.owner, &session.id);
         let mut filled = Vec::new();
-        for config in configs {
-            match fill_server(&mut filler, config).await {
+        let mut left_out = false;
+        for (audience, config) in configs {
+            match fill_server(&mut filler, config, audience).await {
                 Ok(config) => filled.push(config),
                 Err(err) => {
+                    left_out = true;
                     tracing::warn!(session = %session.id, server = %config.name, "MCP server left out: {err}");
                 }
             }
         }
         let filled = within_allowlist(filled, profile);
+        let renew_at = match filler.token_expiry() {
+            // A server left out is tried again soon, not at the token's half-life.
+            _ if left_out => Some(now + RETRY_FILL),
+            Some(expiry) => Some(now + (expiry - now) / 2),
+            None => None,
+        };
         if filled.is_empty() {
             return None;
         }
-        let renew_at = filler.token_expiry().map(|expiry| now + (expiry - now) / 2);
         let pool = McpPool::new(filled);
         let own = OwnPool {
             pool: pool.clone(),
             profile: session.profile.clone(),
             renew_at,
+            idle_until: now + idle,
         };
         self.own.lock().ok()?.insert(session.id.clone(), own);
         Some(pool)

@@ -1,8 +1,10 @@
 //! Identity for tools in a real `agentd serve`: `{user}`, `{session}` and
-//! `{user_token}` filled into a stdio MCP server's `env` and an HTTP MCP
-//! server's `headers`, per session; the token verified with a JWT library
-//! against the unauthenticated `GET /v1/identity/jwks`; the signing key kept
-//! in the store across a restart (SQLite and PostgreSQL).
+//! `{user_token}` filled into a stdio MCP server's `env`, an HTTP MCP
+//! server's `headers` and a command's `env`, per session; the token
+//! verified with a JWT library against the unauthenticated
+//! `GET /v1/identity/jwks`, for its server's audience alone; never on a
+//! command line nor in a command's output; the signing key kept in the
+//! store across a restart (SQLite and PostgreSQL).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
@@ -136,7 +138,9 @@ struct Claims {
     iss: String,
     sub: String,
     sid: String,
+    jti: String,
     iat: i64,
+    nbf: i64,
     exp: i64,
 }
 
@@ -146,12 +150,17 @@ async fn jwks(server: &Server) -> jsonwebtoken::jwk::JwkSet {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["cache-control"], "public, max-age=300");
     response.json().await.unwrap()
 }
 
 /// `token` verified as a tool would: EdDSA, its `kid` in the key set,
-/// audience `agentd-tool`, issuer `agentd`.
-fn verify(token: &str, keys: &jsonwebtoken::jwk::JwkSet) -> Result<Claims, String> {
+/// audience `audience`, issuer `agentd`.
+fn verify_for(
+    audience: &str,
+    token: &str,
+    keys: &jsonwebtoken::jwk::JwkSet,
+) -> Result<Claims, String> {
     let kid = decode_header(token)
         .map_err(|e| e.to_string())?
         .kid
@@ -159,17 +168,24 @@ fn verify(token: &str, keys: &jsonwebtoken::jwk::JwkSet) -> Result<Claims, Strin
     let jwk = keys.find(&kid).ok_or("unknown kid")?;
     let key = DecodingKey::from_jwk(jwk).map_err(|e| e.to_string())?;
     let mut validation = Validation::new(Algorithm::EdDSA);
-    validation.set_audience(&["agentd-tool"]);
+    validation.set_audience(&[audience]);
     validation.set_issuer(&["agentd"]);
     decode::<Claims>(token, &key, &validation)
         .map(|data| data.claims)
         .map_err(|e| e.to_string())
 }
 
+/// `token` verified as the stdio server `who` would.
+fn verify(token: &str, keys: &jsonwebtoken::jwk::JwkSet) -> Result<Claims, String> {
+    verify_for("agentd-tool:who", token, keys)
+}
+
 fn assert_fresh_token_of(claims: &Claims, user: &str, session: &str) {
     assert_eq!((claims.sub.as_str(), claims.sid.as_str()), (user, session));
     assert_eq!(claims.iss, "agentd");
     assert_eq!(claims.exp - claims.iat, 3600);
+    assert_eq!(claims.nbf, claims.iat);
+    assert!(!claims.jti.is_empty());
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -184,6 +200,7 @@ async fn two_users_sessions_get_their_own_identity_in_env_and_headers() {
     let model_script = json!({"replies": [
         {"repeat": true, "when": {"last_tool_name": "mcp__whohttp__whoami"},
          "content": [{"type": "text", "text": "done"}]},
+        who_reply("again", &["who", "whohttp"]),
         who_reply("alice", &["who", "whohttp"]),
         who_reply("bob", &["who", "whohttp"]),
     ]});
@@ -206,6 +223,20 @@ async fn two_users_sessions_get_their_own_identity_in_env_and_headers() {
         let headers = call_output(&as_user, &session, &format!("{user}_whohttp")).await;
         seen.push((user, session, env, headers));
     }
+    // The token is in no process's command line (bubblewrap's included)
+    // while the servers run.
+    for (_, _, env, _) in &seen {
+        let token = env["WHO_TOKEN"].as_str().unwrap();
+        assert_eq!(command_lines_holding(token), Vec::<String>::new());
+    }
+    // Alice's session keeps its own server and token for its next turn.
+    let as_alice = server.as_user(&alice);
+    let session = &seen[0].1;
+    as_alice.message(session, "again").await;
+    as_alice.wait_idle(session).await;
+    let again = call_output(&as_alice, session, "again_who").await;
+    assert_eq!(again["instance"], seen[0].2["instance"]);
+    assert_eq!(again["WHO_TOKEN"], seen[0].2["WHO_TOKEN"]);
 
     let keys = jwks(&server).await;
     assert_eq!(keys.keys.len(), 1, "{keys:?}");
@@ -220,7 +251,17 @@ async fn two_users_sessions_get_their_own_identity_in_env_and_headers() {
         assert_eq!(headers["user"], *user, "{headers}");
         let bearer = headers["authorization"].as_str().unwrap();
         let token = bearer.strip_prefix("Bearer ").unwrap();
-        assert_fresh_token_of(&verify(token, &keys).unwrap(), user, session);
+        assert_fresh_token_of(
+            &verify_for("agentd-tool:whohttp", token, &keys).unwrap(),
+            user,
+            session,
+        );
+        // A server's token is good for that server alone: the HTTP
+        // server's is refused by the stdio one, and the other way round.
+        let err = verify(token, &keys).unwrap_err();
+        assert!(err.contains("InvalidAudience"), "{err}");
+        let stdio_token = env["WHO_TOKEN"].as_str().unwrap();
+        assert!(verify_for("agentd-tool:whohttp", stdio_token, &keys).is_err());
     }
     // Each session had its own server process and its own token.
     let (a, b) = (&seen[0].2, &seen[1].2);
@@ -238,7 +279,130 @@ async fn two_users_sessions_get_their_own_identity_in_env_and_headers() {
     assert!(err.contains("InvalidSignature"), "{err}");
     let other = Harness::new(json!({"replies": []}), &toml).await;
     let other_server = other.start().await;
-    assert!(jwks(&other_server).await.keys.is_empty());
+    let err = verify(token, &jwks(&other_server).await).unwrap_err();
+    assert!(err.contains("unknown kid"), "{err}");
+}
+
+/// The processes whose command line holds `text`.
+fn command_lines_holding(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(bytes) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let line = String::from_utf8_lossy(&bytes).replace('\0', " ");
+        if line.contains(text) {
+            found.push(line);
+        }
+    }
+    found
+}
+
+/// Writes its `WHO_*` variables to `$HOME/who.env` (the workspace) and
+/// prints them, and the token again on stderr.
+const WHO_COMMAND: &str = "#!/bin/sh\n\
+env | grep '^WHO_' | sort > \"$HOME/who.env\"\n\
+env | grep '^WHO_' | sort\n\
+echo \"token: $WHO_TOKEN\" >&2\n";
+
+/// `WHO_*` variables as the command wrote them.
+fn who_env(workspace: &std::path::Path) -> std::collections::BTreeMap<String, String> {
+    let text = std::fs::read_to_string(workspace.join("who.env")).unwrap();
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_command_env_gets_the_identity_and_its_token_is_masked() {
+    let model_script = json!({"replies": [
+        {"when": {"last_user_contains": "run it"}, "content": [
+            {"type": "tool_use", "id": "toolu_who", "name": "whocmd", "input": {}}
+        ]},
+        {"repeat": true, "content": [{"type": "text", "text": "done"}]}
+    ]});
+    let toml = "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n\
+        [[commands]]\nname = \"whocmd\"\ndescription = \"Who am I\"\nargv = [\"./who.sh\"]\n\
+        mutating = false\n\
+        env = { WHO_USER = \"{user}\", WHO_SESSION = \"{session}\", WHO_TOKEN = \"{user_token}\", \
+        WHO_LITERAL = \"{{user}} {time}\" }\n";
+    let h = Harness::new(model_script, toml).await;
+    let server = h.start().await;
+    let session = server.session().await;
+    let workspace = h.data().join("workspaces").join(&session);
+    let script = workspace.join("who.sh");
+    std::fs::write(&script, WHO_COMMAND).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    // The model's call.
+    server.message(&session, "run it").await;
+    server.wait_idle(&session).await;
+    let env = who_env(&workspace);
+    assert_eq!(env["WHO_USER"], "local");
+    assert_eq!(env["WHO_SESSION"], session);
+    assert_eq!(env["WHO_LITERAL"], "{user} {time}");
+    let token = env["WHO_TOKEN"].clone();
+    let keys = jwks(&server).await;
+    let claims = verify_for("agentd-command:whocmd", &token, &keys).unwrap();
+    assert_fresh_token_of(&claims, "local", &session);
+    assert!(verify(&token, &keys).is_err(), "an MCP server's audience");
+    let events = server.all_events(&session).await;
+    let finished = events
+        .iter()
+        .find(|e| e.event == "tool.finished" && e.data["call_id"] == "toolu_who")
+        .unwrap();
+    let output = finished.data["output"].as_str().unwrap();
+    assert!(
+        output.contains(&format!("WHO_SESSION={session}")),
+        "{output}"
+    );
+    assert!(output.contains("WHO_TOKEN=[secret WHO_TOKEN]"), "{output}");
+    assert!(!output.contains(&token), "{output}");
+    let model_saw = h.model_requests().last().unwrap().body.to_string();
+    assert!(model_saw.contains("[secret WHO_TOKEN]"), "{model_saw}");
+    assert!(!model_saw.contains(&token));
+
+    // The user's run: a fresh token, masked in stdout, stderr and the
+    // transcript alike.
+    let (status, ran) = server
+        .post(
+            &format!("/v1/sessions/{session}/commands/whocmd"),
+            json!({"arguments": {}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{ran}");
+    let token = who_env(&workspace)["WHO_TOKEN"].clone();
+    assert_fresh_token_of(
+        &verify_for("agentd-command:whocmd", &token, &keys).unwrap(),
+        "local",
+        &session,
+    );
+    assert!(
+        ran["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("[secret WHO_TOKEN]"),
+        "{ran}"
+    );
+    assert!(
+        ran["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("token: [secret WHO_TOKEN]"),
+        "{ran}"
+    );
+    assert!(!ran.to_string().contains(&token), "{ran}");
+    let events = serde_json::to_string(
+        &server
+            .all_events(&session)
+            .await
+            .iter()
+            .map(|e| e.data.clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    assert!(!events.contains(&token));
 }
 
 /// A new session's turn saying `word`: the session and the `WHO_TOKEN` the

@@ -30,6 +30,9 @@ pub struct McpServerToml {
     pub url: Option<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// The `aud` of the `{user_token}` it gets (default
+    /// `agentd-tool:<name>`): a token is good for this server alone.
+    pub audience: Option<String>,
     #[serde(default = "default_startup_timeout_s")]
     pub startup_timeout_s: u64,
     #[serde(default = "default_call_timeout_s")]
@@ -113,6 +116,25 @@ impl McpServerToml {
                     .map_err(|err| format!("mcp server {:?}: {what} {key:?}: {err}", self.name))?;
             }
         }
+        let fixed = self.command.iter().chain(&self.args).chain(&self.url);
+        if let Some(value) = fixed
+            .into_iter()
+            .find(|value| crate::tool_identity::names_placeholder(value))
+        {
+            return Err(format!(
+                "mcp server {:?}: {value:?}: {{user}}, {{session}} and {{user_token}} are filled \
+                 in `env` and `headers` only, not in `command`, `args` or `url`",
+                self.name
+            ));
+        }
+        if let Some(audience) = &self.audience
+            && (audience.trim().is_empty() || audience.chars().any(char::is_control))
+        {
+            return Err(format!(
+                "mcp server {:?}: audience must be non-empty text without control characters",
+                self.name
+            ));
+        }
         match (&self.command, &self.url) {
             (Some(_), None) | (None, Some(_)) => Ok(()),
             _ => Err(format!(
@@ -120,6 +142,13 @@ impl McpServerToml {
                 self.name
             )),
         }
+    }
+
+    /// The `aud` of its tokens.
+    pub fn audience(&self) -> String {
+        self.audience
+            .clone()
+            .unwrap_or_else(|| crate::tool_identity::mcp_audience(&self.name))
     }
 
     pub fn to_tools_config(&self) -> agentd_tools::mcp::McpServerConfig {
@@ -150,6 +179,7 @@ impl McpServerToml {
                 self.trust_annotations,
             )
             .unwrap_or_default(),
+            secret_env: std::collections::BTreeSet::new(),
         }
     }
 }

@@ -21,6 +21,10 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
     for command in &config.commands {
         command.compile()?;
         let name = command.name.as_str();
+        for (key, value) in &command.env {
+            crate::tool_identity::check_template(value)
+                .map_err(|err| format!("command {name:?}: env {key:?}: {err}"))?;
+        }
         if builtin.get(name).is_some() || RESERVED.contains(&name) {
             return Err(format!(
                 "command {name:?}: the name is a built-in tool's; choose another"

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use agentd_protocol::{Event, Message};
 use agentd_store::SessionRecord;
-use agentd_tools::command::{CommandRun, CommandSpec, argv_for, run_command};
+use agentd_tools::command::{CommandRun, CommandSpec, EnvFiller, argv_for, run_command};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{SessionError, SessionResult, SessionService, turn_running};
 use crate::runtime::RunError;
+use crate::tool_identity::SessionEnv;
 
 /// A finished run, as recorded.
 pub struct CommandRan {
@@ -94,9 +95,16 @@ impl SessionService {
         runtime
             .egress_for(&session, &profile, &mut policy)
             .map_err(run_error)?;
+        let env = SessionEnv::new(runtime, &session.owner, &session.id)
+            .fill(&spec)
+            .await
+            .map_err(|err| {
+                SessionError::Internal(format!("{name}: filling in its environment: {err}"))
+            })?;
         let run = run_command(
             &runtime.sandbox,
             &spec,
+            &env,
             &argv,
             &policy,
             &CancellationToken::new(),

@@ -9,14 +9,15 @@ pub(super) enum Piece {
     UserToken,
 }
 
-/// Why `value` is not a valid tool value (an unknown `{name}`).
+/// Why `value` is not a valid tool value (a near miss of a placeholder).
 pub(crate) fn check_template(value: &str) -> Result<(), String> {
     parse(value).map(drop)
 }
 
 /// `value` as pieces: `{user}`, `{session}`, `{user_token}` are
-/// placeholders; `{{name}}` is the text `{name}`; `${...}` and other braces
-/// are text; another `{name}` is an error.
+/// placeholders; `{{name}}` is the text `{name}`; `${...}`, other braces and
+/// other `{word}`s (a log format's `{time}`) are text; a `{word}` that is
+/// nearly one of the three (a typo, another case) is an error.
 pub(super) fn parse(value: &str) -> Result<Vec<Piece>, String> {
     let mut pieces = Vec::new();
     let mut text = String::new();
@@ -51,6 +52,13 @@ pub(super) fn parse(value: &str) -> Result<Vec<Piece>, String> {
             "user" => Piece::User,
             "session" => Piece::Session,
             "user_token" => Piece::UserToken,
+            other if !near_miss(other) => {
+                text.push('{');
+                text.push_str(other);
+                text.push('}');
+                i += other.len() + 2;
+                continue;
+            }
             other => {
                 return Err(format!(
                     "unknown placeholder {{{other}}}: agentd fills in {{user}}, {{session}} \
@@ -68,6 +76,31 @@ pub(super) fn parse(value: &str) -> Result<Vec<Piece>, String> {
         pieces.push(Piece::Text(text));
     }
     Ok(pieces)
+}
+
+/// Whether `word` looks like a misspelt placeholder: one of the three names
+/// in another case, or within two edits of one.
+fn near_miss(word: &str) -> bool {
+    let word = word.to_ascii_lowercase();
+    ["user", "session", "user_token"]
+        .iter()
+        .any(|name| edit_distance(&word, name) <= 2)
+}
+
+/// Levenshtein distance (short ASCII words).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(previous + 1).min(row[j] + 1);
+        }
+    }
+    row[b.len()]
 }
 
 /// The word (`[A-Za-z0-9_]+`) `s` starts with, when `close` follows it.
@@ -120,6 +153,18 @@ mod tests {
         assert!(err.contains("unknown placeholder {user_tokn}"), "{err}");
         assert!(err.contains("{{user_tokn}}"), "{err}");
         assert!(check_template("{User}").is_err());
+        assert!(check_template("{sesion}").is_err());
         assert!(check_template("{{User}}").is_ok());
+    }
+
+    #[test]
+    fn other_words_in_braces_are_left_as_written() {
+        // A log format (loguru), a Python format string: not placeholders.
+        assert_eq!(
+            parse("{time} {level} {message} {name}").unwrap(),
+            [text("{time} {level} {message} {name}")]
+        );
+        assert_eq!(parse("{time}-{user}").unwrap(), [text("{time}-"), User]);
+        assert_eq!(parse("{{time}}").unwrap(), [text("{time}")]);
     }
 }

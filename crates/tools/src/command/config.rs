@@ -35,6 +35,9 @@ pub struct CommandToml {
     pub timeout_s: u64,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The `aud` of a `{user_token}` in `env` (default
+    /// `agentd-command:<name>`).
+    pub audience: Option<String>,
     /// `"sandbox"` (default) or `"host"`.
     #[serde(default)]
     pub runs_on: RunsOnToml,
@@ -134,6 +137,13 @@ impl CommandToml {
                 return Err(format!("{at}: env {key} holds a NUL byte"));
             }
         }
+        if let Some(audience) = &self.audience
+            && (audience.trim().is_empty() || audience.chars().any(char::is_control))
+        {
+            return Err(format!(
+                "{at}: audience must be non-empty text without control characters"
+            ));
+        }
         Ok(CommandSpec {
             name: self.name.clone(),
             description: self.description.clone(),
@@ -143,6 +153,7 @@ impl CommandToml {
             confirm: self.confirm,
             timeout: Duration::from_secs(self.timeout_s),
             env: self.env.clone(),
+            audience: self.audience.clone(),
             runs_on: self.runs_on(&at, passwd)?,
         })
     }

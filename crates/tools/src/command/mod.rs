@@ -22,6 +22,6 @@ mod tests;
 
 pub use args::argv_for;
 pub use config::{CommandToml, ParamToml};
-pub use runner::{CommandRun, OUTPUT_CAP, command_env, run_command};
+pub use runner::{CommandEnv, CommandRun, EnvFiller, OUTPUT_CAP, command_env, run_command};
 pub use spec::{ArgvPart, CommandSpec, Param, ParamType, RunsOn};
 pub use tool::CommandTool;

@@ -1,7 +1,7 @@
 //! Running a checked argv: in the session's sandbox, or on the host as the
 //! configured unprivileged user; stdout and stderr capped, a timeout, and
 //! everything it started killed when it ends.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use agentd_sandbox::confined::FsIdentity;
@@ -57,29 +57,67 @@ impl CommandRun {
     }
 }
 
+/// A command's own variables for one run: its `env` as the server filled it
+/// in (identity placeholders, see [`EnvFiller`]), and which of them hold a
+/// secret (a token): those are passed outside bubblewrap's command line and
+/// masked in what the run shows.
+#[derive(Clone, Default)]
+pub struct CommandEnv {
+    pub vars: BTreeMap<String, String>,
+    pub secret: BTreeSet<String>,
+}
+
+/// Names only: values may be tokens.
+impl std::fmt::Debug for CommandEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandEnv")
+            .field("vars", &self.vars.keys().collect::<Vec<_>>())
+            .field("secret", &self.secret)
+            .finish()
+    }
+}
+
+impl CommandEnv {
+    /// The command's `env` exactly as configured, nothing secret.
+    pub fn as_written(spec: &CommandSpec) -> Self {
+        Self {
+            vars: spec.env.clone(),
+            secret: BTreeSet::new(),
+        }
+    }
+}
+
+/// Fills in a command's `env` for one session, at each run (the server's
+/// `{user}`, `{session}` and `{user_token}`).
+#[async_trait::async_trait]
+pub trait EnvFiller: Send + Sync {
+    async fn fill(&self, spec: &CommandSpec) -> Result<CommandEnv, String>;
+}
+
 /// The command's environment: `base` (the sandbox's variables; none on the
-/// host) and the command's own `env` over it. The one place it is made, so
-/// identity placeholders in values can be filled here.
-pub fn command_env(
-    spec: &CommandSpec,
-    base: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
-    let mut env = base.clone();
-    env.extend(
-        spec.env
+/// host) and the command's own variables over it.
+pub fn command_env(env: &CommandEnv, base: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut all = base.clone();
+    all.extend(
+        env.vars
             .iter()
             .map(|(key, value)| (key.clone(), value.clone())),
     );
-    env
+    all
 }
 
 /// Where and as whom `spec` runs: the session's sandbox policy with the
 /// command's variables, or a host policy of its own.
-fn policy_for(spec: &CommandSpec, session: &Policy) -> Result<Policy, String> {
+pub(crate) fn policy_for(
+    spec: &CommandSpec,
+    env: &CommandEnv,
+    session: &Policy,
+) -> Result<Policy, String> {
     match &spec.runs_on {
         RunsOn::Sandbox => {
             let mut policy = session.clone();
-            policy.env = command_env(spec, &session.env);
+            policy.env = command_env(env, &session.env);
+            policy.secret_env.extend(env.secret.iter().cloned());
             Ok(policy)
         }
         RunsOn::Host { uid, gid, home, .. } => {
@@ -104,22 +142,25 @@ fn policy_for(spec: &CommandSpec, session: &Policy) -> Result<Policy, String> {
                 uid: *uid,
                 gid: *gid,
             });
-            policy.env = command_env(spec, &BTreeMap::new());
+            policy.env = command_env(env, &BTreeMap::new());
+            policy.secret_env = env.secret.clone();
             Ok(policy)
         }
     }
 }
 
-/// Run `argv` (from [`super::argv_for`]) as `spec` says, within its timeout.
-/// `Err` when it could not start.
+/// Run `argv` (from [`super::argv_for`]) as `spec` says, with `env` (its
+/// variables for this run), within its timeout. `Err` when it could not
+/// start.
 pub async fn run_command(
     sandbox: &Sandbox,
     spec: &CommandSpec,
+    env: &CommandEnv,
     argv: &[String],
     session: &Policy,
     cancel: &CancellationToken,
 ) -> Result<CommandRun, String> {
-    let policy = policy_for(spec, session)?;
+    let policy = policy_for(spec, env, session)?;
     let started = Instant::now();
     let mut process = sandbox
         .spawn(&policy, argv)

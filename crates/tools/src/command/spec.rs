@@ -84,8 +84,12 @@ pub struct CommandSpec {
     pub confirm: bool,
     pub timeout: Duration,
     /// Variables on top of the sandbox's (or, on the host, the minimal) ones.
-    /// Values are passed as written; see [`super::command_env`].
+    /// Values as written: the server fills in identity placeholders at
+    /// each run (see [`super::EnvFiller`]).
     pub env: BTreeMap<String, String>,
+    /// The `aud` of the `{user_token}` its `env` gets; `None`: the server's
+    /// default for commands.
+    pub audience: Option<String>,
     pub runs_on: RunsOn,
 }
 

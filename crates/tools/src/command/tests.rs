@@ -162,3 +162,31 @@ fn a_permissive_pattern_still_refuses_what_a_shell_or_an_option_parser_would_mis
     assert!(argv_for(&lenient, &json!({"x": "--"})).is_err());
     assert!(argv_for(&lenient, &json!({"x": "a\u{1b}[2J"})).is_err());
 }
+
+#[test]
+fn filled_variables_holding_a_token_are_secret_on_the_host_and_in_the_sandbox() {
+    let env = CommandEnv {
+        vars: [
+            ("WHO".to_string(), "alice".to_string()),
+            ("TOKEN".to_string(), "t0ken-value".to_string()),
+        ]
+        .into(),
+        secret: ["TOKEN".to_string()].into(),
+    };
+    let session = agentd_sandbox::Policy::new("/tmp");
+    let sandboxed = vm_spec();
+    let mut host = vm_spec();
+    host.runs_on = RunsOn::Host {
+        user: None,
+        uid: rustix::process::geteuid().as_raw().max(1),
+        gid: 1,
+        home: "/nonexistent".into(),
+    };
+    for spec in [sandboxed, host] {
+        let Ok(policy) = super::runner::policy_for(&spec, &env, &session) else {
+            continue; // not root: cannot run as another uid
+        };
+        assert_eq!(policy.env["WHO"], "alice");
+        assert_eq!(policy.secrets(), [("TOKEN", "t0ken-value")]);
+    }
+}

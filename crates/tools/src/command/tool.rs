@@ -5,18 +5,30 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::spec::CommandSpec;
-use super::{argv_for, run_command};
+use super::{CommandEnv, EnvFiller, argv_for, run_command};
 use crate::{Tool, ToolContext, ToolResult};
 
 pub struct CommandTool {
     spec: Arc<CommandSpec>,
     description: String,
+    env: Option<Arc<dyn EnvFiller>>,
 }
 
 impl CommandTool {
+    /// The command with its `env` as written.
     pub fn new(spec: Arc<CommandSpec>) -> Self {
         let description = spec.tool_description();
-        Self { spec, description }
+        Self {
+            spec,
+            description,
+            env: None,
+        }
+    }
+
+    /// Its `env` filled in by `filler` at each run.
+    pub fn with_env(mut self, filler: Arc<dyn EnvFiller>) -> Self {
+        self.env = Some(filler);
+        self
     }
 }
 
@@ -43,7 +55,26 @@ impl Tool for CommandTool {
             Ok(argv) => argv,
             Err(err) => return ToolResult::error(format!("Refused, nothing ran: {err}")),
         };
-        match run_command(&ctx.sandbox, &self.spec, &argv, &ctx.policy, &ctx.cancel).await {
+        let env = match &self.env {
+            Some(filler) => match filler.fill(&self.spec).await {
+                Ok(env) => env,
+                Err(err) => {
+                    return ToolResult::error(format!(
+                        "Nothing ran: its environment could not be filled in: {err}"
+                    ));
+                }
+            },
+            None => CommandEnv::as_written(&self.spec),
+        };
+        let ran = run_command(
+            &ctx.sandbox,
+            &self.spec,
+            &env,
+            &argv,
+            &ctx.policy,
+            &ctx.cancel,
+        );
+        match ran.await {
             Ok(run) => {
                 let result = if run.succeeded() {
                     ToolResult::ok(run.summary())

@@ -49,6 +49,7 @@ impl Connection {
             } => {
                 let mut policy = policy.clone();
                 policy.env.extend(env.clone());
+                policy.secret_env.extend(config.secret_env.iter().cloned());
                 policy
                     .read_only_paths
                     .extend(read_only_paths.iter().cloned());

@@ -43,7 +43,7 @@ mod result;
 mod slot;
 mod tool;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,8 +57,9 @@ pub use read_only::ReadOnlyTools;
 /// Lowest address-space rlimit a stdio MCP server is given (16 GiB).
 pub const MCP_MIN_ADDRESS_SPACE: u64 = 16 << 30;
 
-/// One MCP server, as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One MCP server, as configured. Its `Debug` shows the names of its
+/// variables and headers only: values may be tokens.
+#[derive(Clone, PartialEq, Eq)]
 pub struct McpServerConfig {
     /// Used in tool names (`mcp__<name>__<tool>`) and messages.
     pub name: String,
@@ -75,6 +76,25 @@ pub struct McpServerConfig {
     pub egress: Option<Arc<crate::egress::EgressAllowlist>>,
     /// Which of its tools are read-only (none unless the operator says).
     pub read_only: ReadOnlyTools,
+    /// Names in a stdio server's `env` whose values are secret (a token the
+    /// server filled in): given to the sandbox outside bubblewrap's command
+    /// line (which any host user can read) and masked in its stderr.
+    pub secret_env: BTreeSet<String>,
+}
+
+impl std::fmt::Debug for McpServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServerConfig")
+            .field("name", &self.name)
+            .field("transport", &self.transport)
+            .field("startup_timeout", &self.startup_timeout)
+            .field("call_timeout", &self.call_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("egress", &self.egress)
+            .field("read_only", &self.read_only)
+            .field("secret_env", &self.secret_env)
+            .finish()
+    }
 }
 
 impl McpServerConfig {
@@ -92,12 +112,14 @@ impl McpServerConfig {
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
             egress: None,
             read_only: ReadOnlyTools::default(),
+            secret_env: BTreeSet::new(),
         }
     }
 }
 
-/// How to reach an MCP server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How to reach an MCP server. Its `Debug` shows the names of `env` and
+/// `headers`, not their values.
+#[derive(Clone, PartialEq, Eq)]
 pub enum McpTransport {
     /// A program speaking MCP on stdin/stdout, run in the session's sandbox.
     /// `command` is looked up on the sandbox's PATH (`/usr/local/bin:/usr/bin:/bin`)
@@ -122,6 +144,33 @@ pub enum McpTransport {
     /// A server living in the client that started agentd (an Agent SDK
     /// app's in-process server), reached one JSON-RPC message at a time.
     Channel(McpChannel),
+}
+
+impl std::fmt::Debug for McpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stdio {
+                command,
+                args,
+                env,
+                read_only_paths,
+                network,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &env.keys().collect::<Vec<_>>())
+                .field("read_only_paths", read_only_paths)
+                .field("network", network)
+                .finish(),
+            Self::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("headers", &headers.keys().collect::<Vec<_>>())
+                .finish(),
+            Self::Channel(channel) => f.debug_tuple("Channel").field(channel).finish(),
+        }
+    }
 }
 
 /// A session's MCP tools, and why some servers have none.
