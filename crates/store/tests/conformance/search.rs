@@ -181,6 +181,24 @@ async fn renames_rewinds_and_deletes_keep_the_index_right() {
     store.delete_session(&s.id).await.unwrap();
     assert_eq!(found("narwhal").await, 0);
     assert_eq!(found("gazebo").await, 0);
+    // Nothing of them is left in the index behind the join either.
+    assert_eq!(crate::count_rows(&store, "search_docs", &s.id).await, 0);
+    if crate::BACKEND == "sqlite" {
+        for word in ["narwhal", "axolotl", "gazebo", "title"] {
+            let stale = crate::strings(
+                &store,
+                "SELECT 'x' FROM search_fts WHERE search_fts MATCH $1",
+                word,
+            )
+            .await;
+            assert!(stale.is_empty(), "{word} is still in search_fts");
+        }
+        crate::exec(
+            &store,
+            "INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)",
+        )
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -396,4 +414,80 @@ async fn the_migration_indexes_what_was_there() {
     }
     let read = store.get_session("s1").await.unwrap().unwrap();
     assert!(!read.pinned && !read.archived && read.tags.is_empty());
+}
+
+/// A pasted log of megabytes of distinct words: PostgreSQL refuses a
+/// tsvector over 1 MiB, which must not refuse the message with it.
+#[tokio::test]
+async fn a_message_of_megabytes_of_distinct_words_is_kept_and_found() {
+    let (_guard, store) = store().await;
+    let s = session(&store, "alice").await;
+    let words: Vec<String> = (0..120_000u64)
+        .map(|i| format!("{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .collect();
+    let log = format!("okapi {}", words.join(" "));
+    assert!(log.len() > 2_000_000);
+    let message = Message {
+        role: agentd_protocol::Role::User,
+        content: vec![ContentBlock::tool_result("tu1", log.clone(), false)],
+    };
+    let stored = store
+        .append_message(&s.id, Some("t1"), &message)
+        .await
+        .unwrap();
+    store
+        .append_message(&s.id, Some("t1"), &Message::user_text("after the log"))
+        .await
+        .unwrap();
+    assert_eq!(store.messages(&s.id).await.unwrap()[0], stored);
+    for word in ["okapi", words[1].as_str()] {
+        let hits = store.find_sessions(&search("alice", word)).await.unwrap();
+        assert_eq!(ids(&hits), [s.id.as_str()], "{word}");
+    }
+}
+
+#[tokio::test]
+async fn non_ascii_words_and_nul_are_searched_as_the_rest() {
+    let (_guard, store) = store().await;
+    let s = session(&store, "alice").await;
+    for text in [
+        "Deploy to Москва — «naïve» 東京 plan",
+        "a nul \0 then a pangolin",
+    ] {
+        store
+            .append_message(&s.id, None, &Message::user_text(text))
+            .await
+            .unwrap();
+    }
+    for query in [
+        "москва",
+        "deploy МОСКВА",
+        "naïve 東京",
+        "pangolin",
+        "\"nul then\"",
+    ] {
+        let hits = store.find_sessions(&search("alice", query)).await.unwrap();
+        assert_eq!(ids(&hits), [s.id.as_str()], "{query}");
+    }
+    // Every word counts: an unknown one is not dropped.
+    for query in ["deploy берлин", "naive"] {
+        let hits = store.find_sessions(&search("alice", query)).await.unwrap();
+        assert!(hits.is_empty(), "{query}: {hits:?}");
+    }
+}
+
+/// An imported session's messages are searched as appended ones are.
+#[tokio::test]
+async fn an_imported_session_is_found() {
+    let (_guard, store) = store().await;
+    let s = session(&store, "alice").await;
+    a_turn_with_tools(&store, &s.id).await;
+    let export = store.export_session(&s.id).await.unwrap().unwrap();
+    let (_other_guard, other) = crate::store().await;
+    other.import_session(&export).await.unwrap();
+    let hits = other
+        .find_sessions(&search("alice", "narwhal"))
+        .await
+        .unwrap();
+    assert_eq!(ids(&hits), [s.id.as_str()]);
 }
