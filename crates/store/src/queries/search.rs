@@ -28,8 +28,13 @@ sql!(
      ORDER BY s.pinned DESC, s.created_at DESC, s.id DESC LIMIT $9"
 );
 
-pub(crate) const CURSOR: &str =
-    "SELECT pinned, created_at FROM sessions WHERE id = $1 AND owner = $2";
+sql!(
+    /// Newest first; `$10`, `$11` the cursor's created_at and id (NULL for
+    /// the first page).
+    pub(crate) LIST_NEWEST = "SELECT ", SESSION_COLUMNS, " FROM sessions AS s WHERE ", FILTERS,
+    " AND ($10 IS NULL OR (s.created_at, s.id) < ($10, $11)) \
+     ORDER BY s.created_at DESC, s.id DESC LIMIT $9"
+);
 
 // Both searches rank only the owner's matching documents that pass the
 // filters (never every user's), keep each session's best, and make a snippet
@@ -87,8 +92,8 @@ macro_rules! find_sessions_impl {
     ($store:ty, $search:expr, $bind_text:expr) => {
         const _: () = {
             use $crate::queries::search as q;
-            use $crate::records::{Columns, db, fetch_all, session, to_ms};
-            use $crate::{SessionFilter, SessionHit, StoreError, StoreResult};
+            use $crate::records::{Columns, fetch_all, session, to_ms};
+            use $crate::{SessionFilter, SessionHit, StoreResult};
 
             impl $store {
                 pub(crate) async fn find_sessions_impl(
@@ -120,23 +125,16 @@ macro_rules! find_sessions_impl {
                         })
                         .await;
                     }
-                    let cursor = match &filter.before {
-                        None => None,
-                        Some(id) => {
-                            let row = sqlx::query(q::CURSOR)
-                                .bind(id)
-                                .bind(&filter.owner)
-                                .fetch_optional(&self.pool)
-                                .await
-                                .map_err(db("reading session cursor"))?
-                                .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
-                            Some((row.flag("pinned")?, row.int("created_at")?, id.as_str()))
-                        }
+                    let cursor = filter.before.as_ref();
+                    let at = cursor.map(|c| to_ms(c.created_at));
+                    let id = cursor.map(|c| c.id.as_str());
+                    let query = match filter.order {
+                        $crate::SessionOrder::PinnedFirst => filtered(q::LIST)
+                            .bind(cursor.map(|c| c.pinned))
+                            .bind(at)
+                            .bind(id),
+                        $crate::SessionOrder::Newest => filtered(q::LIST_NEWEST).bind(at).bind(id),
                     };
-                    let query = filtered(q::LIST)
-                        .bind(cursor.map(|c| c.0))
-                        .bind(cursor.map(|c| c.1))
-                        .bind(cursor.map(|c| c.2));
                     fetch_all(&self.pool, query, "listing sessions", |row| {
                         Ok(SessionHit {
                             session: session(row)?,

@@ -4,7 +4,8 @@
 use agentd_protocol::{ContentBlock, Message};
 use agentd_store::prelude::*;
 use agentd_store::{
-    NewSession, SearchText, SessionFilter, SessionHit, SessionStatus, SessionUpdate, StoreError,
+    ListCursor, NewSession, SearchText, SessionFilter, SessionHit, SessionOrder, SessionStatus,
+    SessionUpdate,
 };
 use serde_json::json;
 
@@ -239,14 +240,14 @@ async fn pin_archive_and_tags_are_kept_and_listed_pinned_first() {
     let mut paged = Vec::new();
     let mut before = None;
     loop {
-        let page = list(SessionFilter {
+        let filter = SessionFilter {
             before: before.clone(),
             ..SessionFilter::of("alice", 1)
-        })
-        .await;
+        };
+        let page = store.find_sessions(&filter).await.unwrap();
         let Some(last) = page.last() else { break };
-        before = Some(last.clone());
-        paged.extend(page);
+        before = Some(ListCursor::after(&last.session));
+        paged.extend(page.into_iter().map(|hit| hit.session.id));
     }
     assert_eq!(
         paged,
@@ -379,17 +380,65 @@ async fn search_pages_by_offset_best_first() {
     assert_eq!(ids(&page), [weak.id.as_str()]);
 }
 
+/// A session pinned or unpinned between two pages moves, but the next
+/// page goes on from where the previous one ended: no other is skipped.
 #[tokio::test]
-async fn an_unknown_cursor_is_not_found() {
+async fn pages_go_on_from_where_they_ended() {
     let (_guard, store) = store().await;
-    session(&store, "alice").await;
-    let theirs = session(&store, "bob").await;
-    let filter = SessionFilter {
-        before: Some(theirs.id),
+    let oldest = session(&store, "alice").await;
+    let middle = session(&store, "alice").await;
+    let newest = session(&store, "alice").await;
+    let pin = |pinned| SessionUpdate {
+        pinned: Some(pinned),
+        ..SessionUpdate::default()
+    };
+    for s in [&middle, &newest] {
+        store.update_session(&s.id, pin(true)).await.unwrap();
+    }
+    let first = store
+        .find_sessions(&SessionFilter::of("alice", 1))
+        .await
+        .unwrap();
+    assert_eq!(ids(&first), [newest.id.as_str()]);
+    store.update_session(&newest.id, pin(false)).await.unwrap();
+    let next = SessionFilter {
+        before: Some(ListCursor::after(&first[0].session)),
         ..SessionFilter::of("alice", 5)
     };
-    let err = store.find_sessions(&filter).await.unwrap_err();
-    assert!(matches!(err, StoreError::NotFound(_)), "{err}");
+    // The other pinned one is not skipped; the unpinned one is in its new
+    // place, among the unpinned.
+    let rest = store.find_sessions(&next).await.unwrap();
+    assert_eq!(
+        ids(&rest),
+        [middle.id.as_str(), newest.id.as_str(), oldest.id.as_str()]
+    );
+}
+
+/// `SessionOrder::Newest` ignores pins ("the latest session"), in pages too.
+#[tokio::test]
+async fn newest_first_ignores_pins() {
+    let (_guard, store) = store().await;
+    let old = session(&store, "alice").await;
+    let new = session(&store, "alice").await;
+    let pin = SessionUpdate {
+        pinned: Some(true),
+        ..SessionUpdate::default()
+    };
+    store.update_session(&old.id, pin).await.unwrap();
+    let newest = SessionFilter {
+        order: SessionOrder::Newest,
+        ..SessionFilter::of("alice", 1)
+    };
+    let first = store.find_sessions(&newest).await.unwrap();
+    assert_eq!(ids(&first), [new.id.as_str()]);
+    let next = SessionFilter {
+        before: Some(ListCursor::after(&first[0].session)),
+        ..newest
+    };
+    assert_eq!(
+        ids(&store.find_sessions(&next).await.unwrap()),
+        [old.id.as_str()]
+    );
 }
 
 /// Sessions stored before the search migration are found after it.
@@ -490,4 +539,41 @@ async fn an_imported_session_is_found() {
         .await
         .unwrap();
     assert_eq!(ids(&hits), [s.id.as_str()]);
+}
+
+/// Filing a session away is no activity: pin, archive and tags keep its
+/// `updated_at`; a pinned session is never a retention candidate.
+#[tokio::test]
+async fn filing_keeps_updated_at_and_pins_keep_from_retention() {
+    let (_guard, store) = store().await;
+    let pinned = session(&store, "alice").await;
+    let archived = session(&store, "alice").await;
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let pin = SessionUpdate {
+        pinned: Some(true),
+        tags: Some(vec!["keep".into()]),
+        ..SessionUpdate::default()
+    };
+    let read = store.update_session(&pinned.id, pin).await.unwrap();
+    assert_eq!(read.updated_at, pinned.updated_at);
+    let archive = SessionUpdate {
+        archived: Some(true),
+        ..SessionUpdate::default()
+    };
+    let read = store.update_session(&archived.id, archive).await.unwrap();
+    assert_eq!(read.updated_at, archived.updated_at);
+    let later = chrono::Utc::now() + chrono::Duration::seconds(1);
+    let old = store.sessions_updated_before(later, 100).await.unwrap();
+    assert_eq!(ids_of(&old), [archived.id.as_str()]);
+    // A rename is activity.
+    let rename = SessionUpdate {
+        title: Some("renamed".into()),
+        ..SessionUpdate::default()
+    };
+    let read = store.update_session(&archived.id, rename).await.unwrap();
+    assert!(read.updated_at > archived.updated_at);
+}
+
+fn ids_of(sessions: &[agentd_store::SessionRecord]) -> Vec<&str> {
+    sessions.iter().map(|s| s.id.as_str()).collect()
 }
