@@ -34,14 +34,26 @@ export function cursorAfterPoll(shownCount, shownCursor, pageCursor, pageSize) {
 /**
  * A fresh first page merged into the list as shown: the page's sessions (new
  * ones included) replace theirs, older pages already loaded stay after it,
- * and a session gone from the page but newer than its last is gone from the
- * server (deleted elsewhere). Sessions are newest first by created_at, id.
+ * and a session gone from the page but before its last in the list's order
+ * is gone from the server (deleted elsewhere). The order is the server's:
+ * pinned first, then newest first by created_at, id.
  */
 export function mergeFirstPage(current, page, pageFull, streamed = null) {
   const fresh = new Set(page.map((s) => s.id));
   const last = page[page.length - 1];
-  const older = current.filter((s) => !fresh.has(s.id) && pageFull && last && isOlder(s, last));
+  const older = current.filter((s) => !fresh.has(s.id) && pageFull && last && comesAfter(s, last));
   return page.map((s) => keepStreamed(s, streamed)).concat(older);
+}
+
+/**
+ * A fresh first page of search results (best match first, `pageSize` of
+ * them) in place of the first one shown: the results of further pages
+ * already loaded stay after it, less those now on the first.
+ */
+export function mergeFirstResults(current, page, pageSize, streamed = null) {
+  const fresh = new Set(page.map((s) => s.id));
+  const further = current.slice(pageSize).filter((s) => !fresh.has(s.id));
+  return page.map((s) => keepStreamed(s, streamed)).concat(further);
 }
 
 /**
@@ -61,7 +73,9 @@ function keepStreamed(session, streamed) {
   return streamed && session.id === streamed.id ? { ...session, status: streamed.status } : session;
 }
 
-function isOlder(a, b) {
+/** Whether `a` is after `b` in the list: pinned first, then newest first. */
+function comesAfter(a, b) {
+  if (Boolean(a.pinned) !== Boolean(b.pinned)) return !a.pinned;
   if (a.created_at !== b.created_at) return a.created_at < b.created_at;
   return a.id < b.id;
 }

@@ -4,7 +4,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
   BUSY_POLL_MS, IDLE_POLL_MS, THINKING_MAX, THINKING_MIN,
-  cursorAfterPoll, itemKey, listStatus, mergeFirstPage, newSessionBody, pollDelay, streamedSince, thinkingDefaultText, thinkingPatch,
+  cursorAfterPoll, itemKey, listStatus, mergeFirstPage, mergeFirstResults, newSessionBody, pollDelay, streamedSince, thinkingDefaultText, thinkingPatch,
 } from '../session-summaries.js';
 
 const s = (id, created_at, extra = {}) => ({ id, created_at, status: 'idle', title: id, totals: { cost_usd: 0 }, updated_at: created_at, ...extra });
@@ -68,6 +68,20 @@ test('a session missing from a fresh page it would be in was deleted elsewhere',
   // Same created_at: the id orders them, as on the server.
   const tied = [s('y', '5'), s('x', '5')];
   assert.deepEqual(mergeFirstPage(tied, [s('y', '5')], true).map((x) => x.id), ['y', 'x']);
+  // Pinned first: a loaded unpinned session newer than the pinned last one
+  // of the page is still after it, and kept.
+  const pinned = [s('old', '1', { pinned: true }), s('new', '9'), s('older', '0')];
+  assert.deepEqual(mergeFirstPage(pinned, [s('old', '1', { pinned: true })], true).map((x) => x.id), ['old', 'new', 'older']);
+});
+
+test('a search polled again keeps the further pages loaded', () => {
+  const shown = [s('a', '1'), s('b', '2'), s('c', '3'), s('d', '4')];
+  // Pages of two: a, b first, c, d loaded after; b has left the first page.
+  const merged = mergeFirstResults(shown, [s('a', '1'), s('c', '3', { status: 'running' })], 2);
+  assert.deepEqual(merged.map((x) => x.id), ['a', 'c', 'd']);
+  assert.equal(merged[1].status, 'running');
+  // Only the first page shown: the new one replaces it.
+  assert.deepEqual(mergeFirstResults(shown.slice(0, 2), [s('d', '4')], 2).map((x) => x.id), ['d']);
 });
 
 test('an item is rebuilt only when what it shows changed', () => {

@@ -63,6 +63,11 @@ export class SessionSearch {
     return button;
   }
 
+  /** Whether words are searched (results best match first). */
+  searching() {
+    return Boolean(this.text);
+  }
+
   /** Whether a search or a filter narrows the list. */
   active() {
     return Boolean(this.text || this.pinned || this.archived || this.tag);

@@ -1,12 +1,12 @@
 // The session list (sidebar): title, status, last activity, cost; new,
 // rename and delete. It stays live: the open session patches its item from
 // its event stream, and the first page is polled for the others (often while
-// one of them works; see ../session-summaries.js).
+// one of them works; see ../session-summaries.js), but not while searching.
 
 import { api, sessionPath } from '../api.js';
 import { h, fill } from '../dom.js';
 import * as fmt from '../format.js';
-import { cursorAfterPoll, itemKey, mergeFirstPage, pollDelay, streamedSince } from '../session-summaries.js';
+import { cursorAfterPoll, itemKey, mergeFirstPage, mergeFirstResults, pollDelay, streamedSince } from '../session-summaries.js';
 import { modal, promptDialog } from './dialog.js';
 import { NewChatOptions } from './new-chat.js';
 import { SessionSearch } from './session-search.js';
@@ -76,10 +76,10 @@ export class SessionList {
       // An answer to a search since changed is dropped.
       if (query !== this.search.query()) return this.sessions;
       const streamed = streamedSince(this.streamed, this.activeId, sentAt);
-      // Results and filtered lists are not merged with older pages: they
-      // are in their own order (best match first).
-      this.sessions = this.search.active()
-        ? page.sessions
+      // Search results are in their own order (best match first): only the
+      // first page is replaced; a filtered list is in the list's order.
+      this.sessions = this.search.searching()
+        ? mergeFirstResults(this.sessions, page.sessions, PAGE, streamed)
         : mergeFirstPage(this.sessions, page.sessions, Boolean(page.next_cursor), streamed);
       this.nextCursor = cursorAfterPoll(this.sessions.length, this.nextCursor, page.next_cursor, PAGE);
       this.render();
@@ -94,9 +94,10 @@ export class SessionList {
     this.refresh().catch(() => {});
   }
 
+  /** The next poll; none while searching (a search runs again when changed, or when the tab shows again). */
   schedule() {
     clearTimeout(this.timer);
-    if (this.destroyed) return;
+    if (this.destroyed || this.search.searching()) return;
     this.timer = setTimeout(() => {
       if (document.hidden && !this.pollHidden()) this.schedule();
       else this.poll();

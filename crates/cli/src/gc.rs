@@ -1,5 +1,5 @@
 //! `agentd gc --older-than AGE [--dry-run]`: retention. Removes sessions (of
-//! all owners) not updated for AGE and with no running turn, and their
+//! all owners) not updated for AGE, not pinned and with no running turn, and their
 //! workspace when agentd created it (`<data_dir>/workspaces/<id>`); a CLI
 //! session's workspace is the user's own directory and is never touched.
 

@@ -139,6 +139,16 @@ async fn import(
         );
         return Ok(exit::USAGE);
     }
+    // The server's rule for tags: the tag filter relies on it.
+    if let Some(err) = export
+        .session
+        .tags
+        .iter()
+        .find_map(|tag| agentd_store::check_tag(tag).err())
+    {
+        eprintln!("agentd: {} is not importable: {err}", file.display());
+        return Ok(exit::USAGE);
+    }
     store.import_session(&export).await?;
     println!("{}", export.session.id);
     Ok(exit::OK)

@@ -32,7 +32,10 @@ pub use access::{
 pub use error::StoreError;
 pub use identities::{GroupGiven, GroupGrant, IdentityRecord};
 pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
-pub use search::{MAX_SEARCH_CHARS, MAX_SEARCH_TERMS, SearchText, SessionFilter, SessionHit};
+pub use search::{
+    ListCursor, MAX_SEARCH_CHARS, MAX_SEARCH_TERMS, MAX_TAG_CHARS, SearchText, SessionFilter,
+    SessionHit, SessionOrder, check_tag,
+};
 pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use types::{
     CheckpointRecord, CompactionRecord, LatestCheckpoints, NewSession, PendingRecord,
@@ -76,8 +79,8 @@ pub trait SessionStore: Send + Sync {
     /// Remove the session and everything of it. `false` when it did not exist.
     async fn delete_session(&self, id: &str) -> StoreResult<bool>;
 
-    /// Sessions of all owners whose `updated_at` is before `cutoff` and that
-    /// have no running turn (candidates for retention), oldest first by
+    /// Sessions of all owners whose `updated_at` is before `cutoff`, not
+    /// pinned and with no running turn (candidates for retention), oldest first by
     /// `(updated_at, id)`, at most `limit`.
     async fn sessions_updated_before(
         &self,

@@ -71,12 +71,92 @@ fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The order of a list without a search.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SessionOrder {
+    /// Pinned first, then newest first (the web UI's sidebar).
+    #[default]
+    PinnedFirst,
+    /// Newest first, pinned or not ("the latest session").
+    Newest,
+}
+
+/// Where a page of a list ends: the last session's place in the order, as
+/// it was when the page was read (a session pinned or unpinned since moves,
+/// but the next page neither skips nor repeats another).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListCursor {
+    pub pinned: bool,
+    pub created_at: DateTime<Utc>,
+    pub id: String,
+}
+
+impl ListCursor {
+    /// The cursor after `session`.
+    pub fn after(session: &SessionRecord) -> Self {
+        Self {
+            pinned: session.pinned,
+            created_at: session.created_at,
+            id: session.id.clone(),
+        }
+    }
+
+    /// As text: `{0|1}.{created_at in ms}.{id}` (URL-safe for the ids agentd makes).
+    pub fn encode(&self) -> String {
+        let pinned = u8::from(self.pinned);
+        format!(
+            "{pinned}.{}.{}",
+            self.created_at.timestamp_millis(),
+            self.id
+        )
+    }
+
+    /// What [`ListCursor::encode`] wrote; `None` for anything else.
+    pub fn decode(text: &str) -> Option<Self> {
+        let mut parts = text.splitn(3, '.');
+        let pinned = match parts.next()? {
+            "0" => false,
+            "1" => true,
+            _ => return None,
+        };
+        let created_at = DateTime::from_timestamp_millis(parts.next()?.parse().ok()?)?;
+        let id = parts.next().filter(|id| !id.is_empty())?.to_owned();
+        Some(Self {
+            pinned,
+            created_at,
+            id,
+        })
+    }
+}
+
+/// The longest tag, in characters.
+pub const MAX_TAG_CHARS: usize = 32;
+
+/// A tag is 1 to [`MAX_TAG_CHARS`] lowercase ASCII letters, digits, `.`,
+/// `_` or `-`, starting with a letter or digit (so the tag filter's pattern
+/// over the stored JSON needs no escape): an error saying so otherwise.
+pub fn check_tag(tag: &str) -> Result<(), String> {
+    let mut chars = tag.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c));
+    if !first_ok || !rest_ok || tag.len() > MAX_TAG_CHARS {
+        return Err(format!(
+            "tag {tag:?}: 1 to {MAX_TAG_CHARS} lowercase letters, digits, '.', '_' or '-', \
+             starting with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
 /// Which of an owner's sessions to list, and how many.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionFilter {
     pub owner: String,
-    /// Ranked by relevance when set; else pinned first, then newest first.
+    /// Ranked by relevance when set; else in `order`.
     pub text: Option<SearchText>,
+    pub order: SessionOrder,
     pub status: Option<SessionStatus>,
     /// Created at or after.
     pub since: Option<DateTime<Utc>>,
@@ -88,9 +168,8 @@ pub struct SessionFilter {
     pub pinned: Option<bool>,
     /// `None`: archived or not.
     pub archived: Option<bool>,
-    /// Without `text`: the id of the last session of the previous page (an
-    /// id not of the owner's sessions is `NotFound`).
-    pub before: Option<String>,
+    /// Without `text`: where the previous page ended.
+    pub before: Option<ListCursor>,
     /// With `text`: how many ranked results to skip.
     pub offset: u32,
     pub limit: u32,
@@ -102,6 +181,7 @@ impl SessionFilter {
         Self {
             owner: owner.to_owned(),
             text: None,
+            order: SessionOrder::PinnedFirst,
             status: None,
             since: None,
             until: None,
@@ -165,6 +245,19 @@ mod tests {
         assert!(SearchText::parse("  * \"\" () ").is_err());
         assert!(SearchText::parse(&"a ".repeat(17)).is_err());
         assert!(SearchText::parse(&"a".repeat(501)).is_err());
+    }
+
+    #[test]
+    fn cursors_round_trip_and_others_are_refused() {
+        let cursor = ListCursor {
+            pinned: true,
+            created_at: DateTime::from_timestamp_millis(1_717_000_000_123).unwrap(),
+            id: "0190-ab.c".into(),
+        };
+        assert_eq!(ListCursor::decode(&cursor.encode()), Some(cursor));
+        for bad in ["", "nope", "2.1.x", "1.x.y", "0.1.", "0.1"] {
+            assert_eq!(ListCursor::decode(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -66,7 +66,10 @@ async fn remote(url: &str, flags: &SessionFlags) -> Result<Connected, Failure> {
     let session = match (&flags.resume, flags.continue_latest) {
         (Some(id), _) => api.session(id).await.map_err(usage)?,
         (None, true) => {
-            let list = api.get("/v1/sessions?limit=1").await.map_err(usage)?;
+            let list = api
+                .get("/v1/sessions?limit=1&sort=created")
+                .await
+                .map_err(usage)?;
             list["sessions"]
                 .get(0)
                 .cloned()

@@ -37,6 +37,17 @@ fn run_session(data: &Path, ws: &Path) -> String {
 /// updated `days` ago, with `workspace` (`None`: agentd's own
 /// `<data>/workspaces/<id>`, created here).
 fn old_session(data: &Path, ws: &Path, days: i64, workspace: Option<&Path>) -> String {
+    old_session_with(data, ws, days, workspace, |_| {})
+}
+
+/// As [`old_session`], the export changed by `edit` first.
+fn old_session_with(
+    data: &Path,
+    ws: &Path,
+    days: i64,
+    workspace: Option<&Path>,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> String {
     let scratch = TempDir::new().unwrap();
     let id = run_session(scratch.path(), ws);
     let export = agentd(scratch.path(), ws, &["sessions", "export", &id]);
@@ -55,6 +66,7 @@ fn old_session(data: &Path, ws: &Path, days: i64, workspace: Option<&Path>) -> S
     value["session"]["workspace"] = workspace.to_str().unwrap().into();
     value["session"]["created_at"] = then.clone().into();
     value["session"]["updated_at"] = then.into();
+    edit(&mut value);
     let file = scratch.path().join("export.json");
     std::fs::write(&file, value.to_string()).unwrap();
     let import = agentd(data, ws, &["sessions", "import", file.to_str().unwrap()]);
@@ -152,4 +164,36 @@ fn gc_rejects_ages_it_does_not_understand() {
     }
     let missing = agentd(data.path(), ws.path(), &["gc"]);
     assert_eq!(missing.status.code(), Some(2));
+}
+
+/// A pinned session is kept however old; an export whose tags break the
+/// server's rule is not imported.
+#[test]
+fn gc_keeps_pinned_sessions_and_import_checks_tags() {
+    let (data, ws) = (TempDir::new().unwrap(), TempDir::new().unwrap());
+    let pinned = old_session_with(data.path(), ws.path(), 40, Some(ws.path()), |v| {
+        v["session"]["pinned"] = true.into();
+        v["session"]["tags"] = serde_json::json!(["keep"]);
+    });
+    let gc = agentd(data.path(), ws.path(), &["gc", "--older-than", "30d"]);
+    assert_eq!(gc.status.code(), Some(0), "{}", text(&gc.stderr));
+    assert!(text(&gc.stdout).contains("removed 0 sessions"));
+    assert_eq!(session_ids(data.path(), ws.path()), vec![pinned]);
+
+    let scratch = TempDir::new().unwrap();
+    let id = run_session(scratch.path(), ws.path());
+    let export = agentd(scratch.path(), ws.path(), &["sessions", "export", &id]);
+    let mut value: serde_json::Value = serde_json::from_slice(&export.stdout).unwrap();
+    value["session"]["tags"] = serde_json::json!(["ok", "a\"b"]);
+    let file = scratch.path().join("export.json");
+    std::fs::write(&file, value.to_string()).unwrap();
+    let import = agentd(
+        data.path(),
+        ws.path(),
+        &["sessions", "import", file.to_str().unwrap()],
+    );
+    let stderr = text(&import.stderr);
+    assert_eq!(import.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("tag"), "{stderr}");
+    assert_eq!(session_ids(data.path(), ws.path()).len(), 1);
 }

@@ -170,10 +170,13 @@ async fn listed(server: &Server, query: &str) -> Vec<String> {
 #[tokio::test]
 async fn pins_archives_tags_and_filters() {
     let project = tempfile::tempdir().unwrap();
+    // `hidden` is on a profile only admins may use: not alice's to name.
     let toml = format!(
-        "{}[[projects]]\nname = \"app\"\npath = \"{}\"\n",
+        "{}[access]\nprofiles = [\"default\"]\n[profiles.secret]\n\
+         [[projects]]\nname = \"app\"\npath = \"{path}\"\n\
+         [[projects]]\nname = \"hidden\"\npath = \"{path}\"\nprofile = \"secret\"\n",
         config(""),
-        project.path().display()
+        path = project.path().display()
     );
     let h = Harness::new(script(), &toml).await;
     let server = h.start().await;
@@ -186,6 +189,7 @@ async fn pins_archives_tags_and_filters() {
     let in_project = in_project["id"].as_str().unwrap().to_string();
     let archived = alice.session().await;
 
+    let (_, before) = alice.get(&format!("/v1/sessions/{old}")).await;
     let (status, body) = patch(
         &alice,
         &old,
@@ -193,6 +197,8 @@ async fn pins_archives_tags_and_filters() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    // Pinning and tagging are no activity: the list's age stays.
+    assert_eq!(body["updated_at"], before["updated_at"], "{body}");
     assert_eq!(
         (body["pinned"].clone(), body["tags"].clone()),
         (json!(true), json!(["ops", "db-1"]))
@@ -257,14 +263,24 @@ async fn pins_archives_tags_and_filters() {
         }
     }
     assert_eq!(paged, [old.as_str(), in_project.as_str(), busy.as_str()]);
+    // `sort=created`: newest first, pinned or not (`--continue`, MCP), in
+    // pages too.
+    let newest = [in_project.as_str(), busy.as_str(), old.as_str()];
+    assert_eq!(listed(&alice, "sort=created").await, newest);
+    let (_, first) = list(&alice, "sort=created&limit=1").await;
+    let next = first["next_cursor"].as_str().unwrap();
+    let rest = listed(&alice, &format!("sort=created&limit=5&cursor={next}")).await;
+    assert_eq!(rest, newest[1..]);
     for bad in [
         "since=yesterday",
         "until=2026-13-01",
         "tag=Ops",
         "project=nope",
+        "project=hidden",
         "status=asleep",
         "q=zebrafish&cursor=abc",
         "cursor=nope",
+        "sort=newest",
     ] {
         let (status, body) = list(&alice, bad).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");

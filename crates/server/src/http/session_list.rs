@@ -3,7 +3,9 @@
 //! text over titles and transcripts, ranked, with a snippet). Also the
 //! rule for tags, which `PATCH /v1/sessions/{id}` sets.
 
-use agentd_store::{SearchText, SessionFilter, SessionStatus};
+use agentd_store::{
+    ListCursor, MAX_TAG_CHARS, SearchText, SessionFilter, SessionOrder, SessionStatus,
+};
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Days, NaiveDate, Utc};
@@ -21,7 +23,6 @@ const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 200;
 /// Tags a session may have.
 const MAX_TAGS: usize = 20;
-const MAX_TAG_CHARS: usize = 32;
 
 const TAG_PATTERN: &str = r"^[a-z0-9][a-z0-9._-]{0,31}$";
 
@@ -52,6 +53,16 @@ pub enum StatusFilter {
     Waiting,
 }
 
+/// The order of a list (a search is best match first).
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SortOrder {
+    /// Pinned first, then newest first.
+    Pinned,
+    /// Newest first, pinned or not.
+    Created,
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
@@ -67,6 +78,10 @@ pub struct ListQuery {
     /// with a `snippet`.
     #[param(nullable = false, min_length = 1, max_length = 500)]
     pub q: Option<String>,
+    /// Without `q`: `pinned` (the default), pinned first then newest first;
+    /// `created`, newest first, pinned or not.
+    #[param(nullable = false, inline)]
+    pub sort: Option<SortOrder>,
     #[param(nullable = false, inline)]
     pub status: Option<StatusFilter>,
     /// Created at or after: a date (`2026-01-31`, midnight UTC) or an RFC
@@ -102,8 +117,8 @@ pub struct ListQuery {
     pub archived: Option<bool>,
 }
 
-/// The caller's sessions: pinned first, then newest first; or, with `q`,
-/// best match first. Archived ones only with `archived=true`.
+/// The caller's sessions: pinned first, then newest first (or newest first
+/// with `sort=created`); or, with `q`, best match first. Archived ones only with `archived=true`.
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
     params(ListQuery),
     responses(
@@ -132,7 +147,9 @@ pub async fn list_sessions(
         hits.truncate(limit as usize);
         match filter.text {
             Some(_) => Some((filter.offset + limit).to_string()),
-            None => hits.last().map(|hit| hit.session.id.clone()),
+            None => hits
+                .last()
+                .map(|hit| ListCursor::after(&hit.session).encode()),
         }
     } else {
         None
@@ -163,8 +180,16 @@ async fn filter_of(state: &AppState, user: &User, query: &ListQuery) -> ApiResul
                 .parse()
                 .map_err(|_| ApiError::BadRequest("unknown cursor".into()))?;
         }
-        (Some(cursor), None) => filter.before = Some(cursor.clone()),
+        (Some(cursor), None) => {
+            let cursor = ListCursor::decode(cursor)
+                .ok_or_else(|| ApiError::BadRequest("unknown cursor".into()))?;
+            filter.before = Some(cursor);
+        }
     }
+    filter.order = match query.sort {
+        None | Some(SortOrder::Pinned) => SessionOrder::PinnedFirst,
+        Some(SortOrder::Created) => SessionOrder::Newest,
+    };
     filter.status = query.status.map(|status| match status {
         StatusFilter::Idle => SessionStatus::Idle,
         StatusFilter::Running => SessionStatus::Running,
@@ -181,9 +206,18 @@ async fn filter_of(state: &AppState, user: &User, query: &ListQuery) -> ApiResul
         .map(|d| instant(d, true))
         .transpose()?;
     if let Some(name) = &query.project {
-        let config = &state.registry.runtime().config;
+        let runtime = state.registry.runtime();
+        let config = &runtime.config;
+        // As `GET /v1/projects` lists them: one whose profile is not the
+        // caller's is as unknown as one not configured.
+        let usable = runtime.access().usable(&user.name, user.is_admin).await?;
         let project = config
             .project(name)
+            .filter(|p| {
+                p.profile
+                    .as_ref()
+                    .is_none_or(|profile| usable.profile(config, profile))
+            })
             .cloned()
             .ok_or_else(|| ApiError::BadRequest(format!("no project named {name:?}")))?;
         // As sessions on it were created: the directory canonical.
@@ -228,17 +262,7 @@ fn instant(text: &str, end_of_day: bool) -> ApiResult<DateTime<Utc>> {
 
 /// As [`Tag`]'s schema says.
 pub(super) fn check_tag(tag: &str) -> ApiResult<String> {
-    let mut chars = tag.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c));
-    if !first_ok || !rest_ok || tag.len() > MAX_TAG_CHARS {
-        return Err(ApiError::BadRequest(format!(
-            "tag {tag:?}: 1 to {MAX_TAG_CHARS} lowercase letters, digits, '.', '_' or '-', \
-             starting with a letter or digit"
-        )));
-    }
+    agentd_store::check_tag(tag).map_err(ApiError::BadRequest)?;
     Ok(tag.to_string())
 }
 

@@ -27,7 +27,10 @@ pub fn templates() -> Vec<ResourceTemplate> {
 
 /// The transcripts of the caller's newest sessions.
 pub async fn list(api: &Api) -> Result<ListResourcesResult, ErrorData> {
-    let listed = api.get("/v1/sessions?limit=50").await.map_err(refused)?;
+    let listed = api
+        .get("/v1/sessions?sort=created&limit=50")
+        .await
+        .map_err(refused)?;
     let sessions = listed["sessions"].as_array().cloned().unwrap_or_default();
     let resources = sessions
         .iter()

@@ -182,7 +182,10 @@ pub async fn run(api: &Api, args: Run, follow: Follow) -> ApiResult<Waited> {
 }
 
 pub async fn list_sessions(api: &Api, args: ListSessions) -> ApiResult<Value> {
-    let mut path = format!("/v1/sessions?limit={}", args.limit.unwrap_or(50));
+    let mut path = format!(
+        "/v1/sessions?sort=created&limit={}",
+        args.limit.unwrap_or(50)
+    );
     if let Some(cursor) = args.cursor {
         path.push_str(&format!("&cursor={}", segment(&cursor)));
     }

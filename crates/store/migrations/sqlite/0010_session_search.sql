@@ -36,9 +36,12 @@ END;
 
 -- The text of a message: text blocks, tool calls (name and every string of
 -- the input), tool results and documents' titles; not thinking, not images.
--- NULL when it has none.
+-- NULL when it has none; only its first 200 000 characters, as in PostgreSQL
+-- (whose tsvector is bounded). SQLite's text ends at a NUL, so a NUL
+-- (`\u0000`, not one after an escaped backslash `\\`: JSON text has no raw
+-- char(1) to stand for those meanwhile) is read as a space.
 CREATE VIEW message_search_text AS
-SELECT m.id, m.session_id, (
+SELECT m.id, m.session_id, substr((
     SELECT group_concat(part, char(10)) FROM (
         SELECT CASE json_extract(b.value, '$.type')
             WHEN 'text' THEN json_extract(b.value, '$.text')
@@ -48,9 +51,12 @@ SELECT m.id, m.session_id, (
                  WHERE t.type = 'text'), '')
             WHEN 'document' THEN json_extract(b.value, '$.title')
         END AS part
-        FROM json_each(m.content, '$.content') AS b
+        FROM json_each(CASE WHEN instr(m.content, '\u0000') = 0 THEN m.content
+            ELSE replace(replace(replace(m.content, '\\', char(1)), '\u0000', '\u0020'),
+                         char(1), '\\')
+        END, '$.content') AS b
     ) WHERE part IS NOT NULL AND part <> ''
-) AS body
+), 1, 200000) AS body
 FROM messages AS m;
 
 -- A message without text (thinking only, say) gets no row: its NULL body
@@ -61,17 +67,21 @@ CREATE TRIGGER messages_search_insert AFTER INSERT ON messages BEGIN
 END;
 
 CREATE TRIGGER sessions_search_insert AFTER INSERT ON sessions WHEN new.title IS NOT NULL BEGIN
-    INSERT INTO search_docs (session_id, message_id, body) VALUES (new.id, NULL, new.title);
+    INSERT INTO search_docs (session_id, message_id, body)
+    VALUES (new.id, NULL, substr(new.title, 1, 200000));
 END;
 CREATE TRIGGER sessions_search_title AFTER UPDATE OF title ON sessions
 WHEN old.title IS NOT new.title BEGIN
     DELETE FROM search_docs WHERE session_id = new.id AND message_id IS NULL;
     INSERT INTO search_docs (session_id, message_id, body)
-    SELECT new.id, NULL, new.title WHERE new.title IS NOT NULL;
+    SELECT new.id, NULL, substr(new.title, 1, 200000) WHERE new.title IS NOT NULL;
 END;
 
--- Backfill: the sessions and messages stored before this migration.
+-- Backfill: the sessions and messages stored before this migration (each
+-- message's text extracted once, as in the trigger). A one-off that reads
+-- every message; `search_docs` and `search_fts` take about twice the size
+-- of the transcripts' text.
 INSERT INTO search_docs (session_id, message_id, body)
-SELECT id, NULL, title FROM sessions WHERE title IS NOT NULL;
-INSERT INTO search_docs (session_id, message_id, body)
-SELECT session_id, id, body FROM message_search_text WHERE body IS NOT NULL;
+SELECT id, NULL, substr(title, 1, 200000) FROM sessions WHERE title IS NOT NULL;
+INSERT OR IGNORE INTO search_docs (session_id, message_id, body)
+SELECT session_id, id, body FROM message_search_text;

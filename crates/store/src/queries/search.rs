@@ -28,49 +28,62 @@ sql!(
      ORDER BY s.pinned DESC, s.created_at DESC, s.id DESC LIMIT $9"
 );
 
-pub(crate) const CURSOR: &str =
-    "SELECT pinned, created_at FROM sessions WHERE id = $1 AND owner = $2";
+sql!(
+    /// Newest first; `$10`, `$11` the cursor's created_at and id (NULL for
+    /// the first page).
+    pub(crate) LIST_NEWEST = "SELECT ", SESSION_COLUMNS, " FROM sessions AS s WHERE ", FILTERS,
+    " AND ($10 IS NULL OR (s.created_at, s.id) < ($10, $11)) \
+     ORDER BY s.created_at DESC, s.id DESC LIMIT $9"
+);
 
-// Both searches: a snippet of up to 16 words around the match, no markers (clients mark
-// the words themselves), and a title match counts double.
+// Both searches rank only the owner's matching documents that pass the
+// filters (never every user's), keep each session's best, and make a snippet
+// of up to 16 words around the match (no markers: clients mark the words
+// themselves) only for the sessions of the page. A title match counts double.
 sql!(
     /// `$10` an FTS5 query ([`crate::SearchText::fts5_query`]), `$11` the
-    /// offset. The match alone first (FTS5's functions need it so); bm25
-    /// is lower for better matches; with `MIN`, SQLite takes
-    /// the bare `snippet` from the best row of each session.
-    pub(crate) SQLITE_SEARCH = "WITH matches AS MATERIALIZED (\
-        SELECT rowid AS doc, bm25(search_fts) AS score, \
-               snippet(search_fts, 0, '', '', '…', 16) AS snippet \
-        FROM search_fts WHERE search_fts MATCH $10), \
-     hits AS (\
-        SELECT d.session_id AS session_id, m.snippet AS snippet, \
-               m.score * (CASE WHEN d.message_id IS NULL THEN 2.0 ELSE 1.0 END) AS score \
-        FROM matches AS m JOIN search_docs AS d ON d.rowid = m.doc), \
-     best AS (SELECT session_id, MIN(score) AS score, snippet FROM hits GROUP BY session_id) \
-     SELECT ", SESSION_COLUMNS, ", best.snippet AS snippet \
-     FROM best JOIN sessions AS s ON s.id = best.session_id WHERE ", FILTERS,
-    " ORDER BY best.score, s.id LIMIT $9 OFFSET $11"
+    /// offset. FTS5's `bm25` and `snippet` need the full-text table scanned
+    /// by its `MATCH` (hence `CROSS JOIN`, which keeps it the outer loop);
+    /// bm25 is lower for better matches; with `MIN`, SQLite takes the bare
+    /// `doc` from the best row of each session.
+    pub(crate) SQLITE_SEARCH = "WITH hits AS MATERIALIZED (\
+        SELECT d.session_id AS session_id, search_fts.rowid AS doc, \
+               bm25(search_fts) * (CASE WHEN d.message_id IS NULL THEN 2.0 ELSE 1.0 END) AS score \
+        FROM search_fts CROSS JOIN search_docs AS d CROSS JOIN sessions AS s \
+        WHERE search_fts MATCH $10 AND d.rowid = search_fts.rowid AND s.id = d.session_id AND ", FILTERS, "), \
+     best AS (SELECT session_id, MIN(score) AS score, doc FROM hits GROUP BY session_id), \
+     page AS (SELECT session_id, score, doc FROM best ORDER BY score, session_id LIMIT $9 OFFSET $11) \
+     SELECT ", SESSION_COLUMNS, ", (SELECT snippet(search_fts, 0, '', '', '…', 16) FROM search_fts \
+        WHERE search_fts MATCH $10 AND search_fts.rowid = page.doc) AS snippet \
+     FROM page JOIN sessions AS s ON s.id = page.session_id \
+     ORDER BY page.score, page.session_id"
 );
 
 sql!(
     /// `$10` the terms ([`crate::SearchText::terms`]), each made a phrase
     /// query by `phraseto_tsquery` (plain text in, never tsquery syntax),
-    /// split into words as the documents are; `$11` the offset. The
+    /// split into words as the documents are; a term with no word the
+    /// database knows as such (a letter outside an ASCII-only LC_CTYPE, say)
+    /// makes the query NULL, which matches nothing, rather than being
+    /// dropped (which would widen the search). `$11` the offset. The
     /// snippet is of the words (the parser would not see `a-b` as `a b`).
     pub(crate) POSTGRES_SEARCH = "WITH q AS (\
-        SELECT (SELECT string_agg('(' || t::text || ')', ' & ') \
+        SELECT (SELECT CASE WHEN bool_and(numnode(t) > 0) \
+                       THEN string_agg('(' || t::text || ')', ' & ') END \
                 FROM (SELECT phraseto_tsquery('simple'::regconfig, agentd_search_words(w)) AS t \
-                      FROM unnest($10::text[]) AS w) AS terms \
-                WHERE numnode(t) > 0)::tsquery AS query), \
+                      FROM unnest($10::text[]) AS w) AS terms)::tsquery AS query), \
      hits AS (\
-        SELECT DISTINCT ON (d.session_id) d.session_id, d.body, \
+        SELECT DISTINCT ON (d.session_id) d.session_id, d.id AS doc, \
                ts_rank(d.doc, q.query) * (CASE WHEN d.message_id IS NULL THEN 2 ELSE 1 END) AS score \
-        FROM search_docs AS d, q WHERE d.doc @@ q.query \
-        ORDER BY d.session_id, score DESC) \
-     SELECT ", SESSION_COLUMNS, ", ts_headline('simple'::regconfig, agentd_search_words(hits.body), q.query, \
-        'MaxFragments=1, MaxWords=16, MinWords=6, StartSel=\"\", StopSel=\"\"') AS snippet \
-     FROM hits JOIN sessions AS s ON s.id = hits.session_id CROSS JOIN q WHERE ", FILTERS,
-    " ORDER BY hits.score DESC, s.id LIMIT $9 OFFSET $11"
+        FROM q, search_docs AS d JOIN sessions AS s ON s.id = d.session_id \
+        WHERE d.doc @@ q.query AND ", FILTERS,
+    " ORDER BY d.session_id, score DESC), \
+     page AS (SELECT session_id, doc, score FROM hits ORDER BY score DESC, session_id LIMIT $9 OFFSET $11) \
+     SELECT ", SESSION_COLUMNS, ", (SELECT ts_headline('simple'::regconfig, agentd_search_words(d.body), \
+        q.query, 'MaxFragments=1, MaxWords=16, MinWords=6, StartSel=\"\", StopSel=\"\"') \
+        FROM search_docs AS d WHERE d.id = page.doc) AS snippet \
+     FROM page JOIN sessions AS s ON s.id = page.session_id CROSS JOIN q \
+     ORDER BY page.score DESC, page.session_id"
 );
 
 /// `$store`'s `find_sessions_impl`, searching with `$search` (SQL) and the
@@ -79,8 +92,8 @@ macro_rules! find_sessions_impl {
     ($store:ty, $search:expr, $bind_text:expr) => {
         const _: () = {
             use $crate::queries::search as q;
-            use $crate::records::{Columns, db, fetch_all, session, to_ms};
-            use $crate::{SessionFilter, SessionHit, StoreError, StoreResult};
+            use $crate::records::{Columns, fetch_all, session, to_ms};
+            use $crate::{SessionFilter, SessionHit, StoreResult};
 
             impl $store {
                 pub(crate) async fn find_sessions_impl(
@@ -112,23 +125,16 @@ macro_rules! find_sessions_impl {
                         })
                         .await;
                     }
-                    let cursor = match &filter.before {
-                        None => None,
-                        Some(id) => {
-                            let row = sqlx::query(q::CURSOR)
-                                .bind(id)
-                                .bind(&filter.owner)
-                                .fetch_optional(&self.pool)
-                                .await
-                                .map_err(db("reading session cursor"))?
-                                .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
-                            Some((row.flag("pinned")?, row.int("created_at")?, id.as_str()))
-                        }
+                    let cursor = filter.before.as_ref();
+                    let at = cursor.map(|c| to_ms(c.created_at));
+                    let id = cursor.map(|c| c.id.as_str());
+                    let query = match filter.order {
+                        $crate::SessionOrder::PinnedFirst => filtered(q::LIST)
+                            .bind(cursor.map(|c| c.pinned))
+                            .bind(at)
+                            .bind(id),
+                        $crate::SessionOrder::Newest => filtered(q::LIST_NEWEST).bind(at).bind(id),
                     };
-                    let query = filtered(q::LIST)
-                        .bind(cursor.map(|c| c.0))
-                        .bind(cursor.map(|c| c.1))
-                        .bind(cursor.map(|c| c.2));
                     fetch_all(&self.pool, query, "listing sessions", |row| {
                         Ok(SessionHit {
                             session: session(row)?,

@@ -21,7 +21,9 @@ sql!(pub(crate) LIST_BEFORE = "SELECT ", SESSION_COLUMNS, " FROM sessions \
 
 /// The `SET` of a [`SessionUpdate`](crate::SessionUpdate), its values `$1` to
 /// `$15` bound by `bind_session_update!`: one statement, so the fields of a
-/// `PATCH` change together or not at all.
+/// `PATCH` change together or not at all. `updated_at` (`$9`) stays for an
+/// update of only pin, archive or tags: filing a session away is no
+/// activity (the list's age, retention).
 pub(crate) const UPDATE_SET: &str = "UPDATE sessions SET \
     title = COALESCE($1, title), \
     model = COALESCE($10, model), \
@@ -36,7 +38,7 @@ pub(crate) const UPDATE_SET: &str = "UPDATE sessions SET \
     pinned = COALESCE($13, pinned), \
     archived = COALESCE($14, archived), \
     tags = COALESCE($15, tags), \
-    updated_at = $9";
+    updated_at = COALESCE($9, updated_at)";
 
 sql!(pub(crate) UPDATE = UPDATE_SET, " WHERE id = $16 RETURNING ", SESSION_COLUMNS);
 
@@ -44,7 +46,7 @@ sql!(pub(crate) UPDATE = UPDATE_SET, " WHERE id = $16 RETURNING ", SESSION_COLUM
 pub(crate) const DELETE: &str = "DELETE FROM sessions WHERE id = $1";
 
 sql!(pub(crate) UPDATED_BEFORE = "SELECT ", SESSION_COLUMNS, " FROM sessions s \
-     WHERE s.updated_at < $1 \
+     WHERE s.updated_at < $1 AND s.pinned = FALSE \
      AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.status IS NULL) \
      ORDER BY s.updated_at, s.id LIMIT $2");
 
@@ -55,6 +57,15 @@ pub(crate) const COUNT: &str = "SELECT COUNT(*) AS n FROM sessions";
 macro_rules! bind_session_update {
     ($query:expr, $update:expr) => {{
         let update: $crate::SessionUpdate = $update;
+        let filing_only =
+            (update.pinned.is_some() || update.archived.is_some() || update.tags.is_some())
+                && update.title.is_none()
+                && update.status.is_none()
+                && update.model.is_none()
+                && update.thinking_budget.is_none()
+                && update.add_usage.is_none()
+                && update.add_cost_usd.is_none()
+                && update.add_turns.is_none();
         let usage = update.add_usage.unwrap_or_default();
         let to_i64 = $crate::records::to_i64;
         (|| {
@@ -68,7 +79,7 @@ macro_rules! bind_session_update {
                     .bind(to_i64(usage.cache_write_tokens, "cache_write_tokens")?)
                     .bind(update.add_cost_usd.unwrap_or(0.0))
                     .bind(to_i64(update.add_turns.unwrap_or(0), "turns")?)
-                    .bind($crate::records::to_ms($crate::records::now()))
+                    .bind((!filing_only).then(|| $crate::records::to_ms($crate::records::now())))
                     .bind(update.model)
                     .bind(update.thinking_budget.is_some())
                     .bind(update.thinking_budget.flatten().map(i64::from))

@@ -4,7 +4,8 @@
 use agentd_protocol::{ContentBlock, Message};
 use agentd_store::prelude::*;
 use agentd_store::{
-    NewSession, SearchText, SessionFilter, SessionHit, SessionStatus, SessionUpdate, StoreError,
+    ListCursor, NewSession, SearchText, SessionFilter, SessionHit, SessionOrder, SessionStatus,
+    SessionUpdate,
 };
 use serde_json::json;
 
@@ -181,6 +182,24 @@ async fn renames_rewinds_and_deletes_keep_the_index_right() {
     store.delete_session(&s.id).await.unwrap();
     assert_eq!(found("narwhal").await, 0);
     assert_eq!(found("gazebo").await, 0);
+    // Nothing of them is left in the index behind the join either.
+    assert_eq!(crate::count_rows(&store, "search_docs", &s.id).await, 0);
+    if crate::BACKEND == "sqlite" {
+        for word in ["narwhal", "axolotl", "gazebo", "title"] {
+            let stale = crate::strings(
+                &store,
+                "SELECT 'x' FROM search_fts WHERE search_fts MATCH $1",
+                word,
+            )
+            .await;
+            assert!(stale.is_empty(), "{word} is still in search_fts");
+        }
+        crate::exec(
+            &store,
+            "INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)",
+        )
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -221,14 +240,14 @@ async fn pin_archive_and_tags_are_kept_and_listed_pinned_first() {
     let mut paged = Vec::new();
     let mut before = None;
     loop {
-        let page = list(SessionFilter {
+        let filter = SessionFilter {
             before: before.clone(),
             ..SessionFilter::of("alice", 1)
-        })
-        .await;
+        };
+        let page = store.find_sessions(&filter).await.unwrap();
         let Some(last) = page.last() else { break };
-        before = Some(last.clone());
-        paged.extend(page);
+        before = Some(ListCursor::after(&last.session));
+        paged.extend(page.into_iter().map(|hit| hit.session.id));
     }
     assert_eq!(
         paged,
@@ -361,17 +380,65 @@ async fn search_pages_by_offset_best_first() {
     assert_eq!(ids(&page), [weak.id.as_str()]);
 }
 
+/// A session pinned or unpinned between two pages moves, but the next
+/// page goes on from where the previous one ended: no other is skipped.
 #[tokio::test]
-async fn an_unknown_cursor_is_not_found() {
+async fn pages_go_on_from_where_they_ended() {
     let (_guard, store) = store().await;
-    session(&store, "alice").await;
-    let theirs = session(&store, "bob").await;
-    let filter = SessionFilter {
-        before: Some(theirs.id),
+    let oldest = session(&store, "alice").await;
+    let middle = session(&store, "alice").await;
+    let newest = session(&store, "alice").await;
+    let pin = |pinned| SessionUpdate {
+        pinned: Some(pinned),
+        ..SessionUpdate::default()
+    };
+    for s in [&middle, &newest] {
+        store.update_session(&s.id, pin(true)).await.unwrap();
+    }
+    let first = store
+        .find_sessions(&SessionFilter::of("alice", 1))
+        .await
+        .unwrap();
+    assert_eq!(ids(&first), [newest.id.as_str()]);
+    store.update_session(&newest.id, pin(false)).await.unwrap();
+    let next = SessionFilter {
+        before: Some(ListCursor::after(&first[0].session)),
         ..SessionFilter::of("alice", 5)
     };
-    let err = store.find_sessions(&filter).await.unwrap_err();
-    assert!(matches!(err, StoreError::NotFound(_)), "{err}");
+    // The other pinned one is not skipped; the unpinned one is in its new
+    // place, among the unpinned.
+    let rest = store.find_sessions(&next).await.unwrap();
+    assert_eq!(
+        ids(&rest),
+        [middle.id.as_str(), newest.id.as_str(), oldest.id.as_str()]
+    );
+}
+
+/// `SessionOrder::Newest` ignores pins ("the latest session"), in pages too.
+#[tokio::test]
+async fn newest_first_ignores_pins() {
+    let (_guard, store) = store().await;
+    let old = session(&store, "alice").await;
+    let new = session(&store, "alice").await;
+    let pin = SessionUpdate {
+        pinned: Some(true),
+        ..SessionUpdate::default()
+    };
+    store.update_session(&old.id, pin).await.unwrap();
+    let newest = SessionFilter {
+        order: SessionOrder::Newest,
+        ..SessionFilter::of("alice", 1)
+    };
+    let first = store.find_sessions(&newest).await.unwrap();
+    assert_eq!(ids(&first), [new.id.as_str()]);
+    let next = SessionFilter {
+        before: Some(ListCursor::after(&first[0].session)),
+        ..newest
+    };
+    assert_eq!(
+        ids(&store.find_sessions(&next).await.unwrap()),
+        [old.id.as_str()]
+    );
 }
 
 /// Sessions stored before the search migration are found after it.
@@ -396,4 +463,117 @@ async fn the_migration_indexes_what_was_there() {
     }
     let read = store.get_session("s1").await.unwrap().unwrap();
     assert!(!read.pinned && !read.archived && read.tags.is_empty());
+}
+
+/// A pasted log of megabytes of distinct words: PostgreSQL refuses a
+/// tsvector over 1 MiB, which must not refuse the message with it.
+#[tokio::test]
+async fn a_message_of_megabytes_of_distinct_words_is_kept_and_found() {
+    let (_guard, store) = store().await;
+    let s = session(&store, "alice").await;
+    let words: Vec<String> = (0..120_000u64)
+        .map(|i| format!("{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .collect();
+    let log = format!("okapi {}", words.join(" "));
+    assert!(log.len() > 2_000_000);
+    let message = Message {
+        role: agentd_protocol::Role::User,
+        content: vec![ContentBlock::tool_result("tu1", log.clone(), false)],
+    };
+    let stored = store
+        .append_message(&s.id, Some("t1"), &message)
+        .await
+        .unwrap();
+    store
+        .append_message(&s.id, Some("t1"), &Message::user_text("after the log"))
+        .await
+        .unwrap();
+    assert_eq!(store.messages(&s.id).await.unwrap()[0], stored);
+    for word in ["okapi", words[1].as_str()] {
+        let hits = store.find_sessions(&search("alice", word)).await.unwrap();
+        assert_eq!(ids(&hits), [s.id.as_str()], "{word}");
+    }
+}
+
+#[tokio::test]
+async fn non_ascii_words_and_nul_are_searched_as_the_rest() {
+    let (_guard, store) = store().await;
+    let s = session(&store, "alice").await;
+    for text in [
+        "Deploy to Москва — «naïve» 東京 plan",
+        "a nul \0 then a pangolin",
+    ] {
+        store
+            .append_message(&s.id, None, &Message::user_text(text))
+            .await
+            .unwrap();
+    }
+    for query in [
+        "москва",
+        "deploy МОСКВА",
+        "naïve 東京",
+        "pangolin",
+        "\"nul then\"",
+    ] {
+        let hits = store.find_sessions(&search("alice", query)).await.unwrap();
+        assert_eq!(ids(&hits), [s.id.as_str()], "{query}");
+    }
+    // Every word counts: an unknown one is not dropped.
+    for query in ["deploy берлин", "naive"] {
+        let hits = store.find_sessions(&search("alice", query)).await.unwrap();
+        assert!(hits.is_empty(), "{query}: {hits:?}");
+    }
+}
+
+/// An imported session's messages are searched as appended ones are.
+#[tokio::test]
+async fn an_imported_session_is_found() {
+    let (_guard, store) = store().await;
+    let s = session(&store, "alice").await;
+    a_turn_with_tools(&store, &s.id).await;
+    let export = store.export_session(&s.id).await.unwrap().unwrap();
+    let (_other_guard, other) = crate::store().await;
+    other.import_session(&export).await.unwrap();
+    let hits = other
+        .find_sessions(&search("alice", "narwhal"))
+        .await
+        .unwrap();
+    assert_eq!(ids(&hits), [s.id.as_str()]);
+}
+
+/// Filing a session away is no activity: pin, archive and tags keep its
+/// `updated_at`; a pinned session is never a retention candidate.
+#[tokio::test]
+async fn filing_keeps_updated_at_and_pins_keep_from_retention() {
+    let (_guard, store) = store().await;
+    let pinned = session(&store, "alice").await;
+    let archived = session(&store, "alice").await;
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let pin = SessionUpdate {
+        pinned: Some(true),
+        tags: Some(vec!["keep".into()]),
+        ..SessionUpdate::default()
+    };
+    let read = store.update_session(&pinned.id, pin).await.unwrap();
+    assert_eq!(read.updated_at, pinned.updated_at);
+    let archive = SessionUpdate {
+        archived: Some(true),
+        ..SessionUpdate::default()
+    };
+    let read = store.update_session(&archived.id, archive).await.unwrap();
+    assert_eq!(read.updated_at, archived.updated_at);
+    let later = chrono::Utc::now() + chrono::Duration::seconds(1);
+    let old = store.sessions_updated_before(later, 100).await.unwrap();
+    assert_eq!(ids_of(&old), [archived.id.as_str()]);
+    // A rename is activity.
+    let rename = SessionUpdate {
+        title: Some("renamed".into()),
+        ..SessionUpdate::default()
+    };
+    let read = store.update_session(&archived.id, rename).await.unwrap();
+    assert!(read.updated_at > archived.updated_at);
+}
+
+fn ids_of(sessions: &[agentd_store::SessionRecord]) -> Vec<&str> {
+    sessions.iter().map(|s| s.id.as_str()).collect()
 }
