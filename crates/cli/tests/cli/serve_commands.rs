@@ -302,6 +302,44 @@ async fn confirm_asks_even_in_bypass_mode_and_a_denial_runs_nothing() {
 }
 
 #[tokio::test]
+async fn confirm_is_not_given_by_on_no_answer_allow() {
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "reset"}, "content": [
+            {"type": "tool_use", "id": "toolu_reset", "name": "reset_vm", "input": {"vm": 102}}
+        ]},
+        {"repeat": true, "content": [{"type": "text", "text": "ok"}]}
+    ]});
+    let toml = "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n\
+        on_no_answer = \"allow\"\napproval_timeout_s = 1\n\
+        [[commands]]\nname = \"reset_vm\"\ndescription = \"Reset a VM\"\nargv = [\"./record.sh\", \"reset\", \"{vm}\"]\n\
+        confirm = true\nparameters = { vm = { type = \"integer\", minimum = 100, maximum = 999 } }\n";
+    let h = Harness::new(script, toml).await;
+    let server = h.start().await;
+    let session = server.session().await;
+    let record = install_recorder(&h, &session).join("argv.bin");
+    server.message(&session, "reset it").await;
+    server.wait_idle(&session).await;
+    let events = server.all_events(&session).await;
+    let resolved = events
+        .iter()
+        .find(|e| e.event == "permission.resolved")
+        .expect("it did not ask");
+    assert_eq!(resolved.data["by"], "timeout", "{}", resolved.data);
+    assert_eq!(resolved.data["decision"], "deny", "{}", resolved.data);
+    let finished = events.iter().find(|e| e.event == "tool.finished").unwrap();
+    assert_eq!(finished.data["is_error"], true);
+    assert!(
+        finished.data["output"]
+            .as_str()
+            .unwrap()
+            .contains("only when a person confirms it"),
+        "{}",
+        finished.data
+    );
+    assert!(recorded(&record).is_none(), "an unconfirmed command ran");
+}
+
+#[tokio::test]
 async fn only_a_host_command_runs_on_the_host_and_as_its_unprivileged_uid() {
     // A directory only the host has, readable by the command's uid.
     let host_dir = tempfile::tempdir().unwrap();
