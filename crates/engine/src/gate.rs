@@ -259,7 +259,10 @@ struct AskedCall<'a> {
 /// fallback: the profile's `on_no_answer` after a timeout or without a
 /// terminal, a store error, a restart.
 fn answered_by_a_person(by: &Resolver) -> bool {
-    matches!(by, Resolver::Terminal | Resolver::Client | Resolver::User(_))
+    matches!(
+        by,
+        Resolver::Terminal | Resolver::Client | Resolver::User(_)
+    )
 }
 
 fn hook_denied(reason: Option<String>) -> String {

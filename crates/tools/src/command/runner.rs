@@ -76,8 +76,22 @@ pub fn command_env(
 /// Where and as whom `spec` runs: the session's sandbox policy with the
 /// command's variables, or a host policy of its own.
 fn policy_for(spec: &CommandSpec, session: &Policy) -> Result<Policy, String> {
+    let mut policy = policy_on(spec, session)?;
+    // The command's own variables are the operator's (tokens, passwords):
+    // never on bubblewrap's command line, masked in what it prints.
+    policy.secret_env.extend(spec.env.keys().cloned());
+    Ok(policy)
+}
+
+fn policy_on(spec: &CommandSpec, session: &Policy) -> Result<Policy, String> {
     match &spec.runs_on {
         RunsOn::Sandbox => {
+            if session.unsandboxed {
+                return Err(format!(
+                    "{} runs in the session's sandbox, and this profile has sandbox = \"off\": refused, nothing ran",
+                    spec.name
+                ));
+            }
             let mut policy = session.clone();
             policy.env = command_env(spec, &session.env);
             Ok(policy)
@@ -87,7 +101,12 @@ fn policy_for(spec: &CommandSpec, session: &Policy) -> Result<Policy, String> {
                 return Err("refusing to run a command on the host as root".into());
             }
             let euid = rustix::process::geteuid();
-            if !euid.is_root() && euid.as_raw() != *uid {
+            if euid.as_raw() == *uid {
+                return Err(format!(
+                    "this command would run on the host as agentd's own uid {uid}, which can read agentd's data: refused"
+                ));
+            }
+            if !euid.is_root() {
                 return Err(format!(
                     "this command runs on the host as uid {uid}, and agentd (uid {}) cannot switch to it",
                     euid.as_raw()
@@ -100,6 +119,7 @@ fn policy_for(spec: &CommandSpec, session: &Policy) -> Result<Policy, String> {
             };
             let mut policy = Policy::new(dir);
             policy.unsandboxed = true;
+            policy.host_command = true;
             policy.run_as = Some(FsIdentity {
                 uid: *uid,
                 gid: *gid,
@@ -157,7 +177,7 @@ pub async fn run_command(
     let run = CommandRun {
         exit_code: process.exit_status().and_then(|status| status.code()),
         stdout: mask.mask(&String::from_utf8_lossy(&kept)),
-        stderr: process.stderr_tail(),
+        stderr: mask.mask(&process.stderr_tail()),
         truncated: dropped > 0,
         timed_out,
         cancelled,
