@@ -88,7 +88,7 @@ pub struct CommandResult {
 /// The commands this session may run, with their argument schemas.
 #[utoipa::path(get, path = "/v1/sessions/{id}/commands", tag = "commands",
     params(("id" = String, Path, description = "Session id")),
-    responses((status = 200, body = CommandList), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = CommandList), (status = 403, description = "The session's profile or model is no longer granted to the caller", body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn list_commands(
     State(state): State<AppState>,
