@@ -83,6 +83,7 @@ impl TurnContext<'_> {
             call_id,
             tool,
             read_only,
+            confirm,
         };
         self.ask(call, input, ask_reason, policy, rule).await
     }
@@ -147,8 +148,15 @@ impl TurnContext<'_> {
         // request ended; an interrupted turn never runs the call.
         let answer = approver.decide(&request, self.cancel).await;
         let interrupted = self.cancel.is_cancelled();
+        // A `confirm` command runs only when a person said so: a timeout's
+        // or a missing terminal's `on_no_answer = "allow"` does not count.
+        let unconfirmed = call.confirm
+            && matches!(answer.decision, Decision::Allow | Decision::AllowSession)
+            && !answered_by_a_person(&answer.by);
         let (decision, by) = if interrupted {
             (Decision::Deny, Resolver::Interrupted)
+        } else if unconfirmed {
+            (Decision::Deny, answer.by.clone())
         } else {
             (answer.decision.clone(), answer.by.clone())
         };
@@ -165,6 +173,10 @@ impl TurnContext<'_> {
             .is_some_and(|updated| *updated != request.input);
         Ok(match decision {
             _ if interrupted => Gate::Refuse(crate::history::NOT_RUN.to_string()),
+            _ if unconfirmed => Gate::Refuse(format!(
+                "{tool} runs only when a person confirms it, and nobody did ({by}); it did not run. \
+                 Do not retry the same call; ask the user to run it or confirm it."
+            )),
             Decision::Allow => {
                 self.allowed(call, request.input, answer.updated_input, policy)
                     .await
@@ -239,6 +251,18 @@ struct AskedCall<'a> {
     call_id: &'a str,
     tool: &'a str,
     read_only: bool,
+    /// A `confirm = true` command: only a person's allow runs it.
+    confirm: bool,
+}
+
+/// Whether `by` is a person (or the client program that asks one), not a
+/// fallback: the profile's `on_no_answer` after a timeout or without a
+/// terminal, a store error, a restart.
+fn answered_by_a_person(by: &Resolver) -> bool {
+    matches!(
+        by,
+        Resolver::Terminal | Resolver::Client | Resolver::User(_)
+    )
 }
 
 fn hook_denied(reason: Option<String>) -> String {

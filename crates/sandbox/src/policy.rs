@@ -46,6 +46,9 @@ pub struct Policy {
     /// opened. A command finding another one there is refused, so every
     /// command of a turn works in the directory its file tools use.
     pub workspace_pin: Option<(u64, u64)>,
+    /// An operator's `runs_on = "host"` command (with `unsandboxed` and
+    /// `run_as`), not a `sandbox = "off"` profile's: only for what is logged.
+    pub host_command: bool,
 }
 
 impl Policy {
@@ -66,6 +69,7 @@ impl Policy {
             allow_git_config: false,
             run_as: None,
             workspace_pin: None,
+            host_command: false,
         }
     }
 }

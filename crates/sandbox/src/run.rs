@@ -255,6 +255,14 @@ pub(crate) fn build_exec(
 }
 
 fn warn_unsandboxed(policy: &Policy) {
+    if policy.host_command {
+        let uid = policy.run_as.map(|identity| identity.uid);
+        tracing::info!(
+            ?uid,
+            "running an operator's host command (runs_on = \"host\") outside the sandbox"
+        );
+        return;
+    }
     tracing::warn!(
         workspace = %policy.workspace.display(),
         "running a command WITHOUT a sandbox (profile sets sandbox = \"off\"): \

@@ -42,7 +42,8 @@ fn injection_attempts() -> Vec<Value> {
         with_name("$(reboot)"),
         with_name("`reboot`"),
         with_name("web\nreboot"),
-        with_name("-oProxyCommand=reboot"),
+        // Without `=`, which the pattern refuses: agentd's own check does.
+        with_name("-oProxyCommand"),
         with_name("--"),
         with_name("web 1"),
         with_name("ｗeb"), // fullwidth w
@@ -151,13 +152,11 @@ async fn injections_are_refused_before_anything_runs_and_a_valid_call_runs_exact
     for attempt in &attempts {
         let (status, body) = run(&server, &session, "vm", json!({"arguments": attempt})).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{attempt}: {body}");
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("nothing ran"),
-            "{body}"
-        );
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("nothing ran"), "{body}");
+        if attempt["name"] == "-oProxyCommand" {
+            assert!(message.contains("could be read as an option"), "{body}");
+        }
     }
     let (status, _) = run(&server, &session, "nope", json!({"arguments": {}})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
@@ -302,6 +301,44 @@ async fn confirm_asks_even_in_bypass_mode_and_a_denial_runs_nothing() {
 }
 
 #[tokio::test]
+async fn confirm_is_not_given_by_on_no_answer_allow() {
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "reset"}, "content": [
+            {"type": "tool_use", "id": "toolu_reset", "name": "reset_vm", "input": {"vm": 102}}
+        ]},
+        {"repeat": true, "content": [{"type": "text", "text": "ok"}]}
+    ]});
+    let toml = "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n\
+        on_no_answer = \"allow\"\napproval_timeout_s = 1\n\
+        [[commands]]\nname = \"reset_vm\"\ndescription = \"Reset a VM\"\nargv = [\"./record.sh\", \"reset\", \"{vm}\"]\n\
+        confirm = true\nparameters = { vm = { type = \"integer\", minimum = 100, maximum = 999 } }\n";
+    let h = Harness::new(script, toml).await;
+    let server = h.start().await;
+    let session = server.session().await;
+    let record = install_recorder(&h, &session).join("argv.bin");
+    server.message(&session, "reset it").await;
+    server.wait_idle(&session).await;
+    let events = server.all_events(&session).await;
+    let resolved = events
+        .iter()
+        .find(|e| e.event == "permission.resolved")
+        .expect("it did not ask");
+    assert_eq!(resolved.data["by"], "timeout", "{}", resolved.data);
+    assert_eq!(resolved.data["decision"], "deny", "{}", resolved.data);
+    let finished = events.iter().find(|e| e.event == "tool.finished").unwrap();
+    assert_eq!(finished.data["is_error"], true);
+    assert!(
+        finished.data["output"]
+            .as_str()
+            .unwrap()
+            .contains("only when a person confirms it"),
+        "{}",
+        finished.data
+    );
+    assert!(recorded(&record).is_none(), "an unconfirmed command ran");
+}
+
+#[tokio::test]
 async fn only_a_host_command_runs_on_the_host_and_as_its_unprivileged_uid() {
     // A directory only the host has, readable by the command's uid.
     let host_dir = tempfile::tempdir().unwrap();
@@ -313,6 +350,7 @@ async fn only_a_host_command_runs_on_the_host_and_as_its_unprivileged_uid() {
     let out = host_dir.path().join("host-argv.bin");
     let toml = format!(
         "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n\
+        commands = [\"peek_sandboxed\", \"peek_host\"]\n\
         [[commands]]\nname = \"peek_sandboxed\"\ndescription = \"Look for the host dir\"\n\
         argv = [\"test\", \"-d\", \"{marker}\"]\nmutating = false\n\
         [[commands]]\nname = \"peek_host\"\ndescription = \"Record on the host\"\n\
@@ -362,6 +400,14 @@ async fn unsafe_or_unclear_command_configs_stop_the_server() {
             "unprivileged",
         ),
         ("argv = [\"true\"]\nhost_user = \"nobody\"", "need runs_on"),
+        (
+            "argv = [\"true\"]\nruns_on = \"host\"\nhost_uid = 4242\nhost_gid = 0",
+            "unprivileged",
+        ),
+        (
+            "argv = [\"echo\", \"{x}\"]\nparameters = { x = { type = \"string\", pattern = \"a)|(b\" } }",
+            "pattern does not compile",
+        ),
     ];
     for (body, expected) in cases {
         let toml = format!("[[commands]]\nname = \"c\"\ndescription = \"d\"\n{body}\n");
@@ -370,9 +416,101 @@ async fn unsafe_or_unclear_command_configs_stop_the_server() {
         assert_ne!(code, 0);
         assert!(stderr.contains(expected), "{expected:?} not in {stderr}");
     }
-    let toml = "[[commands]]\nname = \"Bash\"\ndescription = \"d\"\nargv = [\"true\"]\n";
+    let toml = "[profiles.open]\nsandbox = \"off\"\ncommands = [\"c\"]\n\
+        [[commands]]\nname = \"c\"\ndescription = \"d\"\nargv = [\"true\"]\n";
+    let h = Harness::new(json!({"replies": []}), toml).await;
+    let (code, _, stderr) = h.cli(&["serve", "--bind", "127.0.0.1:0"]).await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("sandbox = \"off\""), "{stderr}");
+    let toml = "[[commands]]\nname = \"bash\"\ndescription = \"d\"\nargv = [\"true\"]\n";
     let h = Harness::new(json!({"replies": []}), toml).await;
     let (code, _, stderr) = h.cli(&["serve", "--bind", "127.0.0.1:0"]).await;
     assert_ne!(code, 0);
     assert!(stderr.contains("built-in tool"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_commands_env_values_are_secret() {
+    let secret = "s3cret-9f2e7c-value";
+    let toml = format!(
+        "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n\
+        [[commands]]\nname = \"show\"\ndescription = \"Print the token\"\nmutating = false\n\
+        argv = [\"sh\", \"-c\", \"echo out $TOKEN; echo err $TOKEN >&2; sleep 2\"]\n\
+        env = {{ TOKEN = \"{secret}\" }}\n"
+    );
+    let h = Harness::new(json!({"replies": []}), &toml).await;
+    let server = h.start().await;
+    let session = server.session().await;
+    let path = format!("/v1/sessions/{session}/commands/show");
+    let running = server.post(&path, json!({}));
+    // While it runs, no process's command line (bubblewrap's) holds it.
+    let watch = async {
+        let mut seen = Vec::new();
+        for _ in 0..15 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+                if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+                    && String::from_utf8_lossy(&cmdline).contains(secret)
+                {
+                    seen.push(String::from_utf8_lossy(&cmdline).replace('\0', " "));
+                }
+            }
+        }
+        seen
+    };
+    let ((status, ran), seen) = tokio::join!(running, watch);
+    assert_eq!(status, StatusCode::OK, "{ran}");
+    assert!(seen.is_empty(), "on a command line: {seen:?}");
+    let stdout = ran["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with("out "), "{ran}");
+    assert!(!ran.to_string().contains(secret), "{ran}");
+    let events = server.all_events(&session).await;
+    assert!(
+        !events.iter().any(|e| e.data.to_string().contains(secret)),
+        "in an event"
+    );
+}
+
+#[tokio::test]
+async fn a_revoked_profile_runs_none_of_its_commands() {
+    let toml = "[access]\nadmins = [\"carol\"]\n[profiles.default]\n[profiles.yolo]\nmode = \"bypass\"\n\
+        [[commands]]\nname = \"hello\"\ndescription = \"Say hello\"\nargv = [\"echo\", \"hello\"]\nmutating = false\n";
+    let h = Harness::new(json!({"replies": []}), toml).await;
+    let (code, admin_token, stderr) = h
+        .cli(&["tokens", "create", "--user", "root", "--admin"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let alice_token = h.token("alice").await;
+    let server = h.start().await;
+    let root = server.as_user(admin_token.trim());
+    let alice = server.as_user(&alice_token);
+    let grants = "/v1/admin/users/alice/grants";
+    let (status, body) = root
+        .post(grants, json!({"kind": "profile", "name": "yolo"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, session) = alice.post("/v1/sessions", json!({"profile": "yolo"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{session}");
+    let id = session["id"].as_str().unwrap();
+    let path = format!("/v1/sessions/{id}/commands/hello");
+    let (status, ran) = alice.post(&path, json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{ran}");
+
+    let (status, _) = root
+        .send(root.request(reqwest::Method::DELETE, &format!("{grants}/profile/yolo")))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, error) = alice.post(&path, json!({})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{error}");
+    assert_eq!(error["error"]["code"], "not_granted", "{error}");
+    let (status, _) = alice.get(&format!("/v1/sessions/{id}/commands")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (code, stdout, stderr) = h.cli(&["audit", "--json"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let refused = stdout
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|e| e["action"] == "session.command")
+        .find(|e| e["detail"]["refused"].is_string());
+    assert!(refused.is_some(), "the refusal is not audited: {stdout}");
 }

@@ -1,14 +1,16 @@
 //! `[[commands]]`: the operator's verbs as tools (see `agentd_tools::command`),
-//! and which of them a profile's sessions get (`commands = [...]` in the
-//! profile; all when absent, as with `mcp_servers`).
+//! and which of them a profile's sessions get: those its `commands = [...]`
+//! names; when it names none, every sandbox command (none of them with
+//! `sandbox = "off"`). A host command (`runs_on = "host"`) only ever goes
+//! to a profile that names it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use agentd_policy::permissions::PermissionPolicy;
-use agentd_tools::command::CommandSpec;
+use agentd_tools::command::{CommandSpec, RunsOn};
 
-use super::{Config, ProfileConfig};
+use super::{Config, ProfileConfig, SandboxMode};
 
 /// Names the model already knows as other tools; a command may not take one.
 const RESERVED: &[&str] = &["Task", "TodoWrite", "AskUserQuestion", "Skill"];
@@ -18,27 +20,51 @@ const RESERVED: &[&str] = &["Task", "TodoWrite", "AskUserQuestion", "Skill"];
 pub(super) fn check(config: &Config) -> Result<(), String> {
     let builtin = agentd_tools::builtin_tools();
     let mut seen = BTreeSet::new();
+    let mut compiled = std::collections::BTreeMap::new();
+    let taken: BTreeSet<String> = builtin
+        .iter()
+        .map(|tool| tool.name().to_string())
+        .chain(RESERVED.iter().map(|name| name.to_string()))
+        .map(|name| name.to_ascii_lowercase())
+        .collect();
+    let euid = rustix::process::geteuid().as_raw();
     for command in &config.commands {
-        command.compile()?;
+        let spec = command.compile()?;
         let name = command.name.as_str();
         for (key, value) in &command.env {
             crate::tool_identity::check_template(value)
                 .map_err(|err| format!("command {name:?}: env {key:?}: {err}"))?;
         }
-        if builtin.get(name).is_some() || RESERVED.contains(&name) {
+        // Case-insensitively: `bash` next to `Bash` misleads the model.
+        if taken.contains(&name.to_ascii_lowercase()) {
             return Err(format!(
                 "command {name:?}: the name is a built-in tool's; choose another"
             ));
         }
-        if !seen.insert(name) {
+        if !seen.insert(name.to_ascii_lowercase()) {
             return Err(format!("command {name:?} is defined twice"));
         }
+        if let RunsOn::Host { uid, .. } = spec.runs_on
+            && uid == euid
+        {
+            return Err(format!(
+                "command {name:?}: runs_on = \"host\" as uid {uid}, agentd's own, could read agentd's data; \
+                 use a user of its own"
+            ));
+        }
+        compiled.insert(name.to_string(), spec);
     }
     for (profile_name, profile) in &config.profiles {
         for name in profile.commands.iter().flatten() {
-            if !seen.contains(name.as_str()) {
+            let Some(spec) = compiled.get(name) else {
                 return Err(format!(
                     "profile {profile_name:?}: no [[commands]] named {name:?}"
+                ));
+            };
+            if profile.sandbox == SandboxMode::Off && matches!(spec.runs_on, RunsOn::Sandbox) {
+                return Err(format!(
+                    "profile {profile_name:?}: command {name:?} runs in the sandbox, and the profile has \
+                     sandbox = \"off\" (it would run unsandboxed, as agentd)"
                 ));
             }
         }
@@ -49,16 +75,25 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
 impl Config {
     /// The commands `profile`'s sessions may run, checked.
     pub fn commands_for(&self, profile: &ProfileConfig) -> Result<Vec<Arc<CommandSpec>>, String> {
-        self.commands
-            .iter()
-            .filter(|command| {
-                profile
-                    .commands
-                    .as_ref()
-                    .is_none_or(|names| names.contains(&command.name))
-            })
-            .map(|command| command.compile().map(Arc::new))
-            .collect()
+        let mut commands = Vec::new();
+        for command in &self.commands {
+            let named = profile
+                .commands
+                .as_ref()
+                .is_some_and(|names| names.contains(&command.name));
+            if profile.commands.is_some() && !named {
+                continue;
+            }
+            let spec = command.compile()?;
+            let by_default = match spec.runs_on {
+                RunsOn::Host { .. } => false,
+                RunsOn::Sandbox => profile.sandbox == SandboxMode::On,
+            };
+            if named || by_default {
+                commands.push(Arc::new(spec));
+            }
+        }
+        Ok(commands)
     }
 }
 
@@ -111,6 +146,30 @@ mod tests {
     }
 
     #[test]
+    fn host_commands_go_only_to_profiles_that_name_them() {
+        let host = "[[commands]]\nname = \"h\"\ndescription = \"On the host\"\nargv = [\"true\"]\n\
+            runs_on = \"host\"\nhost_uid = 4242\nhost_gid = 4242\n";
+        let text = format!(
+            "{VM}{host}[profiles.named]\ncommands = [\"h\"]\n[profiles.open]\nsandbox = \"off\"\n"
+        );
+        let config = Config::parse(&text).unwrap();
+        let names = |profile: &str| -> Vec<String> {
+            config
+                .commands_for(&config.profile(profile).unwrap())
+                .unwrap()
+                .iter()
+                .map(|c| c.name.clone())
+                .collect()
+        };
+        assert_eq!(names("default"), ["vm"]);
+        assert_eq!(names("named"), ["h"]);
+        assert!(
+            names("open").is_empty(),
+            "sandbox = off gets no sandbox command"
+        );
+    }
+
+    #[test]
     fn unknown_names_and_taken_names_are_refused() {
         let unknown =
             Config::parse(&format!("{VM}[profiles.p]\ncommands = [\"vn\"]\n")).unwrap_err();
@@ -120,7 +179,7 @@ mod tests {
         );
         let twice = Config::parse(&format!("{VM}{VM}")).unwrap_err();
         assert!(twice.contains("defined twice"), "{twice}");
-        for taken in ["Read", "Task", "mcp__x__y"] {
+        for taken in ["Read", "read", "Task", "todowrite", "mcp__x__y"] {
             let err = Config::parse(&VM.replace("name = \"vm\"", &format!("name = \"{taken}\"")))
                 .unwrap_err();
             assert!(err.contains(taken), "{err}");

@@ -7,9 +7,9 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::access_check::audit;
+use super::access_check::{audit, check_choice};
 use super::auth::User;
-use super::error::{ApiJson, ApiPath, ApiResult, ErrorBody};
+use super::error::{ApiError, ApiJson, ApiPath, ApiResult, ErrorBody};
 use super::sessions::owned_session;
 use agentd_tools::command::{CommandSpec, RunsOn};
 
@@ -88,7 +88,7 @@ pub struct CommandResult {
 /// The commands this session may run, with their argument schemas.
 #[utoipa::path(get, path = "/v1/sessions/{id}/commands", tag = "commands",
     params(("id" = String, Path, description = "Session id")),
-    responses((status = 200, body = CommandList), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = CommandList), (status = 403, description = "The session's profile or model is no longer granted to the caller", body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn list_commands(
     State(state): State<AppState>,
@@ -96,6 +96,7 @@ pub async fn list_commands(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<CommandList>> {
     let session = owned_session(&state, &user, &id).await?;
+    check_choice(&state, &user, &session.profile, &session.model).await?;
     let commands = state.sessions.commands(&session)?;
     Ok(Json(CommandList {
         commands: commands
@@ -116,6 +117,7 @@ pub async fn list_commands(
     responses(
         (status = 200, description = "It ran (whatever its exit code)", body = CommandResult),
         (status = 400, description = "Arguments refused (nothing ran), or `confirmed` missing for a mutating or confirm command", body = ErrorBody),
+        (status = 403, description = "The session's profile or model is no longer granted to the caller", body = ErrorBody),
         (status = 404, description = "No such session or command", body = ErrorBody),
         (status = 409, description = "A turn is running", body = ErrorBody),
     ),
@@ -128,16 +130,38 @@ pub async fn run_command(
 ) -> ApiResult<Json<CommandResult>> {
     let session = owned_session(&state, &user, &id).await?;
     let arguments = Value::Object(body.arguments);
-    let ran = state
-        .sessions
-        .run_command(
-            session,
-            &user.name,
-            &name,
-            arguments.clone(),
-            body.confirmed,
-        )
-        .await?;
+    let refused = |message: String| serde_json::json!({"command": name, "arguments": arguments, "refused": message});
+    // A revoked profile or model runs none of its commands.
+    if let Err(err) = check_choice(&state, &user, &session.profile, &session.model).await {
+        let detail = refused(err.to_string());
+        audit(&state, &user, "session.command", Some(&id), detail).await;
+        return Err(err);
+    }
+    // The run and its record go on when the client goes away or the
+    // request is dropped: what ran is always in the transcript.
+    let sessions = state.sessions.clone();
+    let (user_name, command, confirmed) = (user.name.clone(), name.clone(), body.confirmed);
+    let args = arguments.clone();
+    let outcome = tokio::spawn(async move {
+        sessions
+            .run_command(session, &user_name, &command, args, confirmed)
+            .await
+    })
+    .await
+    .map_err(|err| ApiError::Internal(format!("the command's run failed: {err}")));
+    let ran = match outcome {
+        Ok(Ok(ran)) => ran,
+        Ok(Err(err)) => {
+            let detail = refused(err.to_string());
+            audit(&state, &user, "session.command", Some(&id), detail).await;
+            return Err(err.into());
+        }
+        Err(err) => {
+            let detail = refused(err.to_string());
+            audit(&state, &user, "session.command", Some(&id), detail).await;
+            return Err(err);
+        }
+    };
     let run = ran.run;
     let duration_ms = u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX);
     let detail = serde_json::json!({

@@ -241,6 +241,9 @@ pub async fn answer_approval(api: &Api, args: AnswerApproval, follow: Follow) ->
         Decision::Deny => ("deny", None),
     };
     let id = segment(&args.session_id);
+    if decision == "allow" {
+        refuse_confirm_commands(api, &id, &args.request_id).await?;
+    }
     // Where to follow the turn from: it goes on once answered.
     let session = api.get(&format!("/v1/sessions/{id}")).await?;
     let after = session["last_seq"].as_u64().unwrap_or(0);
@@ -265,6 +268,38 @@ pub async fn answer_approval(api: &Api, args: AnswerApproval, follow: Follow) ->
         follow,
     )
     .await
+}
+
+/// A `confirm = true` command runs only when a person allows it: not when
+/// the model on the other side of this MCP server does.
+async fn refuse_confirm_commands(api: &Api, session: &str, request_id: &str) -> ApiResult<()> {
+    let pending = api.get(&format!("/v1/sessions/{session}/pending")).await?;
+    let tool = pending["pending"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|item| item["request_id"] == request_id)
+        .and_then(|item| item["request"]["tool"].as_str().map(str::to_string));
+    let Some(tool) = tool else {
+        // Unknown or answered already: the API says which.
+        return Ok(());
+    };
+    let commands = api.get(&format!("/v1/sessions/{session}/commands")).await?;
+    let confirm = commands["commands"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|command| command["name"] == tool.as_str() && command["confirm"] == true);
+    if confirm {
+        return Err(super::api::Refused {
+            status: axum::http::StatusCode::FORBIDDEN,
+            message: format!(
+                "{tool} must be confirmed by a person (in the web UI, `agentd run`'s terminal or the API); \
+                 it cannot be allowed through this MCP server"
+            ),
+        });
+    }
+    Ok(())
 }
 
 pub async fn cancel(api: &Api, args: SessionId) -> ApiResult<Value> {

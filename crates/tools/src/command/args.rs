@@ -121,6 +121,34 @@ fn kind_of(value: &Value) -> &'static str {
     }
 }
 
+/// A Unicode format character (category Cf): bidi overrides and isolates,
+/// zero-width spaces and joiners, soft hyphens, tags. Invisible, so a value
+/// that holds one is not what a person reading it sees.
+pub(super) fn is_format_character(c: char) -> bool {
+    matches!(c,
+        '\u{AD}'
+        | '\u{600}'..='\u{605}'
+        | '\u{61C}'
+        | '\u{6DD}'
+        | '\u{70F}'
+        | '\u{890}'..='\u{891}'
+        | '\u{8E2}'
+        | '\u{180E}'
+        | '\u{200B}'..='\u{200F}'
+        | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206F}'
+        | '\u{FEFF}'
+        | '\u{FFF9}'..='\u{FFFB}'
+        | '\u{110BD}'
+        | '\u{110CD}'
+        | '\u{13430}'..='\u{1343F}'
+        | '\u{1BCA0}'..='\u{1BCA3}'
+        | '\u{1D173}'..='\u{1D17A}'
+        | '\u{E0001}'
+        | '\u{E0020}'..='\u{E007F}')
+}
+
 /// The refusals every value meets, then the parameter's own constraints.
 fn check_value(param: &Param, text: String) -> Result<String, String> {
     let chosen = param.choices.iter().any(|(_, choice)| *choice == text);
@@ -131,8 +159,18 @@ fn check_value(param: &Param, text: String) -> Result<String, String> {
             param.max_length
         ));
     }
+    if text.is_empty() {
+        // `ssh host cmd {x}` joins its arguments: an empty one shifts the rest.
+        return Err("is empty".into());
+    }
     if text.chars().any(char::is_control) {
         return Err("holds a control character or a line break".into());
+    }
+    if text.chars().any(is_format_character) {
+        return Err(format!(
+            "{:?} holds an invisible formatting character (bidi override, zero-width, …)",
+            printable(&text)
+        ));
     }
     if text == "--" {
         return Err("`--` is refused (it would end the options)".into());

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::args::render;
+use super::args::{is_format_character, render};
 use super::spec::{ArgvPart, CommandSpec, Param, ParamType, RunsOn};
 
 /// The longest value a string parameter may allow.
@@ -294,6 +294,10 @@ impl ParamToml {
         }
         let (regex, unicode) = match &self.pattern {
             Some(pattern) => {
+                // Alone first: `a)|(b` compiles only once wrapped, and then
+                // means `^(?:a)|(b)$`, unanchored.
+                regex::Regex::new(pattern)
+                    .map_err(|err| format!("pattern does not compile: {err}"))?;
                 let regex = regex::Regex::new(&format!("^(?:{pattern})$"))
                     .map_err(|err| format!("pattern does not compile: {err}"))?;
                 let unicode =
@@ -304,9 +308,10 @@ impl ParamToml {
         };
         let max_length = self.max_length.unwrap_or(DEFAULT_MAX_LENGTH);
         let min_length = self.min_length.unwrap_or(1);
-        if max_length > MAX_LENGTH_CEILING || min_length > max_length {
+        if min_length == 0 || max_length > MAX_LENGTH_CEILING || min_length > max_length {
             return Err(format!(
-                "minLength must be at most maxLength, and maxLength at most {MAX_LENGTH_CEILING}"
+                "minLength must be 1 or more (empty values are always refused) and at most maxLength, \
+                 and maxLength at most {MAX_LENGTH_CEILING}"
             ));
         }
         if let (Some(min), Some(max)) = (self.minimum, self.maximum)
@@ -343,7 +348,11 @@ impl ParamToml {
         for choice in choices {
             let text =
                 render(&param, choice).map_err(|err| format!("enum value {choice}: {err}"))?;
-            if text.chars().any(char::is_control) || text == "--" {
+            if text.is_empty()
+                || text.chars().any(char::is_control)
+                || text.chars().any(is_format_character)
+                || text == "--"
+            {
                 return Err(format!("enum value {choice} cannot be an argument"));
             }
             param.choices.push((choice.clone(), text));

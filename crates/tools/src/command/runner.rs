@@ -113,8 +113,22 @@ pub(crate) fn policy_for(
     env: &CommandEnv,
     session: &Policy,
 ) -> Result<Policy, String> {
+    let mut policy = policy_on(spec, env, session)?;
+    // The command's own variables are the operator's (tokens, passwords):
+    // never on bubblewrap's command line, masked in what it prints.
+    policy.secret_env.extend(spec.env.keys().cloned());
+    Ok(policy)
+}
+
+fn policy_on(spec: &CommandSpec, env: &CommandEnv, session: &Policy) -> Result<Policy, String> {
     match &spec.runs_on {
         RunsOn::Sandbox => {
+            if session.unsandboxed {
+                return Err(format!(
+                    "{} runs in the session's sandbox, and this profile has sandbox = \"off\": refused, nothing ran",
+                    spec.name
+                ));
+            }
             let mut policy = session.clone();
             policy.env = command_env(env, &session.env);
             policy.secret_env.extend(env.secret.iter().cloned());
@@ -125,7 +139,12 @@ pub(crate) fn policy_for(
                 return Err("refusing to run a command on the host as root".into());
             }
             let euid = rustix::process::geteuid();
-            if !euid.is_root() && euid.as_raw() != *uid {
+            if euid.as_raw() == *uid {
+                return Err(format!(
+                    "this command would run on the host as agentd's own uid {uid}, which can read agentd's data: refused"
+                ));
+            }
+            if !euid.is_root() {
                 return Err(format!(
                     "this command runs on the host as uid {uid}, and agentd (uid {}) cannot switch to it",
                     euid.as_raw()
@@ -138,6 +157,7 @@ pub(crate) fn policy_for(
             };
             let mut policy = Policy::new(dir);
             policy.unsandboxed = true;
+            policy.host_command = true;
             policy.run_as = Some(FsIdentity {
                 uid: *uid,
                 gid: *gid,
@@ -198,7 +218,7 @@ pub async fn run_command(
     let run = CommandRun {
         exit_code: process.exit_status().and_then(|status| status.code()),
         stdout: mask.mask(&String::from_utf8_lossy(&kept)),
-        stderr: process.stderr_tail(),
+        stderr: mask.mask(&process.stderr_tail()),
         truncated: dropped > 0,
         timed_out,
         cancelled,

@@ -190,3 +190,64 @@ fn filled_variables_holding_a_token_are_secret_on_the_host_and_in_the_sandbox() 
         assert_eq!(policy.secrets(), [("TOKEN", "t0ken-value")]);
     }
 }
+
+#[test]
+fn a_pattern_that_compiles_only_once_wrapped_is_refused() {
+    // Wrapped it would read `^(?:a)|(b)$`: anything containing `b` passes.
+    let unanchored = command(
+        json!({"x": {"type": "string", "pattern": "a)|(b"}}),
+        &["echo", "{x}"],
+    );
+    assert!(unanchored.compile().unwrap_err().contains("pattern"));
+}
+
+#[test]
+fn empty_values_and_invisible_format_characters_never_pass() {
+    let unicode = command(
+        json!({"x": {"type": "string", "pattern": "\\p{L}*"}}),
+        &["ssh", "h", "cmd", "{x}"],
+    )
+    .compile()
+    .unwrap();
+    assert_eq!(
+        argv_for(&unicode, &json!({"x": "héllo"})).unwrap()[3],
+        "héllo"
+    );
+    for value in [
+        "",
+        "a\u{202E}b",
+        "a\u{200B}b",
+        "a\u{2066}b",
+        "\u{FEFF}a",
+        "a\u{AD}b",
+    ] {
+        let err = argv_for(&unicode, &json!({"x": value})).unwrap_err();
+        assert!(
+            err.contains("empty") || err.contains("invisible"),
+            "{value:?}: {err}"
+        );
+    }
+    let zero = command(
+        json!({"x": {"type": "string", "pattern": ".*", "minLength": 0}}),
+        &["echo", "{x}"],
+    );
+    assert!(zero.compile().unwrap_err().contains("minLength"));
+    let empty_choice = command(
+        json!({"x": {"type": "string", "enum": ["", "a"]}}),
+        &["echo", "{x}"],
+    );
+    assert!(empty_choice.compile().is_err());
+}
+
+#[test]
+fn an_enum_matches_whole_values_only() {
+    let spec = vm_spec();
+    for action in ["statusx", "xstatus", "status|reset", "Status"] {
+        let err =
+            argv_for(&spec, &json!({"action": action, "vm": 102, "name": "web"})).unwrap_err();
+        assert!(
+            err.contains(action) || err.contains("shell"),
+            "{action}: {err}"
+        );
+    }
+}
