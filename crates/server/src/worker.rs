@@ -464,25 +464,11 @@ fn message_mode(
 /// A turn's end recorded here (it never ran, or the store failed under it)
 /// goes to webhooks like one the turn recorded itself.
 async fn notify_webhooks(registry: &Registry, turn: &PendingTurn, stored: &[EventEnvelope]) {
-    let webhooks = registry.webhooks();
-    let Some(first) = stored.first() else {
-        return;
-    };
-    if webhooks.hooks().is_empty() {
-        return;
-    }
     let store = registry.runtime().store.as_ref();
-    let owner = match store.get_session(&first.session_id).await {
-        Ok(Some(session)) => session.owner,
-        Ok(None) => return,
-        Err(err) => {
-            tracing::warn!(%err, "cannot read the session's owner for its webhooks");
-            return;
-        }
-    };
     for envelope in stored {
-        webhooks
-            .event_stored(store, &owner, &turn.turn_id, envelope)
+        registry
+            .webhooks()
+            .session_event_stored(store, &turn.turn_id, envelope)
             .await;
     }
 }

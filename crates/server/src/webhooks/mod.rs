@@ -5,18 +5,26 @@
 //! turn's — and a background sender ([`sender`]) POSTs them, signed, in
 //! order per session, retrying with backoff. Rows survive a restart; with
 //! several nodes on one PostgreSQL each row is leased to one sender at a time.
+//!
+//! The insert is not in the event's transaction: a failed one is retried a
+//! few times, but a process killed between the two loses that delivery.
 
 mod payload;
 pub mod sender;
 pub mod signature;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentd_protocol::EventEnvelope;
 use agentd_store::{NewDelivery, Store};
 use tokio::sync::Notify;
 
 use crate::config::{Config, WebhookToml};
+
+/// Tries of one insert, the waits between them doubling from [`RETRY_FIRST`].
+const INSERT_TRIES: u32 = 5;
+const RETRY_FIRST: Duration = Duration::from_millis(100);
 
 /// The outbox's writing side. Cheap to clone.
 #[derive(Clone, Default)]
@@ -42,9 +50,35 @@ impl Webhooks {
         &self.kick
     }
 
+    /// After `envelope` of a session was stored by someone who does not know
+    /// its owner (a turn finished after a restart): read it, then as
+    /// [`Self::event_stored`].
+    pub async fn session_event_stored(
+        &self,
+        store: &dyn Store,
+        turn_id: &str,
+        envelope: &EventEnvelope,
+    ) {
+        if self.hooks.is_empty() || payload::notifications(envelope).is_empty() {
+            return;
+        }
+        match store.get_session(&envelope.session_id).await {
+            Ok(Some(session)) => {
+                self.event_stored(store, &session.owner, turn_id, envelope)
+                    .await;
+            }
+            Ok(None) => {}
+            Err(err) => tracing::error!(
+                %err, session = envelope.session_id,
+                "cannot read the session's owner for its webhooks; its deliveries are lost"
+            ),
+        }
+    }
+
     /// After `envelope` of `owner`'s session was stored (during turn
     /// `turn_id`): queue a delivery to each webhook that wants it. A store
-    /// error is logged, not returned: the turn goes on without its webhook.
+    /// error is retried a few times, then logged, not returned: the turn
+    /// goes on without its webhook.
     pub async fn event_stored(
         &self,
         store: &dyn Store,
@@ -73,17 +107,37 @@ impl Webhooks {
                     session_id: envelope.session_id.clone(),
                     created_at: chrono::Utc::now(),
                 };
-                match store.enqueue_delivery(&delivery).await {
+                match enqueue(store, &delivery).await {
                     Ok(()) => queued = true,
                     Err(err) => tracing::error!(
                         %err, webhook = hook.name(), event = event.as_str(),
-                        "cannot queue a webhook delivery"
+                        session = envelope.session_id, seq = envelope.seq,
+                        "cannot queue a webhook delivery; it is lost"
                     ),
                 }
             }
         }
         if queued {
             self.kick.notify_one();
+        }
+    }
+}
+
+/// One insert, tried again after a store error (the same id: an insert
+/// that committed but did not answer is not doubled).
+async fn enqueue(store: &dyn Store, delivery: &NewDelivery) -> agentd_store::StoreResult<()> {
+    let mut wait = RETRY_FIRST;
+    let mut tries = 1;
+    loop {
+        match store.enqueue_delivery(delivery).await {
+            Ok(()) => return Ok(()),
+            Err(err) if tries < INSERT_TRIES => {
+                tracing::warn!(%err, webhook = delivery.webhook, "cannot queue a webhook delivery yet");
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+                tries += 1;
+            }
+            Err(err) => return Err(err),
         }
     }
 }
