@@ -108,6 +108,7 @@ async fn run_one(
     let (observer, events) = mpsc::unbounded_channel();
     let about = TurnOf {
         owner: session.owner.clone(),
+        profile: session.profile.clone(),
         turn_id: turn.turn_id.clone(),
     };
     let forward = forward_events(registry, &handle.session_id, about, events);
@@ -205,9 +206,14 @@ fn forward_events(
             handle.publish(&envelope);
             // After the live hub: a webhook is one insert, on this task.
             let store = registry.runtime().store.as_ref();
+            let turn = crate::webhooks::TurnOf {
+                owner: &about.owner,
+                profile: &about.profile,
+                turn_id: &about.turn_id,
+            };
             registry
                 .webhooks()
-                .event_stored(store, &about.owner, &about.turn_id, &envelope)
+                .event_stored(store, &turn, &envelope)
                 .await;
         }
     })
@@ -216,6 +222,7 @@ fn forward_events(
 /// Whose turn a forwarder hands events of, for webhooks.
 struct TurnOf {
     owner: String,
+    profile: String,
     turn_id: String,
 }
 

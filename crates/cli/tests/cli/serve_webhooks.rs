@@ -167,6 +167,12 @@ async fn signed_in_order_with_retries(database: &str) {
     );
     assert_eq!(permission["data"]["tool"], "Bash");
     assert!(
+        permission["data"]["expires_at"]
+            .as_str()
+            .is_some_and(|t| t > permission["timestamp"].as_str().unwrap()),
+        "{permission}"
+    );
+    assert!(
         permission["data"]["input_summary"]
             .as_str()
             .unwrap()

@@ -26,18 +26,37 @@ use crate::config::{Config, WebhookToml};
 const INSERT_TRIES: u32 = 5;
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 
+/// Whose session and turn an event is of.
+pub struct TurnOf<'a> {
+    pub owner: &'a str,
+    /// The session's profile (its `approval_timeout_s`).
+    pub profile: &'a str,
+    pub turn_id: &'a str,
+}
+
 /// The outbox's writing side. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct Webhooks {
     hooks: Arc<[WebhookToml]>,
+    /// Each profile's `approval_timeout_s`: when a request expires.
+    answer_within: Arc<std::collections::HashMap<String, u64>>,
     /// Wakes the sender: something was queued.
     kick: Arc<Notify>,
 }
 
 impl Webhooks {
     pub fn new(config: &Config) -> Self {
+        let answer_within = config
+            .profiles
+            .keys()
+            .filter_map(|name| {
+                let profile = config.profile(name).ok()?;
+                Some((name.clone(), profile.approval_timeout_s))
+            })
+            .collect();
         Self {
             hooks: config.webhooks.clone().into(),
+            answer_within: Arc::new(answer_within),
             kick: Arc::default(),
         }
     }
@@ -64,8 +83,12 @@ impl Webhooks {
         }
         match store.get_session(&envelope.session_id).await {
             Ok(Some(session)) => {
-                self.event_stored(store, &session.owner, turn_id, envelope)
-                    .await;
+                let about = TurnOf {
+                    owner: &session.owner,
+                    profile: &session.profile,
+                    turn_id,
+                };
+                self.event_stored(store, &about, envelope).await;
             }
             Ok(None) => {}
             Err(err) => tracing::error!(
@@ -75,20 +98,27 @@ impl Webhooks {
         }
     }
 
-    /// After `envelope` of `owner`'s session was stored (during turn
-    /// `turn_id`): queue a delivery to each webhook that wants it. A store
-    /// error is retried a few times, then logged, not returned: the turn
-    /// goes on without its webhook.
+    /// After `envelope` of a session was stored (during turn `about`):
+    /// queue a delivery to each webhook that wants it. A store error is
+    /// retried a few times, then logged, not returned: the turn goes on
+    /// without its webhook.
     pub async fn event_stored(
         &self,
         store: &dyn Store,
-        owner: &str,
-        turn_id: &str,
+        turn: &TurnOf<'_>,
         envelope: &EventEnvelope,
     ) {
         if self.hooks.is_empty() {
             return;
         }
+        let owner = turn.owner;
+        let turn_id = turn.turn_id;
+        let default = crate::config::ProfileConfig::default().approval_timeout_s;
+        let answer_within = self
+            .answer_within
+            .get(turn.profile)
+            .copied()
+            .unwrap_or(default);
         let mut queued = false;
         for (event, data) in payload::notifications(envelope) {
             for hook in self.hooks.iter().filter(|h| h.wants(event, owner)) {
@@ -98,6 +128,7 @@ impl Webhooks {
                     owner,
                     turn_id,
                     public_url: hook.public_url.as_deref(),
+                    answer_within_s: answer_within,
                 };
                 let delivery = NewDelivery {
                     payload: payload::body(event, envelope, &at, data.clone()),
