@@ -31,6 +31,21 @@ async fn sessions(store: &impl Store, count: usize) -> Vec<String> {
     ids
 }
 
+async fn queue(store: &impl Store, id: &str, session_id: &str) {
+    store
+        .enqueue_delivery(&delivery(id, session_id))
+        .await
+        .unwrap();
+}
+
+/// What `owner` claims now of `ops`' deliveries, under a 30 s lease.
+async fn claim(store: &impl Store, owner: &str, limit: u32) -> Vec<agentd_store::DeliveryRecord> {
+    store
+        .claim_deliveries(owner, &ops(), Utc::now(), lease(), limit)
+        .await
+        .unwrap()
+}
+
 fn lease() -> chrono::DateTime<Utc> {
     Utc::now() + Duration::from_secs(30)
 }
@@ -69,16 +84,10 @@ async fn deliveries_go_out_in_order_per_session_and_leased_once() {
     }
 
     // The second of s1 waits for the first; s2's goes at once.
-    let first = store
-        .claim_deliveries("a", &ops(), Utc::now(), lease(), 10)
-        .await
-        .unwrap();
+    let first = claim(&store, "a", 10).await;
     assert_eq!(ids(&first), ["d1", "d3"]);
     // Leased: nobody else gets them, and d2 still waits.
-    let other = store
-        .claim_deliveries("b", &ops(), Utc::now(), lease(), 10)
-        .await
-        .unwrap();
+    let other = claim(&store, "b", 10).await;
     assert!(other.is_empty(), "{other:?}");
 
     // A failed attempt keeps d1 first in line.
@@ -91,19 +100,13 @@ async fn deliveries_go_out_in_order_per_session_and_leased_once() {
     // Only the lease holder records.
     assert!(!store.record_attempt("d3", "b", &delivered()).await.unwrap());
     assert!(store.record_attempt("d3", "a", &delivered()).await.unwrap());
-    let again = store
-        .claim_deliveries("b", &ops(), Utc::now(), lease(), 10)
-        .await
-        .unwrap();
+    let again = claim(&store, "b", 10).await;
     assert_eq!(ids(&again), ["d1"]);
     assert_eq!(again[0].attempts, 1);
     assert_eq!(again[0].last_status, Some(500));
     assert!(store.record_attempt("d1", "b", &delivered()).await.unwrap());
 
-    let next = store
-        .claim_deliveries("a", &ops(), Utc::now(), lease(), 10)
-        .await
-        .unwrap();
+    let next = claim(&store, "a", 10).await;
     assert_eq!(ids(&next), ["d2"]);
     let gave_up = AttemptResult {
         status: DeliveryStatus::Failed,
@@ -124,23 +127,14 @@ async fn deliveries_go_out_in_order_per_session_and_leased_once() {
         .await
         .unwrap();
     assert_eq!(ids(&failed), ["d2"]);
-    assert!(
-        store
-            .claim_deliveries("a", &ops(), Utc::now(), lease(), 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(claim(&store, "a", 10).await.is_empty());
 }
 
 #[tokio::test]
 async fn a_later_attempt_waits_for_its_time_and_an_expired_lease_is_taken_over() {
     let (_dir, store) = store().await;
     let s = sessions(&store, 1).await;
-    store
-        .enqueue_delivery(&delivery("d1", &s[0]))
-        .await
-        .unwrap();
+    queue(&store, "d1", &s[0]).await;
     let short = Utc::now() + Duration::from_millis(1);
     assert_eq!(
         store
@@ -152,23 +146,14 @@ async fn a_later_attempt_waits_for_its_time_and_an_expired_lease_is_taken_over()
     );
     tokio::time::sleep(Duration::from_millis(5)).await;
     // `a` stopped answering: its lease ran out, `b` takes the row.
-    let taken = store
-        .claim_deliveries("b", &ops(), Utc::now(), lease(), 1)
-        .await
-        .unwrap();
+    let taken = claim(&store, "b", 1).await;
     assert_eq!(ids(&taken), ["d1"]);
     let later = AttemptResult {
         next_attempt_at: Some(Utc::now() + Duration::from_secs(60)),
         ..retry_now("timed out")
     };
     assert!(store.record_attempt("d1", "b", &later).await.unwrap());
-    assert!(
-        store
-            .claim_deliveries("b", &ops(), Utc::now(), lease(), 1)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(claim(&store, "b", 1).await.is_empty());
     let soon = Utc::now() + Duration::from_secs(61);
     assert_eq!(
         store
@@ -184,9 +169,12 @@ async fn a_later_attempt_waits_for_its_time_and_an_expired_lease_is_taken_over()
 async fn concurrent_claimers_never_get_the_same_delivery() {
     let (_dir, store) = store().await;
     let s = sessions(&store, 40).await;
-    for n in 0..40 {
+    for (n, session) in s.iter().enumerate() {
         let id = format!("d{n}");
-        store.enqueue_delivery(&delivery(&id, &s[n])).await.unwrap();
+        store
+            .enqueue_delivery(&delivery(&id, session))
+            .await
+            .unwrap();
     }
     let claimers = (0..4).map(|n| {
         let store = store.clone();
@@ -217,10 +205,7 @@ async fn concurrent_claimers_never_get_the_same_delivery() {
 async fn a_row_rescheduled_meanwhile_is_not_claimed() {
     let (_dir, store) = store().await;
     let s = sessions(&store, 1).await;
-    store
-        .enqueue_delivery(&delivery("d1", &s[0]))
-        .await
-        .unwrap();
+    queue(&store, "d1", &s[0]).await;
     let read_at = Utc::now();
     let short = Utc::now() + Duration::from_millis(1);
     let taken = store
@@ -247,23 +232,14 @@ async fn a_row_rescheduled_meanwhile_is_not_claimed() {
 async fn a_given_up_delivery_lets_the_next_go_and_other_webhooks_wait() {
     let (_dir, store) = store().await;
     let s = sessions(&store, 1).await;
-    store
-        .enqueue_delivery(&delivery("d1", &s[0]))
-        .await
-        .unwrap();
-    store
-        .enqueue_delivery(&delivery("d2", &s[0]))
-        .await
-        .unwrap();
+    queue(&store, "d1", &s[0]).await;
+    queue(&store, "d2", &s[0]).await;
     let elsewhere = NewDelivery {
         webhook: "gone".into(),
         ..delivery("g1", &s[0])
     };
     store.enqueue_delivery(&elsewhere).await.unwrap();
-    let first = store
-        .claim_deliveries("a", &ops(), Utc::now(), lease(), 10)
-        .await
-        .unwrap();
+    let first = claim(&store, "a", 10).await;
     assert_eq!(ids(&first), ["d1"]);
     let gave_up = AttemptResult {
         status: DeliveryStatus::Failed,
@@ -272,10 +248,7 @@ async fn a_given_up_delivery_lets_the_next_go_and_other_webhooks_wait() {
         next_attempt_at: None,
     };
     assert!(store.record_attempt("d1", "a", &gave_up).await.unwrap());
-    let next = store
-        .claim_deliveries("a", &ops(), Utc::now(), lease(), 10)
-        .await
-        .unwrap();
+    let next = claim(&store, "a", 10).await;
     assert_eq!(ids(&next), ["d2"]);
     let pending = store
         .list_deliveries(Some(DeliveryStatus::Pending), 10)
@@ -290,38 +263,20 @@ async fn a_given_up_delivery_lets_the_next_go_and_other_webhooks_wait() {
 async fn leases_released_ids_once_and_rows_go_with_their_session() {
     let (_dir, store) = store().await;
     let s = sessions(&store, 2).await;
-    store
-        .enqueue_delivery(&delivery("d1", &s[0]))
-        .await
-        .unwrap();
-    store
-        .enqueue_delivery(&delivery("d1", &s[0]))
-        .await
-        .unwrap();
-    store
-        .enqueue_delivery(&delivery("d2", &s[1]))
-        .await
-        .unwrap();
+    queue(&store, "d1", &s[0]).await;
+    queue(&store, "d1", &s[0]).await;
+    queue(&store, "d2", &s[1]).await;
     assert_eq!(count_rows(&store, "webhook_deliveries", &s[0]).await, 1);
-    let taken = store
-        .claim_deliveries("a", &ops(), Utc::now(), lease(), 10)
-        .await
-        .unwrap();
+    let taken = claim(&store, "a", 10).await;
     assert_eq!(taken.len(), 2);
     assert_eq!(store.release_deliveries("a").await.unwrap(), 2);
-    let again = store
-        .claim_deliveries("b", &ops(), Utc::now(), lease(), 10)
-        .await
-        .unwrap();
+    let again = claim(&store, "b", 10).await;
     assert_eq!(again.len(), 2);
 
     store.delete_session(&s[0]).await.unwrap();
     assert_eq!(count_rows(&store, "webhook_deliveries", &s[0]).await, 0);
     // A delivery of a session deleted before it was queued is dropped.
-    store
-        .enqueue_delivery(&delivery("d3", &s[0]))
-        .await
-        .unwrap();
+    queue(&store, "d3", &s[0]).await;
     assert_eq!(count_rows(&store, "webhook_deliveries", &s[0]).await, 0);
     assert_eq!(count_rows(&store, "webhook_deliveries", &s[1]).await, 1);
 }
@@ -352,10 +307,7 @@ async fn finished_deliveries_are_pruned_after_their_retention() {
             .map(|t| t.timestamp()),
         Some(old.timestamp())
     );
-    let taken = store
-        .claim_deliveries("a", &ops(), Utc::now(), lease(), 10)
-        .await
-        .unwrap();
+    let taken = claim(&store, "a", 10).await;
     for record in &taken {
         if record.id != "old-pending" {
             assert!(
