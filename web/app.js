@@ -70,8 +70,6 @@ class App {
     this.conversation = null;
     this.notifier = new Notifier({ getActive: () => this.sessions.activeId });
     this.sessions = new SessionList({
-      onChange: (sessions) => this.notifier.observe(sessions),
-      pollHidden: () => this.notifier.on,
       onDeleted: (id) => this.deleted(id),
       onRenamed: (session) => {
         if (this.conversation && this.conversation.id === session.id) this.conversation.setTitle(session.title, { fromList: true });
@@ -165,6 +163,7 @@ class App {
   destroy() {
     if (this.conversation) this.conversation.destroy();
     this.sessions.destroy();
+    this.notifier.destroy();
     window.removeEventListener('hashchange', this.onHash);
     document.removeEventListener('keydown', this.onKey);
   }

@@ -1,8 +1,9 @@
 // Browser notifications (web/views/notifier.js), driven by
 // crates/cli/tests/cli/web_notify.rs: with the notification permission
 // granted and `window.Notification` spied on, a session in the background
-// that asks for a permission produces a notification, and clicking it opens
-// that session. The session in view produces none while the tab is visible.
+// that asks for a permission produces a notification — also one older than
+// the session list's first page — once, and clicking it opens that session.
+// The session in view produces none while the tab is visible.
 //
 // Env: as run.mjs (AGENTD_URL, AGENTD_TOKEN, AGENTD_E2E_OUT, CHROMIUM, NODE_PATH).
 
@@ -19,8 +20,9 @@ if (!URL || !TOKEN) {
   process.exit(2);
 }
 mkdirSync(OUT, { recursive: true });
-// The list polls every 3 s while a session works, 15 s while all are idle.
-const NOTICE_WAIT = 45_000;
+// The notifier asks which sessions wait every 3 s.
+const NOTICE_WAIT = 20_000;
+const TWO_POLLS = 7_000;
 
 async function api(method, path, body) {
   const response = await fetch(`${URL}${path}`, {
@@ -65,6 +67,10 @@ try {
   const tid = (id) => page.getByTestId(id);
   const notes = () => page.evaluate(() => window.__notes.map((n) => ({ title: n.title, tag: n.tag, closed: n.closed })));
 
+  // The background session is older than the list's first page (50).
+  const background = await api('POST', '/v1/sessions', { title: 'Background job' });
+  for (let n = 0; n < 55; n += 1) await api('POST', '/v1/sessions', { title: `Filler ${n}` });
+
   await page.goto(URL);
   await visible(tid('signin-token'), 'the sign-in form');
   await tid('signin-token').fill(TOKEN);
@@ -78,23 +84,35 @@ try {
   await until('the bell to be on', async () => (await bell.getAttribute('aria-pressed')) === 'true');
   console.log('ok - the bell turns notifications on (permission granted)');
 
-  // The session in view: the user works here.
+  // The session in view asks for a permission while the user looks at it.
   await tid('new-session').click();
   await visible(tid('composer'), 'the composer');
   const inView = await page.evaluate(() => decodeURIComponent(location.hash.replace('#/s/', '')));
+  await api('POST', `/v1/sessions/${inView}/messages`, { content: 'touch it' });
+  await visible(page.getByTestId('permission-card'), 'the permission card of the session in view');
+  await page.waitForTimeout(TWO_POLLS);
+  check((await notes()).length === 0, `none for the session in view (${JSON.stringify(await notes())})`);
+  console.log('ok - the session in view waiting makes no notification');
 
-  // Another session, in the background, asks for a permission.
-  const background = await api('POST', '/v1/sessions', { title: 'Background job' });
+  // Another session, in the background and not on the list's first page, asks for a permission.
+  check(!(await page.getByText('Background job').count()), 'the background session is not listed yet');
   await api('POST', `/v1/sessions/${background.id}/messages`, { content: 'touch it' });
   const notice = await until(
     'a notification for the background session',
     async () => (await notes()).find((n) => n.tag === `agentd-${background.id}`),
     NOTICE_WAIT,
-  );
+  ).catch(async (err) => {
+    // Say what the server had waiting, to tell the server's part from the page's.
+    const waiting = await api('GET', '/v1/sessions?status=waiting&limit=200');
+    throw new Error(`${err.message}; waiting: ${JSON.stringify(waiting.sessions.map((x) => [x.id, x.title]))}`);
+  });
   check(notice.title.includes('Background job') && notice.title.includes('needs an answer'), `the notification names the session (${notice.title})`);
-  check(!(await notes()).some((n) => n.tag === `agentd-${inView}`), 'none for the session in view');
+  // Still waiting a few polls later: no second notification.
+  await page.waitForTimeout(TWO_POLLS);
+  const all = await notes();
+  check(all.length === 1 && all[0].tag === notice.tag, `one notification in all (${JSON.stringify(all)})`);
   await page.screenshot({ path: join(OUT, 'notify-background.png') });
-  console.log('ok - a background session waiting for a permission makes a notification');
+  console.log('ok - a background session waiting for a permission makes one notification');
 
   // Clicking it opens the session.
   await page.evaluate((tag) => window.__notes.find((n) => n.tag === tag).onclick(), notice.tag);
@@ -103,8 +121,14 @@ try {
   check((await notes()).find((n) => n.tag === notice.tag).closed, 'the notification was closed');
   console.log('ok - clicking the notification opens that session');
 
-  // Answer it, so the turn ends before the server stops.
+  check((await notes()).length === 1, 'opening another session makes no notification');
+
+  // Answer both, so the turns end before the server stops.
   await page.getByTestId('permission-deny').first().click();
+  const pending = await api('GET', `/v1/sessions/${inView}/pending`).catch(() => null);
+  for (const request of pending?.pending ?? []) {
+    await api('POST', `/v1/sessions/${inView}/permissions/${request.request_id}`, { decision: 'deny' });
+  }
 } catch (err) {
   failed = true;
   console.error(`not ok - ${err.message}`);

@@ -20,12 +20,9 @@ export function sessionHref(id) {
 
 export class SessionList {
   /** onDeleted(id) and onRenamed(session) after those happen here. */
-  constructor({ onDeleted, onRenamed, onChange = () => {}, pollHidden = () => false }) {
+  constructor({ onDeleted, onRenamed }) {
     this.onDeleted = onDeleted;
     this.onRenamed = onRenamed;
-    // Told the list after each change; `pollHidden()`: keep polling while the tab is hidden (notifications).
-    this.onChange = onChange;
-    this.pollHidden = pollHidden;
     this.sessions = [];
     this.activeId = null;
     this.nextCursor = null;
@@ -83,7 +80,6 @@ export class SessionList {
         : mergeFirstPage(this.sessions, page.sessions, Boolean(page.next_cursor), streamed);
       this.nextCursor = cursorAfterPoll(this.sessions.length, this.nextCursor, page.next_cursor, PAGE);
       this.render();
-      this.onChange(this.sessions);
       return this.sessions;
     } finally {
       this.schedule();
@@ -99,7 +95,7 @@ export class SessionList {
     clearTimeout(this.timer);
     if (this.destroyed || this.search.searching()) return;
     this.timer = setTimeout(() => {
-      if (document.hidden && !this.pollHidden()) this.schedule();
+      if (document.hidden) this.schedule();
       else this.poll();
     }, pollDelay(this.sessions, this.activeId));
   }
@@ -148,7 +144,6 @@ export class SessionList {
     if (streamed) session.status = streamed.status;
     const li = this.list.querySelector(`li[data-session-id="${CSS.escape(id)}"]`);
     if (li && li.dataset.key !== itemKey(session)) li.replaceWith(this.item(session));
-    this.onChange(this.sessions);
   }
 
   /** Items whose summary did not change are kept (with their focus); ages are as of now. */

@@ -164,11 +164,14 @@ pub struct Runtime {
     pub(crate) mounts: Arc<Result<crate::mounts::MountTable, String>>,
     /// The key `{user_token}`s are signed with (see `crate::tool_identity`).
     pub tool_keys: Arc<crate::tool_identity::ToolKeys>,
+    /// The `[[webhooks]]` outbox's writing side.
+    pub webhooks: crate::webhooks::Webhooks,
 }
 
 impl Runtime {
     pub fn new(store: Arc<dyn Store>, config: Config, data_dir: PathBuf) -> Self {
         let mounts = Arc::new(crate::mounts::MountTable::resolve(&config, &data_dir));
+        let webhooks = crate::webhooks::Webhooks::new(&config);
         Self {
             store,
             config,
@@ -186,6 +189,7 @@ impl Runtime {
             identities: Arc::default(),
             mounts,
             tool_keys: Arc::default(),
+            webhooks,
         }
     }
 
@@ -285,7 +289,10 @@ impl Runtime {
                 TurnStatus::Interrupted,
                 error,
             ));
-            self.store.append_event(session_id, &event).await?;
+            let stored = self.store.append_event(session_id, &event).await?;
+            self.webhooks
+                .session_event_stored(self.store.as_ref(), turn_id, &stored)
+                .await;
         }
         match self
             .store

@@ -108,6 +108,7 @@ async fn run_one(
     let (observer, events) = mpsc::unbounded_channel();
     let about = TurnOf {
         owner: session.owner.clone(),
+        profile: session.profile.clone(),
         turn_id: turn.turn_id.clone(),
     };
     let forward = forward_events(registry, &handle.session_id, about, events);
@@ -205,9 +206,14 @@ fn forward_events(
             handle.publish(&envelope);
             // After the live hub: a webhook is one insert, on this task.
             let store = registry.runtime().store.as_ref();
+            let turn = crate::webhooks::TurnOf {
+                owner: &about.owner,
+                profile: &about.profile,
+                turn_id: &about.turn_id,
+            };
             registry
                 .webhooks()
-                .event_stored(store, &about.owner, &about.turn_id, &envelope)
+                .event_stored(store, &turn, &envelope)
                 .await;
         }
     })
@@ -216,6 +222,7 @@ fn forward_events(
 /// Whose turn a forwarder hands events of, for webhooks.
 struct TurnOf {
     owner: String,
+    profile: String,
     turn_id: String,
 }
 
@@ -464,25 +471,11 @@ fn message_mode(
 /// A turn's end recorded here (it never ran, or the store failed under it)
 /// goes to webhooks like one the turn recorded itself.
 async fn notify_webhooks(registry: &Registry, turn: &PendingTurn, stored: &[EventEnvelope]) {
-    let webhooks = registry.webhooks();
-    let Some(first) = stored.first() else {
-        return;
-    };
-    if webhooks.hooks().is_empty() {
-        return;
-    }
     let store = registry.runtime().store.as_ref();
-    let owner = match store.get_session(&first.session_id).await {
-        Ok(Some(session)) => session.owner,
-        Ok(None) => return,
-        Err(err) => {
-            tracing::warn!(%err, "cannot read the session's owner for its webhooks");
-            return;
-        }
-    };
     for envelope in stored {
-        webhooks
-            .event_stored(store, &owner, &turn.turn_id, envelope)
+        registry
+            .webhooks()
+            .session_event_stored(store, &turn.turn_id, envelope)
             .await;
     }
 }

@@ -79,16 +79,19 @@ pub struct AttemptResult {
 
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
-    /// Add a delivery to the outbox (one insert).
+    /// Add a delivery to the outbox (one insert). Adding an id again, or a
+    /// delivery of a session that no longer exists, adds nothing.
     async fn enqueue_delivery(&self, delivery: &NewDelivery) -> StoreResult<()>;
 
-    /// Take up to `limit` deliveries due at `now`, each the earliest pending
-    /// one of its webhook and session, and lease them to `owner` until
-    /// `lease_until`. A row leased to someone else (lease not expired) is
-    /// skipped; two callers at once never get the same row.
+    /// Take up to `limit` deliveries of `webhooks` due at `now`, each the
+    /// earliest pending one of its webhook and session, and lease them to
+    /// `owner` until `lease_until`. A row leased to someone else (lease not
+    /// expired) or rescheduled past `now` meanwhile is skipped; two callers
+    /// at once never get the same row.
     async fn claim_deliveries(
         &self,
         owner: &str,
+        webhooks: &[String],
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         limit: u32,
@@ -102,6 +105,22 @@ pub trait WebhookStore: Send + Sync {
         owner: &str,
         result: &AttemptResult,
     ) -> StoreResult<bool>;
+
+    /// Give back the pending deliveries leased to `owner` (it stops), so
+    /// another sender may take them at once. Returns how many.
+    async fn release_deliveries(&self, owner: &str) -> StoreResult<u64>;
+
+    /// Delete `webhook`'s delivered and failed deliveries created before
+    /// `created_before`. Returns how many.
+    async fn prune_deliveries(
+        &self,
+        webhook: &str,
+        created_before: DateTime<Utc>,
+    ) -> StoreResult<u64>;
+
+    /// When the earliest pending delivery of `webhooks` is due, if any is
+    /// pending.
+    async fn next_delivery_due(&self, webhooks: &[String]) -> StoreResult<Option<DateTime<Utc>>>;
 
     /// The delivery log, newest first, of one status or all.
     async fn list_deliveries(

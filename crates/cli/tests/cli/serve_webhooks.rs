@@ -167,6 +167,12 @@ async fn signed_in_order_with_retries(database: &str) {
     );
     assert_eq!(permission["data"]["tool"], "Bash");
     assert!(
+        permission["data"]["expires_at"]
+            .as_str()
+            .is_some_and(|t| t > permission["timestamp"].as_str().unwrap()),
+        "{permission}"
+    );
+    assert!(
         permission["data"]["input_summary"]
             .as_str()
             .unwrap()
@@ -294,6 +300,41 @@ async fn the_outbox_survives_a_restart() {
     assert!(received.iter().all(|r| r.signed_with(SECRET)));
     let (_, log) = server.get("/v1/admin/webhooks/deliveries").await;
     assert_eq!(log["deliveries"][0]["status"], "delivered", "{log}");
+}
+
+/// A turn cut short by the server's death is finished as `interrupted` when
+/// it starts again, and that end goes to the webhook like any other.
+#[tokio::test]
+async fn a_turn_ended_by_a_restart_is_sent() {
+    let receiver = Receiver::start().await;
+    let toml = format!(
+        "[server]\nauth = \"none\"\n\
+         [[webhooks]]\nurl = \"{}/hook\"\nevents = [\"turn.finished\"]\nsecret = \"{SECRET}\"\n",
+        receiver.url
+    );
+    let h = Harness::new(script(), &toml).await;
+    let server = h.start().await;
+    let session = server.session().await;
+    let mut stream = server.events(&session, None).await;
+    server.message(&session, "touch it").await;
+    // The turn waits for an answer that never comes: the server dies.
+    next_of(&mut stream, "permission.requested").await;
+    server.kill9().await;
+
+    let _server = h.start().await;
+    let received = receiver
+        .wait_for("the interrupted turn's end", |r| {
+            delivered_events(r, &session) == ["turn.finished"]
+        })
+        .await;
+    let finished = received[0].json();
+    assert!(received[0].signed_with(SECRET));
+    assert_eq!(finished["data"]["status"], "interrupted", "{finished}");
+    assert_eq!(
+        finished["data"]["error"]["code"], "server_restarted",
+        "{finished}"
+    );
+    assert!(finished["turn_id"].as_str().is_some_and(|t| !t.is_empty()));
 }
 
 /// A turn stopped by its budget sends `budget` (and only what was asked for).

@@ -1,8 +1,9 @@
 //! Browser notifications in the web UI: `node web/e2e/notify.mjs` against a
 //! real `agentd serve` drives headless chromium (notification permission
 //! granted, `window.Notification` spied on): a background session's
-//! permission request makes a notification that opens the session. The
-//! browser plumbing is web_ui.rs's.
+//! permission request — one older than the list's first page — makes one
+//! notification that opens the session; the session in view makes none.
+//! The browser plumbing is web_ui.rs's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
@@ -15,8 +16,9 @@ const USER: &str = "alice";
 #[tokio::test]
 async fn a_background_session_waiting_for_a_permission_notifies() {
     let script = json!({"replies": [
-        {"when": {"last_tool_name": "Bash"}, "content": [{"type": "text", "text": "Stopped."}]},
-        {"when": {"last_user_contains": "touch it"}, "content": [
+        {"when": {"last_tool_name": "Bash"}, "repeat": true,
+         "content": [{"type": "text", "text": "Stopped."}]},
+        {"when": {"last_user_contains": "touch it"}, "repeat": true, "content": [
             {"type": "tool_use", "id": "toolu_notify_1", "name": "Bash",
              "input": {"command": "touch notified.txt"}}]},
     ]});
@@ -28,5 +30,5 @@ async fn a_background_session_waiting_for_a_permission_notifies() {
     let server = h.start().await;
     let stdout = run_scenarios("notify.mjs", &h, &server, &token, USER, &[]).await;
     println!("{stdout}");
-    assert_eq!(stdout.matches("ok - ").count(), 3, "{stdout}");
+    assert_eq!(stdout.matches("ok - ").count(), 4, "{stdout}");
 }

@@ -330,3 +330,76 @@ fn a_backend_names_a_configured_model_of_another_provider() {
     let err = Config::parse("[models.a]\nprovider = \"openai\"\nbackend = \"a\"\n").unwrap_err();
     assert!(err.contains("only for provider = \"claude-code\""), "{err}");
 }
+
+/// A webhook's secret and the secret parts of its URL are never shown: not
+/// by `Debug`, not as its default name, not in a refusal.
+#[test]
+fn webhook_secrets_are_not_shown() {
+    let config = Config::parse(
+        r#"
+        [[webhooks]]
+        url = "https://user:pw@hooks.example:8443/services/T0/B0/XyZsecretpath?token=tok-9"
+        events = ["turn.finished"]
+        secret = "hook-s3cret"
+        "#,
+    )
+    .unwrap();
+    let shown = format!("{config:?}");
+    for secret in ["hook-s3cret", "XyZsecretpath", "tok-9", "pw@"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert_eq!(config.webhooks[0].name(), "hooks.example");
+    let refused = Config::parse(
+        r#"
+        [[webhooks]]
+        url = "ftp://hooks.example/XyZsecretpath"
+        events = ["turn.finished"]
+        secret = "s"
+        "#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(!refused.contains("XyZsecretpath"), "{refused}");
+}
+
+#[test]
+fn webhook_timeouts_are_bounded_and_retries_spread() {
+    use std::time::Duration;
+    let hook = |rest: &str| {
+        Config::parse(&format!(
+            "[[webhooks]]\nurl = \"https://h.example/x\"\nevents = [\"budget\"]\n\
+             secret = \"s\"\n{rest}\n"
+        ))
+    };
+    for bad in [
+        "timeout_s = 0",
+        "timeout_s = 301",
+        "timeout_s = 18446744073709551615",
+    ] {
+        let err = hook(bad).unwrap_err().to_string();
+        assert!(err.contains("timeout_s"), "{bad}: {err}");
+    }
+    let config = hook("timeout_s = 300").unwrap();
+    let hook = &config.webhooks[0];
+    assert_eq!(hook.timeout(), Duration::from_secs(300));
+    // About an hour of retries by default: 1, 2, 4 … 256 s, then 300 s.
+    let total: f64 = (1..hook.max_attempts())
+        .map(|n| hook.retry_after_spread(u64::from(n), 0.0).as_secs_f64())
+        .sum();
+    assert!((3000.0..5400.0).contains(&total), "{total}");
+    assert_eq!(
+        hook.retry_after_spread(3, 0.2),
+        Duration::from_secs_f64(4.8)
+    );
+    assert_eq!(
+        hook.retry_after_spread(3, -0.2),
+        Duration::from_secs_f64(3.2)
+    );
+    let waits: std::collections::HashSet<Duration> = (0..20).map(|_| hook.retry_after(3)).collect();
+    assert!(waits.len() > 1, "no jitter: {waits:?}");
+    assert!(
+        waits
+            .iter()
+            .all(|w| w.as_secs_f64() >= 3.2 && w.as_secs_f64() <= 4.8)
+    );
+}

@@ -34,10 +34,11 @@ impl WebhookEvent {
 }
 
 /// One `[[webhooks]]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookToml {
-    /// Names the webhook in the delivery log (default: its `url`).
+    /// Names the webhook in the delivery log (default: its `url`'s host; the
+    /// rest of the URL may hold a secret and is never shown).
     pub name: Option<String>,
     /// Where deliveries are POSTed: `http://` or `https://`. Redirects are
     /// not followed.
@@ -53,40 +54,86 @@ pub struct WebhookToml {
     /// The server's address as users reach it (`https://agentd.example`):
     /// deliveries then carry links to the session and the answer route.
     pub public_url: Option<String>,
-    /// Seconds one attempt may take (default 10).
+    /// Seconds one attempt may take, 1–300 (default 10).
     pub timeout_s: Option<u64>,
-    /// Attempts before a delivery is given up (default 8).
+    /// Attempts before a delivery is given up (default 20: with the default
+    /// backoff, about an hour of retries).
     pub max_attempts: Option<u32>,
     /// Seconds before the first retry (default 1); doubles each time.
     pub retry_first_s: Option<f64>,
     /// The longest wait between attempts, in seconds (default 300).
     pub retry_max_s: Option<f64>,
+    /// Days delivered and failed deliveries stay in the log (default 7).
+    pub retention_days: Option<u32>,
+}
+
+/// The secret is not shown.
+impl std::fmt::Debug for WebhookToml {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookToml")
+            .field("name", &self.name())
+            .field("events", &self.events)
+            .field("secret", &self.secret.as_ref().map(|_| "[secret]"))
+            .field("secret_env", &self.secret_env)
+            .field("users", &self.users)
+            .field("public_url", &self.public_url)
+            .field("timeout_s", &self.timeout_s)
+            .field("max_attempts", &self.max_attempts)
+            .field("retry_first_s", &self.retry_first_s)
+            .field("retry_max_s", &self.retry_max_s)
+            .field("retention_days", &self.retention_days)
+            .finish_non_exhaustive()
+    }
 }
 
 const DEFAULT_TIMEOUT_S: u64 = 10;
-const DEFAULT_MAX_ATTEMPTS: u32 = 8;
+const MAX_TIMEOUT_S: u64 = 300;
+const DEFAULT_MAX_ATTEMPTS: u32 = 20;
 const DEFAULT_RETRY_FIRST_S: f64 = 1.0;
 const DEFAULT_RETRY_MAX_S: f64 = 300.0;
+const DEFAULT_RETENTION_DAYS: u32 = 7;
+/// Each wait is this fraction longer or shorter at random, so receivers
+/// that come back are not hit by every sender at once.
+const JITTER: f64 = 0.2;
 
 impl WebhookToml {
+    /// The webhook's name: `name`, else its URL's host (never the URL's
+    /// path, query or user info, which may hold a secret).
     pub fn name(&self) -> &str {
-        self.name.as_deref().unwrap_or(&self.url)
+        if let Some(name) = &self.name {
+            return name;
+        }
+        url_host(&self.url).unwrap_or("webhook")
     }
 
     pub fn timeout(&self) -> Duration {
-        Duration::from_secs(self.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S))
+        let seconds = self.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
+        Duration::from_secs(seconds.clamp(1, MAX_TIMEOUT_S))
     }
 
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS)
     }
 
-    /// The wait after the `attempts`-th failed attempt: exponential, capped.
+    pub fn retention(&self) -> Duration {
+        let days = self.retention_days.unwrap_or(DEFAULT_RETENTION_DAYS);
+        Duration::from_secs(u64::from(days) * 86_400)
+    }
+
+    /// The wait after the `attempts`-th failed attempt: exponential, capped,
+    /// then ±20 % at random.
     pub fn retry_after(&self, attempts: u64) -> Duration {
+        let spread = rand::random_range(-JITTER..=JITTER);
+        self.retry_after_spread(attempts, spread)
+    }
+
+    /// [`Self::retry_after`] with its random part given (`-0.2..=0.2`).
+    pub(crate) fn retry_after_spread(&self, attempts: u64, spread: f64) -> Duration {
         let first = self.retry_first_s.unwrap_or(DEFAULT_RETRY_FIRST_S);
         let max = self.retry_max_s.unwrap_or(DEFAULT_RETRY_MAX_S);
         let exponent = attempts.saturating_sub(1).min(30) as i32;
-        Duration::from_secs_f64((first * 2f64.powi(exponent)).min(max))
+        let wait = (first * 2f64.powi(exponent)).min(max);
+        Duration::from_secs_f64(wait * (1.0 + spread.clamp(-JITTER, JITTER)))
     }
 
     /// Whether deliveries of `owner`'s sessions go to this webhook.
@@ -96,11 +143,26 @@ impl WebhookToml {
     }
 }
 
+/// The host of `url`, a slice of it; `None` when it has none.
+fn url_host(text: &str) -> Option<&str> {
+    let rest = text.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => host.split(':').next()?,
+    };
+    (!host.is_empty()).then_some(host)
+}
+
+/// Refused URLs are named by scheme and host only: the rest may be secret.
 fn check_url(at: &str, text: &str, what: &str) -> Result<(), String> {
-    let url = url::Url::parse(text).map_err(|err| format!("{at}: {what} {text:?}: {err}"))?;
+    let url = url::Url::parse(text).map_err(|err| format!("{at}: {what} is not a URL: {err}"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
         return Err(format!(
-            "{at}: {what} must be an http:// or https:// URL, not {text:?}"
+            "{at}: {what} must be an http:// or https:// URL, not {}://{}",
+            url.scheme(),
+            url.host_str().unwrap_or_default()
         ));
     }
     Ok(())
@@ -137,10 +199,19 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
             }
             _ => {}
         }
-        if hook.timeout_s == Some(0) || hook.max_attempts == Some(0) {
+        if hook.max_attempts == Some(0) {
+            return Err(format!("{at}: max_attempts must be at least 1"));
+        }
+        if hook
+            .timeout_s
+            .is_some_and(|t| !(1..=MAX_TIMEOUT_S).contains(&t))
+        {
             return Err(format!(
-                "{at}: timeout_s and max_attempts must be at least 1"
+                "{at}: timeout_s is seconds from 1 to {MAX_TIMEOUT_S}"
             ));
+        }
+        if hook.retention_days == Some(0) {
+            return Err(format!("{at}: retention_days must be at least 1"));
         }
         for wait in [hook.retry_first_s, hook.retry_max_s].into_iter().flatten() {
             if !(wait.is_finite() && wait > 0.0 && wait <= 86_400.0) {

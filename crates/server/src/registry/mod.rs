@@ -63,8 +63,6 @@ pub(crate) struct Inner {
     /// Turns whose end could not be recorded before shutdown.
     unrecorded: AtomicU64,
     admissions: Admissions,
-    /// Where stored events that a webhook wants are queued.
-    webhooks: crate::webhooks::Webhooks,
 }
 
 pub struct Entry {
@@ -206,7 +204,6 @@ impl Registry {
     pub fn new(runtime: Runtime, env: Env, metrics: Arc<Metrics>) -> Self {
         Self {
             inner: Arc::new(Inner {
-                webhooks: crate::webhooks::Webhooks::new(&runtime.config),
                 runtime,
                 env,
                 metrics,
@@ -236,7 +233,7 @@ impl Registry {
     }
 
     pub fn webhooks(&self) -> &crate::webhooks::Webhooks {
-        &self.inner.webhooks
+        &self.inner.runtime.webhooks
     }
 
     pub fn env(&self) -> &Env {

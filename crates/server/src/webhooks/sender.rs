@@ -3,7 +3,10 @@
 //! POSTs them signed, and records each attempt: 2xx is delivered, anything
 //! else is retried with exponential backoff until `max_attempts`, then
 //! given up. A claim is a lease a little longer than the attempt's timeout:
-//! a sender that dies mid-attempt leaves the row to another after it.
+//! a sender that dies mid-attempt leaves the row to another after it; one
+//! that stops hands its rows back. A sender claims only rows of the webhooks
+//! its own config names. Delivered and failed rows are pruned after each
+//! webhook's `retention_days`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,8 +24,13 @@ use crate::config::WebhookToml;
 
 /// Deliveries in flight at most (across sessions).
 const MAX_IN_FLIGHT: usize = 32;
-/// Due rows are looked for at least this often (retries, other nodes' rows).
-const POLL: Duration = Duration::from_millis(500);
+/// Due rows are looked for at least this often (other nodes' rows), and
+/// sooner when a retry is due before.
+const POLL: Duration = Duration::from_secs(5);
+/// Never looked for more often than this, whatever is due.
+const MIN_POLL: Duration = Duration::from_millis(500);
+/// Delivered and failed rows past their retention are pruned this often.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// A lease outlives its attempt's timeout by this much.
 const LEASE_MARGIN: Duration = Duration::from_secs(30);
 /// The longest error text kept in the delivery log.
@@ -37,6 +45,8 @@ struct Target {
 struct Sender {
     store: Arc<dyn Store>,
     targets: HashMap<String, Arc<Target>>,
+    /// The names of `targets`: the rows this sender claims.
+    names: Vec<String>,
     client: reqwest::Client,
     /// This process's name on its leases.
     owner: String,
@@ -89,9 +99,12 @@ pub fn start(
         .map(|t| t.hook.timeout())
         .max()
         .unwrap_or_default();
+    let mut names: Vec<String> = targets.keys().cloned().collect();
+    names.sort();
     let sender = Sender {
         store,
         targets,
+        names,
         client,
         owner: format!("webhooks-{}", uuid::Uuid::new_v4().simple()),
         kick: webhooks.kick().clone(),
@@ -105,7 +118,12 @@ impl Sender {
     async fn run(self, stop: CancellationToken) {
         let this = Arc::new(self);
         let mut in_flight = JoinSet::new();
+        let mut pruned_at: Option<tokio::time::Instant> = None;
         loop {
+            if pruned_at.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+                this.prune().await;
+                pruned_at = Some(tokio::time::Instant::now());
+            }
             let room = MAX_IN_FLIGHT - in_flight.len();
             if room > 0 {
                 for record in this.claim(room).await {
@@ -113,16 +131,51 @@ impl Sender {
                     in_flight.spawn(async move { this.attempt(record).await });
                 }
             }
+            let wait = this.wait().await;
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = this.kick.notified() => {}
-                () = tokio::time::sleep(POLL) => {}
+                () = tokio::time::sleep(wait) => {}
                 Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
             }
         }
-        // Unfinished attempts keep their lease until it runs out; whoever
-        // starts next sends them again.
+        // Unfinished attempts are handed back: whoever runs next sends them
+        // again at once (a receiver may get them twice).
         in_flight.abort_all();
+        while in_flight.join_next().await.is_some() {}
+        if let Err(err) = this.store.release_deliveries(&this.owner).await {
+            tracing::warn!(%err, "cannot hand back this node's webhook deliveries");
+        }
+    }
+
+    /// How long to sleep before looking for due rows again: until the
+    /// earliest pending one is due, at most [`POLL`].
+    async fn wait(&self) -> Duration {
+        match self.store.next_delivery_due(&self.names).await {
+            Ok(Some(due)) => (due - Utc::now())
+                .to_std()
+                .unwrap_or_default()
+                .clamp(MIN_POLL, POLL),
+            Ok(None) => POLL,
+            Err(err) => {
+                tracing::warn!(%err, "cannot read when the next webhook delivery is due");
+                POLL
+            }
+        }
+    }
+
+    async fn prune(&self) {
+        for target in self.targets.values() {
+            let Ok(keep) = chrono::Duration::from_std(target.hook.retention()) else {
+                continue;
+            };
+            let name = target.hook.name();
+            match self.store.prune_deliveries(name, Utc::now() - keep).await {
+                Ok(0) => {}
+                Ok(count) => tracing::info!(webhook = name, count, "pruned old webhook deliveries"),
+                Err(err) => tracing::warn!(%err, webhook = name, "cannot prune webhook deliveries"),
+            }
+        }
     }
 
     async fn claim(&self, room: usize) -> Vec<DeliveryRecord> {
@@ -131,7 +184,7 @@ impl Sender {
         let limit = u32::try_from(room).unwrap_or(u32::MAX);
         match self
             .store
-            .claim_deliveries(&self.owner, now, until, limit)
+            .claim_deliveries(&self.owner, &self.names, now, until, limit)
             .await
         {
             Ok(records) => records,
@@ -143,18 +196,11 @@ impl Sender {
     }
 
     async fn attempt(&self, record: DeliveryRecord) {
-        let result = match self.targets.get(&record.webhook) {
-            Some(target) => self.send(target, &record).await,
-            None => AttemptResult {
-                status: DeliveryStatus::Failed,
-                http_status: None,
-                error: Some(format!(
-                    "no webhook named {:?} is configured",
-                    record.webhook
-                )),
-                next_attempt_at: None,
-            },
+        // Only rows of `targets` are claimed.
+        let Some(target) = self.targets.get(&record.webhook) else {
+            return;
         };
+        let result = self.send(target, &record).await;
         if result.status != DeliveryStatus::Delivered {
             tracing::warn!(
                 webhook = record.webhook,
@@ -212,7 +258,7 @@ impl Sender {
                     format!("the receiver answered {status}"),
                 )
             }
-            Err(err) => (None, error_text(&err)),
+            Err(err) => (None, error_text(err)),
         };
         let attempts = record.attempts + 1;
         let give_up = attempts >= u64::from(target.hook.max_attempts());
@@ -229,10 +275,12 @@ impl Sender {
     }
 }
 
-/// A request error with its causes, short.
-fn error_text(err: &reqwest::Error) -> String {
+/// A request error with its causes, short, without the URL (it may hold a
+/// secret).
+fn error_text(err: reqwest::Error) -> String {
+    let err = err.without_url();
     let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
+    let mut source = std::error::Error::source(&err);
     while let Some(cause) = source {
         text.push_str(": ");
         text.push_str(&cause.to_string());
