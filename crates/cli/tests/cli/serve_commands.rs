@@ -430,13 +430,13 @@ async fn unsafe_or_unclear_command_configs_stop_the_server() {
 }
 
 #[tokio::test]
-async fn a_commands_env_values_are_secret() {
+async fn a_commands_secret_env_values_are_masked_and_off_the_command_line() {
     let secret = "s3cret-9f2e7c-value";
     let toml = format!(
         "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n\
         [[commands]]\nname = \"show\"\ndescription = \"Print the token\"\nmutating = false\n\
         argv = [\"sh\", \"-c\", \"echo out $TOKEN; echo err $TOKEN >&2; sleep 2\"]\n\
-        env = {{ TOKEN = \"{secret}\" }}\n"
+        env = {{ TOKEN = {{ value = \"{secret}\", secret = true }} }}\n"
     );
     let h = Harness::new(json!({"replies": []}), &toml).await;
     let server = h.start().await;

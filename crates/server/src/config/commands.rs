@@ -32,7 +32,7 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
         let spec = command.compile()?;
         let name = command.name.as_str();
         for (key, value) in &command.env {
-            crate::tool_identity::check_template(value)
+            crate::tool_identity::check_template(value.value())
                 .map_err(|err| format!("command {name:?}: env {key:?}: {err}"))?;
         }
         // Case-insensitively: `bash` next to `Bash` misleads the model.

@@ -33,8 +33,10 @@ pub struct CommandToml {
     pub confirm: bool,
     #[serde(default = "default_timeout_s")]
     pub timeout_s: u64,
+    /// Variables: a string, or `{ value = "…", secret = true }` for one
+    /// masked in output and kept off bubblewrap's command line.
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, CommandEnvValue>,
     /// The `aud` of a `{user_token}` in `env` (default
     /// `agentd-command:<name>`).
     pub audience: Option<String>,
@@ -46,6 +48,43 @@ pub struct CommandToml {
     /// …or its uid and gid.
     pub host_uid: Option<u32>,
     pub host_gid: Option<u32>,
+}
+
+/// One value of a command's `env`, as in a profile's `env`.
+#[derive(Clone, PartialEq, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a string, or a table like { value = \"…\", secret = true }"
+)]
+pub enum CommandEnvValue {
+    Plain(String),
+    Marked {
+        value: String,
+        #[serde(default)]
+        secret: bool,
+    },
+}
+
+impl CommandEnvValue {
+    pub fn value(&self) -> &str {
+        match self {
+            CommandEnvValue::Plain(value) | CommandEnvValue::Marked { value, .. } => value,
+        }
+    }
+
+    pub fn is_secret(&self) -> bool {
+        matches!(self, CommandEnvValue::Marked { secret: true, .. })
+    }
+}
+
+/// Secret values never printed.
+impl std::fmt::Debug for CommandEnvValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.is_secret() {
+            true => f.write_str("[secret]"),
+            false => write!(f, "{:?}", self.value()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -133,7 +172,7 @@ impl CommandToml {
             if !is_name(key, 128, &[]) {
                 return Err(format!("{at}: env name {key:?} is not a variable name"));
             }
-            if value.contains('\0') {
+            if value.value().contains('\0') {
                 return Err(format!("{at}: env {key} holds a NUL byte"));
             }
         }
@@ -152,7 +191,17 @@ impl CommandToml {
             mutating: self.mutating,
             confirm: self.confirm,
             timeout: Duration::from_secs(self.timeout_s),
-            env: self.env.clone(),
+            env: self
+                .env
+                .iter()
+                .map(|(key, value)| (key.clone(), value.value().to_string()))
+                .collect(),
+            secret_env: self
+                .env
+                .iter()
+                .filter(|(_, value)| value.is_secret())
+                .map(|(key, _)| key.clone())
+                .collect(),
             audience: self.audience.clone(),
             runs_on: self.runs_on(&at, passwd)?,
         })

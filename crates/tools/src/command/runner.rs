@@ -114,9 +114,10 @@ pub(crate) fn policy_for(
     session: &Policy,
 ) -> Result<Policy, String> {
     let mut policy = policy_on(spec, env, session)?;
-    // The command's own variables are the operator's (tokens, passwords):
-    // never on bubblewrap's command line, masked in what it prints.
-    policy.secret_env.extend(spec.env.keys().cloned());
+    // Those marked secret (passwords): never on bubblewrap's command line,
+    // masked in what it prints. Plain ones are not masked: a value such as
+    // `C` or a user name would be masked all over the output.
+    policy.secret_env.extend(spec.secret_env.iter().cloned());
     Ok(policy)
 }
 

@@ -87,6 +87,8 @@ pub struct CommandSpec {
     /// Values as written: the server fills in identity placeholders at
     /// each run (see [`super::EnvFiller`]).
     pub env: BTreeMap<String, String>,
+    /// Those of `env` marked `secret = true`.
+    pub secret_env: std::collections::BTreeSet<String>,
     /// The `aud` of the `{user_token}` its `env` gets; `None`: the server's
     /// default for commands.
     pub audience: Option<String>,
