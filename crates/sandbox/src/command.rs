@@ -19,6 +19,12 @@ pub(crate) struct Launch {
     pub(crate) run_as: Option<FsIdentity>,
     /// Hand the running executable in as descriptor 3 (the forwarder).
     pub(crate) exe: bool,
+    /// Unsandboxed: start a session of its own (`setsid`), so the command
+    /// has no controlling terminal (bubblewrap's `--new-session` does this
+    /// for a sandbox).
+    pub(crate) own_session: bool,
+    /// An operator's host command: also `PR_SET_NO_NEW_PRIVS` and umask 077.
+    pub(crate) host: bool,
 }
 
 impl Launch {
@@ -28,6 +34,8 @@ impl Launch {
             binds: Vec::new(),
             run_as: policy.run_as,
             exe: false,
+            own_session: true,
+            host: policy.host_command,
         }
     }
 }
@@ -193,6 +201,8 @@ impl BwrapSpec {
             binds: self.binds.clone(),
             run_as: self.run_as,
             exe: self.forwarder,
+            own_session: false,
+            host: false,
         }
     }
 

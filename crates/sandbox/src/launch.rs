@@ -41,6 +41,8 @@ pub(crate) fn spawn_confined(
         binds: launch.binds.clone(),
         run_as,
         exe: launch.exe,
+        own_session: launch.own_session,
+        host: launch.host,
     };
     let cgroup = command_cgroup(limits, is_root)?;
     // RLIMIT_NPROC counts every process of a uid on the machine: as the
@@ -69,6 +71,16 @@ pub(crate) fn spawn_confined(
             setup,
         );
     }
+    // An unsandboxed command starts a session of its own (which is also a
+    // process group of its own, as a sandbox gets): the trampoline does
+    // that itself; otherwise a hook, after those of `install`.
+    if launch.own_session {
+        if !crate::trampoline::enabled() {
+            crate::pre_exec::detach(&mut command, launch.host);
+        }
+    } else {
+        command.process_group(0);
+    }
     // A serving sandbox's commands get pipes of their own; what it says
     // itself (why it stopped serving, bwrap's errors) goes to our stderr.
     let (stdout, stderr) = if serving {
@@ -80,7 +92,6 @@ pub(crate) fn spawn_confined(
         .stdin(stdin)
         .stdout(stdout)
         .stderr(stderr)
-        .process_group(0)
         .kill_on_drop(true);
     let child = command
         .spawn()

@@ -47,7 +47,8 @@ pub struct Policy {
     /// command of a turn works in the directory its file tools use.
     pub workspace_pin: Option<(u64, u64)>,
     /// An operator's `runs_on = "host"` command (with `unsandboxed` and
-    /// `run_as`), not a `sandbox = "off"` profile's: only for what is logged.
+    /// `run_as`), not a `sandbox = "off"` profile's: what is logged, and the
+    /// process gets no new privileges (`PR_SET_NO_NEW_PRIVS`) and umask 077.
     pub host_command: bool,
 }
 

@@ -35,6 +35,29 @@ pub(crate) fn install(
     }
 }
 
+/// Arrange for the child to start a session of its own (no controlling
+/// terminal: it cannot open the server's `/dev/tty`) and, for an operator's
+/// `host` command, to gain no privileges by exec (`PR_SET_NO_NEW_PRIVS`) and
+/// create files for its user alone (umask 077). The command must not be put
+/// in a process group of its own as well: a group leader cannot `setsid`.
+pub(crate) fn detach(command: &mut Command, host: bool) {
+    // SAFETY: as in `install`: raw setsid(2), prctl(2) and umask(2) through
+    // rustix's linux_raw backend, on no data but `host`.
+    unsafe {
+        command.pre_exec(move || harden(host));
+    }
+}
+
+/// The child's side of [`detach`] (and of the trampoline's).
+pub(crate) fn harden(host: bool) -> io::Result<()> {
+    rustix::process::setsid()?;
+    if host {
+        rustix::thread::set_no_new_privs(true)?;
+        rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+    }
+    Ok(())
+}
+
 /// What the child does after its limits: hand over bind sources (staged for
 /// the agent's user, or made inheritable as they are), then become that user.
 pub(crate) struct ChildSetup {

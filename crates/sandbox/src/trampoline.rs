@@ -32,6 +32,12 @@ const ENTER: &str = "__sandbox-enter";
 /// egress forwarder of a sandbox with a network allowlist).
 const ENTER_SERVING: &str = "__sandbox-enter-serving";
 
+/// The same for an unsandboxed command: first a session of its own
+/// (`pre_exec::harden`), and for a host command (`_HOST`) no new privileges
+/// and umask 077.
+const ENTER_SESSION: &str = "__sandbox-enter-session";
+const ENTER_HOST: &str = "__sandbox-enter-host";
+
 /// The executable, as the kernel knows it: stays right even if the file on
 /// disk is replaced by an upgrade while the server runs.
 const SELF_EXE: &str = "/proc/self/exe";
@@ -65,6 +71,10 @@ pub(crate) fn wrap(
     let mut args = enter_args(cgroup_procs, rlimits, launch, command.get_program());
     if serving || launch.exe {
         args[0] = ENTER_SERVING.into();
+    } else if launch.host {
+        args[0] = ENTER_HOST.into();
+    } else if launch.own_session {
+        args[0] = ENTER_SESSION.into();
     }
     wrapped.args(args).args(command.get_args());
     copy_env(command, &mut wrapped);
@@ -146,9 +156,11 @@ fn resource(name: &str) -> Option<Resource> {
 /// anything else in `main` (no threads, no runtime).
 pub fn run_if_asked() {
     let mut args = std::env::args_os();
-    let serving = match args.nth(1) {
-        Some(first) if first == ENTER => false,
-        Some(first) if first == ENTER_SERVING => true,
+    let mode = match args.nth(1) {
+        Some(first) if first == ENTER => Mode::Plain,
+        Some(first) if first == ENTER_SERVING => Mode::Serving,
+        Some(first) if first == ENTER_SESSION => Mode::Session { host: false },
+        Some(first) if first == ENTER_HOST => Mode::Session { host: true },
         Some(first) if first == crate::serve::SERVE => crate::serve::serve(),
         Some(first) if first == crate::egress_forward::FORWARD => {
             crate::egress_forward::run(&args.collect::<Vec<_>>())
@@ -156,7 +168,7 @@ pub fn run_if_asked() {
         _ => return,
     };
     let rest: Vec<OsString> = args.collect();
-    let error = match enter(&rest, serving) {
+    let error = match enter(&rest, mode) {
         Ok(never) => match never {},
         Err(error) => error,
     };
@@ -166,7 +178,19 @@ pub fn run_if_asked() {
 
 enum Never {}
 
-fn enter(args: &[OsString], serving: bool) -> Result<Never, String> {
+#[derive(Clone, Copy)]
+enum Mode {
+    Plain,
+    Serving,
+    Session { host: bool },
+}
+
+fn enter(args: &[OsString], mode: Mode) -> Result<Never, String> {
+    if let Mode::Session { host } = mode {
+        // First: until then the process is in the server's group.
+        crate::pre_exec::harden(host).map_err(|err| format!("starting a session: {err}"))?;
+    }
+    let serving = matches!(mode, Mode::Serving);
     let [join, limits, run_as, rest @ ..] = args else {
         return Err("usage: __sandbox-enter JOIN LIMITS RUN_AS BINDS PROGRAM [ARG…]".into());
     };

@@ -25,7 +25,11 @@ type Case = fn() -> Pin<Box<dyn Future<Output = ()>>>;
 fn main() {
     agentd_sandbox::trampoline::run_if_asked();
     agentd_sandbox::trampoline::enable();
-    let cases: [(&str, Case); 5] = [
+    let cases: [(&str, Case); 6] = [
+        // Through the trampoline, as the `agentd` binary starts them.
+        ("unsandboxed_commands_are_detached", || {
+            Box::pin(support::unsandboxed_commands_are_detached())
+        }),
         ("a_served_command_sees_what_a_cold_one_does", || {
             Box::pin(a_served_command_sees_what_a_cold_one_does())
         }),

@@ -397,6 +397,11 @@ async fn unsandboxed_runs_plain_bash_with_clean_env_and_group_kill() {
 }
 
 #[tokio::test]
+async fn unsandboxed_commands_are_detached() {
+    crate::support::unsandboxed_commands_are_detached().await;
+}
+
+#[tokio::test]
 async fn escaped_grandchild_holding_the_pipe_does_not_hang() {
     let f = fixture();
     let mut policy = Policy::new(&f.ws);

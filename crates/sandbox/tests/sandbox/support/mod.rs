@@ -187,3 +187,33 @@ shopt
 declare -p | grep -vE '^declare -[^ ]+ (BASHPID|EPOCH|RANDOM|SRANDOM|SECONDS)'
 echo to-stderr >&2
 exit 7"#;
+
+/// An unsandboxed command leads a session of its own (so it has no
+/// controlling terminal, even under `sudo agentd` in a terminal); an
+/// operator's host command also gains no privileges by exec and creates
+/// files for its user alone. A `sandbox = "off"` profile keeps the umask.
+pub async fn unsandboxed_commands_are_detached() {
+    let ws = workspace("agentd-detached");
+    let probe = "echo $$; cut -d' ' -f6 /proc/$$/stat; \
+                 grep -E '^(NoNewPrivs|Umask):' /proc/$$/status | tr -d ' \\t'; \
+                 touch made; stat -c %a made; rm made";
+    for host in [false, true] {
+        let mut policy = Policy::new(&ws.path);
+        policy.unsandboxed = true;
+        policy.host_command = host;
+        let outcome = run(&policy, probe).await;
+        let lines: Vec<&str> = outcome.stdout.lines().collect();
+        assert_eq!(lines.len(), 5, "{outcome:?}");
+        assert_eq!(lines[0], lines[1], "session id is its pid: {outcome:?}");
+        if host {
+            assert_eq!(
+                lines[2..],
+                ["Umask:0077", "NoNewPrivs:1", "600"],
+                "{outcome:?}"
+            );
+        } else {
+            assert_ne!(lines[3], "NoNewPrivs:1", "{outcome:?}");
+            assert_ne!(lines[2], "Umask:0077", "{outcome:?}");
+        }
+    }
+}
