@@ -78,6 +78,17 @@ impl TurnContext<'_> {
                 format!("command {tool} always asks for confirmation")
             }
         };
+        // The person asked sees everything the call runs (a command's
+        // whole argv), not the one input field an approver shows.
+        let ask_reason = match self
+            .agent
+            .tools
+            .get(tool)
+            .and_then(|t| t.describe_call(&input))
+        {
+            Some(runs) => format!("{ask_reason}; {runs}"),
+            None => ask_reason,
+        };
         let rule = PermissionPolicy::session_rule_for(&view);
         let call = AskedCall {
             call_id,

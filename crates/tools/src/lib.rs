@@ -79,6 +79,11 @@ pub trait Tool: Send + Sync {
     /// Run the call. Failures the model should see (bad input, missing file,
     /// refused path) are `ToolResult::error`, never a panic.
     async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult;
+    /// What a call with `input` will run, in full, for the person asked to
+    /// approve it (an operator command's argv); `None` when the input says it.
+    fn describe_call(&self, _input: &Value) -> Option<String> {
+        None
+    }
 }
 
 /// The schema of an object with these properties, `required` of them, and no others.

@@ -68,7 +68,7 @@ impl Acp {
                     tool,
                     input,
                     parent_call_id,
-                    ..
+                    reason,
                 } => {
                     let call = Call {
                         id: call_id,
@@ -83,7 +83,7 @@ impl Acp {
                             SessionUpdate::ToolCall(call.announce(ToolCallStatus::Pending));
                         send(connection, &request, update)?;
                     }
-                    self.ask(connection, &request, &session, request_id, &call)
+                    self.ask(connection, &request, &session, request_id, &call, reason)
                         .await?;
                 }
                 Event::QuestionAsked {
@@ -116,6 +116,7 @@ impl Acp {
         session: &str,
         request_id: &str,
         call: &Call<'_>,
+        reason: &str,
     ) -> Result<(), agent_client_protocol::Error> {
         let options = vec![
             PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
@@ -126,8 +127,10 @@ impl Acp {
             ),
             PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
         ];
-        let asked =
-            RequestPermissionRequest::new(prompt.session_id.clone(), call.as_update(), options);
+        // The title says why, and for an operator command its whole argv.
+        let mut update = call.as_update();
+        update.fields.title = Some(format!("{} — {reason}", call.title()));
+        let asked = RequestPermissionRequest::new(prompt.session_id.clone(), update, options);
         let answer = connection.send_request(asked).block_task().await?;
         let body = match answer.outcome {
             RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {

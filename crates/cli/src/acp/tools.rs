@@ -44,7 +44,7 @@ impl Call<'_> {
         )
     }
 
-    fn title(&self) -> String {
+    pub fn title(&self) -> String {
         format!("{}({})", self.name, summarize_input(self.input))
     }
 

@@ -264,6 +264,15 @@ async fn confirm_asks_even_in_bypass_mode_and_a_denial_runs_nothing() {
         "{}",
         requested.data
     );
+    // Whoever confirms sees the whole argv, not one argument.
+    assert!(
+        requested.data["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("; it runs: ./record.sh reset 102"),
+        "{}",
+        requested.data
+    );
     let request_id = requested.data["request_id"].as_str().unwrap();
     let path = format!("/v1/sessions/{session}/permissions/{request_id}");
     let (status, _) = server.post(&path, json!({"decision": "deny"})).await;

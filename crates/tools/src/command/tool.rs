@@ -50,6 +50,11 @@ impl Tool for CommandTool {
         !self.spec.mutating
     }
 
+    fn describe_call(&self, input: &Value) -> Option<String> {
+        let argv = argv_for(&self.spec, input).ok()?;
+        Some(format!("it runs: {}", shown_argv(&argv)))
+    }
+
     async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
         let argv = match argv_for(&self.spec, &input) {
             Ok(argv) => argv,
@@ -85,5 +90,46 @@ impl Tool for CommandTool {
             }
             Err(err) => ToolResult::error(err),
         }
+    }
+}
+
+/// `argv` on one line, each element that is not a plain word in single
+/// quotes (as a shell would take it back), so where one ends shows.
+fn shown_argv(argv: &[String]) -> String {
+    argv.iter()
+        .map(|arg| {
+            let plain = !arg.is_empty()
+                && arg
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c));
+            if plain {
+                arg.clone()
+            } else {
+                format!("'{}'", arg.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_argv;
+
+    #[test]
+    fn an_argv_is_shown_so_each_element_is_plain() {
+        let argv = [
+            "restore-backup",
+            "prod",
+            "db/latest",
+            "two words",
+            "it's",
+            "",
+        ];
+        let argv: Vec<String> = argv.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown_argv(&argv),
+            r"restore-backup prod db/latest 'two words' 'it'\''s' ''"
+        );
     }
 }
