@@ -523,3 +523,38 @@ async fn a_revoked_profile_runs_none_of_its_commands() {
         .find(|e| e["detail"]["refused"].is_string());
     assert!(refused.is_some(), "the refusal is not audited: {stdout}");
 }
+
+#[tokio::test]
+async fn a_secret_across_the_output_cap_is_not_cut_in_half() {
+    let secret = "s3cret-straddling-the-cap";
+    // 65 530 bytes (spaces, then `a`), then the secret: it starts 6 bytes
+    // before the 64 KiB cap and ends past it.
+    let toml = format!(
+        "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n\
+        [[commands]]\nname = \"long\"\ndescription = \"Print a lot\"\nmutating = false\n\
+        argv = [\"sh\", \"-c\", \"printf '%65530s' a; echo $TOKEN; echo tail\"]\n\
+        env = {{ TOKEN = {{ value = \"{secret}\", secret = true }} }}\n"
+    );
+    let h = Harness::new(json!({"replies": []}), &toml).await;
+    let server = h.start().await;
+    let session = server.session().await;
+    let path = format!("/v1/sessions/{session}/commands/long");
+    let (status, ran) = server.post(&path, json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{ran}");
+    let stdout = ran["stdout"].as_str().unwrap();
+    assert!(
+        stdout.starts_with("    "),
+        "{}",
+        &stdout[..40.min(stdout.len())]
+    );
+    assert!(
+        stdout.ends_with("a[secret TOKEN]"),
+        "{}",
+        &stdout[stdout.len().saturating_sub(60)..]
+    );
+    assert!(
+        !stdout.contains(&secret[..6]),
+        "a piece of the secret shows"
+    );
+    assert_eq!(ran["truncated"], true, "{}", ran["truncated"]);
+}

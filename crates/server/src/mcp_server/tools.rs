@@ -274,22 +274,36 @@ pub async fn answer_approval(api: &Api, args: AnswerApproval, follow: Follow) ->
 /// the model on the other side of this MCP server does.
 async fn refuse_confirm_commands(api: &Api, session: &str, request_id: &str) -> ApiResult<()> {
     let pending = api.get(&format!("/v1/sessions/{session}/pending")).await?;
-    let tool = pending["pending"]
+    let request = pending["pending"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|item| item["request_id"] == request_id)
-        .and_then(|item| item["request"]["tool"].as_str().map(str::to_string));
-    let Some(tool) = tool else {
+        .map(|item| item["request"].clone());
+    let Some(tool) = request
+        .as_ref()
+        .and_then(|request| request["tool"].as_str().map(str::to_string))
+    else {
         // Unknown or answered already: the API says which.
         return Ok(());
     };
+    let is_command = request
+        .as_ref()
+        .and_then(|request| request["reason"].as_str())
+        .is_some_and(|reason| reason.contains(agentd_tools::command::RUNS_MARK));
     let commands = api.get(&format!("/v1/sessions/{session}/commands")).await?;
-    let confirm = commands["commands"]
+    let listed = commands["commands"]
         .as_array()
         .into_iter()
         .flatten()
-        .any(|command| command["name"] == tool.as_str() && command["confirm"] == true);
+        .find(|command| command["name"] == tool.as_str())
+        .map(|command| command["confirm"] == false);
+    // The list holds what the profile offers; a turn's rules may offer more.
+    // An operator command not listed as needing no confirmation is refused.
+    let confirm = match listed {
+        Some(no_confirm) => !no_confirm,
+        None => is_command,
+    };
     if confirm {
         return Err(super::api::Refused {
             status: axum::http::StatusCode::FORBIDDEN,

@@ -24,4 +24,4 @@ pub use args::argv_for;
 pub use config::{CommandToml, ParamToml};
 pub use runner::{CommandEnv, CommandRun, EnvFiller, OUTPUT_CAP, command_env, run_command};
 pub use spec::{ArgvPart, CommandSpec, Param, ParamType, RunsOn};
-pub use tool::CommandTool;
+pub use tool::{CommandTool, RUNS_MARK};

@@ -188,6 +188,9 @@ pub async fn run_command(
         .map_err(|err| format!("{} could not start: {err}", spec.name))?;
     drop(process.take_stdin());
     let mut stdout = process.take_stdout();
+    let mask = SecretMask::new(policy.secrets());
+    // Past the cap, enough to mask a secret that starts before it whole.
+    let keep = OUTPUT_CAP + mask.hold_back();
     let mut kept = Vec::new();
     let mut dropped = 0u64;
     let read_all = async {
@@ -197,7 +200,7 @@ pub async fn run_command(
                 match pipe.read(&mut buffer).await {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        let room = OUTPUT_CAP.saturating_sub(kept.len()).min(n);
+                        let room = keep.saturating_sub(kept.len()).min(n);
                         kept.extend_from_slice(&buffer[..room]);
                         dropped += (n - room) as u64;
                     }
@@ -215,12 +218,14 @@ pub async fn run_command(
         process.kill();
         process.exited().await;
     }
-    let mask = SecretMask::new(policy.secrets());
+    let text = String::from_utf8_lossy(&kept);
+    // Cut at the cap once masked: never in the middle of a secret.
+    let (stdout, shown) = mask.mask_until(&text, OUTPUT_CAP.min(text.len()));
     let run = CommandRun {
         exit_code: process.exit_status().and_then(|status| status.code()),
-        stdout: mask.mask(&String::from_utf8_lossy(&kept)),
+        stdout,
         stderr: mask.mask(&process.stderr_tail()),
-        truncated: dropped > 0,
+        truncated: dropped > 0 || shown < text.len(),
         timed_out,
         cancelled,
         duration: started.elapsed(),

@@ -74,7 +74,7 @@ pub enum RunsOn {
 
 /// A command, checked: every placeholder is a declared parameter, every
 /// parameter is used, every free string is constrained.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CommandSpec {
     pub name: String,
     pub description: String,
@@ -93,6 +93,23 @@ pub struct CommandSpec {
     /// default for commands.
     pub audience: Option<String>,
     pub runs_on: RunsOn,
+}
+
+/// The names of `env`, not its values (secrets among them).
+impl std::fmt::Debug for CommandSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandSpec")
+            .field("name", &self.name)
+            .field("argv", &self.argv)
+            .field("params", &self.params)
+            .field("mutating", &self.mutating)
+            .field("confirm", &self.confirm)
+            .field("timeout", &self.timeout)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("audience", &self.audience)
+            .field("runs_on", &self.runs_on)
+            .finish_non_exhaustive()
+    }
 }
 
 impl CommandSpec {

@@ -8,6 +8,11 @@ use super::spec::CommandSpec;
 use super::{CommandEnv, EnvFiller, argv_for, run_command};
 use crate::{Tool, ToolContext, ToolResult};
 
+/// How an operator command's approval request names the argv it would run
+/// (in its `reason`): also how agentd's MCP server knows the request is a
+/// command's.
+pub const RUNS_MARK: &str = "it runs: ";
+
 pub struct CommandTool {
     spec: Arc<CommandSpec>,
     description: String,
@@ -52,7 +57,7 @@ impl Tool for CommandTool {
 
     fn describe_call(&self, input: &Value) -> Option<String> {
         let argv = argv_for(&self.spec, input).ok()?;
-        Some(format!("it runs: {}", shown_argv(&argv)))
+        Some(format!("{RUNS_MARK}{}", shown_argv(&argv)))
     }
 
     async fn call(&self, input: Value, ctx: &ToolContext) -> ToolResult {
