@@ -375,7 +375,9 @@ impl Event {
         ("tool.finished", "A tool call ended with this result."),
         (
             "permission.requested",
-            "A tool call waits for a permission: answer with `POST …/permissions/{request_id}`.",
+            "A tool call waits for a permission: answer with `POST …/permissions/{request_id}`. \
+             For an operator command `reason` ends with `; it runs: <argv>`, the whole argument \
+             list (elements that are not plain words in single quotes).",
         ),
         (
             "permission.resolved",
