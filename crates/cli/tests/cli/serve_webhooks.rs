@@ -226,9 +226,20 @@ async fn signed_in_order_with_retries(database: &str) {
         })
         .await;
 
-    // The admin log shows each delivery's attempts.
-    let (status, log) = server.get("/v1/admin/webhooks/deliveries?limit=50").await;
-    assert_eq!(status, StatusCode::OK, "{log}");
+    // The admin log shows each delivery's attempts, once the sender has
+    // recorded the last answer (the receiver saw it a moment before).
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    let log = loop {
+        let (status, log) = server.get("/v1/admin/webhooks/deliveries?limit=50").await;
+        assert_eq!(status, StatusCode::OK, "{log}");
+        let done = log["deliveries"]
+            .as_array()
+            .is_some_and(|all| all.iter().all(|d| d["status"] == "delivered"));
+        if done || tokio::time::Instant::now() > deadline {
+            break log;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
     let deliveries = log["deliveries"].as_array().unwrap();
     let permission_row = deliveries
         .iter()
