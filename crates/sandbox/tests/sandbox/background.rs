@@ -79,3 +79,30 @@ async fn a_background_shell_holds_the_workspace_gate_until_it_ends() {
     let outcome = tokio::time::timeout(WAIT, pinned).await.unwrap().unwrap();
     assert_eq!(outcome.stdout, "pinned\n", "{outcome:?}");
 }
+
+/// A command the model's call starts with no shell (an operator's command
+/// tool) holds its pass to its end too.
+#[tokio::test]
+async fn a_gated_spawn_holds_the_workspace_gate_until_it_ends() {
+    let l = layout();
+    let policy = Policy::new(&l.ws);
+    let argv = ["sleep".to_string(), "300".to_string()];
+    let process = Sandbox
+        .spawn_gated(&policy, &argv, &CancellationToken::new())
+        .await
+        .unwrap()
+        .expect("started");
+    std::fs::create_dir(l.ws.join(".git")).unwrap();
+    let pinned = tokio::spawn({
+        let policy = policy.clone();
+        async move { run(&policy, "echo pinned").await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !pinned.is_finished(),
+        "a pinned start overlapped the command"
+    );
+    process.kill();
+    let outcome = tokio::time::timeout(WAIT, pinned).await.unwrap().unwrap();
+    assert_eq!(outcome.stdout, "pinned\n", "{outcome:?}");
+}
