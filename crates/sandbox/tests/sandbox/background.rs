@@ -65,19 +65,7 @@ async fn a_background_shell_holds_the_workspace_gate_until_it_ends() {
         .await
         .unwrap()
         .expect("started");
-    std::fs::create_dir(l.ws.join(".git")).unwrap();
-    let pinned = tokio::spawn({
-        let policy = policy.clone();
-        async move { run(&policy, "echo pinned").await }
-    });
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(
-        !pinned.is_finished(),
-        "a pinned start overlapped the command"
-    );
-    process.kill();
-    let outcome = tokio::time::timeout(WAIT, pinned).await.unwrap().unwrap();
-    assert_eq!(outcome.stdout, "pinned\n", "{outcome:?}");
+    assert_holds_the_gate(&l.ws, &policy, process).await;
 }
 
 /// A command the model's call starts with no shell (an operator's command
@@ -92,7 +80,17 @@ async fn a_gated_spawn_holds_the_workspace_gate_until_it_ends() {
         .await
         .unwrap()
         .expect("started");
-    std::fs::create_dir(l.ws.join(".git")).unwrap();
+    assert_holds_the_gate(&l.ws, &policy, process).await;
+}
+
+/// `process` started before `.git` existed: a start that pins `.git` waits
+/// until it has ended.
+async fn assert_holds_the_gate(
+    ws: &std::path::Path,
+    policy: &Policy,
+    process: agentd_sandbox::SandboxedProcess,
+) {
+    std::fs::create_dir(ws.join(".git")).unwrap();
     let pinned = tokio::spawn({
         let policy = policy.clone();
         async move { run(&policy, "echo pinned").await }
