@@ -114,7 +114,7 @@ async fn remove(service: &SessionService, cutoff: chrono::DateTime<Utc>) -> Resu
                     }
                 }
                 // A turn started since it was listed: it is not stale.
-                Err(SessionError::TurnRunning(_)) => continue,
+                Err(SessionError::TurnRunning(_) | SessionError::CommandRunning(_)) => continue,
                 Err(SessionError::Store(err)) => return Err(err),
                 Err(err) => {
                     eprintln!("agentd: {err}");

@@ -20,7 +20,9 @@
 //!
 //! Both wait only while a workspace changes between having `.git` and not.
 //! Long-lived sandboxed processes (`Sandbox::spawn`, MCP servers the operator
-//! configured) take no pass.
+//! configured) take no pass; a command the model's call starts does, even
+//! with no shell (`Sandbox::spawn_gated`, an operator's command tool), and
+//! holds it to its end.
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};

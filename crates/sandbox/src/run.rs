@@ -245,10 +245,20 @@ pub(crate) fn build_exec(
     policy: &Policy,
     argv: &[&str],
 ) -> Result<(Command, Launch), SandboxError> {
+    exec_under(policy, bwrap_spec(policy)?.as_ref(), argv)
+}
+
+/// Build the process for a program and its arguments under `spec` (from
+/// [`bwrap_spec`]; `None`: unsandboxed).
+pub(crate) fn exec_under(
+    policy: &Policy,
+    spec: Option<&BwrapSpec>,
+    argv: &[&str],
+) -> Result<(Command, Launch), SandboxError> {
     let Some((program, args)) = argv.split_first() else {
         return Err(SandboxError::Spawn("no program given".to_string()));
     };
-    Ok(match bwrap_spec(policy)? {
+    Ok(match spec {
         Some(spec) => (spec.exec(argv), spec.launch()),
         None => (plain_exec(policy, program, args), Launch::plain(policy)),
     })

@@ -18,9 +18,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::capture::Utf8Chunker;
+use crate::command::Launch;
 use crate::launch::spawn_confined;
 use crate::policy::{Policy, SandboxError};
-use crate::run::{GroupKiller, Sandbox, build_exec};
+use crate::run::{GroupKiller, Sandbox, build_exec, bwrap_spec, enter_gate, exec_under};
 
 /// How much of a spawned process's stderr is kept (the most recent bytes).
 pub const STDERR_TAIL_BYTES: usize = 16 * 1024;
@@ -52,14 +53,60 @@ impl Sandbox {
     ) -> Result<SandboxedProcess, SandboxError> {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let (command, launch) = build_exec(policy, &argv)?;
-        let spawned = spawn_confined(command, Stdio::piped(), &policy.limits, &launch, false);
-        let (child, group) = spawned.map_err(|err| match err {
-            SandboxError::Spawn(message) => SandboxError::Spawn(format!("{}: {message}", argv[0])),
-            other => other,
-        })?;
-        let mask = crate::SecretMask::new(policy.secrets());
-        Ok(SandboxedProcess::supervise(child, group, Some(mask), None))
+        start_piped(policy, command, &launch, &argv, None)
     }
+
+    /// [`Sandbox::spawn`] for a process the model's call starts (an
+    /// operator's command tool): a sandboxed one first passes the
+    /// workspace gate like a cold command (see the `gate` module) and holds
+    /// its pass until it has ended; an operator's host command
+    /// (`policy.host_command`) takes none. `None` when `cancel` came before
+    /// it started (nothing ran).
+    pub async fn spawn_gated(
+        &self,
+        policy: &Policy,
+        argv: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<Option<SandboxedProcess>, SandboxError> {
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let bwrap = bwrap_spec(policy)?;
+        let (pass, bwrap) = if policy.host_command {
+            (None, bwrap)
+        } else {
+            // Biased: an interrupt that came first starts nothing.
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Ok(None),
+                entered = enter_gate(policy, bwrap) => {
+                    let (pass, bwrap) = entered?;
+                    (Some(pass), bwrap)
+                }
+            }
+        };
+        if cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let (command, launch) = exec_under(policy, bwrap.as_ref(), &argv)?;
+        start_piped(policy, command, &launch, &argv, pass).map(Some)
+    }
+}
+
+/// Start `command` with stdin and stdout piped, stderr to the masked tail,
+/// holding `pass` until it has ended.
+fn start_piped(
+    policy: &Policy,
+    command: tokio::process::Command,
+    launch: &Launch,
+    argv: &[&str],
+    pass: Option<crate::gate::Pass>,
+) -> Result<SandboxedProcess, SandboxError> {
+    let spawned = spawn_confined(command, Stdio::piped(), &policy.limits, launch, false);
+    let (child, group) = spawned.map_err(|err| match err {
+        SandboxError::Spawn(message) => SandboxError::Spawn(format!("{}: {message}", argv[0])),
+        other => other,
+    })?;
+    let mask = crate::SecretMask::new(policy.secrets());
+    Ok(SandboxedProcess::supervise(child, group, Some(mask), pass))
 }
 
 impl SandboxedProcess {

@@ -558,3 +558,49 @@ async fn a_secret_across_the_output_cap_is_not_cut_in_half() {
     );
     assert_eq!(ran["truncated"], true, "{}", ran["truncated"]);
 }
+
+/// A message while the user's command runs is refused at once
+/// (`409 command_running`, not kept waiting until the command ends, nor
+/// queued); once it has ended the message is accepted.
+#[tokio::test]
+async fn a_message_while_a_command_runs_is_refused_at_once() {
+    let toml = "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n\
+        [[commands]]\nname = \"slow\"\ndescription = \"Take a while\"\nmutating = false\n\
+        argv = [\"sh\", \"-c\", \"sleep 4; echo done\"]\n";
+    let h = Harness::new(
+        json!({"replies": [{"repeat": true, "content": [{"type": "text", "text": "ok"}]}]}),
+        toml,
+    )
+    .await;
+    let server = h.start().await;
+    let session = server.session().await;
+    let path = format!("/v1/sessions/{session}/commands/slow");
+    let running = server.post(&path, json!({}));
+    let messages = format!("/v1/sessions/{session}/messages");
+    let refused = async {
+        tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+        let mut answers = Vec::new();
+        for body in [
+            json!({"content": "now?"}),
+            json!({"content": "later", "queue": true}),
+        ] {
+            let asked = std::time::Instant::now();
+            let (status, error) = server.post(&messages, body).await;
+            answers.push((status, error, asked.elapsed()));
+        }
+        answers
+    };
+    let ((status, ran), answers) = tokio::join!(running, refused);
+    assert_eq!(status, StatusCode::OK, "{ran}");
+    assert_eq!(ran["stdout"], "done\n", "{ran}");
+    for (status, error, took) in answers {
+        assert_eq!(status, StatusCode::CONFLICT, "{error}");
+        assert_eq!(error["error"]["code"], "command_running", "{error}");
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "the message waited {took:?} for the command"
+        );
+    }
+    server.message(&session, "now").await;
+    server.wait_idle(&session).await;
+}

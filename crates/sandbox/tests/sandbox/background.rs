@@ -65,7 +65,32 @@ async fn a_background_shell_holds_the_workspace_gate_until_it_ends() {
         .await
         .unwrap()
         .expect("started");
-    std::fs::create_dir(l.ws.join(".git")).unwrap();
+    assert_holds_the_gate(&l.ws, &policy, process).await;
+}
+
+/// A command the model's call starts with no shell (an operator's command
+/// tool) holds its pass to its end too.
+#[tokio::test]
+async fn a_gated_spawn_holds_the_workspace_gate_until_it_ends() {
+    let l = layout();
+    let policy = Policy::new(&l.ws);
+    let argv = ["sleep".to_string(), "300".to_string()];
+    let process = Sandbox
+        .spawn_gated(&policy, &argv, &CancellationToken::new())
+        .await
+        .unwrap()
+        .expect("started");
+    assert_holds_the_gate(&l.ws, &policy, process).await;
+}
+
+/// `process` started before `.git` existed: a start that pins `.git` waits
+/// until it has ended.
+async fn assert_holds_the_gate(
+    ws: &std::path::Path,
+    policy: &Policy,
+    process: agentd_sandbox::SandboxedProcess,
+) {
+    std::fs::create_dir(ws.join(".git")).unwrap();
     let pinned = tokio::spawn({
         let policy = policy.clone();
         async move { run(&policy, "echo pinned").await }

@@ -74,14 +74,16 @@ pub enum ApiError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Conflict {
     TurnRunning,
+    CommandRunning,
     NoTurnRunning,
     AlreadyAnswered,
     NotWaiting,
 }
 
 impl Conflict {
-    pub const ALL: [Conflict; 4] = [
+    pub const ALL: [Conflict; 5] = [
         Conflict::TurnRunning,
+        Conflict::CommandRunning,
         Conflict::NoTurnRunning,
         Conflict::AlreadyAnswered,
         Conflict::NotWaiting,
@@ -90,6 +92,7 @@ impl Conflict {
     pub fn as_str(self) -> &'static str {
         match self {
             Conflict::TurnRunning => "turn_running",
+            Conflict::CommandRunning => "command_running",
             Conflict::NoTurnRunning => "no_turn_running",
             Conflict::AlreadyAnswered => "already_answered",
             Conflict::NotWaiting => "not_waiting",

@@ -86,6 +86,11 @@ impl ApiError {
             "A turn is running or queued in the session: send with `queue: true`, or interrupt first.",
         ),
         code(
+            "command_running",
+            StatusCode::CONFLICT,
+            "A command the user started (`POST …/commands/{name}`) runs in the session: a message, another command, a rewind or a delete is refused until it ends.",
+        ),
+        code(
             "no_turn_running",
             StatusCode::CONFLICT,
             "Interrupt with no turn running.",
@@ -172,6 +177,7 @@ mod tests {
         for conflict in Conflict::ALL {
             match conflict {
                 Conflict::TurnRunning
+                | Conflict::CommandRunning
                 | Conflict::NoTurnRunning
                 | Conflict::AlreadyAnswered
                 | Conflict::NotWaiting => {}

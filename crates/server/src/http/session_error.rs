@@ -14,6 +14,10 @@ impl From<SessionError> for ApiError {
                 code: Conflict::TurnRunning,
                 message,
             },
+            SessionError::CommandRunning(message) => ApiError::Conflict {
+                code: Conflict::CommandRunning,
+                message,
+            },
             SessionError::NoTurnRunning => ApiError::Conflict {
                 code: Conflict::NoTurnRunning,
                 message: err.to_string(),

@@ -86,6 +86,9 @@ struct TurnState {
     /// `client_request_id` → turn id, for turns accepted but maybe not yet
     /// recorded in the store.
     request_ids: HashMap<String, String>,
+    /// A user's command runs (`POST …/commands/{name}`): messages are
+    /// refused, not kept waiting, until it ends.
+    command_running: bool,
 }
 
 struct Running {
@@ -115,6 +118,27 @@ pub struct DeleteGuard {
 impl DeleteGuard {
     pub fn finish(self) {
         self.handle.closed.cancel();
+    }
+}
+
+/// Why a session cannot be held exclusively now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Busy {
+    /// A turn runs or waits.
+    Turn,
+    /// A user's command runs.
+    Command,
+}
+
+/// Marks the session's command as running until dropped; submissions are
+/// refused meanwhile (without waiting on the submit lock, which is not held).
+pub struct CommandGuard {
+    handle: EntryHandle,
+}
+
+impl Drop for CommandGuard {
+    fn drop(&mut self) {
+        self.handle.lock_turns().command_running = false;
     }
 }
 
@@ -362,15 +386,18 @@ impl Registry {
         Some(running.turn_id.clone())
     }
 
-    /// Hold off new turns of an idle session while it is deleted; `None`
-    /// when a turn is running or queued.
-    pub async fn begin_delete(&self, session_id: &str) -> Option<DeleteGuard> {
+    /// Hold off new turns of an idle session while it is deleted; refused
+    /// when a turn is running or queued, or a user's command runs.
+    pub async fn begin_delete(&self, session_id: &str) -> Result<DeleteGuard, Busy> {
         let handle = self.handle(session_id);
         let lock = handle.submit.clone().lock_owned().await;
         // A finishing turn is over for the client: wait out its bookkeeping.
         for _ in 0..500 {
             let (busy, idle) = {
                 let turns = handle.lock_turns();
+                if turns.command_running {
+                    return Err(Busy::Command);
+                }
                 let running = turns.running.as_ref();
                 (
                     !turns.queue.is_empty() || running.is_some_and(|r| !r.finishing),
@@ -378,17 +405,32 @@ impl Registry {
                 )
             };
             if busy {
-                return None;
+                return Err(Busy::Turn);
             }
             if idle {
-                return Some(DeleteGuard {
+                return Ok(DeleteGuard {
                     _lock: lock,
                     handle,
                 });
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        None
+        Err(Busy::Turn)
+    }
+
+    /// Mark an idle session's command as running: until the guard is
+    /// dropped, messages (and another command, a rewind or a delete) are
+    /// refused at once. Refused when a turn is running or queued, or
+    /// another command runs.
+    pub async fn begin_command(&self, session_id: &str) -> Result<CommandGuard, Busy> {
+        let exclusive = self.begin_delete(session_id).await?;
+        exclusive.handle.lock_turns().command_running = true;
+        let DeleteGuard {
+            _lock: lock,
+            handle,
+        } = exclusive;
+        drop(lock);
+        Ok(CommandGuard { handle })
     }
 
     pub fn gauges(&self) -> Gauges {

@@ -66,6 +66,10 @@ impl Accepted {
 pub enum SubmitError {
     #[error("a turn is running in this session (send \"queue\": true to run after it)")]
     Busy,
+    #[error(
+        "a command the user started runs in this session: send the message again once it has ended"
+    )]
+    CommandRunning,
     #[error("the server is shutting down")]
     Stopping,
     #[error(transparent)]
@@ -119,6 +123,10 @@ impl Registry {
         // start after the server stopped waiting for turns.
         if self.inner.stopping.is_cancelled() {
             return Err(SubmitError::Stopping);
+        }
+        // Not even queued: the command may run up to its timeout.
+        if turns.command_running {
+            return Err(SubmitError::CommandRunning);
         }
         let busy = turns.running.as_ref().is_some_and(|r| !r.finishing) || !turns.queue.is_empty();
         if busy && !submission.queue {

@@ -11,7 +11,7 @@ use agentd_tools::command::{CommandRun, CommandSpec, EnvFiller, argv_for, run_co
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{SessionError, SessionResult, SessionService, turn_running};
+use super::{SessionError, SessionResult, SessionService};
 use crate::runtime::RunError;
 use crate::tool_identity::SessionEnv;
 
@@ -72,12 +72,9 @@ impl SessionService {
             )));
         }
         self.idle_everywhere(&session.id).await?;
-        // No turn starts while it runs and is recorded.
-        let _exclusive = self
-            .registry
-            .begin_delete(&session.id)
-            .await
-            .ok_or_else(turn_running)?;
+        // No turn starts while it runs and is recorded: a message is
+        // refused at once (`command_running`), never kept waiting.
+        let _running = self.registry.begin_command(&session.id).await?;
         let session = self.with_local_workspace(session).await?;
         let runtime = self.registry.runtime();
         let env = self.registry.env().clone();

@@ -5,7 +5,7 @@ use agentd_store::{NewSession, SessionRecord, SessionUpdate};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{SessionError, SessionResult, SessionService, turn_running};
+use super::{SessionError, SessionResult, SessionService};
 use crate::checkpoints::{Reading, copy_workspace, restore_files};
 use crate::workspace_owner::hand_over_before_turn;
 
@@ -62,11 +62,7 @@ impl SessionService {
             })?;
         // Nothing may run while the session is rewound.
         self.idle_everywhere(&id).await?;
-        let _exclusive = self
-            .registry
-            .begin_delete(&id)
-            .await
-            .ok_or_else(turn_running)?;
+        let _exclusive = self.registry.begin_delete(&id).await?;
         let files_restored = if rewind.files {
             // Restored as the agent's user: the workspace is theirs first,
             // or (an existing directory) written only as far as they may.

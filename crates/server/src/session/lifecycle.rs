@@ -8,7 +8,7 @@ use agentd_protocol::{ContentBlock, Message};
 use agentd_sandbox::confined::FsIdentity;
 use agentd_store::{NewSession, SessionRecord, SessionUpdate};
 
-use super::{SessionError, SessionResult, SessionService, turn_running};
+use super::{SessionError, SessionResult, SessionService};
 
 /// A session to create (the caller checked the owner may choose these).
 pub struct SessionSpec {
@@ -128,11 +128,7 @@ impl SessionService {
     pub async fn delete(&self, mut session: SessionRecord) -> SessionResult<Deleted> {
         let id = session.id.clone();
         self.idle_everywhere(&id).await?;
-        let guard = self
-            .registry
-            .begin_delete(&id)
-            .await
-            .ok_or_else(turn_running)?;
+        let guard = self.registry.begin_delete(&id).await?;
         let runtime = self.registry.runtime();
         // This node's copy (copies on other nodes stay until their data dir goes).
         runtime

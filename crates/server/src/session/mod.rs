@@ -42,6 +42,9 @@ pub enum SessionError {
     /// A turn runs or waits in the session.
     #[error("{0}")]
     TurnRunning(String),
+    /// A command the user started runs in the session.
+    #[error("{0}")]
+    CommandRunning(String),
     #[error("no turn is running in this session")]
     NoTurnRunning,
     #[error("{0}")]
@@ -254,6 +257,18 @@ pub(crate) fn turn_running() -> SessionError {
     SessionError::TurnRunning(
         "a turn is running or queued in this session; interrupt it first".into(),
     )
+}
+
+impl From<crate::registry::Busy> for SessionError {
+    fn from(busy: crate::registry::Busy) -> Self {
+        match busy {
+            crate::registry::Busy::Turn => turn_running(),
+            crate::registry::Busy::Command => SessionError::CommandRunning(
+                "a command the user started runs in this session; try again once it has ended"
+                    .into(),
+            ),
+        }
+    }
 }
 
 /// The workspace cannot be had (gone, or refused as it now is): said as is.

@@ -33,6 +33,7 @@ impl SessionService {
                 .await
                 .map_err(|err| match err {
                     SubmitError::Busy => SessionError::TurnRunning(err.to_string()),
+                    SubmitError::CommandRunning => SessionError::CommandRunning(err.to_string()),
                     SubmitError::Stopping => SessionError::Stopping,
                     SubmitError::Store(err) => err.into(),
                 })?;

@@ -183,9 +183,22 @@ pub async fn run_command(
 ) -> Result<CommandRun, String> {
     let policy = policy_for(spec, env, session)?;
     let started = Instant::now();
-    let mut process = sandbox
-        .spawn(&policy, argv)
+    // Through the workspace gate like a cold Bash, its pass held to the end.
+    let started_process = sandbox
+        .spawn_gated(&policy, argv, cancel)
+        .await
         .map_err(|err| format!("{} could not start: {err}", spec.name))?;
+    let Some(mut process) = started_process else {
+        return Ok(CommandRun {
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            truncated: false,
+            timed_out: false,
+            cancelled: true,
+            duration: started.elapsed(),
+        });
+    };
     drop(process.take_stdin());
     let mut stdout = process.take_stdout();
     let mask = SecretMask::new(policy.secrets());

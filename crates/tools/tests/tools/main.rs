@@ -10,6 +10,7 @@ mod support;
 
 mod background;
 mod bash_tool;
+mod commands;
 mod confinement;
 mod file_tools;
 mod mcp;
