@@ -41,7 +41,10 @@ async fn serve(idp: &IdentityProvider, oidc: &str) -> (Harness, Server, String) 
 
 /// One sign-in by the provider's current user: the callback's status, its
 /// `Set-Cookie`s and body.
-async fn sign_in(server: &Server, idp: &IdentityProvider) -> (StatusCode, Vec<String>, String) {
+pub(crate) async fn sign_in(
+    server: &Server,
+    idp: &IdentityProvider,
+) -> (StatusCode, Vec<String>, String) {
     let client = client();
     let (cookie, callback) = through_provider(&client, &server.url, idp.issuer()).await;
     let flow = cookie.split(';').next().unwrap().to_string();
@@ -62,7 +65,7 @@ async fn sign_in(server: &Server, idp: &IdentityProvider) -> (StatusCode, Vec<St
 }
 
 /// Who the session cookie among `cookies` signs in as.
-async fn who(server: &Server, cookies: &[String]) -> Value {
+pub(crate) async fn who(server: &Server, cookies: &[String]) -> Value {
     let session = cookies
         .iter()
         .find(|c| c.starts_with("agentd_session=agentd_"))

@@ -108,43 +108,11 @@ async fn the_callback_refuses_a_foreign_state_and_redirects_only_here() {
     let answer = client.get(&callback).send().await.unwrap();
     assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
     // A used code cannot be replayed, so start again and finish properly.
-    let (cookie, callback) = through_provider(&client, &server.url, idp.issuer()).await;
-    let flow = cookie.split(';').next().unwrap().to_string();
-    let done = client
-        .get(&callback)
-        .header("cookie", &flow)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(done.status(), StatusCode::OK);
-    let cookies: Vec<String> = done
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_string())
-        .collect();
-    assert!(
-        cookies
-            .iter()
-            .any(|c| c.starts_with("agentd_session=agentd_")),
-        "{cookies:?}"
-    );
-    let page = done.text().await.unwrap();
+    let (status, cookies, page) = crate::oidc_accounts::sign_in(&server, &idp).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
     assert!(page.contains("url=/\"") && !page.contains("evil"), "{page}");
     // The cookie works as the provider's user.
-    let session = cookies
-        .iter()
-        .find(|c| c.starts_with("agentd_session="))
-        .unwrap();
-    let session = session.split(';').next().unwrap();
-    let me = client
-        .get(format!("{}/v1/auth/me", server.url))
-        .header("cookie", session)
-        .send()
-        .await
-        .unwrap();
-    let me: serde_json::Value = me.json().await.unwrap();
-    assert_eq!(me, json!({"user": "alice", "auth": "token"}));
+    assert_eq!(crate::oidc_accounts::who(&server, &cookies).await, "alice");
 }
 
 /// Start a sign-in (with a `next` elsewhere) and let the provider answer:

@@ -61,7 +61,7 @@ pub struct DeliveryParams {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DeliveryView {
     pub id: String,
-    /// The webhook's `name` (default: its `url`).
+    /// The webhook's `name` (default: its `url`'s host).
     pub webhook: String,
     /// `turn.finished`, `permission.requested`, `question.asked` or `budget`.
     pub event: String,
