@@ -91,6 +91,8 @@ const MAX_TIMEOUT_S: u64 = 300;
 const DEFAULT_MAX_ATTEMPTS: u32 = 20;
 const DEFAULT_RETRY_FIRST_S: f64 = 1.0;
 const DEFAULT_RETRY_MAX_S: f64 = 300.0;
+/// A hundred years: past it the cutoff date overflows.
+const MAX_RETENTION_DAYS: u32 = 36_500;
 const DEFAULT_RETENTION_DAYS: u32 = 7;
 /// Each wait is this fraction longer or shorter at random, so receivers
 /// that come back are not hit by every sender at once.
@@ -210,8 +212,13 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
                 "{at}: timeout_s is seconds from 1 to {MAX_TIMEOUT_S}"
             ));
         }
-        if hook.retention_days == Some(0) {
-            return Err(format!("{at}: retention_days must be at least 1"));
+        if hook
+            .retention_days
+            .is_some_and(|days| !(1..=MAX_RETENTION_DAYS).contains(&days))
+        {
+            return Err(format!(
+                "{at}: retention_days must be 1-{MAX_RETENTION_DAYS}"
+            ));
         }
         for wait in [hook.retry_first_s, hook.retry_max_s].into_iter().flatten() {
             if !(wait.is_finite() && wait > 0.0 && wait <= 86_400.0) {
