@@ -604,3 +604,36 @@ async fn a_message_while_a_command_runs_is_refused_at_once() {
     server.message(&session, "now").await;
     server.wait_idle(&session).await;
 }
+
+#[tokio::test]
+async fn a_command_past_its_timeout_is_stopped_and_one_that_left_a_child_returns() {
+    let toml = "[server]\nauth = \"none\"\n[profiles.default]\nmode = \"bypass\"\n\
+        [[commands]]\nname = \"hang\"\ndescription = \"Sleeps\"\nmutating = false\ntimeout_s = 1\n\
+        argv = [\"sleep\", \"30\"]\n\
+        [[commands]]\nname = \"detach\"\ndescription = \"Leaves a child\"\nmutating = false\n\
+        timeout_s = 20\nargv = [\"sh\", \"-c\", \"sleep 30 & echo started\"]\n";
+    let h = Harness::new(json!({"replies": []}), toml).await;
+    let server = h.start().await;
+    let session = server.session().await;
+    let started = std::time::Instant::now();
+    let (status, ran) = server
+        .post(&format!("/v1/sessions/{session}/commands/hang"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{ran}");
+    assert_eq!(ran["timed_out"], true, "{ran}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let started = std::time::Instant::now();
+    let (status, ran) = server
+        .post(
+            &format!("/v1/sessions/{session}/commands/detach"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{ran}");
+    assert_eq!(ran["timed_out"], false, "{ran}");
+    assert_eq!(ran["stdout"].as_str().unwrap().trim(), "started", "{ran}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{ran}"
+    );
+}

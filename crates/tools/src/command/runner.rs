@@ -13,6 +13,8 @@ use super::spec::{CommandSpec, RunsOn};
 
 /// Bytes of stdout kept (stderr keeps its last `STDERR_TAIL_BYTES`).
 pub const OUTPUT_CAP: usize = 64 * 1024;
+/// How long output is still read once the command itself has exited.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
 /// How a run ended.
 #[derive(Debug, Clone)]
@@ -207,20 +209,30 @@ pub async fn run_command(
     let mut kept = Vec::new();
     let mut dropped = 0u64;
     let read_all = async {
-        if let Some(pipe) = stdout.as_mut() {
-            let mut buffer = [0u8; 8192];
-            loop {
-                match pipe.read(&mut buffer).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let room = keep.saturating_sub(kept.len()).min(n);
-                        kept.extend_from_slice(&buffer[..room]);
-                        dropped += (n - room) as u64;
+        let reading = async {
+            if let Some(pipe) = stdout.as_mut() {
+                let mut buffer = [0u8; 8192];
+                loop {
+                    match pipe.read(&mut buffer).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            let room = keep.saturating_sub(kept.len()).min(n);
+                            kept.extend_from_slice(&buffer[..room]);
+                            dropped += (n - room) as u64;
+                        }
                     }
                 }
             }
+        };
+        tokio::pin!(reading);
+        tokio::select! {
+            () = &mut reading => process.exited().await,
+            () = process.exited() => {
+                // A child it left behind (`cmd &` on the host) may hold stdout
+                // open: take what is there, not wait for the timeout.
+                let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, reading).await;
+            }
         }
-        process.exited().await;
     };
     let (timed_out, cancelled) = tokio::select! {
         () = read_all => (false, false),
