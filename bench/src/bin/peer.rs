@@ -18,6 +18,8 @@
 mod args;
 #[path = "../peer/client.rs"]
 mod client;
+#[path = "../peer/memory.rs"]
+mod memory;
 #[path = "../peer/processes.rs"]
 mod processes;
 #[path = "../peer/report.rs"]
@@ -34,7 +36,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use args::{Args, parse_args};
-use report::{Table, bucket, kib, loadavg, mem_total_kib, ms, ratio};
+use report::{Table, bucket, kib, loadavg, ms, ratio};
 use scenarios::Ctx;
 
 fn main() -> Result<()> {
@@ -239,6 +241,7 @@ async fn run(
     {
         proc.stop();
     }
+    let mut claude_per_session = None;
     if let Some(proc) = claude_proc {
         eprintln!("[3/6] memory per live session: agentd at {:?}", args.levels);
         let claude_rss = warm::claude_memory(ctx, proc, args.claude_procs)?;
@@ -256,38 +259,11 @@ async fn run(
                 fits
             })
             .collect();
-        let (base, rows) = scenarios::agentd_memory(ctx, &levels).await?;
-        for (level, rss, per) in &rows {
-            let claude_total = claude_per * *level as f64;
-            t.target(
-                &[
-                    &format!("memory per idle live session + SSE, {level} sessions"),
-                    &format!("{} (server RSS {})", kib(*per), kib(*rss as f64)),
-                    &format!(
-                        "{} (×{level} = {}, extrapolated)",
-                        kib(claude_per),
-                        kib(claude_total)
-                    ),
-                    &ratio(*per, claude_per),
-                    "≤ 1/1000 (≲ 270 KiB)",
-                ],
-                *per <= claude_per / 1000.0,
-            );
+        let (base, rows) = memory::agentd_memory(ctx, &levels).await?;
+        for row in rows {
+            memory::level_row(&mut t, row, claude_per);
         }
-        let most = rows.iter().map(|r| r.0).max().unwrap_or(0);
-        t.target(
-            &[
-                "live sessions with SSE held by one process/machine",
-                &most.to_string(),
-                &format!(
-                    "~{:.0} by RAM (extrapolated)",
-                    mem_total_kib() as f64 / claude_per.max(1.0)
-                ),
-                "",
-                "10 000",
-            ],
-            most >= 10_000,
-        );
+        claude_per_session = Some(claude_per);
         extra.push(format!(
             "memory: agentd's base RSS ({base} KiB) is taken with 8 warm-up sessions live (SSE \
              streams opened at once and held open), so one-time lazy start-up is not counted \
@@ -296,6 +272,12 @@ async fn run(
             claude_rss.len(),
             claude_rss
         ));
+    }
+
+    if args.wants("memory") || args.wants("memory-held") {
+        eprintln!("[3/6] live sessions held: {} over HTTP/2", args.held);
+        let held = memory::held_over_h2(ctx, args.held).await?;
+        memory::held_row(&mut t, &mut extra, &held, claude_per_session);
     }
 
     if args.wants("throughput") {

@@ -12,6 +12,8 @@ pub struct Args {
     pub runs: usize,
     pub turns: usize,
     pub levels: Vec<usize>,
+    /// Live sessions (SSE over HTTP/2) one server is to hold (`memory-held`).
+    pub held: usize,
     pub claude_procs: usize,
     pub concurrency: Vec<usize>,
     pub tp_turns: usize,
@@ -29,6 +31,7 @@ const SCENARIOS: &[&str] = &[
     "warm",
     "warm-agentd",
     "memory",
+    "memory-held",
     "throughput",
     "sandbox",
     "sdk",
@@ -43,10 +46,11 @@ impl Args {
     pub fn parameters(&self) -> String {
         format!(
             "cold runs {}, warm turns {}, memory levels {:?}, claude processes {}, \
-             concurrency {:?} × {} turns, sandbox rounds {}, appends {}",
+             held sessions {}, concurrency {:?} × {} turns, sandbox rounds {}, appends {}",
             self.runs,
             self.turns,
             self.levels,
+            self.held,
             self.claude_procs,
             self.concurrency,
             self.tp_turns,
@@ -57,9 +61,9 @@ impl Args {
 }
 
 const USAGE: &str = "peer [--smoke] [--write-results [FILE]] [--agentd PATH] [--claude PATH] \
-    [--runs N] [--turns N] [--levels 1,100,1000,10000] [--claude-procs N] \
+    [--runs N] [--turns N] [--levels 1,100,1000,10000] [--held N] [--claude-procs N] \
     [--concurrency 100,1000] [--tp-turns N] [--sandbox N] [--append N] \
-    [--only cold,warm,warm-agentd,memory,throughput,sandbox,sdk]";
+    [--only cold,warm,warm-agentd,memory,memory-held,throughput,sandbox,sdk]";
 
 fn list(value: &str) -> Result<Vec<usize>> {
     value
@@ -80,6 +84,7 @@ pub fn parse_args() -> Result<Args> {
         runs: 10,
         turns: 20,
         levels: vec![1, 100, 1000, 10_000],
+        held: 100_000,
         claude_procs: 3,
         concurrency: vec![100, 1000],
         tp_turns: 2,
@@ -98,6 +103,7 @@ pub fn parse_args() -> Result<Args> {
             args.runs = 1;
             args.turns = 1;
             args.levels = vec![1, 10];
+            args.held = 300;
             args.claude_procs = 1;
             args.concurrency = vec![5];
             args.tp_turns = 1;
@@ -122,6 +128,7 @@ pub fn parse_args() -> Result<Args> {
             "--runs" => args.runs = value.parse()?,
             "--turns" => args.turns = value.parse()?,
             "--levels" => args.levels = list(&value)?,
+            "--held" => args.held = value.parse()?,
             "--claude-procs" => args.claude_procs = value.parse()?,
             "--concurrency" => args.concurrency = list(&value)?,
             "--tp-turns" => args.tp_turns = value.parse()?,

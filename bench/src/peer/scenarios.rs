@@ -120,74 +120,13 @@ pub fn cold(ctx: &Ctx, runs: usize) -> Result<(Cold, Cold)> {
     Ok((fig(a), fig(c)))
 }
 
-/// RSS per idle live session (with an SSE client each) at each level.
-pub async fn agentd_memory(ctx: &Ctx, levels: &[usize]) -> Result<(u64, Vec<(usize, u64, f64)>)> {
-    let data = ctx.root.join("agentd-mem");
-    std::fs::create_dir_all(&data)?;
-    let (server, addr) = start_serve(&ctx.agentd, &data, &ctx.url_rel).await?;
-    let outcome = async {
-        let pid = server.id();
-        let _ = metric(&addr, "agentd_sessions_live").await?;
-        let warm_up_streams = warm_up(&addr).await?;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let base = super::processes::rss_kib(pid);
-        let mut streams: Vec<Conn> = Vec::new();
-        let mut rows = Vec::new();
-        for &level in levels {
-            let missing = level.saturating_sub(streams.len());
-            let ids = create_many(&addr, missing).await?;
-            for chunk in ids.chunks(256) {
-                streams.extend(open_streams(&addr, chunk).await?);
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let live = metric(&addr, "agentd_sessions_live").await?;
-            let rss = super::processes::rss_kib(pid);
-            let per = rss.saturating_sub(base) as f64 / level as f64;
-            eprintln!(
-                "  agentd: {level} idle sessions with SSE ({live} live): RSS {rss} KiB, \
-                 {per:.1} KiB per session over the {base} KiB base"
-            );
-            rows.push((level, rss, per));
-        }
-        drop(streams);
-        drop(warm_up_streams);
-        Ok((base, rows))
-    }
-    .await;
-    stop(server);
-    outcome
+pub async fn create_many(addr: &str, n: usize) -> Result<Vec<String>> {
+    create_many_on(addr, n, 8).await
 }
 
-/// Warm-up sessions with an SSE stream each, opened eight at once as the
-/// levels open theirs and held open through the measurement, so that the base
-/// RSS holds the server's one-time lazy start-up (every runtime thread's first
-/// allocations, SQLite caches, the first connections) and the levels' sessions
-/// are measured on top of live ones, not in memory freed by deleted ones.
-async fn warm_up(addr: &str) -> Result<Vec<Conn>> {
-    let ids = create_many(addr, WARM_UP_SESSIONS).await?;
-    open_streams(addr, &ids).await
-}
-
-/// An SSE stream on each of `ids`, opened all at once.
-async fn open_streams(addr: &str, ids: &[String]) -> Result<Vec<Conn>> {
-    let tasks: Vec<_> = ids
-        .iter()
-        .map(|id| {
-            let (addr, id) = (addr.to_string(), id.clone());
-            tokio::spawn(async move { Conn::open(&addr).await?.events(&id).await })
-        })
-        .collect();
-    let mut streams = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        streams.push(task.await??);
-    }
-    Ok(streams)
-}
-
-const WARM_UP_SESSIONS: usize = 8;
-
-async fn create_many(addr: &str, n: usize) -> Result<Vec<String>> {
-    let conns = 8.min(n.max(1));
+/// `n` sessions created over `conns` connections at once.
+pub async fn create_many_on(addr: &str, n: usize, conns: usize) -> Result<Vec<String>> {
+    let conns = conns.min(n.max(1));
     let mut tasks = Vec::new();
     for c in 0..conns {
         let addr = addr.to_string();

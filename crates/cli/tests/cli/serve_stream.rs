@@ -146,3 +146,76 @@ async fn kill_9_mid_turn_leaves_an_interrupted_turn_and_a_session_that_goes_on()
         assert!(last.contains(needle), "request lacks {needle:?}: {last}");
     }
 }
+
+/// HTTP/2 cleartext with prior knowledge (curl's own HTTP/2): two event
+/// streams at once, one replaying from the start and one after
+/// `Last-Event-ID`, both carrying the next turn live.
+#[tokio::test]
+async fn event_streams_over_http2_replay_and_go_live() {
+    let h = Harness::open(slow_script()).await;
+    let server = h.start().await;
+    let id = server.session().await;
+    server.message(&id, "first").await;
+    server.wait_idle(&id).await;
+    let first = server.all_events(&id).await;
+    let resume = first[first.len() / 2].id;
+
+    let dir = h.data().join("h2");
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("{}/v1/sessions/{id}/events", server.url);
+    // `--next` keeps the header to the second transfer. (curl 7.88 drops a
+    // transfer left waiting to multiplex on a prior-knowledge connection, so
+    // each gets its own; the peer bench holds 256 streams per connection.)
+    let transfer = |name: &str| -> Vec<String> {
+        let out = dir.join(name).display().to_string();
+        [
+            "--http2-prior-knowledge",
+            "--no-buffer",
+            "--silent",
+            "--max-time",
+            "6",
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain([
+            "--write-out".into(),
+            "%{http_version} %{num_connects}\\n".into(),
+        ])
+        .chain(["--output".into(), out, url.clone()])
+        .collect()
+    };
+    let curl = tokio::process::Command::new("curl")
+        .args(["--parallel", "--parallel-immediate"])
+        .args(transfer("all"))
+        .arg("--next")
+        .args(["--header", &format!("Last-Event-ID: {resume}")])
+        .args(transfer("rest"))
+        .output();
+    let curl = tokio::spawn(curl);
+    // Both streams are open before the next turn starts.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.message(&id, "second").await;
+    server.wait_idle(&id).await;
+    let out = curl.await.unwrap().unwrap();
+    let written = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = written.lines().collect();
+    assert_eq!(lines.len(), 2, "{written}");
+    assert!(
+        lines.iter().all(|l| l.starts_with("2 ")),
+        "HTTP/2: {written}"
+    );
+
+    let stored = server.all_events(&id).await;
+    assert_eq!(statuses(&stored), ["completed", "completed"]);
+    let read =
+        |name: &str| serve_harness::parse_events(&std::fs::read_to_string(dir.join(name)).unwrap());
+    let all = read("all");
+    assert_gapless(&all);
+    assert_eq!(all, stored, "replayed, then the second turn live");
+    let rest = read("rest");
+    assert_eq!(
+        rest,
+        stored[resume as usize..],
+        "exactly the events after {resume}"
+    );
+}

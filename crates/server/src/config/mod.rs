@@ -122,6 +122,8 @@ pub struct ServerConfig {
     pub max_connections: Option<usize>,
     /// Open event streams per user at most; more answer 429.
     pub max_streams_per_user: Option<usize>,
+    /// Requests (event streams) open at once on one HTTP/2 connection.
+    pub http2_max_streams: Option<u32>,
     /// SIGTERM ends the process within this (seconds), whatever it waits for.
     pub shutdown_deadline_s: Option<u64>,
     /// The largest file `POST /v1/sessions/{id}/files` takes (MiB; default 20).

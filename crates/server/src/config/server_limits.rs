@@ -11,6 +11,7 @@ pub const DEFAULT_HEADER_TIMEOUT_S: u64 = 10;
 pub const DEFAULT_KEEPALIVE_IDLE_S: u64 = 60;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 pub const DEFAULT_MAX_STREAMS_PER_USER: usize = 64;
+pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 256;
 pub const DEFAULT_SHUTDOWN_DEADLINE_S: u64 = 30;
 pub const DEFAULT_MAX_UPLOAD_MB: u64 = 20;
 
@@ -20,6 +21,8 @@ pub struct ConnectionLimits {
     pub header_timeout: Duration,
     pub keepalive_idle: Duration,
     pub max_connections: usize,
+    /// Requests (event streams) open at once on one HTTP/2 connection.
+    pub http2_max_streams: u32,
 }
 
 impl ServerConfig {
@@ -37,6 +40,10 @@ impl ServerConfig {
             max_connections: self
                 .max_connections
                 .unwrap_or(DEFAULT_MAX_CONNECTIONS)
+                .max(1),
+            http2_max_streams: self
+                .http2_max_streams
+                .unwrap_or(DEFAULT_HTTP2_MAX_STREAMS)
                 .max(1),
         }
     }
@@ -73,12 +80,14 @@ mod tests {
         let defaults = Config::parse("").unwrap().server;
         assert_eq!(defaults.min_free_disk_bytes(), 256 * 1024 * 1024);
         assert_eq!(defaults.connection_limits().max_connections, 4096);
+        assert_eq!(defaults.connection_limits().http2_max_streams, 256);
         assert_eq!(defaults.max_streams_per_user(), 64);
         assert_eq!(defaults.shutdown_deadline(), Duration::from_secs(30));
 
         let server = Config::parse(
             "[server]\nmin_free_disk_mb = 1\nheader_timeout_s = 2\nkeepalive_idle_s = 0\n\
-             max_connections = 9\nmax_streams_per_user = 3\nshutdown_deadline_s = 5\n",
+             max_connections = 9\nmax_streams_per_user = 3\nshutdown_deadline_s = 5\n\
+             http2_max_streams = 7\n",
         )
         .unwrap()
         .server;
@@ -91,6 +100,7 @@ mod tests {
             "at least 1 s"
         );
         assert_eq!(limits.max_connections, 9);
+        assert_eq!(limits.http2_max_streams, 7);
         assert_eq!(server.max_streams_per_user(), 3);
         assert_eq!(server.shutdown_deadline(), Duration::from_secs(5));
         assert!(Config::parse("[server]\nmax_conections = 9\n").is_err());

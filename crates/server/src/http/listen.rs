@@ -1,5 +1,6 @@
-//! The accept loop of `agentd serve`: HTTP/1.1 connections served by hyper,
-//! each closed when it misses its header or keep-alive deadline (see
+//! The accept loop of `agentd serve`: HTTP/1.1 connections, and HTTP/2 ones
+//! with prior knowledge (h2c: many event streams over one connection),
+//! served by hyper, each closed when it misses its header or keep-alive deadline (see
 //! `conn_watch`), at most `max_connections` open at once (more are closed at
 //! once, counted), and a graceful stop: no new connections, idle ones closed,
 //! in-flight requests and event streams finished.
@@ -9,7 +10,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -119,7 +121,11 @@ async fn serve_one(
         activity: activity.clone(),
     });
     let service = WatchedService::new(app, activity.clone());
-    let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http2()
+        .max_concurrent_streams(limits.http2_max_streams);
+    let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     let mut stopping = false;
     loop {

@@ -21,7 +21,6 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
-use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::{Ref, RefOr};
@@ -32,7 +31,7 @@ use super::auth::User;
 use super::error::{ApiError, ApiPath, ApiQuery, ApiResult, ErrorBody};
 use super::sessions::owned_session;
 use crate::metrics::Metrics;
-use crate::registry::{EntryHandle, LiveEvent, Registry};
+use crate::registry::{EntryHandle, LiveEvent, Registry, Subscriber};
 use crate::session::SessionService;
 
 /// Events read from the store per query while replaying.
@@ -250,7 +249,7 @@ pub(super) fn event_stream(
     registry: Registry,
     stop: CancellationToken,
     handle: EntryHandle,
-    mut live: broadcast::Receiver<Arc<LiveEvent>>,
+    mut live: Subscriber,
     after: u64,
 ) -> impl Stream<Item = Outgoing> {
     async_stream::stream! {
@@ -281,8 +280,7 @@ pub(super) fn event_stream(
                 biased;
                 received = live.recv() => match received {
                     Ok(event) => Step::Live(event),
-                    Err(RecvError::Lagged(_)) => Step::Lagged,
-                    Err(RecvError::Closed) => Step::End,
+                    Err(_lagged) => Step::Lagged,
                 },
                 () = stop.cancelled() => Step::End,
                 () = handle.closed.cancelled() => Step::End,

@@ -2,7 +2,7 @@
 //! turn or a subscriber, and nothing for any other session (an idle session
 //! is only rows in the store).
 //!
-//! An entry holds the session's event hub (a bounded broadcast channel: a
+//! An entry holds the session's event hub (a bounded broadcast, `hub.rs`: a
 //! slow subscriber lags and is dropped, it never slows the turn), the running
 //! turn's cancel token and the queue of turns waiting for it. Entries are
 //! reference counted by [`EntryHandle`]s (subscribers, the turn worker, a
@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use agentd_protocol::EventEnvelope;
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -24,15 +23,13 @@ use crate::admission::Admissions;
 use crate::metrics::{Gauges, Metrics};
 use crate::runtime::Runtime;
 
+mod hub;
 mod turn_kind;
 mod turns;
 
+pub use hub::{HUB_CAPACITY, Lagged, Subscriber};
 pub use turn_kind::{TurnKind, UserTurn};
 pub use turns::{Accepted, PendingTurn, Submission, SubmitError};
-
-/// Live events buffered per session; a subscriber further behind is dropped
-/// and reconnects from its last id.
-pub const HUB_CAPACITY: usize = 512;
 
 /// A stored event as live subscribers get it: its envelope's JSON.
 #[derive(Debug)]
@@ -67,7 +64,7 @@ pub(crate) struct Inner {
 
 pub struct Entry {
     pub session_id: String,
-    events: broadcast::Sender<Arc<LiveEvent>>,
+    events: Arc<hub::Hub>,
     /// The greatest `seq` published: an event reaching the hub twice (from
     /// this node's turn and from another node's notification) goes out once.
     published: AtomicU64,
@@ -180,7 +177,7 @@ impl Entry {
         self.turns.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
+    pub fn subscribe(&self) -> Subscriber {
         self.events.subscribe()
     }
 
@@ -190,12 +187,12 @@ impl Entry {
     pub fn publish(&self, envelope: &EventEnvelope) {
         let before = self.published.fetch_max(envelope.seq, Ordering::AcqRel);
         // Already sent, or overtaken: a stream past a gap reads the store.
-        if envelope.seq <= before || self.events.receiver_count() == 0 {
+        if envelope.seq <= before || self.events.subscriber_count() == 0 {
             return;
         }
         match serde_json::to_string(envelope) {
             Ok(json) => {
-                let _ = self.events.send(Arc::new(LiveEvent {
+                self.events.send(Arc::new(LiveEvent {
                     seq: envelope.seq,
                     kind: envelope.event.type_name(),
                     json,
@@ -276,7 +273,7 @@ impl Registry {
             .or_insert_with(|| {
                 Arc::new(Entry {
                     session_id: session_id.to_string(),
-                    events: broadcast::channel(HUB_CAPACITY).0,
+                    events: Arc::default(),
                     published: AtomicU64::new(0),
                     submit: Arc::new(tokio::sync::Mutex::new(())),
                     turns: Mutex::new(TurnState::default()),
@@ -315,7 +312,7 @@ impl Registry {
     pub(crate) fn watched(&self, session_id: &str) -> Option<EntryHandle> {
         let entries = self.inner.lock_entries();
         let entry = entries.get(session_id)?;
-        (entry.events.receiver_count() > 0).then(|| EntryHandle {
+        (entry.events.subscriber_count() > 0).then(|| EntryHandle {
             registry: self.inner.clone(),
             entry: Some(entry.clone()),
         })
@@ -333,7 +330,7 @@ impl Registry {
         let entries = self.inner.lock_entries();
         entries
             .values()
-            .filter(|e| e.events.receiver_count() > 0 && !e.runs_here())
+            .filter(|e| e.events.subscriber_count() > 0 && !e.runs_here())
             .map(|e| (e.session_id.clone(), e.published()))
             .collect()
     }

@@ -398,6 +398,11 @@ impl EventStream {
     }
 }
 
+/// The events of a whole SSE body (comments skipped).
+pub fn parse_events(body: &str) -> Vec<SseEvent> {
+    body.split("\n\n").filter_map(parse_block).collect()
+}
+
 fn parse_block(block: &str) -> Option<SseEvent> {
     let (mut id, mut event, mut data) = (None, None, String::new());
     for line in block.lines() {
