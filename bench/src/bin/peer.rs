@@ -18,6 +18,12 @@
 mod args;
 #[path = "../peer/client.rs"]
 mod client;
+#[path = "../peer/cluster.rs"]
+mod cluster;
+#[path = "../peer/cluster_rows.rs"]
+mod cluster_rows;
+#[path = "../peer/failover.rs"]
+mod failover;
 #[path = "../peer/processes.rs"]
 mod processes;
 #[path = "../peer/report.rs"]
@@ -415,6 +421,11 @@ async fn run(
             ms(spare.1),
             args.sandbox_iters
         ));
+    }
+
+    if args.wants("cluster") {
+        eprintln!("[cluster] 3 nodes on PostgreSQL: fan-out at saturation, failover");
+        cluster_rows::rows(args, ctx, &mut t, &mut extra).await?;
     }
     Ok((t, extra))
 }

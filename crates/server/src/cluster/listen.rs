@@ -11,7 +11,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use agentd_store::postgres::cluster::PgListener;
-use agentd_store::postgres::cluster::{Appended, EVENTS_CHANNEL, SIGNALS_CHANNEL, Signal, TURNS_CHANNEL};
+use agentd_store::postgres::cluster::{
+    Appended, EVENTS_CHANNEL, SIGNALS_CHANNEL, Signal, TURNS_CHANNEL,
+};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

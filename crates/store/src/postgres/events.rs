@@ -94,10 +94,10 @@ impl PostgresStore {
         let rows = query
             .fetch_all(&self.pool)
             .await
-        .map_err(db(match events.len() {
-            1 => "appending event",
-            _ => "appending events",
-        }))?;
+            .map_err(db(match events.len() {
+                1 => "appending event",
+                _ => "appending events",
+            }))?;
         if rows.is_empty() {
             return Err(StoreError::NotFound(format!("session {session_id}")));
         }
