@@ -5,7 +5,7 @@ use agentd_store::prelude::*;
 use std::time::Duration;
 
 use agentd_protocol::{Event, TurnFinished, TurnStatus, Usage};
-use agentd_store::postgres::cluster::{ClusterStore, Enqueued, QueuedTurn, Signal};
+use agentd_store::postgres::cluster::{Appended, ClusterStore, Enqueued, QueuedTurn, Signal};
 
 use super::{delta, exec, session, store};
 
@@ -335,9 +335,10 @@ async fn signals_reach_their_node_once_and_appends_notify_only_in_cluster_mode()
             break note;
         }
     };
+    let appended = Appended::parse(note.payload()).unwrap();
     assert_eq!(
-        note.payload(),
-        format!("{s} 2 3"),
+        (appended.session_id.as_str(), appended.first, appended.last),
+        (s.as_str(), 2, 3),
         "the plain append sent nothing"
     );
     let events = cluster
@@ -345,4 +346,41 @@ async fn signals_reach_their_node_once_and_appends_notify_only_in_cluster_mode()
         .await
         .unwrap();
     assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
+    // The notification carried the events as they are stored.
+    let carried = appended.relayed().expect("a small batch is carried");
+    let stored: Vec<(u64, &str, String)> = events
+        .iter()
+        .map(|e| {
+            (
+                e.seq,
+                e.event.type_name(),
+                serde_json::to_string(e).unwrap(),
+            )
+        })
+        .collect();
+    let carried: Vec<(u64, &str, String)> = carried
+        .into_iter()
+        .map(|r| (r.seq, r.kind, r.json))
+        .collect();
+    assert_eq!(carried, stored);
+
+    // A batch over NOTIFY's 8000 bytes is appended all the same; its
+    // notification names the range only.
+    let big = delta(&"x".repeat(9000));
+    notifying
+        .append_events(&s, &[big, delta("c")])
+        .await
+        .unwrap();
+    let note = loop {
+        let note = tokio::time::timeout(Duration::from_secs(10), listener.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if note.channel() == "agentd_events" && note.payload().starts_with(&s) {
+            break note;
+        }
+    };
+    let appended = Appended::parse(note.payload()).unwrap();
+    assert_eq!((appended.first, appended.last), (4, 5));
+    assert_eq!(appended.relayed(), None);
 }
