@@ -5,7 +5,9 @@ use agentd_store::prelude::*;
 use std::time::Duration;
 
 use agentd_protocol::{Event, TurnFinished, TurnStatus, Usage};
-use agentd_store::postgres::cluster::{Appended, ClusterStore, Enqueued, QueuedTurn, Signal};
+use agentd_store::postgres::cluster::{
+    Appended, ClusterStore, Enqueued, PgListener, QueuedTurn, Signal,
+};
 
 use super::{delta, exec, session, store};
 
@@ -325,17 +327,7 @@ async fn signals_reach_their_node_once_and_appends_notify_only_in_cluster_mode()
         .append_events(&s, &[delta("a"), delta("b")])
         .await
         .unwrap();
-    // Other tests share the database (and its channels): skip their news.
-    let note = loop {
-        let note = tokio::time::timeout(Duration::from_secs(10), listener.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        if note.channel() == "agentd_events" && note.payload().starts_with(&s) {
-            break note;
-        }
-    };
-    let appended = Appended::parse(note.payload()).unwrap();
+    let appended = next_append(&mut listener, &s).await;
     assert_eq!(
         (appended.session_id.as_str(), appended.first, appended.last),
         (s.as_str(), 2, 3),
@@ -371,16 +363,21 @@ async fn signals_reach_their_node_once_and_appends_notify_only_in_cluster_mode()
         .append_events(&s, &[big, delta("c")])
         .await
         .unwrap();
-    let note = loop {
+    let appended = next_append(&mut listener, &s).await;
+    assert_eq!((appended.first, appended.last), (4, 5));
+    assert_eq!(appended.relayed(), None);
+}
+
+/// The next append to `session` the listener hears of.
+async fn next_append(listener: &mut PgListener, session: &str) -> Appended {
+    // Other tests share the database (and its channels): skip their news.
+    loop {
         let note = tokio::time::timeout(Duration::from_secs(10), listener.recv())
             .await
             .unwrap()
             .unwrap();
-        if note.channel() == "agentd_events" && note.payload().starts_with(&s) {
-            break note;
+        if note.channel() == "agentd_events" && note.payload().starts_with(session) {
+            return Appended::parse(note.payload()).unwrap();
         }
-    };
-    let appended = Appended::parse(note.payload()).unwrap();
-    assert_eq!((appended.first, appended.last), (4, 5));
-    assert_eq!(appended.relayed(), None);
+    }
 }
