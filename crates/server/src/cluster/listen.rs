@@ -1,6 +1,5 @@
-//! Notifications from the other nodes: new events (streams here get them from
-//! the notification, or read them from the events table when it could not
-//! carry them: [`super::relay`]), queued turns and released leases (the claimer looks for
+//! Notifications from the other nodes: new events (streams here read them from
+//! the events table), queued turns and released leases (the claimer looks for
 //! work), signals for this node (interrupts and answers for its turns).
 //!
 //! Notifications only wake us: every 2 s, and whenever the listening
@@ -11,14 +10,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use agentd_store::postgres::cluster::PgListener;
-use agentd_store::postgres::cluster::{
-    Appended, EVENTS_CHANNEL, SIGNALS_CHANNEL, Signal, TURNS_CHANNEL,
-};
+use agentd_store::postgres::cluster::{EVENTS_CHANNEL, SIGNALS_CHANNEL, Signal, TURNS_CHANNEL};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cluster, relay};
+use super::Cluster;
 use crate::approvals::Reply;
 use crate::registry::Registry;
 
@@ -31,8 +28,8 @@ const CATCH_UP_LIMIT: u32 = 4096;
 const INTERRUPT_RETRIES: u32 = 40;
 
 enum Wake {
-    /// An append (with its events, when they fit).
-    Events(Appended),
+    /// `(session, first seq, last seq)` of an append.
+    Events(String, u64, u64),
     Turns,
     Signals,
     /// The connection dropped: notifications may be lost.
@@ -59,15 +56,16 @@ pub(super) async fn run(
             () = stop.cancelled() => break,
         };
         // Handle everything that is waiting as one batch.
-        let mut appended: HashMap<String, Vec<Appended>> = HashMap::new();
+        let mut appended: HashMap<String, (u64, u64)> = HashMap::new();
         let (mut turns, mut signals, mut lost) = (false, false, false);
         let mut next = Some(first);
         while let Some(wake) = next {
             match wake {
-                Wake::Events(append) => appended
-                    .entry(append.session_id.clone())
-                    .or_default()
-                    .push(append),
+                Wake::Events(session, first, last) => {
+                    let range = appended.entry(session).or_insert((first, last));
+                    range.0 = range.0.min(first);
+                    range.1 = range.1.max(last);
+                }
                 Wake::Turns => turns = true,
                 Wake::Signals => signals = true,
                 Wake::Lost => lost = true,
@@ -82,7 +80,7 @@ pub(super) async fn run(
         }
         let mut ranges: Vec<(String, u64, u64)> = appended
             .into_iter()
-            .filter_map(|(session, appends)| relay::publish(&registry, session, &appends))
+            .map(|(session, (first, last))| (session, first.saturating_sub(1), last))
             .collect();
         if lost {
             ranges.extend(missed(&cluster, &registry).await);
@@ -96,10 +94,18 @@ async fn receive(mut listener: PgListener, node_id: String, wakes: mpsc::Unbound
     loop {
         let wake = match listener.try_recv().await {
             Ok(Some(notification)) => match notification.channel() {
-                EVENTS_CHANNEL => match Appended::parse(notification.payload()) {
-                    Some(append) => Wake::Events(append),
-                    None => continue,
-                },
+                EVENTS_CHANNEL => {
+                    let mut parts = notification.payload().split(' ');
+                    let (Some(session), Some(first), Some(last)) =
+                        (parts.next(), parts.next(), parts.next())
+                    else {
+                        continue;
+                    };
+                    match (first.parse(), last.parse()) {
+                        (Ok(first), Ok(last)) => Wake::Events(session.to_string(), first, last),
+                        _ => continue,
+                    }
+                }
                 TURNS_CHANNEL => Wake::Turns,
                 SIGNALS_CHANNEL if notification.payload() == node_id => Wake::Signals,
                 _ => continue,

@@ -4,9 +4,8 @@
 //! - a message becomes a row of the shared turn queue; a node with room takes
 //!   the oldest turn of a session nobody runs (`SKIP LOCKED`) and holds its
 //!   lease until the turn is recorded ([`leases`] keeps it alive);
-//! - events are stored by the owner and reach streams on other nodes in the
-//!   `NOTIFY` of their append ([`relay`]), or by a read of the events table
-//!   when a batch is too big to carry ([`listen`]);
+//! - events are stored by the owner and reach streams on other nodes through
+//!   `NOTIFY` + a read of the events table ([`listen`]);
 //! - interrupts and answers posted to another node reach the owner as signals;
 //! - a node silent for `lease_timeout_s` is dead: another finishes its turns
 //!   as `interrupted` and the sessions go on anywhere;
@@ -20,7 +19,6 @@
 mod coordination;
 mod leases;
 mod listen;
-mod relay;
 mod workspace;
 
 use std::collections::HashMap;

@@ -188,7 +188,9 @@ impl Entry {
     /// of them. With none, nothing is done: whoever subscribes later reads
     /// this event from the store, where it already is.
     pub fn publish(&self, envelope: &EventEnvelope) {
-        if !self.takes(envelope.seq) {
+        let before = self.published.fetch_max(envelope.seq, Ordering::AcqRel);
+        // Already sent, or overtaken: a stream past a gap reads the store.
+        if envelope.seq <= before || self.events.receiver_count() == 0 {
             return;
         }
         match serde_json::to_string(envelope) {
@@ -201,21 +203,6 @@ impl Entry {
             }
             Err(err) => tracing::error!(%err, seq = envelope.seq, "cannot encode an event"),
         }
-    }
-
-    /// [`Entry::publish`] of an event already encoded (relayed by another
-    /// node with its stored JSON).
-    pub fn publish_encoded(&self, event: LiveEvent) {
-        if self.takes(event.seq) {
-            let _ = self.events.send(Arc::new(event));
-        }
-    }
-
-    /// Whether `seq` is to be sent now: not sent yet, and someone listens.
-    fn takes(&self, seq: u64) -> bool {
-        let before = self.published.fetch_max(seq, Ordering::AcqRel);
-        // Already sent, or overtaken: a stream past a gap reads the store.
-        seq > before && self.events.receiver_count() > 0
     }
 }
 

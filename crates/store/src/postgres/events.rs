@@ -3,36 +3,35 @@
 //! row, so appends to one session serialize (across processes too) and a
 //! failed or abandoned append rolls back its `seq` with it: no gaps.
 //!
-//! In cluster mode every append also sends `NOTIFY agentd_events` in its
-//! transaction (delivered at commit, in commit order) with the range of
-//! `seq`s and, when they fit, the events themselves (`cluster::appended`):
-//! other nodes' live streams publish them, or read bigger batches from here.
+//! In cluster mode every append also sends `NOTIFY agentd_events, '<session>
+//! <first> <last>'` in its transaction (delivered at commit, in commit order):
+//! other nodes' live streams wake up on it and read the events from this table.
 
 use agentd_protocol::{Event, EventEnvelope};
 
 use super::PostgresStore;
-use super::cluster::appended::carried;
 use crate::dialect::sql;
 use crate::queries::transcript::INSERT_EVENTS;
 use crate::records::Columns;
 use crate::records::{db, to_json};
 use crate::{LogAppend, LogEntry, StoreError, StoreResult, append_one_kind_at_a_time};
 
-/// `$1` session: `last_seq` advanced by the `$2` events under the row's
-/// lock, and the database's clock read once that lock is held (one `at` for
-/// the batch, so the notification can carry it).
-const NEXT_SEQS: &str = "WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 \
-     RETURNING last_seq, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS at_ms)";
+/// `$1` session: `last_seq` advanced by the `$2` events under the row's lock.
+const NEXT_SEQS: &str =
+    "WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq)";
 
-/// Tells the cluster `<session> <first> <last> <at ms>` and the carried
-/// events `$5` (see `cluster::appended`) at commit.
+/// Tells the cluster `<session> <first> <last>` at commit.
 const NOTIFY_SEQS: &str = ", n AS (SELECT pg_notify('agentd_events', $1 || ' ' || \
-     (s.last_seq - $2 + 1) || ' ' || s.last_seq || ' ' || s.at_ms || $5) FROM s)";
+     (s.last_seq - $2 + 1) || ' ' || s.last_seq) FROM s)";
+
+/// The database's clock, read once the row lock is held.
+const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 const RETURNING: &str = " RETURNING seq, created_at";
 
-/// `$2` events with types `$3` and data `$4`.
-const ROWS: &str = "SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, s.at_ms FROM s";
+sql!(
+    /// `$2` events with types `$3` and data `$4`.
+    ROWS = "SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, ", NOW_MS, " FROM s");
 const ROWS_OF_ARRAYS: &str =
     ", unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord)";
 
@@ -76,28 +75,21 @@ impl PostgresStore {
             .collect::<StoreResult<Vec<String>>>()?;
         let count = i64::try_from(events.len())
             .map_err(|_| StoreError::Database("appending events: too many".into()))?;
-        let query = if self.notify_events {
-            let carried = carried(session_id, &types, &data);
-            sqlx::query(APPEND_MANY_NOTIFY)
-                .bind(session_id)
-                .bind(count)
-                .bind(&types)
-                .bind(&data)
-                .bind(carried)
+        let rows = sqlx::query(if self.notify_events {
+            APPEND_MANY_NOTIFY
         } else {
-            sqlx::query(APPEND_MANY)
-                .bind(session_id)
-                .bind(count)
-                .bind(&types)
-                .bind(&data)
-        };
-        let rows = query
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db(match events.len() {
-                1 => "appending event",
-                _ => "appending events",
-            }))?;
+            APPEND_MANY
+        })
+        .bind(session_id)
+        .bind(count)
+        .bind(&types)
+        .bind(&data)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db(match events.len() {
+            1 => "appending event",
+            _ => "appending events",
+        }))?;
         if rows.is_empty() {
             return Err(StoreError::NotFound(format!("session {session_id}")));
         }

@@ -6,7 +6,6 @@
 //! Every table is the source of truth; NOTIFY on the channels below only wakes
 //! nodes up, so a lost notification costs latency, never work.
 
-pub(crate) mod appended;
 mod leases;
 mod nodes;
 mod queue;
@@ -15,7 +14,6 @@ mod signals;
 
 use std::time::Duration;
 
-pub use appended::{Appended, Relayed};
 pub use sqlx::postgres::PgListener;
 use sqlx::postgres::PgPool;
 use sqlx::{Postgres, Transaction};
@@ -24,7 +22,7 @@ use super::PostgresStore;
 use crate::StoreResult;
 use crate::records::{db, execute};
 
-/// Every append: its `seq`s and, when they fit, its events ([`Appended`]).
+/// `<session> <first seq> <last seq>` for every append (see `events`).
 pub const EVENTS_CHANNEL: &str = "agentd_events";
 /// A turn was queued or a lease released: free nodes look for work.
 pub const TURNS_CHANNEL: &str = "agentd_turns";
