@@ -5,7 +5,8 @@
 # builds release binaries, then runs target/release/peer with the given flags, e.g.
 #   bench/peer.sh --write-results     # the full comparison, recorded in RESULTS.md
 #   bench/peer.sh --only sdk --write-results   # the Agent SDK section alone
-#   bench/peer.sh --smoke             # tiny run (< 30 s) to keep the harness working
+#   bench/peer.sh --smoke             # tiny run to keep the harness working
+#   bench/peer.sh --only cluster      # cross-node delivery and failover (PostgreSQL)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if { [ ! -x .tools/node_modules/.bin/claude ] && [ -z "${AGENTD_CLAUDE_BIN:-}" ]; } ||
@@ -14,6 +15,11 @@ if { [ ! -x .tools/node_modules/.bin/claude ] && [ -z "${AGENTD_CLAUDE_BIN:-}" ]
 fi
 CARGO=${CARGO:-cargo}
 "$CARGO" build --release -p agentd-cli -p agentd-testkit -p agentd-bench
+# The cluster rows run several nodes on a throwaway PostgreSQL (as bench/cluster.sh).
+export AGENTD_PG_STATE="${TMPDIR:-/tmp}/agentd-peer-postgres.$$"
+trap 'scripts/postgres.sh stop' EXIT
+env_line="$(scripts/postgres.sh start)"
+export "${env_line?}"
 # 10 000 SSE streams need two sockets each on this machine (client and server).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-exec "${CARGO_TARGET_DIR:-target}/release/peer" "$@"
+"${CARGO_TARGET_DIR:-target}/release/peer" "$@"

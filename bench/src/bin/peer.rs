@@ -18,6 +18,12 @@
 mod args;
 #[path = "../peer/client.rs"]
 mod client;
+#[path = "../peer/cluster.rs"]
+mod cluster;
+#[path = "../peer/cluster_rows.rs"]
+mod cluster_rows;
+#[path = "../peer/failover.rs"]
+mod failover;
 #[path = "../peer/memory.rs"]
 mod memory;
 #[path = "../peer/processes.rs"]
@@ -397,6 +403,11 @@ async fn run(
             ms(spare.1),
             args.sandbox_iters
         ));
+    }
+
+    if args.wants("cluster") {
+        eprintln!("[cluster] 3 nodes on PostgreSQL: fan-out at saturation, failover");
+        cluster_rows::rows(args, ctx, &mut t, &mut extra).await?;
     }
     Ok((t, extra))
 }

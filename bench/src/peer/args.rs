@@ -19,6 +19,9 @@ pub struct Args {
     pub tp_turns: usize,
     pub sandbox_iters: usize,
     pub append_events: usize,
+    /// The cluster scenario's fan-out load and turns per failover run.
+    pub cluster: super::cluster::FanOut,
+    pub failover_sessions: usize,
     /// Scenarios to run (`--only`, for profiling); empty: all.
     pub only: Vec<String>,
     /// The Agent SDK scenario's Python (with the SDK) and driver script.
@@ -35,6 +38,7 @@ const SCENARIOS: &[&str] = &[
     "throughput",
     "sandbox",
     "sdk",
+    "cluster",
 ];
 
 impl Args {
@@ -63,7 +67,8 @@ impl Args {
 const USAGE: &str = "peer [--smoke] [--write-results [FILE]] [--agentd PATH] [--claude PATH] \
     [--runs N] [--turns N] [--levels 1,100,1000,10000] [--held N] [--claude-procs N] \
     [--concurrency 100,1000] [--tp-turns N] [--sandbox N] [--append N] \
-    [--only cold,warm,warm-agentd,memory,memory-held,throughput,sandbox,sdk]";
+    [--cluster-sessions N] [--failover-sessions N] \
+    [--only cold,warm,warm-agentd,memory,memory-held,throughput,sandbox,sdk,cluster]";
 
 fn list(value: &str) -> Result<Vec<usize>> {
     value
@@ -90,6 +95,8 @@ pub fn parse_args() -> Result<Args> {
         tp_turns: 2,
         sandbox_iters: 200,
         append_events: 64_000,
+        cluster: super::cluster::FanOut::SATURATION,
+        failover_sessions: 6,
         only: Vec::new(),
         sdk: super::sdk::Driver::in_repo(&root),
     };
@@ -109,6 +116,8 @@ pub fn parse_args() -> Result<Args> {
             args.tp_turns = 1;
             args.sandbox_iters = 5;
             args.append_events = 640;
+            args.cluster = super::cluster::FanOut::SMOKE;
+            args.failover_sessions = 2;
             continue;
         }
         if flag == "--write-results" {
@@ -134,6 +143,8 @@ pub fn parse_args() -> Result<Args> {
             "--tp-turns" => args.tp_turns = value.parse()?,
             "--sandbox" => args.sandbox_iters = value.parse()?,
             "--append" => args.append_events = value.parse()?,
+            "--cluster-sessions" => args.cluster.sessions = value.parse()?,
+            "--failover-sessions" => args.failover_sessions = value.parse()?,
             "--only" => {
                 args.only = value.split(',').map(|s| s.trim().to_string()).collect();
                 if let Some(bad) = args.only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {

@@ -1,7 +1,10 @@
 //! Keeping this node's leases alive and taking over those of dead nodes.
 //!
-//! A node beats its heart every `lease_timeout / 5`. A node silent for a whole
-//! `lease_timeout` is dead: the first live node to notice takes its leases
+//! A node beats its heart every `lease_timeout / 10` and looks for dead nodes
+//! at each beat, so a dead node's turns end within 1.1 timeouts, and a node
+//! stopped for half a timeout (a GC-like pause) still beats well before it.
+//! A node silent for a whole `lease_timeout` is dead: the first live node to
+//! notice takes its leases
 //! (`SKIP LOCKED`, re-checked against the current owner, so only one does) and
 //! finishes their turns as `interrupted`, the way a restart does for a single
 //! node. Three guards keep a live node's work from being taken or doubled:
@@ -24,6 +27,8 @@ use tokio_util::sync::CancellationToken;
 use super::Cluster;
 use crate::registry::Registry;
 
+/// Heartbeats (and looks for dead nodes) per lease timeout.
+const BEATS_PER_TIMEOUT: u32 = 10;
 /// The shortest heartbeat interval, whatever the lease timeout.
 const MIN_BEAT: Duration = Duration::from_millis(200);
 
@@ -50,7 +55,7 @@ pub(super) async fn recover_own(cluster: &Cluster, registry: &Registry) -> Store
 
 pub(super) async fn heartbeat(cluster: Cluster, registry: Registry, stop: CancellationToken) {
     let timeout = cluster.lease_timeout();
-    let every = (timeout / 5).max(MIN_BEAT);
+    let every = (timeout / BEATS_PER_TIMEOUT).max(MIN_BEAT);
     let mut last_ok = Instant::now();
     // Beating without a gap since then; `None` right after a failure.
     let mut steady_since = Some(Instant::now());

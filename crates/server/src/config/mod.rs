@@ -174,7 +174,8 @@ pub struct ClusterConfig {
     /// This node's name; default: made once and kept in `<data_dir>/node_id`.
     pub node_id: Option<String>,
     /// A node silent this long is dead: another finishes its turns as
-    /// interrupted.
+    /// interrupted. Nodes beat every tenth of it, so a pause (GC-like stop,
+    /// overloaded host) of half of it is survived with room to spare.
     pub lease_timeout_s: u64,
     /// Turns this node runs at once; more wait in the shared queue.
     pub max_running_turns: usize,
@@ -185,7 +186,7 @@ impl Default for ClusterConfig {
         Self {
             enabled: None,
             node_id: None,
-            lease_timeout_s: 15,
+            lease_timeout_s: 4,
             max_running_turns: 64,
         }
     }
