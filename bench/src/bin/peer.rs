@@ -18,6 +18,8 @@
 mod args;
 #[path = "../peer/client.rs"]
 mod client;
+#[path = "../peer/events.rs"]
+mod events;
 #[path = "../peer/processes.rs"]
 mod processes;
 #[path = "../peer/report.rs"]
@@ -415,6 +417,9 @@ async fn run(
             ms(spare.1),
             args.sandbox_iters
         ));
+    }
+    if args.wants("events") || args.wants("turns5000") {
+        events::run(args, ctx, &mut t, &mut extra).await?;
     }
     Ok((t, extra))
 }

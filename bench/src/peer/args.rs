@@ -17,6 +17,9 @@ pub struct Args {
     pub tp_turns: usize,
     pub sandbox_iters: usize,
     pub append_events: usize,
+    /// `events`: the event-rate load; `turns5000`: the running-turns load.
+    pub events_rate: super::events::RateLoad,
+    pub events_running: super::events::RunningLoad,
     /// Scenarios to run (`--only`, for profiling); empty: all.
     pub only: Vec<String>,
     /// The Agent SDK scenario's Python (with the SDK) and driver script.
@@ -32,6 +35,8 @@ const SCENARIOS: &[&str] = &[
     "throughput",
     "sandbox",
     "sdk",
+    "events",
+    "turns5000",
 ];
 
 impl Args {
@@ -43,7 +48,8 @@ impl Args {
     pub fn parameters(&self) -> String {
         format!(
             "cold runs {}, warm turns {}, memory levels {:?}, claude processes {}, \
-             concurrency {:?} × {} turns, sandbox rounds {}, appends {}",
+             concurrency {:?} × {} turns, sandbox rounds {}, appends {}, events {} sessions × {} \
+             turns × {} deltas, running turns {}",
             self.runs,
             self.turns,
             self.levels,
@@ -51,7 +57,11 @@ impl Args {
             self.concurrency,
             self.tp_turns,
             self.sandbox_iters,
-            self.append_events
+            self.append_events,
+            self.events_rate.sessions,
+            self.events_rate.turns,
+            self.events_rate.blocks,
+            self.events_running.turns
         )
     }
 }
@@ -59,7 +69,8 @@ impl Args {
 const USAGE: &str = "peer [--smoke] [--write-results [FILE]] [--agentd PATH] [--claude PATH] \
     [--runs N] [--turns N] [--levels 1,100,1000,10000] [--claude-procs N] \
     [--concurrency 100,1000] [--tp-turns N] [--sandbox N] [--append N] \
-    [--only cold,warm,warm-agentd,memory,throughput,sandbox,sdk]";
+    [--events-sessions N] [--events-turns N] [--events-blocks N] [--running-turns N] \
+    [--only cold,warm,warm-agentd,memory,throughput,sandbox,sdk,events,turns5000]";
 
 fn list(value: &str) -> Result<Vec<usize>> {
     value
@@ -85,6 +96,16 @@ pub fn parse_args() -> Result<Args> {
         tp_turns: 2,
         sandbox_iters: 200,
         append_events: 64_000,
+        events_rate: super::events::RateLoad {
+            sessions: 64,
+            turns: 4,
+            blocks: 400,
+        },
+        events_running: super::events::RunningLoad {
+            turns: 5000,
+            delay_ms: 1000,
+            tokens: 12,
+        },
         only: Vec::new(),
         sdk: super::sdk::Driver::in_repo(&root),
     };
@@ -103,6 +124,13 @@ pub fn parse_args() -> Result<Args> {
             args.tp_turns = 1;
             args.sandbox_iters = 5;
             args.append_events = 640;
+            args.events_rate = super::events::RateLoad {
+                sessions: 4,
+                turns: 2,
+                blocks: 50,
+            };
+            args.events_running.turns = 20;
+            args.events_running.tokens = 3;
             continue;
         }
         if flag == "--write-results" {
@@ -127,6 +155,10 @@ pub fn parse_args() -> Result<Args> {
             "--tp-turns" => args.tp_turns = value.parse()?,
             "--sandbox" => args.sandbox_iters = value.parse()?,
             "--append" => args.append_events = value.parse()?,
+            "--events-sessions" => args.events_rate.sessions = value.parse()?,
+            "--events-turns" => args.events_rate.turns = value.parse()?,
+            "--events-blocks" => args.events_rate.blocks = value.parse()?,
+            "--running-turns" => args.events_running.turns = value.parse()?,
             "--only" => {
                 args.only = value.split(',').map(|s| s.trim().to_string()).collect();
                 if let Some(bad) = args.only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {

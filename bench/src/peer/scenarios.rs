@@ -186,7 +186,7 @@ async fn open_streams(addr: &str, ids: &[String]) -> Result<Vec<Conn>> {
 
 const WARM_UP_SESSIONS: usize = 8;
 
-async fn create_many(addr: &str, n: usize) -> Result<Vec<String>> {
+pub async fn create_many(addr: &str, n: usize) -> Result<Vec<String>> {
     let conns = 8.min(n.max(1));
     let mut tasks = Vec::new();
     for c in 0..conns {
