@@ -104,7 +104,7 @@ pub fn parse_args() -> Result<Args> {
         events_running: super::events::RunningLoad {
             turns: 5000,
             delay_ms: 1000,
-            tokens: 12,
+            tokens: 48,
         },
         only: Vec::new(),
         sdk: super::sdk::Driver::in_repo(&root),

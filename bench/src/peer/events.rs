@@ -126,7 +126,9 @@ pub async fn run(args: &Args, ctx: &Ctx, t: &mut Table, extra: &mut Vec<String>)
                 ],
                 r.p99_ms < 50.0,
             );
-            let per = r.running_rss_kib.saturating_sub(r.idle_rss_kib) as f64 / r.turns as f64;
+            // Per turn running when sampled (not per turn posted: the first may
+            // end before the last starts on a loaded machine).
+            let per = r.running_rss_kib.saturating_sub(r.idle_rss_kib) as f64 / r.running_peak;
             t.target(
                 &[
                     "server RSS per running turn (native engine)",
@@ -150,7 +152,7 @@ pub async fn run(args: &Args, ctx: &Ctx, t: &mut Table, extra: &mut Vec<String>)
                  parsed by the clients, both over the wall time. The running-turns rows: {} \
                  sessions with an SSE stream each, a turn posted on each (posts over 64 \
                  connections), the model streaming a token every {} ms ({} tokens, {:.0} s a \
-                 turn), so they all run at once (no per-node cap applies without a cluster); \
+                 turn), so they run at once (no per-node cap applies without a cluster; RSS per turn is over the turns running when sampled); \
                  latency = receipt − the event's stored `at`; RSS idle = all sessions and \
                  streams open, no turn; RSS running = sampled when `agentd_turns_running` peaks.",
                 args.events_rate.sessions,
