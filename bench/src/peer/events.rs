@@ -240,10 +240,7 @@ async fn rate(ctx: &Ctx, url: &str, load: &RateLoad) -> Result<Rate> {
                 })
             })
             .collect();
-        let mut latencies = Vec::new();
-        for task in tasks {
-            latencies.extend(task.await??);
-        }
+        let mut latencies = super::scenarios::gather(tasks).await?;
         let wall = started.elapsed();
         let appended = metric(&addr, "agentd_events_total").await? - events0;
         let delivered = latencies.len() as u64;
@@ -316,10 +313,7 @@ async fn running(ctx: &Ctx, url: &str, load: &RunningLoad) -> Result<Running> {
             ended = watchers.iter().filter(|w| w.is_finished()).count();
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        let mut latencies = Vec::new();
-        for watcher in watchers {
-            latencies.extend(watcher.await??);
-        }
+        let mut latencies = super::scenarios::gather(watchers).await?;
         let wall = started.elapsed();
         if running_peak < 1.0 {
             bail!("no turn was seen running");
