@@ -22,6 +22,8 @@ mod client;
 mod cluster;
 #[path = "../peer/cluster_rows.rs"]
 mod cluster_rows;
+#[path = "../peer/events.rs"]
+mod events;
 #[path = "../peer/failover.rs"]
 mod failover;
 #[path = "../peer/memory.rs"]
@@ -404,7 +406,9 @@ async fn run(
             args.sandbox_iters
         ));
     }
-
+    if args.wants("events") || args.wants("turns5000") {
+        events::run(args, ctx, &mut t, &mut extra).await?;
+    }
     if args.wants("cluster") {
         eprintln!("[cluster] 3 nodes on PostgreSQL: fan-out at saturation, failover");
         cluster_rows::rows(args, ctx, &mut t, &mut extra).await?;

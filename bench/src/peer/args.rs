@@ -22,6 +22,9 @@ pub struct Args {
     /// The cluster scenario's fan-out load and turns per failover run.
     pub cluster: super::cluster::FanOut,
     pub failover_sessions: usize,
+    /// `events`: the event-rate load; `turns5000`: the running-turns load.
+    pub events_rate: super::events::RateLoad,
+    pub events_running: super::events::RunningLoad,
     /// Scenarios to run (`--only`, for profiling); empty: all.
     pub only: Vec<String>,
     /// The Agent SDK scenario's Python (with the SDK) and driver script.
@@ -39,6 +42,8 @@ const SCENARIOS: &[&str] = &[
     "sandbox",
     "sdk",
     "cluster",
+    "events",
+    "turns5000",
 ];
 
 impl Args {
@@ -50,16 +55,21 @@ impl Args {
     pub fn parameters(&self) -> String {
         format!(
             "cold runs {}, warm turns {}, memory levels {:?}, claude processes {}, \
-             held sessions {}, concurrency {:?} × {} turns, sandbox rounds {}, appends {}",
+             held sessions {}, concurrency {:?} × {} turns, sandbox rounds {}, appends {}, \
+             events {} sessions × {} turns × {} deltas, running turns {}",
             self.runs,
             self.turns,
             self.levels,
-            self.held,
             self.claude_procs,
+            self.held,
             self.concurrency,
             self.tp_turns,
             self.sandbox_iters,
-            self.append_events
+            self.append_events,
+            self.events_rate.sessions,
+            self.events_rate.turns,
+            self.events_rate.blocks,
+            self.events_running.turns
         )
     }
 }
@@ -68,7 +78,8 @@ const USAGE: &str = "peer [--smoke] [--write-results [FILE]] [--agentd PATH] [--
     [--runs N] [--turns N] [--levels 1,100,1000,10000] [--held N] [--claude-procs N] \
     [--concurrency 100,1000] [--tp-turns N] [--sandbox N] [--append N] \
     [--cluster-sessions N] [--failover-sessions N] \
-    [--only cold,warm,warm-agentd,memory,memory-held,throughput,sandbox,sdk,cluster]";
+    [--events-sessions N] [--events-turns N] [--events-blocks N] [--running-turns N] \
+    [--only cold,warm,warm-agentd,memory,memory-held,throughput,sandbox,sdk,cluster,events,turns5000]";
 
 fn list(value: &str) -> Result<Vec<usize>> {
     value
@@ -97,6 +108,16 @@ pub fn parse_args() -> Result<Args> {
         append_events: 64_000,
         cluster: super::cluster::FanOut::SATURATION,
         failover_sessions: 6,
+        events_rate: super::events::RateLoad {
+            sessions: 64,
+            turns: 4,
+            blocks: 400,
+        },
+        events_running: super::events::RunningLoad {
+            turns: 5000,
+            delay_ms: 1000,
+            tokens: 48,
+        },
         only: Vec::new(),
         sdk: super::sdk::Driver::in_repo(&root),
     };
@@ -118,6 +139,13 @@ pub fn parse_args() -> Result<Args> {
             args.append_events = 640;
             args.cluster = super::cluster::FanOut::SMOKE;
             args.failover_sessions = 2;
+            args.events_rate = super::events::RateLoad {
+                sessions: 4,
+                turns: 2,
+                blocks: 50,
+            };
+            args.events_running.turns = 20;
+            args.events_running.tokens = 3;
             continue;
         }
         if flag == "--write-results" {
@@ -145,6 +173,10 @@ pub fn parse_args() -> Result<Args> {
             "--append" => args.append_events = value.parse()?,
             "--cluster-sessions" => args.cluster.sessions = value.parse()?,
             "--failover-sessions" => args.failover_sessions = value.parse()?,
+            "--events-sessions" => args.events_rate.sessions = value.parse()?,
+            "--events-turns" => args.events_rate.turns = value.parse()?,
+            "--events-blocks" => args.events_rate.blocks = value.parse()?,
+            "--running-turns" => args.events_running.turns = value.parse()?,
             "--only" => {
                 args.only = value.split(',').map(|s| s.trim().to_string()).collect();
                 if let Some(bad) = args.only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {

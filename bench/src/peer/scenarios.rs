@@ -200,10 +200,7 @@ pub async fn throughput(ctx: &Ctx, sessions: usize, turns: usize) -> Result<Thro
                 })
             })
             .collect();
-        let mut latencies = Vec::new();
-        for task in tasks {
-            latencies.extend(task.await??);
-        }
+        let mut latencies = gather(tasks).await?;
         let wall = started.elapsed();
         let appended = metric(&addr, "agentd_events_total").await? - events0;
         let publish = histogram(&addr, PUBLISH_DELAY).await?;
@@ -228,6 +225,15 @@ pub async fn throughput(ctx: &Ctx, sessions: usize, turns: usize) -> Result<Thro
     .await;
     stop(server);
     outcome
+}
+
+/// Every task's latencies, in one list.
+pub async fn gather(tasks: Vec<tokio::task::JoinHandle<Result<Vec<u64>>>>) -> Result<Vec<u64>> {
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await??);
+    }
+    Ok(latencies)
 }
 
 /// Median and p99 of `bash -c true` bare and under the default sandbox policy.
