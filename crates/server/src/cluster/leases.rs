@@ -8,11 +8,13 @@
 //! (`SKIP LOCKED`, re-checked against the current owner, so only one does) and
 //! finishes their turns as `interrupted`, the way a restart does for a single
 //! node. Three guards keep a live node's work from being taken or doubled:
-//! - a node takes others' leases only after beating steadily for a whole
-//!   timeout itself (after a database outage every heartbeat is stale);
-//! - a node whose heartbeats fail for most of a timeout stops its own turns
-//!   (others will consider it dead), and one that finds a lease of its turn
-//!   taken stops that turn;
+//! - a node takes others' leases only after beating steadily (no failure, no
+//!   gap or beat over a quarter timeout) for a whole timeout itself (after a
+//!   database outage or a pause of its own every heartbeat is stale);
+//! - a node whose last good beat was sent most of a timeout ago (4/5) stops
+//!   its own turns (others will consider it dead); each beat is bounded to a
+//!   quarter timeout so a hung one cannot delay this; and one that finds a
+//!   lease of its turn taken stops that turn;
 //! - releases and workspace saves name the node, so a node that lost a lease
 //!   cannot release or overwrite the new owner's.
 
@@ -56,9 +58,9 @@ pub(super) async fn recover_own(cluster: &Cluster, registry: &Registry) -> Store
 pub(super) async fn heartbeat(cluster: Cluster, registry: Registry, stop: CancellationToken) {
     let timeout = cluster.lease_timeout();
     let every = (timeout / BEATS_PER_TIMEOUT).max(MIN_BEAT);
-    let mut last_ok = Instant::now();
-    // Beating without a gap since then; `None` right after a failure.
-    let mut steady_since = Some(Instant::now());
+    // The longest one beat (or other database call here) may take.
+    let bound = timeout / 4;
+    let mut beats = Beats::new(timeout, Instant::now());
     loop {
         tokio::select! {
             () = tokio::time::sleep(every) => {}
@@ -67,42 +69,60 @@ pub(super) async fn heartbeat(cluster: Cluster, registry: Registry, stop: Cancel
         // Taken before the leases are read: a turn taken meanwhile has its
         // lease already and must not look lost.
         let running = registry.running_turns();
-        let beat = cluster
-            .store()
-            .heartbeat(
+        // The database stamps the beat at its start: so does `last_ok`.
+        let address = cluster.address();
+        let sent = Instant::now();
+        let beat = tokio::time::timeout(
+            bound,
+            cluster.store().heartbeat(
                 cluster.node_id(),
-                &cluster.address(),
+                &address,
                 cluster.instance(),
                 cluster.is_draining(),
-            )
-            .await;
+            ),
+        );
+        tokio::pin!(beat);
+        // Checked at every beat, and while one hangs: the others may take
+        // this node's leases once its last good beat is a timeout old.
+        let beat = tokio::select! {
+            beat = &mut beat => beat,
+            () = tokio::time::sleep_until(beats.stop_at().into()) => {
+                stop_all(&registry, STOP_WHY);
+                beat.await
+            }
+        };
         let held = match beat {
-            Ok(held) => held,
-            Err(err) => {
-                tracing::warn!(%err, "heartbeat failed");
-                steady_since = None;
-                if last_ok.elapsed() > timeout * 4 / 5 {
-                    stop_all(
-                        &registry,
-                        "its heartbeats failed for most of the lease timeout",
-                    );
+            Ok(Ok(held)) => held,
+            failed => {
+                match failed {
+                    Ok(Err(err)) => tracing::warn!(%err, "heartbeat failed"),
+                    _ => tracing::warn!("heartbeat timed out"),
+                }
+                beats.failed();
+                if beats.must_stop(Instant::now()) {
+                    stop_all(&registry, STOP_WHY);
                 }
                 continue;
             }
         };
-        last_ok = Instant::now();
-        let steady = *steady_since.get_or_insert_with(Instant::now);
+        beats.ok(sent, Instant::now());
         stop_lost_turns(&registry, running, &held);
-        let orphans = orphan_leases(&registry, &held, every);
-        let dead = if steady.elapsed() >= timeout {
-            match cluster
-                .store()
-                .take_dead_leases(cluster.node_id(), timeout)
-                .await
-            {
-                Ok(leases) => leases,
-                Err(err) => {
+        // A claim's lease is committed before the claimer hands its turn
+        // over: a pause in between must not make a live turn look orphaned.
+        let orphans = orphan_leases(&held, timeout, |session_id, turn_id| {
+            registry.knows_turn(session_id, turn_id)
+        });
+        let dead = if beats.steady(Instant::now()) {
+            let take = cluster.store().take_dead_leases(cluster.node_id(), timeout);
+            match tokio::time::timeout(bound, take).await {
+                Ok(Ok(leases)) => leases,
+                Ok(Err(err)) => {
                     tracing::warn!(%err, "cannot look for dead nodes");
+                    Vec::new()
+                }
+                Err(_) => {
+                    // Any it took are ours: later beats find them orphaned.
+                    tracing::warn!("looking for dead nodes timed out");
                     Vec::new()
                 }
             }
@@ -113,9 +133,68 @@ pub(super) async fn heartbeat(cluster: Cluster, registry: Registry, stop: Cancel
             // Its own task: recording many turns must not delay the next beat.
             tokio::spawn(finish_all(cluster.clone(), registry.clone(), orphans, dead));
         }
-        if let Err(err) = cluster.store().forget_dead_nodes(timeout * 4).await {
-            tracing::warn!(%err, "cannot forget dead nodes");
+        let forget = cluster.store().forget_dead_nodes(timeout * 4);
+        match tokio::time::timeout(bound, forget).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::warn!(%err, "cannot forget dead nodes"),
+            Err(_) => tracing::warn!("forgetting dead nodes timed out"),
         }
+    }
+}
+
+const STOP_WHY: &str = "its heartbeats failed for most of the lease timeout";
+
+/// What the heartbeat knows of its own beats.
+struct Beats {
+    timeout: Duration,
+    /// When the last beat that succeeded was sent (the database stamps it
+    /// at its start, so others count this node's silence from about then).
+    last_ok: Instant,
+    /// Beating without a gap since then; `None` right after a failure.
+    steady_since: Option<Instant>,
+}
+
+impl Beats {
+    fn new(timeout: Duration, now: Instant) -> Self {
+        Self {
+            timeout,
+            last_ok: now,
+            steady_since: Some(now),
+        }
+    }
+
+    /// A beat sent at `sent` succeeded at `done`. A long gap since the last
+    /// good beat, or a slow beat, means this node was paused or its database
+    /// stalled: what it saw of the others' beats is not to be trusted yet.
+    fn ok(&mut self, sent: Instant, done: Instant) {
+        let gap = self.timeout / 4;
+        if sent.saturating_duration_since(self.last_ok) > gap
+            || done.saturating_duration_since(sent) > gap
+        {
+            self.steady_since = None;
+        }
+        self.last_ok = sent;
+        self.steady_since.get_or_insert(done);
+    }
+
+    fn failed(&mut self) {
+        self.steady_since = None;
+    }
+
+    /// When this node stops its own turns unless a beat succeeds: most of a
+    /// timeout after the last good one, before any other may take them.
+    fn stop_at(&self) -> Instant {
+        self.last_ok + self.timeout * 4 / 5
+    }
+
+    fn must_stop(&self, now: Instant) -> bool {
+        now > self.stop_at()
+    }
+
+    /// May take dead nodes' leases: beating steadily for a whole timeout.
+    fn steady(&self, now: Instant) -> bool {
+        self.steady_since
+            .is_some_and(|since| now.saturating_duration_since(since) >= self.timeout)
     }
 }
 
@@ -139,6 +218,10 @@ async fn finish_all(
                 continue;
             }
         };
+        // Its claim may have been handed over meanwhile.
+        if registry.knows_turn(&lease.session_id, &lease.turn_id) {
+            continue;
+        }
         tracing::error!(session_id = %lease.session_id, turn_id = %lease.turn_id,
             "a lease of this node has no turn running here; finishing it");
         let error = ErrorInfo {
@@ -196,13 +279,17 @@ fn stop_all(registry: &Registry, why: &str) {
     }
 }
 
-/// This node's leases with no turn here (running, finishing or queued):
-/// a worker that died, or a claim whose answer was lost. Young leases are
-/// left alone: their turn may be starting.
-fn orphan_leases(registry: &Registry, held: &[HeldLease], grace: Duration) -> Vec<HeldLease> {
-    let grace_ms = i64::try_from(grace.as_millis() * 2).unwrap_or(i64::MAX);
+/// This node's leases with no turn here (running, finishing or queued,
+/// per `knows`): a worker that died, or a claim whose answer was lost.
+/// Leases younger than `grace` are left alone: their turn may be starting.
+fn orphan_leases(
+    held: &[HeldLease],
+    grace: Duration,
+    knows: impl Fn(&str, &str) -> bool,
+) -> Vec<HeldLease> {
+    let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
     held.iter()
-        .filter(|l| l.age_ms > grace_ms && !registry.knows_turn(&l.session_id, &l.turn_id))
+        .filter(|l| l.age_ms > grace_ms && !knows(&l.session_id, &l.turn_id))
         .cloned()
         .collect()
 }
@@ -228,4 +315,96 @@ async fn finish_lost(
         .await?;
     cluster.kick();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Duration = Duration::from_secs(4);
+
+    #[test]
+    fn last_ok_is_when_the_beat_was_sent_and_stopping_comes_before_the_timeout() {
+        let t0 = Instant::now();
+        let mut beats = Beats::new(T, t0);
+        let sent = t0 + T / 10;
+        beats.ok(sent, sent + T / 5);
+        assert_eq!(beats.last_ok, sent, "not when it returned");
+        assert!(beats.stop_at() < sent + T);
+        assert!(!beats.must_stop(sent + T / 2));
+        beats.failed();
+        assert!(!beats.must_stop(beats.stop_at()));
+        assert!(beats.must_stop(beats.stop_at() + T / 100));
+        assert!(beats.must_stop(sent + T), "before the others may take over");
+    }
+
+    #[test]
+    fn steady_needs_a_whole_timeout_of_regular_beats() {
+        let t0 = Instant::now();
+        let step = T / 10;
+        let mut beats = Beats::new(T, t0);
+        let mut at = t0;
+        for _ in 0..9 {
+            at += step;
+            beats.ok(at, at);
+            assert!(!beats.steady(at));
+        }
+        at += step;
+        beats.ok(at, at);
+        assert!(beats.steady(at));
+
+        // A failed beat restarts the count.
+        beats.failed();
+        at += step;
+        beats.ok(at, at);
+        assert!(!beats.steady(at + T / 2));
+        assert!(beats.steady(at + T));
+    }
+
+    /// Beats every tenth of a timeout, for a whole timeout, from `at`.
+    fn beat_steadily(beats: &mut Beats, at: &mut Instant) {
+        for _ in 0..10 {
+            *at += T / 10;
+            beats.ok(*at, *at);
+        }
+        assert!(beats.steady(*at));
+    }
+
+    #[test]
+    fn a_gap_or_a_slow_beat_restarts_the_count() {
+        let mut at = Instant::now();
+        let mut beats = Beats::new(T, at);
+        beat_steadily(&mut beats, &mut at);
+        // Paused: the next beat comes a third of a timeout later.
+        at += T / 3;
+        beats.ok(at, at);
+        assert!(!beats.steady(at + T / 2));
+        beat_steadily(&mut beats, &mut at);
+
+        // The database stalled: the beat itself took a third of a timeout.
+        at += T / 10;
+        beats.ok(at, at + T / 3);
+        assert!(!beats.steady(at + T / 2));
+        assert!(beats.steady(at + T / 3 + T));
+    }
+
+    fn lease(turn: &str, age: Duration) -> HeldLease {
+        HeldLease {
+            session_id: "s".into(),
+            turn_id: turn.into(),
+            age_ms: i64::try_from(age.as_millis()).unwrap_or(i64::MAX),
+        }
+    }
+
+    #[test]
+    fn orphans_are_unknown_leases_older_than_the_grace() {
+        let held = [
+            lease("young", T / 2),
+            lease("known", T * 2),
+            lease("orphan", T * 2),
+        ];
+        let orphans = orphan_leases(&held, T, |_, turn| turn == "known");
+        let turns: Vec<_> = orphans.iter().map(|l| l.turn_id.as_str()).collect();
+        assert_eq!(turns, ["orphan"]);
+    }
 }

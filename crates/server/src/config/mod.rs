@@ -528,10 +528,13 @@ impl Config {
         mounts::check(&config)?;
         webhooks::check(&config)?;
         config.identity.check()?;
-        if config.cluster.lease_timeout_s == 0 || config.cluster.max_running_turns == 0 {
-            return Err(
-                "[cluster] lease_timeout_s and max_running_turns must be at least 1".into(),
-            );
+        // At least 2 s: the fencing margins (stop at 4/5, beats bounded by
+        // 1/4) need room; at most an hour: the heartbeat multiplies it.
+        if !(2..=3600).contains(&config.cluster.lease_timeout_s) {
+            return Err("[cluster] lease_timeout_s must be between 2 and 3600".into());
+        }
+        if config.cluster.max_running_turns == 0 {
+            return Err("[cluster] max_running_turns must be at least 1".into());
         }
         if let Some(id) = &config.cluster.node_id
             && (id.is_empty() || id.len() > 128 || id.chars().any(char::is_whitespace))

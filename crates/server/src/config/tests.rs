@@ -101,6 +101,20 @@ fn thinking_budgets_are_bounded() {
 }
 
 #[test]
+fn lease_timeout_is_bounded() {
+    let cluster = |s: u64| Config::parse(&format!("[cluster]\nlease_timeout_s = {s}\n"));
+    for ok in [2, 4, 3600] {
+        assert!(cluster(ok).is_ok(), "{ok}");
+    }
+    for bad in [0, 1, 3601, u64::from(u32::MAX) + 1] {
+        let err = cluster(bad).unwrap_err();
+        assert!(err.contains("between 2 and 3600"), "{bad}: {err}");
+    }
+    let err = Config::parse("[cluster]\nmax_running_turns = 0\n").unwrap_err();
+    assert!(err.contains("max_running_turns"), "{err}");
+}
+
+#[test]
 fn bad_rules_and_hook_matchers_are_startup_errors() {
     let err = Config::parse("[profiles.p]\nallow = [\"Bash(git status\"]\n").unwrap_err();
     assert!(err.contains("profile \"p\""), "{err}");

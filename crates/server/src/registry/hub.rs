@@ -133,6 +133,10 @@ impl Subscriber {
     /// Cancel safe: nothing changes unless it returns.
     pub async fn recv(&mut self) -> Result<Arc<LiveEvent>, Lagged> {
         let Subscriber { hub, next } = self;
+        // Events already waiting: take them without touching the Notify.
+        if let Some(received) = hub.take(next) {
+            return received;
+        }
         loop {
             let sent = hub.sent.notified();
             tokio::pin!(sent);
