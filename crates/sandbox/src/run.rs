@@ -56,24 +56,6 @@ impl Sandbox {
     /// With spares on ([`crate::set_spare_capacity`]) the command may run in a
     /// sandbox prestarted for an identical policy; it sees and does exactly
     /// what it would in a fresh one, and `timeout` starts when it is handed over.
-    /// Start a spare sandbox for `policy` in the background now, so that the
-    /// first command under it need not wait for bubblewrap (a session's first
-    /// turn, a one-shot run). Does nothing when spares are off, the policy
-    /// runs unsandboxed, or a spare for it is waiting or starting already.
-    /// Call it only while none of the session's foreground commands runs, as
-    /// after one has ended: a running command could change what the spare is
-    /// made of between its checks and its mounts.
-    pub fn prestart(&self, policy: &Policy) {
-        if policy.unsandboxed {
-            return;
-        }
-        match bwrap_spec(policy) {
-            Ok(Some(spec)) => spare::replenish(policy, spec),
-            Ok(None) => {}
-            Err(err) => tracing::debug!(%err, "no spare sandbox prestarted"),
-        }
-    }
-
     pub async fn exec(
         &self,
         policy: &Policy,

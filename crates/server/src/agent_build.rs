@@ -102,11 +102,6 @@ impl Runtime {
             .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
         let permissions = crate::config::with_command_marks(permissions, &commands);
         let tools = offered(tools, &permissions, &profile);
-        // The turn's first `Bash` finds its sandbox started: none of the
-        // session's commands runs between its turns.
-        if tools.iter().any(|tool| tool.name() == "Bash") {
-            agentd_sandbox::Sandbox.prestart(&policy);
-        }
         // Searches must not reveal what a Read deny rule protects.
         let hidden = {
             let (rules, root) = (permissions.clone(), guard.workspace().to_path_buf());
