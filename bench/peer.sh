@@ -15,11 +15,20 @@ if { [ ! -x .tools/node_modules/.bin/claude ] && [ -z "${AGENTD_CLAUDE_BIN:-}" ]
 fi
 CARGO=${CARGO:-cargo}
 "$CARGO" build --release -p agentd-cli -p agentd-testkit -p agentd-bench
-# The cluster rows run several nodes on a throwaway PostgreSQL (as bench/cluster.sh).
-export AGENTD_PG_STATE="${TMPDIR:-/tmp}/agentd-peer-postgres.$$"
-trap 'scripts/postgres.sh stop' EXIT
-env_line="$(scripts/postgres.sh start)"
-export "${env_line?}"
+# The cluster rows run several nodes on a throwaway PostgreSQL (as
+# bench/cluster.sh), unless a database is given or `--only` leaves them out.
+wants_cluster=1
+prev=
+for arg in "$@"; do
+  if [ "$prev" = --only ] && [[ ",$arg," != *,cluster,* ]]; then wants_cluster=0; fi
+  prev=$arg
+done
+if [ "$wants_cluster" = 1 ] && [ -z "${AGENTD_TEST_POSTGRES_URL:-}" ]; then
+  export AGENTD_PG_STATE="${TMPDIR:-/tmp}/agentd-peer-postgres.$$"
+  trap 'scripts/postgres.sh stop' EXIT
+  env_line="$(scripts/postgres.sh start)"
+  export "${env_line?}"
+fi
 # 10 000 SSE streams need two sockets each on this machine (client and server).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 "${CARGO_TARGET_DIR:-target}/release/peer" "$@"

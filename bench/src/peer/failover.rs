@@ -98,7 +98,12 @@ async fn run_with(
     let killed = Instant::now();
     processes::stop(child);
     let finished = turns.finished_on_others(victim, &victims).await?;
-    let kill_to_finished = finished.iter().map(|at| *at - killed).collect();
+    // A turn that ended before the kill was no failover: an error, not 0 ms.
+    let kill_to_finished = finished
+        .iter()
+        .map(|at| at.checked_duration_since(killed).filter(|d| !d.is_zero()))
+        .collect::<Option<Vec<_>>>()
+        .context("a victim's turn finished before the kill (the machine too slow?)")?;
 
     // Pause, on new sessions over the two nodes left.
     let turns = Turns::start(&nodes, &pg, sessions).await?;

@@ -259,7 +259,8 @@ pub fn held_row(t: &mut Table, extra: &mut Vec<String>, held: &Held, claude_per:
             "100 000 (within 2 GiB)",
         ],
         held.sessions >= TARGET_HELD
-            && held.live >= held.sessions as f64
+            // Live sessions include the warm-up connection's streams.
+            && held.live >= (held.sessions + STREAMS_PER_H2_CONN) as f64
             && held.rss_kib <= TARGET_HELD_RSS_KIB,
     );
     extra.push(format!(
