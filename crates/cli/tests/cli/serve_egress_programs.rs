@@ -44,14 +44,16 @@ async fn a_background_command_gets_the_proxy() {
     );
     let id = start(&h, &server, &session, &command).await;
     let deadline = tokio::time::Instant::now() + WAIT;
-    let output = loop {
+    // BashOutput returns only what is new since the last call: keep it all.
+    let mut output = String::new();
+    loop {
         let finished = call(&h, &server, &session, "BashOutput", json!({"bash_id": id})).await;
-        let output = finished["output"].as_str().unwrap().to_string();
+        output.push_str(finished["output"].as_str().unwrap());
         if output.contains("bg-refused") || tokio::time::Instant::now() > deadline {
-            break output;
+            break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    };
+    }
     assert!(output.contains(&format!("{BODY} bg-ok")), "{output}");
     assert!(output.contains("bg-refused"), "{output}");
     let refused = refusals(&server, &session).await;
