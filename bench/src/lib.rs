@@ -46,6 +46,7 @@ pub fn start_model_server(server: &Path, script: &Path) -> anyhow::Result<(Child
     let mut child = Command::new(server)
         .arg("--script")
         .arg(script)
+        .arg("--coalesce")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

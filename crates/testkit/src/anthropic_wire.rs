@@ -1,5 +1,7 @@
 //! The Anthropic Messages API wire format: request views, SSE events, messages, errors.
 
+use std::borrow::Cow;
+
 use agentd_model::anthropic::wire::{self, Delta};
 use agentd_model::scripted::{RequestView, json_chunks, text_chunks};
 use agentd_protocol::{ContentBlock, Usage};
@@ -20,9 +22,9 @@ pub(crate) fn request_view(body: &Value) -> (RequestView, usize) {
         .map_or(&[], Vec::as_slice);
     let mut tools: Vec<(String, String)> = Vec::new();
     for message in messages {
-        for block in blocks(message) {
+        for block in blocks(message).iter() {
             match block.get("type").and_then(Value::as_str) {
-                Some("text") => push_text(&mut view.all_text, str_field(&block, "text")),
+                Some("text") => push_text(&mut view.all_text, str_field(block, "text")),
                 Some("tool_result") => {
                     let text = block.get("content").map(content_text).unwrap_or_default();
                     push_text(&mut view.all_text, &text);
@@ -31,8 +33,8 @@ pub(crate) fn request_view(body: &Value) -> (RequestView, usize) {
                     let input = block.get("input").map(Value::to_string).unwrap_or_default();
                     push_text(&mut view.all_text, &input);
                     tools.push((
-                        str_field(&block, "id").to_string(),
-                        str_field(&block, "name").to_string(),
+                        str_field(block, "id").to_string(),
+                        str_field(block, "name").to_string(),
                     ));
                 }
                 _ => {}
@@ -47,13 +49,13 @@ pub(crate) fn request_view(body: &Value) -> (RequestView, usize) {
         .find(|m| str_field(m, "role") != "system")
         .filter(|m| str_field(m, "role") == "user");
     if let Some(last) = last {
-        for block in blocks(last) {
+        for block in blocks(last).iter() {
             match block.get("type").and_then(Value::as_str) {
-                Some("text") => append(&mut view.last_user_text, str_field(&block, "text")),
+                Some("text") => append(&mut view.last_user_text, str_field(block, "text")),
                 Some("tool_result") => {
                     let text = block.get("content").map(content_text).unwrap_or_default();
                     append(&mut view.last_tool_result, &text);
-                    let id = str_field(&block, "tool_use_id");
+                    let id = str_field(block, "tool_use_id");
                     if let Some((_, name)) = tools.iter().rev().find(|(t, _)| t == id) {
                         view.last_tool_names.push(name.clone());
                     }
@@ -66,12 +68,13 @@ pub(crate) fn request_view(body: &Value) -> (RequestView, usize) {
     (view, tool_count)
 }
 
-/// A message's content as blocks; a plain string is one text block.
-fn blocks(message: &Value) -> Vec<Value> {
+/// A message's content as blocks; a plain string is one text block. Borrowed:
+/// a long history's blocks are read on every request, never copied.
+fn blocks(message: &Value) -> Cow<'_, [Value]> {
     match message.get("content") {
-        Some(Value::String(text)) => vec![json!({"type": "text", "text": text})],
-        Some(Value::Array(blocks)) => blocks.clone(),
-        _ => Vec::new(),
+        Some(Value::String(text)) => Cow::Owned(vec![json!({"type": "text", "text": text})]),
+        Some(Value::Array(blocks)) => Cow::Borrowed(blocks.as_slice()),
+        _ => Cow::Borrowed(&[]),
     }
 }
 

@@ -30,7 +30,7 @@ use anyhow::Context;
 
 pub use agentd_model::scripted::{Fault, Matcher, Script, ScriptBlock, ScriptReply, demo_script};
 pub use recording::RecordedRequest;
-pub use server::{ModelServer, serve_forever};
+pub use server::{ModelServer, coalesce_replies, serve_forever};
 pub use stats::ServiceStats;
 
 /// Reads a script from a JSON file; the name `demo` gives the built-in demo script.

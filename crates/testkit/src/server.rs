@@ -1,6 +1,7 @@
 //! The HTTP server: routing, script state, faults and chunked streaming.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -228,16 +229,16 @@ fn route(
     body: Bytes,
 ) -> Response {
     let recorded = RecordedRequest::new(method.as_str(), path, headers, &body);
-    let json_body = recorded.body.clone();
-    shared.lock().requests.push(recorded);
-
-    match (method, path.trim_end_matches('/')) {
-        (&Method::POST, "/v1/messages") => model_call(shared, Wire::Anthropic, &json_body, body.len()),
+    let json_body = &recorded.body;
+    // Recorded once answered (before any of a streamed reply is sent), so a
+    // long transcript is parsed once and never copied.
+    let response = match (method, path.trim_end_matches('/')) {
+        (&Method::POST, "/v1/messages") => model_call(shared, Wire::Anthropic, json_body, body.len()),
         (&Method::POST, "/v1/messages/count_tokens") => {
             axum::Json(json!({"input_tokens": estimate_tokens(body.len())})).into_response()
         }
         (&Method::POST, "/v1/chat/completions" | "/chat/completions") => {
-            model_call(shared, Wire::OpenAi, &json_body, body.len())
+            model_call(shared, Wire::OpenAi, json_body, body.len())
         }
         // Connectivity probes (the claude CLI sends `HEAD /`).
         (&Method::HEAD | &Method::GET, "") => StatusCode::OK.into_response(),
@@ -257,7 +258,9 @@ fn route(
             )
                 .into_response()
         }
-    }
+    };
+    shared.lock().requests.push(recorded);
+    response
 }
 
 fn model_call(shared: &Shared, wire: Wire, body: &Value, request_chars: usize) -> Response {
@@ -362,6 +365,35 @@ fn halves(value: Value) -> Vec<Bytes> {
     ]
 }
 
+/// Whether an undelayed, uncut reply goes out in writes of up to
+/// [`COALESCE_BYTES`] rather than a write per SSE frame (`--coalesce`).
+static COALESCE: AtomicBool = AtomicBool::new(false);
+const COALESCE_BYTES: usize = 16 * 1024;
+
+/// Send each undelayed, uncut reply in writes of up to 16 KiB instead of one
+/// per frame: the same bytes on the wire, a fraction of the stand-in's
+/// syscalls. For benchmarks, where the stand-in shares the machine with the
+/// server it measures; tests keep a write per frame.
+pub fn coalesce_replies(on: bool) {
+    COALESCE.store(on, Ordering::Relaxed);
+}
+
+/// Chunks joined into ones of up to [`COALESCE_BYTES`] (a bigger one alone).
+fn coalesce(chunks: Vec<Bytes>) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut current = Vec::new();
+    for chunk in chunks {
+        if !current.is_empty() && current.len() + chunk.len() > COALESCE_BYTES {
+            out.push(Bytes::from(std::mem::take(&mut current)));
+        }
+        current.extend_from_slice(&chunk);
+    }
+    if !current.is_empty() {
+        out.push(Bytes::from(current));
+    }
+    out
+}
+
 fn stream_body(
     chunks: Vec<Bytes>,
     content_type: &'static str,
@@ -378,6 +410,9 @@ fn stream_body(
             // An error from the body stream makes the server drop the connection
             // without the terminating chunk.
             items.push(Err(std::io::Error::other("scripted cut stream")));
+        }
+        None if delay_ms == 0 && COALESCE.load(Ordering::Relaxed) => {
+            items.extend(coalesce(chunks).into_iter().map(Ok));
         }
         None => items.extend(chunks.into_iter().map(Ok)),
     }
@@ -419,4 +454,34 @@ fn error_response(wire: Wire, status: u16, message: &str, retry_after_s: Option<
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Bytes, COALESCE_BYTES, coalesce};
+
+    #[test]
+    fn coalescing_keeps_every_byte_in_order_within_the_bound() {
+        let frames: Vec<Bytes> = (0..3000)
+            .map(|i| {
+                Bytes::from(format!(
+                    "event: content_block_delta\ndata: {{\"i\":{i}}}\n\n"
+                ))
+            })
+            .collect();
+        let big = Bytes::from(vec![b'x'; COALESCE_BYTES + 5]);
+        let mut all = frames.clone();
+        all.insert(1500, big);
+        let joined = coalesce(all.clone());
+        assert_eq!(joined.concat(), all.concat());
+        assert!(
+            joined.len() > 2 && joined.len() < 40,
+            "{} writes",
+            joined.len()
+        );
+        // Only a frame bigger than the bound makes a bigger write.
+        let over: Vec<_> = joined.iter().filter(|c| c.len() > COALESCE_BYTES).collect();
+        assert_eq!(over.len(), 1);
+        assert!(coalesce(Vec::new()).is_empty());
+    }
 }

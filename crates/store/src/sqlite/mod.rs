@@ -133,12 +133,15 @@ impl SqliteStore {
         let writes = if in_memory {
             pool.clone()
         } else {
-            // Two, not one: sqlx hands a released connection back to the pool
-            // from a task on the releasing runtime, so the next writer must
-            // not wait for that task (`write_lock` still admits one writer).
+            // Up to two, not one: sqlx hands a released connection back to
+            // the pool from a task on the releasing runtime, so the next
+            // writer must not wait for that task (`write_lock` still admits
+            // one writer). The second opens when first needed: a one-shot
+            // `agentd run` rarely does, and each connection costs it a
+            // schema parse and its own prepared statements.
             SqlitePoolOptions::new()
                 .max_connections(2)
-                .min_connections(2)
+                .min_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .test_before_acquire(false)

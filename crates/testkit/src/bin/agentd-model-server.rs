@@ -22,6 +22,11 @@ struct Args {
     script: Option<PathBuf>,
     #[arg(long, default_value = "127.0.0.1:0")]
     bind: SocketAddr,
+    /// Send a reply with no scripted delay or cut in writes of up to 16 KiB
+    /// rather than one per SSE frame (same bytes; for benchmarks, where this
+    /// process shares the machine with the server being measured).
+    #[arg(long)]
+    coalesce: bool,
 }
 
 fn read_script(path: &PathBuf) -> Result<Script, String> {
@@ -40,6 +45,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    agentd_testkit::coalesce_replies(args.coalesce);
     match agentd_testkit::serve_forever(args.bind, script).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
