@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 /// The workspace file every turn reads, runs `true` next to, and edits.
@@ -211,14 +211,23 @@ pub async fn start_serve_with(
         let _ = tx.send(first);
         for _ in lines {}
     });
-    let line = tokio::time::timeout(Duration::from_secs(30), rx).await??;
+    let line = tokio::time::timeout(Duration::from_secs(30), rx)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
     let addr = line
         .split_whitespace()
         .find_map(|w| w.strip_prefix("http://"))
-        .context("agentd serve printed no URL")?
-        .trim_end_matches('/')
-        .to_string();
-    Ok((child, addr))
+        .map(|a| a.trim_end_matches('/').to_string());
+    match addr {
+        Some(addr) => Ok((child, addr)),
+        // Not left running behind the failed scenario.
+        None => {
+            stop(child);
+            bail!("agentd serve printed no URL within 30 s (first line: {line:?})")
+        }
+    }
 }
 
 /// Kill and reap a helper process.
