@@ -274,6 +274,19 @@ fn fast_delta(data: &str) -> Option<WireDelta<'_>> {
     (delta.event == Some("content_block_delta")).then_some(delta)
 }
 
+/// Whether the event is a well-formed `content_block_stop` or `ping`, whose
+/// data carries nothing the parser uses: read without building a `Value`
+/// (a reply of many blocks has one per block).
+fn carries_nothing(event: Option<&str>, data: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Typed<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Option<&'a str>,
+    }
+    matches!(event, Some("content_block_stop" | "ping"))
+        && serde_json::from_str::<Typed<'_>>(data).is_ok_and(|typed| typed.kind == event)
+}
+
 impl EventParser for Parser {
     fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<Step, ModelError> {
         if self.started
@@ -281,6 +294,9 @@ impl EventParser for Parser {
             && let Some(delta) = fast_delta(&event.data)
         {
             self.apply_delta(delta, out)?;
+            return Ok(Step::Continue);
+        }
+        if self.started && carries_nothing(event.event.as_deref(), &event.data) {
             return Ok(Step::Continue);
         }
         let data: Value = serde_json::from_str(&event.data).map_err(|err| {

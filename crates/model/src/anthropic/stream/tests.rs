@@ -302,3 +302,30 @@ async fn deltas_read_the_same_with_or_without_the_event_line() {
         completed(&run(&odd_without, 64).await)
     );
 }
+
+/// A `content_block_stop` or `ping` is skipped unparsed only when its data
+/// says so; data of another type, or not JSON, goes the general way.
+#[tokio::test]
+async fn stop_and_ping_lines_are_trusted_only_when_their_data_agrees() {
+    // The data's type is authoritative: a stop line carrying `message_stop` ends the message.
+    let ended = TOOL_TURN.replace(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}",
+        "event: content_block_stop\ndata: {\"type\":\"message_stop\"}",
+    );
+    assert_ne!(ended, TOOL_TURN);
+    let response = completed(&run(&ended, 64).await);
+    assert_eq!(response.content.len(), 2, "{response:?}");
+
+    let broken = TOOL_TURN.replace(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\"",
+    );
+    assert_ne!(broken, TOOL_TURN);
+    let events = run(&broken, 64).await;
+    assert!(
+        events.iter().any(
+            |e| matches!(e, Err(ModelError::Protocol(message)) if message.contains("not JSON"))
+        ),
+        "{events:?}"
+    );
+}
