@@ -17,14 +17,14 @@ use serve_harness::{Harness, Server, SseEvent, assert_gapless, fresh_database_ur
 /// The default `[cluster] lease_timeout_s` (the config below sets none).
 const DEFAULT_LEASE_TIMEOUT: Duration = Duration::from_secs(4);
 
-async fn node_id(server: &Server) -> String {
+pub(crate) async fn node_id(server: &Server) -> String {
     let (status, health) = server.get("/healthz").await;
     assert_eq!(status, StatusCode::OK, "{health}");
     health["node_id"].as_str().expect("a node id").to_string()
 }
 
 /// The node holding the session's lease (waits for one).
-async fn owner(url: &str, session: &str, ids: &[String]) -> usize {
+pub(crate) async fn owner(url: &str, session: &str, ids: &[String]) -> usize {
     let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url)
         .await
         .unwrap();
