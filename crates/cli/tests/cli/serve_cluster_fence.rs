@@ -102,9 +102,7 @@ async fn a_node_woken_after_losing_its_lease_appends_nothing_more() {
     );
     // The session goes on: the next turn runs (on either node) and ends.
     let next = nodes[survivor].message(&id, "next").await;
-    let mut stream = nodes[survivor]
-        .events(&id, Some(finished[0].id))
-        .await;
+    let mut stream = nodes[survivor].events(&id, Some(finished[0].id)).await;
     let more = stream.until_finished(1).await;
     let end = more.last().unwrap();
     assert_eq!(end.data["turn_id"], next.as_str(), "{more:?}");
