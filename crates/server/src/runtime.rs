@@ -345,7 +345,7 @@ impl Runtime {
         turn_id: &str,
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
     ) -> StoreSink {
-        StoreSink::new(
+        StoreSink::fenced(
             self.store.clone(),
             session.id.clone(),
             self.fence_for(turn_id),

@@ -76,9 +76,19 @@ fn is_failed_finish(event: &Event) -> bool {
 }
 
 impl StoreSink {
-    /// The writer runs on `writer_on`; with a `fence` (a turn under a
-    /// cluster lease) every append checks it.
+    /// The writer runs on `writer_on`.
     pub fn new(
+        store: Arc<dyn Store>,
+        session_id: String,
+        observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+        writer_on: &Handle,
+    ) -> Self {
+        Self::fenced(store, session_id, None, observer, writer_on)
+    }
+
+    /// [`Self::new`], with a `fence` (a turn under a cluster lease) that
+    /// every append checks.
+    pub fn fenced(
         store: Arc<dyn Store>,
         session_id: String,
         fence: Option<Fence>,
@@ -396,13 +406,7 @@ mod tests {
     #[tokio::test]
     async fn flush_returns_once_queued_messages_and_events_are_stored() {
         let (store, session) = store_with_session().await;
-        let sink = StoreSink::new(
-            store.clone(),
-            session.clone(),
-            None,
-            None,
-            &Handle::current(),
-        );
+        let sink = StoreSink::new(store.clone(), session.clone(), None, &Handle::current());
         for n in 0..3 {
             sink.emit(event(n)).await.unwrap();
             sink.append_message("t", &Message::user_text(format!("m{n}")))
@@ -439,13 +443,7 @@ mod tests {
     #[tokio::test]
     async fn a_refused_message_fails_what_follows_but_not_the_log() {
         let (store, session) = refusing_lost_messages().await;
-        let sink = StoreSink::new(
-            store.clone(),
-            session.clone(),
-            None,
-            None,
-            &Handle::current(),
-        );
+        let sink = StoreSink::new(store.clone(), session.clone(), None, &Handle::current());
         sink.append_message("t", &Message::user_text("lost?"))
             .await
             .unwrap();
@@ -492,13 +490,7 @@ mod tests {
                 })
                 .collect::<Vec<_>>()
         };
-        let sink = StoreSink::new(
-            store.clone(),
-            session.clone(),
-            None,
-            None,
-            &Handle::current(),
-        );
+        let sink = StoreSink::new(store.clone(), session.clone(), None, &Handle::current());
         sink.append_message("t", &Message::user_text("kept"))
             .await
             .unwrap();
@@ -511,13 +503,7 @@ mod tests {
             [TurnStatus::Completed]
         );
 
-        let sink = StoreSink::new(
-            store.clone(),
-            session.clone(),
-            None,
-            None,
-            &Handle::current(),
-        );
+        let sink = StoreSink::new(store.clone(), session.clone(), None, &Handle::current());
         sink.append_message("t", &Message::user_text("lost?"))
             .await
             .unwrap();
