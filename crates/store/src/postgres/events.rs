@@ -56,16 +56,16 @@ const ROWS_OF_ARRAYS: &str =
     ", unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord)";
 
 sql!(
-    APPEND_MANY = NEXT_SEQS,
-    " ",
+    /// After the `s` of `NEXT_SEQS…`: the events inserted.
+    INSERT_TAIL = " ",
     INSERT_EVENTS,
     ROWS,
     ROWS_OF_ARRAYS,
     RETURNING
 );
 sql!(
-    APPEND_MANY_NOTIFY = NEXT_SEQS,
-    NOTIFY_SEQS,
+    /// [`INSERT_TAIL`] with the NOTIFY.
+    NOTIFY_TAIL = NOTIFY_SEQS,
     " ",
     INSERT_EVENTS,
     ROWS,
@@ -73,24 +73,10 @@ sql!(
     ROWS_OF_ARRAYS,
     RETURNING
 );
-sql!(
-    APPEND_MANY_FENCED = NEXT_SEQS_FENCED,
-    " ",
-    INSERT_EVENTS,
-    ROWS,
-    ROWS_OF_ARRAYS,
-    RETURNING
-);
-sql!(
-    APPEND_MANY_FENCED_NOTIFY = NEXT_SEQS_FENCED,
-    NOTIFY_SEQS,
-    " ",
-    INSERT_EVENTS,
-    ROWS,
-    ", n",
-    ROWS_OF_ARRAYS,
-    RETURNING
-);
+sql!(APPEND_MANY = NEXT_SEQS, INSERT_TAIL);
+sql!(APPEND_MANY_NOTIFY = NEXT_SEQS, NOTIFY_TAIL);
+sql!(APPEND_MANY_FENCED = NEXT_SEQS_FENCED, INSERT_TAIL);
+sql!(APPEND_MANY_FENCED_NOTIFY = NEXT_SEQS_FENCED, NOTIFY_TAIL);
 
 impl PostgresStore {
     /// One statement, so one implicit transaction: `last_seq` advances by the

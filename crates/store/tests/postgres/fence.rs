@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use agentd_protocol::Message;
 use agentd_store::postgres::PostgresStore;
+use agentd_store::postgres::cluster::ClusterStore;
 use agentd_store::{Fence, LogEntry, StoreError};
 use sqlx::Connection;
 
 use super::cluster::{TIMEOUT, nodes, turn};
-use super::{count_rows, delta, exec, session, store};
+use super::{Schema, count_rows, delta, exec, session, store};
 
 fn fence(node: &str, turn: &str) -> Fence {
     Fence {
@@ -39,6 +40,25 @@ async fn append(
     (appended.stored.len(), appended.error)
 }
 
+/// A session whose turn `t1` node `n1` holds (`n2` is alive too).
+async fn leased_session() -> (Schema, PostgresStore, ClusterStore, String) {
+    let (schema, store) = store().await;
+    let cluster = store.cluster();
+    nodes(&cluster, &["n1", "n2"]).await;
+    let s = session(&store, "u").await.id;
+    cluster
+        .enqueue_turn(&turn(&s, "t1", None), false)
+        .await
+        .unwrap();
+    let (_, lease) = cluster
+        .claim_turn("n1", None, TIMEOUT)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lease.node_id, "n1");
+    (schema, store, cluster, s)
+}
+
 /// `(events, messages)` stored in the session.
 async fn counts(store: &PostgresStore, session: &str) -> (i64, i64) {
     (
@@ -49,19 +69,7 @@ async fn counts(store: &PostgresStore, session: &str) -> (i64, i64) {
 
 #[tokio::test]
 async fn only_the_node_holding_the_lease_appends_and_a_taken_over_turn_is_closed() {
-    let (_schema, store) = store().await;
-    let cluster = store.cluster();
-    nodes(&cluster, &["n1", "n2"]).await;
-    let s = session(&store, "u").await.id;
-    cluster
-        .enqueue_turn(&turn(&s, "t1", None), false)
-        .await
-        .unwrap();
-    cluster
-        .claim_turn("n1", None, TIMEOUT)
-        .await
-        .unwrap()
-        .unwrap();
+    let (_schema, store, cluster, s) = leased_session().await;
 
     assert!(matches!(
         append(&store, &s, &fence("n1", "t1")).await,
@@ -129,19 +137,7 @@ async fn only_the_node_holding_the_lease_appends_and_a_taken_over_turn_is_closed
 
 #[tokio::test]
 async fn an_append_and_a_takeover_of_its_lease_never_overlap() {
-    let (_schema, store) = store().await;
-    let cluster = store.cluster();
-    nodes(&cluster, &["n1", "n2"]).await;
-    let s = session(&store, "u").await.id;
-    cluster
-        .enqueue_turn(&turn(&s, "t1", None), false)
-        .await
-        .unwrap();
-    cluster
-        .claim_turn("n1", None, TIMEOUT)
-        .await
-        .unwrap()
-        .unwrap();
+    let (_schema, store, cluster, s) = leased_session().await;
     exec(
         &store,
         "UPDATE cluster_nodes SET heartbeat_at = now() - interval '1 hour' WHERE id = 'n1'",
