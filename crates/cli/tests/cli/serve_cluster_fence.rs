@@ -47,7 +47,7 @@ async fn a_node_woken_after_losing_its_lease_appends_nothing_more() {
         .await;
 
     let turn = nodes[0].message(&id, "stop me").await;
-    let paused = owner(&url, &id, &ids).await;
+    let paused = owner(&url, &id, &turn, &ids).await;
     let survivor = 1 - paused;
     let mut stream = nodes[survivor].events(&id, None).await;
     loop {
