@@ -17,6 +17,7 @@ use crate::config::ConfigError;
 use crate::models::{ClaudeCodeSettings, EngineChoice, EnvLookup, ResolvedModel, resolve_model};
 use crate::registry::TurnKind;
 use crate::runtime::{RunError, Runtime, TurnOptions};
+use crate::sink::StoreSink;
 
 /// One turn as its caller asks for it.
 pub struct TurnRequest<'a> {
@@ -88,7 +89,7 @@ impl Runtime {
         // Only the running turn appends to its session: its user message
         // comes next.
         let _ = turn_position.set(last_position as i64 + 1);
-        let sink = self.sink_for(session, request.observer);
+        let sink = self.sink_for(session, &turn_id, request.observer);
         let input = TurnInput {
             turn_id: turn_id.clone(),
             history,
@@ -103,7 +104,7 @@ impl Runtime {
         } else {
             agent.run_turn(input, &sink, request.cancel).await
         };
-        self.record_finished(session, &turn_id, &text, &finished)
+        self.record_finished_by(&sink, session, &turn_id, &text, &finished)
             .await?;
         Ok(Some(finished))
     }
@@ -150,7 +151,7 @@ impl Runtime {
         let Some(turn_id) = self.begin_turn(session, options).await? else {
             return Ok(None);
         };
-        let sink = Arc::new(self.sink_for(session, request.observer));
+        let sink = Arc::new(self.sink_for(session, &turn_id, request.observer));
         let engine = ClaudeCodeTurn {
             claude: self.claude.clone(),
             session_id: session.id.clone(),
@@ -172,8 +173,26 @@ impl Runtime {
         };
         let finished = run_framed(&engine, input, sink.as_ref(), request.cancel).await;
         drop(gateway_turn);
-        self.record_finished(session, &turn_id, &text, &finished)
+        self.record_finished_by(&sink, session, &turn_id, &text, &finished)
             .await?;
         Ok(Some(finished))
+    }
+
+    /// The turn's end recorded, unless its `sink` was fenced out: then the
+    /// node that took the turn over records it (`LeaseLost`, nothing here).
+    async fn record_finished_by(
+        &self,
+        sink: &StoreSink,
+        session: &SessionRecord,
+        turn_id: &str,
+        text: &str,
+        finished: &TurnFinished,
+    ) -> Result<(), RunError> {
+        if let Some(lost) = sink.lease_lost() {
+            return Err(lost.into());
+        }
+        Ok(self
+            .record_finished(session, turn_id, text, finished)
+            .await?)
     }
 }

@@ -10,7 +10,7 @@ use agentd_protocol::{
 };
 use agentd_sandbox::Sandbox;
 use agentd_store::{
-    NewSession, SessionRecord, SessionStatus, SessionUpdate, Store, StoreError, TurnStart,
+    Fence, NewSession, SessionRecord, SessionStatus, SessionUpdate, Store, StoreError, TurnStart,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -338,18 +338,30 @@ impl Runtime {
         self.run_work(request, kind).await
     }
 
-    /// Where a turn of `session` records its events and messages.
+    /// Where turn `turn_id` of `session` records its events and messages.
     pub(crate) fn sink_for(
         &self,
         session: &SessionRecord,
+        turn_id: &str,
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
     ) -> StoreSink {
-        StoreSink::new(
+        StoreSink::fenced(
             self.store.clone(),
             session.id.clone(),
+            self.fence_for(turn_id),
             observer,
             &self.threads.serving(),
         )
+    }
+
+    /// The fence of turn `turn_id`'s appends: in a cluster every turn that
+    /// runs here holds a lease of this node, and what it appends must be
+    /// refused once the lease is lost (see `cluster::leases`). `None` alone.
+    pub(crate) fn fence_for(&self, turn_id: &str) -> Option<Fence> {
+        self.coordination.node_id().map(|node_id| Fence {
+            node_id: node_id.to_string(),
+            turn_id: turn_id.to_string(),
+        })
     }
 
     /// Record the turn's start and mark the session running; its id, or

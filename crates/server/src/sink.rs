@@ -3,12 +3,18 @@
 //! a [`StoreSink`] and goes on at once; a writer task commits whatever has
 //! queued in one transaction (`Store::append_log`) and hands each stored
 //! envelope, with its `seq`, to the observer (the session's live hub).
+//!
+//! A turn that runs under a cluster lease appends with its [`Fence`]: once
+//! its node has lost the lease (another node took the turn over), the store
+//! refuses every append (`LeaseLost`), the sink fails every later call, and
+//! the turn ends here without recording anything more: the node that took
+//! it over records its end.
 
 use std::sync::{Arc, Mutex};
 
 use agentd_engine::{Compaction, SinkError, TurnSink};
 use agentd_protocol::{CompactionTrigger, Event, EventEnvelope, Message, TurnFinished, TurnStatus};
-use agentd_store::{CompactionRecord, LogEntry, Logged, Store};
+use agentd_store::{CompactionRecord, Fence, LogEntry, Logged, Store, StoreError};
 use async_trait::async_trait;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
@@ -41,6 +47,8 @@ pub struct StoreSink {
     /// A message the store refused. Events are still stored after it, so the
     /// turn's error and `turn.finished` reach the log.
     message_failure: Arc<Mutex<Option<SinkError>>>,
+    /// Why the store fenced this turn out (its node lost the turn's lease).
+    lease_lost: Arc<Mutex<Option<String>>>,
 }
 
 enum Command {
@@ -75,17 +83,32 @@ impl StoreSink {
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
         writer_on: &Handle,
     ) -> Self {
+        Self::fenced(store, session_id, None, observer, writer_on)
+    }
+
+    /// [`Self::new`], with a `fence` (a turn under a cluster lease) that
+    /// every append checks.
+    pub fn fenced(
+        store: Arc<dyn Store>,
+        session_id: String,
+        fence: Option<Fence>,
+        observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+        writer_on: &Handle,
+    ) -> Self {
         let (queue, commands) = mpsc::unbounded_channel();
         let failure = Arc::new(Mutex::new(None));
         let message_failure = Arc::new(Mutex::new(None));
         let last_position = Arc::new(Mutex::new(None));
+        let lease_lost = Arc::new(Mutex::new(None));
         let writer = Writer {
             store: store.clone(),
             session_id: session_id.clone(),
+            fence,
             observer,
             failure: failure.clone(),
             message_failure: message_failure.clone(),
             last_position: last_position.clone(),
+            lease_lost: lease_lost.clone(),
         };
         writer_on.spawn(writer.run(commands));
         Self {
@@ -95,7 +118,15 @@ impl StoreSink {
             queue,
             failure,
             message_failure,
+            lease_lost,
         }
+    }
+
+    /// The store refused the turn's appends: its node no longer holds the
+    /// turn's lease (and nothing of it is stored after the refusal).
+    pub fn lease_lost(&self) -> Option<StoreError> {
+        let lost = self.lease_lost.lock().ok()?;
+        lost.clone().map(StoreError::LeaseLost)
     }
 
     fn send(&self, command: Command) -> Result<(), SinkError> {
@@ -129,10 +160,12 @@ fn stopped() -> SinkError {
 struct Writer {
     store: Arc<dyn Store>,
     session_id: String,
+    fence: Option<Fence>,
     observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
     failure: Arc<Mutex<Option<SinkError>>>,
     message_failure: Arc<Mutex<Option<SinkError>>>,
     last_position: Arc<Mutex<Option<u64>>>,
+    lease_lost: Arc<Mutex<Option<String>>>,
 }
 
 /// An event or a message waiting for the writer.
@@ -238,7 +271,14 @@ impl Writer {
                     },
                 })
                 .collect();
-            let appended = self.store.append_log(&self.session_id, &entries).await;
+            let appended = match &self.fence {
+                Some(fence) => {
+                    self.store
+                        .append_log_fenced(&self.session_id, fence, &entries)
+                        .await
+                }
+                None => self.store.append_log(&self.session_id, &entries).await,
+            };
             let done = appended.stored.len();
             for logged in appended.stored {
                 match logged {
@@ -258,9 +298,23 @@ impl Writer {
                 pending.clear();
                 return;
             };
-            match pending.get(done) {
-                Some(Pending::Message { .. }) => self.fail(&self.message_failure, "a message", err),
-                _ => self.fail(&self.failure, "events", err),
+            match (pending.get(done), err) {
+                // Nothing more of this turn may be stored: it is another
+                // node's now.
+                (_, StoreError::LeaseLost(why)) => {
+                    tracing::warn!(session_id = %self.session_id, %why,
+                        "the turn's lease was lost; storing nothing more of it");
+                    if let Ok(mut failure) = self.failure.lock() {
+                        *failure = Some(SinkError(StoreError::LeaseLost(why.clone()).to_string()));
+                    }
+                    if let Ok(mut lost) = self.lease_lost.lock() {
+                        *lost = Some(why);
+                    }
+                }
+                (Some(Pending::Message { .. }), err) => {
+                    self.fail(&self.message_failure, "a message", err)
+                }
+                (_, err) => self.fail(&self.failure, "events", err),
             }
             pending.drain(..=done.min(pending.len() - 1));
         }

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use agentd_protocol::{ErrorCode, ErrorInfo, Event, EventEnvelope, TurnFinished, TurnStatus};
-use agentd_store::{SessionRecord, SessionStatus, SessionUpdate, StoreError, TurnStart};
+use agentd_store::{
+    LogEntry, Logged, SessionRecord, SessionStatus, SessionUpdate, StoreError, TurnStart,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -246,6 +248,10 @@ async fn settle(
             tracing::info!(status = finished.status.as_str(), "turn finished");
         }
         Ok(None) => tracing::warn!("the store already had this turn; nothing ran"),
+        Err(RunError::Store(StoreError::LeaseLost(why))) => {
+            // Another node took the turn over and records its end.
+            tracing::warn!(%why, "the turn's lease was lost; its end is the new owner's");
+        }
         Err(err @ (RunError::Config(_) | RunError::Workspace { .. })) => {
             // Nothing was recorded yet: say why the turn did not run.
             tracing::warn!(%err, "turn could not start");
@@ -311,6 +317,10 @@ async fn record_end(
             Err(err @ StoreError::Database(_)) => {
                 tracing::warn!(%err, attempt, "cannot record the turn's end yet; retrying");
             }
+            Err(StoreError::LeaseLost(why)) => {
+                tracing::warn!(%why, "the turn's lease was lost; its end is the new owner's");
+                return;
+            }
             Err(err) => {
                 // Not the store being away: retrying cannot help.
                 tracing::error!(%err, "cannot record the turn's end");
@@ -369,7 +379,7 @@ async fn try_record_end(
     if !stored {
         let finished = TurnFinished::never_ran(&turn.turn_id, status, error.clone());
         let events = [Event::Error(error.clone()), Event::TurnFinished(finished)];
-        let stored = store.append_events(&handle.session_id, &events).await?;
+        let stored = append_turn_events(registry, &handle.session_id, turn, &events).await?;
         registry.finishing(handle);
         for envelope in &stored {
             registry
@@ -385,6 +395,37 @@ async fn try_record_end(
     };
     store.update_session(&handle.session_id, update).await?;
     Ok(())
+}
+
+/// The turn's own `events`, stored in one commit; in a cluster only while
+/// this node holds the turn's lease (see `crate::sink`).
+async fn append_turn_events(
+    registry: &Registry,
+    session_id: &str,
+    turn: &PendingTurn,
+    events: &[Event],
+) -> Result<Vec<EventEnvelope>, StoreError> {
+    let runtime = registry.runtime();
+    let Some(fence) = runtime.fence_for(&turn.turn_id) else {
+        return runtime.store.append_events(session_id, events).await;
+    };
+    let entries: Vec<LogEntry> = events.iter().map(LogEntry::Event).collect();
+    let appended = runtime
+        .store
+        .append_log_fenced(session_id, &fence, &entries)
+        .await;
+    match appended.error {
+        // One run of events: stored whole or not at all.
+        Some(err) => Err(err),
+        None => Ok(appended
+            .stored
+            .into_iter()
+            .filter_map(|logged| match logged {
+                Logged::Event(envelope) => Some(envelope),
+                Logged::Message(_) => None,
+            })
+            .collect()),
+    }
 }
 
 /// The session's last event is this turn's `turn.finished` (nothing of the

@@ -6,4 +6,8 @@ pub enum StoreError {
     Database(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A fenced append (see [`crate::Fence`]) of a turn whose lease its node
+    /// no longer holds: nothing of it was stored. Retrying cannot help.
+    #[error("lease lost: {0}")]
+    LeaseLost(String),
 }

@@ -31,7 +31,7 @@ pub use access::{
 };
 pub use error::StoreError;
 pub use identities::{GroupGiven, GroupGrant, IdentityRecord};
-pub use log::{LogAppend, LogEntry, Logged, append_one_kind_at_a_time};
+pub use log::{Fence, LogAppend, LogEntry, Logged};
 pub use search::{
     ListCursor, MAX_SEARCH_CHARS, MAX_SEARCH_TERMS, MAX_TAG_CHARS, SearchText, SessionFilter,
     SessionHit, SessionOrder, check_tag,
@@ -159,9 +159,21 @@ pub trait EventLog: TranscriptStore {
     /// [`Self::append_event`] and [`Self::append_message`] would. Stops at the
     /// first entry that cannot be stored and says so; what came before it is
     /// stored. SQLite commits all of it together (its group-commit writer);
-    /// PostgreSQL appends each run of events, then each message, on its own
-    /// ([`append_one_kind_at_a_time`]).
+    /// PostgreSQL appends each run of events, then each message, on its own.
     async fn append_log(&self, session_id: &str, entries: &[LogEntry<'_>]) -> LogAppend;
+
+    /// [`Self::append_log`] for a turn that runs under a cluster lease: each
+    /// commit checks, in its own transaction and serialised against a
+    /// takeover, that `fence.node_id` still holds the lease of
+    /// `fence.turn_id`. Once it does not, the entry is refused with
+    /// [`StoreError::LeaseLost`] and nothing of it is stored. SQLite has no
+    /// leases (a single node): there it is `append_log`.
+    async fn append_log_fenced(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        entries: &[LogEntry<'_>],
+    ) -> LogAppend;
 
     /// Events with `seq > after`, in order, at most `limit` (empty for an
     /// unknown session).

@@ -36,46 +36,24 @@ impl LogAppend {
     }
 }
 
-/// Appends `entries` with the store's one-kind methods, in order: each run of
-/// events in one call (committed whole or not at all), each message alone.
-pub async fn append_one_kind_at_a_time<S: crate::EventLog + ?Sized>(
-    store: &S,
-    session_id: &str,
-    entries: &[LogEntry<'_>],
-) -> LogAppend {
-    let mut stored = Vec::with_capacity(entries.len());
-    let mut rest = entries;
-    while let Some(first) = rest.first() {
-        let outcome = match first {
-            LogEntry::Message { turn_id, message } => {
-                rest = &rest[1..];
-                store
-                    .append_message(session_id, *turn_id, message)
-                    .await
-                    .map(|message| stored.push(Logged::Message(message)))
-            }
-            LogEntry::Event(_) => {
-                let run = rest
-                    .iter()
-                    .take_while(|entry| matches!(entry, LogEntry::Event(_)))
-                    .count();
-                let events: Vec<Event> = rest[..run]
-                    .iter()
-                    .filter_map(|entry| match entry {
-                        LogEntry::Event(event) => Some((*event).clone()),
-                        LogEntry::Message { .. } => None,
-                    })
-                    .collect();
-                rest = &rest[run..];
-                store
-                    .append_events(session_id, &events)
-                    .await
-                    .map(|events| stored.extend(events.into_iter().map(Logged::Event)))
-            }
-        };
-        if let Err(error) = outcome {
-            return LogAppend::new(stored, Some(error));
-        }
+/// Whose appends these are, when a turn runs under a cluster lease
+/// (PostgreSQL, several nodes): they are stored only while `node_id` still
+/// holds the lease of `turn_id`, so a node that lost the lease (paused past
+/// the lease timeout, then taken over) cannot add to the turn after the node
+/// that took it recorded its end. See [`crate::EventLog::append_log_fenced`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub node_id: String,
+    pub turn_id: String,
+}
+
+impl Fence {
+    /// The refusal of an append this fence no longer admits.
+    pub fn lost(&self, session_id: &str) -> StoreError {
+        StoreError::LeaseLost(format!(
+            "node {} no longer holds the lease of turn {} (session {session_id}); \
+             another node took it over",
+            self.node_id, self.turn_id
+        ))
     }
-    LogAppend::new(stored, None)
 }

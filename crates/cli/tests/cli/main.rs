@@ -41,6 +41,7 @@ mod serve_attachments;
 mod serve_auth;
 mod serve_background;
 mod serve_cluster;
+mod serve_cluster_fence;
 mod serve_cluster_pause;
 mod serve_commands;
 mod serve_connections;

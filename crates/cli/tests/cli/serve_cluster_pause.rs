@@ -17,24 +17,27 @@ use serve_harness::{Harness, Server, SseEvent, assert_gapless, fresh_database_ur
 /// The default `[cluster] lease_timeout_s` (the config below sets none).
 const DEFAULT_LEASE_TIMEOUT: Duration = Duration::from_secs(4);
 
-async fn node_id(server: &Server) -> String {
+pub(crate) async fn node_id(server: &Server) -> String {
     let (status, health) = server.get("/healthz").await;
     assert_eq!(status, StatusCode::OK, "{health}");
     health["node_id"].as_str().expect("a node id").to_string()
 }
 
-/// The node holding the session's lease (waits for one).
-async fn owner(url: &str, session: &str, ids: &[String]) -> usize {
+/// The node holding the lease of the session's turn `turn` (waits for it:
+/// the previous turn's lease may not be released yet).
+pub(crate) async fn owner(url: &str, session: &str, turn: &str, ids: &[String]) -> usize {
     let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url)
         .await
         .unwrap();
     for _ in 0..1000 {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT node_id FROM turn_leases WHERE session_id = $1")
-                .bind(session)
-                .fetch_optional(&mut conn)
-                .await
-                .unwrap();
+        let row: Option<(String,)> = sqlx::query_as(
+            "SELECT node_id FROM turn_leases WHERE session_id = $1 AND turn_id = $2",
+        )
+        .bind(session)
+        .bind(turn)
+        .fetch_optional(&mut conn)
+        .await
+        .unwrap();
         if let Some((node,)) = row {
             return ids.iter().position(|id| *id == node).unwrap();
         }
@@ -72,8 +75,8 @@ async fn a_node_paused_for_2_s_keeps_its_turn_and_a_killed_one_loses_it() {
     )
     .await;
 
-    nodes[1].as_ref().unwrap().message(&id, "pause me").await;
-    let paused = owner(&url, &id, &ids).await;
+    let turn = nodes[1].as_ref().unwrap().message(&id, "pause me").await;
+    let paused = owner(&url, &id, &turn, &ids).await;
     let watcher = (paused + 1) % 3;
     let mut stream = nodes[watcher].as_ref().unwrap().events(&id, None).await;
     let mut seen: Vec<SseEvent> = Vec::new();
@@ -106,12 +109,12 @@ async fn a_node_paused_for_2_s_keeps_its_turn_and_a_killed_one_loses_it() {
     }
 
     // kill -9 the node running the next turn: another node finishes it.
-    nodes[watcher]
+    let turn = nodes[watcher]
         .as_ref()
         .unwrap()
         .message(&id, "kill me")
         .await;
-    let killed = owner(&url, &id, &ids).await;
+    let killed = owner(&url, &id, &turn, &ids).await;
     let survivor = (0..3).find(|&i| i != killed).unwrap();
     let last = seen.last().unwrap().id;
     let mut stream = nodes[survivor]

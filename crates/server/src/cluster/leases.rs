@@ -16,7 +16,18 @@
 //!   quarter timeout so a hung one cannot delay this; and one that finds a
 //!   lease of its turn taken stops that turn;
 //! - releases and workspace saves name the node, so a node that lost a lease
-//!   cannot release or overwrite the new owner's.
+//!   cannot release or overwrite the new owner's; and so do a leased turn's
+//!   appends (its events and messages, `turn.finished` included: the
+//!   [`agentd_store::Fence`] of `Runtime::fence_for`, carried by the turn's
+//!   `StoreSink` and by the worker's recorded end). PostgreSQL stores each
+//!   only while the lease row, locked `FOR SHARE` in the append's own
+//!   statement or transaction, still names this node and turn; a takeover
+//!   (`FOR UPDATE SKIP LOCKED`) skips a lease an append holds, and an append
+//!   after a takeover finds the new owner and is refused (`LeaseLost`). A node
+//!   that wakes after a pause past the timeout thus stores nothing more of
+//!   the turn it lost, not even its own end: the survivor's `turn.finished`
+//!   (`interrupted`) is the last of it. The survivor finishes a taken turn
+//!   unfenced (the lease is its own then).
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

@@ -3,10 +3,11 @@
 use agentd_protocol::Message;
 
 use super::PostgresStore;
+use super::events::HOLD_LEASE;
 use crate::dialect::sql;
 use crate::queries::transcript::{INSERT_MESSAGES, TOUCH_SESSION};
 use crate::records::{db, now, role_str, to_json, to_ms, to_u64};
-use crate::{StoreError, StoreResult, StoredMessage};
+use crate::{Fence, StoreError, StoreResult, StoredMessage};
 
 sql!(
     /// At the session's next position (its row locked by [`TOUCH_SESSION`]).
@@ -22,6 +23,19 @@ impl PostgresStore {
         turn_id: Option<&str>,
         message: &Message,
     ) -> StoreResult<StoredMessage> {
+        self.append_message_fenced(session_id, turn_id, None, message)
+            .await
+    }
+
+    /// [`Self::append_message_impl`], with a `fence` stored only while its
+    /// node holds its turn's lease (`LeaseLost` otherwise).
+    pub(super) async fn append_message_fenced(
+        &self,
+        session_id: &str,
+        turn_id: Option<&str>,
+        fence: Option<&Fence>,
+        message: &Message,
+    ) -> StoreResult<StoredMessage> {
         // `content` holds the whole Message (role included) so that reading it
         // back needs nothing else; `role` is a copy for queries.
         let json = to_json(message, "message")?;
@@ -29,6 +43,26 @@ impl PostgresStore {
         let at = now();
 
         let mut tx = self.pool.begin().await.map_err(db("appending message"))?;
+        // The lease row first, as every fenced append locks it (then the
+        // session's): held to the commit, so no takeover comes in between.
+        if let Some(fence) = fence {
+            let held = sqlx::query(HOLD_LEASE)
+                .bind(session_id)
+                .bind(&fence.turn_id)
+                .bind(&fence.node_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db("appending message"))?;
+            if held.is_none() {
+                return Err(
+                    if self.session_exists(session_id, "appending message").await? {
+                        fence.lost(session_id)
+                    } else {
+                        StoreError::NotFound(format!("session {session_id}"))
+                    },
+                );
+            }
+        }
         // Touching the session first both checks it exists and locks its row,
         // so concurrent appends serialize here; the INSERT below is a new
         // statement (READ COMMITTED: a new snapshot) and sees their rows.

@@ -1,5 +1,6 @@
 //! [`EventLog`](crate::EventLog): reading the log. Appending is each
-//! backend's own (`append_events_impl`, `append_log_impl`; one event is a
+//! backend's own (`append_events_impl`, `append_log_impl`,
+//! `append_fenced_log_impl`; one event is a
 //! batch of one): SQLite's group-commit writer, PostgreSQL's row lock on the
 //! session with NOTIFY in cluster mode.
 
@@ -44,6 +45,16 @@ macro_rules! event_log {
                     entries: &[LogEntry<'_>],
                 ) -> LogAppend {
                     self.append_log_impl(session_id, entries).await
+                }
+
+                async fn append_log_fenced(
+                    &self,
+                    session_id: &str,
+                    fence: &$crate::Fence,
+                    entries: &[LogEntry<'_>],
+                ) -> LogAppend {
+                    self.append_fenced_log_impl(session_id, fence, entries)
+                        .await
                 }
 
                 /// Events with `seq > after`, in order; empty for an unknown

@@ -93,6 +93,16 @@ impl SqliteStore {
         LogAppend::new(stored, None)
     }
 
+    /// A single node has no leases to fence by (see [`crate::Fence`]).
+    pub(super) async fn append_fenced_log_impl(
+        &self,
+        session_id: &str,
+        _fence: &crate::Fence,
+        entries: &[LogEntry<'_>],
+    ) -> LogAppend {
+        self.append_log_impl(session_id, entries).await
+    }
+
     /// Commit `entries` (at most [`MAX_BATCH`]) together through the writer.
     async fn append_job(
         &self,

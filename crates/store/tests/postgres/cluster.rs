@@ -9,9 +9,9 @@ use agentd_store::postgres::cluster::{ClusterStore, Enqueued, QueuedTurn, Signal
 
 use super::{delta, exec, session, store};
 
-const TIMEOUT: Duration = Duration::from_secs(15);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(15);
 
-fn turn(session: &str, id: &str, request: Option<&str>) -> QueuedTurn {
+pub(super) fn turn(session: &str, id: &str, request: Option<&str>) -> QueuedTurn {
     QueuedTurn {
         turn_id: id.into(),
         session_id: session.into(),
@@ -20,7 +20,7 @@ fn turn(session: &str, id: &str, request: Option<&str>) -> QueuedTurn {
     }
 }
 
-async fn nodes(cluster: &ClusterStore, ids: &[&str]) {
+pub(super) async fn nodes(cluster: &ClusterStore, ids: &[&str]) {
     for id in ids {
         assert!(cluster.register_node(id, "", id, TIMEOUT).await.unwrap());
     }

@@ -9,6 +9,7 @@
 mod cluster;
 #[path = "../conformance/mod.rs"]
 mod conformance;
+mod fence;
 
 use agentd_store::prelude::*;
 use std::str::FromStr;
