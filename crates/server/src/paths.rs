@@ -118,7 +118,12 @@ pub async fn open_server_store(
             }
             return Ok((Arc::new(store), None));
         }
-        let store = store.with_event_notifications();
+        let store =
+            store
+                .with_event_notifications()
+                .with_lease_timeout(std::time::Duration::from_secs(
+                    config.cluster.lease_timeout_s,
+                ));
         let cluster = store.cluster();
         return Ok((Arc::new(store), Some(cluster)));
     }
