@@ -6,11 +6,11 @@ use agentd_store::prelude::*;
 
 use agentd_protocol::{Message, TurnStatus};
 use agentd_store::postgres::PostgresStore;
-use agentd_store::{CompactionRecord, SessionStatus, SessionUpdate, StoreError, TurnStart};
+use agentd_store::{CompactionRecord, Fence, SessionStatus, SessionUpdate, StoreError, TurnStart};
 
 use super::cluster::TIMEOUT;
-use super::count_rows;
 use super::fence::{fence, leased_session, n1_falls_silent};
+use super::{count_rows, strings};
 
 fn compaction(id: &str, session: &str) -> CompactionRecord {
     CompactionRecord {
@@ -42,12 +42,24 @@ fn lost<T: std::fmt::Debug>(result: Result<T, StoreError>) -> bool {
     matches!(result, Err(StoreError::LeaseLost(_)))
 }
 
+/// Every fenced write of `fence`'s turn is refused (`LeaseLost`).
+async fn all_refused(store: &PostgresStore, s: &str, fence: &Fence) {
+    assert!(lost(store.start_turn_fenced(s, fence, None).await));
+    assert!(lost(
+        store.finish_turn_fenced(s, fence, TurnStatus::Failed).await
+    ));
+    let running = status(SessionStatus::Running);
+    assert!(lost(store.update_session_fenced(s, fence, running).await));
+    let record = compaction("refused", s);
+    assert!(lost(store.add_compaction_fenced(&record, fence).await));
+}
+
 #[tokio::test]
 async fn only_the_node_holding_the_lease_starts_finishes_and_updates_its_turn() {
     let (_schema, store, _cluster, s) = leased_session().await;
     let (n1, n2) = (fence("n1", "t1"), fence("n2", "t1"));
 
-    assert!(lost(store.start_turn_fenced(&s, &n2, None).await));
+    all_refused(&store, &s, &n2).await;
     assert!(store.running_turns().await.unwrap().is_empty());
     let started = store.start_turn_fenced(&s, &n1, Some("r1")).await.unwrap();
     assert!(matches!(started, TurnStart::Started(_)), "{started:?}");
@@ -56,19 +68,7 @@ async fn only_the_node_holding_the_lease_starts_finishes_and_updates_its_turn() 
     let again = store.start_turn_fenced(&s, &n1, Some("r1")).await.unwrap();
     assert!(matches!(again, TurnStart::Duplicate(_)), "{again:?}");
 
-    assert!(lost(
-        store.finish_turn_fenced(&s, &n2, TurnStatus::Failed).await
-    ));
-    assert!(lost(
-        store
-            .update_session_fenced(&s, &n2, status(SessionStatus::Idle))
-            .await
-    ));
-    assert!(lost(
-        store
-            .add_compaction_fenced(&compaction("c2", &s), &n2)
-            .await
-    ));
+    all_refused(&store, &s, &n2).await;
     assert_eq!(store.running_turns().await.unwrap().len(), 1);
     assert_eq!(session_status(&store, &s).await, SessionStatus::Running);
     store
@@ -92,6 +92,8 @@ async fn only_the_node_holding_the_lease_starts_finishes_and_updates_its_turn() 
         .finish_turn_fenced(&s, &n1, TurnStatus::Failed)
         .await
         .unwrap();
+    let statuses = strings(&store, "SELECT status FROM turns WHERE id = $1", "t1").await;
+    assert_eq!(statuses, ["completed"]);
     let unknown = fence("n1", "no-such-turn");
     let missing = store
         .finish_turn_fenced(&s, &unknown, TurnStatus::Failed)
@@ -126,21 +128,7 @@ async fn a_node_woken_after_a_takeover_records_nothing_of_its_turn() {
         .unwrap();
     cluster.release_lease(&s, "t1", "n2").await.unwrap();
 
-    let n1 = fence("n1", "t1");
-    assert!(lost(store.start_turn_fenced(&s, &n1, None).await));
-    assert!(lost(
-        store.finish_turn_fenced(&s, &n1, TurnStatus::Failed).await
-    ));
-    assert!(lost(
-        store
-            .update_session_fenced(&s, &n1, status(SessionStatus::Running))
-            .await
-    ));
-    assert!(lost(
-        store
-            .add_compaction_fenced(&compaction("c1", &s), &n1)
-            .await
-    ));
+    all_refused(&store, &s, &fence("n1", "t1")).await;
     assert_eq!(count_rows(&store, "compactions", &s).await, 0);
     assert!(store.running_turns().await.unwrap().is_empty());
     assert_eq!(session_status(&store, &s).await, SessionStatus::Idle);
