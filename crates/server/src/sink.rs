@@ -4,11 +4,12 @@
 //! queued in one transaction (`Store::append_log`) and hands each stored
 //! envelope, with its `seq`, to the observer (the session's live hub).
 //!
-//! A turn that runs under a cluster lease appends with its [`Fence`]: once
-//! its node has lost the lease (another node took the turn over), the store
-//! refuses every append (`LeaseLost`), the sink fails every later call, and
-//! the turn ends here without recording anything more: the node that took
-//! it over records its end.
+//! A turn that runs under a cluster lease appends (and stores its
+//! compactions) with its [`Fence`]: once its node has lost the lease
+//! (another node took the turn over), the store refuses every append
+//! (`LeaseLost`), the sink fails every later call, and the turn ends here
+//! without recording anything more: the node that took it over records its
+//! end.
 
 use std::sync::{Arc, Mutex};
 
