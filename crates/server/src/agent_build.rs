@@ -288,6 +288,11 @@ impl Runtime {
             prepared: Default::default(),
             prepared_questions: Default::default(),
             open: Default::default(),
+            // The worker names the turn (and holds its lease) before it runs.
+            fence: options
+                .turn_id
+                .as_deref()
+                .and_then(|turn_id| self.fence_for(turn_id)),
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agentd_engine::{Answer, ApprovalRequest, Approver, Decision, QuestionAnswer, QuestionRequest};
 use agentd_protocol::{PendingKind, Resolver};
-use agentd_store::{PendingRecord, SessionStatus, SessionUpdate, Store};
+use agentd_store::{Fence, PendingRecord, SessionStatus, SessionUpdate, Store, StoreError};
 use async_trait::async_trait;
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -154,6 +154,9 @@ pub struct StoredApprover {
     /// Requests open right now (parallel subagents may each wait): the
     /// session is `waiting` until the last one is answered.
     pub open: Mutex<usize>,
+    /// The turn's lease in a cluster: its status writes are fenced by it,
+    /// so a node that lost the turn cannot mark the session again.
+    pub fence: Option<Fence>,
 }
 
 #[async_trait]
@@ -360,8 +363,21 @@ impl StoredApprover {
             status: Some(status),
             ..SessionUpdate::default()
         };
-        if let Err(err) = self.store.update_session(&self.session_id, update).await {
-            tracing::warn!(%err, "could not update the session status");
+        let updated = match &self.fence {
+            Some(fence) => {
+                self.store
+                    .update_session_fenced(&self.session_id, fence, update)
+                    .await
+            }
+            None => self.store.update_session(&self.session_id, update).await,
+        };
+        match updated {
+            Ok(_) => {}
+            // The node that took the turn over owns the session's status.
+            Err(StoreError::LeaseLost(why)) => {
+                tracing::info!(%why, "the turn's lease was lost; the session status is left alone");
+            }
+            Err(err) => tracing::warn!(%err, "could not update the session status"),
         }
     }
 }

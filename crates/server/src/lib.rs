@@ -37,6 +37,7 @@ mod test_support;
 pub mod threads;
 pub mod tool_identity;
 mod transcripts;
+mod turn_writes;
 pub mod webhooks;
 mod worker;
 pub mod workspace_open;

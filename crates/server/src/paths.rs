@@ -118,7 +118,10 @@ pub async fn open_server_store(
             }
             return Ok((Arc::new(store), None));
         }
-        let store = store.with_event_notifications();
+        let lease_timeout = std::time::Duration::from_secs(config.cluster.lease_timeout_s);
+        let store = store
+            .with_event_notifications()
+            .with_lease_timeout(lease_timeout);
         let cluster = store.cluster();
         return Ok((Arc::new(store), Some(cluster)));
     }

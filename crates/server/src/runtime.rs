@@ -376,8 +376,7 @@ impl Runtime {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let started = self
-            .store
-            .start_turn(&session.id, &turn_id, options.client_request_id.as_deref())
+            .record_turn_start(&session.id, &turn_id, options.client_request_id.as_deref())
             .await?;
         if let TurnStart::Duplicate(_) = started {
             return Ok(None);
@@ -402,8 +401,7 @@ impl Runtime {
             add_turns: Some(1),
             ..SessionUpdate::default()
         };
-        self.store
-            .finish_turn_with_session(turn_id, finished.status, &session.id, update)
+        self.record_turn_end(&session.id, turn_id, finished.status, update)
             .await?;
         crate::access::metrics::spent(&session.owner, finished.cost_usd);
         Ok(())

@@ -4,17 +4,18 @@
 //! queued in one transaction (`Store::append_log`) and hands each stored
 //! envelope, with its `seq`, to the observer (the session's live hub).
 //!
-//! A turn that runs under a cluster lease appends with its [`Fence`]: once
-//! its node has lost the lease (another node took the turn over), the store
-//! refuses every append (`LeaseLost`), the sink fails every later call, and
-//! the turn ends here without recording anything more: the node that took
-//! it over records its end.
+//! A turn that runs under a cluster lease appends (and stores its
+//! compactions) with its [`Fence`]: once its node has lost the lease
+//! (another node took the turn over), the store refuses every append
+//! (`LeaseLost`), the sink fails every later call, and the turn ends here
+//! without recording anything more: the node that took it over records its
+//! end.
 
 use std::sync::{Arc, Mutex};
 
 use agentd_engine::{Compaction, SinkError, TurnSink};
 use agentd_protocol::{CompactionTrigger, Event, EventEnvelope, Message, TurnFinished, TurnStatus};
-use agentd_store::{CompactionRecord, Fence, LogEntry, Logged, Store, StoreError};
+use agentd_store::{CompactionRecord, EventLog, Fence, LogEntry, Logged, StoreError};
 use async_trait::async_trait;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
@@ -38,7 +39,7 @@ const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 /// `failed` (which is then not recorded), but events still go in, so the
 /// turn's `error` and the `turn.finished` the engine sends instead are.
 pub struct StoreSink {
-    store: Arc<dyn Store>,
+    store: Arc<dyn EventLog>,
     session_id: String,
     /// Position of the last message the writer appended.
     last_position: Arc<Mutex<Option<u64>>>,
@@ -49,6 +50,8 @@ pub struct StoreSink {
     message_failure: Arc<Mutex<Option<SinkError>>>,
     /// Why the store fenced this turn out (its node lost the turn's lease).
     lease_lost: Arc<Mutex<Option<String>>>,
+    /// The turn's lease, if it runs under one: its compactions are fenced too.
+    fence: Option<Fence>,
 }
 
 enum Command {
@@ -78,7 +81,7 @@ fn is_failed_finish(event: &Event) -> bool {
 impl StoreSink {
     /// The writer runs on `writer_on`.
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn EventLog>,
         session_id: String,
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
         writer_on: &Handle,
@@ -89,7 +92,7 @@ impl StoreSink {
     /// [`Self::new`], with a `fence` (a turn under a cluster lease) that
     /// every append checks.
     pub fn fenced(
-        store: Arc<dyn Store>,
+        store: Arc<dyn EventLog>,
         session_id: String,
         fence: Option<Fence>,
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
@@ -103,7 +106,7 @@ impl StoreSink {
         let writer = Writer {
             store: store.clone(),
             session_id: session_id.clone(),
-            fence,
+            fence: fence.clone(),
             observer,
             failure: failure.clone(),
             message_failure: message_failure.clone(),
@@ -119,6 +122,7 @@ impl StoreSink {
             failure,
             message_failure,
             lease_lost,
+            fence,
         }
     }
 
@@ -158,7 +162,7 @@ fn stopped() -> SinkError {
 
 /// The task that stores what a [`StoreSink`] queues.
 struct Writer {
-    store: Arc<dyn Store>,
+    store: Arc<dyn EventLog>,
     session_id: String,
     fence: Option<Fence>,
     observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
@@ -353,7 +357,8 @@ impl TurnSink for StoreSink {
 
     async fn compacted(&self, turn_id: &str, compaction: &Compaction) -> Result<(), SinkError> {
         let store_error = |err: agentd_store::StoreError| SinkError(err.to_string());
-        // The compaction starts after the last message appended: have it stored.
+        // The compaction starts after the last message appended: have it
+        // stored. A turn fenced out fails here (or at the fenced insert).
         self.flush().await?;
         let last = self.last_position.lock().ok().and_then(|last| *last);
         let last = match last {
@@ -380,21 +385,26 @@ impl TurnSink for StoreSink {
             tokens_after: compaction.tokens_after,
             created_at: chrono::Utc::now(),
         };
-        self.store
-            .add_compaction(&record)
-            .await
-            .map_err(store_error)
+        let added = match &self.fence {
+            Some(fence) => self.store.add_compaction_fenced(&record, fence).await,
+            None => self.store.add_compaction(&record).await,
+        };
+        added.map_err(store_error)
     }
 }
 
 #[cfg(test)]
+mod fenced_out;
+
+#[cfg(test)]
 mod tests {
     use agentd_protocol::ErrorInfo;
+    use agentd_store::Store;
 
     use super::*;
     use crate::test_support::{sqlite_with_session, store_with_session};
 
-    fn event(n: u32) -> Event {
+    pub(super) fn event(n: u32) -> Event {
         Event::Error(ErrorInfo {
             code: format!("e{n}").into(),
             message: String::new(),
@@ -458,7 +468,7 @@ mod tests {
         assert_eq!(store.events_after(&session, 0, 100).await.unwrap().len(), 1);
     }
 
-    fn finished(status: TurnStatus) -> TurnFinished {
+    pub(super) fn finished(status: TurnStatus) -> TurnFinished {
         TurnFinished {
             agent_status: None,
             turn_id: "t".into(),

@@ -5,9 +5,7 @@
 use std::time::Duration;
 
 use agentd_protocol::{ErrorCode, ErrorInfo, Event, EventEnvelope, TurnFinished, TurnStatus};
-use agentd_store::{
-    LogEntry, Logged, SessionRecord, SessionStatus, SessionUpdate, StoreError, TurnStart,
-};
+use agentd_store::{SessionRecord, SessionStatus, SessionUpdate, StoreError, TurnStart};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -318,6 +316,8 @@ async fn record_end(
                 tracing::warn!(%err, attempt, "cannot record the turn's end yet; retrying");
             }
             Err(StoreError::LeaseLost(why)) => {
+                // The session too: this node's start of the turn (fenced)
+                // came before the takeover, the new owner's idle after it.
                 tracing::warn!(%why, "the turn's lease was lost; its end is the new owner's");
                 return;
             }
@@ -349,20 +349,26 @@ async fn try_record_end(
     status: TurnStatus,
     error: &ErrorInfo,
 ) -> Result<(), StoreError> {
-    let store = &registry.runtime().store;
-    match store.finish_turn(&turn.turn_id, status).await {
+    // Each write fenced by the turn's lease in a cluster: a node that lost
+    // it records nothing (`LeaseLost`), the node that took it over does.
+    let runtime = registry.runtime();
+    let (session_id, turn_id) = (handle.session_id.as_str(), turn.turn_id.as_str());
+    match runtime
+        .record_turn_status(session_id, turn_id, status)
+        .await
+    {
         Ok(()) => {}
         Err(StoreError::NotFound(_)) => {
             // Never recorded: record it now.
-            let started = store
-                .start_turn(
-                    &handle.session_id,
-                    &turn.turn_id,
-                    turn.client_request_id.as_deref(),
-                )
+            let started = runtime
+                .record_turn_start(session_id, turn_id, turn.client_request_id.as_deref())
                 .await;
             match started {
-                Ok(TurnStart::Started(_)) => store.finish_turn(&turn.turn_id, status).await?,
+                Ok(TurnStart::Started(_)) => {
+                    runtime
+                        .record_turn_status(session_id, turn_id, status)
+                        .await?
+                }
                 // Its request id belongs to a recorded turn: that one has its end.
                 Ok(TurnStart::Duplicate(_)) => return Ok(()),
                 // The session was deleted: nothing is left to record in.
@@ -377,9 +383,11 @@ async fn try_record_end(
         stored => stored?,
     };
     if !stored {
-        let finished = TurnFinished::never_ran(&turn.turn_id, status, error.clone());
+        let finished = TurnFinished::never_ran(turn_id, status, error.clone());
         let events = [Event::Error(error.clone()), Event::TurnFinished(finished)];
-        let stored = append_turn_events(registry, &handle.session_id, turn, &events).await?;
+        let stored = runtime
+            .append_turn_events(session_id, turn_id, &events)
+            .await?;
         registry.finishing(handle);
         for envelope in &stored {
             registry
@@ -393,39 +401,10 @@ async fn try_record_end(
         status: Some(SessionStatus::Idle),
         ..SessionUpdate::default()
     };
-    store.update_session(&handle.session_id, update).await?;
+    runtime
+        .update_session_for_turn(session_id, turn_id, update)
+        .await?;
     Ok(())
-}
-
-/// The turn's own `events`, stored in one commit; in a cluster only while
-/// this node holds the turn's lease (see `crate::sink`).
-async fn append_turn_events(
-    registry: &Registry,
-    session_id: &str,
-    turn: &PendingTurn,
-    events: &[Event],
-) -> Result<Vec<EventEnvelope>, StoreError> {
-    let runtime = registry.runtime();
-    let Some(fence) = runtime.fence_for(&turn.turn_id) else {
-        return runtime.store.append_events(session_id, events).await;
-    };
-    let entries: Vec<LogEntry> = events.iter().map(LogEntry::Event).collect();
-    let appended = runtime
-        .store
-        .append_log_fenced(session_id, &fence, &entries)
-        .await;
-    match appended.error {
-        // One run of events: stored whole or not at all.
-        Some(err) => Err(err),
-        None => Ok(appended
-            .stored
-            .into_iter()
-            .filter_map(|logged| match logged {
-                Logged::Event(envelope) => Some(envelope),
-                Logged::Message(_) => None,
-            })
-            .collect()),
-    }
 }
 
 /// The session's last event is this turn's `turn.finished` (nothing of the

@@ -119,6 +119,16 @@ pub trait TranscriptStore: Send + Sync {
     /// used is a `Database` error.
     async fn add_compaction(&self, record: &CompactionRecord) -> StoreResult<()>;
 
+    /// [`Self::add_compaction`] by the turn `fence` names, run under a
+    /// cluster lease: stored only while `fence.node_id` holds that lease, as
+    /// [`EventLog::append_log_fenced`] is (`LeaseLost` otherwise). SQLite
+    /// (one node): `add_compaction`.
+    async fn add_compaction_fenced(
+        &self,
+        record: &CompactionRecord,
+        fence: &Fence,
+    ) -> StoreResult<()>;
+
     /// The session's newest compaction by `(created_at, id)`: the one that
     /// shapes the model's context. `None` when there is none (or no session).
     async fn latest_compaction(&self, session_id: &str) -> StoreResult<Option<CompactionRecord>>;
@@ -211,6 +221,37 @@ pub trait TurnStore: SessionStore {
         turn_id: &str,
         status: TurnStatus,
         session_id: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<SessionRecord>;
+
+    /// [`Self::start_turn`] of turn `fence.turn_id`, run under a cluster
+    /// lease: written (row and session status together) only while
+    /// `fence.node_id` holds that lease, serialised against a takeover, as
+    /// [`EventLog::append_log_fenced`] is; [`StoreError::LeaseLost`] and
+    /// nothing written otherwise. SQLite (one node): `start_turn`.
+    async fn start_turn_fenced(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        client_request_id: Option<&str>,
+    ) -> StoreResult<TurnStart>;
+
+    /// [`Self::finish_turn`] of turn `fence.turn_id` of `session_id`, fenced
+    /// as [`Self::start_turn_fenced`] is (`LeaseLost` even when the turn was
+    /// finished already).
+    async fn finish_turn_fenced(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        status: TurnStatus,
+    ) -> StoreResult<()>;
+
+    /// [`SessionStore::update_session`] by the turn `fence` names (its
+    /// status, its totals), fenced as [`Self::start_turn_fenced`] is.
+    async fn update_session_fenced(
+        &self,
+        session_id: &str,
+        fence: &Fence,
         update: SessionUpdate,
     ) -> StoreResult<SessionRecord>;
 

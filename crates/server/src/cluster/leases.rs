@@ -17,17 +17,23 @@
 //!   lease of its turn taken stops that turn;
 //! - releases and workspace saves name the node, so a node that lost a lease
 //!   cannot release or overwrite the new owner's; and so do a leased turn's
-//!   appends (its events and messages, `turn.finished` included: the
-//!   [`agentd_store::Fence`] of `Runtime::fence_for`, carried by the turn's
-//!   `StoreSink` and by the worker's recorded end). PostgreSQL stores each
-//!   only while the lease row, locked `FOR SHARE` in the append's own
-//!   statement or transaction, still names this node and turn; a takeover
-//!   (`FOR UPDATE SKIP LOCKED`) skips a lease an append holds, and an append
-//!   after a takeover finds the new owner and is refused (`LeaseLost`). A node
-//!   that wakes after a pause past the timeout thus stores nothing more of
-//!   the turn it lost, not even its own end: the survivor's `turn.finished`
-//!   (`interrupted`) is the last of it. The survivor finishes a taken turn
-//!   unfenced (the lease is its own then).
+//!   writes: its events and messages (`turn.finished` included), its row
+//!   started and finished, and its session's status and totals (at its
+//!   start and end, while it waits for an answer, and the end the worker
+//!   records for a turn that could not run). Each carries the
+//!   [`agentd_store::Fence`] of `Runtime::fence_for` (the turn's
+//!   `StoreSink`, `crate::turn_writes`, the approver) and PostgreSQL writes
+//!   it only while the lease row, locked `FOR SHARE` first in the write's
+//!   own statement (a message: its transaction, which may idle half a lease
+//!   timeout at most), still names this node and turn. A takeover
+//!   (`FOR UPDATE SKIP LOCKED`) skips a lease a write holds, and a write
+//!   after a takeover finds the new owner and is refused (`LeaseLost`). A
+//!   node that wakes after a pause past the timeout thus writes nothing more
+//!   of the turn it lost: no event, no turn row or status, no session
+//!   status; the survivor's `turn.finished` (`interrupted`) is the last of
+//!   it. Its compaction records are fenced likewise. Not fenced: its pending
+//!   requests and session allow rules, checkpoints. The survivor finishes a
+//!   taken turn unfenced (the lease is its own then).
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

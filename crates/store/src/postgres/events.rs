@@ -35,11 +35,6 @@ const NEXT_SEQS_FENCED: &str = "WITH s AS (UPDATE sessions SET last_seq = last_s
        WHERE session_id = $1 AND turn_id = $5 AND node_id = $6 FOR SHARE) \
      RETURNING last_seq)";
 
-/// Locks the lease row of `$1` while node `$3` holds it for turn `$2`: the
-/// fence of a transaction that appends a message.
-pub(super) const HOLD_LEASE: &str = "SELECT 1 FROM turn_leases \
-     WHERE session_id = $1 AND turn_id = $2 AND node_id = $3 FOR SHARE";
-
 /// Tells the cluster `<session> <first> <last>` at commit.
 const NOTIFY_SEQS: &str = ", n AS (SELECT pg_notify('agentd_events', $1 || ' ' || \
      (s.last_seq - $2 + 1) || ' ' || s.last_seq) FROM s)";
@@ -131,10 +126,8 @@ impl PostgresStore {
         let rows = query.fetch_all(&self.pool).await.map_err(db(what))?;
         if rows.is_empty() {
             return Err(match fence {
-                Some(fence) if self.session_exists(session_id, what).await? => {
-                    fence.lost(session_id)
-                }
-                _ => StoreError::NotFound(format!("session {session_id}")),
+                Some(fence) => self.refused(session_id, fence, what).await,
+                None => StoreError::NotFound(format!("session {session_id}")),
             });
         }
         let mut stamps = rows
@@ -224,15 +217,5 @@ impl PostgresStore {
             }
         }
         LogAppend::new(stored, None)
-    }
-
-    /// Whether the session exists (to tell a fenced-out append from one to a
-    /// deleted session).
-    pub(super) async fn session_exists(&self, session_id: &str, what: &str) -> StoreResult<bool> {
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1)")
-            .bind(session_id)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(db(what))
     }
 }

@@ -9,6 +9,7 @@ mod agent_uids;
 mod blobs;
 pub mod cluster;
 mod events;
+mod fence;
 mod messages;
 mod turns;
 
@@ -55,7 +56,14 @@ pub struct PostgresStore {
     pool: PgPool,
     /// Appends send `NOTIFY agentd_events` (cluster mode; see `events`).
     notify_events: bool,
+    /// How long a fenced message append's transaction may idle holding its
+    /// turn's lease row (see `messages`): under the lease timeout.
+    fence_hold_ms: u64,
 }
+
+/// [`PostgresStore::fence_hold_ms`] until [`PostgresStore::with_lease_timeout`]:
+/// half the shortest lease timeout agentd allows (2 s).
+const DEFAULT_FENCE_HOLD_MS: u64 = 1000;
 
 impl PostgresStore {
     /// Connect to `postgres://user@host:port/db` (or `postgresql://…`) and
@@ -90,6 +98,7 @@ impl PostgresStore {
         Ok(Self {
             pool,
             notify_events: false,
+            fence_hold_ms: DEFAULT_FENCE_HOLD_MS,
         })
     }
 
@@ -97,6 +106,15 @@ impl PostgresStore {
     /// default: NOTIFY serializes commits database-wide.
     pub fn with_event_notifications(mut self) -> Self {
         self.notify_events = true;
+        self
+    }
+
+    /// The cluster's lease timeout: a fenced append frozen mid-transaction
+    /// holds its lease row for half of it at most.
+    pub fn with_lease_timeout(mut self, timeout: Duration) -> Self {
+        // PostgreSQL's setting is an int of milliseconds.
+        let half = (timeout / 2).as_millis().min(i32::MAX as u128);
+        self.fence_hold_ms = u64::try_from(half).unwrap_or(DEFAULT_FENCE_HOLD_MS);
         self
     }
 

@@ -52,6 +52,30 @@ pub(crate) const TRUNCATE_HISTORY: [&str; 3] = [
     "DELETE FROM messages WHERE session_id = $1 AND position >= $2",
 ];
 
+/// Binds a [`crate::CompactionRecord`]'s ten values, `$1` to `$10` of
+/// [`INSERT_COMPACTION`] (an `Err` for a count beyond `i64`).
+macro_rules! bind_compaction {
+    ($query:expr, $r:expr) => {{
+        let r: &$crate::CompactionRecord = $r;
+        (|| {
+            Ok::<_, $crate::StoreError>(
+                $query
+                    .bind(&r.id)
+                    .bind(&r.session_id)
+                    .bind(&r.turn_id)
+                    .bind(&r.trigger)
+                    .bind(&r.summary)
+                    .bind($crate::records::to_json(&r.context, "compaction context")?)
+                    .bind(r.first_kept_position)
+                    .bind($crate::records::to_i64(r.tokens_before, "tokens_before")?)
+                    .bind($crate::records::to_i64(r.tokens_after, "tokens_after")?)
+                    .bind($crate::records::to_ms(r.created_at)),
+            )
+        })()
+    }};
+}
+pub(crate) use bind_compaction;
+
 macro_rules! transcript_store {
     ($store:ty) => {
         const _: () = {
@@ -59,7 +83,7 @@ macro_rules! transcript_store {
 
             use $crate::queries::transcript as q;
             use $crate::records::{Columns, compaction, db, execute, fetch_all, fetch_optional};
-            use $crate::records::{insert_error, message, now, to_i64, to_json, to_ms};
+            use $crate::records::{insert_error, message, now, to_ms};
             use $crate::{CompactionRecord, StoreError, StoreResult, StoredMessage};
 
             #[async_trait::async_trait]
@@ -91,25 +115,22 @@ macro_rules! transcript_store {
                 }
 
                 async fn add_compaction(&self, r: &CompactionRecord) -> StoreResult<()> {
-                    let tokens_before = to_i64(r.tokens_before, "tokens_before")?;
-                    let tokens_after = to_i64(r.tokens_after, "tokens_after")?;
-                    let context = to_json(&r.context, "compaction context")?;
+                    let query = q::bind_compaction!(sqlx::query(q::INSERT_COMPACTION), r)?;
                     let _write = self.write_guard().await;
-                    sqlx::query(q::INSERT_COMPACTION)
-                        .bind(&r.id)
-                        .bind(&r.session_id)
-                        .bind(&r.turn_id)
-                        .bind(&r.trigger)
-                        .bind(&r.summary)
-                        .bind(context)
-                        .bind(r.first_kept_position)
-                        .bind(tokens_before)
-                        .bind(tokens_after)
-                        .bind(to_ms(r.created_at))
-                        .execute(self.writer())
-                        .await
-                        .map_err(insert_error("storing a compaction", &r.session_id, &r.id))?;
+                    query.execute(self.writer()).await.map_err(insert_error(
+                        "storing a compaction",
+                        &r.session_id,
+                        &r.id,
+                    ))?;
                     Ok(())
+                }
+
+                async fn add_compaction_fenced(
+                    &self,
+                    r: &CompactionRecord,
+                    fence: &$crate::Fence,
+                ) -> StoreResult<()> {
+                    self.add_compaction_fenced_impl(r, fence).await
                 }
 
                 async fn latest_compaction(

@@ -1,7 +1,9 @@
 //! [`TurnStore`](crate::TurnStore): turns run (status NULL) until finished;
 //! `client_request_id` makes starting one idempotent per session. Starting
 //! and ending a turn are each backend's own (`start_turn_impl`,
-//! `finish_turn_with_session_impl`): SQLite does them in one round trip.
+//! `finish_turn_with_session_impl`): SQLite does them in one round trip. So
+//! are a leased turn's fenced writes (`…_fenced_impl`): PostgreSQL's check
+//! the lease; SQLite has none.
 
 use crate::dialect::sql;
 use crate::records::TURN_COLUMNS;
@@ -151,6 +153,36 @@ macro_rules! turn_store {
                     update: SessionUpdate,
                 ) -> StoreResult<SessionRecord> {
                     self.finish_turn_with_session_impl(turn_id, status, session_id, update)
+                        .await
+                }
+
+                async fn start_turn_fenced(
+                    &self,
+                    session_id: &str,
+                    fence: &$crate::Fence,
+                    client_request_id: Option<&str>,
+                ) -> StoreResult<TurnStart> {
+                    self.start_turn_fenced_impl(session_id, fence, client_request_id)
+                        .await
+                }
+
+                async fn finish_turn_fenced(
+                    &self,
+                    session_id: &str,
+                    fence: &$crate::Fence,
+                    status: TurnStatus,
+                ) -> StoreResult<()> {
+                    self.finish_turn_fenced_impl(session_id, fence, status)
+                        .await
+                }
+
+                async fn update_session_fenced(
+                    &self,
+                    session_id: &str,
+                    fence: &$crate::Fence,
+                    update: SessionUpdate,
+                ) -> StoreResult<SessionRecord> {
+                    self.update_session_fenced_impl(session_id, fence, update)
                         .await
                 }
 

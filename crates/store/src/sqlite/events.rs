@@ -103,6 +103,15 @@ impl SqliteStore {
         self.append_log_impl(session_id, entries).await
     }
 
+    /// No leases here either: `add_compaction`.
+    pub(super) async fn add_compaction_fenced_impl(
+        &self,
+        record: &crate::CompactionRecord,
+        _fence: &crate::Fence,
+    ) -> StoreResult<()> {
+        crate::TranscriptStore::add_compaction(self, record).await
+    }
+
     /// Commit `entries` (at most [`MAX_BATCH`]) together through the writer.
     async fn append_job(
         &self,

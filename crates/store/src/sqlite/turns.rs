@@ -7,10 +7,13 @@ use agentd_protocol::TurnStatus;
 use super::SqliteStore;
 use super::writer::run_script;
 use crate::dialect::sql;
+use crate::prelude::*;
 use crate::queries::sessions::{UPDATE_SET, bind_session_update};
 use crate::queries::turns::TURN_EXISTS;
 use crate::records::{SESSION_COLUMNS, TURN_COLUMNS, db, now, session, to_ms, turn};
-use crate::{SessionRecord, SessionStatus, SessionUpdate, StoreError, StoreResult, TurnStart};
+use crate::{
+    Fence, SessionRecord, SessionStatus, SessionUpdate, StoreError, StoreResult, TurnStart,
+};
 
 sql!(
     /// `$1` turn, `$2` client request id, `$3` now, `$4` session, `$5` running.
@@ -92,5 +95,35 @@ impl SqliteStore {
                 }))
             }
         }
+    }
+
+    /// A single node has no leases to fence by (see [`Fence`]): the
+    /// unfenced writes, here and below.
+    pub(super) async fn start_turn_fenced_impl(
+        &self,
+        session_id: &str,
+        fence: &Fence,
+        client_request_id: Option<&str>,
+    ) -> StoreResult<TurnStart> {
+        self.start_turn_impl(session_id, &fence.turn_id, client_request_id)
+            .await
+    }
+
+    pub(super) async fn finish_turn_fenced_impl(
+        &self,
+        _session_id: &str,
+        fence: &Fence,
+        status: TurnStatus,
+    ) -> StoreResult<()> {
+        self.finish_turn(&fence.turn_id, status).await
+    }
+
+    pub(super) async fn update_session_fenced_impl(
+        &self,
+        session_id: &str,
+        _fence: &Fence,
+        update: SessionUpdate,
+    ) -> StoreResult<SessionRecord> {
+        self.update_session(session_id, update).await
     }
 }

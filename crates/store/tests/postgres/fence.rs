@@ -14,7 +14,7 @@ use sqlx::Connection;
 use super::cluster::{TIMEOUT, nodes, turn};
 use super::{Schema, count_rows, delta, exec, session, store};
 
-fn fence(node: &str, turn: &str) -> Fence {
+pub(super) fn fence(node: &str, turn: &str) -> Fence {
     Fence {
         node_id: node.into(),
         turn_id: turn.into(),
@@ -41,7 +41,7 @@ async fn append(
 }
 
 /// A session whose turn `t1` node `n1` holds (`n2` is alive too).
-async fn leased_session() -> (Schema, PostgresStore, ClusterStore, String) {
+pub(super) async fn leased_session() -> (Schema, PostgresStore, ClusterStore, String) {
     let (schema, store) = store().await;
     let cluster = store.cluster();
     nodes(&cluster, &["n1", "n2"]).await;
@@ -96,11 +96,7 @@ async fn only_the_node_holding_the_lease_appends_and_a_taken_over_turn_is_closed
 
     // n1 falls silent and n2 takes the turn over: n1 is fenced out, n2 (the
     // survivor recording the turn's end) is not.
-    exec(
-        &store,
-        "UPDATE cluster_nodes SET heartbeat_at = now() - interval '1 hour' WHERE id = 'n1'",
-    )
-    .await;
+    n1_falls_silent(&store).await;
     assert_eq!(
         cluster.take_dead_leases("n2", TIMEOUT).await.unwrap().len(),
         1
@@ -135,34 +131,84 @@ async fn only_the_node_holding_the_lease_appends_and_a_taken_over_turn_is_closed
     assert!(matches!(error, Some(StoreError::NotFound(_))), "{error:?}");
 }
 
-#[tokio::test]
-async fn an_append_and_a_takeover_of_its_lease_never_overlap() {
-    let (_schema, store, cluster, s) = leased_session().await;
+/// n1 (holding turn `t1`'s lease) stops beating: others may take it over.
+pub(super) async fn n1_falls_silent(store: &PostgresStore) {
     exec(
-        &store,
+        store,
         "UPDATE cluster_nodes SET heartbeat_at = now() - interval '1 hour' WHERE id = 'n1'",
     )
     .await;
-    let options = (*store.pool().connect_options()).clone();
+}
 
-    // An append in flight holds the lease (as a fenced append's statement
-    // does until it commits): the takeover skips it for now.
-    let mut append_tx = sqlx::PgConnection::connect_with(&options).await.unwrap();
-    let mut tx = append_tx.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM turn_leases WHERE session_id = $1 AND node_id = 'n1' FOR SHARE")
+/// A fenced append of `entry` waiting for its session's row (another
+/// transaction holds it `FOR UPDATE`) already holds the turn's lease: a
+/// takeover skips it meanwhile, and once the row is free it is stored.
+async fn a_waiting_append_holds_the_lease(entry: LogEntry<'static>) {
+    let (_schema, store, cluster, s) = leased_session().await;
+    n1_falls_silent(&store).await;
+    let options = (*store.pool().connect_options()).clone();
+    let mut other = sqlx::PgConnection::connect_with(&options).await.unwrap();
+    let mut tx = other.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE")
         .bind(&s)
         .fetch_one(&mut *tx)
         .await
         .unwrap();
+    let appending = tokio::spawn({
+        let (store, s) = (store.clone(), s.clone());
+        async move {
+            let appended = store
+                .append_log_fenced(&s, &fence("n1", "t1"), &[entry])
+                .await;
+            (appended.stored.len(), appended.error)
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !appending.is_finished(),
+        "the append waits for the session row"
+    );
     assert!(
         cluster
             .take_dead_leases("n2", TIMEOUT)
             .await
             .unwrap()
-            .is_empty()
+            .is_empty(),
+        "a takeover skips the lease a waiting append holds"
     );
     tx.commit().await.unwrap();
+    let (stored, error) = appending.await.unwrap();
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(stored, 1);
+    // Once it committed, the takeover goes through.
+    assert_eq!(
+        cluster.take_dead_leases("n2", TIMEOUT).await.unwrap().len(),
+        1
+    );
+}
 
+#[tokio::test]
+async fn a_fenced_event_append_waiting_for_its_session_holds_the_lease() {
+    static DELTA: std::sync::LazyLock<agentd_protocol::Event> =
+        std::sync::LazyLock::new(|| delta("d"));
+    a_waiting_append_holds_the_lease(LogEntry::Event(&DELTA)).await;
+}
+
+#[tokio::test]
+async fn a_fenced_message_append_waiting_for_its_session_holds_the_lease() {
+    static MESSAGE: std::sync::LazyLock<Message> =
+        std::sync::LazyLock::new(|| Message::user_text("m"));
+    a_waiting_append_holds_the_lease(LogEntry::Message {
+        turn_id: Some("t1"),
+        message: &MESSAGE,
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_append_after_a_takeover_in_flight_waits_for_it_and_is_refused() {
+    let (_schema, store, _cluster, s) = leased_session().await;
+    let options = (*store.pool().connect_options()).clone();
     // A takeover in flight: the append waits for it, then is refused.
     let mut takeover = sqlx::PgConnection::connect_with(&options).await.unwrap();
     let mut tx = takeover.begin().await.unwrap();

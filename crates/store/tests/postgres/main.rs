@@ -10,6 +10,7 @@ mod cluster;
 #[path = "../conformance/mod.rs"]
 mod conformance;
 mod fence;
+mod fence_writes;
 
 use agentd_store::prelude::*;
 use std::str::FromStr;
