@@ -24,7 +24,7 @@
 //!   [`agentd_store::Fence`] of `Runtime::fence_for` (the turn's
 //!   `StoreSink`, `crate::turn_writes`, the approver) and PostgreSQL writes
 //!   it only while the lease row, locked `FOR SHARE` first in the write's
-//!   own statement (a message: its transaction, which may idle half a lease
+//!   own statement (a message: its transaction, which may idle one lease
 //!   timeout at most), still names this node and turn. A takeover
 //!   (`FOR UPDATE SKIP LOCKED`) skips a lease a write holds, and a write
 //!   after a takeover finds the new owner and is refused (`LeaseLost`). A

@@ -62,8 +62,8 @@ pub struct PostgresStore {
 }
 
 /// [`PostgresStore::fence_hold_ms`] until [`PostgresStore::with_lease_timeout`]:
-/// half the shortest lease timeout agentd allows (2 s).
-const DEFAULT_FENCE_HOLD_MS: u64 = 1000;
+/// the shortest lease timeout agentd allows (2 s).
+const DEFAULT_FENCE_HOLD_MS: u64 = 2000;
 
 impl PostgresStore {
     /// Connect to `postgres://user@host:port/db` (or `postgresql://…`) and
@@ -109,12 +109,16 @@ impl PostgresStore {
         self
     }
 
-    /// The cluster's lease timeout: a fenced append frozen mid-transaction
-    /// holds its lease row for half of it at most.
+    /// The cluster's lease timeout: a fenced message append frozen between
+    /// its two statements holds its lease row for one timeout at most. Not
+    /// less: the idle clock also runs while a slow node (which keeps its
+    /// leases until 4/5 of a timeout of silence) sends the message, and
+    /// ending a live node's transaction would fail its turn; a takeover
+    /// waits one heartbeat longer at worst.
     pub fn with_lease_timeout(mut self, timeout: Duration) -> Self {
         // PostgreSQL's setting is an int of milliseconds.
-        let half = (timeout / 2).as_millis().min(i32::MAX as u128);
-        self.fence_hold_ms = u64::try_from(half).unwrap_or(DEFAULT_FENCE_HOLD_MS);
+        let hold = timeout.as_millis().min(i32::MAX as u128);
+        self.fence_hold_ms = u64::try_from(hold).unwrap_or(DEFAULT_FENCE_HOLD_MS);
         self
     }
 

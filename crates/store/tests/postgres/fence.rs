@@ -148,6 +148,10 @@ async fn a_waiting_append_holds_the_lease(entry: LogEntry<'static>) {
     n1_falls_silent(&store).await;
     let options = (*store.pool().connect_options()).clone();
     let mut other = sqlx::PgConnection::connect_with(&options).await.unwrap();
+    let holder: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
     let mut tx = other.begin().await.unwrap();
     sqlx::query("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE")
         .bind(&s)
@@ -163,11 +167,26 @@ async fn a_waiting_append_holds_the_lease(entry: LogEntry<'static>) {
             (appended.stored.len(), appended.error)
         }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !appending.is_finished(),
-        "the append waits for the session row"
-    );
+    // Until the append is blocked by the row's holder (so it has taken
+    // the lease row already): a fixed sleep could let the takeover go first
+    // on a loaded machine.
+    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let blocked: i64 = sqlx::query_scalar(waiting)
+            .bind(holder)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        if blocked > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline && !appending.is_finished(),
+            "the append never waited for the session row"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(
         cluster
             .take_dead_leases("n2", TIMEOUT)
