@@ -1,8 +1,9 @@
 //! Keeping this node's leases alive and taking over those of dead nodes.
 //!
-//! A node beats its heart every `lease_timeout / 10` and looks for dead nodes
-//! at each beat, so a dead node's turns end within 1.1 timeouts, and a node
-//! stopped for half a timeout (a GC-like pause) still beats well before it.
+//! A node beats its heart every `lease_timeout / 10` (timed from each beat's
+//! start) and, in a task beside the beats, looks for dead nodes after each
+//! one, so a dead node's turns end within 1.1 timeouts, and a node stopped
+//! for half a timeout (a GC-like pause) still beats well before it.
 //! A node silent for a whole `lease_timeout` is dead: the first live node to
 //! notice takes its leases
 //! (`SKIP LOCKED`, re-checked against the current owner, so only one does) and
@@ -78,9 +79,16 @@ pub(super) async fn heartbeat(cluster: Cluster, registry: Registry, stop: Cancel
     // The longest one beat (or other database call here) may take.
     let bound = timeout / 4;
     let mut beats = Beats::new(timeout, Instant::now());
+    // Beats are timed from each one's start, and looking for dead nodes runs
+    // beside them: a slow takeover must not push the next beat past the
+    // point where this node stops its own turns.
+    let mut ticks = tokio::time::interval_at((Instant::now() + every).into(), every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut upkeep: Option<tokio::task::JoinHandle<()>> = None;
+    let mut beat_count: u32 = 0;
     loop {
         tokio::select! {
-            () = tokio::time::sleep(every) => {}
+            _ = ticks.tick() => {}
             () = stop.cancelled() => return,
         }
         // Taken before the leases are read: a turn taken meanwhile has its
@@ -101,10 +109,12 @@ pub(super) async fn heartbeat(cluster: Cluster, registry: Registry, stop: Cancel
         tokio::pin!(beat);
         // Checked at every beat, and while one hangs: the others may take
         // this node's leases once its last good beat is a timeout old.
+        let mut stopped = false;
         let beat = tokio::select! {
             beat = &mut beat => beat,
             () = tokio::time::sleep_until(beats.stop_at().into()) => {
                 stop_all(&registry, STOP_WHY);
+                stopped = true;
                 beat.await
             }
         };
@@ -116,7 +126,7 @@ pub(super) async fn heartbeat(cluster: Cluster, registry: Registry, stop: Cancel
                     _ => tracing::warn!("heartbeat timed out"),
                 }
                 beats.failed();
-                if beats.must_stop(Instant::now()) {
+                if !stopped && beats.must_stop(Instant::now()) {
                     stop_all(&registry, STOP_WHY);
                 }
                 continue;
@@ -129,9 +139,41 @@ pub(super) async fn heartbeat(cluster: Cluster, registry: Registry, stop: Cancel
         let orphans = orphan_leases(&held, timeout, |session_id, turn_id| {
             registry.knows_turn(session_id, turn_id)
         });
-        let dead = if beats.steady(Instant::now()) {
+        beat_count = beat_count.wrapping_add(1);
+        // One upkeep at a time; what this beat found is found again next.
+        if upkeep.as_ref().is_none_or(|task| task.is_finished()) {
+            let chores = Upkeep {
+                take: beats.steady(Instant::now()),
+                // Nodes are forgotten after four timeouts: once a timeout
+                // is often enough to look.
+                forget: beat_count.is_multiple_of(BEATS_PER_TIMEOUT),
+                bound,
+            };
+            upkeep = Some(tokio::spawn(chores.run(
+                cluster.clone(),
+                registry.clone(),
+                orphans,
+            )));
+        }
+    }
+}
+
+/// What a beat leaves to a task beside the heartbeat.
+struct Upkeep {
+    /// Take dead nodes' leases (this node beats steadily).
+    take: bool,
+    /// Forget nodes silent for four timeouts.
+    forget: bool,
+    /// The longest each database call may take.
+    bound: Duration,
+}
+
+impl Upkeep {
+    async fn run(self, cluster: Cluster, registry: Registry, orphans: Vec<HeldLease>) {
+        let timeout = cluster.lease_timeout();
+        let dead = if self.take {
             let take = cluster.store().take_dead_leases(cluster.node_id(), timeout);
-            match tokio::time::timeout(bound, take).await {
+            match tokio::time::timeout(self.bound, take).await {
                 Ok(Ok(leases)) => leases,
                 Ok(Err(err)) => {
                     tracing::warn!(%err, "cannot look for dead nodes");
@@ -147,14 +189,16 @@ pub(super) async fn heartbeat(cluster: Cluster, registry: Registry, stop: Cancel
             Vec::new()
         };
         if !orphans.is_empty() || !dead.is_empty() {
-            // Its own task: recording many turns must not delay the next beat.
-            tokio::spawn(finish_all(cluster.clone(), registry.clone(), orphans, dead));
+            // Its own task: recording many turns must not delay the next upkeep.
+            tokio::spawn(finish_all(cluster.clone(), registry, orphans, dead));
         }
-        let forget = cluster.store().forget_dead_nodes(timeout * 4);
-        match tokio::time::timeout(bound, forget).await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => tracing::warn!(%err, "cannot forget dead nodes"),
-            Err(_) => tracing::warn!("forgetting dead nodes timed out"),
+        if self.forget {
+            let forget = cluster.store().forget_dead_nodes(timeout * 4);
+            match tokio::time::timeout(self.bound, forget).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::warn!(%err, "cannot forget dead nodes"),
+                Err(_) => tracing::warn!("forgetting dead nodes timed out"),
+            }
         }
     }
 }
