@@ -30,6 +30,14 @@ pub fn quantile(samples: &mut [Duration], q: f64) -> Duration {
     samples[index]
 }
 
+/// The `q` quantile of microsecond samples sorted ascending, in ms (NaN
+/// when there are none).
+pub fn quantile_ms(sorted_us: &[u64], q: f64) -> f64 {
+    sorted_us
+        .get(((sorted_us.len().saturating_sub(1)) as f64 * q) as usize)
+        .map_or(f64::NAN, |us| *us as f64 / 1000.0)
+}
+
 pub fn micros(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
 }

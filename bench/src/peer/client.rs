@@ -7,6 +7,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::processes::now_us;
+use std::time::Duration;
+
 /// One keep-alive HTTP/1.1 connection (plain tokio, so the client is cheap).
 pub struct Conn {
     reader: tokio::io::BufReader<TcpStream>,
@@ -134,12 +137,40 @@ pub async fn create_session(conn: &mut Conn) -> Result<String> {
 
 /// POST a user message (starts a turn).
 pub async fn post_message(conn: &mut Conn, id: &str, text: &str) -> Result<()> {
-    let body = json!({ "content": text }).to_string();
+    post(conn, id, json!({ "content": text })).await
+}
+
+/// POST a message that waits behind the session's running turn, if any.
+pub async fn post_queued(conn: &mut Conn, id: &str, text: &str) -> Result<()> {
+    post(conn, id, json!({ "content": text, "queue": true })).await
+}
+
+async fn post(conn: &mut Conn, id: &str, body: Value) -> Result<()> {
+    let body = body.to_string();
     let (status, reply) = conn
         .request("POST", &format!("/v1/sessions/{id}/messages"), &body)
         .await?;
     if status != 202 {
         bail!("message: HTTP {status} {reply}");
+    }
+    Ok(())
+}
+
+/// Read `stream` until `turns` turns have finished; the latency of each event.
+pub async fn watch(stream: &mut Conn, turns: usize, latencies: &mut Vec<u64>) -> Result<()> {
+    let mut finished = 0;
+    while finished < turns {
+        // Turns send an event a second at the slowest: two minutes of
+        // silence is a hang (a lost event, say), not a wait.
+        let (kind, at) = tokio::time::timeout(Duration::from_secs(120), stream.next_event())
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!("no event for 2 min ({finished} of {turns} turns finished)")
+            })??;
+        latencies.push((now_us() - at).max(0) as u64);
+        if kind == "turn.finished" {
+            finished += 1;
+        }
     }
     Ok(())
 }

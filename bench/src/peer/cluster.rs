@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde_json::{Value, json};
 
-use crate::client::{Conn, create_session, metric};
-use crate::processes::{self, now_us, stop};
+use crate::client::{Conn, create_session, metric, post_queued, watch};
+use crate::processes::{self, stop};
 
 /// The load of one fan-out run.
 #[derive(Debug, Clone, Copy)]
@@ -76,10 +76,7 @@ impl Outcome {
     }
 
     pub fn quantile_ms(&self, q: f64) -> f64 {
-        let sorted = &self.latencies_us;
-        sorted
-            .get(((sorted.len().saturating_sub(1)) as f64 * q) as usize)
-            .map_or(f64::NAN, |us| *us as f64 / 1000.0)
+        agentd_bench::quantile_ms(&self.latencies_us, q)
     }
 }
 
@@ -193,12 +190,7 @@ async fn measure(load: &FanOut, addrs: &[String]) -> Result<Outcome> {
             let turns = load.turns;
             readers.push(tokio::spawn(async move {
                 let mut latencies = Vec::new();
-                let mut finished = 0;
-                while finished < turns {
-                    let (kind, at) = stream.next_event().await?;
-                    latencies.push((now_us() - at).max(0) as u64);
-                    finished += usize::from(kind == "turn.finished");
-                }
+                watch(&mut stream, turns, &mut latencies).await?;
                 anyhow::Ok(latencies)
             }));
         }
@@ -236,20 +228,4 @@ async fn measure(load: &FanOut, addrs: &[String]) -> Result<Outcome> {
         deliveries: latencies.len(),
         latencies_us: latencies,
     })
-}
-
-/// POST a message that waits behind the session's running turn, if any.
-pub async fn post_queued(conn: &mut Conn, session: &str, text: &str) -> Result<()> {
-    let body = json!({"content": text, "queue": true});
-    let (status, reply) = conn
-        .request(
-            "POST",
-            &format!("/v1/sessions/{session}/messages"),
-            &body.to_string(),
-        )
-        .await?;
-    if status != 202 {
-        bail!("message: HTTP {status} {reply}");
-    }
-    Ok(())
 }

@@ -10,8 +10,8 @@ use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
 use super::args::Args;
-use super::client::{Conn, metric, post_message};
-use super::processes::{now_us, rss_kib, start_model_server, start_serve, stop};
+use super::client::{Conn, metric, post_message, watch};
+use super::processes::{rss_kib, start_model_server, start_serve, stop};
 use super::report::{Table, kib};
 use super::scenarios::Ctx;
 
@@ -177,11 +177,7 @@ pub async fn run(args: &Args, ctx: &Ctx, t: &mut Table, extra: &mut Vec<String>)
 /// Quantiles of microsecond latencies, in ms.
 fn quantiles(latencies: &mut [u64]) -> impl Fn(f64) -> f64 + '_ {
     latencies.sort_unstable();
-    |p: f64| {
-        latencies
-            .get(((latencies.len().saturating_sub(1)) as f64 * p) as usize)
-            .map_or(f64::NAN, |us| *us as f64 / 1000.0)
-    }
+    |p: f64| agentd_bench::quantile_ms(latencies, p)
 }
 
 /// Sessions, each with its SSE stream open, created over a few connections.
@@ -204,24 +200,6 @@ async fn sessions_with_streams(addr: &str, n: usize) -> Result<Vec<(String, Conn
         }
     }
     Ok(out)
-}
-
-/// Read `stream` until `turns` turns have finished; the latency of each event.
-async fn watch(stream: &mut Conn, turns: usize, latencies: &mut Vec<u64>) -> Result<()> {
-    let mut finished = 0;
-    while finished < turns {
-        // The slow turns send an event a second: two minutes of silence is a hang.
-        let (kind, at) = tokio::time::timeout(Duration::from_secs(120), stream.next_event())
-            .await
-            .map_err(|_| {
-                anyhow::anyhow!("no event for 2 min ({finished} of {turns} turns finished)")
-            })??;
-        latencies.push((now_us() - at).max(0) as u64);
-        if kind == "turn.finished" {
-            finished += 1;
-        }
-    }
-    Ok(())
 }
 
 async fn rate(ctx: &Ctx, url: &str, load: &RateLoad) -> Result<Rate> {

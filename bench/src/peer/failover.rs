@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use sqlx::Row;
 use tokio::sync::mpsc;
 
-use crate::client::{Conn, create_session};
-use crate::cluster::{Nodes, fresh_schema, post_queued};
+use crate::client::{Conn, create_session, post_queued};
+use crate::cluster::{Nodes, fresh_schema};
 use crate::processes;
 
 /// The default `[cluster] lease_timeout_s` (the nodes run with defaults).
@@ -52,9 +52,7 @@ impl Failover {
     }
 
     pub fn median(&self) -> Duration {
-        let mut sorted = self.kill_to_finished.clone();
-        sorted.sort();
-        sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+        agentd_bench::quantile(&mut self.kill_to_finished.clone(), 0.5)
     }
 }
 

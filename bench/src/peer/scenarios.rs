@@ -205,11 +205,7 @@ pub async fn throughput(ctx: &Ctx, sessions: usize, turns: usize) -> Result<Thro
         let appended = metric(&addr, "agentd_events_total").await? - events0;
         let publish = histogram(&addr, PUBLISH_DELAY).await?;
         latencies.sort_unstable();
-        let q = |p: f64| {
-            latencies
-                .get(((latencies.len().saturating_sub(1)) as f64 * p) as usize)
-                .map_or(f64::NAN, |us| *us as f64 / 1000.0)
-        };
+        let q = |p: f64| agentd_bench::quantile_ms(&latencies, p);
         Ok(Throughput {
             turns: sessions * turns,
             wall,
