@@ -69,6 +69,7 @@ mod serve_shutdown;
 mod serve_special_files;
 mod serve_sso;
 mod serve_stream;
+mod serve_stream_conn;
 mod serve_team;
 mod serve_tool_identity;
 mod serve_web_auth;

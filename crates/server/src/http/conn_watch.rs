@@ -79,6 +79,12 @@ impl Activity {
         state.in_flight == 0 && (state.head_started.is_some() || !state.served)
     }
 
+    /// The connection's first head began arriving at `at` (bytes read
+    /// before hyper had the connection).
+    pub(super) fn head_started_at(&self, at: Instant) {
+        self.lock().head_started = Some(at);
+    }
+
     fn bytes_read(&self) {
         let mut state = self.lock();
         if state.in_flight == 0 && state.head_started.is_none() {

@@ -1,6 +1,7 @@
 //! The accept loop of `agentd serve`: HTTP/1.1 connections, and HTTP/2 ones
 //! with prior knowledge (h2c: many event streams over one connection),
-//! served by hyper, each closed when it misses its header or keep-alive deadline (see
+//! served by hyper (except an HTTP/1.1 connection whose first request is an
+//! event stream: `stream_conn` serves that one without hyper's buffers), each closed when it misses its header or keep-alive deadline (see
 //! `conn_watch`), at most `max_connections` open at once (more are closed at
 //! once, counted), and a graceful stop: no new connections, idle ones closed,
 //! in-flight requests and event streams finished.
@@ -18,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::conn_watch::{Activity, WatchedIo, WatchedService};
+use super::first_request::{self, First, Prefixed};
+use super::stream_conn;
 use crate::config::server_limits::ConnectionLimits;
 use crate::metrics::Metrics;
 
@@ -102,7 +105,7 @@ impl Drop for Open {
 }
 
 async fn serve_one(
-    tcp: TcpStream,
+    mut tcp: TcpStream,
     app: Router,
     limits: ConnectionLimits,
     metrics: Arc<Metrics>,
@@ -115,9 +118,46 @@ async fn serve_one(
         metrics: metrics.clone(),
         _slot: slot,
     };
+    let accepted = tokio::time::Instant::now();
+    let first = tokio::select! {
+        first = first_request::read(&mut tcp, accepted + limits.header_timeout) => first,
+        () = cut.cancelled() => return,
+        // Nothing has been asked yet: a graceful stop closes it.
+        () = stop.cancelled() => return,
+    };
+    let prefix = match first {
+        First::EventStream(request) => {
+            return stream_conn::serve(tcp, *request, app, cut).await;
+        }
+        First::Other(prefix) => prefix,
+        First::Gone => return,
+        First::TimedOut => {
+            metrics
+                .connections_timed_out
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+    };
     let activity = Activity::new(limits);
+    // The first head's deadline still counts from the accept.
+    activity.head_started_at(accepted);
+    let io = Prefixed::new(prefix, tcp);
+    // Boxed: a connection serving an event stream itself holds no room for
+    // hyper's connection state.
+    Box::pin(serve_hyper(io, app, limits, activity, metrics, stop, cut)).await;
+}
+
+async fn serve_hyper(
+    io: Prefixed<TcpStream>,
+    app: Router,
+    limits: ConnectionLimits,
+    activity: Arc<Activity>,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+    cut: CancellationToken,
+) {
     let io = TokioIo::new(WatchedIo {
-        inner: tcp,
+        inner: io,
         activity: activity.clone(),
     });
     let service = WatchedService::new(app, activity.clone());

@@ -150,7 +150,7 @@ impl SqliteStore {
                 .map_err(|e| StoreError::Database(format!("opening sqlite database: {e}")))?
         };
         let write_lock = Arc::new(Mutex::new(()));
-        let appends = writer::spawn(writes.clone(), write_lock.clone());
+        let appends = writer::spawn(writes.clone(), write_lock.clone(), !in_memory);
         Ok(Self {
             pool,
             writes,

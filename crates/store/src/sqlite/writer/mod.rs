@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
-use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::pool::PoolConnection;
+use sqlx::sqlite::{Sqlite, SqlitePool, SqliteRow};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use self::statements::Statements;
@@ -69,18 +70,76 @@ pub(super) struct AppendJob {
     pub reply: oneshot::Sender<Reply>,
 }
 
-/// Start the writer task; it ends when every sender is dropped.
-pub(super) fn spawn(pool: SqlitePool, write_lock: Arc<Mutex<()>>) -> mpsc::Sender<AppendJob> {
+/// Start the writer task; it ends when every sender is dropped. With
+/// `keep_connection` it commits on one connection of `pool`, kept until the
+/// pool closes (not for a pool of one, which others need).
+pub(super) fn spawn(
+    pool: SqlitePool,
+    write_lock: Arc<Mutex<()>>,
+    keep_connection: bool,
+) -> mpsc::Sender<AppendJob> {
     let (tx, rx) = mpsc::channel(QUEUE);
-    tokio::spawn(run(pool, write_lock, rx));
+    tokio::spawn(run(WriterConn::new(pool, keep_connection), write_lock, rx));
     tx
 }
 
-async fn run(pool: SqlitePool, write_lock: Arc<Mutex<()>>, mut rx: mpsc::Receiver<AppendJob>) {
+/// The connection the writer commits on. Kept, it sees mostly its own
+/// commits, so its page cache stays valid from one to the next (a commit by
+/// another connection makes SQLite re-read the pages, and remap the file as
+/// it grows); and the next commit does not wait for a released connection to
+/// be handed back to the pool.
+pub(super) struct WriterConn {
+    pool: SqlitePool,
+    held: Option<PoolConnection<Sqlite>>,
+    keep: bool,
+}
+
+impl WriterConn {
+    pub(super) fn new(pool: SqlitePool, keep: bool) -> Self {
+        Self {
+            pool,
+            held: None,
+            keep,
+        }
+    }
+
+    /// [`run_script`] on the kept connection (or one from the pool).
+    async fn run(&mut self, query: Query<'_, sqlx::Sqlite>) -> Result<Vec<SqliteRow>, sqlx::Error> {
+        let mut conn = match self.held.take() {
+            Some(conn) => conn,
+            None => self.pool.acquire().await?,
+        };
+        let rows = query.fetch_all(&mut *conn).await;
+        if rows.is_err() && sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err() {
+            conn.close_on_drop();
+        } else if self.keep {
+            self.held = Some(conn);
+        }
+        rows
+    }
+}
+
+async fn run(mut conn: WriterConn, write_lock: Arc<Mutex<()>>, mut rx: mpsc::Receiver<AppendJob>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut statements = Statements::default();
     let size = |job: &AppendJob| job.entries.iter().map(Entry::bytes).sum::<usize>();
-    while let Some(first) = rx.recv().await {
+    // Closing the pool waits for every connection: give the kept one back.
+    let closing = conn.pool.close_event();
+    tokio::pin!(closing);
+    let mut closed = false;
+    loop {
+        let first = tokio::select! {
+            job = rx.recv() => match job {
+                Some(job) => job,
+                None => return,
+            },
+            () = &mut closing, if !closed => {
+                closed = true;
+                conn.held = None;
+                conn.keep = false;
+                continue;
+            }
+        };
         let mut bytes = size(&first);
         let mut entries = first.entries.len();
         batch.push(first);
@@ -96,16 +155,16 @@ async fn run(pool: SqlitePool, write_lock: Arc<Mutex<()>>, mut rx: mpsc::Receive
                 Err(_) => break,
             }
         }
-        write(&pool, &mut statements, &mut batch).await;
+        write(&mut conn, &mut statements, &mut batch).await;
     }
 }
 
 /// Commit `batch` and answer every job in it; leaves `batch` empty.
-async fn write(pool: &SqlitePool, statements: &mut Statements, batch: &mut Vec<AppendJob>) {
+async fn write(conn: &mut WriterConn, statements: &mut Statements, batch: &mut Vec<AppendJob>) {
     // Stamped here, not by the callers, so that `at` never decreases as `seq`
     // grows.
     let at = now();
-    match commit(pool, statements, batch, at).await {
+    match commit(conn, statements, batch, at).await {
         Ok(stamps) => {
             for (job, stamps) in batch.drain(..).zip(stamps) {
                 let _ = job.reply.send(stamps.map(|stamps| (stamps, at)));
@@ -116,7 +175,7 @@ async fn write(pool: &SqlitePool, statements: &mut Statements, batch: &mut Vec<A
         Err(_) if batch.len() > 1 => {
             for job in batch.drain(..) {
                 let one = std::slice::from_ref(&job);
-                let result = match commit(pool, statements, one, at).await {
+                let result = match commit(conn, statements, one, at).await {
                     Ok(mut stamps) => stamps.pop().unwrap_or_else(|| {
                         Err(StoreError::Database("appending: no result".into()))
                     }),
@@ -170,7 +229,7 @@ fn sessions_with(jobs: &[AppendJob], events: bool) -> Vec<&str> {
 /// when its session does not exist. `Err` means nothing was committed (and
 /// the jobs may be retried).
 async fn commit(
-    pool: &SqlitePool,
+    conn: &mut WriterConn,
     statements: &mut Statements,
     jobs: &[AppendJob],
     at: DateTime<Utc>,
@@ -252,7 +311,7 @@ async fn commit(
         }
     }
 
-    let rows = run_script(pool, query).await.map_err(db("appending"))?;
+    let rows = conn.run(query).await.map_err(db("appending"))?;
     Ok(assign(jobs, &ks, &rows))
 }
 

@@ -1,0 +1,264 @@
+//! The head of a connection's first request, read before hyper sees the
+//! connection, to find the event streams that `stream_conn` serves itself.
+//! Anything else (HTTP/2's preface, a request with a body, a head that does
+//! not parse or fills [`HEAD_LIMIT`]) goes to hyper with the bytes read so
+//! far put back in front of the socket ([`Prefixed`]), so hyper answers it
+//! exactly as if it had read them itself.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Bytes read for a first head before giving up and handing it to hyper
+/// (which has its own, larger, limit).
+const HEAD_LIMIT: usize = 8 * 1024;
+/// Headers a taken-over head may have; more go to hyper.
+const MAX_HEADERS: usize = 64;
+
+/// What the connection's first bytes turned out to be.
+pub(super) enum First {
+    /// `GET /v1/sessions/{id}/events` over HTTP/1.1, nothing after its head.
+    EventStream(Box<Request<axum::body::Body>>),
+    /// Anything else: these bytes, then the rest of the socket, are hyper's.
+    Other(Vec<u8>),
+    /// Closed (or failed) before a whole head came.
+    Gone,
+    /// No whole head by `deadline`.
+    TimedOut,
+}
+
+/// Read the first request's head from `tcp` until `deadline`.
+pub(super) async fn read(tcp: &mut TcpStream, deadline: Instant) -> First {
+    let mut bytes = Vec::new();
+    loop {
+        if bytes.len() >= HEAD_LIMIT {
+            return First::Other(bytes);
+        }
+        // Grown only as the head comes: most heads fit in a few hundred bytes.
+        bytes.reserve(1024.min(HEAD_LIMIT - bytes.len()));
+        let read = tokio::time::timeout_at(deadline, tcp.read_buf(&mut bytes)).await;
+        match read {
+            Err(_) => return First::TimedOut,
+            Ok(Ok(0) | Err(_)) => return First::Gone,
+            Ok(Ok(_)) => {}
+        }
+        match parse(&bytes) {
+            Parsed::Partial => {}
+            Parsed::EventStream(request) => return First::EventStream(request),
+            Parsed::Other => return First::Other(bytes),
+        }
+    }
+}
+
+enum Parsed {
+    Partial,
+    EventStream(Box<Request<axum::body::Body>>),
+    Other,
+}
+
+fn parse(bytes: &[u8]) -> Parsed {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut head = httparse::Request::new(&mut headers);
+    let length = match head.parse(bytes) {
+        Ok(httparse::Status::Complete(length)) => length,
+        Ok(httparse::Status::Partial) => return Parsed::Partial,
+        Err(_) => return Parsed::Other,
+    };
+    // Pipelined bytes after the head are a request hyper must answer.
+    if length != bytes.len() || head.method != Some("GET") || head.version != Some(1) {
+        return Parsed::Other;
+    }
+    let Some(path) = head.path.filter(|path| is_event_stream_path(path)) else {
+        return Parsed::Other;
+    };
+    let Ok(uri) = path.parse::<Uri>() else {
+        return Parsed::Other;
+    };
+    let mut map = HeaderMap::with_capacity(head.headers.len());
+    for header in head.headers.iter() {
+        let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(header.name.as_bytes()),
+            HeaderValue::from_bytes(header.value),
+        ) else {
+            return Parsed::Other;
+        };
+        map.append(name, value);
+    }
+    // A GET with a body, or asking for something else than a plain response.
+    let unusual = ["transfer-encoding", "upgrade", "expect"];
+    let has_body = map
+        .get_all("content-length")
+        .iter()
+        .any(|length| length.as_bytes() != b"0");
+    if has_body || unusual.iter().any(|name| map.contains_key(*name)) {
+        return Parsed::Other;
+    }
+    let mut request = Request::new(axum::body::Body::empty());
+    *request.method_mut() = Method::GET;
+    *request.uri_mut() = uri;
+    *request.version_mut() = Version::HTTP_11;
+    *request.headers_mut() = map;
+    Parsed::EventStream(Box::new(request))
+}
+
+/// `/v1/sessions/{id}/events`, with or without a query.
+fn is_event_stream_path(target: &str) -> bool {
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    path.strip_prefix("/v1/sessions/")
+        .and_then(|rest| rest.strip_suffix("/events"))
+        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+}
+
+/// A socket with bytes already read from it put back in front.
+pub(super) struct Prefixed<T> {
+    prefix: Vec<u8>,
+    read: usize,
+    inner: T,
+}
+
+impl<T> Prefixed<T> {
+    pub(super) fn new(prefix: Vec<u8>, inner: T) -> Self {
+        Self {
+            prefix,
+            read: 0,
+            inner,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.read < self.prefix.len() {
+            let rest = &self.prefix[self.read..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            self.read += n;
+            if self.read == self.prefix.len() {
+                // Given back: an idle connection keeps no copy of its first head.
+                self.prefix = Vec::new();
+                self.read = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(bytes: &[u8]) -> &'static str {
+        match parse(bytes) {
+            Parsed::Partial => "partial",
+            Parsed::EventStream(_) => "stream",
+            Parsed::Other => "other",
+        }
+    }
+
+    #[test]
+    fn only_a_bodiless_http11_get_of_a_session_stream_is_taken() {
+        let get = |target: &str| format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(kind(get("/v1/sessions/abc/events").as_bytes()), "stream");
+        assert_eq!(
+            kind(get("/v1/sessions/abc/events?after=3").as_bytes()),
+            "stream"
+        );
+        assert_eq!(kind(get("/v1/sessions/abc").as_bytes()), "other");
+        assert_eq!(kind(get("/v1/sessions//events").as_bytes()), "other");
+        assert_eq!(kind(get("/v1/sessions/a/b/events").as_bytes()), "other");
+        assert_eq!(kind(get("/healthz").as_bytes()), "other");
+        assert_eq!(
+            kind(b"GET /v1/sessions/abc/events HTTP/1.1\r\nHost: x\r\n"),
+            "partial"
+        );
+        assert_eq!(
+            kind(b"GET /v1/sessions/abc/events HTTP/1.0\r\nHost: x\r\n\r\n"),
+            "other"
+        );
+        assert_eq!(
+            kind(b"POST /v1/sessions/abc/events HTTP/1.1\r\nContent-Length: 0\r\n\r\n"),
+            "other"
+        );
+        assert_eq!(
+            kind(b"GET /v1/sessions/abc/events HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"),
+            "other"
+        );
+        assert_eq!(
+            kind(b"GET /v1/sessions/abc/events HTTP/1.1\r\nContent-Length: 0\r\n\r\n"),
+            "stream"
+        );
+        // A second, pipelined request is hyper's to answer.
+        let pipelined = format!("{}{}", get("/v1/sessions/abc/events"), get("/healthz"));
+        assert_eq!(kind(pipelined.as_bytes()), "other");
+        assert_eq!(kind(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), "other");
+    }
+
+    #[test]
+    fn the_taken_request_keeps_its_headers_and_query() {
+        let bytes = b"GET /v1/sessions/abc/events?after=7 HTTP/1.1\r\nHost: x\r\n\
+                      Authorization: Bearer t\r\nLast-Event-ID: 9\r\n\r\n";
+        let Parsed::EventStream(request) = parse(bytes) else {
+            panic!("not taken");
+        };
+        assert_eq!(request.uri().query(), Some("after=7"));
+        assert_eq!(request.headers()["authorization"], "Bearer t");
+        assert_eq!(request.headers()["last-event-id"], "9");
+    }
+
+    #[tokio::test]
+    async fn put_back_bytes_come_first_then_the_socket() {
+        let (client, server) = tokio::io::duplex(64);
+        let mut prefixed = Prefixed::new(b"head ".to_vec(), server);
+        let mut client = client;
+        tokio::io::AsyncWriteExt::write_all(&mut client, b"rest")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        drop(client);
+        let mut all = String::new();
+        prefixed
+            .read_to_string(&mut all)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(all, "head rest");
+    }
+}
