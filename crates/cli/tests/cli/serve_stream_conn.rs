@@ -2,8 +2,8 @@
 //! is served without hyper (`stream_conn`): checked byte for byte over raw
 //! TCP, as a client that speaks plain HTTP/1.1 sees it. The stream is chunked
 //! SSE with `connection: close`, resumes after `Last-Event-ID`, ends with the
-//! last chunk when the server stops; refusals are whole answers; a client
-//! that hangs up frees its stream slot.
+//! last chunk when the server stops, and goes on past a pipelined request;
+//! refusals are whole answers; a client that hangs up frees its stream slot.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::serve_harness;
@@ -121,6 +121,12 @@ async fn a_first_request_stream_is_chunked_sse_that_resumes_and_ends_with_the_se
         assert!(head.contains(header), "{header} missing: {head}");
     }
 
+    // A pipelined request is read and dropped: the stream goes on.
+    live.tcp
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
     server.message(&id, "hi").await;
     let turn_ended = |received: &[u8]| {
         let end = received.windows(4).position(|w| w == b"\r\n\r\n");
@@ -215,4 +221,28 @@ async fn refusals_are_whole_answers_and_a_hang_up_frees_the_slot() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(server.terminate().await, 0);
+}
+
+#[tokio::test]
+async fn a_first_request_arriving_when_the_server_stops_is_still_answered() {
+    let h = Harness::open(json!({"replies": []})).await;
+    let mut server = h.start().await;
+    let address = server.url.trim_start_matches("http://").to_string();
+    let mut tcp = TcpStream::connect(&address).await.unwrap();
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    // The accept loop has the connection before the stop begins.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.signal("TERM").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tcp.write_all(b"\r\n").await.unwrap();
+    let mut raw = RawStream {
+        tcp,
+        received: Vec::new(),
+    };
+    raw.read_until(|_| false).await;
+    let answer = String::from_utf8_lossy(&raw.received);
+    assert!(answer.starts_with("HTTP/1.1 "), "no answer: {answer:?}");
+    assert_eq!(server.exit_code().await, 0);
 }

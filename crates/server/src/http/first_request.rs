@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Versi
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// Bytes read for a first head before giving up and handing it to hyper
 /// (which has its own, larger, limit).
@@ -32,8 +33,30 @@ pub(super) enum First {
     TimedOut,
 }
 
-/// Read the first request's head from `tcp` until `deadline`.
-pub(super) async fn read(tcp: &mut TcpStream, deadline: Instant) -> First {
+/// Read the first request's head from `tcp` until `deadline`. A graceful
+/// `stop` closes a connection that has sent nothing yet; a head already
+/// arriving is read (and answered, by whoever takes it).
+pub(super) async fn read(
+    tcp: &mut TcpStream,
+    deadline: Instant,
+    stop: &CancellationToken,
+) -> First {
+    match tokio::time::timeout_at(deadline, read_head(tcp, stop)).await {
+        Ok(first) => first,
+        Err(_) => First::TimedOut,
+    }
+}
+
+async fn read_head(tcp: &mut TcpStream, stop: &CancellationToken) -> First {
+    // No buffer until the first byte: a connection that sends nothing costs none.
+    tokio::select! {
+        ready = tcp.readable() => {
+            if ready.is_err() {
+                return First::Gone;
+            }
+        }
+        () = stop.cancelled() => return First::Gone,
+    }
     let mut bytes = Vec::new();
     loop {
         if bytes.len() >= HEAD_LIMIT {
@@ -41,11 +64,9 @@ pub(super) async fn read(tcp: &mut TcpStream, deadline: Instant) -> First {
         }
         // Grown only as the head comes: most heads fit in a few hundred bytes.
         bytes.reserve(1024.min(HEAD_LIMIT - bytes.len()));
-        let read = tokio::time::timeout_at(deadline, tcp.read_buf(&mut bytes)).await;
-        match read {
-            Err(_) => return First::TimedOut,
-            Ok(Ok(0) | Err(_)) => return First::Gone,
-            Ok(Ok(_)) => {}
+        match tcp.read_buf(&mut bytes).await {
+            Ok(0) | Err(_) => return First::Gone,
+            Ok(_) => {}
         }
         match parse(&bytes) {
             Parsed::Partial => {}

@@ -120,10 +120,8 @@ async fn serve_one(
     };
     let accepted = tokio::time::Instant::now();
     let first = tokio::select! {
-        first = first_request::read(&mut tcp, accepted + limits.header_timeout) => first,
+        first = first_request::read(&mut tcp, accepted + limits.header_timeout, &stop) => first,
         () = cut.cancelled() => return,
-        // Nothing has been asked yet: a graceful stop closes it.
-        () = stop.cancelled() => return,
     };
     let prefix = match first {
         First::EventStream(request) => {
@@ -173,7 +171,10 @@ async fn serve_hyper(
         let wake = activity
             .deadline()
             .unwrap_or_else(|| tokio::time::Instant::now() + limits.header_timeout);
+        // The connection first: a request already read (put back in front of
+        // the socket) is taken before a stop can cancel hyper's version sniffing.
         tokio::select! {
+            biased;
             served = connection.as_mut() => {
                 if let Err(err) = served {
                     tracing::debug!(%err, "connection ended with an error");

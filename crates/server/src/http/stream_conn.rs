@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, Request, Response, header};
 use bytes::Bytes;
 use futures::FutureExt;
 use http_body_util::BodyExt;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -26,27 +26,59 @@ use tower::ServiceExt;
 /// A non-streaming answer larger than this is cut off (they are error bodies
 /// of a few hundred bytes).
 const MAX_WHOLE_BODY: usize = 1024 * 1024;
+/// Ready frames gathered into one write at most (a replay page can hold
+/// hundreds of large events; hyper stops buffering at ~400 KiB).
+const MAX_WRITE: usize = 64 * 1024;
+/// What a client may send after its request before it is cut off, and
+/// how long a closing connection waits for it to hang up.
+const MAX_DRAINED: usize = 64 * 1024;
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Answer `request` on `tcp` through `app`, then close; `cut` closes at once.
+/// Answer `request` on `tcp` through `app`, then close; `cut` closes at once,
+/// whatever the connection is doing (a write to a client that stopped
+/// reading included).
 pub(super) async fn serve(
     mut tcp: TcpStream,
     request: Request<Body>,
     app: Router,
     cut: CancellationToken,
 ) {
-    let answered = tokio::select! {
-        answered = app.oneshot(request) => answered,
-        () = cut.cancelled() => return,
+    let served = async {
+        let Ok(response) = app.oneshot(request).await;
+        if is_event_stream(response.headers()) {
+            stream(&mut tcp, response).await
+        } else {
+            whole(&mut tcp, response).await
+        }?;
+        close(&mut tcp).await
     };
-    let Ok(response) = answered;
-    let served = if is_event_stream(response.headers()) {
-        stream(&mut tcp, response, &cut).await
-    } else {
-        whole(&mut tcp, response).await
-    };
-    if let Err(err) = served {
-        tracing::debug!(%err, "event stream connection ended with an error");
+    tokio::select! {
+        served = served => {
+            if let Err(err) = served {
+                tracing::debug!(%err, "event stream connection ended with an error");
+            }
+        }
+        () = cut.cancelled() => {}
     }
+}
+
+/// Half-close, then read what the client still sends (for a bounded
+/// time and amount) before dropping the socket: closing with unread bytes
+/// would reset the connection, and a reset can erase the answer's end.
+async fn close(tcp: &mut TcpStream) -> std::io::Result<()> {
+    tcp.shutdown().await?;
+    let mut drained = 0;
+    let mut buf = [0u8; 512];
+    let draining = async {
+        while drained < MAX_DRAINED {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => drained += n,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, draining).await;
+    Ok(())
 }
 
 fn is_event_stream(headers: &HeaderMap) -> bool {
@@ -102,34 +134,35 @@ async fn whole(tcp: &mut TcpStream, response: Response<Body>) -> std::io::Result
     let response = Response::from_parts(parts, Body::empty());
     let mut out = head(&response, &format!("content-length: {}", body.len()));
     out.extend_from_slice(&body);
-    tcp.write_all(&out).await?;
-    tcp.shutdown().await
+    tcp.write_all(&out).await
 }
 
-/// Send the body chunked, each batch of ready frames in one write, until it
-/// ends (then the last chunk) or the client closes or sends anything (it
-/// was told the connection closes after this answer).
-async fn stream(
-    tcp: &mut TcpStream,
-    response: Response<Body>,
-    cut: &CancellationToken,
-) -> std::io::Result<()> {
+/// Send the body chunked until it ends (then the last chunk) or the client
+/// closes. The frames ready at once go in one write, up to [`MAX_WRITE`]. A
+/// client may send more (a pipelined request): it is read and dropped, up
+/// to [`MAX_DRAINED`] bytes, as it was told the connection closes after
+/// this answer.
+async fn stream(tcp: &mut TcpStream, response: Response<Body>) -> std::io::Result<()> {
     tcp.write_all(&head(&response, "transfer-encoding: chunked"))
         .await?;
     let mut body = response.into_body();
+    let mut discarded = 0;
     loop {
         let first = tokio::select! {
             frame = body.frame() => frame,
             ready = tcp.readable() => {
-                // The client closed, or sent what it should not: either
-                // ends the answer. Readiness may be spurious.
-                let mut probe = [0u8; 1];
+                let mut probe = [0u8; 512];
                 match ready.and_then(|()| tcp.try_read(&mut probe)) {
+                    // Readiness may be spurious.
                     Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+                    Ok(n) if n > 0 && discarded + n <= MAX_DRAINED => {
+                        discarded += n;
+                        continue;
+                    }
+                    // Closed, failed, or sending far more than a request.
                     _ => return Ok(()),
                 }
             }
-            () = cut.cancelled() => return Ok(()),
         };
         let mut out = Vec::new();
         let mut next = first;
@@ -148,6 +181,9 @@ async fn stream(
                     }
                 }
             }
+            if out.len() >= MAX_WRITE {
+                break false;
+            }
             match body.frame().now_or_never() {
                 Some(frame) => next = frame,
                 None => break false,
@@ -158,7 +194,7 @@ async fn stream(
         }
         tcp.write_all(&out).await?;
         if ended {
-            return tcp.shutdown().await;
+            return Ok(());
         }
     }
 }

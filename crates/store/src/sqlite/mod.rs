@@ -133,14 +133,15 @@ impl SqliteStore {
         let writes = if in_memory {
             pool.clone()
         } else {
-            // Up to two, not one: sqlx hands a released connection back to
-            // the pool from a task on the releasing runtime, so the next
-            // writer must not wait for that task (`write_lock` still admits
-            // one writer). The second opens when first needed: a one-shot
-            // `agentd run` rarely does, and each connection costs it a
-            // schema parse and its own prepared statements.
+            // The event writer keeps one connection (see `writer`); up to two
+            // more, not one, for the other writes: sqlx hands a released
+            // connection back to the pool from a task on the releasing
+            // runtime, so the next writer must not wait for that task
+            // (`write_lock` still admits one writer at a time). They open when
+            // first needed: a one-shot `agentd run` opens one or two, and each
+            // costs a schema parse and its own prepared statements.
             SqlitePoolOptions::new()
-                .max_connections(2)
+                .max_connections(3)
                 .min_connections(1)
                 .idle_timeout(None)
                 .max_lifetime(None)
