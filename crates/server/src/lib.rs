@@ -30,6 +30,7 @@ pub mod paths;
 pub mod project;
 pub mod registry;
 pub mod runtime;
+mod search_indexer;
 pub mod session;
 mod sink;
 #[cfg(test)]

@@ -72,6 +72,12 @@ pub trait SessionStore: Send + Sync {
     /// then newest first, or, searching, best match first with a snippet.
     async fn find_sessions(&self, filter: &SessionFilter) -> StoreResult<Vec<SessionHit>>;
 
+    /// Index for search up to `limit` of the messages stored and not yet
+    /// indexed; how many were taken. PostgreSQL indexes a message after its
+    /// append (a search catches up first, so it always finds what is stored);
+    /// SQLite indexes as it appends and has none pending (0).
+    async fn index_pending_search(&self, limit: u32) -> StoreResult<u64>;
+
     /// Apply the fields that are set (totals are added); bumps `updated_at`;
     /// returns the updated session. `NotFound` for an unknown id.
     async fn update_session(&self, id: &str, update: SessionUpdate) -> StoreResult<SessionRecord>;

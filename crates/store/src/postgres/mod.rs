@@ -11,6 +11,7 @@ pub mod cluster;
 mod events;
 mod fence;
 mod messages;
+mod search_index;
 mod turns;
 
 use std::str::FromStr;
@@ -48,6 +49,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (12, "0012", "webhook_deliveries"),
     (13, "0013", "signing_keys"),
     (14, "0014", "user_identities"),
+    (15, "0015", "search_deferred"),
 );
 
 /// The PostgreSQL store. Cheap to clone; clones share the pool.

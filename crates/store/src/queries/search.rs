@@ -114,6 +114,8 @@ macro_rules! find_sessions_impl {
                             .bind(i64::from(filter.limit))
                     };
                     if let Some(text) = &filter.text {
+                        // Whatever is stored is found, indexed or not yet.
+                        self.catch_up_search().await?;
                         let query = filtered($search)
                             .bind(($bind_text)(text))
                             .bind(i64::from(filter.offset));

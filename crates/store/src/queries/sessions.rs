@@ -198,6 +198,10 @@ macro_rules! session_store {
                     self.find_sessions_impl(filter).await
                 }
 
+                async fn index_pending_search(&self, limit: u32) -> StoreResult<u64> {
+                    self.index_pending_search_impl(limit).await
+                }
+
                 async fn update_session(
                     &self,
                     id: &str,

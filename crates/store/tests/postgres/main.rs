@@ -11,6 +11,7 @@ mod cluster;
 mod conformance;
 mod fence;
 mod fence_writes;
+mod search_pending;
 
 use agentd_store::prelude::*;
 use std::str::FromStr;
