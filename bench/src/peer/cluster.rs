@@ -92,9 +92,19 @@ pub fn database_from_env() -> Option<String> {
 pub async fn fresh_schema(base: &str, name: &str) -> Result<String> {
     use sqlx::Connection;
     let mut conn = sqlx::PgConnection::connect(base).await?;
-    sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+    // A previous run's nodes, killed, may still have a statement running
+    // there (their search indexer's, say): the drop can deadlock with it.
+    let mut attempt = 0;
+    while let Err(err) = sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
         .execute(&mut conn)
-        .await?;
+        .await
+    {
+        attempt += 1;
+        if attempt == 5 {
+            return Err(err.into());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     sqlx::query(&format!("CREATE SCHEMA {name}"))
         .execute(&mut conn)
         .await?;
