@@ -24,6 +24,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
+use super::first_request::Prefix;
 use crate::config::server_limits::ConnectionLimits;
 
 pub(super) struct Activity {
@@ -114,10 +115,12 @@ impl Drop for InFlight {
     }
 }
 
-/// The connection's socket, noting when a request's first bytes arrive.
+/// The connection's socket, noting when a request's first bytes arrive;
+/// bytes already read from it (`prefix`) come first.
 pub(super) struct WatchedIo<T> {
     pub(super) inner: T,
     pub(super) activity: Arc<Activity>,
+    pub(super) prefix: Prefix,
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for WatchedIo<T> {
@@ -126,6 +129,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for WatchedIo<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if self.prefix.fill(buf) {
+            self.activity.bytes_read();
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {

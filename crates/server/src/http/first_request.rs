@@ -2,15 +2,11 @@
 //! connection, to find the event streams that `stream_conn` serves itself.
 //! Anything else (HTTP/2's preface, a request with a body, a head that does
 //! not parse or fills [`HEAD_LIMIT`]) goes to hyper with the bytes read so
-//! far put back in front of the socket ([`Prefixed`]), so hyper answers it
-//! exactly as if it had read them itself.
-
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+//! far put back in front of the socket ([`Prefix`], which `WatchedIo` reads
+//! first), so hyper answers it exactly as if it had read them itself.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncReadExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -135,72 +131,31 @@ fn is_event_stream_path(target: &str) -> bool {
         .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
-/// A socket with bytes already read from it put back in front.
-pub(super) struct Prefixed<T> {
-    prefix: Vec<u8>,
+/// Bytes already read from a socket, to be read again first.
+pub(super) struct Prefix {
+    bytes: Vec<u8>,
     read: usize,
-    inner: T,
 }
 
-impl<T> Prefixed<T> {
-    pub(super) fn new(prefix: Vec<u8>, inner: T) -> Self {
-        Self {
-            prefix,
-            read: 0,
-            inner,
+impl Prefix {
+    pub(super) fn new(bytes: Vec<u8>) -> Self {
+        Self { bytes, read: 0 }
+    }
+
+    /// Move what is left (as much as fits) into `buf`; whether there was any.
+    pub(super) fn fill(&mut self, buf: &mut ReadBuf<'_>) -> bool {
+        if self.read == self.bytes.len() {
+            return false;
         }
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if self.read < self.prefix.len() {
-            let rest = &self.prefix[self.read..];
-            let n = rest.len().min(buf.remaining());
-            buf.put_slice(&rest[..n]);
-            self.read += n;
-            if self.read == self.prefix.len() {
-                // Given back: an idle connection keeps no copy of its first head.
-                self.prefix = Vec::new();
-                self.read = 0;
-            }
-            return Poll::Ready(Ok(()));
+        let rest = &self.bytes[self.read..];
+        let n = rest.len().min(buf.remaining());
+        buf.put_slice(&rest[..n]);
+        self.read += n;
+        if self.read == self.bytes.len() {
+            // Given back: an idle connection keeps no copy of its first head.
+            *self = Self::new(Vec::new());
         }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        true
     }
 }
 
@@ -266,20 +221,18 @@ mod tests {
         assert_eq!(request.headers()["last-event-id"], "9");
     }
 
-    #[tokio::test]
-    async fn put_back_bytes_come_first_then_the_socket() {
-        let (client, server) = tokio::io::duplex(64);
-        let mut prefixed = Prefixed::new(b"head ".to_vec(), server);
-        let mut client = client;
-        tokio::io::AsyncWriteExt::write_all(&mut client, b"rest")
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        drop(client);
-        let mut all = String::new();
-        prefixed
-            .read_to_string(&mut all)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(all, "head rest");
+    #[test]
+    fn put_back_bytes_are_given_in_pieces_then_freed() {
+        let mut prefix = Prefix::new(b"head ".to_vec());
+        let mut storage = [0u8; 3];
+        let mut buf = ReadBuf::new(&mut storage);
+        assert!(prefix.fill(&mut buf));
+        assert_eq!(buf.filled(), b"hea");
+        let mut storage = [0u8; 8];
+        let mut buf = ReadBuf::new(&mut storage);
+        assert!(prefix.fill(&mut buf));
+        assert_eq!(buf.filled(), b"d ");
+        assert_eq!(prefix.bytes.capacity(), 0);
+        assert!(!prefix.fill(&mut buf));
     }
 }

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::conn_watch::{Activity, WatchedIo, WatchedService};
-use super::first_request::{self, First, Prefixed};
+use super::first_request::{self, First, Prefix};
 use super::stream_conn;
 use crate::config::server_limits::ConnectionLimits;
 use crate::metrics::Metrics;
@@ -139,14 +139,18 @@ async fn serve_one(
     let activity = Activity::new(limits);
     // The first head's deadline still counts from the accept.
     activity.head_started_at(accepted);
-    let io = Prefixed::new(prefix, tcp);
+    let io = WatchedIo {
+        inner: tcp,
+        activity: activity.clone(),
+        prefix: Prefix::new(prefix),
+    };
     // Boxed: a connection serving an event stream itself holds no room for
     // hyper's connection state.
     Box::pin(serve_hyper(io, app, limits, activity, metrics, stop, cut)).await;
 }
 
 async fn serve_hyper(
-    io: Prefixed<TcpStream>,
+    io: WatchedIo<TcpStream>,
     app: Router,
     limits: ConnectionLimits,
     activity: Arc<Activity>,
@@ -154,10 +158,7 @@ async fn serve_hyper(
     stop: CancellationToken,
     cut: CancellationToken,
 ) {
-    let io = TokioIo::new(WatchedIo {
-        inner: io,
-        activity: activity.clone(),
-    });
+    let io = TokioIo::new(io);
     let service = WatchedService::new(app, activity.clone());
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
