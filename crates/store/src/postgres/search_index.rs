@@ -14,13 +14,21 @@ const BATCH: u32 = 256;
 /// the queue far shorter than this).
 const CATCH_UP_BATCHES: u32 = 16;
 
-/// Take up to `$1` queued messages (`{lock}`) and index their text.
+/// Take up to `$1` queued messages (waiting for locked rows or `SKIP
+/// LOCKED`) and index their text. Each message row is locked before its
+/// queue row, as a deletion of messages locks them (then cascades to the
+/// queue): locked the other way round, the index's foreign-key check on a
+/// message being deleted would deadlock with the deletion.
 macro_rules! index_pending_sql {
-    ($lock:literal) => {
+    ($wait:literal) => {
         concat!(
             "WITH picked AS (DELETE FROM search_pending WHERE message_id IN (\
-               SELECT message_id FROM search_pending ORDER BY message_id LIMIT $1 ",
-            $lock,
+               SELECT p.message_id FROM search_pending AS p \
+               JOIN messages AS m ON m.id = p.message_id ORDER BY p.message_id LIMIT $1 \
+               FOR KEY SHARE OF m ",
+            $wait,
+            " FOR UPDATE OF p ",
+            $wait,
             ") RETURNING message_id), \
              indexed AS (INSERT INTO search_docs (session_id, message_id, body) \
                SELECT m.session_id, m.id, t.body FROM picked AS p \
@@ -34,10 +42,10 @@ macro_rules! index_pending_sql {
 }
 
 /// For the indexer task: what another node is indexing is left to it.
-const INDEX_PENDING_SKIPPING: &str = index_pending_sql!("FOR UPDATE SKIP LOCKED");
+const INDEX_PENDING_SKIPPING: &str = index_pending_sql!("SKIP LOCKED");
 /// For a search: what is being indexed elsewhere is waited for (then gone
 /// from the queue), so it is in `search_docs` when the search reads it.
-const INDEX_PENDING_WAITING: &str = index_pending_sql!("FOR UPDATE");
+const INDEX_PENDING_WAITING: &str = index_pending_sql!("");
 
 impl PostgresStore {
     pub(crate) async fn index_pending_search_impl(&self, limit: u32) -> StoreResult<u64> {
