@@ -7,7 +7,7 @@
 //! recreate the turn nor mark its session running again.
 
 use agentd_protocol::{Event, EventEnvelope, TurnStatus};
-use agentd_store::{LogEntry, Logged, SessionRecord, SessionUpdate, StoreError, TurnStart};
+use agentd_store::{LogEntry, SessionRecord, SessionUpdate, StoreError, TurnStart};
 
 use crate::runtime::Runtime;
 
@@ -99,21 +99,10 @@ impl Runtime {
             return self.store.append_events(session_id, events).await;
         };
         let entries: Vec<LogEntry> = events.iter().map(LogEntry::Event).collect();
-        let appended = self
-            .store
+        // One run of events: stored whole or not at all.
+        self.store
             .append_log_fenced(session_id, &fence, &entries)
-            .await;
-        match appended.error {
-            // One run of events: stored whole or not at all.
-            Some(err) => Err(err),
-            None => Ok(appended
-                .stored
-                .into_iter()
-                .filter_map(|logged| match logged {
-                    Logged::Event(envelope) => Some(envelope),
-                    Logged::Message(_) => None,
-                })
-                .collect()),
-        }
+            .await
+            .into_events()
     }
 }

@@ -34,6 +34,22 @@ impl LogAppend {
     pub fn new(stored: Vec<Logged>, error: Option<StoreError>) -> Self {
         Self { stored, error }
     }
+
+    /// The stored events, for an append of events alone (stored whole or,
+    /// on an error, reported as not stored).
+    pub fn into_events(self) -> Result<Vec<EventEnvelope>, StoreError> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
+        Ok(self
+            .stored
+            .into_iter()
+            .filter_map(|logged| match logged {
+                Logged::Event(envelope) => Some(envelope),
+                Logged::Message(_) => None,
+            })
+            .collect())
+    }
 }
 
 /// Whose appends these are, when a turn runs under a cluster lease

@@ -110,6 +110,18 @@ pub(crate) fn unique_error<'a>(
     }
 }
 
+/// Map the error of a write that refers to session `session_id`: a missing
+/// session (deleted since it was looked at) is `NotFound`.
+pub(crate) fn session_error<'a>(
+    context: &'a str,
+    session_id: &'a str,
+) -> impl FnOnce(sqlx::Error) -> StoreError + 'a {
+    move |e| match is_fk_violation(&e) {
+        true => StoreError::NotFound(format!("session {session_id}")),
+        false => db(context)(e),
+    }
+}
+
 /// Map the error of inserting row `id` of session `session_id`: a missing
 /// session is `NotFound`, a taken id a `Database` error saying so.
 pub(crate) fn insert_error<'a>(

@@ -14,7 +14,7 @@ use crate::queries::sessions::{UPDATE_SET, bind_session_update};
 use crate::queries::transcript::bind_compaction;
 use crate::queries::turns::BY_REQUEST;
 use crate::records::{COMPACTION_COLUMNS, SESSION_COLUMNS, TURN_COLUMNS, db, fetch_optional};
-use crate::records::{insert_error, is_fk_violation, now, session, to_ms, turn};
+use crate::records::{insert_error, now, session, session_error, to_ms, turn};
 use crate::{
     CompactionRecord, Fence, SessionRecord, SessionStatus, SessionUpdate, StoreError, StoreResult,
     TurnStart,
@@ -97,13 +97,7 @@ impl PostgresStore {
             .bind(SessionStatus::Running.as_str())
             .fetch_optional(&self.pool)
             .await
-            .map_err(|e| {
-                if is_fk_violation(&e) {
-                    StoreError::NotFound(format!("session {session_id}"))
-                } else {
-                    db(what)(e)
-                }
-            })?;
+            .map_err(session_error(what, session_id))?;
         if let Some(row) = started {
             return Ok(TurnStart::Started(turn(&row)?));
         }

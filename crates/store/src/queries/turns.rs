@@ -38,7 +38,7 @@ macro_rules! turn_store {
             use agentd_protocol::TurnStatus;
 
             use $crate::queries::turns as q;
-            use $crate::records::{db, execute, fetch_all, fetch_optional, is_fk_violation, now};
+            use $crate::records::{db, execute, fetch_all, fetch_optional, now, session_error};
             use $crate::records::{to_ms, turn};
             use $crate::{SessionRecord, SessionStatus, SessionUpdate, StoreError, StoreResult};
             use $crate::{TurnRecord, TurnStart};
@@ -74,14 +74,7 @@ macro_rules! turn_store {
                         .bind(to_ms(at))
                         .fetch_optional(&mut *tx)
                         .await
-                        .map_err(|e| {
-                            // The session was deleted since we looked.
-                            if is_fk_violation(&e) {
-                                StoreError::NotFound(format!("session {session_id}"))
-                            } else {
-                                db("starting turn")(e)
-                            }
-                        })?;
+                        .map_err(session_error("starting turn", session_id))?;
                     let outcome = match inserted {
                         Some(row) => {
                             let query = sqlx::query(q::MARK_RUNNING)

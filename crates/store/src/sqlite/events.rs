@@ -39,18 +39,9 @@ impl SqliteStore {
         events: &[Event],
     ) -> StoreResult<Vec<EventEnvelope>> {
         let entries: Vec<LogEntry> = events.iter().map(LogEntry::Event).collect();
-        let appended = self.append_log_impl(session_id, &entries).await;
-        if let Some(error) = appended.error {
-            return Err(error);
-        }
-        Ok(appended
-            .stored
-            .into_iter()
-            .filter_map(|logged| match logged {
-                Logged::Event(envelope) => Some(envelope),
-                Logged::Message(_) => None,
-            })
-            .collect())
+        self.append_log_impl(session_id, &entries)
+            .await
+            .into_events()
     }
 
     /// Up to [`MAX_BATCH`] entries a job, committed by the writer with what
