@@ -363,14 +363,13 @@ impl StoredApprover {
             status: Some(status),
             ..SessionUpdate::default()
         };
-        let updated = match &self.fence {
-            Some(fence) => {
-                self.store
-                    .update_session_fenced(&self.session_id, fence, update)
-                    .await
-            }
-            None => self.store.update_session(&self.session_id, update).await,
-        };
+        let updated = crate::turn_writes::update_session_as(
+            self.store.as_ref(),
+            &self.session_id,
+            self.fence.as_ref(),
+            update,
+        )
+        .await;
         match updated {
             Ok(_) => {}
             // The node that took the turn over owns the session's status.

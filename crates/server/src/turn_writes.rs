@@ -7,7 +7,7 @@
 //! recreate the turn nor mark its session running again.
 
 use agentd_protocol::{Event, EventEnvelope, TurnStatus};
-use agentd_store::{LogEntry, SessionRecord, SessionUpdate, StoreError, TurnStart};
+use agentd_store::{Fence, LogEntry, SessionRecord, SessionUpdate, Store, StoreError, TurnStart};
 
 use crate::runtime::Runtime;
 
@@ -57,14 +57,13 @@ impl Runtime {
         turn_id: &str,
         update: SessionUpdate,
     ) -> Result<SessionRecord, StoreError> {
-        match self.fence_for(turn_id) {
-            Some(fence) => {
-                self.store
-                    .update_session_fenced(session_id, &fence, update)
-                    .await
-            }
-            None => self.store.update_session(session_id, update).await,
-        }
+        update_session_as(
+            self.store.as_ref(),
+            session_id,
+            self.fence_for(turn_id).as_ref(),
+            update,
+        )
+        .await
     }
 
     /// The turn's status, then the session's `update` (alone: in one
@@ -104,5 +103,18 @@ impl Runtime {
             .append_log_fenced(session_id, &fence, &entries)
             .await
             .into_events()
+    }
+}
+
+/// The session's `update` by a turn, fenced by its lease when it has one.
+pub(crate) async fn update_session_as(
+    store: &dyn Store,
+    session_id: &str,
+    fence: Option<&Fence>,
+    update: SessionUpdate,
+) -> Result<SessionRecord, StoreError> {
+    match fence {
+        Some(fence) => store.update_session_fenced(session_id, fence, update).await,
+        None => store.update_session(session_id, update).await,
     }
 }
