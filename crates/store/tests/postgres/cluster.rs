@@ -5,7 +5,9 @@ use agentd_store::prelude::*;
 use std::time::Duration;
 
 use agentd_protocol::{Event, TurnFinished, TurnStatus, Usage};
-use agentd_store::postgres::cluster::{ClusterStore, Enqueued, QueuedTurn, Signal};
+use agentd_store::postgres::cluster::{
+    ClusterStore, EVENTS_IN_RANGES, Enqueued, QueuedTurn, Signal,
+};
 
 use super::{delta, exec, session, store};
 
@@ -345,4 +347,62 @@ async fn signals_reach_their_node_once_and_appends_notify_only_in_cluster_mode()
         .await
         .unwrap();
     assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
+}
+
+/// Other nodes' streams catch up by reading each session's new range through
+/// the index, also under the generic plan a prepared statement ends up with:
+/// a plan that scans the events table makes every relayed event cost in
+/// proportion to all the events ever stored.
+#[tokio::test]
+async fn catching_up_reads_only_the_ranges_asked_for() {
+    let (_schema, store) = store().await;
+    let (a, b) = (session(&store, "u").await.id, session(&store, "u").await.id);
+    let batch: Vec<Event> = (0..200).map(|i| delta(&format!("d{i}"))).collect();
+    store.append_events(&a, &batch).await.unwrap();
+    store.append_events(&b, &batch).await.unwrap();
+    exec(&store, "ANALYZE events").await;
+
+    // PREPARE and SET hold for one connection only.
+    let mut conn = store.pool().acquire().await.unwrap();
+    for sql in [
+        "SET plan_cache_mode = force_generic_plan".to_string(),
+        format!("PREPARE ranges (text[], bigint[], bigint[], bigint) AS {EVENTS_IN_RANGES}"),
+    ] {
+        sqlx::query(&sql).execute(&mut *conn).await.unwrap();
+    }
+    let plan: Vec<String> = sqlx::query_scalar(&format!(
+        "EXPLAIN EXECUTE ranges(ARRAY['{a}', '{b}'], ARRAY[10, 20]::bigint[], \
+         ARRAY[20, 40]::bigint[], 100)"
+    ))
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    conn.close_on_drop();
+    let plan = plan.join("\n");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+    assert!(
+        plan.lines()
+            .any(|line| line.trim_start().starts_with("Index Cond:")
+                && line.contains("session_id = w.session_id")),
+        "each range is not an index scan of its session:\n{plan}"
+    );
+
+    let events = store
+        .cluster()
+        .events_in_ranges(&[(a.clone(), 10, 13), (b.clone(), 20, 22)], 100)
+        .await
+        .unwrap();
+    let got: Vec<(String, u64)> = events
+        .iter()
+        .map(|e| (e.session_id.clone(), e.seq))
+        .collect();
+    let mut want = vec![
+        (a.clone(), 11),
+        (a.clone(), 12),
+        (a.clone(), 13),
+        (b.clone(), 21),
+        (b.clone(), 22),
+    ];
+    want.sort();
+    assert_eq!(got, want);
 }

@@ -8,6 +8,19 @@ use super::ClusterStore;
 use crate::StoreResult;
 use crate::records::{db, envelope, execute};
 
+/// What [`ClusterStore::events_in_ranges`] runs: `$1` sessions, `$2` afters,
+/// `$3` uptos, `$4` the limit. Each range is its own index scan (the
+/// `LATERAL`): written as a plain join, the generic plan PostgreSQL switches a
+/// prepared statement to after five runs merge-joined the whole events table,
+/// 12 ms at 17 000 events and growing with the table. Public for the test that
+/// reads its plan.
+pub const EVENTS_IN_RANGES: &str = "SELECT e.session_id, e.seq, e.data, e.created_at \
+     FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS w(session_id, after, upto) \
+     CROSS JOIN LATERAL (SELECT session_id, seq, data, created_at FROM events \
+       WHERE session_id = w.session_id AND seq > w.after AND seq <= w.upto \
+       ORDER BY seq LIMIT $4) AS e \
+     ORDER BY e.session_id, e.seq LIMIT $4";
+
 impl ClusterStore {
     /// The manifest hash of the session's workspace as last saved.
     pub async fn workspace(&self, session_id: &str) -> StoreResult<Option<String>> {
@@ -59,19 +72,14 @@ impl ClusterStore {
         let seq = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         let after: Vec<i64> = ranges.iter().map(|(_, a, _)| seq(*a)).collect();
         let upto: Vec<i64> = ranges.iter().map(|(_, _, u)| seq(*u)).collect();
-        let rows = sqlx::query(
-            "SELECT e.session_id, e.seq, e.data, e.created_at \
-             FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS w(session_id, after, upto) \
-             JOIN events e ON e.session_id = w.session_id AND e.seq > w.after AND e.seq <= w.upto \
-             ORDER BY e.session_id, e.seq LIMIT $4",
-        )
-        .bind(&sessions)
-        .bind(&after)
-        .bind(&upto)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("reading events"))?;
+        let rows = sqlx::query(EVENTS_IN_RANGES)
+            .bind(&sessions)
+            .bind(&after)
+            .bind(&upto)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("reading events"))?;
         rows.iter()
             .map(|row| {
                 let session: String = row.try_get("session_id").map_err(db("reading events"))?;
