@@ -50,6 +50,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (13, "0013", "signing_keys"),
     (14, "0014", "user_identities"),
     (15, "0015", "search_deferred"),
+    (16, "0016", "session_lookups"),
 );
 
 /// The PostgreSQL store. Cheap to clone; clones share the pool.

@@ -18,7 +18,9 @@ const CATCH_UP_BATCHES: u32 = 16;
 /// LOCKED`) and index their text. Each message row is locked before its
 /// queue row, as a deletion of messages locks them (then cascades to the
 /// queue): locked the other way round, the index's foreign-key check on a
-/// message being deleted would deadlock with the deletion.
+/// message being deleted would deadlock with the deletion. The picked
+/// messages are read one index lookup each (the `LATERAL … LIMIT 1`): joined,
+/// a backlog of thousands made PostgreSQL hash-join a scan of every message.
 macro_rules! index_pending_sql {
     ($wait:literal) => {
         concat!(
@@ -32,7 +34,8 @@ macro_rules! index_pending_sql {
             ") RETURNING message_id), \
              indexed AS (INSERT INTO search_docs (session_id, message_id, body) \
                SELECT m.session_id, m.id, t.body FROM picked AS p \
-               JOIN messages AS m ON m.id = p.message_id \
+               CROSS JOIN LATERAL (SELECT session_id, id, content FROM messages \
+                 WHERE id = p.message_id LIMIT 1) AS m \
                CROSS JOIN LATERAL (SELECT agentd_message_search_text(m.content) AS body OFFSET 0) AS t \
                WHERE t.body IS NOT NULL ON CONFLICT DO NOTHING RETURNING 1) \
              SELECT (SELECT count(*) FROM picked) AS picked, \

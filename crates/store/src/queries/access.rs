@@ -120,7 +120,10 @@ macro_rules! access_store {
 
                 async fn audit_log(&self, query: &AuditQuery) -> StoreResult<Vec<AuditRecord>> {
                     let (after, since, limit) = access::audit_bounds(query);
+                    // Planned for each call's filters: the generic plan of a
+                    // prepared statement walks the whole log for a rare actor.
                     let query = sqlx::query(q::AUDIT_LOG)
+                        .persistent(false)
                         .bind(after)
                         .bind(&query.actor)
                         .bind(&query.action)

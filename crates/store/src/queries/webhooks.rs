@@ -191,7 +191,10 @@ macro_rules! webhook_store {
                     limit: u32,
                 ) -> StoreResult<Vec<DeliveryRecord>> {
                     let query = match status {
+                        // Planned per status: the generic plan of a prepared
+                        // statement reads every delivery to find the few failed.
                         Some(status) => sqlx::query(q::LIST)
+                            .persistent(false)
                             .bind(status.as_str())
                             .bind(i64::from(limit)),
                         None => sqlx::query(q::LIST_ALL).bind(i64::from(limit)),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agentd_protocol::{Event, TurnFinished, TurnStatus, Usage};
 use agentd_store::postgres::cluster::{
-    ClusterStore, EVENTS_IN_RANGES, Enqueued, QueuedTurn, Signal,
+    ClusterStore, EVENTS_IN_RANGES, Enqueued, LAST_TURN, QueuedTurn, Signal,
 };
 
 use super::{delta, exec, session, store};
@@ -362,23 +362,13 @@ async fn catching_up_reads_only_the_ranges_asked_for() {
     store.append_events(&b, &batch).await.unwrap();
     exec(&store, "ANALYZE events").await;
 
-    // PREPARE and SET hold for one connection only.
-    let mut conn = store.pool().acquire().await.unwrap();
-    for sql in [
-        "SET plan_cache_mode = force_generic_plan".to_string(),
-        format!("PREPARE ranges (text[], bigint[], bigint[], bigint) AS {EVENTS_IN_RANGES}"),
-    ] {
-        sqlx::query(&sql).execute(&mut *conn).await.unwrap();
-    }
-    let plan: Vec<String> = sqlx::query_scalar(&format!(
-        "EXPLAIN EXECUTE ranges(ARRAY['{a}', '{b}'], ARRAY[10, 20]::bigint[], \
-         ARRAY[20, 40]::bigint[], 100)"
-    ))
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap();
-    conn.close_on_drop();
-    let plan = plan.join("\n");
+    let plan = super::generic_plan(
+        &store,
+        EVENTS_IN_RANGES,
+        "text[], bigint[], bigint[], bigint",
+        &format!("ARRAY['{a}', '{b}'], ARRAY[10, 20]::bigint[], ARRAY[20, 40]::bigint[], 100"),
+    )
+    .await;
     assert!(!plan.contains("Seq Scan"), "{plan}");
     assert!(
         plan.lines()
@@ -405,4 +395,43 @@ async fn catching_up_reads_only_the_ranges_asked_for() {
     ];
     want.sort();
     assert_eq!(got, want);
+}
+
+/// A node looks up a session's latest turn before each turn it takes: through
+/// an index of the session's turns, not a walk back through every session's
+/// (which is what the generic plan did for a session with no turn yet).
+#[tokio::test]
+async fn a_sessions_latest_turn_is_found_through_its_own_turns() {
+    let (_schema, store) = store().await;
+    let mut busy = Vec::new();
+    for _ in 0..40 {
+        busy.push(session(&store, "u").await.id);
+    }
+    let new = session(&store, "u").await.id;
+    for (i, id) in busy.iter().enumerate() {
+        exec(
+            &store,
+            &format!(
+                "INSERT INTO turns (id, session_id, status, started_at, finished_at) \
+                 SELECT 'turn-{i:02}-' || lpad(n::text, 3, '0'), '{id}', 'completed', n, n \
+                 FROM generate_series(1, 50) AS n"
+            ),
+        )
+        .await;
+    }
+    exec(&store, "ANALYZE turns").await;
+    let plan = super::generic_plan(&store, LAST_TURN, "text", &format!("'{new}'")).await;
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+    assert!(
+        plan.lines()
+            .any(|line| line.trim_start().starts_with("Index Cond:")
+                && line.contains("session_id = $1")),
+        "not an index scan of the session's turns:\n{plan}"
+    );
+    let cluster = store.cluster();
+    assert_eq!(cluster.last_turn(&new).await.unwrap(), None);
+    assert_eq!(
+        cluster.last_turn(&busy[7]).await.unwrap().as_deref(),
+        Some("turn-07-050")
+    );
 }

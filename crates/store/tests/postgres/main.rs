@@ -91,6 +91,26 @@ pub async fn exec(store: &PostgresStore, sql: &str) {
     sqlx::query(sql).execute(store.pool()).await.unwrap();
 }
 
+/// The plan PostgreSQL gives `sql` as a prepared statement once it stops
+/// planning each call (`plan_cache_mode = force_generic_plan`), for the
+/// parameter `types`, executed with `args` (SQL literals), as EXPLAIN's lines.
+pub async fn generic_plan(store: &PostgresStore, sql: &str, types: &str, args: &str) -> String {
+    // PREPARE and SET hold for one connection only; it is not given back.
+    let mut conn = store.pool().acquire().await.unwrap();
+    conn.close_on_drop();
+    for statement in [
+        "SET plan_cache_mode = force_generic_plan".to_string(),
+        format!("PREPARE planned ({types}) AS {sql}"),
+    ] {
+        sqlx::query(&statement).execute(&mut *conn).await.unwrap();
+    }
+    let lines: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN EXECUTE planned({args})"))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+    lines.join("\n")
+}
+
 /// `sql`, which may be refused: the database's error as text.
 pub async fn try_exec(store: &PostgresStore, sql: &str) -> Result<(), String> {
     sqlx::query(sql)

@@ -14,6 +14,7 @@ mod signals;
 
 use std::time::Duration;
 
+pub use queue::LAST_TURN;
 pub use sessions::EVENTS_IN_RANGES;
 pub use sqlx::postgres::PgListener;
 use sqlx::postgres::PgPool;

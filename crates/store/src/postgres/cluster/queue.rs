@@ -9,6 +9,11 @@ use super::{ClusterStore, Enqueued, Lease, QueuedTurn, TURNS_CHANNEL, notify, se
 use crate::records::{db, execute};
 use crate::{StoreError, StoreResult};
 
+/// What [`ClusterStore::last_turn`] runs (`$1` the session), an index scan
+/// of the session's turns (migration 0016). Public for the test that reads
+/// its plan.
+pub const LAST_TURN: &str = "SELECT id FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 1";
+
 impl ClusterStore {
     /// Accept a turn for a session: queued for whichever node takes it. One
     /// transaction holding the session row, so two submissions to one session
@@ -166,7 +171,7 @@ impl ClusterStore {
 
     /// The session's latest turn (ids are time-ordered UUIDs).
     pub async fn last_turn(&self, session_id: &str) -> StoreResult<Option<String>> {
-        sqlx::query_scalar("SELECT id FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 1")
+        sqlx::query_scalar(LAST_TURN)
             .bind(session_id)
             .fetch_optional(&self.pool)
             .await
