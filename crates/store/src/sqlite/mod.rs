@@ -30,6 +30,11 @@ const FILE_POOL_SIZE: u32 = 8;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bytes of the database file each connection maps (address space, not RAM).
 const MMAP_SIZE: u64 = 256 * 1024 * 1024;
+/// Rows a write connection's thread may hand back before it waits for its
+/// caller to take them (sqlx's default is 50). The event writer holds the
+/// write lock until its commit's rows are all read, and on a busy runtime
+/// each wait for the caller to catch up kept it held for longer.
+const WRITE_ROW_BUFFER: usize = 1024;
 
 /// The migration set (see `crate::migrate`).
 const MIGRATIONS: MigrationSet = migration_set!(
@@ -146,7 +151,7 @@ impl SqliteStore {
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .test_before_acquire(false)
-                .connect_with(options)
+                .connect_with(options.row_buffer_size(WRITE_ROW_BUFFER))
                 .await
                 .map_err(|e| StoreError::Database(format!("opening sqlite database: {e}")))?
         };

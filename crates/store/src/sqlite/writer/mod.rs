@@ -79,7 +79,27 @@ pub(super) fn spawn(
     keep_connection: bool,
 ) -> mpsc::Sender<AppendJob> {
     let (tx, rx) = mpsc::channel(QUEUE);
-    tokio::spawn(run(WriterConn::new(pool, keep_connection), write_lock, rx));
+    let writer = run(WriterConn::new(pool, keep_connection), write_lock, rx);
+    // A thread of its own: it holds the write lock from the first job of a
+    // commit to its last row back, and on the server's runtime each of those
+    // steps waited behind every stream's task.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    match runtime {
+        Ok(runtime) => {
+            let started = std::thread::Builder::new()
+                .name("agentd-store-writer".into())
+                .spawn(move || runtime.block_on(writer));
+            if let Err(err) = started {
+                tracing::error!(%err, "cannot start the event writer's thread");
+            }
+        }
+        Err(err) => {
+            tracing::warn!(%err, "no runtime of its own for the event writer; it shares the caller's");
+            tokio::spawn(writer);
+        }
+    }
     tx
 }
 
@@ -212,17 +232,33 @@ fn ordinals(jobs: &[AppendJob]) -> Vec<Vec<i64>> {
         .collect()
 }
 
-/// The distinct sessions of `jobs` that have entries of the kind, in order.
-fn sessions_with(jobs: &[AppendJob], events: bool) -> Vec<&str> {
+/// The distinct sessions of `jobs` that have messages, in order.
+fn message_sessions(jobs: &[AppendJob]) -> Vec<&str> {
     let mut sessions: Vec<&str> = Vec::new();
     for job in jobs {
-        if job.entries.iter().any(|e| e.is_event() == events)
-            && !sessions.contains(&job.session_id.as_str())
+        if job.entries.iter().any(|e| !e.is_event()) && !sessions.contains(&job.session_id.as_str())
         {
             sessions.push(&job.session_id);
         }
     }
     sessions
+}
+
+/// Each session with events in `jobs`, in order, and how many it has.
+fn event_counts<'a>(jobs: &'a [AppendJob], ks: &[Vec<i64>]) -> Vec<(&'a str, i64)> {
+    let mut counts: Vec<(&str, i64)> = Vec::new();
+    for (job, ks) in jobs.iter().zip(ks) {
+        for (entry, k) in job.entries.iter().zip(ks) {
+            if !entry.is_event() {
+                continue;
+            }
+            match counts.iter_mut().find(|(s, _)| *s == job.session_id) {
+                Some((_, n)) => *n = (*n).max(*k),
+                None => counts.push((&job.session_id, *k)),
+            }
+        }
+    }
+    counts
 }
 
 /// Insert all `jobs` in one transaction. Per job: its stamps, or `NotFound`
@@ -235,6 +271,7 @@ async fn commit(
     at: DateTime<Utc>,
 ) -> StoreResult<Vec<StoreResult<Vec<u64>>>> {
     let ks = ordinals(jobs);
+    let counts = event_counts(jobs, &ks);
     let count = |events: bool| {
         jobs.iter()
             .flat_map(|job| &job.entries)
@@ -268,9 +305,9 @@ async fn commit(
                 .bind(None::<&str>)
                 .bind(0_i64);
         }
-        let sessions = sessions_with(jobs, true);
         for i in 0..event_slots {
-            query = query.bind(sessions.get(i).copied());
+            let (session, n) = counts.get(i).copied().unzip();
+            query = query.bind(session).bind(n.unwrap_or(0));
         }
     }
     if message_slots > 0 {
@@ -305,33 +342,40 @@ async fn commit(
                 .bind(0_i64);
         }
         query = query.bind(at_ms);
-        let sessions = sessions_with(jobs, false);
+        let sessions = message_sessions(jobs);
         for i in 0..message_slots {
             query = query.bind(sessions.get(i).copied());
         }
     }
 
     let rows = conn.run(query).await.map_err(db("appending"))?;
-    Ok(assign(jobs, &ks, &rows))
+    Ok(assign(jobs, &ks, &counts, &rows))
 }
 
-/// Match the committed rows to the jobs. RETURNING order is unspecified:
-/// sort each session's seqs (and positions), then the k-th smallest is its
-/// k-th event's (message's). Runs after COMMIT, so a failure here must not
-/// make the caller retry.
-fn assign(jobs: &[AppendJob], ks: &[Vec<i64>], rows: &[SqliteRow]) -> Vec<StoreResult<Vec<u64>>> {
-    let mut assigned: HashMap<(String, bool), Vec<i64>> = HashMap::new();
+/// Match the committed rows to the jobs. A session's events got
+/// consecutive seqs in batch order, ending at its new `last_seq`: its k-th of
+/// n is `last_seq - n + k`. RETURNING order is unspecified: each session's
+/// positions are sorted, then the k-th smallest is its k-th message's. Runs
+/// after COMMIT, so a failure here must not make the caller retry.
+fn assign(
+    jobs: &[AppendJob],
+    ks: &[Vec<i64>],
+    counts: &[(&str, i64)],
+    rows: &[SqliteRow],
+) -> Vec<StoreResult<Vec<u64>>> {
+    let mut last_seqs: HashMap<String, i64> = HashMap::new();
+    let mut positions: HashMap<String, Vec<i64>> = HashMap::new();
     for row in rows {
         match (
             row.try_get::<String, _>(0),
             row.try_get::<i64, _>(1),
             row.try_get::<i64, _>(2),
         ) {
-            (Ok(session), Ok(stamp), Ok(kind)) => {
-                assigned
-                    .entry((session, kind == 0))
-                    .or_default()
-                    .push(stamp);
+            (Ok(session), Ok(last_seq), Ok(0)) => {
+                last_seqs.insert(session, last_seq);
+            }
+            (Ok(session), Ok(position), Ok(_)) => {
+                positions.entry(session).or_default().push(position);
             }
             (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => {
                 let msg = format!("appended entries were stored but cannot be read back: {e}");
@@ -342,24 +386,30 @@ fn assign(jobs: &[AppendJob], ks: &[Vec<i64>], rows: &[SqliteRow]) -> Vec<StoreR
             }
         }
     }
-    for stamps in assigned.values_mut() {
+    for stamps in positions.values_mut() {
         stamps.sort_unstable();
     }
+    let count = |session: &str| counts.iter().find(|(s, _)| *s == session).map(|c| c.1);
     jobs.iter()
         .zip(ks)
         .map(|(job, ks)| {
+            let session = job.session_id.as_str();
+            let not_found = || StoreError::NotFound(format!("session {session}"));
             job.entries
                 .iter()
                 .zip(ks)
                 .map(|(entry, k)| {
-                    let key = (job.session_id.clone(), entry.is_event());
-                    let stamp = assigned
-                        .get(&key)
-                        .and_then(|stamps| stamps.get(usize::try_from(*k - 1).ok()?))
-                        .ok_or_else(|| {
-                            StoreError::NotFound(format!("session {}", job.session_id))
-                        })?;
-                    to_u64(*stamp, if entry.is_event() { "seq" } else { "position" })
+                    if entry.is_event() {
+                        let last = last_seqs.get(session).ok_or_else(not_found)?;
+                        let n = count(session).ok_or_else(not_found)?;
+                        to_u64(last - n + k, "seq")
+                    } else {
+                        let stamp = positions
+                            .get(session)
+                            .and_then(|stamps| stamps.get(usize::try_from(*k - 1).ok()?))
+                            .ok_or_else(not_found)?;
+                        to_u64(*stamp, "position")
+                    }
                 })
                 .collect()
         })

@@ -29,11 +29,12 @@ fn repeat(sql: &mut String, group: &str, n: usize) {
 }
 
 /// One round trip: begin; insert every event with its seq computed from the
-/// session's `last_seq` and advance `last_seq`; insert every message at the
-/// session's last position + its ordinal and touch the session; commit.
-/// Binds: `event_slots` event rows, then as many session ids; `message_slots`
-/// message rows, the time, then as many session ids (all NULL-padded).
-/// Rows back: (session, seq or position, 0 for an event or 1 for a message).
+/// session's `last_seq` and advance `last_seq` by the session's count; insert
+/// every message at the session's last position + its ordinal and touch the
+/// session; commit. Binds: `event_slots` event rows, then as many (session
+/// id, count) pairs; `message_slots` message rows, the time, then as many
+/// session ids (all NULL-padded). Rows back: (session, its new `last_seq`, 0)
+/// per session with events; (session, position, 1) per message.
 pub(super) fn batch_sql(event_slots: usize, message_slots: usize) -> String {
     let mut sql = String::with_capacity(800 + (event_slots + message_slots) * 24);
     sql.push_str("BEGIN IMMEDIATE;\n");
@@ -44,15 +45,17 @@ pub(super) fn batch_sql(event_slots: usize, message_slots: usize) -> String {
              FROM (VALUES ",
         );
         repeat(&mut sql, "(?, ?, ?, ?, ?)", event_slots);
+        // One row back per session (its new `last_seq`), not one per event:
+        // the rows come back one at a time through the connection's thread.
         sql.push_str(
-            ") AS v JOIN sessions AS s ON s.id = v.column1 \
-             RETURNING session_id, seq, 0;\n\
-             UPDATE sessions SET last_seq = \
-             (SELECT MAX(seq) FROM events WHERE events.session_id = sessions.id) \
-             WHERE id IN (",
+            ") AS v JOIN sessions AS s ON s.id = v.column1;\n\
+             UPDATE sessions SET last_seq = sessions.last_seq + c.column2 FROM (VALUES ",
         );
-        repeat(&mut sql, "?", event_slots);
-        sql.push_str(");\n");
+        repeat(&mut sql, "(?, ?)", event_slots);
+        sql.push_str(
+            ") AS c WHERE sessions.id = c.column1 \
+             RETURNING sessions.id, sessions.last_seq, 0;\n",
+        );
     }
     if message_slots > 0 {
         // SQLite evaluates the whole SELECT before inserting (it reads the
