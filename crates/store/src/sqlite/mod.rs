@@ -55,7 +55,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
 );
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the
-/// event writer task, which runs on the Tokio runtime that opened the store.
+/// event writer task, which runs on a thread of its own.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     /// Reads.

@@ -23,8 +23,9 @@ use crate::records::{Query, db, now, to_ms, to_u64};
 use crate::{StoreError, StoreResult};
 
 /// Entries per job, and per commit once one job is in (a batch stops taking
-/// jobs at this many, so it holds fewer than twice as many): an event binds 6
-/// values and a message 8, far below SQLite's 32766 even padded.
+/// jobs at this many, so it holds fewer than twice as many): an event binds 7
+/// values (with its session's count) and a message 8, far below SQLite's
+/// 32766 even padded.
 pub(super) const MAX_BATCH: usize = 256;
 /// Stop gathering once this much JSON is in the batch.
 const MAX_BATCH_BYTES: usize = 8 * 1024 * 1024;
@@ -70,6 +71,9 @@ pub(super) struct AppendJob {
     pub reply: oneshot::Sender<Reply>,
 }
 
+/// The writer task's future.
+type Writer = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// Start the writer task; it ends when every sender is dropped. With
 /// `keep_connection` it commits on one connection of `pool`, kept until the
 /// pool closes (not for a pool of one, which others need).
@@ -79,24 +83,40 @@ pub(super) fn spawn(
     keep_connection: bool,
 ) -> mpsc::Sender<AppendJob> {
     let (tx, rx) = mpsc::channel(QUEUE);
-    let writer = run(WriterConn::new(pool, keep_connection), write_lock, rx);
+    let writer = Box::pin(run(WriterConn::new(pool, keep_connection), write_lock, rx));
     // A thread of its own: it holds the write lock from the first job of a
     // commit to its last row back, and on the server's runtime each of those
-    // steps waited behind every stream's task.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build();
-    match runtime {
-        Ok(runtime) => {
-            let started = std::thread::Builder::new()
-                .name("agentd-store-writer".into())
-                .spawn(move || runtime.block_on(writer));
-            if let Err(err) = started {
-                tracing::error!(%err, "cannot start the event writer's thread");
+    // steps waited behind every stream's task. Without one, it shares the
+    // caller's runtime.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::warn!(%err, "no runtime of its own for the event writer");
+            tokio::spawn(writer);
+            return tx;
+        }
+    };
+    // Handed over once the thread runs: if it cannot start, both are still
+    // here (a runtime must not be dropped inside the caller's).
+    let (hand_over, handed) = std::sync::mpsc::channel::<(tokio::runtime::Runtime, Writer)>();
+    let started = std::thread::Builder::new()
+        .name("agentd-writer".into())
+        .spawn(move || {
+            if let Ok((runtime, writer)) = handed.recv() {
+                runtime.block_on(writer);
             }
+        });
+    match started {
+        Ok(_) => {
+            // The thread holds the receiver until it has the pair.
+            let _ = hand_over.send((runtime, writer));
         }
         Err(err) => {
-            tracing::warn!(%err, "no runtime of its own for the event writer; it shares the caller's");
+            tracing::warn!(%err, "no thread of its own for the event writer");
+            runtime.shutdown_background();
             tokio::spawn(writer);
         }
     }
