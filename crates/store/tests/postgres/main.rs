@@ -111,6 +111,17 @@ pub async fn generic_plan(store: &PostgresStore, sql: &str, types: &str, args: &
     lines.join("\n")
 }
 
+/// `plan` (EXPLAIN's lines) reads no table whole and finds its rows by an
+/// index condition on `condition`.
+pub fn assert_index_scan(plan: &str, condition: &str) {
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+    assert!(
+        plan.lines()
+            .any(|line| line.trim_start().starts_with("Index Cond:") && line.contains(condition)),
+        "no index scan on {condition}:\n{plan}"
+    );
+}
+
 /// `sql`, which may be refused: the database's error as text.
 pub async fn try_exec(store: &PostgresStore, sql: &str) -> Result<(), String> {
     sqlx::query(sql)
