@@ -52,6 +52,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (11, "0011", "webhook_deliveries"),
     (12, "0012", "signing_keys"),
     (13, "0013", "user_identities"),
+    (14, "0014", "session_lookups"),
 );
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the
