@@ -232,11 +232,16 @@ async fn write(conn: &mut WriterConn, statements: &mut Statements, batch: &mut V
     }
 }
 
+/// How many events (`true`) or messages (`false`) each session has in a batch.
+type Counts<'a> = HashMap<(&'a str, bool), i64>;
+
 /// The k-th event (or message) of a session in a batch: its `k`, 1-based,
-/// counted in batch order separately for events and messages.
-fn ordinals(jobs: &[AppendJob]) -> Vec<Vec<i64>> {
-    let mut counts: HashMap<(&str, bool), i64> = HashMap::new();
-    jobs.iter()
+/// counted in batch order separately for events and messages; and where the
+/// counts end.
+fn ordinals(jobs: &[AppendJob]) -> (Vec<Vec<i64>>, Counts<'_>) {
+    let mut counts = Counts::new();
+    let ks = jobs
+        .iter()
         .map(|job| {
             job.entries
                 .iter()
@@ -249,36 +254,18 @@ fn ordinals(jobs: &[AppendJob]) -> Vec<Vec<i64>> {
                 })
                 .collect()
         })
-        .collect()
+        .collect();
+    (ks, counts)
 }
 
-/// The distinct sessions of `jobs` that have messages, in order.
-fn message_sessions(jobs: &[AppendJob]) -> Vec<&str> {
-    let mut sessions: Vec<&str> = Vec::new();
-    for job in jobs {
-        if job.entries.iter().any(|e| !e.is_event()) && !sessions.contains(&job.session_id.as_str())
-        {
-            sessions.push(&job.session_id);
-        }
-    }
-    sessions
-}
-
-/// Each session with events in `jobs`, in order, and how many it has.
-fn event_counts<'a>(jobs: &'a [AppendJob], ks: &[Vec<i64>]) -> Vec<(&'a str, i64)> {
-    let mut counts: Vec<(&str, i64)> = Vec::new();
-    for (job, ks) in jobs.iter().zip(ks) {
-        for (entry, k) in job.entries.iter().zip(ks) {
-            if !entry.is_event() {
-                continue;
-            }
-            match counts.iter_mut().find(|(s, _)| *s == job.session_id) {
-                Some((_, n)) => *n = (*n).max(*k),
-                None => counts.push((&job.session_id, *k)),
-            }
-        }
-    }
+/// The sessions with entries of the kind (events or messages), each with its
+/// count.
+fn sessions_with<'a>(counts: &Counts<'a>, events: bool) -> Vec<(&'a str, i64)> {
     counts
+        .iter()
+        .filter(|((_, kind), _)| *kind == events)
+        .map(|((session, _), n)| (*session, *n))
+        .collect()
 }
 
 /// Insert all `jobs` in one transaction. Per job: its stamps, or `NotFound`
@@ -290,18 +277,17 @@ async fn commit(
     jobs: &[AppendJob],
     at: DateTime<Utc>,
 ) -> StoreResult<Vec<StoreResult<Vec<u64>>>> {
-    let ks = ordinals(jobs);
-    let counts = event_counts(jobs, &ks);
-    let count = |events: bool| {
-        jobs.iter()
-            .flat_map(|job| &job.entries)
-            .filter(|e| e.is_event() == events)
-            .count()
+    let (ks, counts) = ordinals(jobs);
+    let (event_sessions, message_sessions) =
+        (sessions_with(&counts, true), sessions_with(&counts, false));
+    let total = |sessions: &[(&str, i64)]| {
+        usize::try_from(sessions.iter().map(|(_, n)| n).sum::<i64>()).unwrap_or(0)
     };
+    let (events, messages) = (total(&event_sessions), total(&message_sessions));
     // Padding to a power of two keeps the number of distinct statements (and
     // so of prepares) small; padded rows have a NULL session and match nothing.
     let slots = |n: usize| if n == 0 { 0 } else { n.next_power_of_two() };
-    let (event_slots, message_slots) = (slots(count(true)), slots(count(false)));
+    let (event_slots, message_slots) = (slots(events), slots(messages));
     let mut query = sqlx::query(statements.batch(event_slots, message_slots));
     let at_ms = to_ms(at);
     if event_slots > 0 {
@@ -317,7 +303,7 @@ async fn commit(
                 }
             }
         }
-        for _ in count(true)..event_slots {
+        for _ in events..event_slots {
             query = query
                 .bind(None::<&str>)
                 .bind(0_i64)
@@ -326,7 +312,7 @@ async fn commit(
                 .bind(0_i64);
         }
         for i in 0..event_slots {
-            let (session, n) = counts.get(i).copied().unzip();
+            let (session, n) = event_sessions.get(i).copied().unzip();
             query = query.bind(session).bind(n.unwrap_or(0));
         }
     }
@@ -351,7 +337,7 @@ async fn commit(
                 }
             }
         }
-        for _ in count(false)..message_slots {
+        for _ in messages..message_slots {
             query = query
                 .bind(None::<&str>)
                 .bind(None::<&str>)
@@ -362,9 +348,8 @@ async fn commit(
                 .bind(0_i64);
         }
         query = query.bind(at_ms);
-        let sessions = message_sessions(jobs);
         for i in 0..message_slots {
-            query = query.bind(sessions.get(i).copied());
+            query = query.bind(message_sessions.get(i).map(|(session, _)| *session));
         }
     }
 
@@ -380,7 +365,7 @@ async fn commit(
 fn assign(
     jobs: &[AppendJob],
     ks: &[Vec<i64>],
-    counts: &[(&str, i64)],
+    counts: &Counts<'_>,
     rows: &[SqliteRow],
 ) -> Vec<StoreResult<Vec<u64>>> {
     let mut last_seqs: HashMap<String, i64> = HashMap::new();
@@ -409,7 +394,6 @@ fn assign(
     for stamps in positions.values_mut() {
         stamps.sort_unstable();
     }
-    let count = |session: &str| counts.iter().find(|(s, _)| *s == session).map(|c| c.1);
     jobs.iter()
         .zip(ks)
         .map(|(job, ks)| {
@@ -421,7 +405,7 @@ fn assign(
                 .map(|(entry, k)| {
                     if entry.is_event() {
                         let last = last_seqs.get(session).ok_or_else(not_found)?;
-                        let n = count(session).ok_or_else(not_found)?;
+                        let n = counts.get(&(session, true)).ok_or_else(not_found)?;
                         to_u64(last - n + k, "seq")
                     } else {
                         let stamp = positions
