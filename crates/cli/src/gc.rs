@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use agentd_server::config::Config;
-use agentd_server::paths::own_workspace;
+use agentd_server::paths::{Connections, own_workspace};
 use agentd_server::session::lifecycle::Deleted;
 use agentd_server::session::{SessionError, SessionService};
 use agentd_store::{Store, StoreError};
@@ -53,7 +53,7 @@ pub fn parse_age(text: &str) -> Result<TimeDelta, String> {
 }
 
 pub async fn run(args: GcArgs, config: Config, data_dir: PathBuf) -> u8 {
-    let service = match crate::service::open(config, data_dir.clone()).await {
+    let service = match crate::service::open(config, data_dir.clone(), Connections::One).await {
         Ok(service) => service,
         Err(err) => return exit::report(exit::USAGE, err),
     };

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use agentd_server::config::Config;
 use agentd_server::http::auth::Auth;
 use agentd_server::mcp_server::AgentdMcp;
+use agentd_server::paths::Connections;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{IntoTransport, StreamableHttpClientTransport, Transport};
 use rmcp::{RoleClient, RoleServer, ServiceExt};
@@ -38,7 +39,7 @@ pub async fn run(args: McpArgs, config: Config, data_dir: PathBuf) -> u8 {
 }
 
 async fn local(config: Config, data_dir: PathBuf) -> Result<(), Failure> {
-    let service = crate::service::open(config, data_dir)
+    let service = crate::service::open(config, data_dir, Connections::Pooled)
         .await
         .map_err(usage)?;
     let auth = Auth::None {

@@ -10,6 +10,7 @@ use agentd_protocol::{ErrorCode, ErrorInfo, Event, EventEnvelope, TurnFinished, 
 use agentd_server::config::Config;
 use agentd_server::config::NoAnswer;
 use agentd_server::models::resolve_model;
+use agentd_server::paths::Connections;
 use agentd_server::paths::prepare_data_dir;
 use agentd_server::registry::TurnKind;
 use agentd_server::runtime::{TurnOptions, check_workspace};
@@ -223,7 +224,9 @@ pub async fn open_local(
         None => None,
     };
     prepare_data_dir(&data_dir).map_err(usage)?;
-    let service = crate::service::open(config, data_dir)
+    // One session in this process: one SQLite connection opens faster
+    // than a pool of them.
+    let service = crate::service::open(config, data_dir, Connections::One)
         .await
         .map_err(usage)?;
     let runtime = service.registry().runtime();
@@ -242,7 +245,9 @@ pub async fn open_local(
 /// as the editor asks).
 pub async fn open_service(config: Config, data_dir: PathBuf) -> Result<SessionService, Failure> {
     prepare_data_dir(&data_dir).map_err(usage)?;
-    crate::service::open(config, data_dir).await.map_err(usage)
+    crate::service::open(config, data_dir, Connections::Pooled)
+        .await
+        .map_err(usage)
 }
 
 /// A new local session on `dir`, checked as `agentd run` checks its

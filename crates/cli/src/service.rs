@@ -6,15 +6,21 @@ use std::sync::Arc;
 
 use agentd_server::config::Config;
 use agentd_server::metrics::Metrics;
-use agentd_server::paths::open_store;
+use agentd_server::paths::{Connections, open_store};
 use agentd_server::registry::Registry;
 use agentd_server::runtime::Runtime;
 use agentd_server::session::SessionService;
 
-/// The session service over the store `config` names.
-pub async fn open(config: Config, data_dir: PathBuf) -> Result<SessionService, String> {
+/// The session service over the store `config` names, opening `connections`
+/// if it is SQLite: [`Connections::One`] for a command of one session or
+/// none at a time.
+pub async fn open(
+    config: Config,
+    data_dir: PathBuf,
+    connections: Connections,
+) -> Result<SessionService, String> {
     let env = |key: &str| std::env::var(key).ok();
-    let store = open_store(&data_dir, &config, &env)
+    let store = open_store(&data_dir, &config, &env, connections)
         .await
         .map_err(|err| err.to_string())?;
     let runtime = Runtime::new(store, config, data_dir);

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use agentd_protocol::{ContentBlock, Role};
 use agentd_server::config::Config;
+use agentd_server::paths::Connections;
 use agentd_server::session::history::Rewind;
 use agentd_store::SessionExport;
 use serde_json::json;
@@ -13,7 +14,7 @@ use crate::run::LOCAL_USER;
 use crate::{SessionsCommand, exit, history};
 
 pub async fn run(command: SessionsCommand, config: Config, data_dir: PathBuf) -> u8 {
-    let service = match crate::service::open(config, data_dir).await {
+    let service = match crate::service::open(config, data_dir, Connections::One).await {
         Ok(service) => service,
         Err(err) => return exit::report(exit::USAGE, err),
     };

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use agentd_server::access::{Access, OPERATOR, UserView};
 use agentd_server::config::Config;
-use agentd_server::paths::open_store;
+use agentd_server::paths::{Connections, open_store};
 use agentd_store::{AuditQuery, GrantKind, Store};
 use chrono::{DateTime, Utc};
 
@@ -94,7 +94,7 @@ pub(crate) async fn store(
     data_dir: &std::path::Path,
 ) -> Result<std::sync::Arc<dyn Store>, u8> {
     let env = |key: &str| std::env::var(key).ok();
-    open_store(data_dir, config, &env)
+    open_store(data_dir, config, &env, Connections::One)
         .await
         .map_err(|err| exit::report(exit::USAGE, err))
 }

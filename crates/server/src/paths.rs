@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use agentd_store::postgres::PostgresStore;
 use agentd_store::postgres::cluster::ClusterStore;
+pub use agentd_store::sqlite::Connections;
 use agentd_store::sqlite::SqliteStore;
 use agentd_store::{SessionRecord, Store};
 
@@ -81,12 +82,14 @@ fn expand_home(path: &Path, env: EnvLookup<'_>) -> PathBuf {
 
 /// The store named by `[database] url` (`AGENTD_DATABASE_URL`): `sqlite:…` or
 /// `postgres://…`/`postgresql://…`; without one, SQLite at `<data_dir>/agentd.db`.
+/// `connections` is what a SQLite store opens.
 pub async fn open_store(
     data_dir: &Path,
     config: &Config,
     env: EnvLookup<'_>,
+    connections: Connections,
 ) -> Result<Arc<dyn Store>, ConfigError> {
-    Ok(open_server_store(data_dir, config, env).await?.0)
+    Ok(open_store_with(data_dir, config, env, connections).await?.0)
 }
 
 /// [`open_store`], plus the cluster tables when the store is PostgreSQL and
@@ -95,6 +98,15 @@ pub async fn open_server_store(
     data_dir: &Path,
     config: &Config,
     env: EnvLookup<'_>,
+) -> Result<(Arc<dyn Store>, Option<ClusterStore>), ConfigError> {
+    open_store_with(data_dir, config, env, Connections::Pooled).await
+}
+
+async fn open_store_with(
+    data_dir: &Path,
+    config: &Config,
+    env: EnvLookup<'_>,
+    connections: Connections,
 ) -> Result<(Arc<dyn Store>, Option<ClusterStore>), ConfigError> {
     let url = env("AGENTD_DATABASE_URL").or_else(|| config.database.url.clone());
     if let Some(url) = url
@@ -131,12 +143,14 @@ pub async fn open_server_store(
         ));
     }
     let store = match url {
-        None => SqliteStore::open(&data_dir.join("agentd.db"))
+        None => SqliteStore::open_with_connections(&data_dir.join("agentd.db"), connections)
             .await
             .map(|s| Arc::new(s) as Arc<dyn Store>),
-        Some(url) if url.starts_with("sqlite:") => SqliteStore::open_url(&url)
-            .await
-            .map(|s| Arc::new(s) as Arc<dyn Store>),
+        Some(url) if url.starts_with("sqlite:") => {
+            SqliteStore::open_url_with_connections(&url, connections)
+                .await
+                .map(|s| Arc::new(s) as Arc<dyn Store>)
+        }
         Some(url) => {
             return Err(ConfigError::Invalid(format!(
                 "unsupported database url (scheme {:?}): expected sqlite://PATH, \

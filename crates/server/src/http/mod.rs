@@ -389,7 +389,11 @@ pub async fn serve(
         cluster_stop.clone(),
     )
     .map_err(std::io::Error::other)?;
-    crate::search_indexer::start(registry.runtime().store.clone(), cluster_stop.clone());
+    crate::search_indexer::start(
+        registry.runtime().store.clone(),
+        registry.metrics().clone(),
+        cluster_stop.clone(),
+    );
     let address = format!("http://{}", listener.local_addr()?);
     coordination
         .join(&registry, &address, cluster_stop.clone())

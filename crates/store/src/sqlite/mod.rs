@@ -55,6 +55,18 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (14, "0014", "session_lookups"),
 );
 
+/// How many connections a [`SqliteStore`] opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connections {
+    /// Readers in parallel, writers of their own: for a server.
+    Pooled,
+    /// One for everything, opened once: for a process of one session at a
+    /// time (`agentd run`), where each connection opened would cost more
+    /// (a schema parse, its own prepared statements) than waiting for the
+    /// one in use. Every statement still runs; they take turns.
+    One,
+}
+
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the
 /// event writer task, which runs on a thread of its own.
 #[derive(Debug, Clone)]
@@ -80,13 +92,28 @@ impl SqliteStore {
     /// Open (creating if missing) the database file at `path` and migrate it.
     /// Missing parent directories are created private to the user (0700).
     pub async fn open(path: &Path) -> StoreResult<Self> {
+        Self::open_with_connections(path, Connections::Pooled).await
+    }
+
+    /// [`open`](Self::open) with the connections given.
+    pub async fn open_with_connections(path: &Path, connections: Connections) -> StoreResult<Self> {
+        prepare_file(path)?;
         let options = SqliteConnectOptions::new().filename(path);
-        Self::open_with(options, false).await
+        Self::open_with(options, connections).await
     }
 
     /// Open from a URL: `sqlite://path/to.db`, `sqlite:relative.db`, or
     /// `sqlite::memory:` (a private in-memory database, for tests).
     pub async fn open_url(url: &str) -> StoreResult<Self> {
+        Self::open_url_with_connections(url, Connections::Pooled).await
+    }
+
+    /// [`open_url`](Self::open_url) with the connections given (an in-memory
+    /// database always has one).
+    pub async fn open_url_with_connections(
+        url: &str,
+        connections: Connections,
+    ) -> StoreResult<Self> {
         // sqlx would take any other string as a file name.
         if !url.starts_with("sqlite:") {
             return Err(StoreError::Database(format!(
@@ -95,11 +122,20 @@ impl SqliteStore {
         }
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::Database(format!("invalid sqlite url {url:?}: {e}")))?;
-        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
-        Self::open_with(options, in_memory).await
+        // Each connection to `:memory:` would be its own database (or, with
+        // sqlx's shared cache, one that fails with SQLITE_LOCKED under
+        // contention): exactly one, never let go.
+        if url.contains(":memory:") || url.contains("mode=memory") {
+            return Self::open_with(options, Connections::One).await;
+        }
+        prepare_file(options.get_filename())?;
+        Self::open_with(options, connections).await
     }
 
-    async fn open_with(options: SqliteConnectOptions, in_memory: bool) -> StoreResult<Self> {
+    async fn open_with(
+        options: SqliteConnectOptions,
+        connections: Connections,
+    ) -> StoreResult<Self> {
         let options = options
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -111,18 +147,13 @@ impl SqliteStore {
             // most of re-filling it.
             .pragma("mmap_size", MMAP_SIZE.to_string());
 
-        let pool_options = if in_memory {
-            // Each connection to `:memory:` would be its own database (or, with
-            // sqlx's shared cache, one that fails with SQLITE_LOCKED under
-            // contention): use exactly one connection and never let it go.
-            SqlitePoolOptions::new()
+        let pool_options = match connections {
+            Connections::One => SqlitePoolOptions::new()
                 .max_connections(1)
                 .min_connections(1)
                 .idle_timeout(None)
-                .max_lifetime(None)
-        } else {
-            prepare_file(options.get_filename())?;
-            SqlitePoolOptions::new().max_connections(FILE_POOL_SIZE)
+                .max_lifetime(None),
+            Connections::Pooled => SqlitePoolOptions::new().max_connections(FILE_POOL_SIZE),
         };
         // A local file connection does not go stale; skip the ping per acquire.
         let pool = pool_options
@@ -136,17 +167,16 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Database(format!("migrating sqlite database: {e}")))?;
 
-        let writes = if in_memory {
-            pool.clone()
-        } else {
+        let writes = match connections {
+            Connections::One => pool.clone(),
             // The event writer keeps one connection (see `writer`); up to two
             // more, not one, for the other writes: sqlx hands a released
             // connection back to the pool from a task on the releasing
             // runtime, so the next writer must not wait for that task
             // (`write_lock` still admits one writer at a time). They open when
-            // first needed: a one-shot `agentd run` opens one or two, and each
-            // costs a schema parse and its own prepared statements.
-            SqlitePoolOptions::new()
+            // first needed, and each costs a schema parse and its own prepared
+            // statements.
+            Connections::Pooled => SqlitePoolOptions::new()
                 .max_connections(3)
                 .min_connections(1)
                 .idle_timeout(None)
@@ -154,10 +184,11 @@ impl SqliteStore {
                 .test_before_acquire(false)
                 .connect_with(options.row_buffer_size(WRITE_ROW_BUFFER))
                 .await
-                .map_err(|e| StoreError::Database(format!("opening sqlite database: {e}")))?
+                .map_err(|e| StoreError::Database(format!("opening sqlite database: {e}")))?,
         };
         let write_lock = Arc::new(Mutex::new(()));
-        let appends = writer::spawn(writes.clone(), write_lock.clone(), !in_memory);
+        let keep_connection = connections == Connections::Pooled;
+        let appends = writer::spawn(writes.clone(), write_lock.clone(), keep_connection);
         Ok(Self {
             pool,
             writes,

@@ -1,6 +1,6 @@
 use agentd_protocol::{Message, TurnStatus};
 use agentd_store::prelude::*;
-use agentd_store::sqlite::SqliteStore;
+use agentd_store::sqlite::{Connections, SqliteStore};
 use agentd_store::{SessionStatus, SessionUpdate, StoreError, TurnStart};
 
 use crate::{delta, new_session, session};
@@ -78,6 +78,51 @@ async fn two_stores_on_one_file_share_data() {
         second.start_turn(&s.id, "t2", Some("r")).await.unwrap(),
         TurnStart::Duplicate(_)
     ));
+}
+
+/// `agentd run` opens one connection: many tasks' statements take turns on
+/// it (none waits forever for a second), beside a server's pool on the file.
+#[tokio::test]
+async fn a_one_connection_store_serves_many_tasks_beside_a_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentd.db");
+    let one = SqliteStore::open_with_connections(&path, Connections::One)
+        .await
+        .unwrap();
+    let pooled = SqliteStore::open(&path).await.unwrap();
+    let s = session(&one, "alice").await;
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let (one, id) = (one.clone(), s.id.clone());
+            tokio::spawn(async move {
+                let seq = one
+                    .append_event(&id, &delta(&i.to_string()))
+                    .await
+                    .unwrap()
+                    .seq;
+                one.events_after(&id, seq - 1, 10).await.unwrap();
+                one.append_message(&id, None, &Message::user_text(format!("m{i}")))
+                    .await
+                    .unwrap();
+                seq
+            })
+        })
+        .collect();
+    let all = async {
+        let mut seqs = Vec::new();
+        for task in tasks {
+            seqs.push(task.await.unwrap());
+        }
+        seqs
+    };
+    let mut seqs = tokio::time::timeout(std::time::Duration::from_secs(30), all)
+        .await
+        .expect("the tasks finish on one connection");
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=32).collect::<Vec<_>>());
+    assert_eq!(pooled.events_after(&s.id, 0, 100).await.unwrap().len(), 32);
+    assert_eq!(pooled.messages(&s.id).await.unwrap().len(), 32);
+    assert_eq!(one.pool().size(), 1, "one connection, never more");
 }
 
 #[cfg(unix)]
