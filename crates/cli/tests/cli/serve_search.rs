@@ -291,3 +291,56 @@ async fn pins_archives_tags_and_filters() {
     let (_, theirs) = list(&bob, "tag=ops").await;
     assert!(ids(&theirs).is_empty());
 }
+
+/// On PostgreSQL messages are indexed after their append, by a task of the
+/// server: with nobody searching, what a turn stored is indexed once the
+/// node's turns go quiet (the queue drains, every message has its document).
+#[tokio::test]
+async fn the_server_indexes_a_turns_messages_by_itself_on_postgres() {
+    let url = fresh_database_url().await;
+    let h = Harness::new(script(), &config(&format!("[database]\nurl = \"{url}\"\n"))).await;
+    let server = h.start().await;
+    let alice = server.as_user(&h.token("alice").await);
+    let id = session_with_tool_turn(&alice).await;
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql).bind(id.clone());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let queued = count(
+            "SELECT count(*) FROM search_pending AS p JOIN messages AS m \
+                            ON m.id = p.message_id WHERE m.session_id = $1",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        if queued == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{queued} messages still queued for search; {}",
+            server.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let messages = count("SELECT count(*) FROM messages WHERE session_id = $1")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let documents =
+        count("SELECT count(*) FROM search_docs WHERE session_id = $1 AND message_id IS NOT NULL")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert!(
+        messages >= 4,
+        "a tool turn stores four messages, not {messages}"
+    );
+    assert_eq!(
+        documents, messages,
+        "every message of the turn has text to find"
+    );
+    sqlx::Connection::close(conn).await.unwrap();
+}
