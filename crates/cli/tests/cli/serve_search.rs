@@ -293,8 +293,9 @@ async fn pins_archives_tags_and_filters() {
 }
 
 /// On PostgreSQL messages are indexed after their append, by a task of the
-/// server: with nobody searching, what a turn stored is indexed once the
-/// node's turns go quiet (the queue drains, every message has its document).
+/// server: with nobody searching, what a turn stored, and a backlog of more
+/// than a batch (imported behind the server's back), is indexed once the
+/// node's turns go quiet: the queue drains, every message has its document.
 #[tokio::test]
 async fn the_server_indexes_a_turns_messages_by_itself_on_postgres() {
     let url = fresh_database_url().await;
@@ -305,6 +306,16 @@ async fn the_server_indexes_a_turns_messages_by_itself_on_postgres() {
     let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
         .await
         .unwrap();
+    sqlx::query(
+        "INSERT INTO messages (id, session_id, turn_id, position, role, content, created_at) \
+         SELECT 'imported-' || g, $1, NULL, 1000 + g, 'user', \
+           '{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"note ' || g || '\"}]}', 0 \
+         FROM generate_series(1, 300) AS g",
+    )
+    .bind(&id)
+    .execute(&mut conn)
+    .await
+    .unwrap();
     let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql).bind(id.clone());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
@@ -335,8 +346,8 @@ async fn the_server_indexes_a_turns_messages_by_itself_on_postgres() {
             .await
             .unwrap();
     assert!(
-        messages >= 4,
-        "a tool turn stores four messages, not {messages}"
+        messages >= 304,
+        "a tool turn's four messages and 300 more, not {messages}"
     );
     assert_eq!(
         documents, messages,

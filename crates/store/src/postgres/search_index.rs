@@ -10,9 +10,11 @@ use crate::records::{Columns, db};
 
 /// Messages indexed per statement.
 const BATCH: u32 = 256;
-/// Batches a search indexes at most before it runs (the indexer task keeps
-/// the queue far shorter than this).
-const CATCH_UP_BATCHES: u32 = 16;
+/// Batches a search indexes at most before it runs: a bound on its wait, far
+/// past any backlog the indexer task leaves (it indexes a growing batch a
+/// tick while its node is busy, so the queue stops growing at a few
+/// thousand messages even when the node is never quiet).
+const CATCH_UP_BATCHES: u32 = 256;
 
 /// Take up to `$1` queued messages (waiting for locked rows or `SKIP
 /// LOCKED`) and index their text. Each message row is locked before its

@@ -28,6 +28,8 @@ use crate::{StoreError, StoreResult};
 /// Connections for a file database: readers run in parallel under WAL.
 const FILE_POOL_SIZE: u32 = 8;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a statement waits for [`Connections::One`]'s connection.
+const ONE_CONNECTION_WAIT: Duration = Duration::from_secs(600);
 /// Rows a write connection's thread may hand back before it waits for its
 /// caller to take them (sqlx's default is 50). The event writer holds the
 /// write lock until its commit's rows are all read, and on a busy runtime
@@ -146,9 +148,13 @@ impl SqliteStore {
             .busy_timeout(BUSY_TIMEOUT);
 
         let pool_options = match connections {
+            // Everything waits for the one connection, a long write (a fork's
+            // copy, another process's lock for up to `BUSY_TIMEOUT` each try)
+            // included: not sqlx's 30 s and a "pool timed out" error.
             Connections::One => SqlitePoolOptions::new()
                 .max_connections(1)
                 .min_connections(1)
+                .acquire_timeout(ONE_CONNECTION_WAIT)
                 .idle_timeout(None)
                 .max_lifetime(None),
             Connections::Pooled => SqlitePoolOptions::new().max_connections(FILE_POOL_SIZE),
