@@ -7,9 +7,10 @@
 //! Indexing is background work: while this node's turns are storing events
 //! it takes a small batch a tick, so that the database's CPU goes to the
 //! appends clients are waiting to see (a long reply costs milliseconds of
-//! `to_tsvector`, more than all of its turn's appends). The batch grows while
-//! a backlog remains, so a node that is never quiet still keeps up; once the
-//! turns go quiet, the rest is indexed, until they start again.
+//! `to_tsvector`, more than all of its turn's appends). The batch grows once
+//! a backlog has lasted a few seconds, so a node that is never quiet still
+//! keeps up; once the turns go quiet, the rest is indexed, until they start
+//! again.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -24,9 +25,12 @@ use crate::metrics::Metrics;
 const INTERVAL: Duration = Duration::from_millis(500);
 /// Messages per statement.
 const BATCH: u32 = 256;
-/// A busy tick's first batch, and how much each next one grows while a
-/// backlog remains.
+/// A busy tick's batch, and how much it grows each tick while a backlog
+/// remains past [`GRACE_TICKS`].
 const BUSY_STEP: u32 = 8;
+/// Full busy batches (5 s) before they grow: a burst of turns pays little
+/// indexing; a node that is never quiet still keeps up after it.
+const GRACE_TICKS: u32 = 10;
 
 pub(crate) fn start(store: Arc<dyn Store>, metrics: Arc<Metrics>, stop: CancellationToken) {
     tokio::spawn(async move {
@@ -41,7 +45,7 @@ pub(crate) fn start(store: Arc<dyn Store>, metrics: Arc<Metrics>, stop: Cancella
             }
             if let Some(batch) = pacing.busy_batch(events()) {
                 if let Some(taken) = index(store.as_ref(), batch).await {
-                    pacing.busy_took(taken);
+                    pacing.busy_took(batch, taken);
                 }
                 continue;
             }
@@ -67,21 +71,15 @@ async fn index(store: &dyn Store, batch: u32) -> Option<u64> {
     }
 }
 
-/// How much to index: a growing batch a tick while the node's stored-event
-/// count moves, everything while it does not.
-#[derive(Debug)]
+/// How much to index: a small batch a tick while the node's stored-event
+/// count moves (growing once a backlog has lasted [`GRACE_TICKS`]),
+/// everything while it does not.
+#[derive(Debug, Default)]
 struct Pacing {
     events_seen: u64,
-    batch: u32,
-}
-
-impl Default for Pacing {
-    fn default() -> Self {
-        Self {
-            events_seen: 0,
-            batch: BUSY_STEP,
-        }
-    }
+    /// Busy ticks in a row whose batch came back full, less one per tick
+    /// that was not (past the grace).
+    full_ticks: u32,
 }
 
 impl Pacing {
@@ -89,19 +87,21 @@ impl Pacing {
     /// `None` when the node is quiet.
     fn busy_batch(&mut self, events: u64) -> Option<u32> {
         if std::mem::replace(&mut self.events_seen, events) == events {
-            self.batch = BUSY_STEP;
+            self.full_ticks = 0;
             return None;
         }
-        Some(self.batch)
+        let steps = 1 + self.full_ticks.saturating_sub(GRACE_TICKS);
+        Some(steps.saturating_mul(BUSY_STEP).min(BATCH))
     }
 
-    /// A busy tick took `taken`: a full batch means more is queued, so the
-    /// next is larger; otherwise it shrinks back.
-    fn busy_took(&mut self, taken: u64) {
-        self.batch = if taken >= u64::from(self.batch) {
-            (self.batch + BUSY_STEP).min(BATCH)
+    /// A busy tick's `batch` took `taken`: full means more is queued.
+    fn busy_took(&mut self, batch: u32, taken: u64) {
+        self.full_ticks = if taken >= u64::from(batch) {
+            self.full_ticks.saturating_add(1)
+        } else if self.full_ticks > GRACE_TICKS {
+            self.full_ticks - 1
         } else {
-            self.batch.saturating_sub(BUSY_STEP).max(BUSY_STEP)
+            0
         };
     }
 }
@@ -124,7 +124,7 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_batch_grows_while_a_backlog_remains_and_shrinks_after() {
+    fn a_busy_batch_grows_once_a_backlog_lasts_and_shrinks_after() {
         let mut pacing = Pacing::default();
         let mut events = 0;
         let mut busy_tick = |pacing: &mut Pacing, queued: &mut u64| {
@@ -132,24 +132,29 @@ mod tests {
             let batch = pacing.busy_batch(events).expect("busy");
             let taken = (*queued).min(u64::from(batch));
             *queued -= taken;
-            pacing.busy_took(taken);
+            pacing.busy_took(batch, taken);
             batch
         };
-        // 100 messages queued a tick: the batch grows until it keeps up.
+        // 100 messages queued a tick: small batches for the grace, then
+        // growing until they keep up.
         let mut queued = 0;
         let mut batches = Vec::new();
-        for _ in 0..60 {
+        for _ in 0..80 {
             queued += 100;
             batches.push(busy_tick(&mut pacing, &mut queued));
         }
-        assert_eq!(&batches[..4], [8, 16, 24, 32]);
-        assert!(queued < 800, "the backlog stopped growing: {queued} queued");
-        assert!(batches[59] <= 112, "no larger than it must be: {batches:?}");
+        assert_eq!(batches[..11], [BUSY_STEP; 11]);
+        assert_eq!(batches[11..14], [16, 24, 32]);
+        assert!(
+            queued < 2000,
+            "the backlog stopped growing: {queued} queued"
+        );
+        assert!(batches[79] <= 120, "no larger than it must be: {batches:?}");
         // Nothing more queued: back down to the first step.
         for _ in 0..40 {
             busy_tick(&mut pacing, &mut queued);
         }
         assert_eq!(queued, 0);
-        assert_eq!(pacing.batch, BUSY_STEP);
+        assert_eq!(busy_tick(&mut pacing, &mut queued), BUSY_STEP);
     }
 }
