@@ -1,6 +1,6 @@
 //! `/v1/sessions` and `/v1/sessions/{id}`: create, list, read, rename, delete.
 
-use agentd_store::{SessionRecord, SessionUpdate};
+use agentd_store::{SessionRecord, SessionStatus, SessionUpdate};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -332,7 +332,16 @@ pub async fn get_session(
     user: User,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<SessionView>> {
-    let session = owned_session(&state, &user, &id).await?;
+    let mut session = owned_session(&state, &user, &id).await?;
+    // A turn that ended between the read and the live status below has its
+    // end (status, totals) committed before it stops running: a record
+    // still marked busy beside an idle live status is read again, so a
+    // client that waits for `idle` sees that turn's totals.
+    if state.sessions.live_status(&session).status == SessionStatus::Idle
+        && session.status != SessionStatus::Idle
+    {
+        session = owned_session(&state, &user, &id).await?;
+    }
     Ok(Json(view(&state, session)))
 }
 
