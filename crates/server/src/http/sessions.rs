@@ -333,13 +333,16 @@ pub async fn get_session(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<SessionView>> {
     let mut session = owned_session(&state, &user, &id).await?;
-    // A turn that ended between the read and the live status below has its
-    // end (status, totals) committed before it stops running: a record
-    // still marked busy beside an idle live status is read again, so a
-    // client that waits for `idle` sees that turn's totals.
-    if state.sessions.live_status(&session).status == SessionStatus::Idle
-        && session.status != SessionStatus::Idle
-    {
+    // A finishing turn already shows as over, and its end and the session's
+    // totals may not be recorded yet: while the record is busy beside an
+    // idle live status, it is read again (a second at most), so a client
+    // that waits for `idle` sees that turn's totals.
+    for _ in 0..100 {
+        let idle = state.sessions.live_status(&session).status == SessionStatus::Idle;
+        if !idle || session.status == SessionStatus::Idle {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         session = owned_session(&state, &user, &id).await?;
     }
     Ok(Json(view(&state, session)))
