@@ -96,8 +96,11 @@ impl Pacing {
 
     /// A busy tick's `batch` took `taken`: full means more is queued.
     fn busy_took(&mut self, batch: u32, taken: u64) {
+        // No count past the largest batch, so it starts shrinking as soon
+        // as the backlog is gone.
+        const MOST: u32 = GRACE_TICKS + BATCH / BUSY_STEP - 1;
         self.full_ticks = if taken >= u64::from(batch) {
-            self.full_ticks.saturating_add(1)
+            (self.full_ticks + 1).min(MOST)
         } else if self.full_ticks > GRACE_TICKS {
             self.full_ticks - 1
         } else {
@@ -155,6 +158,17 @@ mod tests {
             busy_tick(&mut pacing, &mut queued);
         }
         assert_eq!(queued, 0);
+        assert_eq!(busy_tick(&mut pacing, &mut queued), BUSY_STEP);
+        // Far more than the largest batch for a long time: once the backlog
+        // is gone it shrinks a step a tick, not after as many ticks again.
+        for _ in 0..300 {
+            queued += 1000;
+            assert!(busy_tick(&mut pacing, &mut queued) <= BATCH);
+        }
+        queued = 0;
+        for _ in 0..(BATCH / BUSY_STEP) {
+            busy_tick(&mut pacing, &mut queued);
+        }
         assert_eq!(busy_tick(&mut pacing, &mut queued), BUSY_STEP);
     }
 }
