@@ -333,17 +333,23 @@ pub async fn get_session(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<SessionView>> {
     let mut session = owned_session(&state, &user, &id).await?;
-    // A finishing turn already shows as over, and its end and the session's
-    // totals may not be recorded yet: while the record is busy beside an
-    // idle live status, it is read again (a second at most), so a client
-    // that waits for `idle` sees that turn's totals.
+    // A record busy beside an idle live status is older than the turn's
+    // end: read again, after that end is recorded if the turn is finishing
+    // (it shows as over from its `turn.finished`), so a client that waits
+    // for `idle` sees the turn's totals. A second at most.
     for _ in 0..100 {
         let idle = state.sessions.live_status(&session).status == SessionStatus::Idle;
         if !idle || session.status == SessionStatus::Idle {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let finishing = state.registry.live_state(&id).finishing;
+        if finishing {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         session = owned_session(&state, &user, &id).await?;
+        if !finishing {
+            break;
+        }
     }
     Ok(Json(view(&state, session)))
 }

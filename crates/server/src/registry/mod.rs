@@ -103,6 +103,9 @@ pub struct LiveState {
     pub live: bool,
     pub running_turn: Option<String>,
     pub queued: usize,
+    /// A turn has sent its `turn.finished` (so `running_turn` is `None`)
+    /// and its end is being recorded.
+    pub finishing: bool,
 }
 
 /// Held while a session is deleted; `finish` ends the session's streams.
@@ -302,6 +305,7 @@ impl Registry {
                         .filter(|r| !r.finishing)
                         .map(|r| r.turn_id.clone()),
                     queued: turns.queue.len(),
+                    finishing: turns.running.as_ref().is_some_and(|r| r.finishing),
                 }
             }
             None => LiveState::default(),
