@@ -23,6 +23,9 @@ const STATUSES: [TurnStatus; 7] = [
 pub struct Metrics {
     pub http_requests: AtomicU64,
     pub events: AtomicU64,
+    /// Events other nodes appended, as their notifications reached this one
+    /// (not exported: it tells the search indexer the cluster is busy).
+    pub events_heard: AtomicU64,
     pub sse_clients: AtomicU64,
     pub sse_lagged: AtomicU64,
     /// Event streams refused: the user had `max_streams_per_user` open.

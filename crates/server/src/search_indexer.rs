@@ -4,13 +4,14 @@
 //! Every node runs one; each skips what another is indexing. A search
 //! catches up first, so it never waits for this task to find a message.
 //!
-//! Indexing is background work: while this node's turns are storing events
-//! it takes a small batch a tick, so that the database's CPU goes to the
-//! appends clients are waiting to see (a long reply costs milliseconds of
-//! `to_tsvector`, more than all of its turn's appends). The batch grows once
-//! a backlog has lasted a few seconds, so a node that is never quiet still
-//! keeps up; once the turns go quiet, the rest is indexed, until they start
-//! again.
+//! Indexing is background work: while turns are storing events (this
+//! node's, or in a cluster any node's) it waits, so that the database's CPU
+//! goes to the appends clients are waiting to see (a long reply costs
+//! milliseconds of `to_tsvector`, more than all of its turn's appends). Once
+//! they have stored events for a few seconds it indexes a small batch a
+//! tick, growing while a backlog remains, so a node that is never quiet
+//! still keeps up; once the turns go quiet, the rest is indexed, until they
+//! start again.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -25,18 +26,21 @@ use crate::metrics::Metrics;
 const INTERVAL: Duration = Duration::from_millis(500);
 /// Messages per statement.
 const BATCH: u32 = 256;
-/// A busy tick's batch, and how much it grows each tick while a backlog
-/// remains past [`GRACE_TICKS`].
+/// A busy tick's first batch after the grace, and how much it grows each
+/// tick while a backlog remains.
 const BUSY_STEP: u32 = 8;
-/// Full busy batches (5 s) before they grow: a burst of turns pays little
-/// indexing; a node that is never quiet still keeps up after it.
+/// Busy ticks (5 s) that index nothing: a burst of turns pays no indexing;
+/// a node that is never quiet still keeps up after it.
 const GRACE_TICKS: u32 = 10;
 
 pub(crate) fn start(store: Arc<dyn Store>, metrics: Arc<Metrics>, stop: CancellationToken) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(INTERVAL);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let events = || metrics.events.load(Ordering::Relaxed);
+        // Its own appends and, in a cluster, the other nodes'.
+        let events = || {
+            metrics.events.load(Ordering::Relaxed) + metrics.events_heard.load(Ordering::Relaxed)
+        };
         let mut pacing = Pacing::default();
         loop {
             tokio::select! {
@@ -44,6 +48,9 @@ pub(crate) fn start(store: Arc<dyn Store>, metrics: Arc<Metrics>, stop: Cancella
                 _ = tick.tick() => {}
             }
             if let Some(batch) = pacing.busy_batch(events()) {
+                if batch == 0 {
+                    continue;
+                }
                 if let Some(taken) = index(store.as_ref(), batch).await {
                     pacing.busy_took(batch, taken);
                 }
@@ -71,40 +78,46 @@ async fn index(store: &dyn Store, batch: u32) -> Option<u64> {
     }
 }
 
-/// How much to index: a small batch a tick while the node's stored-event
-/// count moves (growing once a backlog has lasted [`GRACE_TICKS`]),
-/// everything while it does not.
+/// How much to index: nothing for the first [`GRACE_TICKS`] ticks the count
+/// of events stored (by this node, or heard of from others) moves, then a small batch a tick, growing while
+/// the batches come back full; everything while the count does not move.
 #[derive(Debug, Default)]
 struct Pacing {
     events_seen: u64,
-    /// Busy ticks in a row whose batch came back full, less one per tick
-    /// that was not (past the grace).
-    full_ticks: u32,
+    /// Busy ticks in a row (counted up to the grace).
+    busy_ticks: u32,
+    /// Steps the batch has grown: one more per full batch, one less per
+    /// batch that was not.
+    steps: u32,
 }
 
 impl Pacing {
-    /// This tick's batch while busy (the count moved since the last look);
-    /// `None` when the node is quiet.
+    /// This tick's batch while busy (the count moved since the last look;
+    /// 0 during the grace); `None` when the node is quiet.
     fn busy_batch(&mut self, events: u64) -> Option<u32> {
         if std::mem::replace(&mut self.events_seen, events) == events {
-            self.full_ticks = 0;
+            (self.busy_ticks, self.steps) = (0, 0);
             return None;
         }
-        let steps = 1 + self.full_ticks.saturating_sub(GRACE_TICKS);
-        Some(steps.saturating_mul(BUSY_STEP).min(BATCH))
+        self.busy_ticks = (self.busy_ticks + 1).min(GRACE_TICKS + 1);
+        if self.busy_ticks <= GRACE_TICKS {
+            return Some(0);
+        }
+        Some(((1 + self.steps) * BUSY_STEP).min(BATCH))
     }
 
     /// A busy tick's `batch` took `taken`: full means more is queued.
     fn busy_took(&mut self, batch: u32, taken: u64) {
-        // No count past the largest batch, so it starts shrinking as soon
+        // No step past the largest batch, so it starts shrinking as soon
         // as the backlog is gone.
-        const MOST: u32 = GRACE_TICKS + BATCH / BUSY_STEP - 1;
-        self.full_ticks = if taken >= u64::from(batch) {
-            (self.full_ticks + 1).min(MOST)
-        } else if self.full_ticks > GRACE_TICKS {
-            self.full_ticks - 1
+        const MOST: u32 = BATCH / BUSY_STEP - 1;
+        if batch == 0 {
+            return;
+        }
+        self.steps = if taken >= u64::from(batch) {
+            (self.steps + 1).min(MOST)
         } else {
-            0
+            self.steps.saturating_sub(1)
         };
     }
 }
@@ -114,16 +127,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_busy_node_indexes_a_small_batch_and_a_quiet_one_everything() {
+    fn a_busy_node_waits_then_indexes_a_small_batch_and_a_quiet_one_everything() {
         let mut pacing = Pacing::default();
         assert_eq!(pacing.busy_batch(0), None, "an idle node");
+        let mut events = 0;
+        for _ in 0..GRACE_TICKS {
+            events += 40;
+            assert_eq!(
+                pacing.busy_batch(events),
+                Some(0),
+                "a burst's first seconds"
+            );
+        }
+        assert_eq!(pacing.busy_batch(events + 40), Some(BUSY_STEP));
+        assert_eq!(pacing.busy_batch(events + 40), None, "the turns went quiet");
         assert_eq!(
-            pacing.busy_batch(40),
-            Some(BUSY_STEP),
-            "events stored since the last look"
+            pacing.busy_batch(events + 80),
+            Some(0),
+            "a new burst waits again"
         );
-        assert_eq!(pacing.busy_batch(90), Some(BUSY_STEP));
-        assert_eq!(pacing.busy_batch(90), None, "the turns went quiet");
     }
 
     #[test]
@@ -138,7 +160,7 @@ mod tests {
             pacing.busy_took(batch, taken);
             batch
         };
-        // 100 messages queued a tick: small batches for the grace, then
+        // 100 messages queued a tick: nothing for the grace, then batches
         // growing until they keep up.
         let mut queued = 0;
         let mut batches = Vec::new();
@@ -146,8 +168,8 @@ mod tests {
             queued += 100;
             batches.push(busy_tick(&mut pacing, &mut queued));
         }
-        assert_eq!(batches[..11], [BUSY_STEP; 11]);
-        assert_eq!(batches[11..14], [16, 24, 32]);
+        assert_eq!(batches[..10], [0; 10]);
+        assert_eq!(batches[10..13], [BUSY_STEP, 16, 24]);
         assert!(
             queued < 2000,
             "the backlog stopped growing: {queued} queued"
