@@ -23,8 +23,9 @@ const STATUSES: [TurnStatus; 7] = [
 pub struct Metrics {
     pub http_requests: AtomicU64,
     pub events: AtomicU64,
-    /// Events other nodes appended, as their notifications reached this one
-    /// (not exported: it tells the search indexer the cluster is busy).
+    /// Events appended anywhere in the cluster (this node's own included), as
+    /// heard on its notification channel; not exported: it tells the search
+    /// indexer the cluster is busy.
     pub events_heard: AtomicU64,
     pub sse_clients: AtomicU64,
     pub sse_lagged: AtomicU64,

@@ -39,7 +39,8 @@ pub(crate) fn start(store: Arc<dyn Store>, metrics: Arc<Metrics>, stop: Cancella
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         // Its own appends and, in a cluster, the other nodes'.
         let events = || {
-            metrics.events.load(Ordering::Relaxed) + metrics.events_heard.load(Ordering::Relaxed)
+            let heard = metrics.events_heard.load(Ordering::Relaxed);
+            metrics.events.load(Ordering::Relaxed).wrapping_add(heard)
         };
         let mut pacing = Pacing::default();
         loop {

@@ -1,7 +1,6 @@
-//! Notifications from the other nodes: new events (streams here get them from
-//! the notification when it carries them, else from the events table), queued
-//! turns and released leases (the claimer looks for work), signals for this
-//! node (interrupts and answers for its turns).
+//! Notifications from the other nodes: new events (streams here read them from
+//! the events table), queued turns and released leases (the claimer looks for
+//! work), signals for this node (interrupts and answers for its turns).
 //!
 //! Notifications only wake us: every 2 s, and whenever the listening
 //! connection was lost, streams are checked against `sessions.last_seq` and
@@ -10,10 +9,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use agentd_protocol::EventEnvelope;
-use agentd_store::postgres::cluster::{
-    EVENTS_CHANNEL, EventsNotice, PgListener, SIGNALS_CHANNEL, Signal, TURNS_CHANNEL,
-};
+use agentd_store::postgres::cluster::PgListener;
+use agentd_store::postgres::cluster::{EVENTS_CHANNEL, SIGNALS_CHANNEL, Signal, TURNS_CHANNEL};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -31,8 +28,8 @@ const CATCH_UP_LIMIT: u32 = 4096;
 const INTERRUPT_RETRIES: u32 = 40;
 
 enum Wake {
-    /// An append.
-    Events(EventsNotice),
+    /// `(session, first seq, last seq)` of an append.
+    Events(String, u64, u64),
     Turns,
     Signals,
     /// The connection dropped: notifications may be lost.
@@ -60,20 +57,15 @@ pub(super) async fn run(
         };
         // Handle everything that is waiting as one batch.
         let mut appended: HashMap<String, (u64, u64)> = HashMap::new();
-        let mut carried: HashMap<String, Vec<EventEnvelope>> = HashMap::new();
         let (mut turns, mut signals, mut lost) = (false, false, false);
         let mut next = Some(first);
         while let Some(wake) = next {
             match wake {
-                Wake::Events(notice) => {
-                    let (first, last) = (notice.first, notice.last);
-                    let heard = &registry.metrics().events_heard;
-                    heard.fetch_add(last - first + 1, std::sync::atomic::Ordering::Relaxed);
-                    if !notice.carried.is_empty() {
-                        let events = carried.entry(notice.session_id.clone()).or_default();
-                        events.extend(notice.carried);
-                    }
-                    let range = appended.entry(notice.session_id).or_insert((first, last));
+                Wake::Events(session, first, last) => {
+                    let heard = last.saturating_sub(first).saturating_add(1);
+                    let counter = &registry.metrics().events_heard;
+                    counter.fetch_add(heard, std::sync::atomic::Ordering::Relaxed);
+                    let range = appended.entry(session).or_insert((first, last));
                     range.0 = range.0.min(first);
                     range.1 = range.1.max(last);
                 }
@@ -96,7 +88,7 @@ pub(super) async fn run(
         if lost {
             ranges.extend(missed(&cluster, &registry).await);
         }
-        catch_up(&cluster, &registry, ranges, carried).await;
+        catch_up(&cluster, &registry, ranges).await;
     }
     receiver.abort();
 }
@@ -105,10 +97,18 @@ async fn receive(mut listener: PgListener, node_id: String, wakes: mpsc::Unbound
     loop {
         let wake = match listener.try_recv().await {
             Ok(Some(notification)) => match notification.channel() {
-                EVENTS_CHANNEL => match EventsNotice::parse(notification.payload()) {
-                    Some(notice) => Wake::Events(notice),
-                    None => continue,
-                },
+                EVENTS_CHANNEL => {
+                    let mut parts = notification.payload().split(' ');
+                    let (Some(session), Some(first), Some(last)) =
+                        (parts.next(), parts.next(), parts.next())
+                    else {
+                        continue;
+                    };
+                    match (first.parse(), last.parse()) {
+                        (Ok(first), Ok(last)) => Wake::Events(session.to_string(), first, last),
+                        _ => continue,
+                    }
+                }
                 TURNS_CHANNEL => Wake::Turns,
                 SIGNALS_CHANNEL if notification.payload() == node_id => Wake::Signals,
                 _ => continue,
@@ -129,17 +129,10 @@ async fn receive(mut listener: PgListener, node_id: String, wakes: mpsc::Unbound
     }
 }
 
-/// Publish each session's events in `(after, upto]` to its streams here:
-/// those the notifications carried (in `seq` order, from the next one the
-/// streams lack), the rest read in one query for all sessions. Sessions
-/// nobody here watches, or whose turn runs here (its worker publishes), are
-/// left out.
-async fn catch_up(
-    cluster: &Cluster,
-    registry: &Registry,
-    ranges: Vec<(String, u64, u64)>,
-    mut carried: HashMap<String, Vec<EventEnvelope>>,
-) {
+/// Publish each session's events in `(after, upto]` to its streams here, in
+/// one query for all of them; sessions nobody here watches, or whose turn runs
+/// here (its worker publishes), are left out.
+async fn catch_up(cluster: &Cluster, registry: &Registry, ranges: Vec<(String, u64, u64)>) {
     let mut merged: HashMap<String, (u64, u64)> = HashMap::new();
     for (session, after, upto) in ranges {
         let range = merged.entry(session).or_insert((after, upto));
@@ -151,17 +144,8 @@ async fn catch_up(
         let Some(handle) = registry.watched(&session) else {
             continue;
         };
-        if handle.runs_here() {
-            continue;
-        }
-        let mut after = handle.published().max(after);
-        for envelope in carried.remove(&session).unwrap_or_default() {
-            if envelope.seq == after + 1 {
-                handle.publish(&envelope);
-                after = envelope.seq;
-            }
-        }
-        if after >= upto {
+        let after = handle.published().max(after);
+        if handle.runs_here() || after >= upto {
             continue;
         }
         wanted.push((session.clone(), after, upto));

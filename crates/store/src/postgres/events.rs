@@ -4,11 +4,8 @@
 //! failed or abandoned append rolls back its `seq` with it: no gaps.
 //!
 //! In cluster mode every append also sends `NOTIFY agentd_events, '<session>
-//! <first> <last> <at>'` in its transaction (delivered at commit, in commit
-//! order), one for each run of events whose stored data fit in a
-//! notification together, with that data after it (an event too large for
-//! one goes alone, without it): other nodes' live streams publish carried
-//! events as they are and read the others from this table.
+//! <first> <last>'` in its transaction (delivered at commit, in commit order):
+//! other nodes' live streams wake up on it and read the events from this table.
 //!
 //! A leased turn's appends are fenced ([`Fence`]): the same statement first
 //! locks the turn's lease row `FOR SHARE`, and only while it names the fence's
@@ -21,40 +18,35 @@
 use agentd_protocol::{Event, EventEnvelope};
 
 use super::PostgresStore;
-use super::cluster::NoticeChunks;
 use crate::dialect::sql;
 use crate::queries::transcript::INSERT_EVENTS;
 use crate::records::Columns;
 use crate::records::{db, to_json};
 use crate::{Fence, LogAppend, LogEntry, Logged, StoreError, StoreResult};
 
-/// `$1` session: `last_seq` advanced by the `$2` events under the row's lock,
-/// and the database's clock read once that lock is held (so `at` does not
-/// decrease as `seq` grows, whichever node appends).
-const NEXT_SEQS: &str = "WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 \
-     RETURNING last_seq, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS at)";
+/// `$1` session: `last_seq` advanced by the `$2` events under the row's lock.
+const NEXT_SEQS: &str =
+    "WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 WHERE id = $1 RETURNING last_seq)";
 
 /// [`NEXT_SEQS`] only while node `$6` holds the lease of turn `$5`, that
 /// lease row locked first (see the module docs).
 const NEXT_SEQS_FENCED: &str = "WITH s AS (UPDATE sessions SET last_seq = last_seq + $2 \
      WHERE id = $1 AND EXISTS (SELECT 1 FROM turn_leases \
        WHERE session_id = $1 AND turn_id = $5 AND node_id = $6 FOR SHARE) \
-     RETURNING last_seq, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS at)";
+     RETURNING last_seq)";
 
-/// Tells the cluster `<session> <first> <last> <at>` at commit for each
-/// chunk of the events (`$7` first and `$8` last ordinals, `$9` the data
-/// lines or nothing: [`crate::postgres::cluster::EventsNotice`]). One row, so
-/// the insert's join does not multiply.
-const NOTIFY_SEQS: &str = ", n AS (SELECT count(pg_notify('agentd_events', \
-       $1 || ' ' || (s.last_seq - $2 + c.first) || ' ' || (s.last_seq - $2 + c.last) \
-       || ' ' || s.at || c.body)) \
-     FROM s, unnest($7::bigint[], $8::bigint[], $9::text[]) AS c(first, last, body))";
+/// Tells the cluster `<session> <first> <last>` at commit.
+const NOTIFY_SEQS: &str = ", n AS (SELECT pg_notify('agentd_events', $1 || ' ' || \
+     (s.last_seq - $2 + 1) || ' ' || s.last_seq) FROM s)";
+
+/// The database's clock, read once the row lock is held.
+const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 const RETURNING: &str = " RETURNING seq, created_at";
 
 sql!(
     /// `$2` events with types `$3` and data `$4`.
-    ROWS = "SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, s.at FROM s");
+    ROWS = "SELECT $1, s.last_seq - $2 + v.ord, v.type, v.data, ", NOW_MS, " FROM s");
 const ROWS_OF_ARRAYS: &str =
     ", unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(type, data, ord)";
 
@@ -130,17 +122,6 @@ impl PostgresStore {
             .bind(&data);
         if let Some(fence) = fence {
             query = query.bind(&fence.turn_id).bind(&fence.node_id);
-        }
-        if self.notify_events {
-            let chunks = NoticeChunks::of(&data);
-            if fence.is_none() {
-                // `$5` and `$6` are the fence's: typed, unused.
-                query = query.bind(None::<&str>).bind(None::<&str>);
-            }
-            query = query
-                .bind(chunks.firsts)
-                .bind(chunks.lasts)
-                .bind(chunks.bodies);
         }
         let rows = query.fetch_all(&self.pool).await.map_err(db(what))?;
         if rows.is_empty() {

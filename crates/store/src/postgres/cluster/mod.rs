@@ -3,21 +3,17 @@
 //! the lease of each running turn, signals to the owner of a turn, and where
 //! each session's workspace was last saved.
 //!
-//! Every table is the source of truth; NOTIFY on the channels below wakes
-//! nodes up (and may carry the events appended), so a lost notification costs
-//! latency, never work.
+//! Every table is the source of truth; NOTIFY on the channels below only wakes
+//! nodes up, so a lost notification costs latency, never work.
 
 mod leases;
 mod nodes;
-mod notice;
 mod queue;
 mod sessions;
 mod signals;
 
 use std::time::Duration;
 
-pub use notice::EventsNotice;
-pub(crate) use notice::NoticeChunks;
 pub use queue::LAST_TURN;
 pub use sessions::EVENTS_IN_RANGES;
 pub use sqlx::postgres::PgListener;
@@ -28,8 +24,7 @@ use super::PostgresStore;
 use crate::StoreResult;
 use crate::records::{db, execute};
 
-/// `<session> <first seq> <last seq> <at>` for every append, and its events
-/// when they fit ([`EventsNotice`]).
+/// `<session> <first seq> <last seq>` for every append (see `events`).
 pub const EVENTS_CHANNEL: &str = "agentd_events";
 /// A turn was queued or a lease released: free nodes look for work.
 pub const TURNS_CHANNEL: &str = "agentd_turns";
