@@ -17,15 +17,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agentd_store::Store;
+use agentd_store::{SEARCH_INDEX_BATCH as BATCH, Store};
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 
 const INTERVAL: Duration = Duration::from_millis(500);
-/// Messages per statement.
-const BATCH: u32 = 256;
 /// A busy tick's first batch after the grace, and how much it grows each
 /// tick while a backlog remains.
 const BUSY_STEP: u32 = 8;
@@ -80,8 +78,9 @@ async fn index(store: &dyn Store, batch: u32) -> Option<u64> {
 }
 
 /// How much to index: nothing for the first [`GRACE_TICKS`] ticks the count
-/// of events stored (by this node, or heard of from others) moves, then a small batch a tick, growing while
-/// the batches come back full; everything while the count does not move.
+/// of events stored (by this node, or heard of from others) moves, then a
+/// small batch a tick, growing while the batches come back full; everything
+/// while the count does not move.
 #[derive(Debug, Default)]
 struct Pacing {
     events_seen: u64,

@@ -33,8 +33,8 @@ pub use error::StoreError;
 pub use identities::{GroupGiven, GroupGrant, IdentityRecord};
 pub use log::{Fence, LogAppend, LogEntry, Logged};
 pub use search::{
-    ListCursor, MAX_SEARCH_CHARS, MAX_SEARCH_TERMS, MAX_TAG_CHARS, SearchText, SessionFilter,
-    SessionHit, SessionOrder, check_tag,
+    ListCursor, MAX_SEARCH_CHARS, MAX_SEARCH_TERMS, MAX_TAG_CHARS, SEARCH_INDEX_BATCH, SearchText,
+    SessionFilter, SessionHit, SessionOrder, check_tag,
 };
 pub use signing_keys::{SigningKeyRecord, SigningKeyStore};
 pub use types::{

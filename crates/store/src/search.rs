@@ -132,6 +132,10 @@ impl ListCursor {
 /// The longest tag, in characters.
 pub const MAX_TAG_CHARS: usize = 32;
 
+/// Messages one `index_pending_search` statement indexes at most, the
+/// search's own catch-up and the server's indexer alike.
+pub const SEARCH_INDEX_BATCH: u32 = 256;
+
 /// A tag is 1 to [`MAX_TAG_CHARS`] lowercase ASCII letters, digits, `.`,
 /// `_` or `-`, starting with a letter or digit (so the tag filter's pattern
 /// over the stored JSON needs no escape): an error saying so otherwise.

@@ -5,11 +5,9 @@
 //! a search finds every message stored before it began.
 
 use super::PostgresStore;
-use crate::StoreResult;
 use crate::records::{Columns, db};
+use crate::{SEARCH_INDEX_BATCH, StoreResult};
 
-/// Messages indexed per statement.
-const BATCH: u32 = 256;
 /// Batches a search indexes at most before it runs: a bound on its wait, far
 /// past any backlog the indexer task leaves (it indexes a growing batch a
 /// tick while its node is busy, so the queue stops growing at a few
@@ -60,7 +58,11 @@ impl PostgresStore {
     /// Index what is queued before a search reads `search_docs`.
     pub(crate) async fn catch_up_search(&self) -> StoreResult<()> {
         for _ in 0..CATCH_UP_BATCHES {
-            if self.index_pending(INDEX_PENDING_WAITING, BATCH).await? < u64::from(BATCH) {
+            if self
+                .index_pending(INDEX_PENDING_WAITING, SEARCH_INDEX_BATCH)
+                .await?
+                < u64::from(SEARCH_INDEX_BATCH)
+            {
                 break;
             }
         }
