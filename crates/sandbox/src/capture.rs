@@ -68,6 +68,11 @@ pub(crate) async fn pump(
         }
         if let Some(live) = &live {
             send(live, stream, decoder.decode(bytes));
+            // The listener runs in this task (the tool reading its output is
+            // joined with the command): let it take this chunk before the
+            // next read, or a command printing faster than it is relayed
+            // would queue its output here without bound.
+            tokio::task::yield_now().await;
         }
     }
     if let Some(live) = &live {

@@ -83,7 +83,9 @@ async fn a_200_mb_flood_stores_one_mib_and_the_model_still_gets_its_result() {
     assert!(total < 4 * ONE_MIB, "{total} bytes of events");
 
     // Nor did the server hold the flood in memory: its peak resident size
-    // grew far less than the 200 MB that went through it.
+    // grew far less than the 200 MB that went through it. (About 14 MiB: a
+    // first command's sandbox, checkpoint and buffers. Output read faster
+    // than it was relayed used to queue, 14 to 66 MiB depending on load.)
     let peak = peak_rss_bytes(server.pid());
     let grown = peak.saturating_sub(before);
     eprintln!(
@@ -92,7 +94,7 @@ async fn a_200_mb_flood_stores_one_mib_and_the_model_still_gets_its_result() {
         before / ONE_MIB
     );
     assert!(
-        grown < 64 * ONE_MIB,
+        grown < 32 * ONE_MIB,
         "peak RSS grew {} MiB during the flood",
         grown / ONE_MIB
     );

@@ -123,6 +123,36 @@ async fn echo_works_and_output_streams() {
     );
 }
 
+/// A command printing as fast as it can, its listener joined with it in one
+/// task (as a tool relays its command's output): the listener takes each
+/// chunk as it comes, so the output never piles up in between.
+#[tokio::test]
+async fn a_flood_does_not_queue_ahead_of_a_listener_in_the_same_task() {
+    let f = fixture();
+    let (sender, mut receiver) = mpsc::unbounded_channel();
+    let (policy, flood) = (
+        Policy::new(&f.ws),
+        request("yes abcdefghij | head -c 50000000"),
+    );
+    let exec = Sandbox.exec(&policy, &flood, Some(sender), CancellationToken::new());
+    let listen = async {
+        let (mut bytes, mut most_queued) = (0, 0);
+        while let Some(chunk) = receiver.recv().await {
+            most_queued = most_queued.max(receiver.len());
+            if let OutputChunk::Stdout(text) = chunk {
+                bytes += text.len();
+            }
+        }
+        (bytes, most_queued)
+    };
+    let (outcome, (bytes, most_queued)) = tokio::join!(exec, listen);
+    assert_eq!(outcome.unwrap().exit_code, Some(0));
+    assert_eq!(bytes, 50_000_000, "every byte reached the listener");
+    // Without the pump yielding to its task's listener: thousands of 8 KiB
+    // chunks (tens of MiB) queued while the reads ran ahead.
+    assert!(most_queued <= 4, "{most_queued} chunks queued");
+}
+
 #[tokio::test]
 async fn closed_receiver_is_fine() {
     let f = fixture();
