@@ -54,22 +54,22 @@ impl SseDecoder {
             self.snippet.extend_from_slice(&chunk[..take]);
         }
         self.buf.extend_from_slice(chunk);
+        // Taken while its lines are handled, so each line is borrowed from it
+        // rather than copied (valid UTF-8, as it almost always is, is not).
+        let buf = std::mem::take(&mut self.buf);
         let mut events = Vec::new();
         let mut start = 0;
         // Bytes already searched are not searched again, so a long line arriving
         // in many chunks costs linear time.
         let mut scan = self.scanned;
         loop {
-            let Some(rel) = self.buf[scan..]
-                .iter()
-                .position(|&b| b == b'\n' || b == b'\r')
-            else {
-                scan = self.buf.len();
+            let Some(rel) = buf[scan..].iter().position(|&b| b == b'\n' || b == b'\r') else {
+                scan = buf.len();
                 break;
             };
             let end = scan + rel;
-            let next = if self.buf[end] == b'\r' {
-                match self.buf.get(end + 1) {
+            let next = if buf[end] == b'\r' {
+                match buf.get(end + 1) {
                     Some(b'\n') => end + 2,
                     Some(_) => end + 1,
                     // A CR at the end may be the first half of a CRLF.
@@ -81,13 +81,14 @@ impl SseDecoder {
             } else {
                 end + 1
             };
-            let line = String::from_utf8_lossy(&self.buf[start..end]).into_owned();
+            let line = String::from_utf8_lossy(&buf[start..end]);
             start = next;
             scan = next;
             if let Some(event) = self.line(&line) {
                 events.push(event);
             }
         }
+        self.buf = buf;
         self.buf.drain(..start);
         self.scanned = scan - start;
         events
