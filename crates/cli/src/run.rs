@@ -29,6 +29,10 @@ use crate::{InputFormat, OutputFormat, RunArgs, SessionFlags};
 /// The owner of sessions created from the command line.
 pub const LOCAL_USER: &str = "local";
 
+/// Spare sandboxes kept by a one-shot run (`[server] spare_sandboxes`
+/// overrides).
+const RUN_SPARES: usize = 2;
+
 pub async fn run(args: RunArgs, config: Config, data_dir: PathBuf) -> u8 {
     match run_inner(args, config, data_dir).await {
         Ok(code) => code,
@@ -45,6 +49,10 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
         .await
         .map_err(usage)?
         .ok_or_else(|| usage("stdin held no message (--input-format stream-json)"))?;
+    // Spares: the first command's sandbox starts beside the first model
+    // call (`TurnOptions::prestart_sandbox`), each next one after the
+    // command before.
+    agentd_sandbox::set_spare_capacity(config.server.spare_sandboxes.unwrap_or(RUN_SPARES));
     let (service, session) = open_local(&args.session, config, data_dir).await?;
     let runtime = service.registry().runtime();
 
@@ -77,6 +85,7 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     };
     let outcome = turns.run_all(first, &mut input).await;
     drop(turns);
+    agentd_sandbox::set_spare_capacity(0);
     shutdown(&service).await;
     interrupt.abort();
     let printer = printing
@@ -126,6 +135,7 @@ fn turn_options(args: &RunArgs, on_no_answer: NoAnswer) -> TurnOptions {
         client_request_id: None,
         turn_id: None,
         thinking_budget: None,
+        prestart_sandbox: true,
         ..TurnOptions::default()
     }
 }

@@ -19,10 +19,11 @@
 //!   holds its pass until it ends.
 //!
 //! Both wait only while a workspace changes between having `.git` and not.
-//! Long-lived sandboxed processes (`Sandbox::spawn`, MCP servers the operator
-//! configured) take no pass; a command the model's call starts does, even
-//! with no shell (`Sandbox::spawn_gated`, an operator's command tool), and
-//! holds it to its end.
+//! Long-lived sandboxed processes (`Sandbox::spawn`, MCP servers) take no
+//! pass; a command the model's call starts does, even with no shell
+//! (`Sandbox::spawn_gated`, an operator's command tool), and so does a hook,
+//! each holding it to its end. (A project's `.mcp.json` server is the
+//! agent's code too, yet takes none: a known gap.)
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};

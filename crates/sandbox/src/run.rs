@@ -39,6 +39,24 @@ enum Ending {
 }
 
 impl Sandbox {
+    /// Start a spare sandbox for `policy` in the background now, so that the
+    /// first command under it need not wait for bubblewrap (a one-shot run's
+    /// first `Bash`, started beside its first model call). Does nothing when
+    /// spares are off, the policy runs unsandboxed, or a spare for it is
+    /// waiting or starting already. The spare is set up under the same
+    /// workspace gate as one started after a command, and serves a command
+    /// only if everything it was made of is unchanged by then.
+    pub fn prestart(&self, policy: &Policy) {
+        if policy.unsandboxed {
+            return;
+        }
+        match bwrap_spec(policy) {
+            Ok(Some(spec)) => spare::replenish(policy, spec),
+            Ok(None) => {}
+            Err(err) => tracing::debug!(%err, "no spare sandbox prestarted"),
+        }
+    }
+
     /// Run a command under `policy`. Live output goes to `output` as it arrives
     /// (a closed receiver is fine). Returns when the command has exited, timed
     /// out or been cancelled, and every process it started has been killed.
@@ -150,9 +168,15 @@ async fn start(
     mut bwrap: Option<BwrapSpec>,
     cancel: &CancellationToken,
 ) -> Result<Option<(Process, Option<gate::Pass>, Option<BwrapSpec>)>, SandboxError> {
-    let spare = bwrap
-        .as_ref()
-        .and_then(|spec| spare::take(spec, &policy.limits, &request.command, &policy.workspace));
+    let spare = match &bwrap {
+        Some(spec) => tokio::select! {
+            biased;
+            // Interrupted while waiting for a spare: nothing ran.
+            () = cancel.cancelled() => return Ok(None),
+            taken = spare::take_or_wait(spec, &policy.limits, &request.command, &policy.workspace) => taken,
+        },
+        None => None,
+    };
     match spare {
         Some((Taken::Served(served), pass)) => Ok(Some((Process::Served(served), pass, bwrap))),
         Some((Taken::Child(child, group), pass)) => {

@@ -25,7 +25,7 @@ type Case = fn() -> Pin<Box<dyn Future<Output = ()>>>;
 fn main() {
     agentd_sandbox::trampoline::run_if_asked();
     agentd_sandbox::trampoline::enable();
-    let cases: [(&str, Case); 6] = [
+    let cases: [(&str, Case); 7] = [
         // Through the trampoline, as the `agentd` binary starts them.
         ("unsandboxed_commands_are_detached", || {
             Box::pin(support::unsandboxed_commands_are_detached())
@@ -48,6 +48,9 @@ fn main() {
             "a_command_that_changes_what_the_next_would_inherit_ends_its_sandbox",
             || Box::pin(a_command_that_changes_what_the_next_would_inherit_ends_its_sandbox()),
         ),
+        ("a_prestarted_sandbox_serves_the_first_command", || {
+            Box::pin(a_prestarted_sandbox_serves_the_first_command())
+        }),
     ];
     let filter = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -374,4 +377,34 @@ fn ended(pid: &str) -> bool {
         stat.rsplit_once(") ")
             .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
     })
+}
+
+/// `prestart` readies the sandbox before any command ran under the policy
+/// (a one-shot run's first turn), and starts nothing with spares off.
+async fn a_prestarted_sandbox_serves_the_first_command() {
+    let ws = workspace("agentd-served");
+    let policy = Policy::new(&ws.path);
+    set_spare_capacity(0);
+    Sandbox.prestart(&policy);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(spares_waiting(), 0, "spares off: nothing prestarted");
+    set_spare_capacity(4);
+    Sandbox.prestart(&policy);
+    wait_for_spare().await;
+    Sandbox.prestart(&policy);
+    assert_eq!(
+        spares_waiting(),
+        1,
+        "one spare per policy, however often asked"
+    );
+    let outcome = served(&policy, "echo first").await;
+    assert_eq!(outcome.stdout, "first\n");
+
+    // Asked for at once: served by that sandbox (waited for if it is still
+    // being set up), not by a second one started beside it.
+    let other = workspace("agentd-served");
+    let policy = Policy::new(&other.path);
+    Sandbox.prestart(&policy);
+    let outcome = served(&policy, "echo second").await;
+    assert_eq!(outcome.stdout, "second\n");
 }

@@ -102,6 +102,9 @@ impl Runtime {
             .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
         let permissions = crate::config::with_command_marks(permissions, &commands);
         let tools = offered(tools, &permissions, &profile);
+        if options.prestart_sandbox && tools.iter().any(|tool| tool.name() == "Bash") {
+            self.sandbox.prestart(&policy);
+        }
         // Searches must not reveal what a Read deny rule protects.
         let hidden = {
             let (rules, root) = (permissions.clone(), guard.workspace().to_path_buf());

@@ -84,6 +84,10 @@ pub struct TurnOptions {
     /// Subagent types the client defines (an Agent SDK app's `agents`),
     /// offered after the operator's and the project's.
     pub agents: Vec<crate::project::ProjectAgent>,
+    /// Start a sandbox for the turn's first `Bash` while its first model
+    /// call runs (`Sandbox::prestart`): for a one-shot run, where spares are
+    /// on for it alone. A server's sessions get theirs after each command.
+    pub prestart_sandbox: bool,
 }
 
 /// The running turn's permission policy, for a client that changes the

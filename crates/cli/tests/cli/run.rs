@@ -606,3 +606,33 @@ fn first_tool_output(run: &run_harness::Run) -> String {
         })
         .expect("no tool.finished")
 }
+
+/// A one-shot run starts its sandbox while its first model call runs, so the
+/// first `Bash` finds it set up: the command runs in the serving sandbox
+/// (PID 1 is agentd's server) rather than one bubblewrap started for it.
+#[tokio::test]
+async fn a_runs_first_command_uses_the_sandbox_started_beside_its_first_model_call() {
+    let h = Harness::new(
+        Wire::Anthropic,
+        json!({"replies": [
+            {"content": [{"type": "tool_use", "name": "Bash",
+                "input": {"command": "tr '\\0' ' ' < /proc/1/cmdline"}}]},
+            {"content": [{"type": "text", "text": "done"}]}
+        ]}),
+    )
+    .await;
+    let run = h.run("what is pid 1", &[]).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    let output = run
+        .events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::ToolFinished { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .expect("the command ran");
+    assert!(
+        output.contains("__sandbox-serve"),
+        "the first command started its own sandbox: {output}"
+    );
+}

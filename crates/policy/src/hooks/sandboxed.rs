@@ -43,8 +43,13 @@ pub(crate) async fn run(
         .env
         .insert("CLAUDE_PROJECT_DIR".into(), ctx.cwd.display().to_string());
     let argv = ["bash".to_string(), "-c".to_string(), command.to_string()];
-    let mut process = match Sandbox.spawn(&policy, &argv) {
-        Ok(process) => process,
+    // Through the workspace gate, as the agent's own commands: a project's
+    // hook is the agent's code, and must not rename what a sandbox being set
+    // up beside it binds (see the sandbox's `gate` module).
+    let never = tokio_util::sync::CancellationToken::new();
+    let mut process = match Sandbox.spawn_gated(&policy, &argv, &never).await {
+        Ok(Some(process)) => process,
+        Ok(None) => return failed("was interrupted before it started".into()),
         Err(err) => return failed(format!("could not be started in the sandbox: {err}")),
     };
     if let Some(mut pipe) = process.take_stdin() {

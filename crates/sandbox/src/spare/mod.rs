@@ -81,6 +81,14 @@ static POOL: Mutex<Pool> = Mutex::new(Pool {
 /// Wakes the sweeper when the idle lifetime or the capacity changes.
 static SWEEPER: Condvar = Condvar::new();
 static USED: AtomicU64 = AtomicU64::new(0);
+/// Wakes commands waiting for a spare that is starting: it is ready, or gone.
+static SETTLED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// How long a command waits for a spare of its policy whose start is under
+/// way before it starts cold. A spare wakes its waiters as soon as it is
+/// ready, has failed or is gone, so this bounds only a start that hangs (one
+/// takes ~8 ms on an idle machine, and a cold start beside it as long).
+const WAIT_FOR_STARTING: Duration = Duration::from_millis(250);
 
 /// Keep up to `max` prestarted spare sandboxes, at most one per distinct
 /// policy. 0, the default, turns them off and kills any that are waiting.
@@ -95,6 +103,7 @@ pub fn set_spare_capacity(max: usize) {
             .collect()
     };
     SWEEPER.notify_all();
+    SETTLED.notify_waiters();
     surplus.into_iter().for_each(discard);
 }
 
@@ -121,7 +130,7 @@ pub fn spares_waiting() -> usize {
 /// Take the waiting spare for `spec` and `limits`, hand it `command` and
 /// return it running, with the gate's pass the command holds while it runs
 /// (an unpinned sandbox's); `None` when the command must start cold.
-pub(crate) fn take(
+fn take(
     spec: &BwrapSpec,
     limits: &Limits,
     command: &str,
@@ -167,6 +176,47 @@ pub(crate) fn take(
         return None;
     }
     Some((spare.run(command, key, binds)?, pass))
+}
+
+/// [`take`], or, when a spare for `spec` is still starting (prestarted
+/// beside a turn's first model call, or started after the command before),
+/// wait for it up to [`WAIT_FOR_STARTING`] rather than set up a second
+/// sandbox beside it.
+pub(crate) async fn take_or_wait(
+    spec: &BwrapSpec,
+    limits: &Limits,
+    command: &str,
+    workspace: &Path,
+) -> Option<(Taken, Option<Pass>)> {
+    let deadline = tokio::time::Instant::now() + WAIT_FOR_STARTING;
+    loop {
+        // Registered before the pool is looked at: a spare settling between
+        // the look and the wait still wakes it.
+        let settled = SETTLED.notified();
+        tokio::pin!(settled);
+        settled.as_mut().enable();
+        if let Some(taken) = take(spec, limits, command, workspace) {
+            return Some(taken);
+        }
+        if !starting(spec, limits) {
+            return None;
+        }
+        if tokio::time::timeout_at(deadline, settled).await.is_err() {
+            return take(spec, limits, command, workspace);
+        }
+    }
+}
+
+/// Whether a spare for `spec` is being set up, for this runtime (a place
+/// still queued for the starter thread may wait behind other starts).
+fn starting(spec: &BwrapSpec, limits: &Limits) -> bool {
+    let Ok(runtime) = Handle::try_current() else {
+        return false;
+    };
+    let runtime = runtime.id();
+    lock().entries.iter().any(|entry| {
+        entry.setting_up && entry.spare.is_none() && entry.key.is(spec, limits, runtime)
+    })
 }
 
 /// A spare given a command.
@@ -302,6 +352,7 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
         None
     };
     if !lock().settle(id, key, binds) {
+        SETTLED.notify_waiters();
         return;
     }
     let started = if host_pid_namespace.is_some() {
@@ -322,12 +373,15 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
     let Some(entry) = pool.entries.iter_mut().find(|entry| entry.id == id) else {
         // The capacity was lowered meanwhile.
         drop(pool);
+        SETTLED.notify_waiters();
         discard(spare);
         return;
     };
     entry.spare = Some(spare);
     entry.since = Instant::now();
     pool.ensure_sweeper();
+    drop(pool);
+    SETTLED.notify_waiters();
 }
 
 fn start_reader(
@@ -370,12 +424,15 @@ pub(crate) fn give_back(sandbox: Spare, key: Key, binds: BindIdentities) -> bool
         None
     };
     drop(pool);
+    // A command waiting for a spare it replaced takes this one.
+    SETTLED.notify_waiters();
     replaced.into_iter().chain(refused).for_each(discard);
     !full
 }
 
 fn abandon(id: u64) {
     lock().entries.retain(|entry| entry.id != id);
+    SETTLED.notify_waiters();
 }
 
 /// Kill a spare: its process group and cgroup (whose directory goes once

@@ -61,6 +61,7 @@ impl Pool {
             binds,
             since,
             spare,
+            setting_up: false,
         });
         id
     }
@@ -82,6 +83,7 @@ impl Pool {
         };
         entry.key = key;
         entry.binds = binds;
+        entry.setting_up = true;
         true
     }
 
@@ -137,6 +139,8 @@ pub(super) struct Entry {
     pub(super) since: Instant,
     /// `None` while it is being started.
     pub(super) spare: Option<Spare>,
+    /// Its start is under way (not just queued for the starter thread).
+    pub(super) setting_up: bool,
 }
 
 /// A started sandbox waiting for a command.
