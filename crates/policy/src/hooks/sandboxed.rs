@@ -45,12 +45,25 @@ pub(crate) async fn run(
     let argv = ["bash".to_string(), "-c".to_string(), command.to_string()];
     // Through the workspace gate, as the agent's own commands: a project's
     // hook is the agent's code, and must not rename what a sandbox being set
-    // up beside it binds (see the sandbox's `gate` module).
+    // up beside it binds (see the sandbox's `gate` module). The timeout
+    // counts from here, so a wait at the gate (behind a background command
+    // started before `.git` existed, say) cannot hold the turn.
+    let deadline = tokio::time::Instant::now() + timeout;
     let never = tokio_util::sync::CancellationToken::new();
-    let mut process = match Sandbox.spawn_gated(&policy, &argv, &never).await {
-        Ok(Some(process)) => process,
-        Ok(None) => return failed("was interrupted before it started".into()),
-        Err(err) => return failed(format!("could not be started in the sandbox: {err}")),
+    let gated = tokio::time::timeout_at(deadline, Sandbox.spawn_gated(&policy, &argv, &never));
+    let mut process = match gated.await {
+        Ok(Ok(Some(process))) => process,
+        Ok(Ok(None)) => return failed("was interrupted before it started".into()),
+        Ok(Err(err)) => return failed(format!("could not be started in the sandbox: {err}")),
+        Err(_) => {
+            return HookRun {
+                ending: Ending::TimedOut(timeout.as_secs()),
+                stdout: String::new(),
+                stderr: "it waited for the workspace gate (another command runs) until its timeout"
+                    .into(),
+                stdout_truncated: false,
+            };
+        }
     };
     if let Some(mut pipe) = process.take_stdin() {
         let input = stdin.to_vec();
@@ -70,7 +83,7 @@ pub(crate) async fn run(
         }
         process.exited().await;
     };
-    let ending = match tokio::time::timeout(timeout, reading).await {
+    let ending = match tokio::time::timeout_at(deadline, reading).await {
         Err(_) => {
             process.kill();
             Ending::TimedOut(timeout.as_secs())

@@ -485,3 +485,46 @@ async fn an_apps_rewrite_does_not_undo_the_operators() {
     let outcome = bash_call(&alone, &fixture, "ls").await;
     assert_eq!(outcome.updated_input, Some(json!({"command": "ls --app"})));
 }
+
+/// A project's hook passes the workspace gate like the agent's own commands,
+/// and its timeout covers the wait: behind a sandboxed command started before
+/// `.git` existed (which could rename what the hook's sandbox binds there), it
+/// times out and denies instead of holding the turn until that command ends.
+#[tokio::test]
+async fn a_sandboxed_hook_waits_at_the_gate_no_longer_than_its_timeout() {
+    use agentd_sandbox::{Policy, Sandbox};
+    let fx = Fixture::new();
+    let never = tokio_util::sync::CancellationToken::new();
+    let before_git = Sandbox
+        .spawn_gated(
+            &Policy::new(&fx.workspace),
+            &["sleep".to_string(), "30".to_string()],
+            &never,
+        )
+        .await
+        .unwrap()
+        .expect("started");
+    std::fs::create_dir(fx.workspace.join(".git")).unwrap();
+    let ran = fx.workspace.join("ran");
+    let mut config = hook(
+        HookEvent::PreToolUse,
+        None,
+        &format!("cat >/dev/null; touch '{}'", ran.display()),
+    );
+    (config.sandboxed, config.timeout_s) = (true, 1);
+    let mut ctx = fx.ctx();
+    ctx.sandbox = Some(Policy::new(&fx.workspace));
+    let started = std::time::Instant::now();
+    let outcome = hooks(vec![config])
+        .pre_tool_use(&ctx, "toolu_test", "Bash", &bash_input())
+        .await;
+    let waited = started.elapsed();
+    before_git.kill();
+    assert!(outcome.is_denied(), "{outcome:?}");
+    assert!(
+        outcome.reason.as_deref().unwrap_or("").contains("gate"),
+        "{outcome:?}"
+    );
+    assert!(waited < Duration::from_secs(5), "held for {waited:?}");
+    assert!(!ran.exists(), "the hook ran beside the ungated command");
+}
