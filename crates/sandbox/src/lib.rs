@@ -81,7 +81,7 @@ pub use policy::{
 };
 pub use run::{Sandbox, bwrap_available};
 pub use secret_mask::SecretMask;
-pub use spare::{set_spare_capacity, set_spare_idle, spares_used, spares_waiting};
+pub use spare::{set_spare_capacity, set_spare_idle, spares_starting, spares_used, spares_waiting};
 pub use spawn::{SHUTDOWN_GRACE, STDERR_TAIL_BYTES, SandboxedProcess};
 pub use workspace::create_workspace;
 pub mod confined;

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use agentd_sandbox::{
-    ExecOutcome, Policy, Sandbox, set_spare_capacity, spares_used, spares_waiting,
+    ExecOutcome, Policy, Sandbox, set_spare_capacity, spares_starting, spares_used, spares_waiting,
 };
 use support::{
     PROBE, Workspace, assert_none_left, marker, processes_mentioning, request, run,
@@ -400,11 +400,17 @@ async fn a_prestarted_sandbox_serves_the_first_command() {
     let outcome = served(&policy, "echo first").await;
     assert_eq!(outcome.stdout, "first\n");
 
-    // Asked for at once: served by that sandbox (waited for if it is still
-    // being set up), not by a second one started beside it.
+    // Asked for while that sandbox is being set up (the first policy's
+    // sandbox went back to the pool: one is waiting already): the command
+    // waits for it rather than start a second one beside it.
     let other = workspace("agentd-served");
     let policy = Policy::new(&other.path);
     Sandbox.prestart(&policy);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while spares_starting() == 0 && spares_waiting() < 2 {
+        assert!(Instant::now() < deadline, "the spare's start never began");
+        tokio::task::yield_now().await;
+    }
     let outcome = served(&policy, "echo second").await;
     assert_eq!(outcome.stdout, "second\n");
 }

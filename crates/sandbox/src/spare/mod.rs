@@ -127,6 +127,15 @@ pub fn spares_waiting() -> usize {
         .count()
 }
 
+/// How many spares are being set up (their start under way, not ready yet).
+pub fn spares_starting() -> usize {
+    lock()
+        .entries
+        .iter()
+        .filter(|entry| entry.setting_up && entry.spare.is_none())
+        .count()
+}
+
 /// Take the waiting spare for `spec` and `limits`, hand it `command` and
 /// return it running, with the gate's pass the command holds while it runs
 /// (an unpinned sandbox's); `None` when the command must start cold.
