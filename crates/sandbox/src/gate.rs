@@ -19,16 +19,20 @@
 //!   holds its pass until it ends.
 //!
 //! Both wait only while a workspace changes between having `.git` and not.
-//! Long-lived sandboxed processes (`Sandbox::spawn`, MCP servers) take no
-//! pass; a command the model's call starts does, even with no shell
+//! A command the model's call starts passes, even with no shell
 //! (`Sandbox::spawn_gated`, an operator's command tool), and so does a hook,
-//! each holding it to its end. (A project's `.mcp.json` server is the
-//! agent's code too, yet takes none: a known gap.)
+//! each holding its pass to its end. A long-lived process (`Sandbox::spawn`:
+//! MCP servers, a project's `.mcp.json` ones being the agent's own code)
+//! holds an *evictable* pass for its life: whoever has to wait for it
+//! stops it, so it never stalls the other side (its client starts it again
+//! when next needed, then on the workspace's new side).
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// Which kind of pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +47,27 @@ pub(crate) enum Side {
 struct Counts {
     pinned_starts: usize,
     unpinned_commands: usize,
+    /// The passes of long-lived processes, by pass id: cancelled to stop
+    /// them when the other side has to wait for them.
+    evictable: Vec<(u64, Side, CancellationToken)>,
 }
+
+impl Counts {
+    /// Stop the long-lived holders on the other side of `side`.
+    fn evict_for(&self, side: Side) {
+        for (_, holder, evict) in &self.evictable {
+            if *holder != side && !evict.is_cancelled() {
+                tracing::info!(
+                    ?holder,
+                    "stopping a long-lived sandboxed process: the workspace gained or lost .git"
+                );
+                evict.cancel();
+            }
+        }
+    }
+}
+
+static NEXT_PASS: AtomicU64 = AtomicU64::new(1);
 
 static STATE: Mutex<Option<HashMap<PathBuf, Counts>>> = Mutex::new(None);
 static WAKE: Notify = Notify::const_new();
@@ -57,10 +81,26 @@ fn state() -> MutexGuard<'static, Option<HashMap<PathBuf, Counts>>> {
 pub(crate) struct Pass {
     workspace: PathBuf,
     side: Side,
+    /// For a long-lived holder: cancelled when it must stop.
+    evicted: Option<(u64, CancellationToken)>,
+}
+
+impl Pass {
+    /// Cancelled when the holder must stop (an evictable pass only).
+    pub(crate) fn evicted(&self) -> Option<&CancellationToken> {
+        self.evicted.as_ref().map(|(_, token)| token)
+    }
 }
 
 /// Take a pass now if the other side is clear.
 pub(crate) fn try_enter(workspace: &Path, side: Side) -> Option<Pass> {
+    try_enter_as(workspace, side, false, false)
+}
+
+/// Take a pass now if the other side is clear; if it is not and `evict`,
+/// stop the other side's long-lived holders. An `evictable` pass can itself
+/// be stopped that way.
+fn try_enter_as(workspace: &Path, side: Side, evictable: bool, evict: bool) -> Option<Pass> {
     let mut guard = state();
     let counts = guard
         .get_or_insert_with(HashMap::new)
@@ -71,28 +111,40 @@ pub(crate) fn try_enter(workspace: &Path, side: Side) -> Option<Pass> {
         Side::UnpinnedCommand => counts.pinned_starts == 0,
     };
     if !clear {
+        if evict {
+            counts.evict_for(side);
+        }
         return None;
     }
     match side {
         Side::PinnedStart => counts.pinned_starts += 1,
         Side::UnpinnedCommand => counts.unpinned_commands += 1,
     }
+    let evicted = evictable.then(|| {
+        let id = NEXT_PASS.fetch_add(1, Ordering::Relaxed);
+        let token = CancellationToken::new();
+        counts.evictable.push((id, side, token.clone()));
+        (id, token)
+    });
     Some(Pass {
         workspace: workspace.to_path_buf(),
         side,
+        evicted,
     })
 }
 
-/// Take a pass, waiting until the other side is clear. The second value is
-/// true when it had to wait (what was checked before may have changed).
-pub(crate) async fn enter(workspace: &Path, side: Side) -> (Pass, bool) {
+/// Take a pass, waiting until the other side is clear (and stopping its
+/// long-lived holders). The second value is true when it had to wait (what
+/// was checked before may have changed). An `evictable` pass is a
+/// long-lived holder's.
+pub(crate) async fn enter(workspace: &Path, side: Side, evictable: bool) -> (Pass, bool) {
     let mut waited = false;
     loop {
         let woken = WAKE.notified();
         tokio::pin!(woken);
         // Registered before the check, so a release in between is not missed.
         woken.as_mut().enable();
-        if let Some(pass) = try_enter(workspace, side) {
+        if let Some(pass) = try_enter_as(workspace, side, evictable, true) {
             return (pass, waited);
         }
         waited = true;
@@ -109,6 +161,9 @@ impl Drop for Pass {
             match self.side {
                 Side::PinnedStart => counts.pinned_starts -= 1,
                 Side::UnpinnedCommand => counts.unpinned_commands -= 1,
+            }
+            if let Some((id, _)) = &self.evicted {
+                counts.evictable.retain(|(held, ..)| held != id);
             }
             if counts.pinned_starts == 0 && counts.unpinned_commands == 0 {
                 map.remove(&self.workspace);
@@ -130,7 +185,7 @@ mod tests {
         let second = try_enter(ws, Side::UnpinnedCommand).unwrap();
         assert!(try_enter(ws, Side::PinnedStart).is_none());
         assert!(try_enter(Path::new("/gate-test/other"), Side::PinnedStart).is_some());
-        let start = tokio::spawn(async move { enter(ws, Side::PinnedStart).await });
+        let start = tokio::spawn(async move { enter(ws, Side::PinnedStart, false).await });
         tokio::task::yield_now().await;
         drop(command);
         tokio::task::yield_now().await;

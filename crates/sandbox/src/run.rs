@@ -231,11 +231,21 @@ fn side_of(spec: Option<&BwrapSpec>) -> gate::Side {
 /// the gate passed again if that changes its side.
 pub(crate) async fn enter_gate(
     policy: &Policy,
+    spec: Option<BwrapSpec>,
+) -> Result<(gate::Pass, Option<BwrapSpec>), SandboxError> {
+    enter_gate_as(policy, spec, false).await
+}
+
+/// [`enter_gate`], with an evictable pass for a long-lived process when
+/// `evictable` (see the `gate` module).
+pub(crate) async fn enter_gate_as(
+    policy: &Policy,
     mut spec: Option<BwrapSpec>,
+    evictable: bool,
 ) -> Result<(gate::Pass, Option<BwrapSpec>), SandboxError> {
     loop {
         let side = side_of(spec.as_ref());
-        let (pass, waited) = gate::enter(&policy.workspace, side).await;
+        let (pass, waited) = gate::enter(&policy.workspace, side, evictable).await;
         if !waited {
             return Ok((pass, spec));
         }
@@ -262,14 +272,6 @@ pub(crate) fn bwrap_spec(policy: &Policy) -> Result<Option<BwrapSpec>, SandboxEr
     let spec = BwrapSpec::new(bwrap, policy)
         .map_err(|err| SandboxError::Spawn(format!("preparing the sandbox: {err}")))?;
     Ok(Some(spec))
-}
-
-/// Build the process for a program and its arguments (no shell).
-pub(crate) fn build_exec(
-    policy: &Policy,
-    argv: &[&str],
-) -> Result<(Command, Launch), SandboxError> {
-    exec_under(policy, bwrap_spec(policy)?.as_ref(), argv)
 }
 
 /// Build the process for a program and its arguments under `spec` (from

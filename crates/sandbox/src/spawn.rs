@@ -21,7 +21,7 @@ use crate::capture::Utf8Chunker;
 use crate::command::Launch;
 use crate::launch::spawn_confined;
 use crate::policy::{Policy, SandboxError};
-use crate::run::{GroupKiller, Sandbox, build_exec, bwrap_spec, enter_gate, exec_under};
+use crate::run::{GroupKiller, Sandbox, bwrap_spec, enter_gate, enter_gate_as, exec_under};
 
 /// How much of a spawned process's stderr is kept (the most recent bytes).
 pub const STDERR_TAIL_BYTES: usize = 16 * 1024;
@@ -46,14 +46,20 @@ impl Sandbox {
     /// all; [`SandboxedProcess::shutdown`] first lets it exit by itself.
     /// `policy.limits.cpu_seconds` is per process over its whole life, so a
     /// long-lived process needs a budget for all the work it will ever do.
-    pub fn spawn(
+    ///
+    /// It passes the workspace gate first and holds an evictable pass for
+    /// its life (see the `gate` module): it is killed, as by
+    /// [`SandboxedProcess::kill`], when a start or command on the gate's
+    /// other side would otherwise wait for it.
+    pub async fn spawn(
         &self,
         policy: &Policy,
         argv: &[String],
     ) -> Result<SandboxedProcess, SandboxError> {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let (command, launch) = build_exec(policy, &argv)?;
-        start_piped(policy, command, &launch, &argv, None)
+        let (pass, bwrap) = enter_gate_as(policy, bwrap_spec(policy)?, true).await?;
+        let (command, launch) = exec_under(policy, bwrap.as_ref(), &argv)?;
+        start_piped(policy, command, &launch, &argv, Some(pass))
     }
 
     /// [`Sandbox::spawn`] for a process the model's call starts (an
@@ -134,7 +140,11 @@ impl SandboxedProcess {
         };
         let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
         let (exit_sender, exit) = watch::channel(None);
-        let kill = CancellationToken::new();
+        // An evicted pass kills the process like `kill`.
+        let kill = match pass.as_ref().and_then(crate::gate::Pass::evicted) {
+            Some(evicted) => evicted.child_token(),
+            None => CancellationToken::new(),
+        };
         let reaped = Arc::new(AtomicBool::new(false));
         let watched = Watched {
             child,
@@ -431,6 +441,7 @@ mod tests {
         let script = "echo started >&2; read line; echo \"got $line in $PWD\"; echo bye >&2";
         let mut process = Sandbox
             .spawn(&policy, &argv(&["bash", "-c", script]))
+            .await
             .unwrap();
         let mut stdin = process.take_stdin().unwrap();
         let mut stdout = BufReader::new(process.take_stdout().unwrap()).lines();
@@ -451,7 +462,7 @@ mod tests {
     #[tokio::test]
     async fn shutdown_closes_stdin_then_kills() {
         let dir = tempfile::tempdir().unwrap();
-        let polite = Sandbox.spawn(&policy(&dir), &argv(&["cat"])).unwrap();
+        let polite = Sandbox.spawn(&policy(&dir), &argv(&["cat"])).await.unwrap();
         let started = std::time::Instant::now();
         polite.shutdown().await;
         assert!(started.elapsed() < SHUTDOWN_GRACE);
@@ -461,6 +472,7 @@ mod tests {
                 &policy(&dir),
                 &argv(&["bash", "-c", "trap '' HUP; sleep 30"]),
             )
+            .await
             .unwrap();
         let started = std::time::Instant::now();
         stubborn.shutdown().await;
@@ -473,6 +485,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let process = Sandbox
             .spawn(&policy(&dir), &argv(&["sleep", "30"]))
+            .await
             .unwrap();
         let pid = rustix::process::Pid::from_raw(process.id().unwrap() as i32).unwrap();
         drop(process);
@@ -488,11 +501,12 @@ mod tests {
     #[tokio::test]
     async fn an_empty_argv_or_a_missing_program_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let empty = Sandbox.spawn(&policy(&dir), &[]).unwrap_err();
+        let empty = Sandbox.spawn(&policy(&dir), &[]).await.unwrap_err();
         assert!(matches!(empty, SandboxError::Spawn(_)), "{empty}");
         // bwrap starts, then fails to exec: the process exits non-zero.
         let missing = Sandbox
             .spawn(&policy(&dir), &argv(&["/nonexistent/program"]))
+            .await
             .unwrap();
         missing.exited().await;
         assert_ne!(missing.exit_status().unwrap().code(), Some(0));

@@ -20,7 +20,8 @@ use crate::serve_harness::{Harness, Server};
 const ALICE_UID: u32 = 61101;
 const ALICE_GID: u32 = 61101;
 
-const MCP_SERVER: &str = r#"import json, sys
+const MCP_SERVER: &str = r#"import json, os, sys
+started = os.urandom(4).hex()
 for line in sys.stdin:
     msg = json.loads(line)
     if "id" not in msg:
@@ -33,7 +34,7 @@ for line in sys.stdin:
         result = {"tools": [{"name": "ping", "description": "Ping the project KAPPA",
                              "inputSchema": {"type": "object", "properties": {}}}]}
     elif method == "tools/call":
-        result = {"content": [{"type": "text", "text": "pong"}]}
+        result = {"content": [{"type": "text", "text": "pong " + started}]}
     else:
         result = {}
     print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
@@ -129,6 +130,7 @@ fn config(tmp: &Path, trust: bool) -> String {
          deny = [\"Bash(curl *)\", \"Read(secret.txt)\"]\n\
          trust_project = {trust}\nappend_system_prompt = \"Spec: {{{{file:app_spec.txt}}}}\"\n\
          [profiles.plain]\nproject_config = false\n\
+         [profiles.open]\nallow = [\"Bash\", \"mcp__proj__ping\"]\ntrust_project = true\n\
          [workspaces]\nroots = [\"{roots}\"]\n\
          [users.alice]\nuid = {ALICE_UID}\ngid = {ALICE_GID}\n",
         roots = tmp.join("roots").display()
@@ -300,4 +302,47 @@ async fn an_untrusted_project_adds_no_hooks_allows_or_servers_and_a_plain_profil
         "{system}"
     );
     assert!(request["messages"][0].to_string().contains("/greet Bob"));
+}
+
+/// The project's MCP server started before `.git` existed could rename what
+/// a sandbox started after `git init` pins while it is set up: that start
+/// stops it rather than run beside it (or wait for it), and the server's
+/// next call starts it again.
+#[tokio::test]
+async fn a_project_mcp_server_started_before_git_init_is_restarted_not_raced() {
+    let tmp = TempDir::new().unwrap();
+    let repo = repository(tmp.path());
+    let call = |id: &str, name: &str, input: Value| json!({"content": [{"type": "tool_use", "id": id, "name": name, "input": input}]});
+    let script = json!({"replies": [
+        call("ping_before", "mcp__proj__ping", json!({})),
+        call("git_init", "Bash", json!({"command": "mkdir .git && echo made"})),
+        call("pinned_call", "Bash", json!({"command": "echo pinned"})),
+        call("ping_after", "mcp__proj__ping", json!({})),
+        {"repeat": true, "content": [{"type": "text", "text": "done"}]}
+    ]});
+    let h = Harness::new(script, &config(tmp.path(), true)).await;
+    let server = h.start().await;
+    let alice = server.as_user(&h.token("alice").await);
+    let id = session_at(&alice, &repo, "open").await;
+
+    alice.message(&id, "go").await;
+    let finished = alice.wait_idle(&id).await;
+    assert_eq!(finished["status"], "idle", "{finished}");
+    let requests: Vec<Value> = h.model_requests().into_iter().map(|r| r.body).collect();
+    let text = |call_id: &str| {
+        let result = tool_result(&requests, call_id);
+        assert_ne!(result["is_error"], true, "{call_id}: {result}");
+        result["content"].to_string()
+    };
+    assert!(text("git_init").contains("made"));
+    assert!(text("pinned_call").contains("pinned"));
+    let (before, after) = (text("ping_before"), text("ping_after"));
+    assert!(
+        before.contains("pong ") && after.contains("pong "),
+        "{before} {after}"
+    );
+    assert_ne!(
+        before, after,
+        "the server started before .git ran on beside the pinned start"
+    );
 }

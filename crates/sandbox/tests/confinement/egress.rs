@@ -104,14 +104,14 @@ pub async fn an_exec_d_program_reaches_the_host_proxy() {
     let socket = host_proxy(ws.path.parent().unwrap());
     let policy = policy(&ws, socket);
     let argv: Vec<String> = CURL.split(' ').map(String::from).collect();
-    let mut process = Sandbox.spawn(&policy, &argv).unwrap();
+    let mut process = Sandbox.spawn(&policy, &argv).await.unwrap();
     assert_through(&read_all(process.take_stdout().unwrap()).await);
     let argv = ["bash".to_string(), "-c".to_string(), NO_EXE.to_string()];
-    let mut process = Sandbox.spawn(&policy, &argv).unwrap();
+    let mut process = Sandbox.spawn(&policy, &argv).await.unwrap();
     assert_eq!(read_all(process.take_stdout().unwrap()).await, "no-exe\n");
     // Its stdin is its own, not the forwarder's.
     let argv = ["cat".to_string()];
-    let mut process = Sandbox.spawn(&policy, &argv).unwrap();
+    let mut process = Sandbox.spawn(&policy, &argv).await.unwrap();
     let mut stdin = process.take_stdin().unwrap();
     tokio::io::AsyncWriteExt::write_all(&mut stdin, b"stdin-reaches-it")
         .await

@@ -104,3 +104,36 @@ async fn assert_holds_the_gate(
     let outcome = tokio::time::timeout(WAIT, pinned).await.unwrap().unwrap();
     assert_eq!(outcome.stdout, "pinned\n", "{outcome:?}");
 }
+
+/// A long-lived process (an MCP server, maybe a project's own) started
+/// before `.git` existed is stopped when a start that pins `.git` would wait
+/// for it: never beside that start, never stalling it.
+#[tokio::test]
+async fn a_long_lived_process_is_stopped_for_a_start_on_the_other_side() {
+    let l = layout();
+    let policy = Policy::new(&l.ws);
+    let server = Sandbox.spawn(&policy, &sleeper()).await.unwrap();
+    std::fs::create_dir(l.ws.join(".git")).unwrap();
+    let outcome = tokio::time::timeout(WAIT, run(&policy, "echo pinned"))
+        .await
+        .expect("the pinned start did not wait for the long-lived process");
+    assert_eq!(outcome.stdout, "pinned\n", "{outcome:?}");
+    assert!(server.has_exited(), "it ran beside a pinned start");
+
+    // Started now, it pins `.git` itself: unpinned commands (after `.git`
+    // is gone) stop it in turn.
+    let server = Sandbox.spawn(&policy, &sleeper()).await.unwrap();
+    let pinned_beside = run(&policy, "echo again").await;
+    assert_eq!(pinned_beside.stdout, "again\n");
+    assert!(!server.has_exited(), "a start on its own side stopped it");
+    std::fs::remove_dir_all(l.ws.join(".git")).unwrap();
+    let outcome = tokio::time::timeout(WAIT, run(&policy, "echo unpinned"))
+        .await
+        .expect("the unpinned command did not stop the long-lived process");
+    assert_eq!(outcome.stdout, "unpinned\n", "{outcome:?}");
+    assert!(server.has_exited());
+}
+
+fn sleeper() -> Vec<String> {
+    ["sleep".to_string(), "300".to_string()].to_vec()
+}

@@ -54,7 +54,13 @@ impl Connection {
                     .read_only_paths
                     .extend(read_only_paths.iter().cloned());
                 policy.network |= *network;
-                let process = spawn(policy, command, args)?;
+                // The start may wait at the workspace gate (for a command
+                // started before `.git` existed): within the deadline too.
+                let process = tokio::time::timeout_at(deadline, spawn(policy, command, args))
+                    .await
+                    .map_err(|_| {
+                        format!("{late} (it waited for a command in the workspace to end)")
+                    })??;
                 start_stdio(process, deadline, &late).await?
             }
             McpTransport::Http { url, headers } => {
@@ -136,12 +142,19 @@ impl Connection {
     }
 }
 
-fn spawn(mut policy: Policy, command: &str, args: &[String]) -> Result<SandboxedProcess, String> {
+async fn spawn(
+    mut policy: Policy,
+    command: &str,
+    args: &[String],
+) -> Result<SandboxedProcess, String> {
     policy.limits = server_limits(&policy.limits);
     let argv: Vec<String> = std::iter::once(command.to_string())
         .chain(args.iter().cloned())
         .collect();
-    Sandbox.spawn(&policy, &argv).map_err(|err| err.to_string())
+    Sandbox
+        .spawn(&policy, &argv)
+        .await
+        .map_err(|err| err.to_string())
 }
 
 async fn start_stdio(
