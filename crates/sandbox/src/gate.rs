@@ -23,9 +23,17 @@
 //! (`Sandbox::spawn_gated`, an operator's command tool), and so does a hook,
 //! each holding its pass to its end. A long-lived process (`Sandbox::spawn`:
 //! MCP servers, a project's `.mcp.json` ones being the agent's own code)
-//! holds an *evictable* pass for its life: whoever has to wait for it
-//! stops it, so it never stalls the other side (its client starts it again
-//! when next needed, then on the workspace's new side).
+//! holds an *evictable* pass: whoever has to wait for it kills it (every
+//! such holder on the other side), and enters once it has ended, so it
+//! never stalls the other side (its client starts it again when next
+//! needed, then on the workspace's new side). A pinned one gives its pass
+//! back once it has answered from inside (`SandboxedProcess::set_up`); an
+//! unpinned one holds it for its life.
+//!
+//! A pass goes only once nothing of its sandbox runs: a killed sandbox's
+//! PID 1 is killed first, so that bubblewrap's outer process, reaped before
+//! the pass goes, exits only after the kernel has killed everything in the
+//! sandbox (`GroupKiller::kill_sandbox`).
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,6 +94,11 @@ pub(crate) struct Pass {
 }
 
 impl Pass {
+    /// Which side it was taken for.
+    pub(crate) fn side(&self) -> Side {
+        self.side
+    }
+
     /// Cancelled when the holder must stop (an evictable pass only).
     pub(crate) fn evicted(&self) -> Option<&CancellationToken> {
         self.evicted.as_ref().map(|(_, token)| token)

@@ -96,7 +96,7 @@ pub(crate) fn spawn_confined(
     let child = command
         .spawn()
         .map_err(|err| SandboxError::Spawn(err.to_string()))?;
-    let group = GroupKiller::new(&child, cgroup);
+    let group = GroupKiller::new(&child, cgroup, !launch.own_session);
     Ok((child, group))
 }
 

@@ -61,6 +61,7 @@ mod gate;
 mod launch;
 mod mounts;
 mod path_guard;
+mod pid1;
 mod policy;
 mod pre_exec;
 mod run;

@@ -367,7 +367,7 @@ impl Process {
     /// Kill the command (for a served one, its whole sandbox).
     fn kill(&mut self) {
         match self {
-            Process::Child(_, group) => group.kill(),
+            Process::Child(_, group) => group.kill_sandbox(),
             Process::Served(served) => served.kill(),
         }
     }
@@ -409,14 +409,43 @@ impl Process {
 pub(crate) struct GroupKiller {
     group: Option<rustix::process::Pid>,
     cgroup: Option<CommandCgroup>,
+    /// The child is bubblewrap's outer process (its only child is the
+    /// sandbox's PID 1).
+    sandboxed: bool,
 }
 
 impl GroupKiller {
-    pub(crate) fn new(child: &Child, cgroup: Option<CommandCgroup>) -> Self {
+    pub(crate) fn new(child: &Child, cgroup: Option<CommandCgroup>, sandboxed: bool) -> Self {
         let group = child
             .id()
             .and_then(|pid| rustix::process::Pid::from_raw(pid as i32));
-        Self { group, cgroup }
+        Self {
+            group,
+            cgroup,
+            sandboxed,
+        }
+    }
+
+    /// Kill a sandbox whose child has not been reaped yet, so that reaping it
+    /// means nothing in the sandbox runs any more. Killed itself, bubblewrap's
+    /// outer process exits at once, while the processes inside run on until
+    /// its death reaches their PID 1 and the kernel kills them (no cgroup
+    /// does it at once without one): a gate pass dropped at the reap would
+    /// let a start overlap them. So the sandbox's PID 1 is killed instead:
+    /// its exit waits until the kernel has killed everything in its PID
+    /// namespace, and only then does the outer process exit. Without a PID 1
+    /// (not started yet, already gone, unsandboxed) as [`GroupKiller::kill`].
+    pub(crate) fn kill_sandbox(&self) {
+        let init = self
+            .group
+            .filter(|_| self.sandboxed)
+            .and_then(crate::pid1::of_bubblewrap);
+        match init {
+            Some(init) => {
+                let _ = rustix::process::pidfd_send_signal(&init, rustix::process::Signal::KILL);
+            }
+            None => self.kill(),
+        }
     }
 
     pub(crate) fn kill(&self) {

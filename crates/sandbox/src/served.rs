@@ -188,7 +188,7 @@ impl Served {
     pub(crate) fn kill(&mut self) {
         self.ended = true;
         self.killed = true;
-        self.group.kill();
+        self.group.kill_sandbox();
     }
 
     /// Back to the pool when `clean` (the command ended by itself and its

@@ -6,7 +6,6 @@
 //! lives until it exits, is killed or shut down, or is dropped.
 use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,6 +29,11 @@ pub const STDERR_TAIL_BYTES: usize = 16 * 1024;
 /// process to exit by itself before killing it.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
+/// The pass, if still held.
+fn take_pass(pass: &SharedPass) -> Option<crate::gate::Pass> {
+    pass.lock().unwrap_or_else(|err| err.into_inner()).take()
+}
+
 /// How long stderr may stay open after the process group was killed
 /// (something that escaped it may hold the pipe).
 const STDERR_DRAIN: Duration = Duration::from_millis(300);
@@ -47,16 +51,21 @@ impl Sandbox {
     /// `policy.limits.cpu_seconds` is per process over its whole life, so a
     /// long-lived process needs a budget for all the work it will ever do.
     ///
-    /// It passes the workspace gate first and holds an evictable pass for
-    /// its life (see the `gate` module): it is killed, as by
-    /// [`SandboxedProcess::kill`], when a start or command on the gate's
-    /// other side would otherwise wait for it.
+    /// It passes the workspace gate first and holds an evictable pass (see
+    /// the `gate` module): it is killed, as by [`SandboxedProcess::kill`],
+    /// when a start or command on the gate's other side has to wait for it.
+    /// A pass taken for a pinned start goes at [`SandboxedProcess::set_up`];
+    /// an unpinned process holds its pass for its life.
     pub async fn spawn(
         &self,
         policy: &Policy,
         argv: &[String],
     ) -> Result<SandboxedProcess, SandboxError> {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        if argv.is_empty() {
+            // Before the gate, which could stop others for nothing.
+            return Err(SandboxError::Spawn("no program given".to_string()));
+        }
         let (pass, bwrap) = enter_gate_as(policy, bwrap_spec(policy)?, true).await?;
         let (command, launch) = exec_under(policy, bwrap.as_ref(), &argv)?;
         start_piped(policy, command, &launch, &argv, Some(pass))
@@ -145,16 +154,15 @@ impl SandboxedProcess {
             Some(evicted) => evicted.child_token(),
             None => CancellationToken::new(),
         };
-        let reaped = Arc::new(AtomicBool::new(false));
+        let pass = Arc::new(Mutex::new(pass));
         let watched = Watched {
             child,
             group,
             stderr,
-            pass,
+            pass: pass.clone(),
         };
-        let waiter = tokio::spawn(
-            watch_child(watched, kill.clone(), reaped.clone(), exit_sender).in_current_span(),
-        );
+        let waiter =
+            tokio::spawn(watch_child(watched, kill.clone(), exit_sender).in_current_span());
         SandboxedProcess {
             pid,
             stdin,
@@ -163,7 +171,7 @@ impl SandboxedProcess {
             tail,
             exit,
             kill,
-            reaped,
+            pass,
             waiter: Some(waiter),
         }
     }
@@ -184,9 +192,7 @@ pub struct SandboxedProcess {
     tail: Arc<Mutex<Tail>>,
     exit: watch::Receiver<Exit>,
     kill: CancellationToken,
-    /// Set once the main process has been reaped: its pid (and so its process
-    /// group id) may then be reused, and must not be signalled any more.
-    reaped: Arc<AtomicBool>,
+    pass: SharedPass,
     waiter: Option<JoinHandle<()>>,
 }
 
@@ -210,6 +216,21 @@ impl SandboxedProcess {
     /// started with [`Sandbox::spawn_shell`]); `None` once taken.
     pub fn take_stderr(&mut self) -> Option<ChildStderr> {
         self.stderr.take()
+    }
+
+    /// The process has answered from inside its sandbox: bubblewrap's
+    /// set-up is over. A pass held for a pinned start goes now (nothing can
+    /// misdirect its mounts any more, and commands that could rename names
+    /// in the workspace need not stop it); one held as an unpinned process
+    /// stays until it ends.
+    pub fn set_up(&self) {
+        let mut pass = self.pass.lock().unwrap_or_else(|err| err.into_inner());
+        if pass
+            .as_ref()
+            .is_some_and(|pass| pass.side() == crate::gate::Side::PinnedStart)
+        {
+            *pass = None;
+        }
     }
 
     /// Kill the process, its process group and its cgroup now; await
@@ -264,14 +285,8 @@ impl SandboxedProcess {
 
 impl Drop for SandboxedProcess {
     fn drop(&mut self) {
-        if !self.reaped.load(Ordering::Acquire)
-            && let Some(group) = self
-                .pid
-                .and_then(|pid| rustix::process::Pid::from_raw(pid as i32))
-        {
-            // Now, not when the watcher next runs; the cgroup follows there.
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
+        // The watcher kills it: it alone knows when nothing of it runs any
+        // more, which is when its gate pass may go.
         self.kill.cancel();
     }
 }
@@ -290,18 +305,17 @@ struct Watched {
     child: Child,
     group: GroupKiller,
     stderr: Option<JoinHandle<()>>,
-    pass: Option<crate::gate::Pass>,
+    pass: SharedPass,
 }
+
+/// A process's gate pass: the watcher drops it at the end, unless
+/// [`SandboxedProcess::set_up`] did before.
+type SharedPass = Arc<Mutex<Option<crate::gate::Pass>>>;
 
 /// Reap the child (killing it first when asked), kill what it left behind,
 /// let stderr drain (so the tail is complete once the exit is announced), and
 /// remove its cgroup.
-async fn watch_child(
-    watched: Watched,
-    kill: CancellationToken,
-    reaped: Arc<AtomicBool>,
-    exit: watch::Sender<Exit>,
-) {
+async fn watch_child(watched: Watched, kill: CancellationToken, exit: watch::Sender<Exit>) {
     let Watched {
         mut child,
         group,
@@ -311,14 +325,14 @@ async fn watch_child(
     let status = tokio::select! {
         status = child.wait() => status,
         () = kill.cancelled() => {
-            group.kill();
+            // Reaped, the sandbox is empty: the pass may go (see `kill_sandbox`).
+            group.kill_sandbox();
             child.wait().await
         }
     };
-    reaped.store(true, Ordering::Release);
     // Anything left in the group or cgroup would hold the pipes open.
     group.kill();
-    drop(pass);
+    drop(take_pass(&pass));
     if let Err(err) = &status {
         tracing::warn!(%err, "waiting for a sandboxed process failed");
     }
@@ -496,6 +510,106 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         panic!("process {pid:?} still alive after drop");
+    }
+
+    /// Without a cgroup (no process or memory limit) only the kernel kills
+    /// what runs inside once the sandbox's PID 1 dies: the gate pass of an
+    /// evicted process must outlast all of it, or a pinned start overlaps a
+    /// process that can still rename things in the workspace.
+    #[tokio::test]
+    async fn an_evicted_process_has_stopped_before_its_pass_goes() {
+        assert_stopped_before_the_pass_goes(false).await;
+    }
+
+    /// The same for a cold command interrupted (or timed out) by its call.
+    #[tokio::test]
+    async fn an_interrupted_command_has_stopped_before_its_pass_goes() {
+        assert_stopped_before_the_pass_goes(true).await;
+    }
+
+    /// Rounds of: a sandbox (a long-lived process, or a cold command when
+    /// `command`) appends the time to a file in a loop, a pinned start waits
+    /// at the gate while it is stopped, and no time written is later than
+    /// the moment the start got through. Under load, as on a busy server,
+    /// where the kernel's kill lags most.
+    async fn assert_stopped_before_the_pass_goes(command: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut policy = policy(&dir);
+        policy.limits.processes = None;
+        policy.limits.memory_bytes = None;
+        let ticks = policy.workspace.join("ticks");
+        // Its pipes closed, so that nothing waits for them to close.
+        let script = "exec >/dev/null 2>&1; while :; do echo $EPOCHREALTIME >> ticks; done";
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spinners: Vec<_> = (0..2)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let mut late = Vec::new();
+        for _ in 0..8 {
+            let _ = std::fs::remove_file(&ticks);
+            let cancel = CancellationToken::new();
+            let ticker = if command {
+                let request = crate::ExecRequest {
+                    command: script.into(),
+                    timeout: Duration::from_secs(60),
+                    output_cap: 1024,
+                };
+                let (policy, cancel) = (policy.clone(), cancel.clone());
+                tokio::spawn(async move {
+                    Sandbox.exec(&policy, &request, None, cancel).await.unwrap();
+                })
+            } else {
+                let process = Sandbox
+                    .spawn(&policy, &argv(&["bash", "-c", script]))
+                    .await
+                    .unwrap();
+                tokio::spawn(async move { process.exited().await })
+            };
+            while std::fs::metadata(&ticks).map_or(true, |m| m.len() == 0) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let workspace = policy.workspace.clone();
+            let start = tokio::spawn(async move {
+                let entered =
+                    crate::gate::enter(&workspace, crate::gate::Side::PinnedStart, false).await;
+                (entered, std::time::SystemTime::now())
+            });
+            // A long-lived process is stopped by the waiting start itself.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            cancel.cancel();
+            let ((pass, waited), entered) = start.await.unwrap();
+            assert!(waited, "the sandbox held no pass");
+            let entered = entered
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            drop(pass);
+            let last = std::fs::read_to_string(&ticks)
+                .unwrap()
+                .lines()
+                .filter_map(|line| line.trim().parse::<f64>().ok())
+                .fold(0.0, f64::max);
+            if last > entered {
+                late.push(last - entered);
+            }
+            ticker.await.unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for spinner in spinners {
+            spinner.join().unwrap();
+        }
+        assert!(
+            late.is_empty(),
+            "ran on after the pass went, by (s): {late:?}"
+        );
     }
 
     #[tokio::test]

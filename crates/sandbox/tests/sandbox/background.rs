@@ -116,22 +116,44 @@ async fn a_long_lived_process_is_stopped_for_a_start_on_the_other_side() {
     std::fs::create_dir(l.ws.join(".git")).unwrap();
     let outcome = tokio::time::timeout(WAIT, run(&policy, "echo pinned"))
         .await
-        .expect("the pinned start did not wait for the long-lived process");
+        .expect("the pinned start stalled behind the long-lived process");
     assert_eq!(outcome.stdout, "pinned\n", "{outcome:?}");
-    assert!(server.has_exited(), "it ran beside a pinned start");
+    // (That it had ended before the start got through is the gate's own
+    // test; here, that it was stopped at all.)
+    tokio::time::timeout(WAIT, server.exited())
+        .await
+        .expect("it was not stopped for the pinned start");
 
-    // Started now, it pins `.git` itself: unpinned commands (after `.git`
-    // is gone) stop it in turn.
-    let server = Sandbox.spawn(&policy, &sleeper()).await.unwrap();
+    // Started now, it pins `.git` itself: until it has answered from inside
+    // (its set-up over), an unpinned command (after `.git` is gone) stops it;
+    // after that, none needs to.
+    let early = Sandbox.spawn(&policy, &sleeper()).await.unwrap();
+    let mut answered = Sandbox
+        .spawn(
+            &policy,
+            &["sh", "-c", "echo up; exec sleep 300"].map(String::from),
+        )
+        .await
+        .unwrap();
+    let mut stdout = BufReader::new(answered.take_stdout().unwrap()).lines();
+    let line = tokio::time::timeout(WAIT, stdout.next_line())
+        .await
+        .unwrap();
+    assert_eq!(line.unwrap().as_deref(), Some("up"));
+    answered.set_up();
     let pinned_beside = run(&policy, "echo again").await;
     assert_eq!(pinned_beside.stdout, "again\n");
-    assert!(!server.has_exited(), "a start on its own side stopped it");
+    assert!(!early.has_exited(), "a start on its own side stopped it");
     std::fs::remove_dir_all(l.ws.join(".git")).unwrap();
     let outcome = tokio::time::timeout(WAIT, run(&policy, "echo unpinned"))
         .await
-        .expect("the unpinned command did not stop the long-lived process");
+        .expect("the unpinned command stalled behind the long-lived process");
     assert_eq!(outcome.stdout, "unpinned\n", "{outcome:?}");
-    assert!(server.has_exited());
+    tokio::time::timeout(WAIT, early.exited()).await.unwrap();
+    assert!(
+        !answered.has_exited(),
+        "a set-up pinned process was stopped"
+    );
 }
 
 fn sleeper() -> Vec<String> {

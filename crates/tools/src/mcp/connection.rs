@@ -168,6 +168,8 @@ async fn start_stdio(
     let handshake = tokio::time::timeout_at(deadline, client_config().serve((stdout, stdin)));
     let failure = match handshake.await {
         Ok(Ok(service)) => {
+            // It answered from inside: its sandbox is set up.
+            process.set_up();
             return Ok(Connection {
                 peer: service.peer().clone(),
                 service: tokio::sync::Mutex::new(Some(service)),
