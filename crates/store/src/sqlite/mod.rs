@@ -146,6 +146,15 @@ impl SqliteStore {
             // more than the page copies a map saves (warm turns and event
             // rates both measured faster without).
             .busy_timeout(BUSY_TIMEOUT);
+        // With a pool, WAL checkpoints run beside the event writer, not in
+        // its commits (`writer::checkpoints`); alone, in its commits.
+        let options = match connections {
+            Connections::Pooled => options.pragma(
+                "wal_autocheckpoint",
+                writer::checkpoints::FALLBACK_PAGES.to_string(),
+            ),
+            Connections::One => options,
+        };
 
         let pool_options = match connections {
             // Everything waits for the one connection, a long write (a fork's
@@ -192,7 +201,13 @@ impl SqliteStore {
         };
         let write_lock = Arc::new(Mutex::new(()));
         let keep_connection = connections == Connections::Pooled;
-        let appends = writer::spawn(writes.clone(), write_lock.clone(), keep_connection);
+        let checkpoint_on = keep_connection.then(|| pool.clone());
+        let appends = writer::spawn(
+            writes.clone(),
+            write_lock.clone(),
+            keep_connection,
+            checkpoint_on,
+        );
         Ok(Self {
             pool,
             writes,

@@ -210,3 +210,37 @@ async fn memory_store_works_and_is_private() {
         .collect();
     assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
 }
+
+/// Appends commit with no checkpoint inside them; one runs beside the
+/// writer soon after, so the WAL is copied back and reused rather than
+/// growing with everything ever appended.
+#[tokio::test]
+async fn the_wal_is_checkpointed_beside_the_appends_and_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentd.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let s = session(&store, "alice").await;
+    let wal = dir.path().join("agentd.db-wal");
+    let text = "x".repeat(4000);
+    let burst = || async {
+        // ~8 MiB: 2 000 pages, over SQLite's own threshold of 1 000.
+        for _ in 0..32 {
+            let batch: Vec<_> = (0..64).map(|_| delta(&text)).collect();
+            store.append_events(&s.id, &batch).await.unwrap();
+        }
+    };
+    burst().await;
+    let after_one = std::fs::metadata(&wal).unwrap().len();
+    assert!(after_one > 8 << 20, "the WAL holds the burst: {after_one}");
+    // The checkpoint beside the writer copies it back; the next burst then
+    // writes the WAL from its start again.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    burst().await;
+    let after_two = std::fs::metadata(&wal).unwrap().len();
+    assert!(
+        after_two < after_one + (after_one / 2),
+        "the WAL grew with both bursts: {after_one} then {after_two}"
+    );
+    let events = store.events_after(&s.id, 0, 5000).await.unwrap();
+    assert_eq!(events.len(), 2 * 32 * 64);
+}

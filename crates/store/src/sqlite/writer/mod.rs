@@ -7,6 +7,7 @@
 //! The task, not the caller, runs the write: a caller that gives up waiting
 //! cannot leave a transaction half done, so `seq`s stay gapless.
 
+pub(super) mod checkpoints;
 mod statements;
 
 use std::collections::HashMap;
@@ -76,14 +77,31 @@ type Writer = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// Start the writer task; it ends when every sender is dropped. With
 /// `keep_connection` it commits on one connection of `pool`, kept until the
-/// pool closes (not for a pool of one, which others need).
+/// pool closes (not for a pool of one, which others need). With
+/// `checkpoint_on`, WAL checkpoints run there after its commits (see
+/// `checkpoints`), and end with it.
 pub(super) fn spawn(
     pool: SqlitePool,
     write_lock: Arc<Mutex<()>>,
     keep_connection: bool,
+    checkpoint_on: Option<SqlitePool>,
 ) -> mpsc::Sender<AppendJob> {
     let (tx, rx) = mpsc::channel(QUEUE);
-    let writer = Box::pin(run(WriterConn::new(pool, keep_connection), write_lock, rx));
+    let nudge = checkpoint_on
+        .as_ref()
+        .map(|_| checkpoints::Nudge::default());
+    let conn = WriterConn::new(pool, keep_connection);
+    let writes = run(conn, write_lock, rx, nudge.clone());
+    let writer: Writer = match (checkpoint_on, nudge) {
+        (Some(pool), Some(nudge)) => Box::pin(async move {
+            // The checkpoints never end first: the writer's end ends both.
+            tokio::select! {
+                () = writes => {}
+                () = checkpoints::run(pool, nudge) => {}
+            }
+        }),
+        _ => Box::pin(writes),
+    };
     // A thread of its own: it holds the write lock from the first job of a
     // commit to its last row back, and on the server's runtime each of those
     // steps waited behind every stream's task. Without one, it shares the
@@ -159,7 +177,12 @@ impl WriterConn {
     }
 }
 
-async fn run(mut conn: WriterConn, write_lock: Arc<Mutex<()>>, mut rx: mpsc::Receiver<AppendJob>) {
+async fn run(
+    mut conn: WriterConn,
+    write_lock: Arc<Mutex<()>>,
+    mut rx: mpsc::Receiver<AppendJob>,
+    nudge: Option<checkpoints::Nudge>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut statements = Statements::default();
     let size = |job: &AppendJob| job.entries.iter().map(Entry::bytes).sum::<usize>();
@@ -196,6 +219,9 @@ async fn run(mut conn: WriterConn, write_lock: Arc<Mutex<()>>, mut rx: mpsc::Rec
             }
         }
         write(&mut conn, &mut statements, &mut batch).await;
+        if let Some(nudge) = &nudge {
+            nudge.commit_done();
+        }
     }
 }
 
