@@ -140,6 +140,32 @@ impl CommandCgroup {
             .collect()
     }
 
+    /// Kill its members until it has none (killed again and again: a v1
+    /// cgroup is killed member by member, and one forking meanwhile can slip
+    /// past a pass). Warns once if that takes long (a task in uninterruptible
+    /// sleep), and keeps waiting: whoever waits must not go on beside it.
+    pub(crate) async fn emptied(&self) {
+        let started = Instant::now();
+        let mut poll = FIRST_POLL;
+        let mut warned = false;
+        for attempt in 0u32.. {
+            self.kill();
+            if self.members().is_empty() {
+                return;
+            }
+            if !warned && started.elapsed() >= INLINE_WAIT {
+                warned = true;
+                tracing::warn!(cgroup = %self.dir.display(), "a killed sandbox's processes are still there");
+            }
+            if attempt < QUICK_POLLS {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(poll).await;
+                poll = (poll * 2).min(MAX_POLL);
+            }
+        }
+    }
+
     /// Kill what is left and remove the cgroup. Waits up to [`INLINE_WAIT`] for
     /// live members to go, but not for zombies (a reparented bwrap may wait a
     /// while for its reaper): the rmdir then continues on a background thread.

@@ -30,10 +30,15 @@
 //! back once it has answered from inside (`SandboxedProcess::set_up`); an
 //! unpinned one holds it for its life.
 //!
-//! A pass goes only once nothing of its sandbox runs: a killed sandbox's
-//! PID 1 is killed first, so that bubblewrap's outer process, reaped before
-//! the pass goes, exits only after the kernel has killed everything in the
-//! sandbox (`GroupKiller::kill_sandbox`).
+//! A pass goes only once nothing of its sandbox runs: with a cgroup, once
+//! the cgroup is empty (`GroupKiller::emptied`); a killed sandbox's PID 1 is
+//! killed first, so that bubblewrap's outer process, reaped before the pass
+//! goes, exits only after the kernel has killed everything in the sandbox
+//! (`GroupKiller::kill_sandbox`). Known gaps, on a host that gives sandboxes
+//! no cgroup: when a sandbox's command ends by itself, what it left running
+//! inside is killed by bubblewrap's PID 1 after the outer process has
+//! exited; and a command whose call is dropped (not cancelled) drops its
+//! pass with it.
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

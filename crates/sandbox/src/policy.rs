@@ -229,7 +229,9 @@ pub enum OutputChunk {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecOutcome {
-    /// None when killed by a signal.
+    /// None when the process was killed by a signal; a sandbox's command
+    /// killed by a signal (or on timeout or cancel) reports bubblewrap's
+    /// 128 + the signal (137 for SIGKILL), as a shell would.
     pub exit_code: Option<i32>,
     pub stdout: String,
     pub stderr: String,

@@ -99,7 +99,7 @@ impl Sandbox {
             return Ok(not_started(started));
         }
         // Held until the command has ended (see the `gate` module).
-        let (mut process, _pass, bwrap) = match start(policy, request, bwrap, &cancel).await? {
+        let (mut process, pass, bwrap) = match start(policy, request, bwrap, &cancel).await? {
             Some(started) => started,
             None => return Ok(not_started(started)),
         };
@@ -142,7 +142,7 @@ impl Sandbox {
                 );
             }
         }
-        process.finish(policy, bwrap, status.is_ok() && pipes_closed);
+        process.finish(policy, bwrap, status.is_ok() && pipes_closed, pass);
 
         let status = status.map_err(|err| SandboxError::Spawn(format!("waiting failed: {err}")))?;
         let capture = std::mem::take(&mut *capture.lock().unwrap_or_else(|err| err.into_inner()));
@@ -381,10 +381,17 @@ impl Process {
 
     /// The command is over: tear its sandbox down and make the next spare
     /// (a serving sandbox that ended `clean` serves again instead).
-    fn finish(self, policy: &Policy, bwrap: Option<BwrapSpec>, clean: bool) {
+    /// The command's gate `pass` goes once nothing of it runs.
+    fn finish(
+        self,
+        policy: &Policy,
+        bwrap: Option<BwrapSpec>,
+        clean: bool,
+        pass: Option<gate::Pass>,
+    ) {
         match self {
             Process::Child(_, group) => {
-                group.finish_later();
+                group.finish_later_holding(pass);
                 // Only now: a command still running (or, after a kill, still dying)
                 // could change what the next sandbox is made of between the spare's
                 // checks and its mounts (swap `.git` for a link).
@@ -393,6 +400,8 @@ impl Process {
                 }
             }
             Process::Served(served) => {
+                // Its server killed the command's processes before it answered.
+                drop(pass);
                 if !served.finish(clean)
                     && let Some(spec) = bwrap
                 {
@@ -429,23 +438,55 @@ impl GroupKiller {
     /// Kill a sandbox whose child has not been reaped yet, so that reaping it
     /// means nothing in the sandbox runs any more. Killed itself, bubblewrap's
     /// outer process exits at once, while the processes inside run on until
-    /// its death reaches their PID 1 and the kernel kills them (no cgroup
-    /// does it at once without one): a gate pass dropped at the reap would
-    /// let a start overlap them. So the sandbox's PID 1 is killed instead:
-    /// its exit waits until the kernel has killed everything in its PID
-    /// namespace, and only then does the outer process exit. Without a PID 1
-    /// (not started yet, already gone, unsandboxed) as [`GroupKiller::kill`].
+    /// its death reaches their PID 1 and the kernel kills them: a gate pass
+    /// dropped at the reap would let a start overlap them. So the sandbox's
+    /// PID 1 is killed instead: its exit waits until the kernel has killed
+    /// everything in its PID namespace, and only then does the outer process
+    /// exit. The cgroup, if any, is killed beside it (everything in it then
+    /// has SIGKILL pending, however slowly PID 1 is let die). Without a PID 1
+    /// (not started yet, already gone, unsandboxed) or if it cannot be
+    /// signalled, as [`GroupKiller::kill`].
     pub(crate) fn kill_sandbox(&self) {
         let init = self
             .group
             .filter(|_| self.sandboxed)
             .and_then(crate::pid1::of_bubblewrap);
-        match init {
-            Some(init) => {
-                let _ = rustix::process::pidfd_send_signal(&init, rustix::process::Signal::KILL);
-            }
-            None => self.kill(),
+        let signalled = init.is_some_and(|init| {
+            rustix::process::pidfd_send_signal(&init, rustix::process::Signal::KILL).is_ok()
+        });
+        if !signalled {
+            self.kill();
+        } else if let Some(cgroup) = &self.cgroup {
+            cgroup.kill();
         }
+    }
+
+    /// Once its child is reaped: kill what is left and wait until its
+    /// cgroup, if any, is empty, so that a gate pass dropped after this
+    /// overlaps nothing of it (a sandbox whose command ended by itself has a
+    /// PID 1 that may still be killing the rest). Without a cgroup this only
+    /// kills the group.
+    pub(crate) async fn emptied(&self) {
+        self.kill();
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.emptied().await;
+        }
+    }
+
+    /// [`GroupKiller::finish_later`], dropping `pass` once the cgroup is
+    /// empty (see [`GroupKiller::emptied`]).
+    pub(crate) fn finish_later_holding(self, pass: Option<gate::Pass>) {
+        if self.cgroup.is_none() {
+            drop(pass);
+            return self.finish_later();
+        }
+        self.kill();
+        tokio::spawn(async move {
+            tokio::time::sleep(CGROUP_SETTLE).await;
+            self.emptied().await;
+            drop(pass);
+            self.finish().await;
+        });
     }
 
     pub(crate) fn kill(&self) {
