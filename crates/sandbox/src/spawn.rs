@@ -330,10 +330,8 @@ async fn watch_child(watched: Watched, kill: CancellationToken, exit: watch::Sen
             child.wait().await
         }
     };
-    // Anything left in the group or cgroup would hold the pipes open, and
-    // the pass goes only once nothing of it runs.
-    group.emptied().await;
-    drop(take_pass(&pass));
+    // Anything left in the group or cgroup would hold the pipes open.
+    group.kill();
     if let Err(err) = &status {
         tracing::warn!(%err, "waiting for a sandboxed process failed");
     }
@@ -344,6 +342,9 @@ async fn watch_child(watched: Watched, kill: CancellationToken, exit: watch::Sen
         }
     }
     exit.send_replace(Some(status.ok()));
+    // The pass goes only once nothing of it runs.
+    group.emptied().await;
+    drop(take_pass(&pass));
     group.finish().await;
 }
 
