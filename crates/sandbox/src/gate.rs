@@ -31,14 +31,15 @@
 //! unpinned one holds it for its life.
 //!
 //! A pass goes only once nothing of its sandbox runs: with a cgroup, once
-//! the cgroup is empty (`GroupKiller::emptied`); a killed sandbox's PID 1 is
-//! killed first, so that bubblewrap's outer process, reaped before the pass
-//! goes, exits only after the kernel has killed everything in the sandbox
-//! (`GroupKiller::kill_sandbox`). Known gaps, on a host that gives sandboxes
-//! no cgroup: when a sandbox's command ends by itself, what it left running
-//! inside is killed by bubblewrap's PID 1 after the outer process has
-//! exited; and a command whose call is dropped (not cancelled) drops its
-//! pass with it.
+//! the cgroup is empty (`GroupKiller::emptied`); without one, a killed
+//! sandbox's PID 1 is killed first, so that bubblewrap's outer process,
+//! reaped before the pass goes, exits only after the kernel has killed
+//! everything in the sandbox (`GroupKiller::kill_sandbox`). Known gaps: a
+//! command whose call is dropped (not cancelled) drops its pass with it;
+//! and without a cgroup (a policy with neither a process nor a memory
+//! limit, or a host that gives none), what a command that ended by itself
+//! left running inside is killed by bubblewrap's PID 1 after the outer
+//! process has exited.
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

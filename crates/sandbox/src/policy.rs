@@ -229,9 +229,9 @@ pub enum OutputChunk {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecOutcome {
-    /// None when the process was killed by a signal; a sandbox's command
-    /// killed by a signal (or on timeout or cancel) reports bubblewrap's
-    /// 128 + the signal (137 for SIGKILL), as a shell would.
+    /// None when the process was killed by a signal (a sandbox's command
+    /// killed on timeout or cancel may instead report bubblewrap's 128 + 9
+    /// = 137, when its PID 1 died before its outer process).
     pub exit_code: Option<i32>,
     pub stdout: String,
     pub stderr: String,

@@ -400,9 +400,7 @@ impl Process {
                 }
             }
             Process::Served(served) => {
-                // Its server killed the command's processes before it answered.
-                drop(pass);
-                if !served.finish(clean)
+                if !served.finish(clean, pass)
                     && let Some(spec) = bwrap
                 {
                     spare::replenish(policy, spec);
@@ -442,8 +440,10 @@ impl GroupKiller {
     /// dropped at the reap would let a start overlap them. So the sandbox's
     /// PID 1 is killed instead: its exit waits until the kernel has killed
     /// everything in its PID namespace, and only then does the outer process
-    /// exit. The cgroup, if any, is killed beside it (everything in it then
-    /// has SIGKILL pending, however slowly PID 1 is let die). Without a PID 1
+    /// exit (without a cgroup that is what makes the reap mean "empty"). The
+    /// cgroup, if any, is killed beside it, the outer process with it, so
+    /// that however slowly PID 1 is let die everything has SIGKILL pending;
+    /// then [`GroupKiller::emptied`] is what waits for the end. Without a PID 1
     /// (not started yet, already gone, unsandboxed) or if it cannot be
     /// signalled, as [`GroupKiller::kill`].
     pub(crate) fn kill_sandbox(&self) {
@@ -467,7 +467,6 @@ impl GroupKiller {
     /// PID 1 that may still be killing the rest). Without a cgroup this only
     /// kills the group.
     pub(crate) async fn emptied(&self) {
-        self.kill();
         if let Some(cgroup) = &self.cgroup {
             cgroup.emptied().await;
         }
@@ -477,6 +476,7 @@ impl GroupKiller {
     /// empty (see [`GroupKiller::emptied`]).
     pub(crate) fn finish_later_holding(self, pass: Option<gate::Pass>) {
         if self.cgroup.is_none() {
+            self.kill();
             drop(pass);
             return self.finish_later();
         }

@@ -192,8 +192,9 @@ impl Served {
     }
 
     /// Back to the pool when `clean` (the command ended by itself and its
-    /// output is drained); else killed. True when it went back.
-    pub(crate) fn finish(self, clean: bool) -> bool {
+    /// output is drained); else killed, and the command's gate `pass` goes
+    /// once nothing of the sandbox runs. True when it went back.
+    pub(crate) fn finish(self, clean: bool, pass: Option<crate::gate::Pass>) -> bool {
         let Served {
             group,
             child,
@@ -204,9 +205,11 @@ impl Served {
         } = self;
         if !clean || ended {
             // The child (bwrap's monitor) is killed as it drops.
-            group.finish_later();
+            group.finish_later_holding(pass);
             return false;
         }
+        // Its server killed the command's processes before it answered.
+        drop(pass);
         let sandbox = Spare {
             group,
             child,

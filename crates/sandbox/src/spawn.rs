@@ -34,6 +34,10 @@ fn take_pass(pass: &SharedPass) -> Option<crate::gate::Pass> {
     pass.lock().unwrap_or_else(|err| err.into_inner()).take()
 }
 
+/// How long [`SandboxedProcess::shutdown`] waits for the watcher's
+/// clean-up after the process has been killed.
+const WATCHER_WAIT: Duration = Duration::from_secs(2);
+
 /// How long stderr may stay open after the process group was killed
 /// (something that escaped it may hold the pipe).
 const STDERR_DRAIN: Duration = Duration::from_millis(300);
@@ -278,7 +282,10 @@ impl SandboxedProcess {
         }
         self.kill.cancel();
         if let Some(waiter) = self.waiter.take() {
-            let _ = waiter.await;
+            // Bounded: a process stuck in uninterruptible sleep keeps its
+            // cgroup (and its gate pass, held by the watcher) for as long as
+            // it lasts; the caller need not wait for that.
+            let _ = tokio::time::timeout(WATCHER_WAIT, waiter).await;
         }
     }
 }
@@ -313,8 +320,9 @@ struct Watched {
 type SharedPass = Arc<Mutex<Option<crate::gate::Pass>>>;
 
 /// Reap the child (killing it first when asked), kill what it left behind,
-/// let stderr drain (so the tail is complete once the exit is announced), and
-/// remove its cgroup.
+/// let stderr drain (so the tail is complete once the exit is announced),
+/// announce the exit, wait until its cgroup is empty, drop its gate pass,
+/// and remove the cgroup.
 async fn watch_child(watched: Watched, kill: CancellationToken, exit: watch::Sender<Exit>) {
     let Watched {
         mut child,
@@ -325,7 +333,7 @@ async fn watch_child(watched: Watched, kill: CancellationToken, exit: watch::Sen
     let status = tokio::select! {
         status = child.wait() => status,
         () = kill.cancelled() => {
-            // Reaped, the sandbox is empty: the pass may go (see `kill_sandbox`).
+            // PID 1 first (see `kill_sandbox`); the pass waits below.
             group.kill_sandbox();
             child.wait().await
         }
