@@ -391,7 +391,7 @@ impl Process {
     ) {
         match self {
             Process::Child(_, group) => {
-                group.finish_later_holding(pass);
+                group.finish_later(pass);
                 // Only now: a command still running (or, after a kill, still dying)
                 // could change what the next sandbox is made of between the spare's
                 // checks and its mounts (swap `.git` for a link).
@@ -461,26 +461,25 @@ impl GroupKiller {
         }
     }
 
-    /// Once its child is reaped: kill what is left and wait until its
-    /// cgroup, if any, is empty, so that a gate pass dropped after this
+    /// Once its child is reaped: wait until its cgroup, if any, is empty
+    /// (killing what is left), so that a gate pass dropped after this
     /// overlaps nothing of it (a sandbox whose command ended by itself has a
-    /// PID 1 that may still be killing the rest). Without a cgroup this only
-    /// kills the group.
+    /// PID 1 that may still be killing the rest).
     pub(crate) async fn emptied(&self) {
         if let Some(cgroup) = &self.cgroup {
             cgroup.emptied().await;
         }
     }
 
-    /// [`GroupKiller::finish_later`], dropping `pass` once the cgroup is
-    /// empty (see [`GroupKiller::emptied`]).
-    pub(crate) fn finish_later_holding(self, pass: Option<gate::Pass>) {
-        if self.cgroup.is_none() {
-            self.kill();
-            drop(pass);
-            return self.finish_later();
-        }
+    /// Kill everything, and remove the cgroup in the background, dropping
+    /// `pass` once the cgroup is empty (see [`GroupKiller::emptied`]; at
+    /// once without a cgroup). The removal need not hold up the turn. The
+    /// kernel takes a couple of milliseconds to tear the namespaces down:
+    /// wait that out asleep rather than polling beside the turn. Only on a
+    /// Tokio runtime.
+    pub(crate) fn finish_later(self, pass: Option<gate::Pass>) {
         self.kill();
+        let pass = pass.filter(|_| self.cgroup.is_some());
         tokio::spawn(async move {
             tokio::time::sleep(CGROUP_SETTLE).await;
             self.emptied().await;
@@ -497,18 +496,6 @@ impl GroupKiller {
         if let Some(cgroup) = &self.cgroup {
             cgroup.kill();
         }
-    }
-
-    /// Kill everything, and remove the cgroup in the background: its removal
-    /// need not hold up the turn. The kernel takes a couple of milliseconds
-    /// to tear the namespaces down: wait that out asleep rather than polling
-    /// beside the turn. Only on a Tokio runtime.
-    pub(crate) fn finish_later(self) {
-        self.kill();
-        tokio::spawn(async move {
-            tokio::time::sleep(CGROUP_SETTLE).await;
-            self.finish().await;
-        });
     }
 
     /// Remove the cgroup once everything in it is gone.

@@ -205,7 +205,7 @@ impl Served {
         } = self;
         if !clean || ended {
             // The child (bwrap's monitor) is killed as it drops.
-            group.finish_later_holding(pass);
+            group.finish_later(pass);
             return false;
         }
         // Its server killed the command's processes before it answered.

@@ -29,11 +29,6 @@ pub const STDERR_TAIL_BYTES: usize = 16 * 1024;
 /// process to exit by itself before killing it.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// The pass, if still held.
-fn take_pass(pass: &SharedPass) -> Option<crate::gate::Pass> {
-    pass.lock().unwrap_or_else(|err| err.into_inner()).take()
-}
-
 /// How long [`SandboxedProcess::shutdown`] waits for the watcher's
 /// clean-up after the process has been killed.
 const WATCHER_WAIT: Duration = Duration::from_secs(2);
@@ -318,6 +313,11 @@ struct Watched {
 /// A process's gate pass: the watcher drops it at the end, unless
 /// [`SandboxedProcess::set_up`] did before.
 type SharedPass = Arc<Mutex<Option<crate::gate::Pass>>>;
+
+/// The pass, if still held.
+fn take_pass(pass: &SharedPass) -> Option<crate::gate::Pass> {
+    pass.lock().unwrap_or_else(|err| err.into_inner()).take()
+}
 
 /// Reap the child (killing it first when asked), kill what it left behind,
 /// let stderr drain (so the tail is complete once the exit is announced),

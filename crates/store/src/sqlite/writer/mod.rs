@@ -87,20 +87,20 @@ pub(super) fn spawn(
     checkpoint_on: Option<SqlitePool>,
 ) -> mpsc::Sender<AppendJob> {
     let (tx, rx) = mpsc::channel(QUEUE);
-    let nudge = checkpoint_on
-        .as_ref()
-        .map(|_| checkpoints::Nudge::default());
     let conn = WriterConn::new(pool, keep_connection);
-    let writes = run(conn, write_lock, rx, nudge.clone());
-    let writer: Writer = match (checkpoint_on, nudge) {
-        (Some(pool), Some(nudge)) => Box::pin(async move {
-            // The checkpoints never end first: the writer's end ends both.
-            tokio::select! {
-                () = writes => {}
-                () = checkpoints::run(pool, nudge) => {}
-            }
-        }),
-        _ => Box::pin(writes),
+    let writer: Writer = match checkpoint_on {
+        Some(pool) => {
+            let nudge = checkpoints::Nudge::default();
+            let writes = run(conn, write_lock, rx, Some(nudge.clone()));
+            Box::pin(async move {
+                // The checkpoints never end first: the writer's end ends both.
+                tokio::select! {
+                    () = writes => {}
+                    () = checkpoints::run(pool, nudge) => {}
+                }
+            })
+        }
+        None => Box::pin(run(conn, write_lock, rx, None)),
     };
     // A thread of its own: it holds the write lock from the first job of a
     // commit to its last row back, and on the server's runtime each of those
