@@ -400,9 +400,18 @@ async fn a_prestarted_sandbox_serves_the_first_command() {
     let outcome = served(&policy, "echo first").await;
     assert_eq!(outcome.stdout, "first\n");
 
-    // Asked for while that sandbox is being set up (the first policy's
-    // sandbox went back to the pool: one is waiting already): the command
-    // waits for it rather than start a second one beside it.
+    // Asked for while that sandbox is being set up: the command waits for it
+    // rather than start a second one beside it. The first policy's sandbox
+    // goes back to the pool after its command; wait for that first, so the
+    // only start under way below is the second policy's.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while spares_starting() != 0 || spares_waiting() != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the first sandbox never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let other = workspace("agentd-served");
     let policy = Policy::new(&other.path);
     Sandbox.prestart(&policy);

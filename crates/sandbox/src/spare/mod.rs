@@ -208,7 +208,8 @@ pub(crate) async fn take_or_wait(
             return Some(taken);
         }
         if !starting(spec, limits) {
-            return None;
+            // It may have become ready since `take` looked.
+            return take(spec, limits, command, workspace);
         }
         if tokio::time::timeout_at(deadline, settled).await.is_err() {
             return take(spec, limits, command, workspace);
