@@ -34,12 +34,12 @@
 //! the cgroup is empty (`GroupKiller::emptied`); without one, a killed
 //! sandbox's PID 1 is killed first, so that bubblewrap's outer process,
 //! reaped before the pass goes, exits only after the kernel has killed
-//! everything in the sandbox (`GroupKiller::kill_sandbox`). Known gaps: a
-//! command whose call is dropped (not cancelled) drops its pass with it;
-//! and without a cgroup (a policy with neither a process nor a memory
-//! limit, or a host that gives none), what a command that ended by itself
-//! left running inside is killed by bubblewrap's PID 1 after the outer
-//! process has exited.
+//! everything in the sandbox (`GroupKiller::kill_sandbox`). A command whose
+//! call is dropped rather than cancelled is killed, and its pass goes the
+//! same way, from a task (`running::Running`). Known gap: without a cgroup
+//! (a policy with neither a process nor a memory limit, or a host that
+//! gives none), what a command that ended by itself left running inside is
+//! killed by bubblewrap's PID 1 after the outer process has exited.
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -65,6 +65,7 @@ mod pid1;
 mod policy;
 mod pre_exec;
 mod run;
+mod running;
 mod secret_mask;
 mod serve;
 mod served;

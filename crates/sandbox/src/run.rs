@@ -14,6 +14,7 @@ use crate::command::{BwrapSpec, Launch, find_bwrap, plain_command, plain_exec};
 use crate::gate;
 use crate::launch::spawn_confined;
 use crate::policy::{ExecOutcome, ExecRequest, OutputChunk, Policy, SandboxError};
+use crate::running::Running;
 use crate::spare::{self, Taken};
 
 /// How long pipes may stay open after the main process is gone and its group
@@ -98,10 +99,15 @@ impl Sandbox {
             // Interrupted before it started: run nothing (a spare stays for the next one).
             return Ok(not_started(started));
         }
-        // Held until the command has ended (see the `gate` module).
-        let (mut process, pass, bwrap) = match start(policy, request, bwrap, &cancel).await? {
+        // Held until the command has ended (see the `gate` module), even if
+        // this future is dropped.
+        let (process, pass, bwrap) = match start(policy, request, bwrap, &cancel).await? {
             Some(started) => started,
             None => return Ok(not_started(started)),
+        };
+        let mut running = Running::new(process, pass);
+        let Some(process) = running.process() else {
+            return Ok(not_started(started));
         };
         let capture: SharedCapture = Arc::new(Mutex::new(Capture::new(request.output_cap)));
         // The pipes are read in this task, not tasks of their own: the exit
@@ -142,7 +148,9 @@ impl Sandbox {
                 );
             }
         }
-        process.finish(policy, bwrap, status.is_ok() && pipes_closed, pass);
+        if let Some((process, pass)) = running.finish() {
+            process.finish(policy, bwrap, status.is_ok() && pipes_closed, pass);
+        }
 
         let status = status.map_err(|err| SandboxError::Spawn(format!("waiting failed: {err}")))?;
         let capture = std::mem::take(&mut *capture.lock().unwrap_or_else(|err| err.into_inner()));
@@ -337,7 +345,7 @@ fn pumps(
 
 /// A running command: a process of its own (cold, or a one-shot spare), or
 /// a command in a serving sandbox.
-enum Process {
+pub(crate) enum Process {
     Child(Child, GroupKiller),
     Served(crate::served::Served),
 }
@@ -357,7 +365,7 @@ impl Process {
     }
 
     /// Cancel-safe.
-    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+    pub(crate) async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         match self {
             Process::Child(child, _) => child.wait().await,
             Process::Served(served) => served.wait().await,
@@ -365,7 +373,7 @@ impl Process {
     }
 
     /// Kill the command (for a served one, its whole sandbox).
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         match self {
             Process::Child(_, group) => group.kill_sandbox(),
             Process::Served(served) => served.kill(),
@@ -376,6 +384,17 @@ impl Process {
     fn kill_leftovers(&mut self) {
         if let Process::Child(_, group) = self {
             group.kill();
+        }
+    }
+
+    /// A killed command whose `exec` was dropped, now reaped: its pass goes
+    /// once nothing of it runs; no spare follows (nobody waits for one).
+    pub(crate) fn abandon(self, pass: Option<gate::Pass>) {
+        match self {
+            Process::Child(_, group) => group.finish_later(pass),
+            Process::Served(served) => {
+                served.finish(false, pass);
+            }
         }
     }
 
