@@ -89,6 +89,7 @@ async fn main() -> Result<()> {
             &model_url,
             nodes,
             &load,
+            cluster::Placement::Spread,
         );
         match run.await {
             Ok(o) => println!(

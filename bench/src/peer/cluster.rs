@@ -6,7 +6,9 @@
 //! Fan-out: each session has `clients` SSE streams spread over the nodes
 //! (client `j` of session `s` on node `(s + j) % nodes`), and its turns are
 //! posted round-robin to the nodes, so whoever runs a turn, most streams
-//! watch it from another node. Each turn is one model call streaming `kib`
+//! watch it from another node ([`Placement::Spread`]; [`Placement::Local`]
+//! puts a session's streams and turns on one node, so nothing is relayed:
+//! the same nodes and load, less the relay). Each turn is one model call streaming `kib`
 //! KiB of text (one stored event per KiB, coalesced). Latency = receipt time
 //! − the event's stored `at` (the database clock at insert, ms resolution).
 
@@ -50,6 +52,16 @@ impl FanOut {
         let text = "The scripted model streams a long reply to fan out. ".repeat(self.kib * 20);
         json!({"replies": [{"repeat": true, "content": [{"type": "text", "text": text}]}]})
     }
+}
+
+/// Where a session's streams and turns go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Stream `j` of session `s` on node `(s + j) % nodes`, turn `t` on node
+    /// `(s + t) % nodes`: most deliveries are relayed by another node.
+    Spread,
+    /// Everything of session `s` on node `s % nodes`: no delivery is relayed.
+    Local,
 }
 
 pub struct Outcome {
@@ -172,14 +184,23 @@ pub async fn fan_out(
     model_url: &str,
     nodes: usize,
     load: &FanOut,
+    placement: Placement,
 ) -> Result<Outcome> {
-    let db = fresh_schema(database, &format!("bench_cluster_{nodes}")).await?;
-    let cluster = Nodes::start(agentd, root, &format!("n{nodes}"), model_url, &db, nodes).await?;
-    measure(load, &cluster.addrs).await
+    let name = match placement {
+        Placement::Spread => format!("n{nodes}"),
+        Placement::Local => format!("n{nodes}_local"),
+    };
+    let db = fresh_schema(database, &format!("bench_cluster_{name}")).await?;
+    let cluster = Nodes::start(agentd, root, &name, model_url, &db, nodes).await?;
+    measure(load, &cluster.addrs, placement).await
 }
 
-async fn measure(load: &FanOut, addrs: &[String]) -> Result<Outcome> {
+async fn measure(load: &FanOut, addrs: &[String], placement: Placement) -> Result<Outcome> {
     let nodes = addrs.len();
+    let node = |s: usize, j: usize| match placement {
+        Placement::Spread => (s + j) % nodes,
+        Placement::Local => s % nodes,
+    };
     let mut sessions = Vec::new();
     let mut first = Conn::open(&addrs[0]).await?;
     for _ in 0..load.sessions {
@@ -195,7 +216,7 @@ async fn measure(load: &FanOut, addrs: &[String]) -> Result<Outcome> {
         // Clients first (each reads until it has seen every turn end).
         let mut readers = Vec::new();
         for j in 0..load.clients {
-            let addr = &addrs[(s + j) % nodes];
+            let addr = &addrs[node(s, j)];
             let mut stream = Conn::open(addr).await?.events(id).await?;
             let turns = load.turns;
             readers.push(tokio::spawn(async move {
@@ -204,16 +225,17 @@ async fn measure(load: &FanOut, addrs: &[String]) -> Result<Outcome> {
                 anyhow::Ok(latencies)
             }));
         }
-        let (id, addrs, turns) = (id.clone(), addrs.to_vec(), load.turns);
+        let turn_nodes: Vec<usize> = (0..load.turns).map(|turn| node(s, turn)).collect();
+        let (id, addrs) = (id.clone(), addrs.to_vec());
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut conns = Vec::new();
             for addr in &addrs {
                 conns.push(Conn::open(addr).await?);
             }
-            for turn in 0..turns {
-                // Queued behind the previous turn, on another node each time.
-                let conn = &mut conns[(s + turn) % addrs.len()];
+            for (turn, node) in turn_nodes.into_iter().enumerate() {
+                // Queued behind the previous turn (spread: on another node each time).
+                let conn = &mut conns[node];
                 post_queued(conn, &id, &format!("bench turn {turn}")).await?;
             }
             for reader in readers {

@@ -6,7 +6,7 @@
 use anyhow::Result;
 
 use crate::args::Args;
-use crate::cluster::{self, FanOut};
+use crate::cluster::{self, FanOut, Placement};
 use crate::failover;
 use crate::report::{Table, ms};
 use crate::scenarios::Ctx;
@@ -39,26 +39,42 @@ pub async fn rows(args: &Args, ctx: &Ctx, t: &mut Table, extra: &mut Vec<String>
     let script = root.join("fan-out.json");
     std::fs::write(&script, load.script().to_string())?;
     let (model, model_url) = crate::processes::start_model_server(&ctx.agentd, &script)?;
+    // The same load on one node, and on three with nothing relayed: what the
+    // nodes sharing this machine cost the tail without the cross-node path.
     let mut levels = Vec::new();
-    for nodes in [1, 3] {
-        let run = cluster::fan_out(&ctx.agentd, &database, &root, &model_url, nodes, &load).await;
+    for (nodes, placement) in [
+        (1, Placement::Spread),
+        (3, Placement::Spread),
+        (3, Placement::Local),
+    ] {
+        let run = cluster::fan_out(
+            &ctx.agentd,
+            &database,
+            &root,
+            &model_url,
+            nodes,
+            &load,
+            placement,
+        )
+        .await;
         match run {
             Ok(outcome) => levels.push(outcome),
             Err(err) => {
                 crate::processes::stop(model);
-                return Err(err.context(format!("cluster fan-out, {nodes} node(s)")));
+                return Err(err.context(format!("cluster fan-out, {nodes} node(s), {placement:?}")));
             }
         }
     }
     crate::processes::stop(model);
-    let (one, three) = (&levels[0], &levels[1]);
+    let (one, three, local) = (&levels[0], &levels[1], &levels[2]);
     let p99 = three.quantile_ms(0.99);
     t.target(
         &[
             delivery,
             &format!(
-                "{p99:.1} ms (p50 {:.1}; 1 node: p99 {:.1})",
+                "{p99:.1} ms (p50 {:.1}; 3 nodes, nothing relayed: p99 {:.1}; 1 node: p99 {:.1})",
                 three.quantile_ms(0.5),
+                local.quantile_ms(0.99),
                 one.quantile_ms(0.99)
             ),
             "n/a (no server)",
@@ -67,7 +83,7 @@ pub async fn rows(args: &Args, ctx: &Ctx, t: &mut Table, extra: &mut Vec<String>
         ],
         p99 < 50.0,
     );
-    extra.push(fan_out_line(&load, one, three));
+    extra.push(fan_out_line(&load, one, three, local));
 
     let outcome = failover::run(&ctx.agentd, &database, &root, args.failover_sessions).await?;
     let slowest = outcome.slowest();
@@ -102,16 +118,23 @@ pub async fn rows(args: &Args, ctx: &Ctx, t: &mut Table, extra: &mut Vec<String>
     Ok(())
 }
 
-fn fan_out_line(load: &FanOut, one: &cluster::Outcome, three: &cluster::Outcome) -> String {
+fn fan_out_line(
+    load: &FanOut,
+    one: &cluster::Outcome,
+    three: &cluster::Outcome,
+    local: &cluster::Outcome,
+) -> String {
     format!(
         "cluster fan-out: {} sessions × {} turns, {} SSE clients each spread over the nodes, \
          ~{} KiB of text per turn, all nodes and PostgreSQL on this machine. 1 node: {}; \
-         3 nodes: {} (wall | events appended/s | deliveries/s | latency p50 / p99 / max).",
+         3 nodes: {}; 3 nodes with each session's clients and turns on one node (nothing \
+         relayed): {} (wall | events appended/s | deliveries/s | latency p50 / p99 / max).",
         load.sessions,
         load.turns,
         load.clients,
         load.kib,
         one.cells(),
-        three.cells()
+        three.cells(),
+        local.cells()
     )
 }
