@@ -70,7 +70,8 @@ impl Sandbox {
     /// main process ending, of the timeout, or of `cancel`. The cgroup is
     /// removed in the background once the kernel has finished tearing the
     /// killed processes down (their namespaces take about 2 ms). Dropping the
-    /// returned future also kills the process group and the cgroup.
+    /// returned future also kills the sandbox; its workspace gate pass goes
+    /// once it has ended (`running::Running`), on a live runtime.
     ///
     /// With spares on ([`crate::set_spare_capacity`]) the command may run in a
     /// sandbox prestarted for an identical policy; it sees and does exactly
@@ -380,8 +381,14 @@ impl Process {
         }
     }
 
+    /// Whether its own process (not a served command's sandbox) has been
+    /// reaped: its pid and group id may then be another's.
+    pub(crate) fn reaped(&self) -> bool {
+        matches!(self, Process::Child(child, _) if child.id().is_none())
+    }
+
     /// After the main process ended: kill what it left behind.
-    fn kill_leftovers(&mut self) {
+    pub(crate) fn kill_leftovers(&mut self) {
         if let Process::Child(_, group) = self {
             group.kill();
         }

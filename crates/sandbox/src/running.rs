@@ -31,8 +31,14 @@ impl Drop for Running {
         let Some((mut process, pass)) = self.0.take() else {
             return;
         };
-        process.kill();
-        // Without a runtime (it is shutting down) the kill is all there is.
+        if process.reaped() {
+            // Its pid may be another's by now: only what it left behind.
+            process.kill_leftovers();
+        } else {
+            process.kill();
+        }
+        // Without a live runtime (one shutting down drops what is spawned
+        // on it) the kill is all there is: the pass goes with it.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -45,6 +51,8 @@ impl Drop for Running {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use tokio_util::sync::CancellationToken;
@@ -61,11 +69,60 @@ mod tests {
             .fold(0.0, f64::max)
     }
 
+    /// Processes alive (not zombies) whose command line holds `marker`.
+    fn alive_with(marker: &str) -> usize {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return 0;
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|entry| {
+                let dir = entry.path();
+                let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+                let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+                let zombie = stat
+                    .rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+                !zombie && String::from_utf8_lossy(&cmdline).contains(marker)
+            })
+            .count()
+    }
+
+    /// Busy threads for the test's length, stopped however it ends.
+    struct Spinners(Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);
+
+    impl Spinners {
+        fn start(count: usize) -> Self {
+            let stop = Arc::new(AtomicBool::new(false));
+            let threads = (0..count)
+                .map(|_| {
+                    let stop = stop.clone();
+                    std::thread::spawn(move || {
+                        while !stop.load(Ordering::Relaxed) {
+                            std::hint::spin_loop();
+                        }
+                    })
+                })
+                .collect();
+            Self(stop, threads)
+        }
+    }
+
+    impl Drop for Spinners {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+            self.1.drain(..).for_each(|thread| {
+                let _ = thread.join();
+            });
+        }
+    }
+
     /// Rounds of: a command in an unpinned sandbox (no cgroup: the case
     /// where only the kill of its PID 1 stops it) appends the time to a file
     /// in a loop; its `exec` future is dropped; a pinned start waits at the
-    /// gate; nothing is written after the start got through. Under load, as
-    /// on a busy server, where the kernel's kill lags most.
+    /// gate; when it gets through, nothing of the command is alive and
+    /// nothing is written later. Under load, as on a busy server, where the
+    /// kernel's kill lags most.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_dropped_command_has_stopped_before_its_pass_goes() {
         let dir = tempfile::tempdir().unwrap();
@@ -73,23 +130,14 @@ mod tests {
         policy.limits.processes = None;
         policy.limits.memory_bytes = None;
         let ticks = policy.workspace.join("ticks");
+        let marker = format!("dropped-command-{}", std::process::id());
         let request = ExecRequest {
-            command: "while :; do echo $EPOCHREALTIME >> ticks; done".into(),
+            command: format!(": {marker}; while :; do echo $EPOCHREALTIME >> ticks; done"),
             timeout: Duration::from_secs(60),
             output_cap: 1 << 10,
         };
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let spinners: Vec<_> = (0..2)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                })
-            })
-            .collect();
-        let mut late = Vec::new();
+        let _spinners = Spinners::start(2);
+        let (mut late, mut alive) = (Vec::new(), Vec::new());
         for _ in 0..8 {
             let _ = std::fs::remove_file(&ticks);
             let command = tokio::spawn({
@@ -106,11 +154,18 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             command.abort();
-            let (pass, _) = gate::enter(&policy.workspace, Side::PinnedStart, false).await;
+            let entering = gate::enter(&policy.workspace, Side::PinnedStart, false);
+            let (pass, _) = tokio::time::timeout(Duration::from_secs(30), entering)
+                .await
+                .expect("the dropped command's pass never went");
             let entered = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap()
                 .as_secs_f64();
+            let left = alive_with(&marker);
+            if left > 0 {
+                alive.push(left);
+            }
             assert!(command.await.unwrap_err().is_cancelled());
             tokio::time::sleep(Duration::from_millis(100)).await;
             drop(pass);
@@ -119,13 +174,9 @@ mod tests {
                 late.push(last - entered);
             }
         }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for spinner in spinners {
-            spinner.join().unwrap();
-        }
         assert!(
-            late.is_empty(),
-            "ran on after the pass went, by (s): {late:?}"
+            late.is_empty() && alive.is_empty(),
+            "ran on after the pass went, by (s): {late:?}; processes alive then: {alive:?}"
         );
     }
 }

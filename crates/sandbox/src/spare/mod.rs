@@ -145,7 +145,7 @@ fn take(
     command: &str,
     workspace: &Path,
 ) -> Option<(Taken, Option<Pass>)> {
-    if command.contains('\0') {
+    if command.contains('\0') || lock().entries.is_empty() {
         return None;
     }
     // Checked first: a spare put back meanwhile would wait for nothing.
