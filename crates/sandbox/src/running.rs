@@ -1,6 +1,7 @@
 //! A started command held with its workspace gate pass until it has ended,
 //! even when the future running it is dropped rather than cancelled (a
-//! turn's task aborted, a `select!` that went another way).
+//! turn's task aborted, a `select!` that went another way), or a serving
+//! sandbox whose start failed after its spawn (`served::start_serving`).
 use crate::gate::Pass;
 use crate::run::Process;
 

@@ -14,7 +14,8 @@ use tokio::process::Child;
 
 use crate::launch::spawn_confined;
 use crate::policy::Limits;
-use crate::run::GroupKiller;
+use crate::run::{GroupKiller, Process};
+use crate::running::Running;
 use crate::serve::{ANSWER_BYTES, read_answer};
 use crate::spare::{self, BindIdentities, Key, Reader, Spare};
 
@@ -251,19 +252,45 @@ pub(crate) fn ended_unused() {
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Start `command` (from `BwrapSpec::serve`) with a new channel on its stdin.
-/// With `wait_ready`, return only once the server inside says it serves
-/// (bubblewrap's set-up is over), blocking this thread meanwhile.
+/// With a gate `pass` (a pinned start), return only once the server inside
+/// says it serves (bubblewrap's set-up is over), blocking this thread
+/// meanwhile; the pass goes then, or, if the start fails after the spawn,
+/// once the killed sandbox has ended (as a dropped command's, `Running`).
 pub(crate) fn start_serving(
     command: tokio::process::Command,
     limits: &Limits,
     launch: &crate::command::Launch,
-    wait_ready: bool,
+    pass: Option<crate::gate::Pass>,
 ) -> io::Result<Spare> {
     let (bootstrap_server, bootstrap) = crate::serve::channel()?;
     let (server, host) = crate::serve::channel()?;
     let (child, group) =
         spawn_confined(command, Stdio::from(bootstrap_server), limits, launch, true)
             .map_err(io::Error::other)?;
+    match connect(&bootstrap, server, host, pass.is_some()) {
+        Ok(channel) => {
+            drop(pass);
+            Ok(Spare {
+                group,
+                child,
+                reader: Reader::Server(channel),
+            })
+        }
+        Err(err) => {
+            drop(Running::new(Process::Child(child, group), pass));
+            Err(err)
+        }
+    }
+}
+
+/// Hand the started sandbox its end of the channel (`server`) and, with
+/// `wait_ready`, wait until it says it serves.
+fn connect(
+    bootstrap: &OwnedFd,
+    server: OwnedFd,
+    host: OwnedFd,
+    wait_ready: bool,
+) -> io::Result<Channel> {
     // The channel goes over stdin, which bwrap's monitor keeps open outside
     // the sandbox: held by the server alone, the channel ends when it does,
     // and a command for a dead server fails to send (and starts cold).
@@ -273,18 +300,12 @@ pub(crate) fn start_serving(
         &[server.as_fd()],
     )?;
     drop(server);
-    let mut ready = false;
     if wait_ready {
         wait_until_ready(&host)?;
-        ready = true;
     }
     let mut channel = Channel::new(host)?;
-    channel.ready = ready;
-    Ok(Spare {
-        group,
-        child,
-        reader: Reader::Server(channel),
-    })
+    channel.ready = wait_ready;
+    Ok(channel)
 }
 
 /// Block until the server's "ready" arrives on `host` (still blocking).

@@ -366,11 +366,13 @@ fn start(id: u64, policy: &Policy, runtime: RuntimeId) {
         return;
     }
     let started = if host_pid_namespace.is_some() {
-        served::start_serving(command, &policy.limits, &launch, pinned)
+        served::start_serving(command, &policy.limits, &launch, pass)
     } else {
+        // Unpinned: no pass (a pinned start without a serving sandbox was
+        // abandoned above).
+        drop(pass);
         start_reader(command, &policy.limits, &launch)
     };
-    drop(pass);
     let spare = match started {
         Ok(spare) => spare,
         Err(err) => {
