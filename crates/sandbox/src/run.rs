@@ -108,7 +108,7 @@ impl Sandbox {
         };
         let mut running = Running::new(process, pass);
         let Some(process) = running.process() else {
-            return Ok(not_started(started));
+            return Err(SandboxError::Spawn("the command's process is gone".into()));
         };
         let capture: SharedCapture = Arc::new(Mutex::new(Capture::new(request.output_cap)));
         // The pipes are read in this task, not tasks of their own: the exit
@@ -397,12 +397,7 @@ impl Process {
     /// A killed command whose `exec` was dropped, now reaped: its pass goes
     /// once nothing of it runs; no spare follows (nobody waits for one).
     pub(crate) fn abandon(self, pass: Option<gate::Pass>) {
-        match self {
-            Process::Child(_, group) => group.finish_later(pass),
-            Process::Served(served) => {
-                served.finish(false, pass);
-            }
-        }
+        self.tear_down(false, pass);
     }
 
     /// The command is over: tear its sandbox down and make the next spare
@@ -415,23 +410,26 @@ impl Process {
         clean: bool,
         pass: Option<gate::Pass>,
     ) {
+        // Only after the tear-down: a command still running (or, after a
+        // kill, still dying) could change what the next sandbox is made of
+        // between the spare's checks and its mounts (swap `.git` for a link).
+        if self.tear_down(clean, pass)
+            && let Some(spec) = bwrap
+        {
+            spare::replenish(policy, spec);
+        }
+    }
+
+    /// Kill and clean up its sandbox, the `pass` going once nothing of it
+    /// runs; a serving one that ended `clean` goes back to the pool instead.
+    /// True when the sandbox is gone (a new spare may take its place).
+    fn tear_down(self, clean: bool, pass: Option<gate::Pass>) -> bool {
         match self {
             Process::Child(_, group) => {
                 group.finish_later(pass);
-                // Only now: a command still running (or, after a kill, still dying)
-                // could change what the next sandbox is made of between the spare's
-                // checks and its mounts (swap `.git` for a link).
-                if let Some(spec) = bwrap {
-                    spare::replenish(policy, spec);
-                }
+                true
             }
-            Process::Served(served) => {
-                if !served.finish(clean, pass)
-                    && let Some(spec) = bwrap
-                {
-                    spare::replenish(policy, spec);
-                }
-            }
+            Process::Served(served) => !served.finish(clean, pass),
         }
     }
 }
