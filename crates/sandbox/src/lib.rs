@@ -64,6 +64,8 @@ mod path_guard;
 mod pid1;
 mod policy;
 mod pre_exec;
+#[cfg(test)]
+mod race_tests;
 mod run;
 mod running;
 mod secret_mask;
