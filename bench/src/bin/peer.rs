@@ -145,7 +145,7 @@ async fn run(
 
     if args.wants("cold") {
         eprintln!("[1/6] cold one-shot: {} runs each, interleaved", args.runs);
-        let (a, c) = scenarios::cold(ctx, args.runs)?;
+        let (a, c, unsandboxed) = scenarios::cold(ctx, args.runs)?;
         let wall_ratio = a.wall.as_secs_f64() / c.wall.as_secs_f64();
         t.target(
             &[
@@ -157,6 +157,21 @@ async fn run(
             ],
             wall_ratio <= 1.0 / 40.0,
         );
+        // The floor: the same run with its command outside bubblewrap.
+        t.row([
+            "  the same, commands unsandboxed (`sandbox = \"off\"`): wall",
+            &ms(unsandboxed.wall),
+            &ms(c.wall),
+            &ratio(unsandboxed.wall.as_secs_f64(), c.wall.as_secs_f64()),
+            "",
+        ]);
+        t.row([
+            "  what the sandbox adds to the wall",
+            &ms(a.wall.saturating_sub(unsandboxed.wall)),
+            "",
+            "",
+            "",
+        ]);
         t.row([
             "cold one-shot CPU, user+sys (median)",
             &ms(a.cpu),

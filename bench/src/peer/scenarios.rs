@@ -42,12 +42,30 @@ pub struct Cold {
     pub rss_kib: u64,
 }
 
-fn cold_one(ctx: &Ctx, agentd: bool, out: &Path) -> Result<(Duration, Duration, u64)> {
+/// Who runs a cold one-shot turn.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    Agentd,
+    /// agentd with its commands run outside bubblewrap (`sandbox = "off"`):
+    /// the same run less the sandbox, to measure what the sandbox costs it.
+    AgentdUnsandboxed,
+    Claude,
+}
+
+fn cold_one(ctx: &Ctx, runner: Runner, out: &Path) -> Result<(Duration, Duration, u64)> {
     seed_workspace(&ctx.ws)?;
+    let agentd = runner != Runner::Claude;
     let mut command = if agentd {
-        let data = ctx.root.join("agentd-cold");
+        let (dir, config) = match runner {
+            Runner::AgentdUnsandboxed => (
+                "agentd-cold-unsandboxed",
+                "[profiles.default]\nsandbox = \"off\"\n",
+            ),
+            _ => ("agentd-cold", ""),
+        };
+        let data = ctx.root.join(dir);
         std::fs::create_dir_all(&data)?;
-        std::fs::write(data.join("agentd.toml"), "")?;
+        std::fs::write(data.join("agentd.toml"), config)?;
         let mut c = agentd_command(&ctx.agentd, &data, &ctx.url_abs);
         c.current_dir(&ctx.ws).args([
             "run",
@@ -91,16 +109,19 @@ fn cold_one(ctx: &Ctx, agentd: bool, out: &Path) -> Result<(Duration, Duration, 
     Ok((wall, cpu, rss))
 }
 
-/// `agentd run` vs `claude -p`, interleaved, after one unmeasured run each.
-pub fn cold(ctx: &Ctx, runs: usize) -> Result<(Cold, Cold)> {
+/// `agentd run`, `claude -p` and `agentd run` with its commands outside
+/// bubblewrap, interleaved, after one unmeasured run each.
+pub fn cold(ctx: &Ctx, runs: usize) -> Result<(Cold, Cold, Cold)> {
     let mut samples = [
         (Vec::new(), Vec::new(), Vec::new()),
         (Vec::new(), Vec::new(), Vec::new()),
+        (Vec::new(), Vec::new(), Vec::new()),
     ];
+    let runners = [Runner::Agentd, Runner::Claude, Runner::AgentdUnsandboxed];
     for round in 0..=runs {
-        for (i, agentd) in [true, false].into_iter().enumerate() {
+        for (i, runner) in runners.into_iter().enumerate() {
             let out = ctx.root.join(format!("cold-{i}.out"));
-            let (wall, cpu, rss) = cold_one(ctx, agentd, &out)?;
+            let (wall, cpu, rss) = cold_one(ctx, runner, &out)?;
             if round > 0 {
                 samples[i].0.push(wall);
                 samples[i].1.push(cpu);
@@ -116,8 +137,8 @@ pub fn cold(ctx: &Ctx, runs: usize) -> Result<(Cold, Cold)> {
             rss_kib: rss.get(rss.len() / 2).copied().unwrap_or(0),
         }
     };
-    let [a, c] = samples;
-    Ok((fig(a), fig(c)))
+    let [a, c, unsandboxed] = samples;
+    Ok((fig(a), fig(c), fig(unsandboxed)))
 }
 
 pub async fn create_many(addr: &str, n: usize) -> Result<Vec<String>> {

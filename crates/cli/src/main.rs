@@ -253,9 +253,10 @@ fn main() -> ExitCode {
     // A sandboxed command's first step (see `agentd_sandbox::trampoline`):
     // before anything else, so it stays small and single-threaded.
     agentd_sandbox::trampoline::run_if_asked();
-    agentd_sandbox::trampoline::enable();
     let cli = Cli::parse_from(claude_alias(std::env::args_os().collect()));
     init_tracing();
+    // After tracing: it says which executable sandboxes start through.
+    agentd_sandbox::trampoline::enable();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

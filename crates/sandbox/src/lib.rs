@@ -57,6 +57,7 @@ mod capture;
 mod cgroup;
 mod command;
 mod egress_forward;
+mod enter_exe;
 mod gate;
 mod launch;
 mod mounts;
@@ -77,6 +78,7 @@ pub mod trampoline;
 mod workspace;
 
 pub use egress_forward::{EGRESS_PORT, EGRESS_SOCKET, FORWARDER};
+pub use enter_exe::HELPER_NAME;
 pub use mounts::{Mount, check_mount_path, check_mounts, fd_identity, open_host};
 pub use path_guard::{PathError, PathGuard};
 pub use policy::{

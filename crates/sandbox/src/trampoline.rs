@@ -8,9 +8,9 @@
 //! server's CPU there, and the fork holds the address-space lock that every
 //! other thread's page faults wait for.
 //!
-//! Instead the server's own executable is started first (`/proc/self/exe
-//! __sandbox-enter …`): without a hook the standard library uses
-//! `posix_spawn`, which shares the address space until exec. That small
+//! Instead a small executable is started first (`agentd-sandbox
+//! __sandbox-enter …`, or the server's own, see `enter_exe`): without a
+//! hook the standard library uses `posix_spawn`, which shares the address space until exec. That small
 //! process joins the cgroup, sets the rlimits and execs the real program, so
 //! nothing the command runs is ever outside its limits. A binary opts in by
 //! calling [`run_if_asked`] first thing in `main` and then [`enable`]; anything
@@ -38,9 +38,9 @@ const ENTER_SERVING: &str = "__sandbox-enter-serving";
 const ENTER_SESSION: &str = "__sandbox-enter-session";
 const ENTER_HOST: &str = "__sandbox-enter-host";
 
-/// The executable, as the kernel knows it: stays right even if the file on
-/// disk is replaced by an upgrade while the server runs.
-const SELF_EXE: &str = "/proc/self/exe";
+// This executable, as the kernel knows it: stays right even if the file on
+// disk is replaced by an upgrade while the server runs.
+use crate::enter_exe::SELF_EXE;
 
 /// Exit status when the limits cannot be applied (the program never runs).
 const CANNOT_ENTER: i32 = 126;
@@ -51,6 +51,7 @@ static ENABLED: AtomicBool = AtomicBool::new(false);
 /// binary whose `main` calls [`run_if_asked`] first.
 pub fn enable() {
     ENABLED.store(true, Ordering::Relaxed);
+    crate::enter_exe::choose_soon();
 }
 
 pub(crate) fn enabled() -> bool {
@@ -67,7 +68,7 @@ pub(crate) fn wrap(
     serving: bool,
     launch: &Launch,
 ) -> tokio::process::Command {
-    let mut wrapped = tokio::process::Command::new(SELF_EXE);
+    let mut wrapped = tokio::process::Command::new(crate::enter_exe::program());
     let mut args = enter_args(cgroup_procs, rlimits, launch, command.get_program());
     if serving || launch.exe {
         args[0] = ENTER_SERVING.into();
@@ -162,6 +163,10 @@ pub fn run_if_asked() {
         Some(first) if first == ENTER_SESSION => Mode::Session { host: false },
         Some(first) if first == ENTER_HOST => Mode::Session { host: true },
         Some(first) if first == crate::serve::SERVE => crate::serve::serve(),
+        Some(first) if first == crate::enter_exe::REPORT_BUILD => {
+            println!("{}", crate::enter_exe::BUILD);
+            std::process::exit(0)
+        }
         Some(first) if first == crate::egress_forward::FORWARD => {
             crate::egress_forward::run(&args.collect::<Vec<_>>())
         }

@@ -31,6 +31,7 @@ mod run_agent_setup;
 mod run_claude_flags;
 mod run_mcp_read_only;
 mod run_postgres;
+mod run_sandbox_exe;
 mod run_stream_input;
 mod run_terminal;
 mod schemathesis;

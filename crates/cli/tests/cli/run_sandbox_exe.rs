@@ -1,0 +1,99 @@
+//! Which executable sandboxes start through: the small `agentd-sandbox`
+//! beside agentd when it is this build's, else agentd itself.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::run_harness::{Harness, Run, Wire};
+use agentd_protocol::Event;
+use serde_json::json;
+
+fn bash_then_done(runs: usize) -> serde_json::Value {
+    let mut replies = Vec::new();
+    for _ in 0..runs {
+        replies.push(json!({"content": [{"type": "tool_use", "name": "Bash",
+            "input": {"command": "echo ran-$((6*7)); tr '\\0' ' ' < /proc/1/cmdline"}}]}));
+        replies.push(json!({"content": [{"type": "text", "text": "done"}]}));
+    }
+    json!({ "replies": replies })
+}
+
+async fn run_with(h: &Harness, agentd: &Path) -> Run {
+    let mut cmd = h.program(agentd);
+    cmd.args([
+        "run",
+        "--output-format",
+        "stream-json",
+        "--permission-mode",
+        "bypass",
+        "run it",
+    ])
+    .env("AGENTD_LOG", "agentd_sandbox=debug");
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    Run::from_output(output)
+}
+
+fn command_output(run: &Run) -> String {
+    run.events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::ToolFinished { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no command ran; stderr: {}", run.stderr))
+}
+
+/// agentd linked (or copied) into `dir`, so a file beside it can be chosen.
+fn agentd_in(dir: &Path) -> std::path::PathBuf {
+    let to = dir.join("agentd");
+    let from = env!("CARGO_BIN_EXE_agentd");
+    if std::fs::hard_link(from, &to).is_err() {
+        std::fs::copy(from, &to).unwrap();
+    }
+    to
+}
+
+#[tokio::test]
+async fn sandboxes_start_through_the_helper_of_the_same_build_only() {
+    let h = Harness::new(Wire::Anthropic, bash_then_done(3)).await;
+
+    // As built: the helper beside agentd is taken, and serves the commands.
+    let run = run_with(&h, Path::new(env!("CARGO_BIN_EXE_agentd"))).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert!(
+        run.stderr.contains("sandboxes start through the helper"),
+        "the helper was not taken: {}",
+        run.stderr
+    );
+    let output = command_output(&run);
+    assert!(output.contains("ran-42"), "{output}");
+    assert!(output.contains("__sandbox-serve"), "{output}");
+
+    // Beside an executable of another build: refused, said so, and the
+    // command runs through agentd itself.
+    let bin = tempfile::tempdir().unwrap();
+    let agentd = agentd_in(bin.path());
+    let stale = bin.path().join(agentd_sandbox::HELPER_NAME);
+    std::fs::copy("/bin/true", &stale).unwrap();
+    std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = run_with(&h, &agentd).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert!(
+        run.stderr.contains("it is another build"),
+        "no word of the stale helper: {}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("sandboxes start through the helper"));
+    assert!(command_output(&run).contains("ran-42"));
+
+    // None at all: agentd itself, without a warning.
+    std::fs::remove_file(&stale).unwrap();
+    let run = run_with(&h, &agentd).await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert!(run.stderr.contains("no helper"), "{}", run.stderr);
+    assert!(!run.stderr.contains("WARN"), "{}", run.stderr);
+    assert!(command_output(&run).contains("ran-42"));
+}
