@@ -59,7 +59,10 @@ mod command;
 mod egress_forward;
 mod enter_exe;
 mod gate;
+mod group_killer;
 mod launch;
+#[cfg(test)]
+mod leftover_tests;
 mod mounts;
 mod path_guard;
 mod pid1;

@@ -9,9 +9,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::{Capture, SharedCapture, Stream, pump};
-use crate::cgroup::CommandCgroup;
 use crate::command::{BwrapSpec, Launch, find_bwrap, plain_command, plain_exec};
 use crate::gate;
+pub(crate) use crate::group_killer::{GroupKiller, INIT_WATCH};
 use crate::launch::spawn_confined;
 use crate::policy::{ExecOutcome, ExecRequest, OutputChunk, Policy, SandboxError};
 use crate::running::Running;
@@ -20,9 +20,6 @@ use crate::spare::{self, Taken};
 /// How long pipes may stay open after the main process is gone and its group
 /// has been killed (something that left the group may still hold them).
 const DRAIN_GRACE: Duration = Duration::from_millis(300);
-
-/// How long a finished command's cgroup is left before its removal starts.
-const CGROUP_SETTLE: Duration = Duration::from_millis(3);
 
 /// True when a `bwrap` executable is installed (on PATH or in /usr/bin).
 pub fn bwrap_available() -> bool {
@@ -119,9 +116,13 @@ impl Sandbox {
         let mut pipes_closed = false;
         let deadline = tokio::time::sleep(request.timeout);
         tokio::pin!(deadline);
+        let mut init_watch = tokio::time::interval(INIT_WATCH);
+        init_watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut watching = true;
         let ending = loop {
             tokio::select! {
                 status = process.wait() => break Ending::Exited(status),
+                _ = init_watch.tick(), if watching => watching = !process.watch_init(),
                 () = &mut pumps, if !pipes_closed => pipes_closed = true,
                 () = &mut deadline => break Ending::TimedOut,
                 () = cancel.cancelled() => break Ending::Cancelled,
@@ -381,6 +382,15 @@ impl Process {
         }
     }
 
+    /// Look for a cold sandbox's PID 1 (see [`GroupKiller::watch_init`]);
+    /// true once there is nothing (more) to look for.
+    fn watch_init(&mut self) -> bool {
+        match self {
+            Process::Child(_, group) => group.watch_init(),
+            Process::Served(_) => true,
+        }
+    }
+
     /// Whether its own process (not a served command's sandbox) has been
     /// reaped: its pid and group id may then be another's.
     pub(crate) fn reaped(&self) -> bool {
@@ -431,109 +441,5 @@ impl Process {
             }
             Process::Served(served) => !served.finish(clean, pass),
         }
-    }
-}
-
-/// Kills the child's process group (the child leads it, thanks to
-/// `process_group(0)`) and its cgroup (which also holds whatever left the
-/// group), and does so on drop unless finished.
-pub(crate) struct GroupKiller {
-    group: Option<rustix::process::Pid>,
-    cgroup: Option<CommandCgroup>,
-    /// The child is bubblewrap's outer process (its only child is the
-    /// sandbox's PID 1).
-    sandboxed: bool,
-}
-
-impl GroupKiller {
-    pub(crate) fn new(child: &Child, cgroup: Option<CommandCgroup>, sandboxed: bool) -> Self {
-        let group = child
-            .id()
-            .and_then(|pid| rustix::process::Pid::from_raw(pid as i32));
-        Self {
-            group,
-            cgroup,
-            sandboxed,
-        }
-    }
-
-    /// Kill a sandbox whose child has not been reaped yet, so that reaping it
-    /// means nothing in the sandbox runs any more. Killed itself, bubblewrap's
-    /// outer process exits at once, while the processes inside run on until
-    /// its death reaches their PID 1 and the kernel kills them: a gate pass
-    /// dropped at the reap would let a start overlap them. So the sandbox's
-    /// PID 1 is killed instead: its exit waits until the kernel has killed
-    /// everything in its PID namespace, and only then does the outer process
-    /// exit (without a cgroup that is what makes the reap mean "empty"). The
-    /// cgroup, if any, is killed beside it, the outer process with it, so
-    /// that however slowly PID 1 is let die everything has SIGKILL pending;
-    /// then [`GroupKiller::emptied`] is what waits for the end. Without a PID 1
-    /// (not started yet, already gone, unsandboxed) or if it cannot be
-    /// signalled, as [`GroupKiller::kill`].
-    pub(crate) fn kill_sandbox(&self) {
-        let init = self
-            .group
-            .filter(|_| self.sandboxed)
-            .and_then(crate::pid1::of_bubblewrap);
-        let signalled = init.is_some_and(|init| {
-            rustix::process::pidfd_send_signal(&init, rustix::process::Signal::KILL).is_ok()
-        });
-        if !signalled {
-            self.kill();
-        } else if let Some(cgroup) = &self.cgroup {
-            cgroup.kill();
-        }
-    }
-
-    /// Once its child is reaped: wait until its cgroup, if any, is empty
-    /// (killing what is left), so that a gate pass dropped after this
-    /// overlaps nothing of it (a sandbox whose command ended by itself has a
-    /// PID 1 that may still be killing the rest).
-    pub(crate) async fn emptied(&self) {
-        if let Some(cgroup) = &self.cgroup {
-            cgroup.emptied().await;
-        }
-    }
-
-    /// Kill everything, and remove the cgroup in the background, dropping
-    /// `pass` once the cgroup is empty (see [`GroupKiller::emptied`]; at
-    /// once without a cgroup). The removal need not hold up the turn. The
-    /// kernel takes a couple of milliseconds to tear the namespaces down:
-    /// wait that out asleep rather than polling beside the turn. Only on a
-    /// Tokio runtime.
-    pub(crate) fn finish_later(self, pass: Option<gate::Pass>) {
-        self.kill();
-        let pass = pass.filter(|_| self.cgroup.is_some());
-        tokio::spawn(async move {
-            tokio::time::sleep(CGROUP_SETTLE).await;
-            self.emptied().await;
-            drop(pass);
-            self.finish().await;
-        });
-    }
-
-    pub(crate) fn kill(&self) {
-        if let Some(group) = self.group {
-            // ESRCH (group already empty) is the normal case.
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
-        if let Some(cgroup) = &self.cgroup {
-            cgroup.kill();
-        }
-    }
-
-    /// Remove the cgroup once everything in it is gone.
-    pub(crate) async fn finish(mut self) {
-        self.group = None;
-        if let Some(cgroup) = self.cgroup.take() {
-            cgroup.remove().await;
-        }
-    }
-}
-
-impl Drop for GroupKiller {
-    fn drop(&mut self) {
-        // The cgroup's own drop finishes the cleanup.
-        self.kill();
     }
 }

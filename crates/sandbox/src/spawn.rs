@@ -326,16 +326,22 @@ fn take_pass(pass: &SharedPass) -> Option<crate::gate::Pass> {
 async fn watch_child(watched: Watched, kill: CancellationToken, exit: watch::Sender<Exit>) {
     let Watched {
         mut child,
-        group,
+        mut group,
         stderr,
         pass,
     } = watched;
-    let status = tokio::select! {
-        status = child.wait() => status,
-        () = kill.cancelled() => {
-            // PID 1 first (see `kill_sandbox`); the pass waits below.
-            group.kill_sandbox();
-            child.wait().await
+    let mut init_watch = tokio::time::interval(crate::run::INIT_WATCH);
+    init_watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut watching = true;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            () = kill.cancelled() => {
+                // PID 1 first (see `kill_sandbox`); the pass waits below.
+                group.kill_sandbox();
+                break child.wait().await;
+            }
+            _ = init_watch.tick(), if watching => watching = !group.watch_init(),
         }
     };
     // Anything left in the group or cgroup would hold the pipes open.
