@@ -4,11 +4,12 @@
 //! The sandbox keeps its own network namespace (loopback only), so clients
 //! inside are pointed at `http://127.0.0.1:EGRESS_PORT` (`HTTP_PROXY` and
 //! friends) and this forwarder copies each connection to the host proxy's
-//! unix socket (bound in at [`EGRESS_SOCKET`]). It is the running executable
-//! itself, handed in by the trampoline as descriptor 3 (as for a serving
-//! sandbox) and run as [`FORWARDER`]: never a file on disk, which could have
-//! been swapped since the server started, and a sandbox may hold nothing
-//! else that could do this. The proxy on the host decides what may pass;
+//! unix socket (bound in at [`EGRESS_SOCKET`]). It is the trampoline's own
+//! executable (the sealed in-memory copy of `agentd-sandbox`, or agentd
+//! itself, see `enter_exe`), handed in by the trampoline as descriptor 3 (as
+//! for a serving sandbox) and run as [`FORWARDER`]: never a file on disk,
+//! which could have been swapped since the server started, and a sandbox may
+//! hold nothing else that could do this. The proxy on the host decides what may pass;
 //! the forwarder only carries bytes.
 //!
 //! It starts before every program of such a sandbox: a shell command's

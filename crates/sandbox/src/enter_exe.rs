@@ -10,8 +10,10 @@
 //! same owner that no one else may write, and reports this very build (the
 //! arguments and messages between the two are defined in this crate, whose
 //! sources the build digest covers). Otherwise through the running
-//! executable itself. The helper is opened once and run through its
-//! descriptor, so replacing the file later changes nothing.
+//! executable itself. The helper is copied once into a sealed memory file,
+//! which is what is checked and run: rewriting or replacing the file later
+//! changes nothing (the running agentd's own file is safe from writes only
+//! because it runs).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -36,7 +38,7 @@ pub(crate) const SELF_EXE: &str = "/proc/self/exe";
 const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
 
 struct Chosen {
-    /// `/proc/self/fd/N` of the helper, or [`SELF_EXE`].
+    /// `/proc/self/fd/N` of the helper's sealed copy, or [`SELF_EXE`].
     program: PathBuf,
     /// Kept open for the process's life: `program` names it.
     _helper: Option<OwnedFd>,
@@ -115,12 +117,9 @@ fn open_helper(dir: &Path, owner_of: &Path, build: &str) -> Result<Option<OwnedF
             .map_err(|err| format!("cannot stat its directory: {err}"))?
             .st_mode,
     );
-    let fd = match rustix::fs::openat(
-        &dir,
-        HELPER_NAME,
-        OFlags::PATH | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
+    // Read-only, not blocking on a FIFO put there.
+    let read_only = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let fd = match rustix::fs::openat(&dir, HELPER_NAME, read_only, Mode::empty()) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => return Ok(None),
         Err(err) => return Err(format!("cannot open it: {err}")),
@@ -149,13 +148,52 @@ fn open_helper(dir: &Path, owner_of: &Path, build: &str) -> Result<Option<OwnedF
     if !mode.contains(Mode::XUSR) {
         return Err("not executable".into());
     }
-    let reported = report_build(&fd_path(&fd))?;
+    if mode.intersects(Mode::SUID | Mode::SGID) {
+        return Err("it is set-user-ID or set-group-ID".into());
+    }
+    let copy = sealed_copy(fd)?;
+    let reported = report_build(&fd_path(&copy))?;
     if reported != build {
         return Err(format!(
             "it is another build ({reported:?}, agentd is {build:?})"
         ));
     }
-    Ok(Some(fd))
+    Ok(Some(copy))
+}
+
+/// `file`'s content in a sealed memory file, opened read-only: the file on
+/// disk can be rewritten in place (nothing runs it between starts, so the
+/// kernel does not refuse that), the copy cannot, so what was checked is
+/// what every sandbox starts through.
+fn sealed_copy(file: OwnedFd) -> Result<OwnedFd, String> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let failed = |what: &str, err: &dyn std::fmt::Display| format!("cannot {what}: {err}");
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+    // Executable explicitly where the kernel knows the flag (Linux 6.3+).
+    let memfd = match rustix::fs::memfd_create(HELPER_NAME, flags | MemfdFlags::EXEC) {
+        Err(rustix::io::Errno::INVAL) => rustix::fs::memfd_create(HELPER_NAME, flags),
+        made => made,
+    }
+    .map_err(|err| failed("make a memory file for it", &err))?;
+    let mut from = std::fs::File::from(file);
+    let mut to = std::fs::File::from(memfd);
+    std::io::copy(&mut from, &mut to).map_err(|err| failed("copy it", &err))?;
+    // Sandboxes run it as their agent's uid too.
+    rustix::fs::fchmod(&to, Mode::from_raw_mode(0o555))
+        .map_err(|err| failed("set its copy's mode", &err))?;
+    let seals = SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE;
+    rustix::fs::fcntl_add_seals(&to, seals).map_err(|err| failed("seal its copy", &err))?;
+    // A writable descriptor left open would make every exec of it fail
+    // (ETXTBSY): reopened read-only, the writable one closed.
+    let memfd = OwnedFd::from(to);
+    let read_only = rustix::fs::open(
+        fd_path(&memfd).as_path(),
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|err| failed("reopen its copy", &err))?;
+    drop(memfd);
+    Ok(read_only)
 }
 
 /// What `program __sandbox-build` prints, within [`REPORT_TIMEOUT`].
@@ -232,9 +270,12 @@ mod tests {
         file(dir.path(), "#!/bin/sh\n", 0o775);
         let err = open_helper(dir.path(), Path::new(SELF_EXE), BUILD).unwrap_err();
         assert!(err.contains("others may write it"), "{err}");
-        let path = file(dir.path(), "#!/bin/sh\n", 0o644);
+        file(dir.path(), "#!/bin/sh\n", 0o644);
         let err = open_helper(dir.path(), Path::new(SELF_EXE), BUILD).unwrap_err();
         assert!(err.contains("not executable"), "{err}");
+        let path = file(dir.path(), "#!/bin/sh\n", 0o4755);
+        let err = open_helper(dir.path(), Path::new(SELF_EXE), BUILD).unwrap_err();
+        assert!(err.contains("set-user-ID"), "{err}");
         std::fs::remove_file(&path).unwrap();
         std::fs::create_dir(&path).unwrap();
         let err = open_helper(dir.path(), Path::new(SELF_EXE), BUILD).unwrap_err();
@@ -279,9 +320,14 @@ mod tests {
         let fd = open_helper(dir.path(), Path::new(SELF_EXE), REPORT_BUILD)
             .unwrap()
             .unwrap();
-        // Run through its descriptor: replacing the file changes nothing.
+        // Run from its sealed copy: rewriting the file in place, or
+        // replacing it, changes nothing.
+        std::fs::write(&path, std::fs::read("/bin/false").unwrap()).unwrap();
+        assert_eq!(report_build(&fd_path(&fd)).unwrap(), REPORT_BUILD);
         std::fs::remove_file(&path).unwrap();
         std::fs::copy("/bin/false", &path).unwrap();
         assert_eq!(report_build(&fd_path(&fd)).unwrap(), REPORT_BUILD);
+        let seals = rustix::fs::fcntl_get_seals(&fd).unwrap();
+        assert!(seals.contains(rustix::fs::SealFlags::WRITE | rustix::fs::SealFlags::SEAL));
     }
 }

@@ -4,7 +4,7 @@
 //! of CPU with the trampoline and the reader shell) per command, and its
 //! teardown sits on the command's path. When the trampoline is enabled, a spare
 //! runs this server instead, as the sandbox's PID 1 (`bwrap --as-pid-1 …
-//! /proc/self/fd/3 __sandbox-serve`: the server's own executable, handed in by
+//! /proc/self/fd/3 __sandbox-serve`: the trampoline's own executable, handed in by
 //! the trampoline, so nothing is bound into the sandbox's file system).
 //!
 //! It reads commands from a `SOCK_SEQPACKET` socket that comes first over its

@@ -46,14 +46,21 @@ fn command_output(run: &Run) -> String {
         .unwrap_or_else(|| panic!("no command ran; stderr: {}", run.stderr))
 }
 
-/// agentd linked (or copied) into `dir`, so a file beside it can be chosen.
-fn agentd_in(dir: &Path) -> std::path::PathBuf {
-    let to = dir.join("agentd");
-    let from = env!("CARGO_BIN_EXE_agentd");
-    if std::fs::hard_link(from, &to).is_err() {
-        std::fs::copy(from, &to).unwrap();
+/// A directory only its owner may write (whatever the umask), inside the
+/// build directory (so hard links work there), with `names` of the built
+/// executables linked (or copied) into it.
+fn bin_dir(names: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let built = Path::new(env!("CARGO_BIN_EXE_agentd")).parent().unwrap();
+    for name in names {
+        let (from, to) = (built.join(name), dir.path().join(name));
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).unwrap();
+        }
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    to
+    dir
 }
 
 #[tokio::test]
@@ -61,7 +68,8 @@ async fn sandboxes_start_through_the_helper_of_the_same_build_only() {
     let h = Harness::new(Wire::Anthropic, bash_then_done(3)).await;
 
     // As built: the helper beside agentd is taken, and serves the commands.
-    let run = run_with(&h, Path::new(env!("CARGO_BIN_EXE_agentd"))).await;
+    let built = bin_dir(&["agentd", agentd_sandbox::HELPER_NAME]);
+    let run = run_with(&h, &built.path().join("agentd")).await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
     assert!(
         run.stderr.contains("sandboxes start through the helper"),
@@ -74,8 +82,8 @@ async fn sandboxes_start_through_the_helper_of_the_same_build_only() {
 
     // Beside an executable of another build: refused, said so, and the
     // command runs through agentd itself.
-    let bin = tempfile::tempdir().unwrap();
-    let agentd = agentd_in(bin.path());
+    let bin = bin_dir(&["agentd"]);
+    let agentd = bin.path().join("agentd");
     let stale = bin.path().join(agentd_sandbox::HELPER_NAME);
     std::fs::copy("/bin/true", &stale).unwrap();
     std::fs::set_permissions(&stale, std::fs::Permissions::from_mode(0o755)).unwrap();

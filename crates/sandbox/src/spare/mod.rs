@@ -4,7 +4,7 @@
 //! background, by a spare sandbox for the same policy, waiting for the next
 //! command. Two kinds:
 //! - **Serving** (when the [`crate::trampoline`] is enabled, as in `agentd`):
-//!   the server's own executable waits inside (the `serve` module) and runs
+//!   the trampoline's executable (see `enter_exe`) waits inside (the `serve` module) and runs
 //!   each command handed to it in a pristine `bash -c`, then kills whatever
 //!   the command left and goes back to the pool, so a session's commands
 //!   share one sandbox while they keep coming.
