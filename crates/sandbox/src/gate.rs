@@ -36,10 +36,11 @@
 //! reaped before the pass goes, exits only after the kernel has killed
 //! everything in the sandbox (`GroupKiller::kill_sandbox`). A command whose
 //! call is dropped rather than cancelled is killed, and its pass goes the
-//! same way, from a task (`running::Running`). Known gap: without a cgroup
-//! (a policy with neither a process nor a memory limit, or a host that
-//! gives none), what a command that ended by itself left running inside is
-//! killed by bubblewrap's PID 1 after the outer process has exited.
+//! same way, from a task (`running::Running`). Without a cgroup (a policy
+//! with neither a process nor a memory limit, or a host that gives none),
+//! what a command that ended by itself left running inside is killed by
+//! bubblewrap's PID 1 as that exits, which may be after the outer process
+//! has exited: the pass waits for PID 1's exit (`GroupKiller::watch_init`).
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -20,8 +20,10 @@ const CGROUP_SETTLE: Duration = Duration::from_millis(3);
 const INIT_EXIT_WAIT: Duration = Duration::from_secs(10);
 
 /// How often a sandbox is looked at for its PID 1 until it is found (see
-/// [`GroupKiller::watch_init`]).
+/// [`GroupKiller::watch_init`]), and how many times at most: bubblewrap
+/// makes it within milliseconds.
 pub(crate) const INIT_WATCH: Duration = Duration::from_millis(1);
+const INIT_LOOKS: u32 = 500;
 
 /// Kills the child's process group (the child leads it, thanks to
 /// `process_group(0)`) and its cgroup (which also holds whatever left the
@@ -35,6 +37,7 @@ pub(crate) struct GroupKiller {
     /// The sandbox's PID 1 (a pidfd), found by [`GroupKiller::watch_init`]
     /// while the outer process still lives.
     init: Option<OwnedFd>,
+    looks: u32,
 }
 
 impl GroupKiller {
@@ -47,18 +50,21 @@ impl GroupKiller {
             cgroup,
             sandboxed,
             init: None,
+            looks: 0,
         }
     }
 
     /// Look for the sandbox's PID 1; true once there is nothing (more) to
-    /// look for. Only needed without a cgroup: a command that ends by itself
-    /// leaves its PID 1 killing whatever it left behind (in a session of its
-    /// own, out of the group), and bubblewrap's outer process may exit before
-    /// that is done. PID 1's own exit comes only after it (the kernel kills
-    /// and reaps a PID namespace's processes before its init has exited),
-    /// but after the outer process's exit PID 1 is no longer its child and
-    /// cannot be found: so it is looked for while the command runs, which
-    /// it does for as long as PID 1 lives.
+    /// look for. Only needed without a cgroup: whatever a command that ends
+    /// by itself left running (bubblewrap's `--new-session` puts all of the
+    /// sandbox out of the outer process's group) is killed by its PID 1 as
+    /// that exits, and bubblewrap's outer process may exit before that is
+    /// done. PID 1's own exit comes only after it (the kernel kills and reaps
+    /// a PID namespace's processes before its init has exited), but once the
+    /// outer process has exited PID 1 is no longer its child and cannot be
+    /// found: so it is looked for from the start, while bubblewrap sets the
+    /// sandbox up. Given up after [`INIT_LOOKS`] looks (no `/proc` children
+    /// file or pidfds here: the pass then goes at the reap, as it used to).
     pub(crate) fn watch_init(&mut self) -> bool {
         if self.init.is_some() || !self.sandboxed || self.cgroup.is_some() {
             return true;
@@ -66,8 +72,9 @@ impl GroupKiller {
         let Some(group) = self.group else {
             return true;
         };
-        self.init = crate::pid1::of_bubblewrap(group);
-        self.init.is_some()
+        self.looks += 1;
+        self.init = crate::pid1::find_init(group);
+        self.init.is_some() || self.looks >= INIT_LOOKS
     }
 
     /// Kill a sandbox whose child has not been reaped yet, so that reaping it
@@ -125,15 +132,17 @@ impl GroupKiller {
 
     /// Kill everything, and remove the cgroup in the background, dropping
     /// `pass` once the cgroup is empty or PID 1 has exited (see
-    /// [`GroupKiller::emptied`]; at once with neither). The removal need not hold up the turn. The
-    /// kernel takes a couple of milliseconds to tear the namespaces down:
-    /// wait that out asleep rather than polling beside the turn. Only on a
-    /// Tokio runtime.
+    /// [`GroupKiller::emptied`]; at once with neither). The removal need not
+    /// hold up the turn. The kernel takes a couple of milliseconds to tear
+    /// the namespaces down: wait that out asleep rather than polling beside
+    /// the turn. Only on a Tokio runtime.
     pub(crate) fn finish_later(self, pass: Option<gate::Pass>) {
         self.kill();
         let pass = pass.filter(|_| self.can_wait());
         tokio::spawn(async move {
-            tokio::time::sleep(CGROUP_SETTLE).await;
+            if self.cgroup.is_some() {
+                tokio::time::sleep(CGROUP_SETTLE).await;
+            }
             self.emptied().await;
             drop(pass);
             self.finish().await;
@@ -182,6 +191,7 @@ async fn exited(pidfd: &OwnedFd) {
         let now = rustix::event::Timespec::default();
         match rustix::event::poll(&mut poll, Some(&now)) {
             Ok(0) => tokio::time::sleep(Duration::from_millis(1)).await,
+            Err(rustix::io::Errno::INTR) => {}
             _ => return,
         }
     }

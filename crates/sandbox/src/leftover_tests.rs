@@ -1,7 +1,6 @@
-//! A command that ended by itself may leave processes behind in a session of
-//! their own (out of its process group), which its sandbox's PID 1 kills as
-//! it exits. Without a cgroup, the command's gate pass must not go before
-//! they are gone.
+//! A command that ended by itself may leave processes behind, which its
+//! sandbox's PID 1 kills as it exits. Without a cgroup, the command's gate
+//! pass must not go before they are gone.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -12,7 +11,7 @@ use crate::race_tests::{Spinners, alive_with, last_tick};
 use crate::{ExecRequest, Policy, Sandbox};
 
 /// Rounds of: a cold sandbox (no cgroup) starts a loop appending the time
-/// to a file in a new session with its output elsewhere, and ends; when a
+/// to a file (in a new session, its output elsewhere), and ends; when a
 /// pinned start gets through the gate after it, nothing of the loop is
 /// alive and nothing is written later. Under load, where the kernel's kill
 /// lags most.
@@ -27,7 +26,7 @@ async fn what_a_finished_command_left_has_stopped_before_its_pass_goes() {
     let request = ExecRequest {
         command: format!(
             "setsid bash -c ': {marker}; while :; do echo $EPOCHREALTIME >> ticks; done' \
-             </dev/null >/dev/null 2>&1 & while [ ! -s ticks ]; do :; done"
+             </dev/null >/dev/null 2>&1 & while [ ! -s ticks ]; do :; done; sleep 0.05"
         ),
         timeout: Duration::from_secs(60),
         output_cap: 1 << 10,

@@ -25,6 +25,15 @@ pub(crate) fn of_bubblewrap(outer: Pid) -> Option<OwnedFd> {
     found
 }
 
+/// [`of_bubblewrap`] without its note: for looking again and again while
+/// bubblewrap has not made PID 1 yet.
+pub(crate) fn find_init(outer: Pid) -> Option<OwnedFd> {
+    if !proc_is_ours() {
+        return None;
+    }
+    find(outer)
+}
+
 fn find(outer: Pid) -> Option<OwnedFd> {
     let child = first_child(outer)?;
     let fd = pidfd_open(child, PidfdFlags::empty()).ok()?;
