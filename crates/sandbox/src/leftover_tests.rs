@@ -2,12 +2,11 @@
 //! sandbox's PID 1 kills as it exits. Without a cgroup, the command's gate
 //! pass must not go before they are gone.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::gate::{self, Side};
-use crate::race_tests::{Spinners, alive_with, last_tick};
+use crate::race_tests::{RanOn, Spinners};
 use crate::{ExecRequest, Policy, Sandbox};
 
 /// Rounds of: a cold sandbox (no cgroup) starts a loop appending the time
@@ -32,7 +31,7 @@ async fn what_a_finished_command_left_has_stopped_before_its_pass_goes() {
         output_cap: 1 << 10,
     };
     let _spinners = Spinners::start(2);
-    let (mut late, mut alive) = (Vec::new(), Vec::new());
+    let mut ran_on = RanOn::default();
     for _ in 0..12 {
         let _ = std::fs::remove_file(&ticks);
         let outcome = Sandbox
@@ -40,27 +39,8 @@ async fn what_a_finished_command_left_has_stopped_before_its_pass_goes() {
             .await
             .unwrap();
         assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
-        let entering = gate::enter(&policy.workspace, Side::PinnedStart, false);
-        let (pass, _) = tokio::time::timeout(Duration::from_secs(30), entering)
-            .await
-            .expect("the command's pass never went");
-        let entered = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64();
-        let left = alive_with(&marker);
-        if left > 0 {
-            alive.push(left);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        drop(pass);
-        let last = last_tick(&ticks);
-        if last > entered {
-            late.push(last - entered);
-        }
+        let (pass, entered) = ran_on.enter(&policy.workspace, &marker).await;
+        ran_on.hold(pass, entered, &ticks).await;
     }
-    assert!(
-        late.is_empty() && alive.is_empty(),
-        "ran on after the pass went, by (s): {late:?}; processes alive then: {alive:?}"
-    );
+    ran_on.assert_none();
 }

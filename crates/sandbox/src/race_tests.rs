@@ -2,6 +2,63 @@
 //! gate is taken from the other side, on a machine kept busy.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::gate::{self, Side};
+
+/// What of a command ran on after its pass went, over a race test's rounds.
+#[derive(Default)]
+pub(crate) struct RanOn {
+    /// How long after the other side got through `ticks` was written (s).
+    late: Vec<f64>,
+    /// Processes of the command alive when it got through.
+    alive: Vec<usize>,
+}
+
+impl RanOn {
+    /// Get through the gate as a pinned start (so after the command's pass
+    /// went), note what of `marker` is alive then, and return the pass and
+    /// the time it came.
+    pub(crate) async fn enter(
+        &mut self,
+        workspace: &std::path::Path,
+        marker: &str,
+    ) -> (gate::Pass, f64) {
+        let entering = gate::enter(workspace, Side::PinnedStart, false);
+        let (pass, _) = tokio::time::timeout(Duration::from_secs(30), entering)
+            .await
+            .expect("the command's pass never went");
+        let entered = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let left = alive_with(marker);
+        if left > 0 {
+            self.alive.push(left);
+        }
+        (pass, entered)
+    }
+
+    /// Hold `pass` a while, then note whether `ticks` was written after
+    /// `entered`.
+    pub(crate) async fn hold(&mut self, pass: gate::Pass, entered: f64, ticks: &std::path::Path) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        drop(pass);
+        let last = last_tick(ticks);
+        if last > entered {
+            self.late.push(last - entered);
+        }
+    }
+
+    pub(crate) fn assert_none(&self) {
+        assert!(
+            self.late.is_empty() && self.alive.is_empty(),
+            "ran on after the pass went, by (s): {:?}; processes alive then: {:?}",
+            self.late,
+            self.alive
+        );
+    }
+}
 
 /// The latest `$EPOCHREALTIME` written to `ticks`.
 pub(crate) fn last_tick(ticks: &std::path::Path) -> f64 {

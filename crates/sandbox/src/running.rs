@@ -52,12 +52,11 @@ impl Drop for Running {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+    use std::time::{Duration, Instant};
 
     use tokio_util::sync::CancellationToken;
 
-    use crate::gate::{self, Side};
-    use crate::race_tests::{Spinners, alive_with, last_tick};
+    use crate::race_tests::{RanOn, Spinners, last_tick};
     use crate::{ExecRequest, Policy, Sandbox};
 
     /// Rounds of: a command in an unpinned sandbox (no cgroup: the case
@@ -80,7 +79,7 @@ mod tests {
             output_cap: 1 << 10,
         };
         let _spinners = Spinners::start(2);
-        let (mut late, mut alive) = (Vec::new(), Vec::new());
+        let mut ran_on = RanOn::default();
         for _ in 0..8 {
             let _ = std::fs::remove_file(&ticks);
             let command = tokio::spawn({
@@ -97,29 +96,10 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             command.abort();
-            let entering = gate::enter(&policy.workspace, Side::PinnedStart, false);
-            let (pass, _) = tokio::time::timeout(Duration::from_secs(30), entering)
-                .await
-                .expect("the dropped command's pass never went");
-            let entered = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_secs_f64();
-            let left = alive_with(&marker);
-            if left > 0 {
-                alive.push(left);
-            }
+            let (pass, entered) = ran_on.enter(&policy.workspace, &marker).await;
             assert!(command.await.unwrap_err().is_cancelled());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            drop(pass);
-            let last = last_tick(&ticks);
-            if last > entered {
-                late.push(last - entered);
-            }
+            ran_on.hold(pass, entered, &ticks).await;
         }
-        assert!(
-            late.is_empty() && alive.is_empty(),
-            "ran on after the pass went, by (s): {late:?}; processes alive then: {alive:?}"
-        );
+        ran_on.assert_none();
     }
 }
