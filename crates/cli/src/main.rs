@@ -255,7 +255,8 @@ fn main() -> ExitCode {
     agentd_sandbox::trampoline::run_if_asked();
     let cli = Cli::parse_from(claude_alias(std::env::args_os().collect()));
     init_tracing();
-    // After tracing: it says which executable sandboxes start through.
+    // After tracing: it says which executable sandboxes start through (when
+    // a command first needs sandboxes; `set_spare_capacity` starts that early).
     agentd_sandbox::trampoline::enable();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -47,8 +47,13 @@ struct Chosen {
 static CHOSEN: OnceLock<Chosen> = OnceLock::new();
 
 /// Start choosing on a thread of its own, so checking the helper (which
-/// runs it once) overlaps the caller's start-up.
+/// runs it once) overlaps the caller's start-up. Once per process.
 pub(crate) fn choose_soon() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(start_choosing);
+}
+
+fn start_choosing() {
     let spawned = std::thread::Builder::new()
         .name("agentd-sandbox-exe".into())
         .spawn(|| {

@@ -22,8 +22,15 @@ const INIT_EXIT_WAIT: Duration = Duration::from_secs(10);
 /// How often a sandbox is looked at for its PID 1 until it is found (see
 /// [`GroupKiller::watch_init`]), and how many times at most: bubblewrap
 /// makes it within milliseconds.
-pub(crate) const INIT_WATCH: Duration = Duration::from_millis(1);
+const INIT_WATCH: Duration = Duration::from_millis(1);
 const INIT_LOOKS: u32 = 500;
+
+/// The ticks to call [`GroupKiller::watch_init`] on, the first at once.
+pub(crate) fn init_watch() -> tokio::time::Interval {
+    let mut ticks = tokio::time::interval(INIT_WATCH);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks
+}
 
 /// Kills the child's process group (the child leads it, thanks to
 /// `process_group(0)`) and its cgroup (which also holds whatever left the

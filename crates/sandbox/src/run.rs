@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::capture::{Capture, SharedCapture, Stream, pump};
 use crate::command::{BwrapSpec, Launch, find_bwrap, plain_command, plain_exec};
 use crate::gate;
-pub(crate) use crate::group_killer::{GroupKiller, INIT_WATCH};
+pub(crate) use crate::group_killer::GroupKiller;
 use crate::launch::spawn_confined;
 use crate::policy::{ExecOutcome, ExecRequest, OutputChunk, Policy, SandboxError};
 use crate::running::Running;
@@ -116,8 +116,7 @@ impl Sandbox {
         let mut pipes_closed = false;
         let deadline = tokio::time::sleep(request.timeout);
         tokio::pin!(deadline);
-        let mut init_watch = tokio::time::interval(INIT_WATCH);
-        init_watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut init_watch = crate::group_killer::init_watch();
         let mut watching = true;
         let ending = loop {
             tokio::select! {

@@ -330,8 +330,7 @@ async fn watch_child(watched: Watched, kill: CancellationToken, exit: watch::Sen
         stderr,
         pass,
     } = watched;
-    let mut init_watch = tokio::time::interval(crate::run::INIT_WATCH);
-    init_watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut init_watch = crate::group_killer::init_watch();
     let mut watching = true;
     let status = loop {
         tokio::select! {

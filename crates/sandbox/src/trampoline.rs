@@ -51,7 +51,6 @@ static ENABLED: AtomicBool = AtomicBool::new(false);
 /// binary whose `main` calls [`run_if_asked`] first.
 pub fn enable() {
     ENABLED.store(true, Ordering::Relaxed);
-    crate::enter_exe::choose_soon();
 }
 
 pub(crate) fn enabled() -> bool {

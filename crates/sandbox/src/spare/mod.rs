@@ -93,6 +93,11 @@ const WAIT_FOR_STARTING: Duration = Duration::from_millis(250);
 /// Keep up to `max` prestarted spare sandboxes, at most one per distinct
 /// policy. 0, the default, turns them off and kills any that are waiting.
 pub fn set_spare_capacity(max: usize) {
+    // A command that keeps spares runs sandboxes: choose their executable
+    // now, beside its start-up (others choose at their first sandbox).
+    if max > 0 && crate::trampoline::enabled() {
+        crate::enter_exe::choose_soon();
+    }
     let surplus: Vec<Spare> = {
         let mut pool = lock();
         pool.capacity = max;
