@@ -1,7 +1,7 @@
-//! On PostgreSQL a stored message is indexed for search after its append,
-//! not inside it (the store's `search_index`): this task of `agentd serve`
+//! A stored message is indexed for search after its append, not inside it
+//! (the stores' `search_index`): this task of `agentd serve`
 //! indexes the queue every half second, in batches, until the server stops.
-//! Every node runs one; each skips what another is indexing. A search
+//! On PostgreSQL every node runs one; each skips what another is indexing. A search
 //! catches up first, so it never waits for this task to find a message.
 //!
 //! Indexing is background work: while turns are storing events (this

@@ -6,6 +6,7 @@
 mod agent_uids;
 mod blobs;
 mod events;
+mod search_index;
 mod turns;
 mod writer;
 
@@ -53,6 +54,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (12, "0012", "signing_keys"),
     (13, "0013", "user_identities"),
     (14, "0014", "session_lookups"),
+    (15, "0015", "search_deferred"),
 );
 
 /// How many connections a [`SqliteStore`] opens.
@@ -215,16 +217,6 @@ impl SqliteStore {
             write_queue: Arc::new(Mutex::new(())),
             appends,
         })
-    }
-
-    /// SQLite indexes a message for search in its append's transaction
-    /// (`search_docs`' triggers): nothing is ever pending.
-    pub(crate) async fn index_pending_search_impl(&self, _limit: u32) -> StoreResult<u64> {
-        Ok(0)
-    }
-
-    pub(crate) async fn catch_up_search(&self) -> StoreResult<()> {
-        Ok(())
     }
 
     /// The underlying pool, for modules that add tables of their own.

@@ -577,3 +577,65 @@ async fn filing_keeps_updated_at_and_pins_keep_from_retention() {
 fn ids_of(sessions: &[agentd_store::SessionRecord]) -> Vec<&str> {
     sessions.iter().map(|s| s.id.as_str()).collect()
 }
+
+/// Messages of `session_id` queued for search, not yet indexed.
+async fn queued(store: &crate::TestStore, session_id: &str) -> usize {
+    crate::strings(
+        store,
+        "SELECT p.message_id FROM search_pending AS p \
+         JOIN messages AS m ON m.id = p.message_id WHERE m.session_id = $1",
+        session_id,
+    )
+    .await
+    .len()
+}
+
+#[tokio::test]
+async fn appends_queue_messages_and_the_indexer_takes_them_in_batches() {
+    let (_guard, store) = store().await;
+    let s = session(&store, "alice").await;
+    // The session's title is indexed at once.
+    let title = crate::count_rows(&store, "search_docs", &s.id).await;
+    for word in ["capybara", "ocelot", "tapir"] {
+        store
+            .append_message(&s.id, Some("t1"), &Message::user_text(word))
+            .await
+            .unwrap();
+    }
+    let indexed = async || crate::count_rows(&store, "search_docs", &s.id).await - title;
+    assert_eq!((queued(&store, &s.id).await, indexed().await), (3, 0));
+    assert_eq!(store.index_pending_search(2).await.unwrap(), 2);
+    assert_eq!((queued(&store, &s.id).await, indexed().await), (1, 2));
+    assert_eq!(store.index_pending_search(2).await.unwrap(), 1);
+    assert_eq!(store.index_pending_search(2).await.unwrap(), 0);
+    assert_eq!((queued(&store, &s.id).await, indexed().await), (0, 3));
+    let hits = store
+        .find_sessions(&search("alice", "ocelot"))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+
+    // A search indexes what is queued before it reads the index.
+    store
+        .append_message(&s.id, None, &Message::user_text("okapi"))
+        .await
+        .unwrap();
+    assert_eq!(queued(&store, &s.id).await, 1);
+    let hits = store
+        .find_sessions(&search("alice", "okapi"))
+        .await
+        .unwrap();
+    assert_eq!(ids(&hits), [s.id.as_str()]);
+    assert_eq!((queued(&store, &s.id).await, indexed().await), (0, 4));
+
+    // A deleted session leaves nothing queued.
+    let gone = session(&store, "alice").await;
+    store
+        .append_message(&gone.id, None, &Message::user_text("quoll"))
+        .await
+        .unwrap();
+    assert_eq!(queued(&store, &gone.id).await, 1);
+    assert!(store.delete_session(&gone.id).await.unwrap());
+    assert_eq!(queued(&store, &gone.id).await, 0);
+    assert_eq!(store.index_pending_search(10).await.unwrap(), 0);
+}

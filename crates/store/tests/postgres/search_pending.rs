@@ -1,7 +1,6 @@
-//! Search indexing after the append (migration 0015): a message is queued,
-//! not indexed, by its append; the indexer's batches take the queue; a
-//! search finds every stored message whether indexed yet or not, waiting for
-//! a batch another node is committing rather than missing it.
+//! Search indexing after the append, PostgreSQL only (the queue itself is in
+//! the conformance suite): a search waits for a batch another node is
+//! committing rather than missing its messages.
 
 use agentd_protocol::Message;
 use agentd_store::prelude::*;
@@ -10,70 +9,11 @@ use sqlx::Connection;
 
 use super::{Schema, session, store};
 
-async fn pending(store: &agentd_store::postgres::PostgresStore) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM search_pending")
-        .fetch_one(store.pool())
-        .await
-        .unwrap()
-}
-
-async fn docs_of(store: &agentd_store::postgres::PostgresStore, session_id: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT COUNT(*) FROM search_docs WHERE message_id IS NOT NULL AND session_id = $1",
-    )
-    .bind(session_id)
-    .fetch_one(store.pool())
-    .await
-    .unwrap()
-}
-
 fn search(owner: &str, query: &str) -> SessionFilter {
     SessionFilter {
         text: Some(SearchText::parse(query).unwrap()),
         ..SessionFilter::of(owner, 50)
     }
-}
-
-#[tokio::test]
-async fn appends_queue_messages_and_the_indexer_takes_them_in_batches() {
-    let (_schema, store) = store().await;
-    let s = session(&store, "alice").await;
-    for word in ["capybara", "ocelot", "tapir"] {
-        store
-            .append_message(&s.id, Some("t1"), &Message::user_text(word))
-            .await
-            .unwrap();
-    }
-    assert_eq!(
-        (pending(&store).await, docs_of(&store, &s.id).await),
-        (3, 0)
-    );
-    assert_eq!(store.index_pending_search(2).await.unwrap(), 2);
-    assert_eq!(
-        (pending(&store).await, docs_of(&store, &s.id).await),
-        (1, 2)
-    );
-    assert_eq!(store.index_pending_search(2).await.unwrap(), 1);
-    assert_eq!(store.index_pending_search(2).await.unwrap(), 0);
-    assert_eq!(
-        (pending(&store).await, docs_of(&store, &s.id).await),
-        (0, 3)
-    );
-    let hits = store
-        .find_sessions(&search("alice", "ocelot"))
-        .await
-        .unwrap();
-    assert_eq!(hits.len(), 1);
-
-    // A deleted session leaves nothing queued.
-    let gone = session(&store, "alice").await;
-    store
-        .append_message(&gone.id, None, &Message::user_text("quoll"))
-        .await
-        .unwrap();
-    assert_eq!(pending(&store).await, 1);
-    assert!(store.delete_session(&gone.id).await.unwrap());
-    assert_eq!(pending(&store).await, 0);
 }
 
 #[tokio::test]

@@ -1,0 +1,52 @@
+//! Search indexing after the append (migration 0015): a stored message is
+//! queued in `search_pending` by its insert's trigger, and indexed here in
+//! batches: by `agentd serve`'s indexer task, and by each search before it
+//! runs, so a search finds every message stored before it began.
+
+use super::SqliteStore;
+use crate::records::{db, execute};
+use crate::{SEARCH_INDEX_BATCH, StoreResult};
+
+/// The first `?1` queued messages' text into `search_docs` (and through its
+/// trigger the FTS index). A message without text gets no row: its NULL body
+/// is skipped by OR IGNORE, as before the queue.
+const INDEX_PICKED: &str = "INSERT OR IGNORE INTO search_docs (session_id, message_id, body) \
+     SELECT t.session_id, t.id, t.body \
+     FROM (SELECT message_id FROM search_pending ORDER BY message_id LIMIT ?1) AS p \
+     JOIN message_search_text AS t ON t.id = p.message_id";
+
+/// The same messages off the queue: in the same write transaction, so the
+/// same rows.
+const UNQUEUE_PICKED: &str = "DELETE FROM search_pending WHERE message_id IN \
+     (SELECT message_id FROM search_pending ORDER BY message_id LIMIT ?1)";
+
+impl SqliteStore {
+    pub(crate) async fn index_pending_search_impl(&self, limit: u32) -> StoreResult<u64> {
+        const CTX: &str = "indexing messages for search";
+        let _write = self.write_guard().await;
+        let mut tx = self.begin_write().await.map_err(db(CTX))?;
+        let limit = i64::from(limit);
+        execute(&mut *tx, sqlx::query(INDEX_PICKED).bind(limit), CTX).await?;
+        let picked = execute(&mut *tx, sqlx::query(UNQUEUE_PICKED).bind(limit), CTX)
+            .await?
+            .rows_affected();
+        tx.commit().await.map_err(db(CTX))?;
+        Ok(picked)
+    }
+
+    /// Index what is queued before a search reads `search_docs`. The look at
+    /// the queue is a read: a search with nothing queued takes no write lock.
+    pub(crate) async fn catch_up_search(&self) -> StoreResult<()> {
+        const CTX: &str = "looking for messages to index";
+        let queued: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM search_pending)")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db(CTX))?;
+        if queued {
+            while self.index_pending_search_impl(SEARCH_INDEX_BATCH).await?
+                == u64::from(SEARCH_INDEX_BATCH)
+            {}
+        }
+        Ok(())
+    }
+}
