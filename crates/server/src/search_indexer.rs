@@ -7,11 +7,12 @@
 //! Indexing is background work: while turns are storing events (this
 //! node's, or in a cluster any node's) it waits, so that the database's CPU
 //! goes to the appends clients are waiting to see (a long reply costs
-//! milliseconds of `to_tsvector`, more than all of its turn's appends). Once
-//! they have stored events for a few seconds it indexes a small batch a
-//! tick, growing while a backlog remains, so a node that is never quiet
-//! still keeps up; once the turns go quiet, the rest is indexed, until they
-//! start again.
+//! milliseconds of PostgreSQL's `to_tsvector` or of SQLite's FTS writes,
+//! more than all of its turn's appends, and on SQLite holds the one write
+//! lock the appends wait for). Once they have stored events for a few
+//! seconds it indexes a small batch a tick, growing while a backlog
+//! remains, so a node that is never quiet still keeps up; once the turns go
+//! quiet, the rest is indexed, until they start again.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

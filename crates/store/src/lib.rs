@@ -73,9 +73,8 @@ pub trait SessionStore: Send + Sync {
     async fn find_sessions(&self, filter: &SessionFilter) -> StoreResult<Vec<SessionHit>>;
 
     /// Index for search up to `limit` of the messages stored and not yet
-    /// indexed; how many were taken. PostgreSQL indexes a message after its
-    /// append (a search catches up first, so it always finds what is stored);
-    /// SQLite indexes as it appends and has none pending (0).
+    /// indexed; how many were taken. Both stores index a message after its
+    /// append (a search catches up first, so it always finds what is stored).
     async fn index_pending_search(&self, limit: u32) -> StoreResult<u64>;
 
     /// Apply the fields that are set (totals are added); bumps `updated_at`;

@@ -132,9 +132,16 @@ impl ListCursor {
 /// The longest tag, in characters.
 pub const MAX_TAG_CHARS: usize = 32;
 
-/// Messages one `index_pending_search` statement indexes at most, the
-/// search's own catch-up and the server's indexer alike.
+/// Messages one `index_pending_search` call indexes at most (SQLite takes
+/// them in write transactions of 32), the search's own catch-up and the
+/// server's indexer alike.
 pub const SEARCH_INDEX_BATCH: u32 = 256;
+
+/// Batches a search indexes at most before it runs: a bound on its wait, far
+/// past any backlog the indexer task leaves (it indexes a growing batch a
+/// tick while its node is busy, so the queue stops growing at a few
+/// thousand messages even when the node is never quiet).
+pub(crate) const CATCH_UP_BATCHES: u32 = 256;
 
 /// A tag is 1 to [`MAX_TAG_CHARS`] lowercase ASCII letters, digits, `.`,
 /// `_` or `-`, starting with a letter or digit (so the tag filter's pattern

@@ -292,40 +292,91 @@ async fn pins_archives_tags_and_filters() {
     assert!(ids(&theirs).is_empty());
 }
 
-/// On PostgreSQL messages are indexed after their append, by a task of the
-/// server: with nobody searching, what a turn stored, and a backlog of more
-/// than a batch (imported behind the server's back), is indexed once the
-/// node's turns go quiet: the queue drains, every message has its document.
+/// Messages are indexed after their append, by a task of the server: with
+/// nobody searching, what a turn stored, and a backlog of more than a batch
+/// (imported behind the server's back), is indexed once the node's turns go
+/// quiet: the queue drains, every message has its document.
+#[tokio::test]
+async fn the_server_indexes_a_turns_messages_by_itself_on_sqlite() {
+    let h = Harness::new(script(), &config("")).await;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(h.data().join("agentd.db"))
+        .busy_timeout(std::time::Duration::from_secs(10));
+    server_indexes_by_itself(&h, || async move {
+        <sqlx::SqliteConnection as sqlx::Connection>::connect_with(&options)
+            .await
+            .unwrap()
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_server_indexes_a_turns_messages_by_itself_on_postgres() {
     let url = fresh_database_url().await;
     let h = Harness::new(script(), &config(&format!("[database]\nurl = \"{url}\"\n"))).await;
+    server_indexes_by_itself(&h, || async move {
+        <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+            .await
+            .unwrap()
+    })
+    .await;
+}
+
+/// What the test asks of the server's database, in SQL both stores run.
+trait Probe {
+    async fn import_notes(&mut self, session: &str);
+    async fn count(&mut self, sql: &'static str, session: &str) -> i64;
+}
+
+/// 300 user messages stored behind the server's back: more than a batch.
+const IMPORT_NOTES: &str = "INSERT INTO messages (id, session_id, turn_id, position, role, content, created_at) \
+     WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 300) \
+     SELECT 'imported-' || n, $1, NULL, 1000 + n, 'user', \
+       '{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"note ' || n || '\"}]}', 0 \
+     FROM g";
+
+macro_rules! probe_for {
+    ($conn:ty) => {
+        impl Probe for $conn {
+            async fn import_notes(&mut self, session: &str) {
+                sqlx::query(IMPORT_NOTES)
+                    .bind(session)
+                    .execute(&mut *self)
+                    .await
+                    .unwrap();
+            }
+            async fn count(&mut self, sql: &'static str, session: &str) -> i64 {
+                sqlx::query_scalar(sql)
+                    .bind(session)
+                    .fetch_one(&mut *self)
+                    .await
+                    .unwrap()
+            }
+        }
+    };
+}
+probe_for!(sqlx::SqliteConnection);
+probe_for!(sqlx::PgConnection);
+
+async fn server_indexes_by_itself<C, F>(h: &Harness, connect: impl FnOnce() -> F)
+where
+    C: Probe,
+    F: std::future::Future<Output = C>,
+{
     let server = h.start().await;
     let alice = server.as_user(&h.token("alice").await);
     let id = session_with_tool_turn(&alice).await;
-    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
-        .await
-        .unwrap();
-    sqlx::query(
-        "INSERT INTO messages (id, session_id, turn_id, position, role, content, created_at) \
-         SELECT 'imported-' || g, $1, NULL, 1000 + g, 'user', \
-           '{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"note ' || g || '\"}]}', 0 \
-         FROM generate_series(1, 300) AS g",
-    )
-    .bind(&id)
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql).bind(id.clone());
+    let mut conn = connect().await;
+    conn.import_notes(&id).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
-        let queued = count(
-            "SELECT count(*) FROM search_pending AS p JOIN messages AS m \
-                            ON m.id = p.message_id WHERE m.session_id = $1",
-        )
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+        let queued = conn
+            .count(
+                "SELECT count(*) FROM search_pending AS p JOIN messages AS m \
+                 ON m.id = p.message_id WHERE m.session_id = $1",
+                &id,
+            )
+            .await;
         if queued == 0 {
             break;
         }
@@ -336,15 +387,15 @@ async fn the_server_indexes_a_turns_messages_by_itself_on_postgres() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let messages = count("SELECT count(*) FROM messages WHERE session_id = $1")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-    let documents =
-        count("SELECT count(*) FROM search_docs WHERE session_id = $1 AND message_id IS NOT NULL")
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
+    let messages = conn
+        .count("SELECT count(*) FROM messages WHERE session_id = $1", &id)
+        .await;
+    let documents = conn
+        .count(
+            "SELECT count(*) FROM search_docs WHERE session_id = $1 AND message_id IS NOT NULL",
+            &id,
+        )
+        .await;
     assert!(
         messages >= 304,
         "a tool turn's four messages and 300 more, not {messages}"
@@ -353,5 +404,4 @@ async fn the_server_indexes_a_turns_messages_by_itself_on_postgres() {
         documents, messages,
         "every message of the turn has text to find"
     );
-    sqlx::Connection::close(conn).await.unwrap();
 }

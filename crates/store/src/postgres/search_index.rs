@@ -6,13 +6,8 @@
 
 use super::PostgresStore;
 use crate::records::{Columns, db};
+use crate::search::CATCH_UP_BATCHES;
 use crate::{SEARCH_INDEX_BATCH, StoreResult};
-
-/// Batches a search indexes at most before it runs: a bound on its wait, far
-/// past any backlog the indexer task leaves (it indexes a growing batch a
-/// tick while its node is busy, so the queue stops growing at a few
-/// thousand messages even when the node is never quiet).
-const CATCH_UP_BATCHES: u32 = 256;
 
 /// Take up to `$1` queued messages (waiting for locked rows or `SKIP
 /// LOCKED`) and index their text. Each message row is locked before its

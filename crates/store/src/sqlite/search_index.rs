@@ -5,15 +5,22 @@
 
 use super::SqliteStore;
 use crate::records::{db, execute};
+use crate::search::CATCH_UP_BATCHES;
 use crate::{SEARCH_INDEX_BATCH, StoreResult};
 
 /// The first `?1` queued messages' text into `search_docs` (and through its
 /// trigger the FTS index). A message without text gets no row: its NULL body
-/// is skipped by OR IGNORE, as before the queue.
+/// is skipped by OR IGNORE, as before the queue. Nor does one whose content
+/// is not the JSON agentd writes (a block list): its extraction would fail
+/// the batch, and with it every search after, as the queue never moved.
 const INDEX_PICKED: &str = "INSERT OR IGNORE INTO search_docs (session_id, message_id, body) \
      SELECT t.session_id, t.id, t.body \
      FROM (SELECT message_id FROM search_pending ORDER BY message_id LIMIT ?1) AS p \
-     JOIN message_search_text AS t ON t.id = p.message_id";
+     JOIN messages AS m ON m.id = p.message_id \
+     JOIN message_search_text AS t ON t.id = p.message_id \
+     WHERE json_valid(m.content) AND json_type(m.content, '$.content') = 'array' \
+       AND NOT EXISTS (SELECT 1 FROM json_each(m.content, '$.content') AS b \
+                       WHERE b.type <> 'object')";
 
 /// The same messages off the queue: in the same write transaction, so the
 /// same rows.
@@ -61,10 +68,15 @@ impl SqliteStore {
             .fetch_one(&self.pool)
             .await
             .map_err(db(CTX))?;
-        if queued {
-            while self.index_pending_search_impl(SEARCH_INDEX_BATCH).await?
-                == u64::from(SEARCH_INDEX_BATCH)
-            {}
+        if !queued {
+            return Ok(());
+        }
+        for _ in 0..CATCH_UP_BATCHES {
+            if self.index_pending_search_impl(SEARCH_INDEX_BATCH).await?
+                < u64::from(SEARCH_INDEX_BATCH)
+            {
+                break;
+            }
         }
         Ok(())
     }

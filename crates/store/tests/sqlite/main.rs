@@ -5,6 +5,7 @@
 #[path = "../conformance/mod.rs"]
 mod conformance;
 mod durability;
+mod search_queue;
 
 use agentd_store::sqlite::SqliteStore;
 pub use conformance::{delta, new_session, session};
