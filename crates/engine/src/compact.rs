@@ -197,7 +197,7 @@ impl TurnRun<'_> {
         }
         let mut context = vec![Message::user_text(note)];
         context.extend(kept);
-        self.messages = Arc::new(context.clone());
+        self.replace_messages(context.clone());
         let tokens_after = self.context_estimate();
         let compaction = Compaction {
             trigger,
@@ -228,6 +228,7 @@ impl TurnRun<'_> {
             tools: Default::default(),
             max_tokens: config.limits.max_output_tokens.min(8192),
             thinking_budget: None,
+            wire_cache: None,
         };
         let cancel = self.cancel.clone();
         let mut stream = tokio::select! {

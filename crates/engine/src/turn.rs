@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use agentd_model::{ModelError, ModelEvent, ModelRequest, ModelResponse};
+use agentd_model::{ModelError, ModelEvent, ModelRequest, ModelResponse, WireCache};
 use agentd_protocol::{
     CompactionTrigger, ContentBlock, DeltaKind, ErrorCode, ErrorInfo, Event, Message, Role,
     TurnFinished, TurnStatus, Usage,
@@ -191,6 +191,9 @@ pub(crate) struct TurnRun<'a> {
     /// The transcript as the model sees it (repaired once at the start, then
     /// extended), shared with each request instead of copied into it.
     pub messages: Arc<Vec<Message>>,
+    /// `messages` as the model's requests serialised them: only what was
+    /// added is serialised at each call. Cleared when they are rewritten.
+    wire_cache: Arc<WireCache>,
     pub cancel: CancellationToken,
     pub shared: Arc<TurnShared>,
     pub usage: Usage,
@@ -216,6 +219,7 @@ impl<'a> TurnRun<'a> {
             sink,
             turn_id,
             messages: Arc::new(history),
+            wire_cache: Arc::default(),
             cancel,
             shared,
             usage: Usage::default(),
@@ -332,6 +336,13 @@ impl<'a> TurnRun<'a> {
         Ok(())
     }
 
+    /// Rewrites the model's context (a compaction): nothing serialised for
+    /// the old one is sent again.
+    pub(crate) fn replace_messages(&mut self, messages: Vec<Message>) {
+        self.messages = Arc::new(messages);
+        self.wire_cache.clear();
+    }
+
     /// Extends the model's context with a message recorded elsewhere.
     pub(crate) fn push(&mut self, message: Message) {
         history::push_merged(Arc::make_mut(&mut self.messages), message);
@@ -363,6 +374,7 @@ impl<'a> TurnRun<'a> {
             tools: self.agent.tool_specs(),
             max_tokens: config.limits.max_output_tokens,
             thinking_budget: config.limits.thinking_budget,
+            wire_cache: Some(self.wire_cache.clone()),
         };
         let cancel = self.cancel.clone();
         let mut stream = tokio::select! {

@@ -8,6 +8,8 @@ mod api_error;
 mod request;
 mod stream;
 pub mod wire;
+#[cfg(test)]
+mod wire_cache_tests;
 
 use std::fmt;
 use std::time::Duration;
@@ -132,13 +134,13 @@ fn build_http_client(config: &AnthropicConfig) -> Result<reqwest::Client, ModelE
 impl ModelClient for AnthropicClient {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let http = self.http.as_ref().map_err(Clone::clone)?;
-        let body = request::body(&request, self.config.prompt_caching);
+        let body = request::body_bytes(&request, self.config.prompt_caching)?;
         tracing::debug!(model = %request.model, url = %self.url, "anthropic messages request");
         sse::post_stream(
             http,
             &self.url,
             &self.config.retry,
-            &body,
+            body,
             api_error::from_response,
             stream::Parser::new(),
         )

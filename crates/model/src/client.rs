@@ -31,6 +31,9 @@ pub struct ModelRequest {
     /// Extended thinking: tokens the model may think in before it answers
     /// (Anthropic's `thinking.budget_tokens`); `None`: no thinking asked for.
     pub thinking_budget: Option<u32>,
+    /// The transcript's messages as earlier calls serialised them (see
+    /// [`crate::WireCache`]); `None`: serialised whole.
+    pub wire_cache: Option<Arc<crate::WireCache>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

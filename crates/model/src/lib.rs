@@ -19,8 +19,10 @@ pub mod price;
 pub mod retry;
 pub mod scripted;
 mod sse;
+mod wire_cache;
 
 pub use client::{
     ModelClient, ModelEvent, ModelRequest, ModelResponse, ModelStream, StopReason, ToolSpec,
 };
 pub use error::ModelError;
+pub use wire_cache::WireCache;

@@ -152,13 +152,13 @@ fn build_http_client(config: &OpenAiConfig) -> Result<reqwest::Client, ModelErro
 impl ModelClient for OpenAiClient {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let http = self.http.as_ref().map_err(Clone::clone)?;
-        let body = request::body(&request, self.config.token_limit_field);
+        let body = sse::body_bytes(&request::body(&request, self.config.token_limit_field))?;
         tracing::debug!(model = %request.model, url = %self.url, "chat completions request");
         sse::post_stream(
             http,
             &self.url,
             &self.config.retry,
-            &body,
+            body,
             api_error::from_response,
             stream::Parser::new(),
         )

@@ -296,7 +296,7 @@ pub(crate) async fn post_stream<P, M>(
     http: &reqwest::Client,
     url: &str,
     retry: &crate::retry::RetryPolicy,
-    body: &impl serde::Serialize,
+    body: Bytes,
     map_error: M,
     parser: P,
 ) -> Result<ModelStream, ModelError>
@@ -304,12 +304,6 @@ where
     P: EventParser,
     M: Fn(u16, Option<std::time::Duration>, &str) -> ModelError,
 {
-    let body = Bytes::from(
-        serde_json::to_vec(body).map_err(|err| ModelError::BadRequest {
-            status: 0,
-            message: format!("request not serializable: {err}"),
-        })?,
-    );
     let response = crate::retry::send_with_retries(
         retry,
         || {
@@ -322,6 +316,27 @@ where
     )
     .await?;
     Ok(drive(Box::pin(response.bytes_stream()), parser))
+}
+
+/// A request body as sent.
+pub(crate) fn body_bytes(body: &impl serde::Serialize) -> Result<Bytes, ModelError> {
+    body_bytes_sized(body, 0)
+}
+
+/// [`body_bytes`] into a buffer of `capacity` to start with: a body of a
+/// few hundred KB is not copied again at each doubling.
+pub(crate) fn body_bytes_sized(
+    body: &impl serde::Serialize,
+    capacity: usize,
+) -> Result<Bytes, ModelError> {
+    let mut out = Vec::with_capacity(capacity);
+    match serde_json::to_writer(&mut out, body) {
+        Ok(()) => Ok(Bytes::from(out)),
+        Err(err) => Err(ModelError::BadRequest {
+            status: 0,
+            message: format!("request not serializable: {err}"),
+        }),
+    }
 }
 
 #[cfg(test)]

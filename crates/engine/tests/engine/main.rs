@@ -13,3 +13,4 @@ mod guardrails;
 mod live_output;
 mod prompt;
 mod turn;
+mod wire;

@@ -16,13 +16,18 @@
 
 //!
 //! The body borrows from the request and is serialised straight to bytes: the
-//! transcript is sent whole at every call, so no copy of it is built.
+//! transcript is sent whole at every call, so no copy of it is built, and
+//! with the request's [`WireCache`] only the messages added since the last
+//! call are serialised.
 
 use agentd_protocol::{ContentBlock, Message, Role};
+use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use crate::{ModelRequest, ToolSpec};
+use crate::wire_cache::Kept;
+use crate::{ModelError, ModelRequest, ToolSpec, WireCache};
 
 /// A Messages API request body, borrowing from a [`ModelRequest`].
 #[derive(Serialize)]
@@ -31,7 +36,7 @@ pub(crate) struct Body<'a> {
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<&'a str>,
-    messages: Vec<WireMessage<'a>>,
+    messages: Vec<Wire<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -44,6 +49,14 @@ pub(crate) struct Body<'a> {
 struct Thinking {
     r#type: &'static str,
     budget_tokens: u32,
+}
+
+/// A message of the body: serialised by an earlier call, or now.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Wire<'a> {
+    Kept(&'a RawValue),
+    Fresh(WireMessage<'a>),
 }
 
 #[derive(Serialize)]
@@ -133,14 +146,67 @@ fn tool_result_content<'a>(text: &'a str, images: &'a [Value]) -> ToolResultCont
 static EMPTY_OBJECT: std::sync::LazyLock<Value> =
     std::sync::LazyLock::new(|| Value::Object(Default::default()));
 
-pub(crate) fn body(request: &ModelRequest, prompt_caching: bool) -> Body<'_> {
-    let mut messages: Vec<WireMessage<'_>> = request.messages.iter().filter_map(message).collect();
+/// The request's body as sent: what its [`WireCache`] keeps is not
+/// serialised again. (Debug builds check it against a whole serialisation.)
+pub(crate) fn body_bytes(
+    request: &ModelRequest,
+    prompt_caching: bool,
+) -> Result<Bytes, ModelError> {
+    let Some(cache) = request.wire_cache.as_deref() else {
+        return crate::sse::body_bytes(&body(request, prompt_caching, None));
+    };
+    let kept = kept(cache, &request.messages);
+    // What is kept, and room for the rest (tools, system prompt, the last
+    // message).
+    let capacity = kept.wire().map(|raw| raw.get().len() + 1).sum::<usize>() + (64 << 10);
+    let bytes =
+        crate::sse::body_bytes_sized(&body(request, prompt_caching, Some(&kept)), capacity)?;
+    debug_assert_eq!(
+        bytes,
+        crate::sse::body_bytes(&body(request, prompt_caching, None))?,
+        "a kept message is not what the transcript has now"
+    );
+    Ok(bytes)
+}
+
+fn kept<'c>(cache: &'c WireCache, messages: &[Message]) -> std::sync::MutexGuard<'c, Kept> {
+    cache.prefix("anthropic", messages, |message| {
+        self::message(message).and_then(|wire| serde_json::value::to_raw_value(&wire).ok())
+    })
+}
+
+/// The body, with `kept` (the serialised forms of all messages but the
+/// last) where it can serve: the last message is made now, with its cache
+/// breakpoint.
+pub(crate) fn body<'a>(
+    request: &'a ModelRequest,
+    prompt_caching: bool,
+    kept: Option<&'a Kept>,
+) -> Body<'a> {
+    let last = request.messages.last().and_then(message);
+    let mut messages: Vec<Wire<'a>> = match (kept, last) {
+        (Some(kept), Some(last)) => kept
+            .wire()
+            .map(Wire::Kept)
+            .chain([Wire::Fresh(last)])
+            .collect(),
+        _ => request
+            .messages
+            .iter()
+            .filter_map(message)
+            .map(Wire::Fresh)
+            .collect(),
+    };
     let mut tools: Vec<WireTool<'_>> = request.tools.iter().map(tool).collect();
     if prompt_caching {
         if let Some(tool) = tools.last_mut() {
             tool.cache_control = Some(EPHEMERAL);
         }
-        let last_block = messages.last_mut().and_then(|m| {
+        let last_block = messages.last_mut().and_then(|m| match m {
+            Wire::Fresh(m) => Some(m),
+            Wire::Kept(_) => None,
+        });
+        let last_block = last_block.and_then(|m| {
             m.content
                 .iter_mut()
                 .rev()
@@ -244,7 +310,7 @@ mod tests {
 
     /// The body as it goes on the wire.
     fn body(request: &ModelRequest, prompt_caching: bool) -> Value {
-        serde_json::to_value(super::body(request, prompt_caching)).unwrap()
+        serde_json::to_value(super::body(request, prompt_caching, None)).unwrap()
     }
 
     fn request() -> ModelRequest {
@@ -289,6 +355,7 @@ mod tests {
             }]),
             max_tokens: 1024,
             thinking_budget: None,
+            wire_cache: None,
         }
     }
 

@@ -242,6 +242,7 @@ mod tests {
             }]),
             max_tokens: 1024,
             thinking_budget: None,
+            wire_cache: None,
         }
     }
 

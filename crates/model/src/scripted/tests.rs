@@ -12,6 +12,7 @@ fn request(messages: Vec<Message>) -> ModelRequest {
         tools: Default::default(),
         max_tokens: 1000,
         thinking_budget: None,
+        wire_cache: None,
     }
 }
 

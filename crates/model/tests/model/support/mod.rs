@@ -54,6 +54,7 @@ pub fn request(model: &str) -> ModelRequest {
         }]),
         max_tokens: 2048,
         thinking_budget: None,
+        wire_cache: None,
     }
 }
 

@@ -83,6 +83,7 @@ mod tests {
             tools: Arc::default(),
             max_tokens: 10,
             thinking_budget: None,
+            wire_cache: None,
         };
         // 8 characters of text and "[]" of tools: 3 tokens, and one image.
         assert_eq!(input_tokens(&request), 3 + IMAGE_TOKENS);

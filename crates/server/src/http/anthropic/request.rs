@@ -313,6 +313,7 @@ pub fn to_model_request(
         tools: Arc::new(tools),
         max_tokens,
         thinking_budget,
+        wire_cache: None,
     })
 }
 

@@ -1,0 +1,94 @@
+//! A transcript's messages as a provider's request serialised them, kept
+//! across the model calls of one turn: each call sends the whole transcript,
+//! and without this serialised all of it again (a few hundred KB by a long
+//! session's end, about a millisecond a call).
+//!
+//! The engine owns one per running transcript, hands it with each request
+//! and clears it when it rewrites the transcript (a compaction). A request's
+//! last message is never kept (it may still grow: the engine merges a
+//! message of the same role into it), and a kept entry is re-made when its
+//! message's role or number of blocks is not what it was.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use agentd_protocol::{Message, Role};
+use serde_json::value::RawValue;
+
+/// Serialised messages of one transcript, for one provider's format.
+#[derive(Debug, Default)]
+pub struct WireCache(Mutex<Kept>);
+
+#[derive(Debug, Default)]
+pub(crate) struct Kept {
+    /// The format the entries are in (a provider's name).
+    format: &'static str,
+    entries: Vec<Entry>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    role: Role,
+    blocks: usize,
+    /// `None`: the message sends nothing (all of its blocks are dropped).
+    wire: Option<Box<RawValue>>,
+}
+
+/// What is kept does not change what a request asks for: any two are equal.
+impl PartialEq for WireCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl WireCache {
+    /// Forget everything kept: the transcript was rewritten.
+    pub fn clear(&self) {
+        self.lock().entries.clear();
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Kept> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The serialised forms of every message of `messages` but the last, in
+    /// `format`, made by `serialise` where not kept from an earlier call.
+    pub(crate) fn prefix(
+        &self,
+        format: &'static str,
+        messages: &[Message],
+        serialise: impl Fn(&Message) -> Option<Box<RawValue>>,
+    ) -> MutexGuard<'_, Kept> {
+        let mut kept = self.lock();
+        if kept.format != format {
+            kept.format = format;
+            kept.entries.clear();
+        }
+        let prefix = &messages[..messages.len().saturating_sub(1)];
+        let valid = kept
+            .entries
+            .iter()
+            .zip(prefix)
+            .take_while(|(entry, message)| {
+                entry.role == message.role && entry.blocks == message.content.len()
+            })
+            .count();
+        kept.entries.truncate(valid);
+        for message in &prefix[valid..] {
+            kept.entries.push(Entry {
+                role: message.role,
+                blocks: message.content.len(),
+                wire: serialise(message),
+            });
+        }
+        kept
+    }
+}
+
+impl Kept {
+    /// The kept messages that send something, in order.
+    pub(crate) fn wire(&self) -> impl Iterator<Item = &RawValue> {
+        self.entries
+            .iter()
+            .filter_map(|entry| entry.wire.as_deref())
+    }
+}
