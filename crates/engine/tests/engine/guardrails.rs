@@ -60,14 +60,15 @@ fn size(request: &agentd_model::ModelRequest) -> usize {
     serde_json::to_string(&*request.messages).unwrap().len()
 }
 
-#[tokio::test]
-async fn a_long_turn_compacts_automatically_and_keeps_working() {
-    let ws = tempfile::tempdir().unwrap();
+/// Five files of 100 lines (`a.txt` of A… to `e.txt` of E…), and a script
+/// that reads them one a call, then answers (with a summary when asked to
+/// compact): more than a 4 000-token context holds.
+pub(crate) fn five_files_to_read(ws: &std::path::Path) -> Value {
     for (name, fill) in [("a", "A"), ("b", "B"), ("c", "C"), ("d", "D"), ("e", "E")] {
         let line = format!("{}\n", fill.repeat(29));
-        std::fs::write(ws.path().join(format!("{name}.txt")), line.repeat(100)).unwrap();
+        std::fs::write(ws.join(format!("{name}.txt")), line.repeat(100)).unwrap();
     }
-    let script = json!({"replies": [
+    json!({"replies": [
         {"when": {"any_contains": "Summarise the conversation above"}, "content": [
             {"type": "text", "text": "SUMMARY-TEXT: read a, b and c; d and e are next."}]},
         {"when": {"last_user_contains": "read all"}, "content": [read("a.txt")]},
@@ -77,7 +78,13 @@ async fn a_long_turn_compacts_automatically_and_keeps_working() {
         {"when": {"last_tool_result_contains": "DDDD"}, "content": [read("e.txt")]},
         {"when": {"last_tool_result_contains": "EEEE"}, "content": [
             {"type": "text", "text": "Read them all.\nstatus: complete"}]}
-    ]});
+    ]})
+}
+
+#[tokio::test]
+async fn a_long_turn_compacts_automatically_and_keeps_working() {
+    let ws = tempfile::tempdir().unwrap();
+    let script = five_files_to_read(ws.path());
     let limits = TurnLimits {
         context_window: Some(4_000),
         ..TurnLimits::default()

@@ -11,7 +11,7 @@ use agentd_model::anthropic::{AnthropicClient, AnthropicConfig};
 use agentd_protocol::{CompactionTrigger, Event, Message, TurnStatus};
 use agentd_testkit::ModelServer;
 use agentd_tools::{ReadTool, ToolContext, ToolRegistry};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::collected::Collected;
@@ -28,28 +28,10 @@ fn without_breakpoints(messages: &[Value]) -> Vec<Value> {
     messages
 }
 
-fn read(file: &str) -> Value {
-    json!({"type": "tool_use", "name": "Read", "input": {"file_path": file}})
-}
-
 #[tokio::test]
 async fn a_compaction_mid_turn_is_sent_as_the_new_context() {
     let ws = tempfile::tempdir().unwrap();
-    for (name, fill) in [("a", "A"), ("b", "B"), ("c", "C"), ("d", "D"), ("e", "E")] {
-        let line = format!("{}\n", fill.repeat(29));
-        std::fs::write(ws.path().join(format!("{name}.txt")), line.repeat(100)).unwrap();
-    }
-    let script = json!({"replies": [
-        {"when": {"any_contains": "Summarise the conversation above"}, "content": [
-            {"type": "text", "text": "SUMMARY-TEXT: read a, b and c; d and e are next."}]},
-        {"when": {"last_user_contains": "read all"}, "content": [read("a.txt")]},
-        {"when": {"last_tool_result_contains": "AAAA"}, "content": [read("b.txt")]},
-        {"when": {"last_tool_result_contains": "BBBB"}, "content": [read("c.txt")]},
-        {"when": {"last_tool_result_contains": "CCCC"}, "content": [read("d.txt")]},
-        {"when": {"last_tool_result_contains": "DDDD"}, "content": [read("e.txt")]},
-        {"when": {"last_tool_result_contains": "EEEE"}, "content": [
-            {"type": "text", "text": "Read them all."}]}
-    ]});
+    let script = crate::guardrails::five_files_to_read(ws.path());
     let server = ModelServer::start(serde_json::from_value(script).unwrap())
         .await
         .unwrap();
