@@ -189,7 +189,10 @@ pub(crate) struct TurnRun<'a> {
     pub sink: &'a dyn TurnSink,
     pub turn_id: String,
     /// The transcript as the model sees it (repaired once at the start, then
-    /// extended), shared with each request instead of copied into it.
+    /// extended), shared with each request instead of copied into it. Only
+    /// `push` (append, or merge into the last message) and `replace_messages`
+    /// may change it: `wire_cache` holds the earlier messages serialised, and
+    /// an edit in place would send the old bytes.
     pub messages: Arc<Vec<Message>>,
     /// `messages` as the model's requests serialised them: only what was
     /// added is serialised at each call. Cleared when they are rewritten.
