@@ -51,13 +51,15 @@ impl WireCache {
     }
 
     /// The serialised forms of every message of `messages` but the last, in
-    /// `format`, made by `serialise` where not kept from an earlier call.
+    /// `format`, made by `serialise` where not kept from an earlier call
+    /// (`Ok(None)`: the message sends nothing). A message that cannot be
+    /// serialised is an error, and nothing from it on is kept.
     pub(crate) fn prefix(
         &self,
         format: &'static str,
         messages: &[Message],
-        serialise: impl Fn(&Message) -> Option<Box<RawValue>>,
-    ) -> MutexGuard<'_, Kept> {
+        serialise: impl Fn(&Message) -> serde_json::Result<Option<Box<RawValue>>>,
+    ) -> serde_json::Result<MutexGuard<'_, Kept>> {
         let mut kept = self.lock();
         if kept.format != format {
             kept.format = format;
@@ -77,10 +79,10 @@ impl WireCache {
             kept.entries.push(Entry {
                 role: message.role,
                 blocks: message.content.len(),
-                wire: serialise(message),
+                wire: serialise(message)?,
             });
         }
-        kept
+        Ok(kept)
     }
 }
 

@@ -155,7 +155,10 @@ pub(crate) fn body_bytes(
     let Some(cache) = request.wire_cache.as_deref() else {
         return crate::sse::body_bytes(&body(request, prompt_caching, None));
     };
-    let kept = kept(cache, &request.messages);
+    let Ok(kept) = kept(cache, &request.messages) else {
+        // Serialised whole, it fails with the reason.
+        return crate::sse::body_bytes(&body(request, prompt_caching, None));
+    };
     // What is kept, and room for the rest (tools, system prompt, the last
     // message).
     let capacity = kept.wire().map(|raw| raw.get().len() + 1).sum::<usize>() + (64 << 10);
@@ -169,9 +172,14 @@ pub(crate) fn body_bytes(
     Ok(bytes)
 }
 
-fn kept<'c>(cache: &'c WireCache, messages: &[Message]) -> std::sync::MutexGuard<'c, Kept> {
+fn kept<'c>(
+    cache: &'c WireCache,
+    messages: &[Message],
+) -> serde_json::Result<std::sync::MutexGuard<'c, Kept>> {
     cache.prefix("anthropic", messages, |message| {
-        self::message(message).and_then(|wire| serde_json::value::to_raw_value(&wire).ok())
+        self::message(message)
+            .map(|wire| serde_json::value::to_raw_value(&wire))
+            .transpose()
     })
 }
 
