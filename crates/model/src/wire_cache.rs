@@ -7,21 +7,21 @@
 //! and clears it when it rewrites the transcript (a compaction). A request's
 //! last message is never kept (it may still grow: the engine merges a
 //! message of the same role into it), and a kept entry is re-made when its
-//! message's role or number of blocks is not what it was.
+//! message's role or number of blocks is not what it was. Only the
+//! Anthropic client fills it (OpenAI-format bodies are serialised whole), so
+//! its entries are in that format.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use agentd_protocol::{Message, Role};
 use serde_json::value::RawValue;
 
-/// Serialised messages of one transcript, for one provider's format.
+/// Serialised messages of one transcript.
 #[derive(Debug, Default)]
 pub struct WireCache(Mutex<Kept>);
 
 #[derive(Debug, Default)]
 pub(crate) struct Kept {
-    /// The format the entries are in (a provider's name).
-    format: &'static str,
     entries: Vec<Entry>,
 }
 
@@ -50,21 +50,16 @@ impl WireCache {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The serialised forms of every message of `messages` but the last, in
-    /// `format`, made by `serialise` where not kept from an earlier call
+    /// The serialised forms of every message of `messages` but the last,
+    /// made by `serialise` where not kept from an earlier call
     /// (`Ok(None)`: the message sends nothing). A message that cannot be
     /// serialised is an error, and nothing from it on is kept.
     pub(crate) fn prefix(
         &self,
-        format: &'static str,
         messages: &[Message],
         serialise: impl Fn(&Message) -> serde_json::Result<Option<Box<RawValue>>>,
     ) -> serde_json::Result<MutexGuard<'_, Kept>> {
         let mut kept = self.lock();
-        if kept.format != format {
-            kept.format = format;
-            kept.entries.clear();
-        }
         let prefix = &messages[..messages.len().saturating_sub(1)];
         let valid = kept
             .entries

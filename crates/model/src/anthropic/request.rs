@@ -176,7 +176,7 @@ fn kept<'c>(
     cache: &'c WireCache,
     messages: &[Message],
 ) -> serde_json::Result<std::sync::MutexGuard<'c, Kept>> {
-    cache.prefix("anthropic", messages, |message| {
+    cache.prefix(messages, |message| {
         self::message(message)
             .map(|wire| serde_json::value::to_raw_value(&wire))
             .transpose()
@@ -210,16 +210,15 @@ pub(crate) fn body<'a>(
         if let Some(tool) = tools.last_mut() {
             tool.cache_control = Some(EPHEMERAL);
         }
-        let last_block = messages.last_mut().and_then(|m| match m {
-            Wire::Fresh(m) => Some(m),
-            Wire::Kept(_) => None,
-        });
-        let last_block = last_block.and_then(|m| {
-            m.content
+        // The last message is always made now (see `messages` above).
+        let last_block = match messages.last_mut() {
+            Some(Wire::Fresh(last)) => last
+                .content
                 .iter_mut()
                 .rev()
-                .find(|b| !matches!(b.block, WireBlock::Thinking { .. }))
-        });
+                .find(|b| !matches!(b.block, WireBlock::Thinking { .. })),
+            _ => None,
+        };
         if let Some(block) = last_block {
             block.cache_control = Some(EPHEMERAL);
         }
