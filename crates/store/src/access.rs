@@ -31,6 +31,8 @@ pub struct GrantRecord {
 pub struct UsageWindow {
     /// Turns started since then count as recent (an hour ago, say).
     pub turns_since: DateTime<Utc>,
+    /// Spend is kept by UTC day: the day's and the month's count the days
+    /// that start at or after these (midnights, UTC, in agentd's use).
     pub day_start: DateTime<Utc>,
     pub month_start: DateTime<Utc>,
 }

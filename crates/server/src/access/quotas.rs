@@ -85,6 +85,18 @@ fn spend_left(limits: &QuotaToml, usage: &UserUsage) -> Option<(f64, &'static st
     .min_by(|a, b| a.0.total_cmp(&b.0))
 }
 
+/// Whether `limits` caps spend (a day's or a month's).
+fn limits_spend(limits: &QuotaToml) -> bool {
+    limits.spend_usd_per_day.is_some() || limits.spend_usd_per_month.is_some()
+}
+
+/// Whether admitting a turn needs the user's counted use: some limit on
+/// turns or spend is set. Without one, nothing counted could refuse it, and
+/// the count (a sum over the month's spend) is not read for every message.
+fn limits_turns(limits: &QuotaToml) -> bool {
+    limits.max_running_turns.is_some() || limits.turns_per_hour.is_some() || limits_spend(limits)
+}
+
 fn spend_exceeded(limits: &QuotaToml, usage: &UserUsage) -> Result<(), QuotaRefusal> {
     match spend_left(limits, usage) {
         Some((left, key, cap)) if left <= 0.0 => Err(QuotaRefusal::Exceeded {
@@ -121,6 +133,9 @@ impl Access<'_> {
         in_flight: u64,
     ) -> Result<(), QuotaCheckError> {
         let limits = self.quotas_of(user);
+        if !limits_turns(&limits) {
+            return self.check_workspace_bytes(user, &limits).await;
+        }
         let usage = self.usage_now(user).await?;
         let running = usage.running_turns.max(in_flight);
         // Accepted but not started yet: not in the store's hour either.
@@ -160,6 +175,9 @@ impl Access<'_> {
     /// the quotas that are not about rates (those counted it when it came).
     pub async fn recheck_queued(&self, user: &str) -> Result<(), QuotaCheckError> {
         let limits = self.quotas_of(user);
+        if !limits_spend(&limits) {
+            return self.check_workspace_bytes(user, &limits).await;
+        }
         let usage = self.usage_now(user).await?;
         self.check_exceeded(user, &limits, &usage).await
     }
@@ -178,7 +196,7 @@ impl Access<'_> {
     /// (the Anthropic-compatible `/v1/messages`) needs only this.
     pub async fn check_spend_quotas(&self, user: &str) -> Result<(), QuotaCheckError> {
         let limits = self.quotas_of(user);
-        if limits.spend_usd_per_day.is_none() && limits.spend_usd_per_month.is_none() {
+        if !limits_spend(&limits) {
             return Ok(());
         }
         let usage = self.usage_now(user).await?;
@@ -231,7 +249,7 @@ impl Access<'_> {
     /// engine to stop at.
     pub async fn owner_spend_cap(&self, owner: &str) -> Result<Option<SpendCap>, StoreError> {
         let limits = self.quotas_of(owner);
-        if limits.spend_usd_per_day.is_none() && limits.spend_usd_per_month.is_none() {
+        if !limits_spend(&limits) {
             return Ok(None);
         }
         let usage = self.usage_now(owner).await?;

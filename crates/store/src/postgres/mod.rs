@@ -51,6 +51,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (14, "0014", "user_identities"),
     (15, "0015", "search_deferred"),
     (16, "0016", "session_lookups"),
+    (17, "0017", "spend_days"),
 );
 
 /// The PostgreSQL store. Cheap to clone; clones share the pool.

@@ -10,19 +10,26 @@ pub(crate) const REMOVE_GRANT: &str =
 pub(crate) const GRANTS: &str = "SELECT user_name, kind, name, created_at FROM grants \
      WHERE ($1 IS NULL OR user_name = $1) ORDER BY user_name, kind, name";
 
-/// `$1` owner, `$2` turns since, `$3` day start, `$4` month start.
+/// `$1` owner, `$2` turns since, `$3` day start, `$4` month start (spend by
+/// the days that start at or after them).
 pub(crate) const USER_USAGE: &str = "SELECT \
      (SELECT COUNT(*) FROM turns t JOIN sessions s ON s.id = t.session_id \
         WHERE s.owner = $1 AND t.status IS NULL) AS running_turns, \
      (SELECT COUNT(*) FROM turn_starts WHERE owner = $1 AND at >= $2) AS recent_turns, \
      (SELECT MIN(at) FROM turn_starts WHERE owner = $1 AND at >= $2) AS oldest_recent_turn, \
-     (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend WHERE owner = $1 AND at >= $3) \
+     (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend_days WHERE owner = $1 AND day >= $3) \
         AS spend_day_usd, \
-     (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend WHERE owner = $1 AND at >= $4) \
+     (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend_days WHERE owner = $1 AND day >= $4) \
         AS spend_month_usd, \
      (SELECT COUNT(*) FROM sessions WHERE owner = $1) AS sessions";
 
-pub(crate) const RECORD_SPEND: &str = "INSERT INTO spend (owner, at, cost_usd) VALUES ($1, $2, $3)";
+/// `$3` USD more spent by `$1` on the day starting at `$2` (ms, UTC).
+pub(crate) const RECORD_SPEND: &str = "INSERT INTO spend_days (owner, day, cost_usd) \
+     VALUES ($1, $2, $3) ON CONFLICT (owner, day) \
+     DO UPDATE SET cost_usd = spend_days.cost_usd + excluded.cost_usd";
+
+/// Milliseconds in a day: `spend_days.day` is a multiple of it.
+pub(crate) const DAY_MS: i64 = 86_400_000;
 
 pub(crate) const APPEND_AUDIT: &str = "INSERT INTO audit_log (at, actor, action, target, detail) \
      VALUES ($1, $2, $3, $4, $5) RETURNING id";
@@ -86,9 +93,10 @@ macro_rules! access_store {
                 }
 
                 async fn record_spend(&self, owner: &str, cost_usd: f64) -> StoreResult<()> {
+                    let at = to_ms(now());
                     let query = sqlx::query(q::RECORD_SPEND)
                         .bind(owner)
-                        .bind(to_ms(now()))
+                        .bind(at - at.rem_euclid(q::DAY_MS))
                         .bind(cost_usd);
                     let _write = self.write_guard().await;
                     execute(self.writer(), query, "recording spend").await?;

@@ -55,6 +55,7 @@ const MIGRATIONS: MigrationSet = migration_set!(
     (13, "0013", "user_identities"),
     (14, "0014", "session_lookups"),
     (15, "0015", "search_deferred"),
+    (16, "0016", "spend_days"),
 );
 
 /// How many connections a [`SqliteStore`] opens.
@@ -314,10 +315,58 @@ impl HealthStore for SqliteStore {
 
 #[cfg(test)]
 mod tests {
-    use super::MIGRATIONS;
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::UsageWindow;
+    use chrono::{Duration, TimeZone, Utc};
 
     #[test]
     fn every_migration_file_is_embedded() {
         crate::migrate::assert_every_file_embedded("sqlite", MIGRATIONS);
+    }
+
+    /// A database from before spend was kept by day keeps what it spent.
+    #[tokio::test]
+    async fn spend_from_before_days_is_carried_into_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let options = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true);
+        let old = SqlitePool::connect_with(options).await.unwrap();
+        let before_days = MIGRATIONS.iter().position(|m| m.1 == "spend_days").unwrap();
+        migrator(&MIGRATIONS[..before_days])
+            .run(&old)
+            .await
+            .unwrap();
+        let today = Utc.from_utc_datetime(&Utc::now().date_naive().and_hms_opt(0, 0, 0).unwrap());
+        let yesterday = today - Duration::days(1);
+        for (owner, at, usd) in [
+            ("alice", yesterday + Duration::hours(10), 0.5),
+            ("alice", today + Duration::hours(1), 0.25),
+            ("alice", today + Duration::hours(2), 0.125),
+            ("bob", today + Duration::hours(1), 4.0),
+        ] {
+            sqlx::query("INSERT INTO spend (owner, at, cost_usd) VALUES (?, ?, ?)")
+                .bind(owner)
+                .bind(to_ms(at))
+                .bind(usd)
+                .execute(&old)
+                .await
+                .unwrap();
+        }
+        old.close().await;
+
+        let store = SqliteStore::open(&path).await.unwrap();
+        let window = UsageWindow {
+            turns_since: today,
+            day_start: today,
+            month_start: yesterday,
+        };
+        let usage = store.user_usage("alice", window).await.unwrap();
+        assert_eq!((usage.spend_day_usd, usage.spend_month_usd), (0.375, 0.875));
+        store.record_spend("alice", 1.0).await.unwrap();
+        let usage = store.user_usage("alice", window).await.unwrap();
+        assert_eq!((usage.spend_day_usd, usage.spend_month_usd), (1.375, 1.875));
     }
 }

@@ -160,6 +160,11 @@ async fn usage_counts_turns_and_spend_by_owner_and_spend_outlives_the_session() 
         (usage.spend_day_usd - 0.75).abs() < 1e-9,
         "deleting a session does not give its spend back: {usage:?}"
     );
+    // A model call outside any session (the gateway) counts too.
+    store.record_spend("alice", 0.125).await.unwrap();
+    let usage = store.user_usage("alice", window()).await.unwrap();
+    assert!((usage.spend_day_usd - 0.875).abs() < 1e-9, "{usage:?}");
+    assert!((usage.spend_month_usd - 0.875).abs() < 1e-9, "{usage:?}");
     let nobody = store.user_usage("carol", window()).await.unwrap();
     assert_eq!(nobody, Default::default());
 }

@@ -24,7 +24,7 @@ async fn a_fresh_database_has_every_table_empty() {
         "compactions",
         "agent_uids",
         "grants",
-        "spend",
+        "spend_days",
         "turn_starts",
         "audit_log",
         "health_probe",
