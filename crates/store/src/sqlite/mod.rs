@@ -6,6 +6,7 @@
 mod agent_uids;
 mod blobs;
 mod events;
+mod recent_commit;
 mod search_index;
 mod turns;
 mod writer;
@@ -89,6 +90,8 @@ pub struct SqliteStore {
     write_queue: Arc<Mutex<()>>,
     /// Event appends, committed in groups by the writer task.
     appends: mpsc::Sender<writer::AppendJob>,
+    /// When the event writer (or a probe) last committed.
+    recent_commit: Arc<recent_commit::RecentCommit>,
 }
 
 impl SqliteStore {
@@ -205,11 +208,13 @@ impl SqliteStore {
         let write_lock = Arc::new(Mutex::new(()));
         let keep_connection = connections == Connections::Pooled;
         let checkpoint_on = keep_connection.then(|| pool.clone());
+        let recent_commit = Arc::new(recent_commit::RecentCommit::default());
         let appends = writer::spawn(
             writes.clone(),
             write_lock.clone(),
             keep_connection,
             checkpoint_on,
+            recent_commit.clone(),
         );
         Ok(Self {
             pool,
@@ -217,6 +222,7 @@ impl SqliteStore {
             write_lock,
             write_queue: Arc::new(Mutex::new(())),
             appends,
+            recent_commit,
         })
     }
 
@@ -302,13 +308,22 @@ fn prepare_file(path: &Path) -> StoreResult<()> {
 #[async_trait]
 impl HealthStore for SqliteStore {
     async fn probe_write(&self) -> StoreResult<()> {
+        if self.recent_commit.within(recent_commit::PROBE_FRESH) {
+            return Ok(());
+        }
         let _write = self.write_guard().await;
         let query = sqlx::query(
             "INSERT INTO health_probe (id, at) VALUES (1, ?) \
              ON CONFLICT (id) DO UPDATE SET at = excluded.at",
         )
         .bind(to_ms(now()));
-        execute(self.writer(), query, "probing a write").await?;
+        match execute(self.writer(), query, "probing a write").await {
+            Ok(_) => self.recent_commit.committed(),
+            Err(err) => {
+                self.recent_commit.failed();
+                return Err(err);
+            }
+        }
         Ok(())
     }
 }

@@ -5,6 +5,7 @@
 #[path = "../conformance/mod.rs"]
 mod conformance;
 mod durability;
+mod probe;
 mod search_queue;
 
 use agentd_store::sqlite::SqliteStore;

@@ -20,6 +20,7 @@ use sqlx::sqlite::{Sqlite, SqlitePool, SqliteRow};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use self::statements::Statements;
+use super::recent_commit::RecentCommit;
 use crate::records::{Query, db, now, to_ms, to_u64};
 use crate::{StoreError, StoreResult};
 
@@ -85,13 +86,14 @@ pub(super) fn spawn(
     write_lock: Arc<Mutex<()>>,
     keep_connection: bool,
     checkpoint_on: Option<SqlitePool>,
+    recent: Arc<RecentCommit>,
 ) -> mpsc::Sender<AppendJob> {
     let (tx, rx) = mpsc::channel(QUEUE);
     let conn = WriterConn::new(pool, keep_connection);
     let writer: Writer = match checkpoint_on {
         Some(pool) => {
             let nudge = checkpoints::Nudge::default();
-            let writes = run(conn, write_lock, rx, Some(nudge.clone()));
+            let writes = run(conn, write_lock, rx, Some(nudge.clone()), recent);
             Box::pin(async move {
                 // The checkpoints never end first: the writer's end ends both.
                 tokio::select! {
@@ -100,7 +102,7 @@ pub(super) fn spawn(
                 }
             })
         }
-        None => Box::pin(run(conn, write_lock, rx, None)),
+        None => Box::pin(run(conn, write_lock, rx, None, recent)),
     };
     // A thread of its own: it holds the write lock from the first job of a
     // commit to its last row back, and on the server's runtime each of those
@@ -182,6 +184,7 @@ async fn run(
     write_lock: Arc<Mutex<()>>,
     mut rx: mpsc::Receiver<AppendJob>,
     nudge: Option<checkpoints::Nudge>,
+    recent: Arc<RecentCommit>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut statements = Statements::default();
@@ -218,7 +221,7 @@ async fn run(
                 Err(_) => break,
             }
         }
-        write(&mut conn, &mut statements, &mut batch).await;
+        write(&mut conn, &mut statements, &mut batch, &recent).await;
         if let Some(nudge) = &nudge {
             nudge.commit_done();
         }
@@ -226,11 +229,22 @@ async fn run(
 }
 
 /// Commit `batch` and answer every job in it; leaves `batch` empty.
-async fn write(conn: &mut WriterConn, statements: &mut Statements, batch: &mut Vec<AppendJob>) {
+async fn write(
+    conn: &mut WriterConn,
+    statements: &mut Statements,
+    batch: &mut Vec<AppendJob>,
+    recent: &RecentCommit,
+) {
     // Stamped here, not by the callers, so that `at` never decreases as `seq`
     // grows.
     let at = now();
-    match commit(conn, statements, batch, at).await {
+    let committed = commit(conn, statements, batch, at).await;
+    // Any failure, even one job's: the next message probes the store itself.
+    match &committed {
+        Ok(_) => recent.committed(),
+        Err(_) => recent.failed(),
+    }
+    match committed {
         Ok(stamps) => {
             for (job, stamps) in batch.drain(..).zip(stamps) {
                 let _ = job.reply.send(stamps.map(|stamps| (stamps, at)));
