@@ -9,6 +9,8 @@ CREATE TABLE IF NOT EXISTS spend_days (
     PRIMARY KEY (owner, day)
 );
 
+-- No increase may land in `spend` between the copy and the drop.
+LOCK TABLE spend IN EXCLUSIVE MODE;
 INSERT INTO spend_days (owner, day, cost_usd)
 SELECT owner, at - at % 86400000, SUM(cost_usd) FROM spend
 GROUP BY owner, at - at % 86400000

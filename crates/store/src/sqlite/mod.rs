@@ -373,6 +373,19 @@ mod tests {
         old.close().await;
 
         let store = SqliteStore::open(&path).await.unwrap();
+        let days: Vec<(String, i64)> =
+            sqlx::query_as("SELECT owner, day FROM spend_days ORDER BY owner, day")
+                .fetch_all(store.pool())
+                .await
+                .unwrap();
+        let (today_ms, yesterday_ms) = (to_ms(today), to_ms(yesterday));
+        let expected = [
+            ("alice", yesterday_ms),
+            ("alice", today_ms),
+            ("bob", today_ms),
+        ]
+        .map(|(owner, day)| (owner.to_string(), day));
+        assert_eq!(days, expected, "one row per owner and day, at its midnight");
         let window = UsageWindow {
             turns_since: today,
             day_start: today,

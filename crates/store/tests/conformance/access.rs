@@ -8,12 +8,15 @@ use chrono::{Duration, Utc};
 
 use crate::{session, store};
 
+/// As the server asks: the last hour; spend since midnight UTC and (here)
+/// the 30 days before it.
 fn window() -> UsageWindow {
     let now = Utc::now();
+    let midnight = now.date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc();
     UsageWindow {
         turns_since: now - Duration::hours(1),
-        day_start: now - Duration::days(1),
-        month_start: now - Duration::days(30),
+        day_start: midnight,
+        month_start: midnight - Duration::days(30),
     }
 }
 
@@ -165,6 +168,16 @@ async fn usage_counts_turns_and_spend_by_owner_and_spend_outlives_the_session() 
     let usage = store.user_usage("alice", window()).await.unwrap();
     assert!((usage.spend_day_usd - 0.875).abs() < 1e-9, "{usage:?}");
     assert!((usage.spend_month_usd - 0.875).abs() < 1e-9, "{usage:?}");
+    // Kept by day: a row per day spent on (today's, and yesterday's if the
+    // test ran across midnight), each at the day's first millisecond.
+    let days = crate::strings(
+        &store,
+        "SELECT CAST(day % 86400000 AS TEXT) FROM spend_days WHERE owner = $1",
+        "alice",
+    )
+    .await;
+    assert!(!days.is_empty() && days.len() <= 2, "{days:?}");
+    assert!(days.iter().all(|rest| rest == "0"), "{days:?}");
     let nobody = store.user_usage("carol", window()).await.unwrap();
     assert_eq!(nobody, Default::default());
 }

@@ -240,8 +240,11 @@ async fn write(
     let at = now();
     let committed = commit(conn, statements, batch, at).await;
     // Any failure, even one job's: the next message probes the store itself.
+    // A commit that wrote no row (every session gone) wrote nothing to disk
+    // either, and says nothing.
     match &committed {
-        Ok(_) => recent.committed(),
+        Ok(stamps) if stamps.iter().any(Result::is_ok) => recent.committed(),
+        Ok(_) => {}
         Err(_) => recent.failed(),
     }
     match committed {
