@@ -93,7 +93,7 @@ fn limits_spend(limits: &QuotaToml) -> bool {
 /// Whether admitting a turn needs the user's counted use: some limit on
 /// turns or spend is set. Without one, nothing counted could refuse it, and
 /// the count (a sum over the month's spend) is not read for every message.
-fn limits_turns(limits: &QuotaToml) -> bool {
+fn turn_needs_usage(limits: &QuotaToml) -> bool {
     limits.max_running_turns.is_some() || limits.turns_per_hour.is_some() || limits_spend(limits)
 }
 
@@ -133,7 +133,7 @@ impl Access<'_> {
         in_flight: u64,
     ) -> Result<(), QuotaCheckError> {
         let limits = self.quotas_of(user);
-        if !limits_turns(&limits) {
+        if !turn_needs_usage(&limits) {
             return self.check_workspace_bytes(user, &limits).await;
         }
         let usage = self.usage_now(user).await?;

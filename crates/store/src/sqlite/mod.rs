@@ -333,7 +333,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::UsageWindow;
-    use chrono::{Duration, TimeZone, Utc};
+    use chrono::{Duration, Utc};
 
     #[test]
     fn every_migration_file_is_embedded() {
@@ -354,7 +354,11 @@ mod tests {
             .run(&old)
             .await
             .unwrap();
-        let today = Utc.from_utc_datetime(&Utc::now().date_naive().and_hms_opt(0, 0, 0).unwrap());
+        let today = Utc::now()
+            .date_naive()
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc();
         let yesterday = today - Duration::days(1);
         for (owner, at, usd) in [
             ("alice", yesterday + Duration::hours(10), 0.5),

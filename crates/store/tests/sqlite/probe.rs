@@ -7,11 +7,14 @@ use agentd_store::prelude::*;
 
 use crate::{delta, session, store};
 
-async fn probe_row_at(store: &agentd_store::sqlite::SqliteStore) -> Option<i64> {
-    sqlx::query_scalar("SELECT at FROM health_probe WHERE id = 1")
-        .fetch_optional(store.pool())
-        .await
-        .unwrap()
+/// The probe row's `at`, if it was ever written.
+async fn probe_row_at(store: &agentd_store::sqlite::SqliteStore) -> Option<String> {
+    let at = crate::strings(
+        store,
+        "SELECT CAST(at AS TEXT) FROM health_probe WHERE id = $1",
+        "1",
+    );
+    at.await.pop()
 }
 
 #[tokio::test]
@@ -37,7 +40,7 @@ async fn a_fresh_commit_answers_the_probe_and_an_old_one_does_not() {
     store.probe_write().await.unwrap();
     assert_eq!(
         probe_row_at(&store).await,
-        Some(7),
+        Some("7".into()),
         "a fresh probe wrote again"
     );
 }

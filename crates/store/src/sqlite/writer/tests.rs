@@ -54,16 +54,15 @@ fn message(text: &str) -> Entry {
     }
 }
 
+/// [`write`] with fresh prepared statements and a commit record of its own.
+async fn write_alone(conn: &mut WriterConn, batch: &mut Vec<AppendJob>) {
+    write(conn, &mut Statements::default(), batch, &Default::default()).await;
+}
+
 async fn run_batch(store: &SqliteStore, specs: &[(&str, &str)]) -> Vec<StoreResult<u64>> {
     let (mut batch, rxs): (Vec<_>, Vec<_>) = specs.iter().map(|(s, d)| job(s, d)).unzip();
     let mut conn = WriterConn::new(store.pool().clone(), false);
-    write(
-        &mut conn,
-        &mut Statements::default(),
-        &mut batch,
-        &Default::default(),
-    )
-    .await;
+    write_alone(&mut conn, &mut batch).await;
     assert!(batch.is_empty());
     let mut out = Vec::new();
     for rx in rxs {
@@ -153,13 +152,7 @@ async fn events_and_messages_share_a_commit() {
         with_entries(&a, vec![message("a4")], reply_a2),
     ];
     let mut conn = WriterConn::new(store.pool().clone(), false);
-    write(
-        &mut conn,
-        &mut Statements::default(),
-        &mut batch,
-        &Default::default(),
-    )
-    .await;
+    write_alone(&mut conn, &mut batch).await;
     assert_eq!(rx_a.await.unwrap().unwrap().0, [1, 2, 2, 3]);
     assert_eq!(rx_b.await.unwrap().unwrap().0, [1, 1]);
     assert_eq!(rx_a2.await.unwrap().unwrap().0, [4]);
@@ -173,13 +166,7 @@ async fn events_and_messages_share_a_commit() {
     assert_eq!(texts, ["before", "a2", "a3", "a4"]);
     let (reply, rx) = oneshot::channel();
     let mut ghost = vec![with_entries("ghost", vec![message("x"), event("4")], reply)];
-    write(
-        &mut conn,
-        &mut Statements::default(),
-        &mut ghost,
-        &Default::default(),
-    )
-    .await;
+    write_alone(&mut conn, &mut ghost).await;
     assert!(matches!(rx.await.unwrap(), Err(StoreError::NotFound(_))));
 }
 
