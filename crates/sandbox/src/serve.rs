@@ -10,9 +10,15 @@
 //! It reads commands from a `SOCK_SEQPACKET` socket that comes first over its
 //! stdin (which bubblewrap's monitor, outside, also holds; the socket only the
 //! server holds, so the host's end sees the server's end), one message each:
-//! a sequence number and the command's text, with its stdout and stderr pipes
-//! attached (`SCM_RIGHTS`). It runs `bash -c <command>` with stdin on
-//! /dev/null, as a cold sandbox would, reaping orphans as they come. Once bash
+//! a sequence number and the command's text, with the stdout and stderr pipes
+//! of the command after it attached (`SCM_RIGHTS`; the first command's come
+//! with the channel). Its shell is started before the command comes, with
+//! those pipes, and waits for the text on its stdin ([`WAITING_SHELL`]): a
+//! command does not wait for bash's `exec` and start-up, ~3 ms on a small
+//! virtual machine. The shell then runs the text as `bash -c` would, with stdin
+//! on /dev/null, as a cold sandbox does; a command too long for the waiting
+//! shell to read quickly, or one it could not hold, gets a `bash -c <command>`
+//! of its own. The server reaps orphans as they come. Once bash
 //! has exited it kills every other process in the sandbox (`kill(-1)` from a
 //! PID namespace's init reaches all of the namespace but itself), reaps them,
 //! and only then answers with the sequence number and bash's wait status: when
@@ -29,7 +35,10 @@
 //! in its answer and exits, so the sandbox is not used again.
 //!
 //! What a command sees that a fresh sandbox would not: its `$$` and `$PPID`
-//! (2, 3, … under this server rather than 2 under bubblewrap's init), and
+//! (2, 3, … under this server rather than 2 under bubblewrap's init), its
+//! shell's command line (`/proc/$$/cmdline`: the waiting shell's), a syntax
+//! error reported as `bash: eval: line N: …` rather than `bash: -c: line N: …`,
+//! a fork before an external program that `bash -c` would have `exec`ed, and
 //! what earlier commands of the same sandbox left in its private `/tmp`,
 //! `/dev/shm`, System V IPC objects and user keyring (a session's own scratch
 //! space, kept as long as the sandbox, and counted in its cgroup's memory).
@@ -58,6 +67,20 @@ pub(crate) const MAX_COMMAND_BYTES: usize = 64 * 1024;
 
 /// A command message: sequence number, then the text.
 pub(crate) const HEADER_BYTES: usize = 4;
+
+/// What a command's shell runs, started before its command: the text from
+/// stdin into `BASH_EXECUTION_STRING` (where `bash -c` keeps it), stdin then
+/// on /dev/null opened for reading (as `Stdio::null` opens a stdin), `$_` set as
+/// `bash -c` leaves it, and the text run by `eval`. Compared with `bash -c`
+/// by the `served` tests' probe. Spares (this server among them) exist only
+/// for policies whose variables do not act on a shell's start
+/// (`spare::reader_is_transparent`: `BASH_ENV`, `SHELLOPTS`, `TMOUT`, …).
+const WAITING_SHELL: &str = r#"IFS= read -r -d "" BASH_EXECUTION_STRING; exec </dev/null; : bash; eval "$BASH_EXECUTION_STRING""#;
+
+/// The longest command the waiting shell is given: bash reads a pipe a byte
+/// at a time (~0.5 µs each on a small virtual machine), so a longer one gets
+/// a shell of its own, started with the text as its argument.
+const WAITING_SHELL_MAX_BYTES: usize = 2048;
 
 /// An answer: the command's sequence number, its wait status, and whether
 /// the server retires ([`answer`], [`read_answer`]).
@@ -148,7 +171,9 @@ fn serve_commands() -> io::Result<()> {
     rustix::thread::set_name(c"agentd-sandbox")?;
     // The channel comes over stdin, which bubblewrap's monitor (outside)
     // holds too; the channel itself only we hold, so the host sees our end.
-    let Some((_, [channel])) = receive::<1>(std::io::stdin().as_fd(), &mut [0; HEADER_BYTES])?
+    // With it, the first command's output pipes.
+    let Some((_, [channel, stdout, stderr])) =
+        receive::<3>(std::io::stdin().as_fd(), &mut [0; HEADER_BYTES])?
     else {
         return Ok(());
     };
@@ -161,26 +186,13 @@ fn serve_commands() -> io::Result<()> {
         rustix::net::SendFlags::empty(),
     )?;
     let inherited = Inherited::now();
+    let mut next = NextShell::start(stdout, stderr);
     let mut message = vec![0u8; HEADER_BYTES + MAX_COMMAND_BYTES];
     loop {
         let Some((len, [stdout, stderr])) = receive::<2>(channel, &mut message)? else {
             return Ok(());
         };
-        let command = OsStr::from_bytes(&message[HEADER_BYTES..len]);
-        let mut bash = std::process::Command::new("bash");
-        bash.arg("-c")
-            .arg(command)
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr);
-        let child = bash.spawn();
-        // Our copies of the pipes go now: their end is the output's end.
-        drop(bash);
-        let status = match child {
-            Ok(child) => wait_for(child.id())?,
-            // As bash reports a program it cannot run.
-            Err(_) => 127 << 8,
-        };
+        let status = next.run(&message[HEADER_BYTES..len])?;
         // Nothing of the command may outlive it.
         crate::pre_exec::kill_all_others();
         while wait_any()?.is_some() {}
@@ -197,6 +209,77 @@ fn serve_commands() -> io::Result<()> {
         if retire {
             return Ok(());
         }
+        // Only now: the clean-up above would have killed it.
+        next = NextShell::start(stdout, stderr);
+    }
+}
+
+/// The next command's output pipes, and its shell waiting for it unless
+/// that failed to start.
+struct NextShell {
+    waiting: Option<std::process::Child>,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+}
+
+impl NextShell {
+    fn start(stdout: OwnedFd, stderr: OwnedFd) -> Self {
+        let waiting = Self::spawn_waiting(&stdout, &stderr).ok();
+        Self {
+            waiting,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn spawn_waiting(stdout: &OwnedFd, stderr: &OwnedFd) -> io::Result<std::process::Child> {
+        std::process::Command::new("bash")
+            .arg("-c")
+            .arg(WAITING_SHELL)
+            .stdin(Stdio::piped())
+            .stdout(stdout.try_clone()?)
+            .stderr(stderr.try_clone()?)
+            .spawn()
+    }
+
+    /// Run `command`; its shell's wait status once the shell has ended.
+    fn run(self, command: &[u8]) -> io::Result<i32> {
+        let Self {
+            waiting,
+            stdout,
+            stderr,
+        } = self;
+        // A NUL cannot reach the waiting shell whole; `bash -c` refuses it.
+        let fits = command.len() <= WAITING_SHELL_MAX_BYTES && !command.contains(&0);
+        let shell = match waiting {
+            Some(mut shell) if fits => {
+                // Our copies of the pipes go now: their end is the output's end.
+                drop((stdout, stderr));
+                if let Some(mut stdin) = shell.stdin.take() {
+                    // A shell that died waiting answers with its own status.
+                    let _ = std::io::Write::write_all(&mut stdin, command);
+                }
+                Ok(shell)
+            }
+            waiting => {
+                if let Some(mut unused) = waiting {
+                    // Reaped with the command's orphans.
+                    let _ = unused.kill();
+                }
+                std::process::Command::new("bash")
+                    .arg("-c")
+                    .arg(OsStr::from_bytes(command))
+                    .stdin(Stdio::null())
+                    .stdout(stdout)
+                    .stderr(stderr)
+                    .spawn()
+            }
+        };
+        Ok(match shell {
+            Ok(shell) => wait_for(shell.id())?,
+            // As bash reports a program it cannot run.
+            Err(_) => 127 << 8,
+        })
     }
 }
 
@@ -273,13 +356,13 @@ fn wait_any() -> io::Result<Option<(rustix::process::Pid, rustix::process::WaitS
     }
 }
 
-/// The next message's length and its `N` descriptors (a command's: its
-/// pipes); `None` once the host is gone.
+/// The next message's length and its `N` descriptors (a command's: the
+/// next command's pipes); `None` once the host is gone.
 fn receive<const N: usize>(
     channel: BorrowedFd<'_>,
     buffer: &mut [u8],
 ) -> io::Result<Option<(usize, [OwnedFd; N])>> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let message = rustix::net::recvmsg(
         channel,
@@ -319,7 +402,7 @@ pub(crate) fn send_with_fds(
     parts: &[io::IoSlice<'_>],
     fds: &[BorrowedFd<'_>],
 ) -> io::Result<()> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !control.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(io::Error::other("no room for the descriptors"));

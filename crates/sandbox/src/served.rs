@@ -28,6 +28,9 @@ pub(crate) struct Channel {
     answered: bool,
     /// Whether the server's "ready" (sequence 0) has been read.
     ready: bool,
+    /// The read ends of the next command's output: the server's shell for it
+    /// is started with the write ends before the command comes.
+    next_output: Option<(OwnedFd, OwnedFd)>,
 }
 
 /// A served command's end, as the server reports it.
@@ -47,6 +50,7 @@ impl Channel {
             sent: 0,
             answered: false,
             ready: false,
+            next_output: None,
         })
     }
 
@@ -55,14 +59,14 @@ impl Channel {
         !self.answered
     }
 
-    /// Hand the server `command` with the write ends of its output pipes.
-    /// All or nothing: the channel is empty between commands.
-    pub(crate) fn send(
-        &mut self,
-        command: &str,
-        stdout: &OwnedFd,
-        stderr: &OwnedFd,
-    ) -> io::Result<()> {
+    /// Hand the server `command` with the write ends of the output pipes
+    /// for the command after it; the read ends of this one's. All or
+    /// nothing: the channel is empty between commands.
+    pub(crate) fn send(&mut self, command: &str) -> io::Result<(Pipe, Pipe)> {
+        let Some((stdout, stderr)) = self.next_output.take() else {
+            return Err(io::Error::other("a serving sandbox without output pipes"));
+        };
+        let (next_read, [next_stdout, next_stderr]) = output_pipes()?;
         let sequence = self.sent.wrapping_add(1).to_ne_bytes();
         crate::serve::send_with_fds(
             self.socket.get_ref().as_fd(),
@@ -70,10 +74,11 @@ impl Channel {
                 io::IoSlice::new(&sequence),
                 io::IoSlice::new(command.as_bytes()),
             ],
-            &[stdout.as_fd(), stderr.as_fd()],
+            &[next_stdout.as_fd(), next_stderr.as_fd()],
         )?;
         self.sent = self.sent.wrapping_add(1);
-        Ok(())
+        self.next_output = Some(next_read);
+        Ok((Pipe::from_owned_fd(stdout)?, Pipe::from_owned_fd(stderr)?))
     }
 
     /// The last command's end, once it and everything it started are gone;
@@ -140,7 +145,7 @@ impl Served {
         binds: BindIdentities,
         command: &str,
     ) -> io::Result<Self> {
-        let (stdout, stderr) = hand_over(&mut channel, command)?;
+        let (stdout, stderr) = channel.send(command)?;
         Ok(Self {
             group,
             child,
@@ -293,18 +298,21 @@ fn connect(
 ) -> io::Result<Channel> {
     // The channel goes over stdin, which bwrap's monitor keeps open outside
     // the sandbox: held by the server alone, the channel ends when it does,
-    // and a command for a dead server fails to send (and starts cold).
+    // and a command for a dead server fails to send (and starts cold). With
+    // it, the first command's output pipes.
+    let (first_output, [stdout, stderr]) = output_pipes()?;
     crate::serve::send_with_fds(
         bootstrap.as_fd(),
         &[io::IoSlice::new(&0u32.to_ne_bytes())],
-        &[server.as_fd()],
+        &[server.as_fd(), stdout.as_fd(), stderr.as_fd()],
     )?;
-    drop(server);
+    drop((server, stdout, stderr));
     if wait_ready {
         wait_until_ready(&host)?;
     }
     let mut channel = Channel::new(host)?;
     channel.ready = wait_ready;
+    channel.next_output = Some(first_output);
     Ok(channel)
 }
 
@@ -342,16 +350,12 @@ fn wait_until_ready(host: &OwnedFd) -> io::Result<()> {
 /// The read end of a served command's stdout or stderr.
 pub(crate) type Pipe = tokio::net::unix::pipe::Receiver;
 
-/// Send `command` to a serving sandbox with two new pipes for its output;
-/// returns their read ends. Our write ends close on return, so the output
-/// ends when the command's copies do.
-fn hand_over(channel: &mut Channel, command: &str) -> io::Result<(Pipe, Pipe)> {
-    let (stdout_write, stdout) = tokio::net::unix::pipe::pipe()?;
-    let (stderr_write, stderr) = tokio::net::unix::pipe::pipe()?;
-    channel.send(
-        command,
-        &stdout_write.into_blocking_fd()?,
-        &stderr_write.into_blocking_fd()?,
-    )?;
-    Ok((stdout, stderr))
+/// Two pipes for a command's stdout and stderr: their read ends, and the
+/// write ends for the sandbox. Ours of the write ends close once sent, so the
+/// output ends when the command's copies do.
+fn output_pipes() -> io::Result<((OwnedFd, OwnedFd), [OwnedFd; 2])> {
+    let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
+    let (stdout_read, stdout_write) = pipe()?;
+    let (stderr_read, stderr_write) = pipe()?;
+    Ok(((stdout_read, stderr_read), [stdout_write, stderr_write]))
 }

@@ -153,6 +153,23 @@ async fn a_served_command_sees_what_a_cold_one_does() {
     );
     let outcome = served(&policy, &long).await;
     assert_eq!(outcome.stdout, "a  b|c\\d|e\tf|é€| x\n\n", "{outcome:?}");
+    // Up to 2 KiB, the text goes to the shell already waiting for it (its
+    // command line is the waiting shell's), whole; a longer one, to a `bash -c`
+    // of its own.
+    let text = "printf '%s|' \"a  b\" 'c\\d' $'e\\tf' 'é€'\ncat <<'END'\n x\n\n";
+    let shell = "tr '\\0' ' ' </proc/$$/cmdline; echo\n";
+    let output = "\na  b|c\\d|e\tf|é€| x\n\n";
+    let waiting = served(&policy, &format!("{shell}{text}")).await;
+    assert!(
+        waiting.stdout.starts_with("bash -c IFS= read ") && waiting.stdout.ends_with(output),
+        "{waiting:?}"
+    );
+    let padding = format!(": {}\n", "x".repeat(2100));
+    let own = served(&policy, &format!("{shell}{padding}{text}")).await;
+    assert!(
+        own.stdout.starts_with("bash -c tr ") && own.stdout.ends_with(output),
+        "{own:?}"
+    );
 }
 
 async fn one_sandbox_serves_the_commands_and_none_outlives_its_command() {

@@ -59,8 +59,9 @@ const MAX_READER_COMMAND_BYTES: usize = 4096;
 const DEFAULT_IDLE: Duration = Duration::from_secs(30);
 
 /// False when a variable of the policy would act on the reader shell itself
-/// (a file it sources, tracing, a `read` timeout, code loaded into it): a
-/// spare would then not be what a cold start is, so that policy starts cold.
+/// (a file it sources, tracing, a `read` timeout, code loaded into it), or on
+/// a serving sandbox's shell waiting for its command (`serve`): a spare would
+/// then not be what a cold start is, so that policy starts cold.
 fn reader_is_transparent(env: &std::collections::BTreeMap<String, String>) -> bool {
     !env.keys().any(|key| {
         matches!(
