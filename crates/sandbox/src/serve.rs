@@ -38,7 +38,8 @@
 //! (2, 3, … under this server rather than 2 under bubblewrap's init), its
 //! shell's command line (`/proc/$$/cmdline`: the waiting shell's), a syntax
 //! error reported as `bash: eval: line N: …` rather than `bash: -c: line N: …`,
-//! a fork before an external program that `bash -c` would have `exec`ed, and
+//! a fork before an external program that `bash -c` would have `exec`ed (so
+//! bash reports that program's death by a signal on stderr, as in a script), and
 //! what earlier commands of the same sandbox left in its private `/tmp`,
 //! `/dev/shm`, System V IPC objects and user keyring (a session's own scratch
 //! space, kept as long as the sandbox, and counted in its cgroup's memory).
@@ -69,13 +70,14 @@ pub(crate) const MAX_COMMAND_BYTES: usize = 64 * 1024;
 pub(crate) const HEADER_BYTES: usize = 4;
 
 /// What a command's shell runs, started before its command: the text from
-/// stdin into `BASH_EXECUTION_STRING` (where `bash -c` keeps it), stdin then
+/// stdin into `BASH_EXECUTION_STRING` (where `bash -c` keeps it), `$SECONDS`
+/// from zero again, stdin then
 /// on /dev/null opened for reading (as `Stdio::null` opens a stdin), `$_` set as
 /// `bash -c` leaves it, and the text run by `eval`. Compared with `bash -c`
 /// by the `served` tests' probe. Spares (this server among them) exist only
 /// for policies whose variables do not act on a shell's start
 /// (`spare::reader_is_transparent`: `BASH_ENV`, `SHELLOPTS`, `TMOUT`, …).
-const WAITING_SHELL: &str = r#"IFS= read -r -d "" BASH_EXECUTION_STRING; exec </dev/null; : bash; eval "$BASH_EXECUTION_STRING""#;
+const WAITING_SHELL: &str = r#"IFS= read -r -d "" BASH_EXECUTION_STRING; SECONDS=0; exec </dev/null; : bash; eval "$BASH_EXECUTION_STRING""#;
 
 /// The longest command the waiting shell is given: bash reads a pipe a byte
 /// at a time (~0.5 µs each on a small virtual machine), so a longer one gets
@@ -251,6 +253,15 @@ impl NextShell {
         } = self;
         // A NUL cannot reach the waiting shell whole; `bash -c` refuses it.
         let fits = command.len() <= WAITING_SHELL_MAX_BYTES && !command.contains(&0);
+        // One that died waiting (killed for memory, say) is not the command's.
+        let waiting = waiting.and_then(|mut shell| match shell.try_wait() {
+            Ok(None) => Some(shell),
+            Ok(Some(_)) => None,
+            Err(_) => {
+                let _ = shell.kill();
+                None
+            }
+        });
         let shell = match waiting {
             Some(mut shell) if fits => {
                 // Our copies of the pipes go now: their end is the output's end.

@@ -66,6 +66,8 @@ impl Channel {
         let Some((stdout, stderr)) = self.next_output.take() else {
             return Err(io::Error::other("a serving sandbox without output pipes"));
         };
+        // Nothing may fail once the command is sent: a failed start runs it cold.
+        let output = (Pipe::from_owned_fd(stdout)?, Pipe::from_owned_fd(stderr)?);
         let (next_read, [next_stdout, next_stderr]) = output_pipes()?;
         let sequence = self.sent.wrapping_add(1).to_ne_bytes();
         crate::serve::send_with_fds(
@@ -78,7 +80,7 @@ impl Channel {
         )?;
         self.sent = self.sent.wrapping_add(1);
         self.next_output = Some(next_read);
-        Ok((Pipe::from_owned_fd(stdout)?, Pipe::from_owned_fd(stderr)?))
+        Ok(output)
     }
 
     /// The last command's end, once it and everything it started are gone;
@@ -233,7 +235,8 @@ static STARTS_UNSERVED: AtomicU64 = AtomicU64::new(0);
 const MAX_STARTS_UNSERVED: u64 = 3;
 
 /// The fewest open files a serving sandbox's server works with (its own
-/// stdio, channel and executable, and a command's two pipes), with room.
+/// stdio, channel and executable, a command's two pipes, the next command's
+/// two and its shell's stdin), with room.
 const MIN_OPEN_FILES: u64 = 16;
 
 /// Whether a spare under `limits` should be a serving sandbox.

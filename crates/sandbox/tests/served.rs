@@ -170,6 +170,10 @@ async fn a_served_command_sees_what_a_cold_one_does() {
         own.stdout.starts_with("bash -c tr ") && own.stdout.ends_with(output),
         "{own:?}"
     );
+    // `$SECONDS` counts from the command's start, not from its shell's.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let seconds = served(&policy, "echo $SECONDS").await;
+    assert_eq!(seconds.stdout, "0\n", "{seconds:?}");
 }
 
 async fn one_sandbox_serves_the_commands_and_none_outlives_its_command() {

@@ -5,7 +5,8 @@
 //! command. Two kinds:
 //! - **Serving** (when the [`crate::trampoline`] is enabled, as in `agentd`):
 //!   the trampoline's executable (see `enter_exe`) waits inside (the `serve` module) and runs
-//!   each command handed to it in a pristine `bash -c`, then kills whatever
+//!   each command handed to it in a fresh bash (started before the command
+//!   comes, as `bash -c` would run it), then kills whatever
 //!   the command left and goes back to the pool, so a session's commands
 //!   share one sandbox while they keep coming.
 //! - **One-shot** (otherwise): `bwrap <same args> -- bash -c <READER>` reads
