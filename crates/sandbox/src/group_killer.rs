@@ -187,10 +187,19 @@ impl Drop for GroupKiller {
 }
 
 /// Wait until the process of `pidfd` has exited (its pidfd then reads
-/// ready), polling every millisecond, for at most [`INIT_EXIT_WAIT`].
+/// ready), for at most [`INIT_EXIT_WAIT`]: woken by the runtime's poller, or,
+/// where the pidfd cannot be registered with it, polling every millisecond.
 async fn exited(pidfd: &OwnedFd) {
-    let started = std::time::Instant::now();
-    while started.elapsed() < INIT_EXIT_WAIT {
+    let deadline = tokio::time::Instant::now() + INIT_EXIT_WAIT;
+    if let Ok(registered) = pidfd.try_clone().and_then(crate::pre_exec::register) {
+        match tokio::time::timeout_at(deadline, registered.readable()).await {
+            Ok(Ok(_)) => return,
+            // The poller failed on it: poll it here instead.
+            Ok(Err(_)) => {}
+            Err(_) => return warn_init_lingers(),
+        }
+    }
+    while tokio::time::Instant::now() < deadline {
         let mut poll = [rustix::event::PollFd::new(
             pidfd,
             rustix::event::PollFlags::IN,
@@ -202,5 +211,9 @@ async fn exited(pidfd: &OwnedFd) {
             _ => return,
         }
     }
+    warn_init_lingers();
+}
+
+fn warn_init_lingers() {
     tracing::warn!("a sandbox's PID 1 did not exit in time; its command's pass goes anyway");
 }
