@@ -55,6 +55,13 @@ impl Runtime {
             .confinement(session, &profile, &skills, identity, env)
             .await?;
         let egress = self.egress_for(session, &profile, &mut policy)?;
+        // The policy is final: a first command's sandbox (`agentd run`)
+        // starts now, beside the rest of the build and the first model call,
+        // unless the profile leaves `Bash` out. Rules that deny it cost one
+        // sandbox start; the spare serves only a command of this policy.
+        if options.prestart_sandbox && profile_offers(&profile, "Bash") {
+            self.sandbox.prestart(&policy);
+        }
         let policy_pin = policy.workspace_pin;
         let project = self
             .project_for(
@@ -102,9 +109,6 @@ impl Runtime {
             .map_err(|err| ConfigError::Invalid(format!("permission rules: {err}")))?;
         let permissions = crate::config::with_command_marks(permissions, &commands);
         let tools = offered(tools, &permissions, &profile);
-        if options.prestart_sandbox && tools.iter().any(|tool| tool.name() == "Bash") {
-            self.sandbox.prestart(&policy);
-        }
         // Searches must not reveal what a Read deny rule protects.
         let hidden = {
             let (rules, root) = (permissions.clone(), guard.workspace().to_path_buf());
@@ -507,29 +511,35 @@ fn offers_task(profile: &ProfileConfig) -> bool {
 /// The tools the model is offered: the profile's `tools` (when set) less its
 /// `disallowed_tools` and those every call of which would be denied; the
 /// background companions only with `Bash`.
+/// Whether `patterns` (tool names, or an MCP server's `mcp__server`) name `tool`.
+fn names(patterns: &[String], tool: &str) -> bool {
+    patterns.iter().any(|p| {
+        p == tool
+            || tool
+                .strip_prefix(p.as_str())
+                .is_some_and(|r| r.starts_with("__"))
+    })
+}
+
+/// Whether the profile's tool lists leave `tool` in.
+fn profile_offers(profile: &ProfileConfig, tool: &str) -> bool {
+    profile
+        .tools
+        .as_deref()
+        .is_none_or(|only| names(only, tool))
+        && !names(&profile.disallowed_tools, tool)
+}
+
 fn offered(
     tools: ToolRegistry,
     permissions: &PermissionPolicy,
     profile: &ProfileConfig,
 ) -> ToolRegistry {
-    let names = |patterns: &[String], tool: &str| {
-        patterns.iter().any(|p| {
-            p == tool
-                || tool
-                    .strip_prefix(p.as_str())
-                    .is_some_and(|r| r.starts_with("__"))
-        })
-    };
     let mut kept: Vec<String> = tools
         .iter()
         .filter(|tool| {
             let name = tool.name();
-            profile
-                .tools
-                .as_deref()
-                .is_none_or(|only| names(only, name))
-                && !names(&profile.disallowed_tools, name)
-                && permissions.offers(name, tool.is_read_only())
+            profile_offers(profile, name) && permissions.offers(name, tool.is_read_only())
         })
         .map(|tool| tool.name().to_string())
         .collect();
