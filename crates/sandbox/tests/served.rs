@@ -285,6 +285,25 @@ async fn a_served_sandbox_cannot_be_stopped_and_a_dead_one_is_not_used() {
         "same sandbox\n"
     );
 
+    // Its shell waiting for the next command, killed (for memory, say), is
+    // replaced: the command runs, in the same sandbox, with its own status.
+    let waiting = "BASH_EXECUTION_STRING; SECONDS=0";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while processes_mentioning(waiting) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no shell waits for the next command"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(kill_processes_mentioning(waiting) > 0);
+    let outcome = served(&policy, "echo after a dead shell").await;
+    assert_eq!(
+        (outcome.stdout.as_str(), outcome.exit_code),
+        ("after a dead shell\n", Some(0)),
+        "{outcome:?}"
+    );
+
     // One killed from outside while it waits is noticed when a command comes.
     wait_for_spare().await;
     let ws_name = ws.path.display().to_string();

@@ -508,9 +508,6 @@ fn offers_task(profile: &ProfileConfig) -> bool {
     profile.tools.as_deref().is_none_or(listed) && !listed(&profile.disallowed_tools)
 }
 
-/// The tools the model is offered: the profile's `tools` (when set) less its
-/// `disallowed_tools` and those every call of which would be denied; the
-/// background companions only with `Bash`.
 /// Whether `patterns` (tool names, or an MCP server's `mcp__server`) name `tool`.
 fn names(patterns: &[String], tool: &str) -> bool {
     patterns.iter().any(|p| {
@@ -530,6 +527,9 @@ fn profile_offers(profile: &ProfileConfig, tool: &str) -> bool {
         && !names(&profile.disallowed_tools, tool)
 }
 
+/// The tools the model is offered: the profile's `tools` (when set) less its
+/// `disallowed_tools` and those every call of which would be denied; the
+/// background companions only with `Bash`.
 fn offered(
     tools: ToolRegistry,
     permissions: &PermissionPolicy,
