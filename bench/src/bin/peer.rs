@@ -14,6 +14,8 @@
 //! busy time over the turn, from its `GET /_testkit/stats`).
 //! `--smoke` is a tiny run (< 30 s) that checks the harness still works.
 
+#[path = "../peer/activity.rs"]
+mod activity;
 #[path = "../peer/args.rs"]
 mod args;
 #[path = "../peer/client.rs"]
@@ -233,6 +235,20 @@ async fn run(
             &ms(wa.cpu),
             &ms(wc.cpu),
             &ratio(wa.cpu.as_secs_f64(), wc.cpu.as_secs_f64()),
+            "",
+        ]);
+        t.row([
+            "  thread switches per turn, waits / preemptions (server / CLI process)",
+            &wa.activity.switches(),
+            &wc.activity.switches(),
+            "",
+            "",
+        ]);
+        t.row([
+            "  read / write system calls per turn (server / CLI process)",
+            &wa.activity.calls(),
+            &wc.activity.calls(),
+            "",
             "",
         ]);
         t.row([

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use agentd_testkit::ServiceStats;
 use anyhow::{Context, Result, bail};
 
+use super::activity::{Activity, PerTurn};
 use super::client::{Conn, create_session, model_stats, post_message};
 use super::processes::{
     claude_command, cpu_of, seed_workspace, session_workspace, start_serve, stop,
@@ -31,6 +32,8 @@ pub struct Warm {
     /// CPU of the model server per turn (the same script for both).
     pub model_cpu: Duration,
     pub rss_kib: u64,
+    /// Thread switches and read/write calls of the host process per turn.
+    pub activity: PerTurn,
 }
 
 /// The measured turns of a warm scenario: each turn's wall time and the model
@@ -52,7 +55,7 @@ impl Turns {
         self.requests += after.requests.saturating_sub(before.requests);
     }
 
-    fn warm(self, cpu: Duration, model_cpu: Duration, rss_kib: u64) -> Warm {
+    fn warm(self, cpu: Duration, model_cpu: Duration, rss_kib: u64, activity: PerTurn) -> Warm {
         let n = self.walls.len().max(1);
         Warm {
             wall: median(self.walls),
@@ -62,6 +65,7 @@ impl Turns {
             cpu,
             model_cpu,
             rss_kib,
+            activity,
         }
     }
 }
@@ -78,9 +82,11 @@ pub async fn warm_agentd(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<Warm
         let mut events = Conn::open(&addr).await?.events(&id).await?;
         let mut measured = Turns::default();
         let (mut cpu0, mut model0) = (Duration::ZERO, Duration::ZERO);
+        let mut activity0 = Activity::default();
         for turn in 0..=turns {
             if turn == 1 {
                 (cpu0, model0) = (cpu_of(pid), cpu_of(model_pid));
+                activity0 = Activity::of(pid);
             }
             let before = model_stats(&ctx.url_rel).await?;
             let started = Instant::now();
@@ -92,6 +98,7 @@ pub async fn warm_agentd(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<Warm
             }
         }
         let n = turns.max(1) as u32;
+        let activity = Activity::of(pid).per_turn(activity0, turns);
         let cpu = cpu_of(pid).saturating_sub(cpu0) / n;
         let model_cpu = cpu_of(model_pid).saturating_sub(model0) / n;
         let edited =
@@ -99,7 +106,7 @@ pub async fn warm_agentd(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<Warm
         if !edited.contains("counter+") {
             bail!("agentd's turns did not edit the file");
         }
-        Ok(measured.warm(cpu, model_cpu, super::processes::rss_kib(pid)))
+        Ok(measured.warm(cpu, model_cpu, super::processes::rss_kib(pid), activity))
     }
     .await;
     stop(server);
@@ -184,9 +191,11 @@ pub async fn warm_claude(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<(War
     let pid = proc.pid();
     let mut measured = Turns::default();
     let (mut cpu0, mut model0) = (Duration::ZERO, Duration::ZERO);
+    let mut activity0 = Activity::default();
     for turn in 0..=turns {
         if turn == 1 {
             (cpu0, model0) = (cpu_of(pid), cpu_of(model_pid));
+            activity0 = Activity::of(pid);
         }
         let before = model_stats(&ctx.url_abs).await?;
         let started = Instant::now();
@@ -198,10 +207,12 @@ pub async fn warm_claude(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<(War
         }
     }
     let n = turns.max(1) as u32;
+    let activity = Activity::of(pid).per_turn(activity0, turns);
     let warm = measured.warm(
         cpu_of(pid).saturating_sub(cpu0) / n,
         cpu_of(model_pid).saturating_sub(model0) / n,
         tree_rss_kib(pid),
+        activity,
     );
     Ok((warm, proc))
 }
