@@ -181,6 +181,14 @@ async fn run(
             &ratio(a.cpu.as_secs_f64(), c.cpu.as_secs_f64()),
             "",
         ]);
+        let switches = |c: &scenarios::Cold| format!("{} / {}", c.switches.0, c.switches.1);
+        t.row([
+            "  thread switches per run, waits / preemptions (median; what it waited for included)",
+            &switches(&a),
+            &switches(&c),
+            "",
+            "",
+        ]);
         t.row([
             "cold one-shot peak RSS (median)",
             &kib(a.rss_kib as f64),

@@ -95,10 +95,20 @@ pub fn agentd_command(agentd: &Path, data: &Path, url: &str) -> Command {
     command
 }
 
+/// How a waited-for process ran: its resource usage, the children it
+/// waited for included.
+pub struct Reaped {
+    pub success: bool,
+    pub cpu: Duration,
+    pub max_rss_kib: u64,
+    /// Thread switches: waits, preemptions.
+    pub switches: (u64, u64),
+}
+
 /// Wait for `child` with `wait4`, which also returns its resource usage.
 /// The `Child` must not be waited for otherwise.
 #[allow(unsafe_code)]
-pub fn wait4(child: &Child) -> Result<(bool, Duration, u64)> {
+pub fn wait4(child: &Child) -> Result<Reaped> {
     let pid = child.id() as libc::pid_t;
     let mut status: libc::c_int = 0;
     // SAFETY: all-zero is a valid `rusage` (plain integers).
@@ -116,8 +126,12 @@ pub fn wait4(child: &Child) -> Result<(bool, Duration, u64)> {
     }
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     let cpu = tv(usage.ru_utime) + tv(usage.ru_stime);
-    let success = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    Ok((success, cpu, usage.ru_maxrss as u64))
+    Ok(Reaped {
+        success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        cpu,
+        max_rss_kib: usage.ru_maxrss as u64,
+        switches: (usage.ru_nvcsw as u64, usage.ru_nivcsw as u64),
+    })
 }
 
 /// VmRSS of a live process, KiB.

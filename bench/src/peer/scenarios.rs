@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{Conn, bucket_quantile, create_session, histogram, metric, post_message};
 use super::processes::{
-    agentd_command, claude_command, now_us, seed_workspace, session_workspace, start_serve, stop,
-    wait4,
+    Reaped, agentd_command, claude_command, now_us, seed_workspace, session_workspace, start_serve,
+    stop, wait4,
 };
 
 /// Paths and model servers shared by the scenarios.
@@ -40,6 +40,8 @@ pub struct Cold {
     pub wall: Duration,
     pub cpu: Duration,
     pub rss_kib: u64,
+    /// Thread switches of the run and what it waited for: waits, preemptions.
+    pub switches: (u64, u64),
 }
 
 /// Who runs a cold one-shot turn.
@@ -52,7 +54,7 @@ enum Runner {
     Claude,
 }
 
-fn cold_one(ctx: &Ctx, runner: Runner, out: &Path) -> Result<(Duration, Duration, u64)> {
+fn cold_one(ctx: &Ctx, runner: Runner, out: &Path) -> Result<(Duration, Reaped)> {
     seed_workspace(&ctx.ws)?;
     let agentd = runner != Runner::Claude;
     let mut command = if agentd {
@@ -95,8 +97,9 @@ fn cold_one(ctx: &Ctx, runner: Runner, out: &Path) -> Result<(Duration, Duration
         .stdout(std::fs::File::create(out)?)
         .stderr(std::fs::File::create(out.with_extension("err"))?)
         .spawn()?;
-    let (ok, cpu, rss) = wait4(&child)?;
+    let reaped = wait4(&child)?;
     let wall = started.elapsed();
+    let ok = reaped.success;
     let text = std::fs::read_to_string(out)?;
     let edited = std::fs::read_to_string(ctx.ws.join(super::processes::FILE))?;
     if !ok || !text.contains("BENCH-DONE") || !edited.contains("counter+") {
@@ -106,35 +109,36 @@ fn cold_one(ctx: &Ctx, runner: Runner, out: &Path) -> Result<(Duration, Duration
             out.display()
         );
     }
-    Ok((wall, cpu, rss))
+    Ok((wall, reaped))
 }
 
 /// `agentd run`, `claude -p` and `agentd run` with its commands outside
 /// bubblewrap, interleaved, after one unmeasured run each.
 pub fn cold(ctx: &Ctx, runs: usize) -> Result<(Cold, Cold, Cold)> {
-    let mut samples = [
-        (Vec::new(), Vec::new(), Vec::new()),
-        (Vec::new(), Vec::new(), Vec::new()),
-        (Vec::new(), Vec::new(), Vec::new()),
-    ];
+    let mut samples: [Vec<(Duration, Reaped)>; 3] = Default::default();
     let runners = [Runner::Agentd, Runner::Claude, Runner::AgentdUnsandboxed];
     for round in 0..=runs {
         for (i, runner) in runners.into_iter().enumerate() {
             let out = ctx.root.join(format!("cold-{i}.out"));
-            let (wall, cpu, rss) = cold_one(ctx, runner, &out)?;
+            let sample = cold_one(ctx, runner, &out)?;
             if round > 0 {
-                samples[i].0.push(wall);
-                samples[i].1.push(cpu);
-                samples[i].2.push(rss);
+                samples[i].push(sample);
             }
         }
     }
-    let fig = |(wall, cpu, mut rss): (Vec<Duration>, Vec<Duration>, Vec<u64>)| {
-        rss.sort_unstable();
+    let fig = |runs: Vec<(Duration, Reaped)>| {
+        let middle = |mut v: Vec<u64>| {
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or(0)
+        };
         Cold {
-            wall: median(wall),
-            cpu: median(cpu),
-            rss_kib: rss.get(rss.len() / 2).copied().unwrap_or(0),
+            wall: median(runs.iter().map(|(wall, _)| *wall).collect()),
+            cpu: median(runs.iter().map(|(_, r)| r.cpu).collect()),
+            rss_kib: middle(runs.iter().map(|(_, r)| r.max_rss_kib).collect()),
+            switches: (
+                middle(runs.iter().map(|(_, r)| r.switches.0).collect()),
+                middle(runs.iter().map(|(_, r)| r.switches.1).collect()),
+            ),
         }
     };
     let [a, c, unsandboxed] = samples;
