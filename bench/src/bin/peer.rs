@@ -245,20 +245,20 @@ async fn run(
             &ratio(wa.cpu.as_secs_f64(), wc.cpu.as_secs_f64()),
             "",
         ]);
-        t.row([
-            "  thread switches per turn, waits / preemptions (server / CLI process)",
-            &wa.activity.switches(),
-            &wc.activity.switches(),
-            "",
-            "",
-        ]);
-        t.row([
-            "  read / write system calls per turn (server / CLI process)",
-            &wa.activity.calls(),
-            &wc.activity.calls(),
-            "",
-            "",
-        ]);
+        type Count = fn(&activity::PerTurn) -> String;
+        let counts: [(&str, Count); 2] = [
+            (
+                "  thread switches per turn, waits / preemptions (server / CLI process)",
+                activity::PerTurn::switches,
+            ),
+            (
+                "  read / write system calls per turn (server / CLI process)",
+                activity::PerTurn::calls,
+            ),
+        ];
+        for (label, count) in counts {
+            t.row([label, &count(&wa.activity), &count(&wc.activity), "", ""]);
+        }
         t.row([
             &format!("process RSS after {} warm turns", args.turns + 1),
             &kib(wa.rss_kib as f64),
