@@ -351,7 +351,7 @@ impl Runtime {
         prompt_context: PromptContext<'_>,
         project: &Project,
     ) -> Result<(String, Option<Subagents>), RunError> {
-        let subagents = if profile.max_subagent_depth > 0 && offers_task(profile) {
+        let subagents = if profile.max_subagent_depth > 0 && profile_offers(profile, "Task") {
             // The client's own (an Agent SDK app's `agents`) after the
             // project's; a name already taken is skipped.
             let agents = [&project.agents[..], &options.agents[..]].concat();
@@ -502,12 +502,6 @@ fn hooks_for(
     Ok((hooks, context))
 }
 
-/// Whether the profile's tool lists let `Task` (subagents) through.
-fn offers_task(profile: &ProfileConfig) -> bool {
-    let listed = |list: &[String]| list.iter().any(|name| name == "Task");
-    profile.tools.as_deref().is_none_or(listed) && !listed(&profile.disallowed_tools)
-}
-
 /// Whether `patterns` (tool names, or an MCP server's `mcp__server`) name `tool`.
 fn names(patterns: &[String], tool: &str) -> bool {
     patterns.iter().any(|p| {
@@ -619,5 +613,32 @@ fn web_policy(allow: &[String], permissions: &PermissionPolicy, workspace: &Path
         private_hosts: private_hosts.into(),
         url_check,
         ..WebPolicy::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profiles_tool_lists_name_tools_and_mcp_servers() {
+        let profile = ProfileConfig {
+            tools: Some(vec!["Bash".into(), "Task".into(), "mcp__git".into()]),
+            disallowed_tools: vec!["Task".into()],
+            ..ProfileConfig::default()
+        };
+        assert!(profile_offers(&profile, "Bash"));
+        assert!(profile_offers(&profile, "mcp__git__status"));
+        // Disallowed wins over listed; a server's name is matched whole.
+        assert!(!profile_offers(&profile, "Task"));
+        assert!(!profile_offers(&profile, "mcp__gitlab__issues"));
+        assert!(!profile_offers(&profile, "Read"));
+        // No list: everything but the disallowed.
+        let open = ProfileConfig {
+            disallowed_tools: vec!["Bash".into()],
+            ..ProfileConfig::default()
+        };
+        assert!(profile_offers(&open, "Task"));
+        assert!(!profile_offers(&open, "Bash"));
     }
 }
