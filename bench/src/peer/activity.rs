@@ -3,6 +3,8 @@
 //! with the machine's load, so a change in how work is handed between threads
 //! or how often the database is read shows in them when timings drown it.
 
+use super::processes::named_value;
+
 /// Counters of one process at one instant.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Activity {
@@ -35,16 +37,16 @@ impl Activity {
             for task in tasks.flatten() {
                 let status =
                     std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
-                voluntary += field(&status, "voluntary_ctxt_switches:");
-                involuntary += field(&status, "nonvoluntary_ctxt_switches:");
+                voluntary += named_value(&status, "voluntary_ctxt_switches:");
+                involuntary += named_value(&status, "nonvoluntary_ctxt_switches:");
             }
         }
         let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
         Self {
             voluntary,
             involuntary,
-            reads: field(&io, "syscr:"),
-            writes: field(&io, "syscw:"),
+            reads: named_value(&io, "syscr:"),
+            writes: named_value(&io, "syscw:"),
         }
     }
 
@@ -68,13 +70,6 @@ impl PerTurn {
     pub fn calls(&self) -> String {
         format!("{:.0} / {:.0}", self.reads, self.writes)
     }
-}
-
-fn field(text: &str, name: &str) -> u64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

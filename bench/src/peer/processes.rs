@@ -136,11 +136,16 @@ pub fn wait4(child: &Child) -> Result<Reaped> {
 
 /// VmRSS of a live process, KiB.
 pub fn rss_kib(pid: u32) -> u64 {
-    proc_field(pid, "status", |s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-    })
+    proc_field(pid, "status", |s| Some(named_value(s, "VmRSS:")))
+}
+
+/// The number after `name` on its line of a `/proc` file ("VmRSS:  812 kB",
+/// "syscr: 40"); 0 when there is none.
+pub fn named_value(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name))
+        .and_then(|value| value.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// User + system CPU of a live process, its waited children included.
