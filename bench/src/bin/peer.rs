@@ -260,6 +260,13 @@ async fn run(
             t.row([label, &count(&wa.activity), &count(&wc.activity), "", ""]);
         }
         t.row([
+            "  the server's thread switches per turn by thread, waits / preemptions",
+            &wa.activity.threads(),
+            "",
+            "",
+            "",
+        ]);
+        t.row([
             &format!("process RSS after {} warm turns", args.turns + 1),
             &kib(wa.rss_kib as f64),
             &kib(wc.rss_kib as f64),

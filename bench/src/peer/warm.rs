@@ -19,7 +19,7 @@ use super::scenarios::{Ctx, median};
 
 /// Per turn in one live session: medians of wall, host and model server time,
 /// and CPU of the host process.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Warm {
     pub wall: Duration,
     /// Wall − the model server's busy time over the turn.
@@ -98,7 +98,7 @@ pub async fn warm_agentd(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<Warm
             }
         }
         let n = turns.max(1) as u32;
-        let activity = Activity::of(pid).per_turn(activity0, turns);
+        let activity = Activity::of(pid).per_turn(&activity0, turns);
         let cpu = cpu_of(pid).saturating_sub(cpu0) / n;
         let model_cpu = cpu_of(model_pid).saturating_sub(model0) / n;
         let edited =
@@ -207,7 +207,7 @@ pub async fn warm_claude(ctx: &Ctx, model_pid: u32, turns: usize) -> Result<(War
         }
     }
     let n = turns.max(1) as u32;
-    let activity = Activity::of(pid).per_turn(activity0, turns);
+    let activity = Activity::of(pid).per_turn(&activity0, turns);
     let warm = measured.warm(
         cpu_of(pid).saturating_sub(cpu0) / n,
         cpu_of(model_pid).saturating_sub(model0) / n,
