@@ -55,11 +55,14 @@ impl Runtime {
             .confinement(session, &profile, &skills, identity, env)
             .await?;
         let egress = self.egress_for(session, &profile, &mut policy)?;
-        // The policy is final: a first command's sandbox (`agentd run`)
-        // starts now, beside the rest of the build and the first model call,
-        // unless the profile leaves `Bash` out. Rules that deny it cost one
-        // sandbox start; the spare serves only a command of this policy.
-        if options.prestart_sandbox && profile_offers(&profile, "Bash") {
+        // The policy is final: a first command's sandbox (`agentd run`,
+        // `agentd claude`) starts now, beside the rest of the build and the
+        // first model call, unless the profile or the turn's tool list
+        // (`--tools`) leaves `Bash` out. Rules that deny it cost one sandbox
+        // start; the spare serves only a command of this policy.
+        let offers_bash = profile_offers(&profile, "Bash")
+            && (options.builtin_tools.as_ref()).is_none_or(|only| only.iter().any(|t| t == "Bash"));
+        if options.prestart_sandbox && offers_bash {
             self.sandbox.prestart(&policy);
         }
         let policy_pin = policy.workspace_pin;

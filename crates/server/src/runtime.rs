@@ -85,8 +85,9 @@ pub struct TurnOptions {
     /// offered after the operator's and the project's.
     pub agents: Vec<crate::project::ProjectAgent>,
     /// Start a sandbox for the turn's first `Bash` while its first model
-    /// call runs (`Sandbox::prestart`): for a one-shot run, where spares are
-    /// on for it alone. A server's sessions get theirs after each command.
+    /// call runs (`Sandbox::prestart`): for a process of one session
+    /// (`agentd run`, `agentd claude`), where spares are on for it alone. A
+    /// server's sessions get theirs after each command.
     pub prestart_sandbox: bool,
 }
 

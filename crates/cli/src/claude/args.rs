@@ -62,6 +62,10 @@ pub struct ClaudeArgs {
     /// default, acceptEdits, plan, bypassPermissions, dontAsk (or agentd's names).
     #[arg(long, value_parser = parse_mode)]
     pub permission_mode: Option<PermissionMode>,
+    /// Claude Code's spelling of `--permission-mode bypassPermissions`;
+    /// agentd's rules and sandbox still bound what a bypassing turn may do.
+    #[arg(long, conflicts_with = "permission_mode")]
+    pub dangerously_skip_permissions: bool,
     /// Accepted: the TypeScript SDK passes it with `bypassPermissions`
     /// (`allowDangerouslySkipPermissions`); agentd's rules and sandbox
     /// still bound what a bypassing turn may do.
@@ -147,6 +151,13 @@ fn parse_mode(text: &str) -> Result<PermissionMode, String> {
 }
 
 impl ClaudeArgs {
+    /// The permission mode the flags ask for, if any.
+    pub fn mode(&self) -> Option<PermissionMode> {
+        self.permission_mode.or(self
+            .dangerously_skip_permissions
+            .then_some(PermissionMode::Bypass))
+    }
+
     /// `--allowedTools`, one rule each.
     pub fn allow_rules(&self) -> Vec<String> {
         let split = self

@@ -87,7 +87,7 @@ pub async fn run(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> u8 {
 async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Result<u8, Failure> {
     let settings = check_flags(&args)?;
     let live: Shared = Arc::new(Mutex::new(Live {
-        mode: args.permission_mode.or(settings.mode),
+        mode: args.mode().or(settings.mode),
         model: args.model.clone(),
         system_prompt: system_prompt(&args)?,
         append_system_prompt: args.append_system_prompt.clone(),
@@ -135,12 +135,13 @@ async fn run_inner(args: ClaudeArgs, config: Config, data_dir: PathBuf) -> Resul
             };
         }
     };
-    // A client holding the session for many turns gets what `agentd serve`
-    // gives: each command's sandbox started before it is needed.
+    // Each command's sandbox is started before it is needed: each turn's
+    // first beside its first model call (`TurnOptions::prestart_sandbox`),
+    // as `agentd run` does, and each next one after the command before. An
+    // Agent SDK app starts one such process per query, so its first command
+    // is the one a cold sandbox start would delay.
     let spares = config.server.spare_sandboxes.unwrap_or(SPARE_SANDBOXES);
-    if args.input_format == ClaudeInput::StreamJson {
-        agentd_sandbox::set_spare_capacity(spares);
-    }
+    agentd_sandbox::set_spare_capacity(spares);
     let (service, session) = open_session(&args, config, data_dir).await?;
     let process = Process::new(&service, &session, &args, settings, live, control.clone())?;
     let outcome = process.run_all(first, &mut next_turn, client_servers).await;
@@ -176,7 +177,7 @@ async fn open_session(
         cwd: None,
         model: args.model.clone(),
         profile: args.profile.clone(),
-        permission_mode: args.permission_mode,
+        permission_mode: args.mode(),
         allow: Vec::new(),
         allowed_tools: Vec::new(),
         disallowed_tools: Vec::new(),
@@ -385,6 +386,7 @@ impl<'a> Process<'a> {
             project_config: self.args.project_config(),
             agents: live.agents.clone(),
             policy_slot: Some(live.policy.clone()),
+            prestart_sandbox: true,
             ..TurnOptions::default()
         }
     }

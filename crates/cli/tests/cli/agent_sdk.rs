@@ -555,23 +555,12 @@ async fn flags_and_lines_agentd_cannot_honour_are_refused_by_name() {
     assert_eq!(listed, json!([]), "an empty session was left behind");
 }
 
-#[tokio::test]
-async fn a_prompt_argument_with_stdio_permissions_is_denied_not_stuck() {
-    // Nobody reads stdin, so nobody can answer: the call is denied at once.
-    let script = json!({"replies": [
-        {"when": {"last_user_contains": "TOUCH"}, "content": [bash("touch asked.txt")]},
-        {"when": {"last_tool_name": "Bash"}, "content": [text("NOT ALLOWED")]},
-    ]});
-    let h = Harness::new(Wire::Anthropic, script).await;
-    let mut command = h.command(&[
-        "claude",
-        "-p",
-        "TOUCH it",
-        "--output-format",
-        "json",
-        "--permission-prompt-tool",
-        "stdio",
-    ]);
+/// `agentd claude -p "TOUCH it" --output-format json` with `flags`, off the
+/// test's runtime (the scripted model answers on it): its result.
+async fn touch_it(h: &Harness, flags: &[&str]) -> Value {
+    let mut args = vec!["claude", "-p", "TOUCH it", "--output-format", "json"];
+    args.extend(flags);
+    let mut command = h.command(&args);
     let output = tokio::time::timeout(
         std::time::Duration::from_secs(60),
         tokio::task::spawn_blocking(move || command.output().unwrap()),
@@ -585,8 +574,127 @@ async fn a_prompt_argument_with_stdio_permissions_is_denied_not_stuck() {
         "{stdout} {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
+    serde_json::from_str(stdout.trim()).unwrap()
+}
+
+#[tokio::test]
+async fn a_prompt_argument_with_stdio_permissions_is_denied_not_stuck() {
+    // Nobody reads stdin, so nobody can answer: the call is denied at once.
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "TOUCH"}, "content": [bash("touch asked.txt")]},
+        {"when": {"last_tool_name": "Bash"}, "content": [text("NOT ALLOWED")]},
+    ]});
+    let h = Harness::new(Wire::Anthropic, script).await;
+    let result = touch_it(&h, &["--permission-prompt-tool", "stdio"]).await;
     assert_eq!(result["result"], "NOT ALLOWED", "{result}");
     assert_eq!(result["permission_denials"].as_array().unwrap().len(), 1);
     assert!(!h.ws().join("asked.txt").exists());
+}
+
+/// `agentd claude`, run with `-p` or as an Agent SDK app runs it (stream-json
+/// on stdin), starts its turn's first sandbox beside the first model call,
+/// as `agentd run` does: the first `Bash` finds it set up and runs in the
+/// serving sandbox (PID 1 is agentd's sandbox server), not in a bubblewrap
+/// started when the command came.
+#[tokio::test]
+async fn a_claude_processs_first_command_uses_the_sandbox_started_beside_its_first_model_call() {
+    let probe = "tr '\\0' ' ' < /proc/1/cmdline > pid1.txt";
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "PID"}, "repeat": true, "content": [bash(probe)]},
+        {"when": {"last_tool_name": "Bash"}, "repeat": true, "content": [text("done")]},
+    ]});
+    let h = Harness::new(Wire::Anthropic, script).await;
+    let streamed = r#"{"type":"user","message":{"role":"user","content":"PID 1?"},"parent_tool_use_id":null,"session_id":"default"}"#;
+    let ways: [(&str, Vec<&str>, Option<&str>); 2] = [
+        (
+            "-p",
+            vec![
+                "-p",
+                "PID 1?",
+                "--output-format",
+                "json",
+                "--permission-mode",
+                "bypassPermissions",
+            ],
+            None,
+        ),
+        (
+            "stream-json",
+            vec![
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-mode",
+                "bypassPermissions",
+            ],
+            Some(streamed),
+        ),
+    ];
+    for (way, flags, stdin) in ways {
+        let _ = std::fs::remove_file(h.ws().join("pid1.txt"));
+        let mut args = vec!["claude"];
+        args.extend(flags);
+        let mut command = h.command(&args);
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let line = stdin.map(|line| format!("{line}\n"));
+        let output = tokio::task::spawn_blocking(move || {
+            let mut child = command.spawn().unwrap();
+            let mut input = child.stdin.take().unwrap();
+            if let Some(line) = line {
+                std::io::Write::write_all(&mut input, line.as_bytes()).unwrap();
+            }
+            drop(input);
+            child.wait_with_output().unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(
+            output.status.success(),
+            "{way}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let pid1 = std::fs::read_to_string(h.ws().join("pid1.txt"))
+            .unwrap_or_else(|err| panic!("{way}: the command did not run: {err}"));
+        assert!(
+            pid1.contains("__sandbox-serve"),
+            "{way}: the first command started its own sandbox: {pid1}"
+        );
+    }
+}
+
+/// `--dangerously-skip-permissions` is Claude Code's `bypassPermissions`:
+/// the call `a_prompt_argument_with_stdio_permissions_is_denied_not_stuck`
+/// sees denied runs unasked. With another `--permission-mode` it is refused
+/// by name.
+#[tokio::test]
+async fn dangerously_skip_permissions_bypasses_as_in_claude_code() {
+    let script = json!({"replies": [
+        {"when": {"last_user_contains": "TOUCH"}, "content": [bash("touch asked.txt")]},
+        {"when": {"last_tool_name": "Bash"}, "content": [text("RAN")]},
+    ]});
+    let h = Harness::new(Wire::Anthropic, script).await;
+    let result = touch_it(&h, &["--dangerously-skip-permissions"]).await;
+    assert_eq!(result["permission_denials"], json!([]), "{result}");
+    assert!(h.ws().join("asked.txt").exists(), "the command ran");
+
+    let flags = [
+        "--dangerously-skip-permissions",
+        "--permission-mode",
+        "plan",
+    ];
+    let refused = h
+        .command(&[&["claude", "-p", "hi"][..], &flags].concat())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--dangerously-skip-permissions"),
+        "{stderr}"
+    );
 }
