@@ -20,9 +20,8 @@ pub struct Activity {
     /// thread the process ever had included.
     pub reads: u64,
     pub writes: u64,
-    /// Waits and preemptions by thread name, summed over the threads of
-    /// that name alive when read.
-    pub by_thread: BTreeMap<String, (u64, u64)>,
+    /// Each thread alive when read, by id: its name, waits and preemptions.
+    pub threads: BTreeMap<u64, (String, u64, u64)>,
 }
 
 /// Each counter per turn: (`after` − `before`) / `turns`.
@@ -32,8 +31,9 @@ pub struct PerTurn {
     pub involuntary: f64,
     pub reads: f64,
     pub writes: f64,
-    /// Waits and preemptions per turn by thread name, most waits first;
-    /// threads that ended between the two readings are not in it.
+    /// Waits and preemptions per turn by thread name, most waits first:
+    /// of the threads alive at the second reading, from the first reading
+    /// or their start. Threads that ended in between are not in it.
     pub by_thread: Vec<(String, f64, f64)>,
 }
 
@@ -41,9 +41,12 @@ impl Activity {
     /// `pid`'s counters now; zeros for what cannot be read.
     pub fn of(pid: u32) -> Self {
         let (mut voluntary, mut involuntary) = (0, 0);
-        let mut by_thread = BTreeMap::<String, (u64, u64)>::new();
+        let mut threads = BTreeMap::new();
         if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
             for task in tasks.flatten() {
+                let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                    continue;
+                };
                 let status =
                     std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
                 let waits = named_value(&status, "voluntary_ctxt_switches:");
@@ -56,9 +59,7 @@ impl Activity {
                     .unwrap_or("?")
                     .trim()
                     .to_string();
-                let counts = by_thread.entry(name).or_default();
-                counts.0 += waits;
-                counts.1 += preempted;
+                threads.insert(tid, (name, waits, preempted));
             }
         }
         let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
@@ -67,20 +68,26 @@ impl Activity {
             involuntary,
             reads: named_value(&io, "syscr:"),
             writes: named_value(&io, "syscw:"),
-            by_thread,
+            threads,
         }
     }
 
     pub fn per_turn(self, before: &Activity, turns: usize) -> PerTurn {
         let n = turns.max(1) as f64;
         let per = |after: u64, before: u64| after.saturating_sub(before) as f64 / n;
-        let mut by_thread: Vec<(String, f64, f64)> = self
-            .by_thread
+        let mut named = BTreeMap::<String, (u64, u64)>::new();
+        for (tid, (name, waits, preempted)) in self.threads {
+            let (w0, p0) = before
+                .threads
+                .get(&tid)
+                .map_or((0, 0), |(_, w0, p0)| (*w0, *p0));
+            let sum = named.entry(name).or_default();
+            sum.0 += waits.saturating_sub(w0);
+            sum.1 += preempted.saturating_sub(p0);
+        }
+        let mut by_thread: Vec<(String, f64, f64)> = named
             .into_iter()
-            .map(|(name, (waits, preempted))| {
-                let (w0, p0) = before.by_thread.get(&name).copied().unwrap_or_default();
-                (name, per(waits, w0), per(preempted, p0))
-            })
+            .map(|(name, (waits, preempted))| (name, per(waits, 0), per(preempted, 0)))
             .collect();
         by_thread.sort_by(|a, b| b.1.total_cmp(&a.1));
         PerTurn {

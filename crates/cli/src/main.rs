@@ -135,6 +135,9 @@ struct SessionFlags {
     /// Overrides the profile's.
     #[arg(long, value_parser = parse_mode)]
     permission_mode: Option<PermissionMode>,
+    /// Claude Code's spelling of `--permission-mode bypass`, and over it.
+    #[arg(long)]
+    dangerously_skip_permissions: bool,
     /// Allow a tool call pattern without asking, e.g. `Bash(cargo test)` or `Edit`.
     /// Repeatable; added to the profile's allow rules.
     #[arg(long = "allow", value_name = "RULE")]
@@ -157,6 +160,11 @@ struct SessionFlags {
 }
 
 impl SessionFlags {
+    /// The permission mode the flags ask for, if any.
+    fn mode(&self) -> Option<PermissionMode> {
+        flag_mode(self.permission_mode, self.dangerously_skip_permissions)
+    }
+
     /// `--allow` and `--allowedTools`, one rule each.
     fn allow_rules(&self) -> Vec<String> {
         let split = self.allowed_tools.iter().flat_map(|r| run::split_rules(r));
@@ -171,6 +179,12 @@ impl SessionFlags {
             .flat_map(|r| run::split_rules(r));
         split.collect()
     }
+}
+
+/// `--permission-mode`, unless `--dangerously-skip-permissions` (Claude
+/// Code's bypass, which wins over any mode given beside it).
+fn flag_mode(mode: Option<PermissionMode>, skip_permissions: bool) -> Option<PermissionMode> {
+    skip_permissions.then_some(PermissionMode::Bypass).or(mode)
 }
 
 fn parse_mode(text: &str) -> Result<PermissionMode, String> {

@@ -120,7 +120,7 @@ fn turn_input(args: &RunArgs) -> Result<TurnInput, Failure> {
 
 fn turn_options(args: &RunArgs, on_no_answer: NoAnswer) -> TurnOptions {
     TurnOptions {
-        permission_mode: args.session.permission_mode,
+        permission_mode: args.session.mode(),
         allow: args.session.allow_rules(),
         deny: args.session.deny_rules(),
         answers: Some(Arc::new(TerminalAnswers::new(

@@ -38,8 +38,9 @@ enum Ending {
 
 impl Sandbox {
     /// Start a spare sandbox for `policy` in the background now, so that the
-    /// first command under it need not wait for bubblewrap (a one-shot run's
-    /// first `Bash`, started beside its first model call). Does nothing when
+    /// first command under it need not wait for bubblewrap (the first `Bash`
+    /// of an `agentd run` or `agentd claude` turn, started beside its first
+    /// model call). Does nothing when
     /// spares are off, the policy runs unsandboxed, or a spare for it is
     /// waiting or starting already. The spare is set up under the same
     /// workspace gate as one started after a command, and serves a command

@@ -57,12 +57,10 @@ impl Runtime {
         let egress = self.egress_for(session, &profile, &mut policy)?;
         // The policy is final: a first command's sandbox (`agentd run`,
         // `agentd claude`) starts now, beside the rest of the build and the
-        // first model call, unless the profile or the turn's tool list
-        // (`--tools`) leaves `Bash` out. Rules that deny it cost one sandbox
-        // start; the spare serves only a command of this policy.
-        let offers_bash = profile_offers(&profile, "Bash")
-            && (options.builtin_tools.as_ref()).is_none_or(|only| only.iter().any(|t| t == "Bash"));
-        if options.prestart_sandbox && offers_bash {
+        // first model call, unless `Bash` will not be offered as far as is
+        // known yet (the profile, `--tools`, the mode and the deny rules
+        // given so far). The spare serves only a command of this policy.
+        if options.prestart_sandbox && may_offer_bash(&profile, options) {
             self.sandbox.prestart(&policy);
         }
         let policy_pin = policy.workspace_pin;
@@ -524,6 +522,25 @@ fn profile_offers(profile: &ProfileConfig, tool: &str) -> bool {
         && !names(&profile.disallowed_tools, tool)
 }
 
+/// Whether `Bash` may be offered, judged before the turn's agent is built:
+/// the project's and the session's rules, not read yet, can only deny more
+/// (or, in read-only mode, allow it: then the first command starts cold).
+fn may_offer_bash(profile: &ProfileConfig, options: &TurnOptions) -> bool {
+    if !profile_offers(profile, "Bash") || !options.offers_builtin("Bash") {
+        return false;
+    }
+    let mode = options.permission_mode.unwrap_or(profile.mode);
+    let allow: Vec<String> = profile
+        .allow
+        .iter()
+        .chain(&options.allow)
+        .cloned()
+        .collect();
+    let deny: Vec<String> = profile.deny.iter().chain(&options.deny).cloned().collect();
+    // Rules that do not parse fail the turn later, with their reason.
+    PermissionPolicy::new(mode, &allow, &deny, &[]).is_ok_and(|known| known.offers("Bash", false))
+}
+
 /// The tools the model is offered: the profile's `tools` (when set) less its
 /// `disallowed_tools` and those every call of which would be denied; the
 /// background companions only with `Bash`.
@@ -643,5 +660,40 @@ mod tests {
         };
         assert!(profile_offers(&open, "Task"));
         assert!(!profile_offers(&open, "Bash"));
+    }
+
+    /// No sandbox is prestarted for a turn that will not be offered `Bash`.
+    #[test]
+    fn bash_is_judged_offerable_from_what_is_known_before_the_build() {
+        use agentd_policy::permissions::PermissionMode;
+        let profile = ProfileConfig::default();
+        let options = |edit: fn(&mut TurnOptions)| {
+            let mut options = TurnOptions::default();
+            edit(&mut options);
+            options
+        };
+        assert!(may_offer_bash(&profile, &options(|_| {})));
+        // A rule on some commands leaves the tool offered.
+        assert!(may_offer_bash(
+            &profile,
+            &options(|o| o.deny = vec!["Bash(rm *)".into()])
+        ));
+        assert!(!may_offer_bash(
+            &profile,
+            &options(|o| o.deny = vec!["Bash".into()])
+        ));
+        assert!(!may_offer_bash(
+            &profile,
+            &options(|o| o.builtin_tools = Some(vec!["Read".into()]))
+        ));
+        assert!(!may_offer_bash(
+            &profile,
+            &options(|o| o.permission_mode = Some(PermissionMode::ReadOnly))
+        ));
+        let denied = ProfileConfig {
+            deny: vec!["Bash".into()],
+            ..ProfileConfig::default()
+        };
+        assert!(!may_offer_bash(&denied, &options(|_| {})));
     }
 }

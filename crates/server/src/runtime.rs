@@ -91,6 +91,15 @@ pub struct TurnOptions {
     pub prestart_sandbox: bool,
 }
 
+impl TurnOptions {
+    /// Whether the turn's tool list (`--tools`) leaves the built-in `name` in.
+    pub fn offers_builtin(&self, name: &str) -> bool {
+        self.builtin_tools
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|tool| tool == name))
+    }
+}
+
 /// The running turn's permission policy, for a client that changes the
 /// mode during the turn (an Agent SDK app's `set_permission_mode`). A mode
 /// set while the turn is still being prepared applies once its policy is in.

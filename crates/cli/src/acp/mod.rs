@@ -80,7 +80,7 @@ async fn serve(args: AcpArgs, config: Config, data_dir: PathBuf) -> Result<(), F
     }
     let (api, local, _socket_dir) = match &args.server {
         Some(url) => {
-            if flags.permission_mode.is_some()
+            if flags.mode().is_some()
                 || !flags.allow_rules().is_empty()
                 || !flags.deny_rules().is_empty()
             {

@@ -51,7 +51,7 @@ pub async fn connect(
 }
 
 async fn remote(url: &str, flags: &SessionFlags) -> Result<Connected, Failure> {
-    if flags.permission_mode.is_some()
+    if flags.mode().is_some()
         || !flags.allow_rules().is_empty()
         || !flags.deny_rules().is_empty()
         || flags.cwd.is_some()
@@ -139,7 +139,7 @@ pub fn apply_flags(flags: &SessionFlags, mut config: Config) -> Config {
         let Ok(mut profile) = config.profile(&name) else {
             continue;
         };
-        if let Some(mode) = flags.permission_mode {
+        if let Some(mode) = flags.mode() {
             profile.mode = mode;
         }
         profile.allow.extend(allow.iter().cloned());

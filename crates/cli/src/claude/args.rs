@@ -62,9 +62,9 @@ pub struct ClaudeArgs {
     /// default, acceptEdits, plan, bypassPermissions, dontAsk (or agentd's names).
     #[arg(long, value_parser = parse_mode)]
     pub permission_mode: Option<PermissionMode>,
-    /// Claude Code's spelling of `--permission-mode bypassPermissions`;
+    /// `bypassPermissions`, over any `--permission-mode`, as in Claude Code;
     /// agentd's rules and sandbox still bound what a bypassing turn may do.
-    #[arg(long, conflicts_with = "permission_mode")]
+    #[arg(long)]
     pub dangerously_skip_permissions: bool,
     /// Accepted: the TypeScript SDK passes it with `bypassPermissions`
     /// (`allowDangerouslySkipPermissions`); agentd's rules and sandbox
@@ -153,9 +153,7 @@ fn parse_mode(text: &str) -> Result<PermissionMode, String> {
 impl ClaudeArgs {
     /// The permission mode the flags ask for, if any.
     pub fn mode(&self) -> Option<PermissionMode> {
-        self.permission_mode.or(self
-            .dangerously_skip_permissions
-            .then_some(PermissionMode::Bypass))
+        crate::flag_mode(self.permission_mode, self.dangerously_skip_permissions)
     }
 
     /// `--allowedTools`, one rule each.

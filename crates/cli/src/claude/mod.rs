@@ -39,8 +39,8 @@ use crate::approve::TerminalAnswers;
 use crate::exit::{self, Failure, failed, usage};
 use crate::run::{LOCAL_USER, open_local, shutdown};
 
-/// Prestarted sandboxes for a stream-json client's turns (one session's
-/// commands need few), unless `[server] spare_sandboxes` says.
+/// Prestarted sandboxes for the process's one session (its commands need
+/// few), unless `[server] spare_sandboxes` says.
 const SPARE_SANDBOXES: usize = 2;
 
 /// What the client may change while the process runs (`initialize`,
@@ -178,6 +178,7 @@ async fn open_session(
         model: args.model.clone(),
         profile: args.profile.clone(),
         permission_mode: args.mode(),
+        dangerously_skip_permissions: false,
         allow: Vec::new(),
         allowed_tools: Vec::new(),
         disallowed_tools: Vec::new(),
@@ -455,12 +456,7 @@ impl<'a> Process<'a> {
         let mut tools: Vec<String> = agentd_tools::builtin_tools()
             .iter()
             .map(|tool| tool.name().to_string())
-            .filter(|name| {
-                options
-                    .builtin_tools
-                    .as_ref()
-                    .is_none_or(|only| only.contains(name))
-            })
+            .filter(|name| options.offers_builtin(name))
             .collect();
         tools.extend(["TodoWrite", "AskUserQuestion", "Task"].map(String::from));
         let servers: Vec<Value> = options

@@ -566,7 +566,7 @@ async fn touch_it(h: &Harness, flags: &[&str]) -> Value {
         tokio::task::spawn_blocking(move || command.output().unwrap()),
     )
     .await
-    .expect("agentd claude waited for an answer nobody can give")
+    .expect("agentd claude did not finish within a minute (waiting for an answer?)")
     .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -597,7 +597,7 @@ async fn a_prompt_argument_with_stdio_permissions_is_denied_not_stuck() {
 /// serving sandbox (PID 1 is agentd's sandbox server), not in a bubblewrap
 /// started when the command came.
 #[tokio::test]
-async fn a_claude_processs_first_command_uses_the_sandbox_started_beside_its_first_model_call() {
+async fn a_claude_process_starts_its_first_sandbox_beside_the_first_model_call() {
     let probe = "tr '\\0' ' ' < /proc/1/cmdline > pid1.txt";
     let script = json!({"replies": [
         {"when": {"last_user_contains": "PID"}, "repeat": true, "content": [bash(probe)]},
@@ -642,7 +642,7 @@ async fn a_claude_processs_first_command_uses_the_sandbox_started_beside_its_fir
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let line = stdin.map(|line| format!("{line}\n"));
-        let output = tokio::task::spawn_blocking(move || {
+        let finished = tokio::task::spawn_blocking(move || {
             let mut child = command.spawn().unwrap();
             let mut input = child.stdin.take().unwrap();
             if let Some(line) = line {
@@ -650,9 +650,11 @@ async fn a_claude_processs_first_command_uses_the_sandbox_started_beside_its_fir
             }
             drop(input);
             child.wait_with_output().unwrap()
-        })
-        .await
-        .unwrap();
+        });
+        let output = tokio::time::timeout(std::time::Duration::from_secs(60), finished)
+            .await
+            .unwrap_or_else(|_| panic!("{way}: agentd claude did not finish within a minute"))
+            .unwrap();
         assert!(
             output.status.success(),
             "{way}: {}",
@@ -667,34 +669,44 @@ async fn a_claude_processs_first_command_uses_the_sandbox_started_beside_its_fir
     }
 }
 
-/// `--dangerously-skip-permissions` is Claude Code's `bypassPermissions`:
-/// the call `a_prompt_argument_with_stdio_permissions_is_denied_not_stuck`
-/// sees denied runs unasked. With another `--permission-mode` it is refused
-/// by name.
+/// `--dangerously-skip-permissions` is Claude Code's `bypassPermissions`,
+/// and wins over a `--permission-mode` given beside it, as there: the call
+/// `a_prompt_argument_with_stdio_permissions_is_denied_not_stuck` sees
+/// denied runs unasked. `agentd run` takes it too.
 #[tokio::test]
 async fn dangerously_skip_permissions_bypasses_as_in_claude_code() {
     let script = json!({"replies": [
-        {"when": {"last_user_contains": "TOUCH"}, "content": [bash("touch asked.txt")]},
-        {"when": {"last_tool_name": "Bash"}, "content": [text("RAN")]},
+        {"when": {"last_user_contains": "TOUCH"}, "repeat": true, "content": [bash("touch asked.txt")]},
+        {"when": {"last_tool_name": "Bash"}, "repeat": true, "content": [text("RAN")]},
     ]});
     let h = Harness::new(Wire::Anthropic, script).await;
-    let result = touch_it(&h, &["--dangerously-skip-permissions"]).await;
-    assert_eq!(result["permission_denials"], json!([]), "{result}");
-    assert!(h.ws().join("asked.txt").exists(), "the command ran");
-
-    let flags = [
-        "--dangerously-skip-permissions",
-        "--permission-mode",
-        "plan",
-    ];
-    let refused = h
-        .command(&[&["claude", "-p", "hi"][..], &flags].concat())
-        .output()
+    let asked = h.ws().join("asked.txt");
+    for flags in [
+        &["--dangerously-skip-permissions"][..],
+        &[
+            "--permission-mode",
+            "plan",
+            "--dangerously-skip-permissions",
+        ],
+    ] {
+        let _ = std::fs::remove_file(&asked);
+        let result = touch_it(&h, flags).await;
+        assert_eq!(
+            result["permission_denials"],
+            json!([]),
+            "{flags:?}: {result}"
+        );
+        assert!(asked.exists(), "{flags:?}: the command ran");
+    }
+    std::fs::remove_file(&asked).unwrap();
+    let mut command = h.command(&["run", "TOUCH it", "--dangerously-skip-permissions"]);
+    let output = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
         .unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("--dangerously-skip-permissions"),
-        "{stderr}"
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
     );
+    assert!(asked.exists(), "agentd run: the command ran");
 }
