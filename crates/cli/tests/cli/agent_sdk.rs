@@ -700,9 +700,13 @@ async fn dangerously_skip_permissions_bypasses_as_in_claude_code() {
     }
     std::fs::remove_file(&asked).unwrap();
     let mut command = h.command(&["run", "TOUCH it", "--dangerously-skip-permissions"]);
-    let output = tokio::task::spawn_blocking(move || command.output().unwrap())
-        .await
-        .unwrap();
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        tokio::task::spawn_blocking(move || command.output().unwrap()),
+    )
+    .await
+    .expect("agentd run did not finish within a minute (waiting for an answer?)")
+    .unwrap();
     assert!(
         output.status.success(),
         "{}",
