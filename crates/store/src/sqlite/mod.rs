@@ -33,9 +33,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a statement waits for [`Connections::One`]'s connection.
 const ONE_CONNECTION_WAIT: Duration = Duration::from_secs(600);
 /// Rows a write connection's thread may hand back before it waits for its
-/// caller to take them (sqlx's default is 50). The event writer holds the
-/// write lock until its commit's rows are all read, and on a busy runtime
-/// each wait for the caller to catch up kept it held for longer.
+/// caller to take them (sqlx's default is 50). A write holds the write lock
+/// until its rows are all read, and on a busy runtime each wait for the
+/// caller to catch up kept it held for longer.
 const WRITE_ROW_BUFFER: usize = 1024;
 
 /// The migration set (see `crate::migrate`).
@@ -188,8 +188,8 @@ impl SqliteStore {
 
         let writes = match connections {
             Connections::One => pool.clone(),
-            // The event writer keeps one connection (see `writer`); up to two
-            // more, not one, for the other writes: sqlx hands a released
+            // Up to three connections, not one, for the writes other than
+            // the event writer's (it has its own): sqlx hands a released
             // connection back to the pool from a task on the releasing
             // runtime, so the next writer must not wait for that task
             // (`write_lock` still admits one writer at a time). They open when
@@ -201,18 +201,25 @@ impl SqliteStore {
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .test_before_acquire(false)
-                .connect_with(options.row_buffer_size(WRITE_ROW_BUFFER))
+                .connect_with(options.clone().row_buffer_size(WRITE_ROW_BUFFER))
                 .await
                 .map_err(|e| StoreError::Database(format!("opening sqlite database: {e}")))?,
         };
         let write_lock = Arc::new(Mutex::new(()));
-        let keep_connection = connections == Connections::Pooled;
-        let checkpoint_on = keep_connection.then(|| pool.clone());
+        // Pooled, the event writer has a connection of its own (see
+        // `writer::conn`); a store of one connection shares it.
+        let (writer_conn, checkpoint_on) = match connections {
+            Connections::Pooled => (
+                writer::WriterConn::own(options.get_filename().to_path_buf()),
+                Some(pool.clone()),
+            ),
+            Connections::One => (writer::WriterConn::pooled(writes.clone(), false), None),
+        };
         let recent_commit = Arc::new(recent_commit::RecentCommit::default());
         let appends = writer::spawn(
+            writer_conn,
             writes.clone(),
             write_lock.clone(),
-            keep_connection,
             checkpoint_on,
             recent_commit.clone(),
         );

@@ -8,20 +8,21 @@
 //! cannot leave a transaction half done, so `seq`s stay gapless.
 
 pub(super) mod checkpoints;
+mod conn;
 mod statements;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use sqlx::Row;
-use sqlx::pool::PoolConnection;
-use sqlx::sqlite::{Sqlite, SqlitePool, SqliteRow};
+use sqlx::sqlite::{SqlitePool, SqliteRow};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
+pub(super) use self::conn::WriterConn;
+use self::conn::{Arg, Returned};
 use self::statements::Statements;
 use super::recent_commit::RecentCommit;
-use crate::records::{Query, db, now, to_ms, to_u64};
+use crate::records::{Query, now, to_ms, to_u64};
 use crate::{StoreError, StoreResult};
 
 /// Entries per job, and per commit once one job is in (a batch stops taking
@@ -76,24 +77,22 @@ pub(super) struct AppendJob {
 /// The writer task's future.
 type Writer = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
-/// Start the writer task; it ends when every sender is dropped. With
-/// `keep_connection` it commits on one connection of `pool`, kept until the
-/// pool closes (not for a pool of one, which others need). With
+/// Start the writer task, committing on `conn`; it ends when every sender is
+/// dropped, and lets go of `conn` when `closing` closes. With
 /// `checkpoint_on`, WAL checkpoints run there after its commits (see
 /// `checkpoints`), and end with it.
 pub(super) fn spawn(
-    pool: SqlitePool,
+    conn: WriterConn,
+    closing: SqlitePool,
     write_lock: Arc<Mutex<()>>,
-    keep_connection: bool,
     checkpoint_on: Option<SqlitePool>,
     recent: Arc<RecentCommit>,
 ) -> mpsc::Sender<AppendJob> {
     let (tx, rx) = mpsc::channel(QUEUE);
-    let conn = WriterConn::new(pool, keep_connection);
     let writer: Writer = match checkpoint_on {
         Some(pool) => {
             let nudge = checkpoints::Nudge::default();
-            let writes = run(conn, write_lock, rx, Some(nudge.clone()), recent);
+            let writes = run(conn, closing, write_lock, rx, Some(nudge.clone()), recent);
             Box::pin(async move {
                 // The checkpoints never end first: the writer's end ends both.
                 tokio::select! {
@@ -102,12 +101,13 @@ pub(super) fn spawn(
                 }
             })
         }
-        None => Box::pin(run(conn, write_lock, rx, None, recent)),
+        None => Box::pin(run(conn, closing, write_lock, rx, None, recent)),
     };
     // A thread of its own: it holds the write lock from the first job of a
     // commit to its last row back, and on the server's runtime each of those
-    // steps waited behind every stream's task. Without one, it shares the
-    // caller's runtime.
+    // steps waited behind every stream's task; and its own connection's
+    // statements block the thread they run on. Without one, it shares the
+    // caller's runtime (and blocks one of its workers while it commits).
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -143,44 +143,9 @@ pub(super) fn spawn(
     tx
 }
 
-/// The connection the writer commits on. Kept, it sees mostly its own
-/// commits, so its page cache stays valid from one to the next (a commit by
-/// another connection makes SQLite re-read the pages, and remap the file as
-/// it grows); and the next commit does not wait for a released connection to
-/// be handed back to the pool.
-pub(super) struct WriterConn {
-    pool: SqlitePool,
-    held: Option<PoolConnection<Sqlite>>,
-    keep: bool,
-}
-
-impl WriterConn {
-    pub(super) fn new(pool: SqlitePool, keep: bool) -> Self {
-        Self {
-            pool,
-            held: None,
-            keep,
-        }
-    }
-
-    /// [`run_script`] on the kept connection (or one from the pool).
-    async fn run(&mut self, query: Query<'_, sqlx::Sqlite>) -> Result<Vec<SqliteRow>, sqlx::Error> {
-        let mut conn = match self.held.take() {
-            Some(conn) => conn,
-            None => self.pool.acquire().await?,
-        };
-        let rows = query.fetch_all(&mut *conn).await;
-        if rows.is_err() && sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err() {
-            conn.close_on_drop();
-        } else if self.keep {
-            self.held = Some(conn);
-        }
-        rows
-    }
-}
-
 async fn run(
     mut conn: WriterConn,
+    closing: SqlitePool,
     write_lock: Arc<Mutex<()>>,
     mut rx: mpsc::Receiver<AppendJob>,
     nudge: Option<checkpoints::Nudge>,
@@ -190,7 +155,7 @@ async fn run(
     let mut statements = Statements::default();
     let size = |job: &AppendJob| job.entries.iter().map(Entry::bytes).sum::<usize>();
     // Closing the pool waits for every connection: give the kept one back.
-    let closing = conn.pool.close_event();
+    let closing = closing.close_event();
     tokio::pin!(closing);
     let mut closed = false;
     loop {
@@ -201,8 +166,7 @@ async fn run(
             },
             () = &mut closing, if !closed => {
                 closed = true;
-                conn.held = None;
-                conn.keep = false;
+                conn.close();
                 continue;
             }
         };
@@ -331,32 +295,35 @@ async fn commit(
     // so of prepares) small; padded rows have a NULL session and match nothing.
     let slots = |n: usize| if n == 0 { 0 } else { n.next_power_of_two() };
     let (event_slots, message_slots) = (slots(events), slots(messages));
-    let mut query = sqlx::query(statements.batch(event_slots, message_slots));
+    let shape = statements.batch(event_slots, message_slots);
     let at_ms = to_ms(at);
+    let mut args = Vec::with_capacity(shape.parts.iter().map(|part| part.binds).sum());
     if event_slots > 0 {
         for (job, ks) in jobs.iter().zip(&ks) {
             for (entry, k) in job.entries.iter().zip(ks) {
                 if let Entry::Event { type_name, data } = entry {
-                    query = query
-                        .bind(job.session_id.as_str())
-                        .bind(*k)
-                        .bind(*type_name)
-                        .bind(data.as_str())
-                        .bind(at_ms);
+                    args.extend([
+                        Arg::Text(Some(job.session_id.as_str())),
+                        Arg::Int(*k),
+                        Arg::Text(Some(type_name)),
+                        Arg::Text(Some(data.as_str())),
+                        Arg::Int(at_ms),
+                    ]);
                 }
             }
         }
         for _ in events..event_slots {
-            query = query
-                .bind(None::<&str>)
-                .bind(0_i64)
-                .bind(None::<&str>)
-                .bind(None::<&str>)
-                .bind(0_i64);
+            args.extend([
+                Arg::Text(None),
+                Arg::Int(0),
+                Arg::Text(None),
+                Arg::Text(None),
+                Arg::Int(0),
+            ]);
         }
         for i in 0..event_slots {
             let (session, n) = event_sessions.get(i).copied().unzip();
-            query = query.bind(session).bind(n.unwrap_or(0));
+            args.extend([Arg::Text(session), Arg::Int(n.unwrap_or(0))]);
         }
     }
     if message_slots > 0 {
@@ -369,35 +336,47 @@ async fn commit(
                     content,
                 } = entry
                 {
-                    query = query
-                        .bind(id.as_str())
-                        .bind(job.session_id.as_str())
-                        .bind(turn_id.as_deref())
-                        .bind(*k)
-                        .bind(*role)
-                        .bind(content.as_str())
-                        .bind(at_ms);
+                    args.extend([
+                        Arg::Text(Some(id.as_str())),
+                        Arg::Text(Some(job.session_id.as_str())),
+                        Arg::Text(turn_id.as_deref()),
+                        Arg::Int(*k),
+                        Arg::Text(Some(role)),
+                        Arg::Text(Some(content.as_str())),
+                        Arg::Int(at_ms),
+                    ]);
                 }
             }
         }
         for _ in messages..message_slots {
-            query = query
-                .bind(None::<&str>)
-                .bind(None::<&str>)
-                .bind(None::<&str>)
-                .bind(0_i64)
-                .bind(None::<&str>)
-                .bind(None::<&str>)
-                .bind(0_i64);
+            args.extend([
+                Arg::Text(None),
+                Arg::Text(None),
+                Arg::Text(None),
+                Arg::Int(0),
+                Arg::Text(None),
+                Arg::Text(None),
+                Arg::Int(0),
+            ]);
         }
-        query = query.bind(at_ms);
+        args.push(Arg::Int(at_ms));
         for i in 0..message_slots {
-            query = query.bind(message_sessions.get(i).map(|(session, _)| *session));
+            args.push(Arg::Text(
+                message_sessions.get(i).map(|(session, _)| *session),
+            ));
         }
     }
 
-    let rows = conn.run(query).await.map_err(db("appending"))?;
-    Ok(assign(jobs, &ks, &counts, &rows))
+    match conn.commit(shape, &args).await? {
+        Ok(rows) => Ok(assign(jobs, &ks, &counts, &rows)),
+        Err(e) => {
+            let msg = format!("appended entries were stored but cannot be read back: {e}");
+            Ok(jobs
+                .iter()
+                .map(|_| Err(StoreError::Corrupt(msg.clone())))
+                .collect())
+        }
+    }
 }
 
 /// Match the committed rows to the jobs. A session's events got
@@ -409,29 +388,15 @@ fn assign(
     jobs: &[AppendJob],
     ks: &[Vec<i64>],
     counts: &Counts<'_>,
-    rows: &[SqliteRow],
+    rows: &[Returned],
 ) -> Vec<StoreResult<Vec<u64>>> {
-    let mut last_seqs: HashMap<String, i64> = HashMap::new();
-    let mut positions: HashMap<String, Vec<i64>> = HashMap::new();
-    for row in rows {
-        match (
-            row.try_get::<String, _>(0),
-            row.try_get::<i64, _>(1),
-            row.try_get::<i64, _>(2),
-        ) {
-            (Ok(session), Ok(last_seq), Ok(0)) => {
-                last_seqs.insert(session, last_seq);
-            }
-            (Ok(session), Ok(position), Ok(_)) => {
-                positions.entry(session).or_default().push(position);
-            }
-            (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => {
-                let msg = format!("appended entries were stored but cannot be read back: {e}");
-                return jobs
-                    .iter()
-                    .map(|_| Err(StoreError::Corrupt(msg.clone())))
-                    .collect();
-            }
+    let mut last_seqs: HashMap<&str, i64> = HashMap::new();
+    let mut positions: HashMap<&str, Vec<i64>> = HashMap::new();
+    for (session, n, kind) in rows {
+        if *kind == 0 {
+            last_seqs.insert(session, *n);
+        } else {
+            positions.entry(session).or_default().push(*n);
         }
     }
     for stamps in positions.values_mut() {

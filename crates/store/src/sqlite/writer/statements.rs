@@ -1,20 +1,40 @@
-//! The statement of each batch shape, built the first time the writer needs
-//! it and kept: a batch's slot counts are powers of two, so there are few.
+//! The statements of each batch shape, built the first time the writer needs
+//! them and kept: a batch's slot counts are powers of two, so there are few.
 
 use std::collections::HashMap;
 
 use crate::queries::transcript::{INSERT_EVENTS, INSERT_MESSAGES};
 
+/// One statement of a batch: its SQL, how many values it binds (they follow
+/// the previous statement's in the batch's values) and whether it returns rows.
+#[derive(Debug)]
+pub(super) struct Part {
+    pub sql: String,
+    pub binds: usize,
+    pub returns_rows: bool,
+}
+
+/// A batch shape's statements: one by one, and as one script sent whole.
+#[derive(Debug)]
+pub(super) struct Shape {
+    pub parts: Vec<Part>,
+    pub script: String,
+}
+
 /// The writer's statements by `(event_slots, message_slots)`.
 #[derive(Debug, Default)]
-pub(super) struct Statements(HashMap<(usize, usize), String>);
+pub(super) struct Statements(HashMap<(usize, usize), Shape>);
 
 impl Statements {
-    /// [`batch_sql`] of this shape, built once.
-    pub(super) fn batch(&mut self, event_slots: usize, message_slots: usize) -> &str {
+    /// The [`batch_parts`] of this shape, built once.
+    pub(super) fn batch(&mut self, event_slots: usize, message_slots: usize) -> &Shape {
         self.0
             .entry((event_slots, message_slots))
-            .or_insert_with(|| batch_sql(event_slots, message_slots))
+            .or_insert_with(|| {
+                let parts = batch_parts(event_slots, message_slots);
+                let script = script(&parts);
+                Shape { parts, script }
+            })
     }
 }
 
@@ -28,38 +48,48 @@ fn repeat(sql: &mut String, group: &str, n: usize) {
     }
 }
 
-/// One round trip: begin; insert every event with its seq computed from the
-/// session's `last_seq` and advance `last_seq` by the session's count; insert
-/// every message at the session's last position + its ordinal and touch the
-/// session; commit. Binds: `event_slots` event rows, then as many (session
-/// id, count) pairs; `message_slots` message rows, the time, then as many
-/// session ids (all NULL-padded). Rows back: (session, its new `last_seq`, 0)
-/// per session with events; (session, position, 1) per message.
-pub(super) fn batch_sql(event_slots: usize, message_slots: usize) -> String {
-    let mut sql = String::with_capacity(800 + (event_slots + message_slots) * 24);
-    sql.push_str("BEGIN IMMEDIATE;\n");
+/// The statements of a batch, between `BEGIN IMMEDIATE` and `COMMIT`: insert
+/// every event with its seq computed from the session's `last_seq` and
+/// advance `last_seq` by the session's count; insert every message at the
+/// session's last position + its ordinal and touch the session. Binds:
+/// `event_slots` event rows, then as many (session id, count) pairs;
+/// `message_slots` message rows, the time, then as many session ids (all
+/// NULL-padded). Rows back: (session, its new `last_seq`, 0) per session with
+/// events; (session, position, 1) per message.
+pub(super) fn batch_parts(event_slots: usize, message_slots: usize) -> Vec<Part> {
+    let mut parts = Vec::with_capacity(4);
     if event_slots > 0 {
+        let mut sql = String::with_capacity(400 + event_slots * 16);
         sql.push_str(INSERT_EVENTS);
         sql.push_str(
             "SELECT v.column1, s.last_seq + v.column2, v.column3, v.column4, v.column5 \
              FROM (VALUES ",
         );
         repeat(&mut sql, "(?, ?, ?, ?, ?)", event_slots);
-        // One row back per session (its new `last_seq`), not one per event:
-        // the rows come back one at a time through the connection's thread.
-        sql.push_str(
-            ") AS v JOIN sessions AS s ON s.id = v.column1;\n\
-             UPDATE sessions SET last_seq = sessions.last_seq + c.column2 FROM (VALUES ",
-        );
+        sql.push_str(") AS v JOIN sessions AS s ON s.id = v.column1");
+        parts.push(Part {
+            sql,
+            binds: event_slots * 5,
+            returns_rows: false,
+        });
+        // One row back per session (its new `last_seq`), not one per event.
+        let mut sql = String::with_capacity(200 + event_slots * 8);
+        sql.push_str("UPDATE sessions SET last_seq = sessions.last_seq + c.column2 FROM (VALUES ");
         repeat(&mut sql, "(?, ?)", event_slots);
         sql.push_str(
             ") AS c WHERE sessions.id = c.column1 \
-             RETURNING sessions.id, sessions.last_seq, 0;\n",
+             RETURNING sessions.id, sessions.last_seq, 0",
         );
+        parts.push(Part {
+            sql,
+            binds: event_slots * 2,
+            returns_rows: true,
+        });
     }
     if message_slots > 0 {
         // SQLite evaluates the whole SELECT before inserting (it reads the
         // table it writes), so MAX(position) is the one from before the batch.
+        let mut sql = String::with_capacity(400 + message_slots * 24);
         sql.push_str(INSERT_MESSAGES);
         sql.push_str(
             "SELECT v.column1, s.id, v.column3, \
@@ -70,12 +100,38 @@ pub(super) fn batch_sql(event_slots: usize, message_slots: usize) -> String {
         repeat(&mut sql, "(?, ?, ?, ?, ?, ?, ?)", message_slots);
         sql.push_str(
             ") AS v JOIN sessions AS s ON s.id = v.column2 \
-             RETURNING session_id, position, 1;\n\
-             UPDATE sessions SET updated_at = ? WHERE id IN (",
+             RETURNING session_id, position, 1",
         );
+        parts.push(Part {
+            sql,
+            binds: message_slots * 7,
+            returns_rows: true,
+        });
+        let mut sql = String::from("UPDATE sessions SET updated_at = ? WHERE id IN (");
         repeat(&mut sql, "?", message_slots);
-        sql.push_str(");\n");
+        sql.push(')');
+        parts.push(Part {
+            sql,
+            binds: 1 + message_slots,
+            returns_rows: false,
+        });
+    }
+    parts
+}
+
+/// The parts as one transaction sent in one round trip.
+fn script(parts: &[Part]) -> String {
+    let mut sql = String::from("BEGIN IMMEDIATE;\n");
+    for part in parts {
+        sql.push_str(&part.sql);
+        sql.push_str(";\n");
     }
     sql.push_str("COMMIT;");
     sql
+}
+
+/// [`batch_parts`] as one script.
+#[cfg(test)]
+pub(super) fn batch_sql(event_slots: usize, message_slots: usize) -> String {
+    script(&batch_parts(event_slots, message_slots))
 }

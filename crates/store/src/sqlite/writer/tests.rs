@@ -1,5 +1,7 @@
 //! The group-commit writer against a real database: batches that mix
-//! sessions, failures that stay alone, and logs cut at a refused entry.
+//! sessions, failures that stay alone, and logs cut at a refused entry. Each
+//! on both connections a writer commits on: a pool's (an in-memory database)
+//! and its own (a file).
 
 use super::statements::batch_sql;
 use super::*;
@@ -7,8 +9,46 @@ use crate::NewSession;
 use crate::prelude::*;
 use crate::sqlite::SqliteStore;
 
-async fn setup() -> (SqliteStore, String, String) {
-    let store = SqliteStore::open_url("sqlite::memory:").await.unwrap();
+/// A store and the connection its writer would commit on.
+struct Db {
+    store: SqliteStore,
+    file: Option<std::path::PathBuf>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Db {
+    /// An in-memory store (`own == false`), or one on a file whose writer
+    /// has a connection of its own.
+    async fn open(own: bool) -> Self {
+        if !own {
+            let store = SqliteStore::open_url("sqlite::memory:").await.unwrap();
+            return Self {
+                store,
+                file: None,
+                _dir: None,
+            };
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("agentd.db");
+        let store = SqliteStore::open(&file).await.unwrap();
+        Self {
+            store,
+            file: Some(file),
+            _dir: Some(dir),
+        }
+    }
+
+    /// A writer connection of this store's kind.
+    fn conn(&self) -> WriterConn {
+        match &self.file {
+            Some(file) => WriterConn::own(file.clone()),
+            None => WriterConn::pooled(self.store.pool().clone(), false),
+        }
+    }
+}
+
+async fn setup(own: bool) -> (Db, String, String) {
+    let db = Db::open(own).await;
     let mut ids = Vec::new();
     for _ in 0..2 {
         let new = NewSession {
@@ -20,11 +60,11 @@ async fn setup() -> (SqliteStore, String, String) {
             model: "m".into(),
             profile: "p".into(),
         };
-        ids.push(store.create_session(new).await.unwrap().id);
+        ids.push(db.store.create_session(new).await.unwrap().id);
     }
     let b = ids.pop().unwrap();
     let a = ids.pop().unwrap();
-    (store, a, b)
+    (db, a, b)
 }
 
 fn job(session: &str, data: &str) -> (AppendJob, oneshot::Receiver<Reply>) {
@@ -59,10 +99,9 @@ async fn write_alone(conn: &mut WriterConn, batch: &mut Vec<AppendJob>) {
     write(conn, &mut Statements::default(), batch, &Default::default()).await;
 }
 
-async fn run_batch(store: &SqliteStore, specs: &[(&str, &str)]) -> Vec<StoreResult<u64>> {
+async fn run_batch(conn: &mut WriterConn, specs: &[(&str, &str)]) -> Vec<StoreResult<u64>> {
     let (mut batch, rxs): (Vec<_>, Vec<_>) = specs.iter().map(|(s, d)| job(s, d)).unzip();
-    let mut conn = WriterConn::new(store.pool().clone(), false);
-    write_alone(&mut conn, &mut batch).await;
+    write_alone(conn, &mut batch).await;
     assert!(batch.is_empty());
     let mut out = Vec::new();
     for rx in rxs {
@@ -73,9 +112,16 @@ async fn run_batch(store: &SqliteStore, specs: &[(&str, &str)]) -> Vec<StoreResu
 
 #[tokio::test]
 async fn one_batch_interleaving_sessions_and_unknown_ones() {
-    let (store, a, b) = setup().await;
+    for own in [false, true] {
+        one_batch_interleaving_sessions_and_unknown_ones_on(own).await;
+    }
+}
+
+async fn one_batch_interleaving_sessions_and_unknown_ones_on(own: bool) {
+    let (db, a, b) = setup(own).await;
+    let store = &db.store;
     let seqs = run_batch(
-        &store,
+        &mut db.conn(),
         &[
             (&a, "1"),
             (&b, "2"),
@@ -108,7 +154,15 @@ async fn one_batch_interleaving_sessions_and_unknown_ones() {
 
 #[tokio::test]
 async fn a_failing_event_fails_alone_and_leaves_no_gap() {
-    let (store, a, b) = setup().await;
+    for own in [false, true] {
+        a_failing_event_fails_alone_and_leaves_no_gap_on(own).await;
+    }
+}
+
+async fn a_failing_event_fails_alone_and_leaves_no_gap_on(own: bool) {
+    let (db, a, b) = setup(own).await;
+    let store = &db.store;
+    let mut conn = db.conn();
     sqlx::query(
         "CREATE TRIGGER poison BEFORE INSERT ON events WHEN NEW.data = 'poison' \
          BEGIN SELECT RAISE(ABORT, 'poisoned'); END",
@@ -116,14 +170,18 @@ async fn a_failing_event_fails_alone_and_leaves_no_gap() {
     .execute(store.pool())
     .await
     .unwrap();
-    let seqs = run_batch(&store, &[(&a, "1"), (&a, "poison"), (&b, "x"), (&a, "2")]).await;
+    let seqs = run_batch(
+        &mut conn,
+        &[(&a, "1"), (&a, "poison"), (&b, "x"), (&a, "2")],
+    )
+    .await;
     assert_eq!(seqs[0].as_ref().ok(), Some(&1));
     assert!(matches!(seqs[1], Err(StoreError::Database(ref m)) if m.contains("poisoned")));
     assert_eq!(seqs[2].as_ref().ok(), Some(&1));
     assert_eq!(seqs[3].as_ref().ok(), Some(&2));
     // The connection is usable and in no transaction afterwards.
     assert_eq!(
-        run_batch(&store, &[(&a, "3")]).await[0].as_ref().ok(),
+        run_batch(&mut conn, &[(&a, "3")]).await[0].as_ref().ok(),
         Some(&3)
     );
 }
@@ -132,7 +190,14 @@ async fn a_failing_event_fails_alone_and_leaves_no_gap() {
 /// from each transcript's end in order, events from each log's.
 #[tokio::test]
 async fn events_and_messages_share_a_commit() {
-    let (store, a, b) = setup().await;
+    for own in [false, true] {
+        events_and_messages_share_a_commit_on(own).await;
+    }
+}
+
+async fn events_and_messages_share_a_commit_on(own: bool) {
+    let (db, a, b) = setup(own).await;
+    let store = &db.store;
     let text = agentd_protocol::Message::user_text("before");
     store.append_message(&a, None, &text).await.unwrap();
     let event = |data: &str| Entry::Event {
@@ -151,7 +216,7 @@ async fn events_and_messages_share_a_commit() {
         with_entries(&b, vec![message("b1"), event("3")], reply_b),
         with_entries(&a, vec![message("a4")], reply_a2),
     ];
-    let mut conn = WriterConn::new(store.pool().clone(), false);
+    let mut conn = db.conn();
     write_alone(&mut conn, &mut batch).await;
     assert_eq!(rx_a.await.unwrap().unwrap().0, [1, 2, 2, 3]);
     assert_eq!(rx_b.await.unwrap().unwrap().0, [1, 1]);
@@ -173,9 +238,16 @@ async fn events_and_messages_share_a_commit() {
 /// `append_log` stores exactly what comes before a refused entry.
 #[tokio::test]
 async fn a_log_append_stops_at_the_refused_entry() {
+    for own in [false, true] {
+        a_log_append_stops_at_the_refused_entry_on(own).await;
+    }
+}
+
+async fn a_log_append_stops_at_the_refused_entry_on(own: bool) {
     use crate::{LogEntry, Logged};
     use agentd_protocol::{ErrorInfo, Event, Message};
-    let (store, a, _) = setup().await;
+    let (db, a, _) = setup(own).await;
+    let store = &db.store;
     sqlx::query(
         "CREATE TRIGGER poison BEFORE INSERT ON messages WHEN NEW.content LIKE '%poison%' \
          BEGIN SELECT RAISE(ABORT, 'poisoned'); END",
