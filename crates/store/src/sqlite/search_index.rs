@@ -4,7 +4,8 @@
 //! runs, so a search finds every message stored before it began.
 
 use super::SqliteStore;
-use crate::records::{db, execute};
+use super::writer::run_script;
+use crate::records::db;
 use crate::search::CATCH_UP_BATCHES;
 use crate::{SEARCH_INDEX_BATCH, StoreResult};
 
@@ -23,9 +24,10 @@ const INDEX_PICKED: &str = "INSERT OR IGNORE INTO search_docs (session_id, messa
                        WHERE b.type <> 'object')";
 
 /// The same messages off the queue: in the same write transaction, so the
-/// same rows.
+/// same rows. One row back per message picked.
 const UNQUEUE_PICKED: &str = "DELETE FROM search_pending WHERE message_id IN \
-     (SELECT message_id FROM search_pending ORDER BY message_id LIMIT ?1)";
+     (SELECT message_id FROM search_pending ORDER BY message_id LIMIT ?1) \
+     RETURNING message_id";
 
 /// Messages indexed in one write transaction. A batch is taken a chunk at a
 /// time so that an event commit (which queues for the same write lock) waits
@@ -47,17 +49,16 @@ impl SqliteStore {
         Ok(taken)
     }
 
+    /// One chunk in one round trip to the connection's thread (a begin, two
+    /// statements and a commit sent one by one were four).
     async fn index_chunk(&self, limit: u32) -> StoreResult<u64> {
         const CTX: &str = "indexing messages for search";
+        let script = format!("BEGIN IMMEDIATE; {INDEX_PICKED}; {UNQUEUE_PICKED}; COMMIT;");
         let _write = self.write_guard().await;
-        let mut tx = self.begin_write().await.map_err(db(CTX))?;
-        let limit = i64::from(limit);
-        execute(&mut *tx, sqlx::query(INDEX_PICKED).bind(limit), CTX).await?;
-        let picked = execute(&mut *tx, sqlx::query(UNQUEUE_PICKED).bind(limit), CTX)
-            .await?
-            .rows_affected();
-        tx.commit().await.map_err(db(CTX))?;
-        Ok(picked)
+        let picked = run_script(self.writer(), sqlx::query(&script).bind(i64::from(limit)))
+            .await
+            .map_err(db(CTX))?;
+        Ok(picked.len() as u64)
     }
 
     /// Index what is queued before a search reads `search_docs`. The look at
