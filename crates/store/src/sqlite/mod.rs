@@ -105,7 +105,7 @@ impl SqliteStore {
     pub async fn open_with_connections(path: &Path, connections: Connections) -> StoreResult<Self> {
         prepare_file(path)?;
         let options = SqliteConnectOptions::new().filename(path);
-        Self::open_with(options, connections).await
+        Self::open_with(options, connections, true).await
     }
 
     /// Open from a URL: `sqlite://path/to.db`, `sqlite:relative.db`, or
@@ -132,15 +132,21 @@ impl SqliteStore {
         // sqlx's shared cache, one that fails with SQLITE_LOCKED under
         // contention): exactly one, never let go.
         if url.contains(":memory:") || url.contains("mode=memory") {
-            return Self::open_with(options, Connections::One).await;
+            return Self::open_with(options, Connections::One, false).await;
         }
         prepare_file(options.get_filename())?;
-        Self::open_with(options, connections).await
+        // The event writer's own connection opens the file by name alone: a
+        // URL's options (`mode=ro`, `immutable`, a VFS) would not reach it.
+        let own_writer = !url.contains('?');
+        Self::open_with(options, connections, own_writer).await
     }
 
+    /// With `own_writer`, a pooled store's event writer opens a connection
+    /// of its own to the file (see `writer::conn`).
     async fn open_with(
         options: SqliteConnectOptions,
         connections: Connections,
+        own_writer: bool,
     ) -> StoreResult<Self> {
         let options = options
             .create_if_missing(true)
@@ -208,13 +214,12 @@ impl SqliteStore {
         let write_lock = Arc::new(Mutex::new(()));
         // Pooled, the event writer has a connection of its own (see
         // `writer::conn`); a store of one connection shares it.
-        let (writer_conn, checkpoint_on) = match connections {
-            Connections::Pooled => (
-                writer::WriterConn::own(options.get_filename().to_path_buf()),
-                Some(pool.clone()),
-            ),
-            Connections::One => (writer::WriterConn::pooled(writes.clone(), false), None),
+        let writer_conn = if own_writer && connections == Connections::Pooled {
+            writer::WriterConn::own(options.get_filename().to_path_buf())
+        } else {
+            writer::WriterConn::pooled(writes.clone())
         };
+        let checkpoint_on = (connections == Connections::Pooled).then(|| pool.clone());
         let recent_commit = Arc::new(recent_commit::RecentCommit::default());
         let appends = writer::spawn(
             writer_conn,

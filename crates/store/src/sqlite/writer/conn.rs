@@ -5,24 +5,25 @@
 //! sqlx each commit went to the connection's thread and its rows came back
 //! one by one, two threads woken per step on a machine where a wake costs
 //! more than the statement. A store of one connection (`agentd run`, an
-//! in-memory database) commits on that one, through its pool.
+//! in-memory database), or one opened from a URL with options the own
+//! connection would not see (`mode=ro`, say), commits through its pool.
 
 use std::path::PathBuf;
 
 use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{OpenFlags, TransactionBehavior};
 use sqlx::Row;
-use sqlx::pool::PoolConnection;
-use sqlx::sqlite::{Sqlite, SqlitePool};
+use sqlx::sqlite::SqlitePool;
 
 use super::checkpoints::FALLBACK_PAGES;
+use super::run_script;
 use super::statements::Shape;
 use crate::records::db;
 use crate::sqlite::BUSY_TIMEOUT;
 use crate::{StoreError, StoreResult};
 
 /// Prepared statements the own connection keeps: every part of every batch
-/// shape (at most nine slot counts of each kind, four parts).
+/// shape (ten slot counts of each kind, 1 to 512, two parts each).
 const STATEMENT_CACHE: usize = 48;
 
 /// One value bound by a batch.
@@ -52,15 +53,8 @@ pub(super) type Committed = StoreResult<Result<Vec<Returned>, String>>;
 
 /// Where the writer commits.
 pub(in crate::sqlite) enum WriterConn {
-    /// A connection of the pool; with `keep` it is held from one commit to
-    /// the next, so its page cache stays valid (a commit by another connection
-    /// makes SQLite re-read the pages) and the next commit does not wait for
-    /// a released connection to be handed back.
-    Pooled {
-        pool: SqlitePool,
-        held: Option<PoolConnection<Sqlite>>,
-        keep: bool,
-    },
+    /// A connection of the pool, for each commit.
+    Pooled { pool: SqlitePool },
     /// A connection of its own to the file at `path`, opened at the first
     /// commit (and again after one left it in an unknown state).
     Own {
@@ -71,12 +65,8 @@ pub(in crate::sqlite) enum WriterConn {
 }
 
 impl WriterConn {
-    pub(in crate::sqlite) fn pooled(pool: SqlitePool, keep: bool) -> Self {
-        Self::Pooled {
-            pool,
-            held: None,
-            keep,
-        }
+    pub(in crate::sqlite) fn pooled(pool: SqlitePool) -> Self {
+        Self::Pooled { pool }
     }
 
     pub(in crate::sqlite) fn own(path: PathBuf) -> Self {
@@ -90,24 +80,16 @@ impl WriterConn {
     /// The store is closing: let go of the connection; commits after this
     /// fail (as every statement of a closed pool does).
     pub(super) fn close(&mut self) {
-        match self {
-            Self::Pooled { held, keep, .. } => {
-                *held = None;
-                *keep = false;
-            }
-            Self::Own { conn, closed, .. } => {
-                *conn = None;
-                *closed = true;
-            }
+        if let Self::Own { conn, closed, .. } = self {
+            *conn = None;
+            *closed = true;
         }
     }
 
     /// Commit `args` with `shape`'s statements in one transaction.
     pub(super) async fn commit(&mut self, shape: &Shape, args: &[Arg<'_>]) -> Committed {
         match self {
-            Self::Pooled { pool, held, keep } => {
-                commit_pooled(pool, held, *keep, &shape.script, args).await
-            }
+            Self::Pooled { pool } => commit_pooled(pool, shape.script(), args).await,
             Self::Own { path, conn, closed } => {
                 if *closed {
                     return Err(StoreError::Database(
@@ -130,7 +112,10 @@ impl WriterConn {
 }
 
 fn database(e: rusqlite::Error) -> StoreError {
-    StoreError::Database(format!("appending: {e}"))
+    match e.sqlite_error_code() {
+        Some(code) => StoreError::Database(format!("appending: {e} ({code:?})")),
+        None => StoreError::Database(format!("appending: {e}")),
+    }
 }
 
 /// The writer's connection to `path`, set up as the pool's are (the file is
@@ -176,21 +161,19 @@ fn commit_own(
             statement.execute(values)?;
         }
     }
+    if !rest.is_empty() {
+        return Err(rusqlite::Error::InvalidParameterCount(
+            args.len(),
+            args.len() - rest.len(),
+        ));
+    }
     tx.commit()?;
     Ok(rows)
 }
 
 /// The batch as one script, sent in one round trip to the pool connection's
-/// thread. A failed statement leaves the transaction open: it is rolled back.
-/// If even that fails the connection's state is unknown: it is dropped
-/// rather than returned to the pool.
-async fn commit_pooled(
-    pool: &SqlitePool,
-    held: &mut Option<PoolConnection<Sqlite>>,
-    keep: bool,
-    script: &str,
-    args: &[Arg<'_>],
-) -> Committed {
+/// thread (rolled back by [`run_script`] if a statement fails).
+async fn commit_pooled(pool: &SqlitePool, script: &str, args: &[Arg<'_>]) -> Committed {
     let mut query = sqlx::query(script);
     for arg in args {
         query = match *arg {
@@ -198,17 +181,7 @@ async fn commit_pooled(
             Arg::Int(n) => query.bind(n),
         };
     }
-    let mut conn = match held.take() {
-        Some(conn) => conn,
-        None => pool.acquire().await.map_err(db("appending"))?,
-    };
-    let rows = query.fetch_all(&mut *conn).await;
-    if rows.is_err() && sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err() {
-        conn.close_on_drop();
-    } else if keep {
-        *held = Some(conn);
-    }
-    let rows = rows.map_err(db("appending"))?;
+    let rows = run_script(pool, query).await.map_err(db("appending"))?;
     Ok(rows
         .iter()
         .map(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))

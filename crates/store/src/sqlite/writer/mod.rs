@@ -154,7 +154,7 @@ async fn run(
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut statements = Statements::default();
     let size = |job: &AppendJob| job.entries.iter().map(Entry::bytes).sum::<usize>();
-    // Closing the pool waits for every connection: give the kept one back.
+    // Closing the pool waits for every connection: let go of the writer's.
     let closing = closing.close_event();
     tokio::pin!(closing);
     let mut closed = false;
@@ -189,6 +189,9 @@ async fn run(
         if let Some(nudge) = &nudge {
             nudge.commit_done();
         }
+        // Commits on the own connection never wait: let the checkpoints (and
+        // sqlx's hand-back of their connection) run between them.
+        tokio::task::yield_now().await;
     }
 }
 
@@ -438,8 +441,15 @@ pub(super) async fn run_script(
 ) -> Result<Vec<SqliteRow>, sqlx::Error> {
     let mut conn = pool.acquire().await?;
     let rows = query.fetch_all(&mut *conn).await;
-    if rows.is_err() && sqlx::query("ROLLBACK").execute(&mut *conn).await.is_err() {
-        conn.close_on_drop();
+    if rows.is_err() {
+        match sqlx::query("ROLLBACK").execute(&mut *conn).await {
+            Ok(_) => {}
+            // SQLite rolled back by itself (a full disk, a trigger's
+            // RAISE(ROLLBACK)): the connection is fine. Dropping it would
+            // drop an in-memory database with it.
+            Err(e) if e.to_string().contains("no transaction is active") => {}
+            Err(_) => conn.close_on_drop(),
+        }
     }
     rows
 }

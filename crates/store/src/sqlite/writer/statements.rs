@@ -2,6 +2,7 @@
 //! them and kept: a batch's slot counts are powers of two, so there are few.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use crate::queries::transcript::{INSERT_EVENTS, INSERT_MESSAGES};
 
@@ -14,11 +15,18 @@ pub(super) struct Part {
     pub returns_rows: bool,
 }
 
-/// A batch shape's statements: one by one, and as one script sent whole.
+/// A batch shape's statements: one by one, and as one script sent whole
+/// (built when first asked for: only a store of one connection sends it).
 #[derive(Debug)]
 pub(super) struct Shape {
     pub parts: Vec<Part>,
-    pub script: String,
+    script: OnceLock<String>,
+}
+
+impl Shape {
+    pub(super) fn script(&self) -> &str {
+        self.script.get_or_init(|| script(&self.parts))
+    }
 }
 
 /// The writer's statements by `(event_slots, message_slots)`.
@@ -30,10 +38,9 @@ impl Statements {
     pub(super) fn batch(&mut self, event_slots: usize, message_slots: usize) -> &Shape {
         self.0
             .entry((event_slots, message_slots))
-            .or_insert_with(|| {
-                let parts = batch_parts(event_slots, message_slots);
-                let script = script(&parts);
-                Shape { parts, script }
+            .or_insert_with(|| Shape {
+                parts: batch_parts(event_slots, message_slots),
+                script: OnceLock::new(),
             })
     }
 }

@@ -42,7 +42,7 @@ impl Db {
     fn conn(&self) -> WriterConn {
         match &self.file {
             Some(file) => WriterConn::own(file.clone()),
-            None => WriterConn::pooled(self.store.pool().clone(), false),
+            None => WriterConn::pooled(self.store.pool().clone()),
         }
     }
 }
@@ -303,4 +303,122 @@ fn statement_shape() {
     let sql = batch_sql(0, 2);
     assert_eq!(sql.matches("(?, ?, ?, ?, ?, ?, ?)").count(), 2);
     assert!(!sql.contains("INSERT INTO events"));
+}
+
+/// The writer's own connection and sqlx's are one SQLite: two copies linked
+/// would keep two tables of POSIX locks, and closing a file in one would drop
+/// the other's locks on it.
+#[tokio::test]
+async fn both_connections_run_the_same_sqlite() {
+    let db = Db::open(false).await;
+    let sqlx_version: String = sqlx::query_scalar("SELECT sqlite_version()")
+        .fetch_one(db.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(sqlx_version, rusqlite::version());
+}
+
+/// The own connection's page limit, as if the disk were full.
+fn limit_pages(conn: &WriterConn, pages: &str) {
+    let WriterConn::Own {
+        conn: Some(own), ..
+    } = conn
+    else {
+        panic!("no own connection open");
+    };
+    own.execute_batch(&format!("PRAGMA max_page_count = {pages}"))
+        .unwrap();
+}
+
+/// A full disk fails the append that needed room, alone; nothing is left
+/// half done, and once there is room again the log goes on without a gap.
+#[tokio::test]
+async fn a_full_disk_fails_the_append_and_leaves_no_gap() {
+    let (db, a, b) = setup(true).await;
+    let mut conn = db.conn();
+    assert_eq!(
+        run_batch(&mut conn, &[(&a, "1")]).await[0].as_ref().ok(),
+        Some(&1)
+    );
+    // Room for nothing more than is there.
+    let WriterConn::Own {
+        conn: Some(own), ..
+    } = &conn
+    else {
+        panic!("no own connection open");
+    };
+    let pages: i64 = own
+        .query_row("PRAGMA page_count", [], |row| row.get(0))
+        .unwrap();
+    limit_pages(&conn, &pages.to_string());
+    let big = "x".repeat(256 * 1024);
+    let seqs = run_batch(&mut conn, &[(&a, &big), (&b, &big)]).await;
+    for seq in &seqs {
+        assert!(
+            matches!(seq, Err(StoreError::Database(m)) if m.contains("full")),
+            "{seq:?}"
+        );
+    }
+    limit_pages(&conn, "1073741823");
+    let seqs = run_batch(&mut conn, &[(&a, "2"), (&b, "1")]).await;
+    let ok: Vec<_> = seqs.iter().map(|r| r.as_ref().ok().copied()).collect();
+    assert_eq!(ok, [Some(2), Some(1)]);
+    assert_eq!(stored_events(&db.store, &a).await, 2);
+}
+
+/// How many events of `session` are stored.
+async fn stored_events(store: &SqliteStore, session: &str) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE session_id = ?")
+        .bind(session)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
+/// A connection left inside a transaction (its rollback failed) is let go
+/// and the next commit opens a fresh one.
+#[tokio::test]
+async fn a_connection_left_in_a_transaction_is_replaced() {
+    let (db, a, _) = setup(true).await;
+    let mut conn = db.conn();
+    assert_eq!(
+        run_batch(&mut conn, &[(&a, "1")]).await[0].as_ref().ok(),
+        Some(&1)
+    );
+    let WriterConn::Own {
+        conn: Some(own), ..
+    } = &conn
+    else {
+        panic!("no own connection open");
+    };
+    own.execute_batch("BEGIN").unwrap();
+    assert!(run_batch(&mut conn, &[(&a, "2")]).await[0].is_err());
+    assert!(matches!(&conn, WriterConn::Own { conn: None, .. }));
+    assert_eq!(
+        run_batch(&mut conn, &[(&a, "2")]).await[0].as_ref().ok(),
+        Some(&2)
+    );
+}
+
+/// A batch SQLite rolls back by itself (here a trigger's RAISE(ROLLBACK))
+/// fails, and the connection stays: for an in-memory store, dropping it
+/// would drop the whole database.
+#[tokio::test]
+async fn a_batch_rolled_back_by_sqlite_keeps_the_in_memory_database() {
+    for own in [false, true] {
+        let (db, a, b) = setup(own).await;
+        sqlx::query(
+            "CREATE TRIGGER poison BEFORE INSERT ON events WHEN NEW.data = 'poison' \
+             BEGIN SELECT RAISE(ROLLBACK, 'poisoned'); END",
+        )
+        .execute(db.store.pool())
+        .await
+        .unwrap();
+        let mut conn = db.conn();
+        let seqs = run_batch(&mut conn, &[(&a, "1"), (&a, "poison"), (&b, "x")]).await;
+        let ok: Vec<_> = seqs.iter().map(|r| r.as_ref().ok().copied()).collect();
+        assert_eq!(ok, [Some(1), None, Some(1)], "own connection: {own}");
+        assert_eq!(stored_events(&db.store, &a).await, 1);
+        assert!(db.store.get_session(&b).await.unwrap().is_some());
+    }
 }
