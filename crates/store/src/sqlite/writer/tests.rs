@@ -318,15 +318,30 @@ async fn both_connections_run_the_same_sqlite() {
     assert_eq!(sqlx_version, rusqlite::version());
 }
 
+/// A file store's writer connection, opened by a first append (seq 1 of `a`).
+async fn opened(db: &Db, a: &str) -> WriterConn {
+    let mut conn = db.conn();
+    assert_eq!(
+        run_batch(&mut conn, &[(a, "1")]).await[0].as_ref().ok(),
+        Some(&1)
+    );
+    conn
+}
+
+/// The SQLite connection of an opened own writer connection.
+fn own(conn: &WriterConn) -> &rusqlite::Connection {
+    match conn {
+        WriterConn::Own {
+            conn: Some(own), ..
+        } => own,
+        _ => panic!("no own connection open"),
+    }
+}
+
 /// The own connection's page limit, as if the disk were full.
-fn limit_pages(conn: &WriterConn, pages: &str) {
-    let WriterConn::Own {
-        conn: Some(own), ..
-    } = conn
-    else {
-        panic!("no own connection open");
-    };
-    own.execute_batch(&format!("PRAGMA max_page_count = {pages}"))
+fn limit_pages(conn: &WriterConn, pages: i64) {
+    own(conn)
+        .execute_batch(&format!("PRAGMA max_page_count = {pages}"))
         .unwrap();
 }
 
@@ -335,22 +350,12 @@ fn limit_pages(conn: &WriterConn, pages: &str) {
 #[tokio::test]
 async fn a_full_disk_fails_the_append_and_leaves_no_gap() {
     let (db, a, b) = setup(true).await;
-    let mut conn = db.conn();
-    assert_eq!(
-        run_batch(&mut conn, &[(&a, "1")]).await[0].as_ref().ok(),
-        Some(&1)
-    );
+    let mut conn = opened(&db, &a).await;
     // Room for nothing more than is there.
-    let WriterConn::Own {
-        conn: Some(own), ..
-    } = &conn
-    else {
-        panic!("no own connection open");
-    };
-    let pages: i64 = own
+    let pages: i64 = own(&conn)
         .query_row("PRAGMA page_count", [], |row| row.get(0))
         .unwrap();
-    limit_pages(&conn, &pages.to_string());
+    limit_pages(&conn, pages);
     let big = "x".repeat(256 * 1024);
     let seqs = run_batch(&mut conn, &[(&a, &big), (&b, &big)]).await;
     for seq in &seqs {
@@ -359,7 +364,7 @@ async fn a_full_disk_fails_the_append_and_leaves_no_gap() {
             "{seq:?}"
         );
     }
-    limit_pages(&conn, "1073741823");
+    limit_pages(&conn, 1_073_741_823);
     let seqs = run_batch(&mut conn, &[(&a, "2"), (&b, "1")]).await;
     let ok: Vec<_> = seqs.iter().map(|r| r.as_ref().ok().copied()).collect();
     assert_eq!(ok, [Some(2), Some(1)]);
@@ -380,18 +385,8 @@ async fn stored_events(store: &SqliteStore, session: &str) -> i64 {
 #[tokio::test]
 async fn a_connection_left_in_a_transaction_is_replaced() {
     let (db, a, _) = setup(true).await;
-    let mut conn = db.conn();
-    assert_eq!(
-        run_batch(&mut conn, &[(&a, "1")]).await[0].as_ref().ok(),
-        Some(&1)
-    );
-    let WriterConn::Own {
-        conn: Some(own), ..
-    } = &conn
-    else {
-        panic!("no own connection open");
-    };
-    own.execute_batch("BEGIN").unwrap();
+    let mut conn = opened(&db, &a).await;
+    own(&conn).execute_batch("BEGIN").unwrap();
     assert!(run_batch(&mut conn, &[(&a, "2")]).await[0].is_err());
     assert!(matches!(&conn, WriterConn::Own { conn: None, .. }));
     assert_eq!(
