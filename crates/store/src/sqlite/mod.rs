@@ -30,6 +30,8 @@ use crate::{StoreError, StoreResult};
 /// Connections for a file database: readers run in parallel under WAL.
 const FILE_POOL_SIZE: u32 = 8;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// SQLite's own `wal_autocheckpoint`.
+const DEFAULT_CHECKPOINT_PAGES: u32 = 1000;
 /// How long a statement waits for [`Connections::One`]'s connection.
 const ONE_CONNECTION_WAIT: Duration = Duration::from_secs(600);
 /// Rows a write connection's thread may hand back before it waits for its
@@ -64,10 +66,12 @@ const MIGRATIONS: MigrationSet = migration_set!(
 pub enum Connections {
     /// Readers in parallel, writers of their own: for a server.
     Pooled,
-    /// One for everything, opened once: for a process of one session at a
-    /// time (`agentd run`), where each connection opened would cost more
-    /// (a schema parse, its own prepared statements) than waiting for the
-    /// one in use. Every statement still runs; they take turns.
+    /// One for everything but event appends, opened once: for a process of
+    /// one session at a time (`agentd run`), where each connection opened
+    /// would cost more (a schema parse, its own prepared statements) than
+    /// waiting for the one in use. Every statement still runs; they take
+    /// turns. The event writer opens its own at its first commit (a file
+    /// named alone; see `writer::conn`): commits stay off that queue.
     One,
 }
 
@@ -141,8 +145,8 @@ impl SqliteStore {
         Self::open_with(options, connections, own_writer).await
     }
 
-    /// With `own_writer`, a pooled store's event writer opens a connection
-    /// of its own to the file (see `writer::conn`).
+    /// With `own_writer`, the event writer opens a connection of its own to
+    /// the file (see `writer::conn`).
     async fn open_with(
         options: SqliteConnectOptions,
         connections: Connections,
@@ -212,12 +216,18 @@ impl SqliteStore {
                 .map_err(|e| StoreError::Database(format!("opening sqlite database: {e}")))?,
         };
         let write_lock = Arc::new(Mutex::new(()));
-        // Pooled, the event writer has a connection of its own (see
-        // `writer::conn`); a store of one connection shares it.
-        let writer_conn = if own_writer && connections == Connections::Pooled {
-            writer::WriterConn::own(options.get_filename().to_path_buf())
-        } else {
+        // The event writer has a connection of its own (see `writer::conn`),
+        // opened at its first commit.
+        let writer_conn = if !own_writer {
             writer::WriterConn::pooled(writes.clone())
+        } else {
+            // Alone, the writer checkpoints in its commits at SQLite's
+            // default; pooled, checkpoints run beside it.
+            let checkpoint_pages = match connections {
+                Connections::Pooled => writer::checkpoints::FALLBACK_PAGES,
+                Connections::One => DEFAULT_CHECKPOINT_PAGES,
+            };
+            writer::WriterConn::own(options.get_filename().to_path_buf(), checkpoint_pages)
         };
         let checkpoint_on = (connections == Connections::Pooled).then(|| pool.clone());
         let recent_commit = Arc::new(recent_commit::RecentCommit::default());

@@ -80,8 +80,9 @@ async fn two_stores_on_one_file_share_data() {
     ));
 }
 
-/// `agentd run` opens one connection: many tasks' statements take turns on
-/// it (none waits forever for a second), beside a server's pool on the file.
+/// `agentd run` opens one connection (and its event writer one of its own):
+/// many tasks' statements take turns on it (none waits forever for a
+/// second), beside a server's pool on the file.
 #[tokio::test]
 async fn a_one_connection_store_serves_many_tasks_beside_a_pool() {
     let dir = tempfile::tempdir().unwrap();
@@ -122,7 +123,7 @@ async fn a_one_connection_store_serves_many_tasks_beside_a_pool() {
     assert_eq!(seqs, (1..=32).collect::<Vec<_>>());
     assert_eq!(pooled.events_after(&s.id, 0, 100).await.unwrap().len(), 32);
     assert_eq!(pooled.messages(&s.id).await.unwrap().len(), 32);
-    assert_eq!(one.pool().size(), 1, "one connection, never more");
+    assert_eq!(one.pool().size(), 1, "one pooled connection, never more");
 }
 
 #[cfg(unix)]

@@ -4,9 +4,10 @@
 //! writer's thread: every statement and row stays on that thread. Through
 //! sqlx each commit went to the connection's thread and its rows came back
 //! one by one, two threads woken per step on a machine where a wake costs
-//! more than the statement. A store of one connection (`agentd run`, an
-//! in-memory database), or one opened from a URL with options the own
-//! connection would not see (`mode=ro`, say), commits through its pool.
+//! more than the statement. A store of one connection (`agentd run`) has it
+//! too, beside the one: its commits no longer wait for that connection's
+//! reads. An in-memory database, or one opened from a URL with options the
+//! own connection would not see (`mode=ro`, say), commits through its pool.
 
 use std::path::PathBuf;
 
@@ -15,7 +16,6 @@ use rusqlite::{OpenFlags, TransactionBehavior};
 use sqlx::Row;
 use sqlx::sqlite::SqlitePool;
 
-use super::checkpoints::FALLBACK_PAGES;
 use super::run_script;
 use super::statements::Shape;
 use crate::records::db;
@@ -59,6 +59,8 @@ pub(in crate::sqlite) enum WriterConn {
     /// commit (and again after one left it in an unknown state).
     Own {
         path: PathBuf,
+        /// Its `wal_autocheckpoint`, in pages.
+        checkpoint_pages: u32,
         conn: Option<rusqlite::Connection>,
         closed: bool,
     },
@@ -69,9 +71,10 @@ impl WriterConn {
         Self::Pooled { pool }
     }
 
-    pub(in crate::sqlite) fn own(path: PathBuf) -> Self {
+    pub(in crate::sqlite) fn own(path: PathBuf, checkpoint_pages: u32) -> Self {
         Self::Own {
             path,
+            checkpoint_pages,
             conn: None,
             closed: false,
         }
@@ -90,7 +93,12 @@ impl WriterConn {
     pub(super) async fn commit(&mut self, shape: &Shape, args: &[Arg<'_>]) -> Committed {
         match self {
             Self::Pooled { pool } => commit_pooled(pool, shape.script(), args).await,
-            Self::Own { path, conn, closed } => {
+            Self::Own {
+                path,
+                checkpoint_pages,
+                conn,
+                closed,
+            } => {
                 if *closed {
                     return Err(StoreError::Database(
                         "appending: the store is closed".into(),
@@ -98,7 +106,7 @@ impl WriterConn {
                 }
                 let db = match conn {
                     Some(db) => db,
-                    None => conn.insert(open(path).map_err(database)?),
+                    None => conn.insert(open(path, *checkpoint_pages).map_err(database)?),
                 };
                 let rows = commit_own(db, shape, args).map_err(database);
                 // A failed rollback leaves a transaction open: start afresh.
@@ -120,13 +128,13 @@ fn database(e: rusqlite::Error) -> StoreError {
 
 /// The writer's connection to `path`, set up as the pool's are (the file is
 /// already in WAL mode: the pool opened it first).
-fn open(path: &PathBuf) -> rusqlite::Result<rusqlite::Connection> {
+fn open(path: &PathBuf, checkpoint_pages: u32) -> rusqlite::Result<rusqlite::Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = rusqlite::Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.execute_batch(&format!(
         "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
-         PRAGMA wal_autocheckpoint = {FALLBACK_PAGES};"
+         PRAGMA wal_autocheckpoint = {checkpoint_pages};"
     ))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)

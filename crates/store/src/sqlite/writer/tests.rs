@@ -41,7 +41,7 @@ impl Db {
     /// A writer connection of this store's kind.
     fn conn(&self) -> WriterConn {
         match &self.file {
-            Some(file) => WriterConn::own(file.clone()),
+            Some(file) => WriterConn::own(file.clone(), 1000),
             None => WriterConn::pooled(self.store.pool().clone()),
         }
     }
