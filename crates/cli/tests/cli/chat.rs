@@ -3,8 +3,9 @@
 //! interrupts a stalled turn, `/compact` and `/rewind` work, `--resume`
 //! shows the transcript, the agent's questions are answered inline, and
 //! Ctrl-C twice at the prompt leaves. Also: `n` denies, `/fork`, `/clear`,
-//! `--continue`, keys typed during a turn start the next prompt, and
-//! without a terminal the chat refuses to start.
+//! `--continue`, keys typed during a turn start the next prompt,
+//! `--dangerously-skip-permissions` asks nothing, and without a terminal
+//! the chat refuses to start.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
@@ -182,6 +183,29 @@ async fn n_denies_the_write() {
     assert!(shown.contains("deny: deny"), "{shown}");
     assert!(shown.contains("Write(notes.txt) ✗"), "{shown}");
     assert!(!h.ws().join("notes.txt").exists(), "written though denied");
+}
+
+/// As in Claude Code, the flag bypasses permissions even beside a
+/// `--permission-mode` that would ask.
+#[tokio::test]
+async fn skipping_permissions_writes_without_asking() {
+    let h = Harness::new(Wire::Anthropic, script()).await;
+    let screen = chat(
+        &h,
+        &[
+            "--permission-mode",
+            "default",
+            "--dangerously-skip-permissions",
+        ],
+    );
+    screen.say("please write the note").await;
+    let shown = screen.wait_for("The note is written.").await;
+    assert!(shown.contains("Write(notes.txt) ✓"), "{shown}");
+    assert!(!shown.contains("allow? [y] once"), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(h.ws().join("notes.txt")).unwrap(),
+        "from the chat\n"
+    );
 }
 
 #[tokio::test]
