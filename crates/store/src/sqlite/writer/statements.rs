@@ -16,7 +16,8 @@ pub(super) struct Part {
 }
 
 /// A batch shape's statements: one by one, and as one script sent whole
-/// (built when first asked for: only a store of one connection sends it).
+/// (built when first asked for: only a writer without a connection of its
+/// own, on an in-memory database or a URL with options, sends it).
 #[derive(Debug)]
 pub(super) struct Shape {
     pub parts: Vec<Part>,

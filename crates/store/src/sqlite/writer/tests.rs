@@ -305,19 +305,6 @@ fn statement_shape() {
     assert!(!sql.contains("INSERT INTO events"));
 }
 
-/// The writer's own connection and sqlx's are one SQLite: two copies linked
-/// would keep two tables of POSIX locks, and closing a file in one would drop
-/// the other's locks on it.
-#[tokio::test]
-async fn both_connections_run_the_same_sqlite() {
-    let db = Db::open(false).await;
-    let sqlx_version: String = sqlx::query_scalar("SELECT sqlite_version()")
-        .fetch_one(db.store.pool())
-        .await
-        .unwrap();
-    assert_eq!(sqlx_version, rusqlite::version());
-}
-
 /// A file store's writer connection, opened by a first append (seq 1 of `a`).
 async fn opened(db: &Db, a: &str) -> WriterConn {
     let mut conn = db.conn();
