@@ -105,3 +105,93 @@ async fn sandboxes_start_through_the_helper_of_the_same_build_only() {
     assert!(!run.stderr.contains("WARN"), "{}", run.stderr);
     assert!(command_output(&run).contains("ran-42"));
 }
+
+/// The processes in the sandbox cgroups of agentd process `pid` (named
+/// `agentd-sandbox/<pid>-<n>`), with their command lines.
+fn sandboxed_processes_of(pid: u32) -> Vec<(u32, String)> {
+    let marker = format!("agentd-sandbox/{pid}-");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            let process: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let cgroup = std::fs::read_to_string(format!("/proc/{process}/cgroup")).ok()?;
+            let cmdline = std::fs::read(format!("/proc/{process}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cgroup.contains(&marker).then_some((process, cmdline))
+        })
+        .collect()
+}
+
+/// Polls until nothing runs in `pid`'s sandbox cgroups, for up to `within`.
+fn left_of(pid: u32, within: std::time::Duration) -> Vec<(u32, String)> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let left = sandboxed_processes_of(pid);
+        if left.is_empty() || std::time::Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `agentd run` exits without winding its runtime down: nothing of its
+/// sandboxes (the one its command ran in, serving again as a spare) runs on
+/// after it; nor after a `kill -9` in the middle of a command.
+#[tokio::test]
+async fn nothing_of_a_runs_sandboxes_outlives_it() {
+    let script = json!({"replies": [
+        {"content": [{"type": "tool_use", "name": "Bash", "input": {"command": "echo ran"}}]},
+        {"content": [{"type": "text", "text": "done"}]},
+        {"content": [{"type": "tool_use", "name": "Bash",
+            "input": {"command": "sleep 30; echo slept"}}]},
+    ]});
+    let h = Harness::new(Wire::Anthropic, script).await;
+    let run = |prompt: &str| {
+        let mut cmd = h.command(&[
+            "run",
+            "--output-format",
+            "stream-json",
+            "--permission-mode",
+            "bypass",
+            prompt,
+        ]);
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        cmd.spawn().unwrap()
+    };
+
+    let mut child = run("run it");
+    let pid = child.id();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success());
+    let left = left_of(pid, std::time::Duration::from_secs(2));
+    assert!(left.is_empty(), "left running after the run: {left:?}");
+
+    let mut child = run("sleep");
+    let pid = child.id();
+    let sleeping = tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            let running = sandboxed_processes_of(pid);
+            if running
+                .iter()
+                .any(|(_, cmdline)| cmdline.starts_with("sleep 30"))
+            {
+                return running;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        panic!("the command never ran in a sandbox of {pid}");
+    })
+    .await
+    .unwrap();
+    child.kill().unwrap();
+    let _ = child.wait();
+    let left = left_of(pid, std::time::Duration::from_secs(5));
+    assert!(
+        left.is_empty(),
+        "left running after a kill -9 (running before: {sleeping:?}): {left:?}"
+    );
+}

@@ -72,8 +72,21 @@ pub enum Connections {
     /// waiting for the one in use. Every statement still runs; they take
     /// turns. The event writer opens its own at its first commit (a file
     /// named alone; see `writer::conn`): commits stay off that queue.
+    ///
+    /// On a file named alone, the connection stays open until the process
+    /// exits (see [`LEFT_OPEN`]).
     One,
 }
+
+/// The pools of [`Connections::One`] stores on a file, never closed. The last
+/// connection to close folds the whole write-ahead log into the database file
+/// and syncs it: all of it each time, since every open rebuilds the log's
+/// index and forgets what was folded. A one-shot `agentd run` paid that on
+/// its exit path, and the process's exit then waited for the sync. Left open,
+/// the process exits as after a crash, which WAL is made for: nothing
+/// committed is lost, the next opener replays the log (it did anyway), and
+/// the event writer's checkpoints keep the log bounded.
+static LEFT_OPEN: std::sync::Mutex<Vec<SqlitePool>> = std::sync::Mutex::new(Vec::new());
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the
 /// event writer task, which runs on a thread of its own.
@@ -196,6 +209,12 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Database(format!("migrating sqlite database: {e}")))?;
 
+        if connections == Connections::One && own_writer {
+            LEFT_OPEN
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(pool.clone());
+        }
         let writes = match connections {
             Connections::One => pool.clone(),
             // Up to three connections, not one, for the writes other than
