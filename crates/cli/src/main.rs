@@ -282,15 +282,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::FAILED);
         }
     };
-    // A one-shot command stopped what its turns started before returning
-    // (sandboxes, MCP servers, background commands); what is left in the
-    // runtime are idle threads and finished tasks. Winding them down took
-    // about a millisecond of its exit (`bench/RESULTS.md`, eighteenth pass).
-    let one_shot = matches!(cli.command, Command::Run(_) | Command::Claude(_));
     let code = runtime.block_on(dispatch(cli));
-    if one_shot {
-        std::process::exit(code.into());
-    }
     // Don't wait for blocking tasks (e.g. a stdin reader) at exit.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     ExitCode::from(code)

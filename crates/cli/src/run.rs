@@ -53,7 +53,8 @@ async fn run_inner(args: RunArgs, config: Config, data_dir: PathBuf) -> Result<u
     // call (`TurnOptions::prestart_sandbox`), each next one after the
     // command before.
     agentd_sandbox::set_spare_capacity(config.server.spare_sandboxes.unwrap_or(RUN_SPARES));
-    let (service, session) = open_local(&args.session, config, data_dir).await?;
+    let (service, session) =
+        open_local(&args.session, config, data_dir, Connections::OneShot).await?;
     let runtime = service.registry().runtime();
 
     let cancel = CancellationToken::new();
@@ -216,13 +217,15 @@ fn input_error(session_id: &str, message: &str) -> EventEnvelope {
     }
 }
 
-/// The session service on the local store and the session `flags` name (or
-/// a new one on the workspace), checked as `agentd run` and `agentd chat`
-/// need: the workspace may be handed to the agent's uid.
+/// The session service on the local store (one connection: `One`, or
+/// `OneShot` for a process that ends with its run) and the session `flags`
+/// name (or a new one on the workspace), checked as `agentd run` and `agentd
+/// chat` need: the workspace may be handed to the agent's uid.
 pub async fn open_local(
     flags: &SessionFlags,
     config: Config,
     data_dir: PathBuf,
+    connections: Connections,
 ) -> Result<(SessionService, SessionRecord), Failure> {
     let workspace = match (&flags.resume, &flags.cwd) {
         (Some(_), _) => None,
@@ -236,7 +239,7 @@ pub async fn open_local(
     prepare_data_dir(&data_dir).map_err(usage)?;
     // One session in this process: one SQLite connection opens faster
     // than a pool of them.
-    let service = crate::service::open(config, data_dir, Connections::One)
+    let service = crate::service::open(config, data_dir, connections)
         .await
         .map_err(usage)?;
     let runtime = service.registry().runtime();

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use agentd_server::config::Config;
 use agentd_server::http::auth::Auth;
+use agentd_server::paths::Connections;
 use agentd_server::session::SessionService;
 use serde_json::Value;
 use tempfile::TempDir;
@@ -111,7 +112,8 @@ async fn local(
     data_dir: PathBuf,
 ) -> Result<Connected, Failure> {
     let config = apply_flags(flags, config);
-    let (service, record) = crate::run::open_local(flags, config, data_dir).await?;
+    let (service, record) =
+        crate::run::open_local(flags, config, data_dir, Connections::One).await?;
     let (api, socket_dir) = embedded(&service)?;
     let session = api.session(&record.id).await.map_err(failed)?;
     Ok(Connected {

@@ -20,6 +20,7 @@ use agentd_policy::hooks::HookConfig;
 use agentd_policy::permissions::PermissionMode;
 use agentd_protocol::{EventEnvelope, TurnFinished, TurnStatus};
 use agentd_server::config::{Config, SandboxMode};
+use agentd_server::paths::Connections;
 use agentd_server::registry::TurnKind;
 use agentd_server::runtime::{PolicySlot, TurnOptions};
 use agentd_server::session::SessionService;
@@ -183,7 +184,7 @@ async fn open_session(
         allowed_tools: Vec::new(),
         disallowed_tools: Vec::new(),
     };
-    let (service, session) = open_local(&flags, config, data_dir).await?;
+    let (service, session) = open_local(&flags, config, data_dir, Connections::OneShot).await?;
     if !args.fork_session {
         return Ok((service, session));
     }

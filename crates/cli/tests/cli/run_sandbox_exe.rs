@@ -134,9 +134,9 @@ fn left_of(pid: u32, within: std::time::Duration) -> Vec<(u32, String)> {
     }
 }
 
-/// `agentd run` exits without winding its runtime down: nothing of its
-/// sandboxes (the one its command ran in, serving again as a spare) runs on
-/// after it; nor after a `kill -9` in the middle of a command.
+/// Nothing of `agentd run`'s sandboxes (the one its command ran in, serving
+/// again as a spare) runs on after it; nor after a `kill -9` in the middle of
+/// a command.
 #[tokio::test]
 async fn nothing_of_a_runs_sandboxes_outlives_it() {
     let script = json!({"replies": [

@@ -72,20 +72,24 @@ pub enum Connections {
     /// waiting for the one in use. Every statement still runs; they take
     /// turns. The event writer opens its own at its first commit (a file
     /// named alone; see `writer::conn`): commits stay off that queue.
-    ///
-    /// On a file named alone, the connection stays open until the process
-    /// exits (see [`LEFT_OPEN`]).
     One,
+    /// As [`One`](Self::One), for a process that ends with its run (`agentd
+    /// run`, `agentd claude`): on a file named alone, the connection is never
+    /// closed (see [`LEFT_OPEN`]).
+    OneShot,
 }
 
-/// The pools of [`Connections::One`] stores on a file, never closed. The last
-/// connection to close folds the whole write-ahead log into the database file
-/// and syncs it: all of it each time, since every open rebuilds the log's
-/// index and forgets what was folded. A one-shot `agentd run` paid that on
-/// its exit path, and the process's exit then waited for the sync. Left open,
-/// the process exits as after a crash, which WAL is made for: nothing
-/// committed is lost, the next opener replays the log (it did anyway), and
-/// the event writer's checkpoints keep the log bounded.
+/// The pools of [`Connections::OneShot`] stores, never closed. SQLite's last
+/// close folds the whole write-ahead log into the database file and syncs
+/// it: all of it each time, since every open rebuilds the log's index and
+/// forgets what was folded. A one-shot run paid that on its exit path (its
+/// exit then waited for the sync), and the close was mostly cut short by the
+/// exit, so the next opener replayed the log anyway. Left open, the process
+/// exits as after a crash, which WAL is made for: the commits are in the log,
+/// the next opener replays it, and the event writer's checkpoints bound it.
+/// Like a server's commits between checkpoints (`synchronous = NORMAL`), they
+/// reach the disk with the next checkpoint or the kernel's write-back: a
+/// power loss may take the last ones, never the file's consistency.
 static LEFT_OPEN: std::sync::Mutex<Vec<SqlitePool>> = std::sync::Mutex::new(Vec::new());
 
 /// The embedded SQLite store. Cheap to clone; clones share the pool and the
@@ -182,14 +186,14 @@ impl SqliteStore {
                 "wal_autocheckpoint",
                 writer::checkpoints::FALLBACK_PAGES.to_string(),
             ),
-            Connections::One => options,
+            Connections::One | Connections::OneShot => options,
         };
 
         let pool_options = match connections {
             // Everything waits for the one connection, a long write (a fork's
             // copy, another process's lock for up to `BUSY_TIMEOUT` each try)
             // included: not sqlx's 30 s and a "pool timed out" error.
-            Connections::One => SqlitePoolOptions::new()
+            Connections::One | Connections::OneShot => SqlitePoolOptions::new()
                 .max_connections(1)
                 .min_connections(1)
                 .acquire_timeout(ONE_CONNECTION_WAIT)
@@ -209,14 +213,14 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Database(format!("migrating sqlite database: {e}")))?;
 
-        if connections == Connections::One && own_writer {
+        if connections == Connections::OneShot && own_writer {
             LEFT_OPEN
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .push(pool.clone());
         }
         let writes = match connections {
-            Connections::One => pool.clone(),
+            Connections::One | Connections::OneShot => pool.clone(),
             // Up to three connections, not one, for the writes other than
             // the event writer's (it has its own): sqlx hands a released
             // connection back to the pool from a task on the releasing
@@ -244,7 +248,7 @@ impl SqliteStore {
             // default; pooled, checkpoints run beside it.
             let checkpoint_pages = match connections {
                 Connections::Pooled => writer::checkpoints::FALLBACK_PAGES,
-                Connections::One => DEFAULT_CHECKPOINT_PAGES,
+                Connections::One | Connections::OneShot => DEFAULT_CHECKPOINT_PAGES,
             };
             writer::WriterConn::own(options.get_filename().to_path_buf(), checkpoint_pages)
         };

@@ -56,30 +56,41 @@ async fn data_survives_reopening_the_file() {
     );
 }
 
-/// `agentd run`'s store of one connection is never closed: the close of the
-/// last connection would fold the whole log into the file and sync it on the
-/// process's exit path. Dropped, it leaves the log as a crash would, and the
-/// next opener finds everything.
+/// A one-shot run's store (`agentd run`, `agentd claude`) is never closed:
+/// the close of the last connection would fold the whole log into the file
+/// and sync it on the process's exit path. Dropped, it leaves the log as a
+/// crash would, and the next opener finds everything. A command's store of
+/// one connection (`gc`, `tokens`, …) still folds it at its close.
 #[tokio::test]
-async fn a_one_connection_store_leaves_its_log_and_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("agentd.db");
-    let wal = dir.path().join("agentd.db-wal");
-    let one = SqliteStore::open_with_connections(&path, Connections::One)
-        .await
-        .unwrap();
-    let s = session(&one, "alice").await;
-    let appended = one.append_event(&s.id, &delta("kept")).await.unwrap();
-    drop(one);
-    // Long enough for sqlx's and the writer's threads to have closed theirs.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let log = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-    assert!(log > 0, "the log was folded at the drop ({log} bytes left)");
-
-    let pooled = SqliteStore::open(&path).await.unwrap();
+async fn a_one_shot_store_leaves_its_log_and_loses_nothing() {
+    async fn log_left_by(connections: Connections) -> u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agentd.db");
+        let one = SqliteStore::open_with_connections(&path, connections)
+            .await
+            .unwrap();
+        let s = session(&one, "alice").await;
+        let appended = one.append_event(&s.id, &delta("kept")).await.unwrap();
+        drop(one);
+        // Long enough for sqlx's and the writer's threads to have closed theirs.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let wal = dir.path().join("agentd.db-wal");
+        let log = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        let pooled = SqliteStore::open(&path).await.unwrap();
+        assert_eq!(
+            pooled.events_after(&s.id, 0, 10).await.unwrap(),
+            vec![appended]
+        );
+        log
+    }
+    assert!(
+        log_left_by(Connections::OneShot).await > 0,
+        "the log was folded at the drop"
+    );
     assert_eq!(
-        pooled.events_after(&s.id, 0, 10).await.unwrap(),
-        vec![appended]
+        log_left_by(Connections::One).await,
+        0,
+        "the log was not folded at the close"
     );
 }
 
