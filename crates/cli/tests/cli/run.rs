@@ -346,14 +346,7 @@ async fn ctrl_c_interrupts_the_turn_and_exits_130() {
         ]}),
     )
     .await;
-    let mut cmd = h.command(&[
-        "run",
-        "--output-format",
-        "stream-json",
-        "--permission-mode",
-        "bypass",
-        "wait",
-    ]);
+    let mut cmd = h.run_command("wait");
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();

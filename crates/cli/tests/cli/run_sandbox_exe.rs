@@ -147,14 +147,7 @@ async fn nothing_of_a_runs_sandboxes_outlives_it() {
     ]});
     let h = Harness::new(Wire::Anthropic, script).await;
     let run = |prompt: &str| {
-        let mut cmd = h.command(&[
-            "run",
-            "--output-format",
-            "stream-json",
-            "--permission-mode",
-            "bypass",
-            prompt,
-        ]);
+        let mut cmd = h.run_command(prompt);
         cmd.stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         cmd.spawn().unwrap()

@@ -80,6 +80,19 @@ impl Harness {
         cmd
     }
 
+    /// `agentd run --output-format stream-json --permission-mode bypass
+    /// PROMPT`, not started (for a test that watches or signals it).
+    pub fn run_command(&self, prompt: &str) -> Command {
+        self.command(&[
+            "run",
+            "--output-format",
+            "stream-json",
+            "--permission-mode",
+            "bypass",
+            prompt,
+        ])
+    }
+
     /// `agentd run --output-format stream-json --permission-mode bypass PROMPT
     /// EXTRA…`, run to its end (tests of permissions use [`Harness::run_as_is`]).
     pub async fn run(&self, prompt: &str, extra: &[&str]) -> Run {
