@@ -5,6 +5,7 @@
 
 use super::SqliteStore;
 use super::writer::run_script;
+use crate::dialect::sql;
 use crate::records::db;
 use crate::search::CATCH_UP_BATCHES;
 use crate::{SEARCH_INDEX_BATCH, StoreResult};
@@ -29,6 +30,11 @@ const UNQUEUE_PICKED: &str = "DELETE FROM search_pending WHERE message_id IN \
      (SELECT message_id FROM search_pending ORDER BY message_id LIMIT ?1) \
      RETURNING message_id";
 
+sql!(
+    /// One chunk in one round trip to the connection's thread (a begin, two
+    /// statements and a commit sent one by one were four).
+    INDEX_CHUNK = "BEGIN IMMEDIATE; ", INDEX_PICKED, "; ", UNQUEUE_PICKED, "; COMMIT;");
+
 /// Messages indexed in one write transaction. A batch is taken a chunk at a
 /// time so that an event commit (which queues for the same write lock) waits
 /// for one chunk, a few milliseconds, not a whole batch (~20 ms for 256
@@ -49,15 +55,16 @@ impl SqliteStore {
         Ok(taken)
     }
 
-    /// One chunk in one round trip to the connection's thread (a begin, two
-    /// statements and a commit sent one by one were four).
+    /// One chunk: [`INDEX_CHUNK`].
     async fn index_chunk(&self, limit: u32) -> StoreResult<u64> {
         const CTX: &str = "indexing messages for search";
-        let script = format!("BEGIN IMMEDIATE; {INDEX_PICKED}; {UNQUEUE_PICKED}; COMMIT;");
         let _write = self.write_guard().await;
-        let picked = run_script(self.writer(), sqlx::query(&script).bind(i64::from(limit)))
-            .await
-            .map_err(db(CTX))?;
+        let picked = run_script(
+            self.writer(),
+            sqlx::query(INDEX_CHUNK).bind(i64::from(limit)),
+        )
+        .await
+        .map_err(db(CTX))?;
         Ok(picked.len() as u64)
     }
 

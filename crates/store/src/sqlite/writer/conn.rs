@@ -9,7 +9,7 @@
 //! reads. An in-memory database, or one opened from a URL with options the
 //! own connection would not see (`mode=ro`, say), commits through its pool.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{OpenFlags, TransactionBehavior};
@@ -128,7 +128,7 @@ fn database(e: rusqlite::Error) -> StoreError {
 
 /// The writer's connection to `path`, set up as the pool's are (the file is
 /// already in WAL mode: the pool opened it first).
-fn open(path: &PathBuf, checkpoint_pages: u32) -> rusqlite::Result<rusqlite::Connection> {
+fn open(path: &Path, checkpoint_pages: u32) -> rusqlite::Result<rusqlite::Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = rusqlite::Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
