@@ -63,7 +63,8 @@ async fn data_survives_reopening_the_file() {
 /// one connection (`gc`, `tokens`, …) still folds it at its close.
 #[tokio::test]
 async fn a_one_shot_store_leaves_its_log_and_loses_nothing() {
-    async fn log_left_by(connections: Connections) -> u64 {
+    /// The log's size once it is gone, or after `wait`.
+    async fn log_left_by(connections: Connections, wait: std::time::Duration) -> u64 {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("agentd.db");
         let one = SqliteStore::open_with_connections(&path, connections)
@@ -72,10 +73,16 @@ async fn a_one_shot_store_leaves_its_log_and_loses_nothing() {
         let s = session(&one, "alice").await;
         let appended = one.append_event(&s.id, &delta("kept")).await.unwrap();
         drop(one);
-        // Long enough for sqlx's and the writer's threads to have closed theirs.
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        // sqlx's and the writer's threads close theirs after the drop.
         let wal = dir.path().join("agentd.db-wal");
-        let log = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        let deadline = tokio::time::Instant::now() + wait;
+        let log = loop {
+            let log = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+            if log == 0 || tokio::time::Instant::now() >= deadline {
+                break log;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
         let pooled = SqliteStore::open(&path).await.unwrap();
         assert_eq!(
             pooled.events_after(&s.id, 0, 10).await.unwrap(),
@@ -83,12 +90,16 @@ async fn a_one_shot_store_leaves_its_log_and_loses_nothing() {
         );
         log
     }
+    let (long, short) = (
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(300),
+    );
     assert!(
-        log_left_by(Connections::OneShot).await > 0,
+        log_left_by(Connections::OneShot, short).await > 0,
         "the log was folded at the drop"
     );
     assert_eq!(
-        log_left_by(Connections::One).await,
+        log_left_by(Connections::One, long).await,
         0,
         "the log was not folded at the close"
     );
