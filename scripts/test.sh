@@ -33,13 +33,14 @@ if [ $# -eq 0 ]; then
   failed=$((failed + $(awk '/^# fail /{print $3}' "$node_log")))
   rm -f "$node_log"
 fi
-# The peer benchmark's smoke run, so the harness does not rot (numbers ignored).
+# The peer benchmark's smoke run, so the harness does not rot (numbers ignored);
+# `--compare` with the same build runs the cold scenario's A/B path too.
 if [ $# -eq 0 ]; then
-  if "$CARGO" build -q -p agentd-testkit --bin agentd-model-server -p agentd-bench --bin peer && target/debug/peer --smoke > /dev/null; then
-    echo "test.sh: bench smoke run (target/debug/peer --smoke) ok"
+  if "$CARGO" build -q -p agentd-testkit --bin agentd-model-server -p agentd-bench --bin peer && target/debug/peer --smoke --compare target/debug/agentd > /dev/null; then
+    echo "test.sh: bench smoke run (target/debug/peer --smoke --compare) ok"
     passed=$((passed + 1))
   else
-    echo "test.sh: bench smoke run (target/debug/peer --smoke) FAILED" >&2
+    echo "test.sh: bench smoke run (target/debug/peer --smoke --compare) FAILED" >&2
     failed=$((failed + 1))
     status=1
   fi

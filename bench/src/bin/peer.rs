@@ -13,6 +13,10 @@
 //! server's own time; warm host time per turn excludes it (wall − the server's
 //! busy time over the turn, from its `GET /_testkit/stats`).
 //! `--smoke` is a tiny run (< 30 s) that checks the harness still works.
+//! `--compare <another agentd>` (its `agentd-sandbox` beside it) runs that
+//! build's `agentd run` between this one's in the cold scenario, each on a
+//! data directory of its own, and adds its medians and the median of the
+//! rounds' differences: an A/B of two builds within one run.
 
 #[path = "../peer/activity.rs"]
 mod activity;
@@ -86,6 +90,7 @@ async fn peer() -> Result<()> {
     let (pid_abs, pid_rel) = (server_abs.id(), server_rel.id());
     let ctx = Ctx {
         agentd: args.agentd.clone(),
+        compare: args.compare.clone(),
         claude: args.claude.clone(),
         root: root.clone(),
         url_abs,
@@ -147,7 +152,8 @@ async fn run(
 
     if args.wants("cold") {
         eprintln!("[1/6] cold one-shot: {} runs each, interleaved", args.runs);
-        let (a, c, unsandboxed) = scenarios::cold(ctx, args.runs)?;
+        let runs = scenarios::cold(ctx, args.runs)?;
+        let (a, c, unsandboxed) = (runs.agentd, runs.claude, runs.unsandboxed);
         let wall_ratio = a.wall.as_secs_f64() / c.wall.as_secs_f64();
         t.target(
             &[
@@ -174,6 +180,22 @@ async fn run(
             "",
             "",
         ]);
+        if let (Some((other, wall, cpu)), Some(path)) = (&runs.compared, &args.compare) {
+            t.row([
+                &format!("  the compared build ({}): wall / CPU", path.display()),
+                &format!("{} / {}", ms(other.wall), ms(other.cpu)),
+                &ms(c.wall),
+                &ratio(other.wall.as_secs_f64(), c.wall.as_secs_f64()),
+                "",
+            ]);
+            t.row([
+                "  this build − the compared, median of the rounds' differences: wall / CPU",
+                &format!("{} / {}", signed(*wall), signed(*cpu)),
+                "",
+                "",
+                "",
+            ]);
+        }
         t.row([
             "cold one-shot CPU, user+sys (median)",
             &ms(a.cpu),
@@ -473,4 +495,10 @@ async fn run(
         cluster_rows::rows(args, ctx, &mut t, &mut extra).await?;
     }
     Ok((t, extra))
+}
+
+/// A signed difference in milliseconds: "+1.2 ms", "−0.4 ms".
+fn signed(difference: scenarios::SignedMs) -> String {
+    let sign = if difference.0 < 0.0 { '−' } else { '+' };
+    format!("{sign}{:.1} ms", difference.0.abs())
 }

@@ -8,6 +8,8 @@ pub struct Args {
     pub smoke: bool,
     pub write: Option<PathBuf>,
     pub agentd: PathBuf,
+    /// Another build of agentd whose cold runs go between these (`--compare`).
+    pub compare: Option<PathBuf>,
     pub claude: PathBuf,
     pub runs: usize,
     pub turns: usize,
@@ -74,7 +76,7 @@ impl Args {
     }
 }
 
-const USAGE: &str = "peer [--smoke] [--write-results [FILE]] [--agentd PATH] [--claude PATH] \
+const USAGE: &str = "peer [--smoke] [--write-results [FILE]] [--agentd PATH] [--compare PATH] [--claude PATH] \
     [--runs N] [--turns N] [--levels 1,100,1000,10000] [--held N] [--claude-procs N] \
     [--concurrency 100,1000] [--tp-turns N] [--sandbox N] [--append N] \
     [--cluster-sessions N] [--failover-sessions N] \
@@ -96,6 +98,7 @@ pub fn parse_args() -> Result<Args> {
         smoke: false,
         write: None,
         agentd: exe.with_file_name("agentd"),
+        compare: None,
         claude: root.join(".tools/node_modules/.bin/claude"),
         runs: 10,
         turns: 20,
@@ -160,7 +163,9 @@ pub fn parse_args() -> Result<Args> {
             .next()
             .with_context(|| format!("{flag} needs a value\n{USAGE}"))?;
         match flag.as_str() {
-            "--agentd" => args.agentd = value.into(),
+            // Absolute: the runs start in the scenario's workspace.
+            "--agentd" => args.agentd = std::path::absolute(value)?,
+            "--compare" => args.compare = Some(std::path::absolute(value)?),
             "--claude" => args.claude = value.into(),
             "--runs" => args.runs = value.parse()?,
             "--turns" => args.turns = value.parse()?,
@@ -192,6 +197,14 @@ pub fn parse_args() -> Result<Args> {
     }
     if args.write.is_some() && !args.only.is_empty() && args.only != ["sdk"] {
         bail!("--write-results records the whole table (or `--only sdk`'s): drop --only");
+    }
+    if args.compare.is_some() && (args.write.is_some() || !args.wants("cold")) {
+        bail!(
+            "--compare adds A/B rows to the cold scenario: run that one, without --write-results"
+        );
+    }
+    if let Some(compare) = args.compare.as_ref().filter(|path| !path.exists()) {
+        bail!("--compare: no agentd at {}", compare.display());
     }
     let mut needed = vec![("agentd", &args.agentd), ("claude", &args.claude)];
     if args.wants("sdk") {

@@ -21,6 +21,8 @@ use super::processes::{
 /// Paths and model servers shared by the scenarios.
 pub struct Ctx {
     pub agentd: PathBuf,
+    /// Another build of agentd, run between `agentd`'s cold runs (`--compare`).
+    pub compare: Option<PathBuf>,
     pub claude: PathBuf,
     pub root: PathBuf,
     /// Model server whose script uses the absolute workspace path (claude, `agentd run`).
@@ -51,6 +53,8 @@ enum Runner {
     /// agentd with its commands run outside bubblewrap (`sandbox = "off"`):
     /// the same run less the sandbox, to measure what the sandbox costs it.
     AgentdUnsandboxed,
+    /// The build given with `--compare`, on a data directory of its own.
+    Compared,
     Claude,
 }
 
@@ -63,12 +67,17 @@ fn cold_one(ctx: &Ctx, runner: Runner, out: &Path) -> Result<(Duration, Reaped)>
                 "agentd-cold-unsandboxed",
                 "[profiles.default]\nsandbox = \"off\"\n",
             ),
+            Runner::Compared => ("agentd-cold-compared", ""),
             _ => ("agentd-cold", ""),
         };
         let data = ctx.root.join(dir);
         std::fs::create_dir_all(&data)?;
         std::fs::write(data.join("agentd.toml"), config)?;
-        let mut c = agentd_command(&ctx.agentd, &data, &ctx.url_abs);
+        let exe = match (runner, &ctx.compare) {
+            (Runner::Compared, Some(compared)) => compared,
+            _ => &ctx.agentd,
+        };
+        let mut c = agentd_command(exe, &data, &ctx.url_abs);
         c.current_dir(&ctx.ws).args([
             "run",
             "--output-format",
@@ -112,21 +121,50 @@ fn cold_one(ctx: &Ctx, runner: Runner, out: &Path) -> Result<(Duration, Reaped)>
     Ok((wall, reaped))
 }
 
+/// The cold scenario's figures, each a median of its runs.
+pub struct ColdRuns {
+    pub agentd: Cold,
+    pub claude: Cold,
+    pub unsandboxed: Cold,
+    /// With `--compare`: the other build's figures, and the medians of
+    /// this build's wall and CPU minus the other's, run by run.
+    pub compared: Option<(Cold, SignedMs, SignedMs)>,
+}
+
+/// A difference in milliseconds, negative when this build took less.
+#[derive(Debug, Clone, Copy)]
+pub struct SignedMs(pub f64);
+
 /// `agentd run`, `claude -p` and `agentd run` with its commands outside
-/// bubblewrap, interleaved, after one unmeasured run each.
-pub fn cold(ctx: &Ctx, runs: usize) -> Result<(Cold, Cold, Cold)> {
-    let mut samples: [Vec<(Duration, Reaped)>; 3] = Default::default();
-    let runners = [Runner::Agentd, Runner::Claude, Runner::AgentdUnsandboxed];
+/// bubblewrap (and with `--compare` the other build's `agentd run`),
+/// interleaved, after one unmeasured run each. The two builds swap places
+/// every round, so neither always runs right after `claude`.
+pub fn cold(ctx: &Ctx, runs: usize) -> Result<ColdRuns> {
+    let mut samples: [Vec<(Duration, Reaped)>; 4] = Default::default();
+    let mut runners = vec![Runner::Agentd, Runner::Claude, Runner::AgentdUnsandboxed];
+    if ctx.compare.is_some() {
+        runners.push(Runner::Compared);
+    }
+    let slot = |runner: Runner| match runner {
+        Runner::Agentd => 0,
+        Runner::Claude => 1,
+        Runner::AgentdUnsandboxed => 2,
+        Runner::Compared => 3,
+    };
     for round in 0..=runs {
-        for (i, runner) in runners.into_iter().enumerate() {
-            let out = ctx.root.join(format!("cold-{i}.out"));
+        let mut order = runners.clone();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for runner in order {
+            let out = ctx.root.join(format!("cold-{}.out", slot(runner)));
             let sample = cold_one(ctx, runner, &out)?;
             if round > 0 {
-                samples[i].push(sample);
+                samples[slot(runner)].push(sample);
             }
         }
     }
-    let fig = |runs: Vec<(Duration, Reaped)>| {
+    let fig = |runs: &[(Duration, Reaped)]| {
         let middle = |mut v: Vec<u64>| {
             v.sort_unstable();
             v.get(v.len() / 2).copied().unwrap_or(0)
@@ -141,8 +179,34 @@ pub fn cold(ctx: &Ctx, runs: usize) -> Result<(Cold, Cold, Cold)> {
             ),
         }
     };
-    let [a, c, unsandboxed] = samples;
-    Ok((fig(a), fig(c), fig(unsandboxed)))
+    let [a, c, unsandboxed, compared] = &samples;
+    let compared = ctx.compare.as_ref().map(|_| {
+        let paired = |of: fn(&(Duration, Reaped)) -> Duration| {
+            let mut differences: Vec<f64> = a
+                .iter()
+                .zip(compared)
+                .map(|(ours, theirs)| (of(ours).as_secs_f64() - of(theirs).as_secs_f64()) * 1e3)
+                .collect();
+            differences.sort_unstable_by(f64::total_cmp);
+            SignedMs(
+                differences
+                    .get(differences.len() / 2)
+                    .copied()
+                    .unwrap_or(0.0),
+            )
+        };
+        (
+            fig(compared),
+            paired(|(wall, _)| *wall),
+            paired(|(_, reaped)| reaped.cpu),
+        )
+    });
+    Ok(ColdRuns {
+        agentd: fig(a),
+        claude: fig(c),
+        unsandboxed: fig(unsandboxed),
+        compared,
+    })
 }
 
 pub async fn create_many(addr: &str, n: usize) -> Result<Vec<String>> {
