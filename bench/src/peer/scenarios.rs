@@ -46,16 +46,16 @@ pub struct Cold {
     pub switches: (u64, u64),
 }
 
-/// Who runs a cold one-shot turn.
+/// Who runs a cold one-shot turn; the value is its place in the samples.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Runner {
-    Agentd,
+    Agentd = 0,
+    Claude = 1,
     /// agentd with its commands run outside bubblewrap (`sandbox = "off"`):
     /// the same run less the sandbox, to measure what the sandbox costs it.
-    AgentdUnsandboxed,
+    AgentdUnsandboxed = 2,
     /// The build given with `--compare`, on a data directory of its own.
-    Compared,
-    Claude,
+    Compared = 3,
 }
 
 fn cold_one(ctx: &Ctx, runner: Runner, out: &Path) -> Result<(Duration, Reaped)> {
@@ -136,31 +136,33 @@ pub struct ColdRuns {
 pub struct SignedMs(pub f64);
 
 /// `agentd run`, `claude -p` and `agentd run` with its commands outside
-/// bubblewrap (and with `--compare` the other build's `agentd run`),
-/// interleaved, after one unmeasured run each. The two builds swap places
-/// every round, so neither always runs right after `claude`.
+/// bubblewrap, interleaved, after one unmeasured run each. With `--compare`
+/// the other build runs next to this one, the two swapping places every
+/// round: each follows the other as often, and neither follows `claude`.
 pub fn cold(ctx: &Ctx, runs: usize) -> Result<ColdRuns> {
     let mut samples: [Vec<(Duration, Reaped)>; 4] = Default::default();
-    let mut runners = vec![Runner::Agentd, Runner::Claude, Runner::AgentdUnsandboxed];
-    if ctx.compare.is_some() {
-        runners.push(Runner::Compared);
-    }
-    let slot = |runner: Runner| match runner {
-        Runner::Agentd => 0,
-        Runner::Claude => 1,
-        Runner::AgentdUnsandboxed => 2,
-        Runner::Compared => 3,
-    };
     for round in 0..=runs {
-        let mut order = runners.clone();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for runner in order {
-            let out = ctx.root.join(format!("cold-{}.out", slot(runner)));
+        let order: &[Runner] = match (ctx.compare.is_some(), round % 2) {
+            (false, _) => &[Runner::Agentd, Runner::Claude, Runner::AgentdUnsandboxed],
+            (true, 0) => &[
+                Runner::Agentd,
+                Runner::Compared,
+                Runner::Claude,
+                Runner::AgentdUnsandboxed,
+            ],
+            (true, _) => &[
+                Runner::Compared,
+                Runner::Agentd,
+                Runner::Claude,
+                Runner::AgentdUnsandboxed,
+            ],
+        };
+        for &runner in order {
+            let slot = runner as usize;
+            let out = ctx.root.join(format!("cold-{slot}.out"));
             let sample = cold_one(ctx, runner, &out)?;
             if round > 0 {
-                samples[slot(runner)].push(sample);
+                samples[slot].push(sample);
             }
         }
     }
@@ -181,19 +183,13 @@ pub fn cold(ctx: &Ctx, runs: usize) -> Result<ColdRuns> {
     };
     let [a, c, unsandboxed, compared] = &samples;
     let compared = ctx.compare.as_ref().map(|_| {
+        let ms_of = |runs: &[(Duration, Reaped)], of: fn(&(Duration, Reaped)) -> Duration| {
+            runs.iter()
+                .map(|run| of(run).as_secs_f64() * 1e3)
+                .collect::<Vec<_>>()
+        };
         let paired = |of: fn(&(Duration, Reaped)) -> Duration| {
-            let mut differences: Vec<f64> = a
-                .iter()
-                .zip(compared)
-                .map(|(ours, theirs)| (of(ours).as_secs_f64() - of(theirs).as_secs_f64()) * 1e3)
-                .collect();
-            differences.sort_unstable_by(f64::total_cmp);
-            SignedMs(
-                differences
-                    .get(differences.len() / 2)
-                    .copied()
-                    .unwrap_or(0.0),
-            )
+            median_difference(&ms_of(a, of), &ms_of(compared, of))
         };
         (
             fig(compared),
@@ -207,6 +203,18 @@ pub fn cold(ctx: &Ctx, runs: usize) -> Result<ColdRuns> {
         unsandboxed: fig(unsandboxed),
         compared,
     })
+}
+
+/// The median of `ours[i] − theirs[i]` over the rounds both ran.
+fn median_difference(ours: &[f64], theirs: &[f64]) -> SignedMs {
+    let mut differences: Vec<f64> = ours.iter().zip(theirs).map(|(o, t)| o - t).collect();
+    differences.sort_unstable_by(f64::total_cmp);
+    SignedMs(
+        differences
+            .get(differences.len() / 2)
+            .copied()
+            .unwrap_or(0.0),
+    )
 }
 
 pub async fn create_many(addr: &str, n: usize) -> Result<Vec<String>> {
@@ -416,4 +424,20 @@ pub async fn sqlite_append(root: &Path, events: usize) -> Result<f64> {
         store.append_events(&session.id, chunk).await?;
     }
     Ok(events as f64 / started.elapsed().as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median_difference;
+
+    #[test]
+    fn the_paired_median_is_ours_minus_theirs_round_by_round() {
+        // Each side's own median differs by 10 (30 against 20); the rounds'
+        // differences (−1, +1, +11) say this build is 1 ms slower.
+        let ours = [10.0, 30.0, 31.0];
+        let theirs = [11.0, 29.0, 20.0];
+        assert_eq!(median_difference(&ours, &theirs).0, 1.0);
+        assert_eq!(median_difference(&theirs, &ours).0, -1.0);
+        assert_eq!(median_difference(&[], &[]).0, 0.0);
+    }
 }
