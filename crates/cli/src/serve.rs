@@ -124,7 +124,11 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
             tracing::warn!("the signing key of tokens for tools is not ready yet: {err}");
         }
     });
-    let turn_threads = tokio::runtime::Builder::new_multi_thread()
+    let mut turn_builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = RuntimeWorkers::for_this_machine() {
+        turn_builder.worker_threads(workers.turns);
+    }
+    let turn_threads = turn_builder
         .thread_name("agentd-turn")
         .enable_all()
         .build()
@@ -161,6 +165,38 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
 }
 
 /// A token server with no usable token can be reached by nobody: say how.
+/// Worker threads of `agentd serve`'s two runtimes: the serving one (HTTP,
+/// event streams) and the turns' one. Each takes its share of the cores,
+/// not all of them: with as many workers as cores in each, an idle worker
+/// was woken to look for work at nearly every hand-off, and a warm turn
+/// switched threads ~140 times instead of ~85, for ~10 % more CPU
+/// (`bench/RESULTS.md`, twentieth pass).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeWorkers {
+    pub serving: usize,
+    pub turns: usize,
+}
+
+impl RuntimeWorkers {
+    /// Half the cores each (the serving runtime gets an odd one, at least
+    /// one each); `None` when `TOKIO_WORKER_THREADS` sizes them instead.
+    pub fn for_this_machine() -> Option<Self> {
+        if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+            return None;
+        }
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        Some(Self::for_cores(cores))
+    }
+
+    fn for_cores(cores: usize) -> Self {
+        let turns = (cores / 2).max(1);
+        Self {
+            serving: cores.saturating_sub(turns).max(1),
+            turns,
+        }
+    }
+}
+
 async fn warn_without_tokens(store: &dyn agentd_store::Store) {
     match store.list_tokens(None).await {
         Ok(tokens) if tokens.iter().all(|t| t.revoked_at.is_some()) => eprintln!(
@@ -246,5 +282,23 @@ async fn shutdown_signal() {
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RuntimeWorkers;
+
+    #[test]
+    fn the_two_runtimes_share_the_cores_with_at_least_one_worker_each() {
+        let split = |cores| {
+            let workers = RuntimeWorkers::for_cores(cores);
+            (workers.serving, workers.turns)
+        };
+        assert_eq!(split(1), (1, 1));
+        assert_eq!(split(2), (1, 1));
+        assert_eq!(split(3), (2, 1));
+        assert_eq!(split(8), (4, 4));
+        assert_eq!(split(0), (1, 1));
     }
 }
