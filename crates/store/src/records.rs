@@ -201,6 +201,33 @@ macro_rules! columns_for {
 columns_for!(sqlx::sqlite::SqliteRow, flag: i64, |v: i64| v != 0);
 columns_for!(sqlx::postgres::PgRow, flag: bool, |v: bool| v);
 
+/// Rows read on the asking thread (`sqlite::direct`).
+impl Columns for rusqlite::Row<'_> {
+    fn text(&self, name: &str) -> StoreResult<String> {
+        self.get(name).map_err(sqlite_column_error(name))
+    }
+    fn opt_text(&self, name: &str) -> StoreResult<Option<String>> {
+        self.get(name).map_err(sqlite_column_error(name))
+    }
+    fn int(&self, name: &str) -> StoreResult<i64> {
+        self.get(name).map_err(sqlite_column_error(name))
+    }
+    fn opt_int(&self, name: &str) -> StoreResult<Option<i64>> {
+        self.get(name).map_err(sqlite_column_error(name))
+    }
+    fn real(&self, name: &str) -> StoreResult<f64> {
+        self.get(name).map_err(sqlite_column_error(name))
+    }
+    fn flag(&self, name: &str) -> StoreResult<bool> {
+        let value: i64 = self.get(name).map_err(sqlite_column_error(name))?;
+        Ok(value != 0)
+    }
+}
+
+fn sqlite_column_error(name: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
+    move |e| StoreError::Corrupt(format!("column {name}: {e}"))
+}
+
 pub(crate) const SESSION_COLUMNS: &str = "id, owner, title, workspace, model, profile, status, \
     created_at, updated_at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
     cost_usd, turns, last_seq, existing_workspace, thinking_budget, pinned, archived, tags";

@@ -144,6 +144,19 @@ impl PostgresStore {
         &self.pool
     }
 
+    /// Every read goes through the pool: a PostgreSQL statement is a network
+    /// round trip anyway. (For the code shared with SQLite, which reads some
+    /// rows on the asking thread.)
+    fn read_here<T>(
+        &self,
+        _sql: &str,
+        _args: &[&dyn rusqlite::ToSql],
+        _context: &str,
+        _decode: impl Fn(&rusqlite::Row<'_>) -> StoreResult<T>,
+    ) -> Option<StoreResult<Vec<T>>> {
+        None
+    }
+
     /// A read-only transaction over one snapshot.
     async fn begin_read(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
         let mut tx = self.pool.begin().await?;

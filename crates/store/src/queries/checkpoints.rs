@@ -113,20 +113,34 @@ macro_rules! checkpoint_store {
                     &self,
                     session_id: &str,
                 ) -> StoreResult<LatestCheckpoints> {
-                    let rows = sqlx::query(q::LATEST)
-                        .bind(session_id)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(db("reading the latest checkpoints"))?;
+                    let context = "reading the latest checkpoints";
+                    let here = self.read_here(q::LATEST, &[&session_id], context, |row| {
+                        let which = $crate::records::Columns::int(row, "which")?;
+                        Ok((which, checkpoint(row)?))
+                    });
+                    let rows = match here {
+                        Some(rows) => rows?,
+                        None => {
+                            let rows = sqlx::query(q::LATEST)
+                                .bind(session_id)
+                                .fetch_all(&self.pool)
+                                .await
+                                .map_err(db(context))?;
+                            let mut read = Vec::with_capacity(rows.len());
+                            for row in &rows {
+                                let which: i32 =
+                                    sqlx::Row::try_get(row, "which").map_err(db(context))?;
+                                read.push((i64::from(which), checkpoint(row)?));
+                            }
+                            read
+                        }
+                    };
                     let mut latest = LatestCheckpoints::default();
-                    for row in &rows {
-                        let which: i32 = sqlx::Row::try_get(row, "which")
-                            .map_err(db("reading the latest checkpoints"))?;
-                        let record = Some(checkpoint(row)?);
+                    for (which, record) in rows {
                         if which == 0 {
-                            latest.last = record;
+                            latest.last = Some(record);
                         } else {
-                            latest.keyframe = record;
+                            latest.keyframe = Some(record);
                         }
                     }
                     Ok(latest)

@@ -89,11 +89,17 @@ macro_rules! pending_store {
                 }
 
                 async fn session_rules(&self, session_id: &str) -> StoreResult<Vec<String>> {
+                    let context = "reading session rules";
+                    let rule =
+                        |row: &rusqlite::Row<'_>| $crate::records::Columns::text(row, "rule");
+                    if let Some(rules) = self.read_here(q::RULES, &[&session_id], context, rule) {
+                        return rules;
+                    }
                     sqlx::query_scalar(q::RULES)
                         .bind(session_id)
                         .fetch_all(&self.pool)
                         .await
-                        .map_err(db("reading session rules"))
+                        .map_err(db(context))
                 }
 
                 async fn set_session_mounts(
@@ -108,11 +114,17 @@ macro_rules! pending_store {
                 }
 
                 async fn session_mounts(&self, session_id: &str) -> StoreResult<Option<String>> {
+                    let context = "reading a session's mounts";
+                    let mounts =
+                        |row: &rusqlite::Row<'_>| $crate::records::Columns::text(row, "mounts");
+                    if let Some(rows) = self.read_here(q::MOUNTS, &[&session_id], context, mounts) {
+                        return rows.map(|rows| rows.into_iter().next());
+                    }
                     sqlx::query_scalar(q::MOUNTS)
                         .bind(session_id)
                         .fetch_optional(&self.pool)
                         .await
-                        .map_err(db("reading a session's mounts"))
+                        .map_err(db(context))
                 }
             }
         };

@@ -156,8 +156,13 @@ macro_rules! session_store {
                 }
 
                 async fn get_session(&self, id: &str) -> StoreResult<Option<SessionRecord>> {
+                    let context = "reading session";
+                    if let Some(rows) = self.read_here(q::GET, &[&id], context, |row| session(row))
+                    {
+                        return rows.map(|rows| rows.into_iter().next());
+                    }
                     let query = sqlx::query(q::GET).bind(id);
-                    fetch_optional(&self.pool, query, "reading session", session).await
+                    fetch_optional(&self.pool, query, context, session).await
                 }
 
                 /// A `before` cursor that is not one of the owner's sessions

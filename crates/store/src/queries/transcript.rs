@@ -108,10 +108,18 @@ macro_rules! transcript_store {
                     session_id: &str,
                     from_position: u64,
                 ) -> StoreResult<Vec<StoredMessage>> {
-                    let query = sqlx::query(q::MESSAGES_FROM)
-                        .bind(session_id)
-                        .bind(i64::try_from(from_position).unwrap_or(i64::MAX));
-                    fetch_all(&self.pool, query, "reading messages", message).await
+                    let (context, from) = (
+                        "reading messages",
+                        i64::try_from(from_position).unwrap_or(i64::MAX),
+                    );
+                    let sql = q::MESSAGES_FROM;
+                    if let Some(rows) =
+                        self.read_here(sql, &[&session_id, &from], context, |row| message(row))
+                    {
+                        return rows;
+                    }
+                    let query = sqlx::query(q::MESSAGES_FROM).bind(session_id).bind(from);
+                    fetch_all(&self.pool, query, context, message).await
                 }
 
                 async fn add_compaction(&self, r: &CompactionRecord) -> StoreResult<()> {
@@ -137,8 +145,14 @@ macro_rules! transcript_store {
                     &self,
                     session_id: &str,
                 ) -> StoreResult<Option<CompactionRecord>> {
-                    let query = sqlx::query(q::LATEST_COMPACTION).bind(session_id);
                     let context = "reading the latest compaction";
+                    let sql = q::LATEST_COMPACTION;
+                    if let Some(rows) =
+                        self.read_here(sql, &[&session_id], context, |row| compaction(row))
+                    {
+                        return rows.map(|rows| rows.into_iter().next());
+                    }
+                    let query = sqlx::query(sql).bind(session_id);
                     fetch_optional(&self.pool, query, context, compaction).await
                 }
 

@@ -20,6 +20,8 @@ const KEEP_STORED: &str = " ON CONFLICT (hash) DO NOTHING";
 
 sql!(INSERT_BLOB = INSERT_BLOBS, "($1, $2, $3, $4)", KEEP_STORED);
 
+/// Lookups of at most this many hashes run on the asking thread.
+const LOOKUP_HERE_MAX: usize = 64;
 const LOOKUP: &str = "SELECT hash FROM blobs WHERE hash IN (SELECT value FROM json_each($1))";
 
 impl SqliteStore {
@@ -90,10 +92,19 @@ impl SqliteStore {
     /// The hashes of `batch` that are stored. One bound JSON array: SQLite
     /// limits bound parameters, not the length of one.
     pub(super) async fn stored_blobs_impl(&self, batch: &[String]) -> StoreResult<Vec<String>> {
+        let (context, hashes) = ("looking blobs up", to_json(&batch, "blob hashes")?);
+        let hash = |row: &rusqlite::Row<'_>| crate::records::Columns::text(row, "hash");
+        // A workspace's first checkpoint asks about thousands: not on the
+        // asking thread, which runs other turns too.
+        if batch.len() <= LOOKUP_HERE_MAX
+            && let Some(stored) = self.read_here(LOOKUP, &[&hashes], context, hash)
+        {
+            return stored;
+        }
         sqlx::query_scalar(LOOKUP)
-            .bind(to_json(&batch, "blob hashes")?)
+            .bind(hashes)
             .fetch_all(&self.pool)
             .await
-            .map_err(db("looking blobs up"))
+            .map_err(db(context))
     }
 }

@@ -5,6 +5,7 @@
 
 mod agent_uids;
 mod blobs;
+mod direct;
 mod events;
 mod recent_commit;
 mod search_index;
@@ -113,6 +114,8 @@ pub struct SqliteStore {
     appends: mpsc::Sender<writer::AppendJob>,
     /// When the event writer (or a probe) last committed.
     recent_commit: Arc<recent_commit::RecentCommit>,
+    /// Reads on the asking thread (see `direct`): a server's file only.
+    direct: Option<Arc<direct::DirectReads>>,
 }
 
 impl SqliteStore {
@@ -253,6 +256,10 @@ impl SqliteStore {
             writer::WriterConn::own(options.get_filename().to_path_buf(), checkpoint_pages)
         };
         let checkpoint_on = (connections == Connections::Pooled).then(|| pool.clone());
+        // Not for one connection (`agentd run`): each connection opened
+        // costs a schema parse, more than the hops it would save there.
+        let direct = (connections == Connections::Pooled && own_writer)
+            .then(|| Arc::new(direct::DirectReads::new(options.get_filename())));
         let recent_commit = Arc::new(recent_commit::RecentCommit::default());
         let appends = writer::spawn(
             writer_conn,
@@ -268,6 +275,7 @@ impl SqliteStore {
             write_queue: Arc::new(Mutex::new(())),
             appends,
             recent_commit,
+            direct,
         })
     }
 
@@ -306,6 +314,18 @@ impl SqliteStore {
     /// The pool writes run on (with `write_guard` held).
     fn writer(&self) -> &SqlitePool {
         &self.writes
+    }
+
+    /// Every row of `sql`, read on this thread (see `direct`); `None`: ask
+    /// the pool.
+    fn read_here<T>(
+        &self,
+        sql: &str,
+        args: &[&dyn rusqlite::ToSql],
+        context: &str,
+        decode: impl Fn(&rusqlite::Row<'_>) -> StoreResult<T>,
+    ) -> Option<StoreResult<Vec<T>>> {
+        self.direct.as_ref()?.rows(sql, args, context, decode)
     }
 }
 
