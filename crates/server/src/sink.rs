@@ -18,7 +18,7 @@ use agentd_protocol::{CompactionTrigger, Event, EventEnvelope, Message, TurnFini
 use agentd_store::{CompactionRecord, EventLog, Fence, LogEntry, Logged, StoreError};
 use async_trait::async_trait;
 use tokio::runtime::Handle;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 /// Events and messages stored per commit at most.
 const MAX_BATCH: usize = 256;
@@ -52,6 +52,8 @@ pub struct StoreSink {
     lease_lost: Arc<Mutex<Option<String>>>,
     /// The turn's lease, if it runs under one: its compactions are fenced too.
     fence: Option<Fence>,
+    /// Told when someone waits for the queue to be stored (see `Writer::run`).
+    flush_now: Arc<Notify>,
 }
 
 enum Command {
@@ -103,6 +105,7 @@ impl StoreSink {
         let message_failure = Arc::new(Mutex::new(None));
         let last_position = Arc::new(Mutex::new(None));
         let lease_lost = Arc::new(Mutex::new(None));
+        let flush_now = Arc::new(Notify::new());
         let writer = Writer {
             store: store.clone(),
             session_id: session_id.clone(),
@@ -112,6 +115,7 @@ impl StoreSink {
             message_failure: message_failure.clone(),
             last_position: last_position.clone(),
             lease_lost: lease_lost.clone(),
+            flush_now: flush_now.clone(),
         };
         writer_on.spawn(writer.run(commands));
         Self {
@@ -123,6 +127,7 @@ impl StoreSink {
             message_failure,
             lease_lost,
             fence,
+            flush_now,
         }
     }
 
@@ -141,10 +146,15 @@ impl StoreSink {
             }
             _ => &[&self.failure],
         };
-        match first_failure(blocking) {
-            Some(err) => Err(err),
-            None => self.queue.send(command).map_err(|_| stopped()),
+        if let Some(err) = first_failure(blocking) {
+            return Err(err);
         }
+        let waited_for = matches!(command, Command::Flush(_) | Command::Finish { .. });
+        self.queue.send(command).map_err(|_| stopped())?;
+        if waited_for {
+            self.flush_now.notify_one();
+        }
+        Ok(())
     }
 }
 
@@ -170,6 +180,7 @@ struct Writer {
     message_failure: Arc<Mutex<Option<SinkError>>>,
     last_position: Arc<Mutex<Option<u64>>>,
     lease_lost: Arc<Mutex<Option<String>>>,
+    flush_now: Arc<Notify>,
 }
 
 /// An event or a message waiting for the writer.
@@ -199,6 +210,9 @@ impl Writer {
         let mut pending = Vec::with_capacity(MAX_BATCH);
         let mut flushes = Vec::new();
         while let Some(first) = commands.recv().await {
+            // A flush told of while no batch lingered (its command is in the
+            // queue, sent before the telling): not a reason to cut this one.
+            let _ = futures::FutureExt::now_or_never(self.flush_now.notified());
             let linger_until = tokio::time::Instant::now() + LINGER;
             let mut next = Some(first);
             loop {
@@ -222,14 +236,25 @@ impl Writer {
                         None
                     };
                 }
-                // Someone waits for the batch, or it is full, or nothing
-                // more came in time: store it.
-                if !flushes.is_empty() || pending.len() >= MAX_BATCH {
+                // Someone waits for the batch, or it is full, or its time is
+                // up: store it.
+                if !flushes.is_empty()
+                    || pending.len() >= MAX_BATCH
+                    || tokio::time::Instant::now() >= linger_until
+                {
                     break;
                 }
-                match tokio::time::timeout_at(linger_until, commands.recv()).await {
-                    Ok(Some(command)) => next = Some(command),
-                    Ok(None) | Err(_) => break,
+                // Wait out the linger without watching the queue: a send
+                // then wakes no one, so a burst of events costs this task
+                // one wake, not one each (a wake of another thread, since
+                // turns run on a runtime of their own). A flush ends it.
+                tokio::select! {
+                    () = tokio::time::sleep_until(linger_until) => {}
+                    () = self.flush_now.notified() => {}
+                }
+                next = commands.try_recv().ok();
+                if next.is_none() {
+                    break;
                 }
             }
             self.store(&mut pending).await;
@@ -336,6 +361,7 @@ impl TurnSink for StoreSink {
         self.queue
             .send(Command::Flush(done))
             .map_err(|_| stopped())?;
+        self.flush_now.notify_one();
         stored.await.map_err(|_| stopped())?
     }
 
