@@ -164,7 +164,6 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
     exit_status(served, deadline)
 }
 
-/// A token server with no usable token can be reached by nobody: say how.
 /// Worker threads of `agentd serve`'s two runtimes: the serving one (HTTP,
 /// event streams) and the turns' one. Each takes its share of the cores,
 /// not all of them: with as many workers as cores in each, an idle worker
@@ -197,6 +196,7 @@ impl RuntimeWorkers {
     }
 }
 
+/// A token server with no usable token can be reached by nobody: say how.
 async fn warn_without_tokens(store: &dyn agentd_store::Store) {
     match store.list_tokens(None).await {
         Ok(tokens) if tokens.iter().all(|t| t.revoked_at.is_some()) => eprintln!(

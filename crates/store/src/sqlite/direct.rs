@@ -5,21 +5,25 @@
 //! latest compaction and checkpoints, its transcript's tail, which blobs are
 //! stored) run here instead, on a read-only connection taken from a few kept
 //! for the purpose, and block the asking thread only as long as SQLite
-//! works. Under WAL a reader does not wait for writers; in the rare case it
-//! would (`SQLITE_BUSY`, a log being recovered), or when no connection can
-//! be opened, the read is handed back to the pool (`None`), which waits on
-//! a thread of its own.
+//! works. Under WAL a reader does not wait for writers. When SQLite answers
+//! anything but rows (busy, a log being recovered, a file it cannot open:
+//! most of that shows only at the first statement), the read is handed back
+//! to the pool (`None`), which waits on a thread of its own, and the
+//! connection is dropped. (SQLite itself may still sleep briefly while
+//! starting a read under heavy write contention, before it gives up.)
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use rusqlite::{ErrorCode, OpenFlags, Row, ToSql};
+use rusqlite::{OpenFlags, Row, ToSql};
 
 use crate::{StoreError, StoreResult};
 
-/// Connections kept between reads: about as many as threads read at once
-/// (a turn runtime's workers); more are opened when needed and closed after.
-const KEPT: usize = 4;
+/// Connections kept between reads, at least: about as many as threads read
+/// at once (the runtimes' workers, one per core between them); more are
+/// opened when needed and closed after.
+const KEPT_AT_LEAST: usize = 4;
 
 /// Prepared statements each connection keeps (a turn's start uses ~8).
 const STATEMENT_CACHE: usize = 32;
@@ -28,15 +32,28 @@ const STATEMENT_CACHE: usize = 32;
 pub(in crate::sqlite) struct DirectReads {
     path: PathBuf,
     idle: Mutex<Vec<rusqlite::Connection>>,
+    kept: usize,
+    /// The store was closed: its files are let go, reads go to the pool
+    /// (which refuses them).
+    closed: AtomicBool,
 }
 
 impl DirectReads {
     /// Reads of the database file at `path` (already open and in WAL mode).
     pub(in crate::sqlite) fn new(path: &Path) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
         Self {
             path: path.to_path_buf(),
             idle: Mutex::default(),
+            kept: cores.max(KEPT_AT_LEAST),
+            closed: AtomicBool::new(false),
         }
+    }
+
+    /// Close the kept connections; later reads go to the pool.
+    pub(in crate::sqlite) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.lock().clear();
     }
 
     /// Every row of `sql` with `args` bound to `$1`, `$2`, …, each read by
@@ -48,6 +65,9 @@ impl DirectReads {
         context: &str,
         decode: impl Fn(&Row<'_>) -> StoreResult<T>,
     ) -> Option<StoreResult<Vec<T>>> {
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
         let conn = match self.take() {
             Ok(conn) => conn,
             Err(err) => {
@@ -55,12 +75,18 @@ impl DirectReads {
                 return None;
             }
         };
-        let read = query(&conn, sql, args, &decode);
-        self.give_back(conn);
-        match read {
-            Ok(rows) => Some(rows),
-            Err(err) if is_busy(&err) => None,
-            Err(err) => Some(Err(StoreError::Database(format!("{context}: {err}")))),
+        match query(&conn, sql, args, &decode) {
+            Ok(rows) => {
+                self.give_back(conn);
+                Some(rows.map_err(|err| match err {
+                    StoreError::Corrupt(why) => StoreError::Corrupt(format!("{context}: {why}")),
+                    other => other,
+                }))
+            }
+            Err(err) => {
+                tracing::debug!(%err, context, "a read on this thread goes to the pool");
+                None
+            }
         }
     }
 
@@ -78,7 +104,7 @@ impl DirectReads {
 
     fn give_back(&self, conn: rusqlite::Connection) {
         let mut idle = self.lock();
-        if idle.len() < KEPT {
+        if idle.len() < self.kept && !self.closed.load(Ordering::Acquire) {
             idle.push(conn);
         }
     }
@@ -97,6 +123,7 @@ fn query<T>(
     decode: &impl Fn(&Row<'_>) -> StoreResult<T>,
 ) -> rusqlite::Result<StoreResult<Vec<T>>> {
     let mut statement = conn.prepare_cached(sql)?;
+    debug_assert_eq!(statement.parameter_count(), args.len(), "{sql}");
     // By name: `$2` may come before `$1` in a statement's text.
     for (n, value) in args.iter().enumerate() {
         let name = format!("${}", n + 1);
@@ -114,13 +141,6 @@ fn query<T>(
         }
     }
     Ok(Ok(decoded))
-}
-
-fn is_busy(err: &rusqlite::Error) -> bool {
-    matches!(
-        err.sqlite_error_code(),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-    )
 }
 
 #[cfg(test)]
@@ -162,6 +182,10 @@ mod tests {
             .unwrap();
         assert_eq!(rows, ["a", "b"]);
         assert_eq!(reads.lock().len(), 1);
+        // Closed: its connections go, and so do its reads.
+        reads.close();
+        assert!(reads.lock().is_empty());
+        assert!(reads.rows(sql, &[&"c", &3_i64], "test", id).is_none());
     }
 
     #[test]
@@ -186,6 +210,12 @@ mod tests {
         assert!(
             matches!(read, Some(Err(StoreError::Corrupt(_)))),
             "{read:?}"
+        );
+        // A statement SQLite refuses: the pool's to answer (and report).
+        assert!(
+            reads
+                .rows("SELECT id FROM missing", &[], "test", id)
+                .is_none()
         );
         drop(reads);
         // Another connection holding the file exclusively: this thread does

@@ -286,6 +286,9 @@ impl SqliteStore {
 
     /// Close all connections (waits for checked-out ones to come back).
     pub async fn close(&self) {
+        if let Some(direct) = &self.direct {
+            direct.close();
+        }
         self.writes.close().await;
         self.pool.close().await;
     }

@@ -32,6 +32,8 @@ async fn data_survives_reopening_the_file() {
         .await
         .unwrap();
     store.close().await;
+    // Closed, it reads nothing more (its reads on the asking thread neither).
+    assert!(store.get_session(&s.id).await.is_err());
     drop(store);
 
     // Reopening migrates again (a no-op) and finds everything.
