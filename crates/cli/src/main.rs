@@ -272,13 +272,10 @@ fn main() -> ExitCode {
     // After tracing: it says which executable sandboxes start through (when
     // a command first needs sandboxes; `set_spare_capacity` starts that early).
     agentd_sandbox::trampoline::enable();
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if matches!(cli.command, Command::Serve(_))
-        && let Some(workers) = serve::RuntimeWorkers::for_this_machine()
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
     {
-        builder.worker_threads(workers.serving);
-    }
-    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("agentd: cannot start the async runtime: {err}");

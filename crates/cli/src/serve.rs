@@ -125,8 +125,8 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
         }
     });
     let mut turn_builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(workers) = RuntimeWorkers::for_this_machine() {
-        turn_builder.worker_threads(workers.turns);
+    if let Some(workers) = turn_workers() {
+        turn_builder.worker_threads(workers);
     }
     let turn_threads = turn_builder
         .thread_name("agentd-turn")
@@ -164,36 +164,23 @@ async fn serve(args: ServeArgs, config: Config, data_dir: PathBuf) -> Result<(),
     exit_status(served, deadline)
 }
 
-/// Worker threads of `agentd serve`'s two runtimes: the serving one (HTTP,
-/// event streams) and the turns' one. Each takes its share of the cores,
-/// not all of them: with as many workers as cores in each, an idle worker
-/// was woken to look for work at nearly every hand-off, and a warm turn
-/// switched threads ~140 times instead of ~85, for ~10 % more CPU
-/// (`bench/RESULTS.md`, twentieth pass).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RuntimeWorkers {
-    pub serving: usize,
-    pub turns: usize,
+/// Worker threads of `agentd serve`'s turn runtime: half the cores, at
+/// least one; `None` when `TOKIO_WORKER_THREADS` sizes it instead. With a
+/// worker per core here as well as in the serving runtime, an idle worker
+/// was woken to look for work at nearly every hand-off of a turn (a warm
+/// turn switched threads ~140 times instead of ~105). The serving runtime
+/// keeps one per core: with one, a flood of events queued on it (p99
+/// delivery up to 4 times longer; `bench/RESULTS.md`, twentieth pass).
+fn turn_workers() -> Option<usize> {
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+        return None;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    Some(half_the_cores(cores))
 }
 
-impl RuntimeWorkers {
-    /// Half the cores each (the serving runtime gets an odd one, at least
-    /// one each); `None` when `TOKIO_WORKER_THREADS` sizes them instead.
-    pub fn for_this_machine() -> Option<Self> {
-        if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
-            return None;
-        }
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        Some(Self::for_cores(cores))
-    }
-
-    fn for_cores(cores: usize) -> Self {
-        let turns = (cores / 2).max(1);
-        Self {
-            serving: cores.saturating_sub(turns).max(1),
-            turns,
-        }
-    }
+fn half_the_cores(cores: usize) -> usize {
+    (cores / 2).max(1)
 }
 
 /// A token server with no usable token can be reached by nobody: say how.
@@ -287,18 +274,9 @@ async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::RuntimeWorkers;
-
     #[test]
-    fn the_two_runtimes_share_the_cores_with_at_least_one_worker_each() {
-        let split = |cores| {
-            let workers = RuntimeWorkers::for_cores(cores);
-            (workers.serving, workers.turns)
-        };
-        assert_eq!(split(1), (1, 1));
-        assert_eq!(split(2), (1, 1));
-        assert_eq!(split(3), (2, 1));
-        assert_eq!(split(8), (4, 4));
-        assert_eq!(split(0), (1, 1));
+    fn turns_get_half_the_cores_and_at_least_one_worker() {
+        let workers: Vec<usize> = [0, 1, 2, 3, 8].map(super::half_the_cores).to_vec();
+        assert_eq!(workers, [1, 1, 1, 1, 4]);
     }
 }
