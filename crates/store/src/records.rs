@@ -168,65 +168,41 @@ pub(crate) trait Columns {
     }
 }
 
-fn column_error(name: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+fn column_error<E: std::fmt::Display>(name: &str) -> impl FnOnce(E) -> StoreError + '_ {
     move |e| StoreError::Corrupt(format!("column {name}: {e}"))
 }
 
+/// `Columns` for a row type whose method `$get` reads a column by name.
 macro_rules! columns_for {
-    ($row:ty, flag: $flag:ty, $to_bool:expr) => {
+    ($row:ty, $get:ident, flag: $flag:ty, $to_bool:expr) => {
         impl Columns for $row {
             fn text(&self, name: &str) -> StoreResult<String> {
-                self.try_get(name).map_err(column_error(name))
+                self.$get(name).map_err(column_error(name))
             }
             fn opt_text(&self, name: &str) -> StoreResult<Option<String>> {
-                self.try_get(name).map_err(column_error(name))
+                self.$get(name).map_err(column_error(name))
             }
             fn int(&self, name: &str) -> StoreResult<i64> {
-                self.try_get(name).map_err(column_error(name))
+                self.$get(name).map_err(column_error(name))
             }
             fn opt_int(&self, name: &str) -> StoreResult<Option<i64>> {
-                self.try_get(name).map_err(column_error(name))
+                self.$get(name).map_err(column_error(name))
             }
             fn real(&self, name: &str) -> StoreResult<f64> {
-                self.try_get(name).map_err(column_error(name))
+                self.$get(name).map_err(column_error(name))
             }
             fn flag(&self, name: &str) -> StoreResult<bool> {
-                let value: $flag = self.try_get(name).map_err(column_error(name))?;
+                let value: $flag = self.$get(name).map_err(column_error(name))?;
                 Ok($to_bool(value))
             }
         }
     };
 }
 
-columns_for!(sqlx::sqlite::SqliteRow, flag: i64, |v: i64| v != 0);
-columns_for!(sqlx::postgres::PgRow, flag: bool, |v: bool| v);
-
-/// Rows read on the asking thread (`sqlite::direct`).
-impl Columns for rusqlite::Row<'_> {
-    fn text(&self, name: &str) -> StoreResult<String> {
-        self.get(name).map_err(sqlite_column_error(name))
-    }
-    fn opt_text(&self, name: &str) -> StoreResult<Option<String>> {
-        self.get(name).map_err(sqlite_column_error(name))
-    }
-    fn int(&self, name: &str) -> StoreResult<i64> {
-        self.get(name).map_err(sqlite_column_error(name))
-    }
-    fn opt_int(&self, name: &str) -> StoreResult<Option<i64>> {
-        self.get(name).map_err(sqlite_column_error(name))
-    }
-    fn real(&self, name: &str) -> StoreResult<f64> {
-        self.get(name).map_err(sqlite_column_error(name))
-    }
-    fn flag(&self, name: &str) -> StoreResult<bool> {
-        let value: i64 = self.get(name).map_err(sqlite_column_error(name))?;
-        Ok(value != 0)
-    }
-}
-
-fn sqlite_column_error(name: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
-    move |e| StoreError::Corrupt(format!("column {name}: {e}"))
-}
+columns_for!(sqlx::sqlite::SqliteRow, try_get, flag: i64, |v: i64| v != 0);
+columns_for!(sqlx::postgres::PgRow, try_get, flag: bool, |v: bool| v);
+// Rows read on the asking thread (`sqlite::direct`).
+columns_for!(rusqlite::Row<'_>, get, flag: i64, |v: i64| v != 0);
 
 pub(crate) const SESSION_COLUMNS: &str = "id, owner, title, workspace, model, profile, status, \
     created_at, updated_at, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
