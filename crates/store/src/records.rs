@@ -359,6 +359,12 @@ pub(crate) fn checkpoint(row: &impl Columns) -> StoreResult<CheckpointRecord> {
     })
 }
 
+/// A row of the latest-checkpoints query: which it is (0 the latest, 1 the
+/// latest keyframe), and the checkpoint.
+pub(crate) fn ranked_checkpoint(row: &impl Columns) -> StoreResult<(i64, CheckpointRecord)> {
+    Ok((row.int("which")?, checkpoint(row)?))
+}
+
 /// `trigger` is an SQL keyword, hence quoted.
 pub(crate) const COMPACTION_COLUMNS: &str = "id, session_id, turn_id, \"trigger\", summary, \
     context, first_kept_position, tokens_before, tokens_after, created_at";

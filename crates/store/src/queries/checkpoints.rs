@@ -17,10 +17,11 @@ sql!(pub(crate) LIST = "SELECT ", CHECKPOINT_COLUMNS,
 
 sql!(
     /// The session's latest checkpoint (`which` = 0) and latest keyframe (one
-    /// with no base, `which` = 1), in one query.
-    pub(crate) LATEST = "SELECT * FROM (SELECT ", CHECKPOINT_COLUMNS, ", 0 AS which \
+    /// with no base, `which` = 1), in one query; `which` a 64-bit integer in
+    /// both schemas.
+    pub(crate) LATEST = "SELECT * FROM (SELECT ", CHECKPOINT_COLUMNS, ", CAST(0 AS BIGINT) AS which \
      FROM checkpoints WHERE session_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1) AS c0 \
-     UNION ALL SELECT * FROM (SELECT ", CHECKPOINT_COLUMNS, ", 1 AS which \
+     UNION ALL SELECT * FROM (SELECT ", CHECKPOINT_COLUMNS, ", CAST(1 AS BIGINT) AS which \
      FROM checkpoints WHERE session_id = $1 AND base_checkpoint_id IS NULL \
      ORDER BY created_at DESC, id DESC LIMIT 1) AS c1");
 
@@ -51,7 +52,7 @@ macro_rules! checkpoint_store {
         const _: () = {
             use $crate::queries::checkpoints as q;
             use $crate::records::{
-                checkpoint, db, fetch_all, fetch_optional, insert_error, to_json,
+                checkpoint, db, fetch_all, fetch_optional, insert_error, ranked_checkpoint, to_json,
             };
             use $crate::{CheckpointRecord, LatestCheckpoints, StoreResult};
 
@@ -115,24 +116,13 @@ macro_rules! checkpoint_store {
                 ) -> StoreResult<LatestCheckpoints> {
                     let context = "reading the latest checkpoints";
                     let here = self.read_here(q::LATEST, &[&session_id], context, |row| {
-                        let which = $crate::records::Columns::int(row, "which")?;
-                        Ok((which, checkpoint(row)?))
+                        ranked_checkpoint(row)
                     });
                     let rows = match here {
                         Some(rows) => rows?,
                         None => {
-                            let rows = sqlx::query(q::LATEST)
-                                .bind(session_id)
-                                .fetch_all(&self.pool)
-                                .await
-                                .map_err(db(context))?;
-                            let mut read = Vec::with_capacity(rows.len());
-                            for row in &rows {
-                                let which: i32 =
-                                    sqlx::Row::try_get(row, "which").map_err(db(context))?;
-                                read.push((i64::from(which), checkpoint(row)?));
-                            }
-                            read
+                            let query = sqlx::query(q::LATEST).bind(session_id);
+                            fetch_all(&self.pool, query, context, ranked_checkpoint).await?
                         }
                     };
                     let mut latest = LatestCheckpoints::default();

@@ -118,7 +118,7 @@ macro_rules! transcript_store {
                     {
                         return rows;
                     }
-                    let query = sqlx::query(q::MESSAGES_FROM).bind(session_id).bind(from);
+                    let query = sqlx::query(sql).bind(session_id).bind(from);
                     fetch_all(&self.pool, query, context, message).await
                 }
 

@@ -20,8 +20,8 @@ use rusqlite::{OpenFlags, Row, ToSql};
 
 use crate::{StoreError, StoreResult};
 
-/// Connections kept between reads, at least: about as many as threads read
-/// at once (the runtimes' workers, one per core between them); more are
+/// Connections kept between reads, at least; with more cores, one per core
+/// (about as many threads read at once: the runtimes' workers). More are
 /// opened when needed and closed after.
 const KEPT_AT_LEAST: usize = 4;
 
