@@ -100,6 +100,18 @@ impl StoreSink {
         observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
         writer_on: &Handle,
     ) -> Self {
+        Self::start(store, session_id, fence, observer, writer_on, LINGER)
+    }
+
+    /// [`Self::fenced`], its writer lingering `linger` for more.
+    fn start(
+        store: Arc<dyn EventLog>,
+        session_id: String,
+        fence: Option<Fence>,
+        observer: Option<mpsc::UnboundedSender<EventEnvelope>>,
+        writer_on: &Handle,
+        linger: std::time::Duration,
+    ) -> Self {
         let (queue, commands) = mpsc::unbounded_channel();
         let failure = Arc::new(Mutex::new(None));
         let message_failure = Arc::new(Mutex::new(None));
@@ -116,6 +128,7 @@ impl StoreSink {
             last_position: last_position.clone(),
             lease_lost: lease_lost.clone(),
             flush_now: flush_now.clone(),
+            linger,
         };
         writer_on.spawn(writer.run(commands));
         Self {
@@ -149,6 +162,11 @@ impl StoreSink {
         if let Some(err) = first_failure(blocking) {
             return Err(err);
         }
+        self.queue(command)
+    }
+
+    /// Queue `command` for the writer; one someone waits for ends its linger.
+    fn queue(&self, command: Command) -> Result<(), SinkError> {
         let waited_for = matches!(command, Command::Flush(_) | Command::Finish { .. });
         self.queue.send(command).map_err(|_| stopped())?;
         if waited_for {
@@ -181,6 +199,7 @@ struct Writer {
     last_position: Arc<Mutex<Option<u64>>>,
     lease_lost: Arc<Mutex<Option<String>>>,
     flush_now: Arc<Notify>,
+    linger: std::time::Duration,
 }
 
 /// An event or a message waiting for the writer.
@@ -213,7 +232,7 @@ impl Writer {
             // A flush told of while no batch lingered (its command is in the
             // queue, sent before the telling): not a reason to cut this one.
             let _ = futures::FutureExt::now_or_never(self.flush_now.notified());
-            let linger_until = tokio::time::Instant::now() + LINGER;
+            let linger_until = tokio::time::Instant::now() + self.linger;
             let mut next = Some(first);
             loop {
                 while let Some(command) = next {
@@ -358,10 +377,7 @@ impl TurnSink for StoreSink {
 
     async fn flush(&self) -> Result<(), SinkError> {
         let (done, stored) = oneshot::channel();
-        self.queue
-            .send(Command::Flush(done))
-            .map_err(|_| stopped())?;
-        self.flush_now.notify_one();
+        self.queue(Command::Flush(done))?;
         stored.await.map_err(|_| stopped())?
     }
 
@@ -459,6 +475,43 @@ mod tests {
             .collect();
         assert_eq!(texts, ["m0", "m1", "m2"]);
         assert_eq!(store.events_after(&session, 0, 100).await.unwrap().len(), 3);
+    }
+
+    /// A flush ends the writer's linger: with a minute's linger, the events
+    /// queued before it are stored and it returns at once, and so does the
+    /// turn's end. (Waiting on the queue itself, the writer woke at every
+    /// event; it now sleeps the linger out unless someone waits.)
+    #[tokio::test]
+    async fn a_flush_and_the_turns_end_cut_the_linger_short() {
+        let (store, session) = store_with_session().await;
+        let minute = std::time::Duration::from_secs(60);
+        let sink = StoreSink::start(
+            store.clone(),
+            session.clone(),
+            None,
+            None,
+            &Handle::current(),
+            minute,
+        );
+        let within = |what| tokio::time::timeout(std::time::Duration::from_secs(10), what);
+        for n in 0..5 {
+            sink.emit(event(n)).await.unwrap();
+        }
+        // Let the writer take the first event and start lingering.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        within(sink.flush())
+            .await
+            .expect("the flush waited out the linger")
+            .unwrap();
+        assert_eq!(store.events_after(&session, 0, 100).await.unwrap().len(), 5);
+        sink.emit(event(5)).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let finished = finished(TurnStatus::Completed);
+        within(sink.finish_turn(&finished))
+            .await
+            .expect("the end waited out the linger")
+            .unwrap();
+        assert_eq!(store.events_after(&session, 0, 100).await.unwrap().len(), 7);
     }
 
     /// A store with a session that refuses every message containing "lost?".
