@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentd_model::ModelClient;
+use agentd_model::{ModelClient, WireCache};
 use agentd_protocol::Resolver;
 use agentd_tools::{ToolContext, ToolRegistry};
 
@@ -127,6 +127,9 @@ pub struct Agent {
     /// Built from the fields above on first use; a `with_…` that changes
     /// what is offered resets it.
     pub(crate) offered: std::sync::OnceLock<crate::offered::OfferedTools>,
+    /// The session's transcript as earlier turns' requests serialised it;
+    /// `None`: each turn starts with none. Never a subagent's.
+    pub(crate) wire_cache: Option<Arc<WireCache>>,
 }
 
 impl Agent {
@@ -152,6 +155,7 @@ impl Agent {
             checkpointer: None,
             depth: 0,
             offered: Default::default(),
+            wire_cache: None,
         }
     }
 
@@ -167,6 +171,13 @@ impl Agent {
     /// change files (every tool that is not read-only).
     pub fn with_checkpointer(mut self, checkpointer: Arc<dyn crate::sink::Checkpointer>) -> Self {
         self.checkpointer = Some(checkpointer);
+        self
+    }
+
+    /// Keep what each turn's requests serialise in `cache`, for the next
+    /// turn of the same session: only what it added is serialised then.
+    pub fn with_wire_cache(mut self, cache: Arc<WireCache>) -> Self {
+        self.wire_cache = Some(cache);
         self
     }
 
@@ -236,6 +247,7 @@ impl Agent {
             checkpointer: self.checkpointer.clone(),
             depth: self.depth + 1,
             offered: Default::default(),
+            wire_cache: None,
         }
     }
 

@@ -160,7 +160,9 @@ impl Agent {
             }
         });
         let history = history::normalize(body.history);
-        let mut run = TurnRun::new(self, body.sink, body.turn_id, history, cancel, shared);
+        let wire_cache = self.wire_cache.clone().unwrap_or_default();
+        let mut run = TurnRun::new(self, body.sink, body.turn_id, history, cancel, shared)
+            .with_wire_cache(wire_cache);
         let (Ok(exit) | Err(exit)) = match body.message {
             _ if compact_only => run.compact_turn().await,
             Some(message) => {
@@ -191,11 +193,11 @@ pub(crate) struct TurnRun<'a> {
     /// The transcript as the model sees it (repaired once at the start, then
     /// extended), shared with each request instead of copied into it. Only
     /// `push` (append, or merge into the last message) and `replace_messages`
-    /// may change it: `wire_cache` holds the earlier messages serialised, and
-    /// an edit in place would send the old bytes.
+    /// change it, so `wire_cache` serves all but what was added.
     pub messages: Arc<Vec<Message>>,
-    /// `messages` as the model's requests serialised them: only what was
-    /// added is serialised at each call. Cleared when they are rewritten.
+    /// `messages` as the model's requests serialised them (the turn's own,
+    /// or the session's across turns): only what was added, or no longer
+    /// equals what was kept, is serialised at each call.
     wire_cache: Arc<WireCache>,
     pub cancel: CancellationToken,
     pub shared: Arc<TurnShared>,
@@ -337,6 +339,12 @@ impl<'a> TurnRun<'a> {
         self.sink.append_message(&self.turn_id, &message).await?;
         self.push(message);
         Ok(())
+    }
+
+    /// Serialise requests through `cache` (one kept for the session).
+    pub(crate) fn with_wire_cache(mut self, cache: Arc<WireCache>) -> Self {
+        self.wire_cache = cache;
+        self
     }
 
     /// Rewrites the model's context (a compaction): nothing serialised for

@@ -1,19 +1,22 @@
 //! A transcript's messages as a provider's request serialised them, kept
-//! across the model calls of one turn: each call sends the whole transcript,
-//! and without this serialised all of it again (a few hundred KB by a long
-//! session's end, about a millisecond a call).
+//! across model calls: each call sends the whole transcript, and without
+//! this serialised all of it again (a few hundred KB by a long session's
+//! end, about a millisecond a call).
 //!
-//! The engine owns one per running transcript, hands it with each request
-//! and clears it when it rewrites the transcript (a compaction). A request's
+//! The engine hands one with each request: a turn's own, or one its caller
+//! keeps for the session across turns. A kept entry serves only while its
+//! message is equal to the transcript's at the same place (a comparison of
+//! bytes, far cheaper than escaping them again); from the first that is
+//! not, everything is made again, so a compaction, a rewind or a turn run
+//! elsewhere costs one whole serialisation, never a stale byte. A request's
 //! last message is never kept (it may still grow: the engine merges a
-//! message of the same role into it), and a kept entry is re-made when its
-//! message's role or number of blocks is not what it was. Only the
-//! Anthropic client fills it (OpenAI-format bodies are serialised whole), so
-//! its entries are in that format.
+//! message of the same role into it). Only the Anthropic client fills it
+//! (OpenAI-format bodies are serialised whole), so its entries are in that
+//! format.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use agentd_protocol::{Message, Role};
+use agentd_protocol::Message;
 use serde_json::value::RawValue;
 
 /// Serialised messages of one transcript.
@@ -27,8 +30,8 @@ pub(crate) struct Kept {
 
 #[derive(Debug)]
 struct Entry {
-    role: Role,
-    blocks: usize,
+    /// What was serialised: the entry serves only a message equal to it.
+    message: Message,
     /// `None`: the message sends nothing (all of its blocks are dropped).
     wire: Option<Box<RawValue>>,
 }
@@ -65,15 +68,12 @@ impl WireCache {
             .entries
             .iter()
             .zip(prefix)
-            .take_while(|(entry, message)| {
-                entry.role == message.role && entry.blocks == message.content.len()
-            })
+            .take_while(|(entry, message)| entry.message == **message)
             .count();
         kept.entries.truncate(valid);
         for message in &prefix[valid..] {
             kept.entries.push(Entry {
-                role: message.role,
-                blocks: message.content.len(),
+                message: message.clone(),
                 wire: serialise(message)?,
             });
         }

@@ -86,6 +86,9 @@ impl Runtime {
             return Ok(None);
         };
         let (history, last_position) = history?;
+        // Kept with the transcript just read: the requests serialise only
+        // what the last turn did not send.
+        let agent = agent.with_wire_cache(self.transcripts.wire_cache(&session.id));
         // Only the running turn appends to its session: its user message
         // comes next.
         let _ = turn_position.set(last_position as i64 + 1);

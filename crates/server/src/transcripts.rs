@@ -14,17 +14,26 @@
 //! deleted and imported again reads whole. (One deleted and re-imported by
 //! another process, edited but ending in the same message, is not noticed
 //! until the entry is evicted or the server restarts.)
+//!
+//! Each entry also keeps the transcript as the model's requests serialised
+//! it (a [`WireCache`]), so a turn's first request serialises only what the
+//! turn before did not send. That cache checks every message it serves
+//! against the one it serialised, so it needs none of the above to be right.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use agentd_model::WireCache;
 use agentd_protocol::{ContentBlock, Message};
 use agentd_store::{Store, StoreError, StoredMessage};
 
 /// Sessions kept, least recently read first, and the bytes of text they may
 /// hold together; a transcript larger than a quarter of that is not kept.
 const MAX_SESSIONS: usize = 256;
-const MAX_BYTES: usize = 64 << 20;
+const MAX_BYTES: usize = 192 << 20;
+/// What an entry holds per byte of its transcript's text: the transcript,
+/// and its wire cache's copy of the messages and their JSON.
+const HELD_PER_BYTE: usize = 3;
 
 #[derive(Default)]
 pub struct Transcripts {
@@ -34,6 +43,9 @@ pub struct Transcripts {
 struct Entry {
     session_id: String,
     messages: Arc<Vec<StoredMessage>>,
+    /// The model's requests' serialised form of it, for the session's next
+    /// turn (see [`Transcripts::wire_cache`]).
+    wire: Arc<WireCache>,
     bytes: usize,
 }
 
@@ -45,32 +57,46 @@ impl Transcripts {
         session_id: &str,
     ) -> Result<Arc<Vec<StoredMessage>>, StoreError> {
         let Some(entry) = self.take(session_id) else {
-            return self.read_all(store, session_id).await;
+            return self.read_all(store, session_id, Arc::default()).await;
         };
         let Some(last) = entry.messages.last() else {
-            return self.read_all(store, session_id).await;
+            return self.read_all(store, session_id, entry.wire).await;
         };
         let tail = store.messages_from(session_id, last.position).await?;
         let Some((first, new)) = tail.split_first().filter(|(first, _)| first.id == last.id) else {
-            return self.read_all(store, session_id).await;
+            return self.read_all(store, session_id, entry.wire).await;
         };
         debug_assert_eq!(first.position, last.position);
         let mut messages = entry.messages;
         let bytes = entry.bytes + new.iter().map(|m| approx_bytes(&m.message)).sum::<usize>();
         Arc::make_mut(&mut messages).extend_from_slice(new);
-        self.keep(session_id, &messages, bytes);
+        self.keep(session_id, &messages, entry.wire, bytes);
         Ok(messages)
     }
 
+    /// `wire`: what was serialised of the transcript before, kept: it
+    /// checks each message against what it serialised.
     async fn read_all(
         &self,
         store: &dyn Store,
         session_id: &str,
+        wire: Arc<WireCache>,
     ) -> Result<Arc<Vec<StoredMessage>>, StoreError> {
         let messages = Arc::new(store.messages(session_id).await?);
         let bytes = messages.iter().map(|m| approx_bytes(&m.message)).sum();
-        self.keep(session_id, &messages, bytes);
+        self.keep(session_id, &messages, wire, bytes);
         Ok(messages)
+    }
+
+    /// The wire cache kept with `session_id`'s transcript, for its turn's
+    /// model requests: only what the turn before did not send is
+    /// serialised. A new one when the transcript is not kept.
+    pub fn wire_cache(&self, session_id: &str) -> Arc<WireCache> {
+        self.lock()
+            .iter()
+            .find(|e| e.session_id == session_id)
+            .map(|e| e.wire.clone())
+            .unwrap_or_default()
     }
 
     /// Forget `session_id`'s transcript (the session was deleted).
@@ -90,22 +116,30 @@ impl Transcripts {
 
     /// Remember `messages` as `session_id`'s transcript (an empty one is not
     /// worth a place: it reads in one cheap query).
-    fn keep(&self, session_id: &str, messages: &Arc<Vec<StoredMessage>>, bytes: usize) {
-        if messages.is_empty() || bytes > MAX_BYTES / 4 {
+    fn keep(
+        &self,
+        session_id: &str,
+        messages: &Arc<Vec<StoredMessage>>,
+        wire: Arc<WireCache>,
+        bytes: usize,
+    ) {
+        if messages.is_empty() || bytes * HELD_PER_BYTE > MAX_BYTES / 4 {
             return;
         }
         let mut entries = self.lock();
         entries.retain(|e| e.session_id != session_id);
-        let mut total: usize = entries.iter().map(|e| e.bytes).sum::<usize>() + bytes;
+        let held = |bytes: usize| bytes * HELD_PER_BYTE;
+        let mut total: usize = entries.iter().map(|e| held(e.bytes)).sum::<usize>() + held(bytes);
         while entries.len() >= MAX_SESSIONS || total > MAX_BYTES {
             let Some(evicted) = entries.pop_front() else {
                 break;
             };
-            total -= evicted.bytes;
+            total -= held(evicted.bytes);
         }
         entries.push_back(Entry {
             session_id: session_id.to_string(),
             messages: messages.clone(),
+            wire,
             bytes,
         });
     }
@@ -171,6 +205,27 @@ mod tests {
             .unwrap();
     }
 
+    /// A session's wire cache lives as long as its transcript is kept,
+    /// through appends and a rewind (it checks what it serves itself), and
+    /// goes with it.
+    #[tokio::test]
+    async fn the_wire_cache_is_kept_with_the_transcript() {
+        let (store, session) = store_with_session().await;
+        let cache = Transcripts::default();
+        append(&store, &session, "a").await;
+        cache.read(store.as_ref(), &session).await.unwrap();
+        let wire = cache.wire_cache(&session);
+        append(&store, &session, "b").await;
+        cache.read(store.as_ref(), &session).await.unwrap();
+        assert!(Arc::ptr_eq(&wire, &cache.wire_cache(&session)));
+        store.truncate_history(&session, 1).await.unwrap();
+        append(&store, &session, "c").await;
+        cache.read(store.as_ref(), &session).await.unwrap();
+        assert!(Arc::ptr_eq(&wire, &cache.wire_cache(&session)));
+        cache.forget(&session);
+        assert!(!Arc::ptr_eq(&wire, &cache.wire_cache(&session)));
+    }
+
     fn texts(messages: &[StoredMessage]) -> Vec<String> {
         messages.iter().map(|m| m.message.text()).collect()
     }
@@ -234,23 +289,26 @@ mod tests {
         };
         for i in 0..MAX_SESSIONS + 10 {
             let messages = Arc::new(vec![message(10)]);
-            cache.keep(&format!("s{i}"), &messages, 100);
+            cache.keep(&format!("s{i}"), &messages, Arc::default(), 100);
         }
         assert_eq!(cache.lock().len(), MAX_SESSIONS);
         assert!(cache.take("s0").is_none(), "the least recent went first");
-        let big = MAX_BYTES / 8;
+        // An eighth of what may be held each, with their wire caches.
+        let big = MAX_BYTES / 8 / HELD_PER_BYTE;
         for i in 0..10 {
             let messages = Arc::new(vec![message(big)]);
             cache.keep(
                 &format!("big{i}"),
                 &messages,
+                Arc::default(),
                 approx_bytes(&messages[0].message),
             );
         }
-        let total: usize = cache.lock().iter().map(|e| e.bytes).sum();
-        assert!(total <= MAX_BYTES, "{total}");
-        let huge = Arc::new(vec![message(MAX_BYTES / 2)]);
-        cache.keep("huge", &huge, MAX_BYTES / 2);
+        assert!(cache.take("big9").is_some(), "the latest is kept");
+        let held: usize = cache.lock().iter().map(|e| e.bytes * HELD_PER_BYTE).sum();
+        assert!(held <= MAX_BYTES, "{held}");
+        let huge = Arc::new(vec![message(MAX_BYTES / 2 / HELD_PER_BYTE)]);
+        cache.keep("huge", &huge, Arc::default(), MAX_BYTES / 2 / HELD_PER_BYTE);
         assert!(cache.take("huge").is_none());
     }
 }

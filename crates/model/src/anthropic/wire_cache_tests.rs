@@ -153,3 +153,27 @@ fn a_kept_message_that_grew_is_made_again() {
     assert_eq!(body, whole(&transcript, true));
     assert!(String::from_utf8_lossy(&body).contains("toolu_9"));
 }
+
+/// A cache kept across a session's turns meets transcripts it did not see
+/// grow: one rewound and continued, or changed by a turn run elsewhere.
+/// Messages of the same roles and shapes but other words are made again
+/// without being told.
+#[test]
+fn a_transcript_rewritten_behind_the_caches_back_is_sent_as_it_is() {
+    let cache = Arc::new(WireCache::default());
+    let mut transcript = vec![
+        Message::user_text("list the files"),
+        Message::assistant(vec![ContentBlock::Text {
+            text: "README.md".into(),
+        }]),
+        Message::user_text("and now?"),
+    ];
+    sent(&transcript, &cache, true);
+    transcript[1] = Message::assistant(vec![ContentBlock::Text {
+        text: "Cargo.toml".into(),
+    }]);
+    let body = sent(&transcript, &cache, true);
+    assert_eq!(body, whole(&transcript, true));
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("Cargo.toml") && !text.contains("README"));
+}
