@@ -161,8 +161,15 @@ impl Agent {
         });
         let history = history::normalize(body.history);
         let wire_cache = self.wire_cache.clone().unwrap_or_default();
-        let mut run = TurnRun::new(self, body.sink, body.turn_id, history, cancel, shared)
-            .with_wire_cache(wire_cache);
+        let mut run = TurnRun::new(
+            self,
+            body.sink,
+            body.turn_id,
+            history,
+            wire_cache,
+            cancel,
+            shared,
+        );
         let (Ok(exit) | Err(exit)) = match body.message {
             _ if compact_only => run.compact_turn().await,
             Some(message) => {
@@ -216,6 +223,7 @@ impl<'a> TurnRun<'a> {
         sink: &'a dyn TurnSink,
         turn_id: String,
         history: Vec<Message>,
+        wire_cache: Arc<WireCache>,
         cancel: CancellationToken,
         shared: Arc<TurnShared>,
     ) -> Self {
@@ -224,7 +232,7 @@ impl<'a> TurnRun<'a> {
             sink,
             turn_id,
             messages: Arc::new(history),
-            wire_cache: Arc::default(),
+            wire_cache,
             cancel,
             shared,
             usage: Usage::default(),
@@ -339,12 +347,6 @@ impl<'a> TurnRun<'a> {
         self.sink.append_message(&self.turn_id, &message).await?;
         self.push(message);
         Ok(())
-    }
-
-    /// Serialise requests through `cache` (one kept for the session).
-    pub(crate) fn with_wire_cache(mut self, cache: Arc<WireCache>) -> Self {
-        self.wire_cache = cache;
-        self
     }
 
     /// Rewrites the model's context (a compaction): nothing serialised for

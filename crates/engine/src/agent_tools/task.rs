@@ -112,6 +112,8 @@ impl TurnContext<'_> {
             &sink,
             self.turn_id.to_string(),
             Vec::new(),
+            // A transcript of its own, serialised apart from the session's.
+            std::sync::Arc::default(),
             self.cancel.clone(),
             self.shared.clone(),
         );
