@@ -85,10 +85,8 @@ impl Runtime {
         let Some(turn_id) = begun else {
             return Ok(None);
         };
-        let (history, last_position) = history?;
-        // Kept with the transcript just read: the requests serialise only
-        // what the last turn did not send.
-        let agent = agent.with_wire_cache(self.transcripts.wire_cache(&session.id));
+        let (history, last_position, wire_cache) = history?;
+        let agent = agent.with_wire_cache(wire_cache);
         // Only the running turn appends to its session: its user message
         // comes next.
         let _ = turn_position.set(last_position as i64 + 1);

@@ -422,14 +422,18 @@ impl Runtime {
     }
 
     /// What the model sees of a session: its whole transcript, or after a
-    /// compaction, the compacted context and the messages since; and the
-    /// position of its last message (0 for none).
-    pub async fn model_context(&self, session_id: &str) -> Result<(Vec<Message>, u64), StoreError> {
-        let (messages, compaction) = tokio::join!(
+    /// compaction, the compacted context and the messages since; the
+    /// position of its last message (0 for none); and the wire cache kept
+    /// with the transcript, for the turn's requests.
+    pub async fn model_context(
+        &self,
+        session_id: &str,
+    ) -> Result<(Vec<Message>, u64, Arc<agentd_model::WireCache>), StoreError> {
+        let (read, compaction) = tokio::join!(
             self.transcripts.read(self.store.as_ref(), session_id),
             self.store.latest_compaction(session_id)
         );
-        let messages = messages?;
+        let (messages, wire_cache) = read?;
         let last = messages.last().map_or(0, |stored| stored.position);
         let (mut context, first_kept) = compaction?
             .map(|compaction| (compaction.context, compaction.first_kept_position))
@@ -440,7 +444,7 @@ impl Runtime {
                 .filter(|stored| stored.position as i64 >= first_kept)
                 .map(|stored| stored.message.clone()),
         );
-        Ok((context, last))
+        Ok((context, last, wire_cache))
     }
 }
 

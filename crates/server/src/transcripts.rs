@@ -44,18 +44,21 @@ struct Entry {
     session_id: String,
     messages: Arc<Vec<StoredMessage>>,
     /// The model's requests' serialised form of it, for the session's next
-    /// turn (see [`Transcripts::wire_cache`]).
+    /// turn (see [`Transcripts::read`]).
     wire: Arc<WireCache>,
     bytes: usize,
 }
 
 impl Transcripts {
-    /// `session_id`'s whole transcript, in order, as the store has it now.
+    /// `session_id`'s whole transcript, in order, as the store has it now,
+    /// and the wire cache kept with it (see [`WireCache`]; a new one when the
+    /// transcript is not kept): the turn's model requests serialise only
+    /// what the turn before did not send.
     pub async fn read(
         &self,
         store: &dyn Store,
         session_id: &str,
-    ) -> Result<Arc<Vec<StoredMessage>>, StoreError> {
+    ) -> Result<(Arc<Vec<StoredMessage>>, Arc<WireCache>), StoreError> {
         let Some(entry) = self.take(session_id) else {
             return self.read_all(store, session_id, Arc::default()).await;
         };
@@ -70,8 +73,8 @@ impl Transcripts {
         let mut messages = entry.messages;
         let bytes = entry.bytes + new.iter().map(|m| approx_bytes(&m.message)).sum::<usize>();
         Arc::make_mut(&mut messages).extend_from_slice(new);
-        self.keep(session_id, &messages, entry.wire, bytes);
-        Ok(messages)
+        self.keep(session_id, &messages, entry.wire.clone(), bytes);
+        Ok((messages, entry.wire))
     }
 
     /// `wire`: what was serialised of the transcript before, kept: it
@@ -81,22 +84,11 @@ impl Transcripts {
         store: &dyn Store,
         session_id: &str,
         wire: Arc<WireCache>,
-    ) -> Result<Arc<Vec<StoredMessage>>, StoreError> {
+    ) -> Result<(Arc<Vec<StoredMessage>>, Arc<WireCache>), StoreError> {
         let messages = Arc::new(store.messages(session_id).await?);
         let bytes = messages.iter().map(|m| approx_bytes(&m.message)).sum();
-        self.keep(session_id, &messages, wire, bytes);
-        Ok(messages)
-    }
-
-    /// The wire cache kept with `session_id`'s transcript, for its turn's
-    /// model requests: only what the turn before did not send is
-    /// serialised. A new one when the transcript is not kept.
-    pub fn wire_cache(&self, session_id: &str) -> Arc<WireCache> {
-        self.lock()
-            .iter()
-            .find(|e| e.session_id == session_id)
-            .map(|e| e.wire.clone())
-            .unwrap_or_default()
+        self.keep(session_id, &messages, wire.clone(), bytes);
+        Ok((messages, wire))
     }
 
     /// Forget `session_id`'s transcript (the session was deleted).
@@ -212,18 +204,17 @@ mod tests {
     async fn the_wire_cache_is_kept_with_the_transcript() {
         let (store, session) = store_with_session().await;
         let cache = Transcripts::default();
+        let wire_of =
+            async |cache: &Transcripts| cache.read(store.as_ref(), &session).await.unwrap().1;
         append(&store, &session, "a").await;
-        cache.read(store.as_ref(), &session).await.unwrap();
-        let wire = cache.wire_cache(&session);
+        let wire = wire_of(&cache).await;
         append(&store, &session, "b").await;
-        cache.read(store.as_ref(), &session).await.unwrap();
-        assert!(Arc::ptr_eq(&wire, &cache.wire_cache(&session)));
+        assert!(Arc::ptr_eq(&wire, &wire_of(&cache).await));
         store.truncate_history(&session, 1).await.unwrap();
         append(&store, &session, "c").await;
-        cache.read(store.as_ref(), &session).await.unwrap();
-        assert!(Arc::ptr_eq(&wire, &cache.wire_cache(&session)));
+        assert!(Arc::ptr_eq(&wire, &wire_of(&cache).await));
         cache.forget(&session);
-        assert!(!Arc::ptr_eq(&wire, &cache.wire_cache(&session)));
+        assert!(!Arc::ptr_eq(&wire, &wire_of(&cache).await));
     }
 
     fn texts(messages: &[StoredMessage]) -> Vec<String> {
@@ -240,12 +231,12 @@ mod tests {
             append(&store, &session, text).await;
         }
         assert_eq!(
-            texts(&cache.read(store.as_ref(), &session).await.unwrap()),
+            texts(&cache.read(store.as_ref(), &session).await.unwrap().0),
             ["a", "b", "c"]
         );
         append(&store, &session, "d").await;
         assert_eq!(
-            texts(&cache.read(store.as_ref(), &session).await.unwrap()),
+            texts(&cache.read(store.as_ref(), &session).await.unwrap().0),
             ["a", "b", "c", "d"]
         );
         // Rewind to before "c", then write two messages again: the same
@@ -253,7 +244,7 @@ mod tests {
         store.truncate_history(&session, 3).await.unwrap();
         append(&store, &session, "x").await;
         append(&store, &session, "y").await;
-        let read = cache.read(store.as_ref(), &session).await.unwrap();
+        let (read, _) = cache.read(store.as_ref(), &session).await.unwrap();
         assert_eq!(texts(&read), ["a", "b", "x", "y"]);
         assert_eq!(*read, store.messages(&session).await.unwrap());
         // Rewound to nothing.
@@ -263,11 +254,12 @@ mod tests {
                 .read(store.as_ref(), &session)
                 .await
                 .unwrap()
+                .0
                 .is_empty()
         );
         append(&store, &session, "z").await;
         assert_eq!(
-            texts(&cache.read(store.as_ref(), &session).await.unwrap()),
+            texts(&cache.read(store.as_ref(), &session).await.unwrap().0),
             ["z"]
         );
         // A deleted session (which an import could bring back with the same
